@@ -1,0 +1,1 @@
+//! The conversion engine (issue 3).

@@ -1,0 +1,1 @@
+//! Readers for msprobe dump folders (issue 3).

@@ -1,0 +1,20 @@
+//! Compiles `proto/graph_ascend.proto` with protox (pure Rust, no `protoc` needed) and keeps the
+//! FileDescriptorSet, which the binary hands to the Python shim (`graph-ascend proto-descriptor`).
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let file = root.join("graph_ascend.proto");
+    println!("cargo:rerun-if-changed={}", file.display());
+    let fds = protox::compile([&file], [&root])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("graph_ascend_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! Generated types and service traits of `proto/graph_ascend.proto`.
+//!
+//! The `.proto` file is the contract between the sidecar and the Python shim; this crate only
+//! compiles it. `FILE_DESCRIPTOR_SET` is the compiled descriptor, which the shim loads to derive
+//! its route table and to convert JSON to protobuf and back.
+
+#![allow(clippy::all, clippy::pedantic)]
+
+/// `graph_ascend.v1`: messages and the `GraphAscend` service.
+pub mod v1 {
+    tonic::include_proto!("graph_ascend.v1");
+}
+
+pub use v1::*;
+
+/// The serialized `FileDescriptorSet` of `graph_ascend.proto` (with its imports).
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/graph_ascend_descriptor.bin"));

@@ -1,0 +1,13 @@
+//! The `.vis.db` file: msprobe 26.2's SQLite format for hierarchical precision graphs.
+//!
+//! - [`schema`]: the tables and indexes, as msprobe writes them.
+//! - [`store`]: the reader the service uses. Every question is one indexed query; nothing loads a
+//!   whole graph to answer one request.
+//! - [`writer`]: the converter's output side (temporary file, one transaction, atomic rename).
+
+pub mod json;
+pub mod schema;
+pub mod store;
+pub mod writer;
+
+pub use store::{Store, StoreError};

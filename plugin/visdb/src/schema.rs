@@ -1,0 +1,131 @@
+//! msprobe 26.2's `.vis.db` schema, exactly as its writer creates it
+//! (`shared/spec/http-api-tb832-and-visdb.md` §3, `shared/spec/visdb-sample-rows.txt`).
+//!
+//! Files we write must open in msprobe's plugin, so tables, column order, types and index names
+//! are kept byte for byte.
+
+/// `CREATE TABLE` statements, in msprobe's order.
+pub const CREATE_TABLES: &str = "
+CREATE TABLE tb_nodes (
+    id TEXT PRIMARY KEY,
+    graph_id TEXT NOT NULL,
+    node_order INTEGER NOT NULL,
+    node_name TEXT NOT NULL,
+    node_type TEXT NOT NULL,
+    up_node TEXT,
+    sub_nodes TEXT,
+    precision_index INTEGER,
+    overflow_level TEXT,
+    micro_step_id INTEGER NOT NULL,
+    matched_node_link TEXT,
+    stack_id TEXT,
+    parallel_merge_info TEXT,
+    matched_distributed TEXT,
+    modified INTEGER NOT NULL,
+    input_data TEXT,
+    output_data TEXT,
+    data_source TEXT,
+    dump_data_dir TEXT,
+    step INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    is_distributed INTEGER
+);
+CREATE TABLE tb_stack (
+    id TEXT PRIMARY KEY,
+    stack_info TEXT
+);
+CREATE TABLE tb_config (
+    id TEXT PRIMARY KEY,
+    graph_type TEXT NOT NULL,
+    task TEXT,
+    tool_tip TEXT,
+    micro_steps INTEGER,
+    overflow_check INTEGER,
+    node_colors TEXT NOT NULL,
+    rank_list TEXT NOT NULL,
+    step_list TEXT NOT NULL
+);
+";
+
+/// The indexes msprobe adds once all rows are in (`add_table_index`).
+pub const CREATE_INDEXES: &str = "
+CREATE INDEX index1 ON tb_nodes (step, rank, data_source, up_node, node_order);
+CREATE INDEX index2 ON tb_nodes (step, rank, data_source, node_name);
+CREATE INDEX index3 ON tb_nodes (step, rank, data_source, node_order);
+CREATE INDEX index4 ON tb_nodes (step, rank, node_order);
+CREATE INDEX index5 ON tb_nodes (step, rank, micro_step_id, node_order);
+CREATE INDEX index6 ON tb_nodes (step, rank, modified, matched_node_link);
+CREATE INDEX index7 ON tb_nodes (is_distributed);
+";
+
+/// Columns of `tb_nodes` in msprobe's insert order.
+pub const NODE_COLUMNS: [&str; 22] = [
+    "id",
+    "graph_id",
+    "node_order",
+    "node_name",
+    "node_type",
+    "up_node",
+    "sub_nodes",
+    "precision_index",
+    "overflow_level",
+    "micro_step_id",
+    "matched_node_link",
+    "stack_id",
+    "parallel_merge_info",
+    "matched_distributed",
+    "modified",
+    "input_data",
+    "output_data",
+    "data_source",
+    "dump_data_dir",
+    "step",
+    "rank",
+    "is_distributed",
+];
+
+/// The tables a file must have for us to serve it, with the columns we read from each.
+pub const REQUIRED: &[(&str, &[&str])] = &[
+    (
+        "tb_nodes",
+        &[
+            "node_order",
+            "node_name",
+            "node_type",
+            "up_node",
+            "sub_nodes",
+            "precision_index",
+            "overflow_level",
+            "micro_step_id",
+            "matched_node_link",
+            "stack_id",
+            "parallel_merge_info",
+            "matched_distributed",
+            "modified",
+            "input_data",
+            "output_data",
+            "data_source",
+            "step",
+            "rank",
+        ],
+    ),
+    ("tb_stack", &["id", "stack_info"]),
+    (
+        "tb_config",
+        &[
+            "graph_type",
+            "task",
+            "tool_tip",
+            "micro_steps",
+            "overflow_check",
+            "node_colors",
+            "rank_list",
+            "step_list",
+        ],
+    ),
+];
+
+/// `data_source` of the target ("debug") side.
+pub const NPU: &str = "NPU";
+/// `data_source` of the golden ("bench") side.
+pub const BENCH: &str = "Bench";
