@@ -1,1 +1,24 @@
-//! Readers for msprobe dump folders (issue 3).
+//! Readers for msprobe dump folders.
+//!
+//! A dump folder (`rankN/` or `proc<pid>/`) holds `dump.json` (per-op statistics), `construct.json`
+//! (the module hierarchy), `stack.json` (call stacks) and, for `task: tensor`, real tensors in
+//! `dump_tensor_data/` (`.pt` for PyTorch, `.npy` for MindSpore).
+//!
+//! Every reader returns a [`DumpError`] that names the file and the problem, so a bad dump is a
+//! clear message for the user and never a panic.
+
+pub mod construct;
+pub mod dumpfile;
+pub mod error;
+pub mod items;
+pub mod json;
+pub mod pyval;
+pub mod stack;
+pub mod tensor;
+
+pub use construct::Construct;
+pub use dumpfile::DumpFile;
+pub use error::DumpError;
+pub use items::{parse_op, Item, OpData};
+pub use pyval::PyVal;
+pub use stack::StackMap;

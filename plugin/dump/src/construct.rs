@@ -1,0 +1,83 @@
+//! `construct.json`: who is whose parent, in dump order.
+//!
+//! Plain form `{node: parent-or-null}`; Megatron form adds `megatron_micro_step_number` and
+//! makes each value `[parent, micro_step_id]`. An empty file (level L1 dumps) cannot give a
+//! hierarchy and is refused, as msprobe does.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::json::read_json_file;
+use crate::DumpError;
+
+/// The parsed hierarchy.
+#[derive(Debug, Clone, Default)]
+pub struct Construct {
+    /// `(node, parent)` in file order.
+    pub entries: Vec<(String, Option<String>)>,
+    /// Micro step of each node (Megatron form only).
+    pub micro_step: HashMap<String, i64>,
+    /// `megatron_micro_step_number`, when present.
+    pub micro_step_num: Option<i64>,
+}
+
+const MEGATRON_KEY: &str = "megatron_micro_step_number";
+
+impl Construct {
+    pub fn read(path: &Path) -> Result<Construct, DumpError> {
+        let value = read_json_file(path)?;
+        Self::from_value(path, value)
+    }
+
+    pub fn from_value(path: &Path, value: Value) -> Result<Construct, DumpError> {
+        let Value::Object(map) = value else {
+            return Err(DumpError::shape(path, "expected a JSON object {node: parent}"));
+        };
+        if map.is_empty() {
+            return Err(DumpError::shape(
+                path,
+                "the content of construct.json is empty: the dump has no module hierarchy \
+                 (level L1 dumps cannot be shown as a graph; dump with level L0 or mix)",
+            ));
+        }
+        let mut c = Construct::default();
+        let megatron = map.contains_key(MEGATRON_KEY);
+        if let Some(n) = map.get(MEGATRON_KEY) {
+            c.micro_step_num = n.as_i64();
+        }
+        for (node, v) in map {
+            if node == MEGATRON_KEY {
+                continue;
+            }
+            let parent = if megatron {
+                match &v {
+                    Value::Array(a) => {
+                        if let Some(step) = a.get(1).and_then(Value::as_i64) {
+                            c.micro_step.insert(node.clone(), step);
+                        }
+                        parent_of(path, &node, a.first().unwrap_or(&Value::Null))?
+                    }
+                    other => parent_of(path, &node, other)?,
+                }
+            } else {
+                parent_of(path, &node, &v)?
+            };
+            c.entries.push((node, parent));
+        }
+        Ok(c)
+    }
+}
+
+fn parent_of(path: &Path, node: &str, v: &Value) -> Result<Option<String>, DumpError> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        _ => Err(DumpError::shape(
+            path,
+            format!("the parent of \"{node}\" must be a string or null"),
+        )),
+    }
+}

@@ -1,0 +1,44 @@
+//! The one error type of the dump readers: every variant names the file it is about.
+
+use std::path::PathBuf;
+
+/// A dump file that cannot be read or does not have the expected shape.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    /// The file is missing or unreadable.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON (e.g. truncated).
+    #[error("{path} is not valid JSON: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Valid JSON, but not the structure msprobe writes.
+    #[error("{path}: {message}")]
+    Shape { path: PathBuf, message: String },
+    /// A tensor file (`.npy`/`.pt`) that cannot be decoded.
+    #[error("cannot read tensor {path}: {message}")]
+    Tensor { path: PathBuf, message: String },
+}
+
+impl DumpError {
+    pub(crate) fn shape(path: &std::path::Path, message: impl Into<String>) -> Self {
+        DumpError::Shape {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn tensor(path: &std::path::Path, message: impl Into<String>) -> Self {
+        DumpError::Tensor {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! One dump.json entry → the flat per-tensor items msprobe shows for a node.
+//!
+//! msprobe flattens every op's `input_args` / `input_kwargs` / `input` / `output` / `parameters`
+//! (and `parameters_grad` entries) into items named `<op>.input.0`, `<op>.input.<kwarg>`,
+//! `<op>.parameters.weight`, `<op>.output.0.1`…, each a small dict of statistics. The fields, their
+//! order and their Python types are kept as msprobe has them, because the `.vis.db` stores their
+//! `str()` and the comparator reads them back.
+
+use serde_json::Value;
+
+use crate::PyVal;
+
+/// One flattened tensor (or scalar) of a node: ordered `(field, value)` pairs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Item {
+    pub fields: Vec<(String, PyVal)>,
+}
+
+impl Item {
+    /// The value of a field.
+    pub fn get(&self, key: &str) -> Option<&PyVal> {
+        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Sets a field, keeping its position if it exists, else appending it.
+    pub fn set(&mut self, key: &str, value: PyVal) {
+        match self.fields.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.fields.push((key.to_string(), value)),
+        }
+    }
+
+    /// Sets a field only if it is absent.
+    fn set_default(&mut self, key: &str, value: PyVal) {
+        if self.get(key).is_none() {
+            self.fields.push((key.to_string(), value));
+        }
+    }
+
+    /// `True` for the placeholder msprobe makes for a `null` value in the dump.
+    pub fn is_placeholder(&self) -> bool {
+        self.get("type").is_none() && self.get("Max").is_none_or(PyVal::is_none)
+    }
+
+    /// A field as Python `str()` text (`None` → `"None"`), or `None` if absent.
+    pub fn text(&self, key: &str) -> Option<String> {
+        self.get(key).map(PyVal::py_str)
+    }
+}
+
+/// The items of one op, split as msprobe splits them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpData {
+    /// Inputs, keyword inputs and parameters (and parameter gradients), in dump order.
+    pub input: Vec<(String, Item)>,
+    /// Outputs.
+    pub output: Vec<(String, Item)>,
+}
+
+/// Flattens one dump.json entry (`data[op_name]`).
+pub fn parse_op(op_name: &str, entry: &Value) -> OpData {
+    let mut items: Vec<(String, Item)> = Vec::new();
+    if is_parameters_grad(op_name) {
+        walk(op_name, entry, true, &mut items);
+    } else if let Value::Object(map) = entry {
+        for (key, value) in map {
+            let io = match key.as_str() {
+                "input_args" | "input_kwargs" | "input" => "input",
+                "output" => "output",
+                "parameters" => "parameters",
+                _ => continue,
+            };
+            walk(&format!("{op_name}.{io}"), value, false, &mut items);
+        }
+    }
+    let mut data = OpData::default();
+    for (name, item) in items {
+        if name.contains(".output.") && !name.contains(".input.") {
+            data.output.push((name, item));
+        } else {
+            data.input.push((name, item));
+        }
+    }
+    data
+}
+
+/// `true` for `…parameters_grad` and `…parameters_grad.N` op names.
+pub fn is_parameters_grad(op_name: &str) -> bool {
+    let mut segs = op_name.rsplit('.');
+    let last = segs.next().unwrap_or("");
+    let second = segs.next().unwrap_or("");
+    last == "parameters_grad" || second == "parameters_grad"
+}
+
+fn walk(name: &str, value: &Value, grad_state: bool, out: &mut Vec<(String, Item)>) {
+    match value {
+        Value::Null => out.push((name.to_string(), placeholder_item())),
+        Value::Object(map) if map.get("type").is_some_and(Value::is_string) => {
+            let item = leaf_item(name, map);
+            let key = match item.get("data_name") {
+                Some(PyVal::Str(dn)) if dn != "-1" => {
+                    dn.rsplit_once('.').map_or(dn.clone(), |(a, _)| a.to_string())
+                }
+                _ => name.to_string(),
+            };
+            out.push((key, item));
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                walk(&format!("{name}.{k}"), v, grad_state, out);
+            }
+        }
+        Value::Array(list) => {
+            for (i, v) in list.iter().enumerate() {
+                if grad_state {
+                    walk(name, v, grad_state, out);
+                } else {
+                    walk(&format!("{name}.{i}"), v, grad_state, out);
+                }
+            }
+        }
+        other => {
+            // A bare scalar where a leaf dict was expected: keep it as a value leaf.
+            let mut map = serde_json::Map::new();
+            map.insert("type".into(), Value::String("unknown".into()));
+            map.insert("value".into(), other.clone());
+            out.push((name.to_string(), leaf_item(name, &map)));
+        }
+    }
+}
+
+fn placeholder_item() -> Item {
+    let mut item = Item::default();
+    for key in ["Max", "Min", "Mean", "Norm", "dtype", "shape", "md5"] {
+        item.fields.push((key.to_string(), PyVal::None));
+    }
+    item.fields
+        .push(("data_name".to_string(), PyVal::Str("-1".into())));
+    item.fields
+        .push(("requires_grad".to_string(), PyVal::None));
+    item
+}
+
+const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
+
+/// msprobe's `gen_op_item` for one leaf dict.
+fn leaf_item(name: &str, leaf: &serde_json::Map<String, Value>) -> Item {
+    let mut item = Item::default();
+    for (k, v) in leaf {
+        let val = match PyVal::from_json(v) {
+            PyVal::Bool(b) if k == "requires_grad" => {
+                PyVal::Str(if b { "True" } else { "False" }.into())
+            }
+            other => other,
+        };
+        item.fields.push((k.clone(), val));
+    }
+    let data_name = match item.get("data_name") {
+        Some(PyVal::Str(s)) if !s.is_empty() => s.clone(),
+        _ => "-1".to_string(),
+    };
+    item.set("data_name", PyVal::Str(data_name));
+    item.set_default("requires_grad", PyVal::None);
+    for key in STAT_KEYS {
+        item.set_default(key, PyVal::None);
+    }
+    let ty = item.text("type").unwrap_or_default();
+    if item.get("dtype").is_none() {
+        let value = item.get("value").cloned().unwrap_or(PyVal::None);
+        if ty == "torch.Size" {
+            item.set("dtype", PyVal::Str(ty.clone()));
+            item.set("shape", PyVal::Str(value.py_str()));
+        } else if ty == "slice" {
+            let n = match &value {
+                PyVal::List(l) => l.len(),
+                _ => 0,
+            };
+            item.set("shape", PyVal::Str(format!("({n},)")));
+        } else if ty == "ellipsis" {
+            item.set("shape", PyVal::Str("[]".into()));
+        } else if ["src", "dst", "group_src", "group_dst"]
+            .iter()
+            .any(|s| name.ends_with(s))
+        {
+            let text = PyVal::Str(value.py_str());
+            item.set("dtype", PyVal::Str(ty.clone()));
+            item.set("shape", PyVal::Str("[]".into()));
+            for key in STAT_KEYS {
+                item.set(key, text.clone());
+            }
+            item.set("md5", text);
+        } else if ty == "torch.ProcessGroup" {
+            let ranks = PyVal::Str(
+                item.get("group_ranks")
+                    .map(PyVal::py_str)
+                    .unwrap_or_else(|| "None".into()),
+            );
+            for key in STAT_KEYS {
+                item.set(key, ranks.clone());
+            }
+            item.set("md5", ranks);
+        } else {
+            let class = match &value {
+                PyVal::None => "NoneType",
+                PyVal::Bool(_) => "bool",
+                PyVal::Int(_) | PyVal::BigInt(_) => "int",
+                PyVal::Float(_) => "float",
+                PyVal::Str(_) => "str",
+                PyVal::List(_) => "list",
+                PyVal::Dict(_) => "dict",
+            };
+            item.set("dtype", PyVal::Str(format!("<class '{class}'>")));
+            item.set("shape", PyVal::Str("[]".into()));
+            for key in STAT_KEYS {
+                item.set(key, value.clone());
+            }
+        }
+    }
+    if item.get("md5").is_none() {
+        let value = item
+            .get("value")
+            .map(PyVal::py_str)
+            .unwrap_or_default();
+        item.set(
+            "md5",
+            PyVal::Str(format!("{:08x}", crc32fast::hash(value.as_bytes()))),
+        );
+    }
+    item
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flattens_args_kwargs_params_and_outputs() {
+        let entry = json!({
+            "input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false}, [{"type": "int", "value": 64}]],
+            "input_kwargs": {"inplace": {"type": "bool", "value": false}},
+            "output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": true}],
+            "parameters": {"weight": null}
+        });
+        let d = parse_op("Functional.f.0.forward", &entry);
+        let names: Vec<&str> = d.input.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Functional.f.0.forward.input.0",
+                "Functional.f.0.forward.input.1.0",
+                "Functional.f.0.forward.input.inplace",
+                "Functional.f.0.forward.parameters.weight"
+            ]
+        );
+        assert_eq!(d.output[0].0, "Functional.f.0.forward.output.0");
+        let int_item = &d.input[1].1;
+        assert_eq!(int_item.text("dtype").unwrap(), "<class 'int'>");
+        assert_eq!(int_item.text("Max").unwrap(), "64");
+        assert_eq!(
+            int_item.text("md5").unwrap(),
+            format!("{:08x}", crc32fast::hash(b"64"))
+        );
+        let bool_item = &d.input[2].1;
+        assert_eq!(bool_item.text("Max").unwrap(), "False");
+        assert_eq!(bool_item.text("dtype").unwrap(), "<class 'bool'>");
+        assert_eq!(d.input[0].1.text("requires_grad").unwrap(), "False");
+        assert_eq!(d.input[0].1.text("md5").unwrap(), "00000000");
+    }
+
+    #[test]
+    fn parameters_grad_lists_are_not_indexed() {
+        let entry = json!({"bias": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [8], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false}]});
+        let d = parse_op("Module.fc.Linear.parameters_grad.0", &entry);
+        assert_eq!(d.input[0].0, "Module.fc.Linear.parameters_grad.0.bias");
+        assert!(d.output.is_empty());
+    }
+}

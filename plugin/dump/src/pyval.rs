@@ -1,0 +1,212 @@
+//! Python values as msprobe holds them, and Python's `str()` of them.
+//!
+//! The `.vis.db` columns store `str(value)` of Python objects (`"1e-05"`, `"True"`, `"[2, 16]"`,
+//! `"inf"`), so the exact text must be reproduced: floats use Python's shortest round-trip `repr`
+//! with its own switch to exponent notation, which differs from Rust's formatting.
+
+use serde_json::Value;
+
+use crate::json::non_finite_marker;
+
+/// A JSON value seen through Python's eyes (ints and floats kept apart).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PyVal {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// An integer too large for `i64`, kept as its decimal text.
+    BigInt(String),
+    Float(f64),
+    Str(String),
+    List(Vec<PyVal>),
+    Dict(Vec<(String, PyVal)>),
+}
+
+impl PyVal {
+    /// Converts parsed JSON, turning non-finite markers back into floats.
+    pub fn from_json(v: &Value) -> PyVal {
+        match v {
+            Value::Null => PyVal::None,
+            Value::Bool(b) => PyVal::Bool(*b),
+            Value::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    PyVal::Int(i)
+                } else if n.is_u64() {
+                    PyVal::BigInt(n.to_string())
+                } else {
+                    PyVal::Float(n.as_f64().unwrap_or(f64::NAN))
+                }
+            }
+            Value::String(s) => match non_finite_marker(s) {
+                Some(f) => PyVal::Float(f),
+                None => PyVal::Str(s.clone()),
+            },
+            Value::Array(a) => PyVal::List(a.iter().map(PyVal::from_json).collect()),
+            Value::Object(o) => PyVal::Dict(
+                o.iter()
+                    .map(|(k, v)| (k.clone(), PyVal::from_json(v)))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Python's `str(value)`.
+    pub fn py_str(&self) -> String {
+        match self {
+            PyVal::Str(s) => s.clone(),
+            other => other.py_repr(),
+        }
+    }
+
+    /// Python's `repr(value)`.
+    pub fn py_repr(&self) -> String {
+        match self {
+            PyVal::None => "None".into(),
+            PyVal::Bool(true) => "True".into(),
+            PyVal::Bool(false) => "False".into(),
+            PyVal::Int(i) => i.to_string(),
+            PyVal::BigInt(s) => s.clone(),
+            PyVal::Float(f) => float_repr(*f),
+            PyVal::Str(s) => str_repr(s),
+            PyVal::List(items) => {
+                let parts: Vec<String> = items.iter().map(PyVal::py_repr).collect();
+                format!("[{}]", parts.join(", "))
+            }
+            PyVal::Dict(items) => {
+                let parts: Vec<String> = items
+                    .iter()
+                    .map(|(k, v)| format!("{}: {}", str_repr(k), v.py_repr()))
+                    .collect();
+                format!("{{{}}}", parts.join(", "))
+            }
+        }
+    }
+
+    /// The value as a number when Python would treat it as `int`/`float` (not bool).
+    pub fn as_number(&self) -> Option<f64> {
+        match self {
+            PyVal::Int(i) => Some(*i as f64),
+            PyVal::Float(f) => Some(*f),
+            PyVal::BigInt(s) => s.parse().ok(),
+            _ => None,
+        }
+    }
+
+    pub fn is_none(&self) -> bool {
+        matches!(self, PyVal::None)
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            PyVal::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Python's `repr(str)` (single quotes unless the text contains one and no double quote).
+fn str_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// Python's `repr(float)`: shortest round-trip digits, exponent form below 1e-4 or from 1e16.
+pub fn float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = match sci.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (sci.as_str(), 0),
+    };
+    let (neg, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let sign = if neg { "-" } else { "" };
+    if (-4..16).contains(&exp) {
+        let n = digits.len() as i32;
+        let body = if exp >= 0 {
+            let int_len = exp + 1;
+            if n <= int_len {
+                format!("{digits}{}.0", "0".repeat((int_len - n) as usize))
+            } else {
+                format!(
+                    "{}.{}",
+                    &digits[..int_len as usize],
+                    &digits[int_len as usize..]
+                )
+            }
+        } else {
+            format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
+        };
+        format!("{sign}{body}")
+    } else {
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits
+        };
+        let esign = if exp < 0 { '-' } else { '+' };
+        format!("{sign}{m}e{esign}{:02}", exp.abs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_like_python() {
+        assert_eq!(float_repr(1e-5), "1e-05");
+        assert_eq!(float_repr(0.0001), "0.0001");
+        assert_eq!(float_repr(2.7939677238464355e-09), "2.7939677238464355e-09");
+        assert_eq!(float_repr(1.0), "1.0");
+        assert_eq!(float_repr(8.0), "8.0");
+        assert_eq!(float_repr(-0.01), "-0.01");
+        assert_eq!(float_repr(123456.5), "123456.5");
+        assert_eq!(float_repr(1e16), "1e+16");
+        assert_eq!(float_repr(1234567890123456.0), "1234567890123456.0");
+        assert_eq!(float_repr(f64::INFINITY), "inf");
+        assert_eq!(float_repr(-3.814697265625e-06), "-3.814697265625e-06");
+        assert_eq!(float_repr(0.0024137496948242188), "0.0024137496948242188");
+    }
+
+    #[test]
+    fn containers_print_like_python() {
+        let v = PyVal::List(vec![PyVal::Int(2), PyVal::Int(16)]);
+        assert_eq!(v.py_str(), "[2, 16]");
+        let v = PyVal::List(vec![PyVal::Str("a".into()), PyVal::None, PyVal::Bool(true)]);
+        assert_eq!(v.py_str(), "['a', None, True]");
+        assert_eq!(PyVal::List(vec![]).py_str(), "[]");
+    }
+}
