@@ -1,0 +1,353 @@
+"""The ``graph_ascend`` TensorBoard plugin: one prefix route that serves the page and proxies the API.
+
+``/data/plugin/graph_ascend/<name>``: a file of the built frontend when ``static/<name>`` exists, else the
+browser route ``<name>`` of the route table derived from the API descriptor (``schema.Route``): the
+request (query string and/or JSON body; both methods accepted on every route, as msprobe does) becomes
+the RPC's request message, the answer becomes msprobe's JSON (``jsonmap``), streamed, gzip when the
+browser accepts it. Server-streaming RPCs marked ``sse`` become ``text/event-stream``.
+
+Errors keep one shape, ``{"success": false, "error": "..."}``: 503 when the sidecar cannot be reached
+(a broken connection is retried once on a fresh sidecar), 500 for other gRPC statuses, 400 for a request
+that does not fit, 404 for an unknown name. Nothing here raises into TensorBoard.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import subprocess
+import tempfile
+import threading
+import zlib
+from typing import Any, Iterable, Iterator, Optional
+
+import grpc
+from tensorboard.plugins import base_plugin
+from werkzeug.wrappers import Request, Response
+
+from . import static_files
+from .jsonmap import JsonMapper, RequestError, iter_json_chunks
+from .schema import Route, Schema, SchemaError
+from .sidecar import Sidecar, SidecarError, find_binary
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "graph_ascend"
+TAB_NAME = "GRAPH_ASCEND"
+CLIENT_HEADER = "X-Graph-Ascend-Client"
+DESCRIPTOR_ENV = "GRAPH_ASCEND_DESCRIPTOR"
+PACKAGE_DESCRIPTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_ascend.desc")
+
+UNARY_TIMEOUT_S = 900.0
+HEARTBEAT_S = float(os.environ.get("GRAPH_ASCEND_SSE_HEARTBEAT", "15"))
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class ShimError(Exception):
+    """A failure with an HTTP status and a message for the browser."""
+
+    def __init__(self, status: int, message: str, code: Optional[str] = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def load_descriptor_bytes() -> tuple:
+    """(bytes, source): $GRAPH_ASCEND_DESCRIPTOR, the packaged file, or the binary's proto-descriptor."""
+    for path in (os.environ.get(DESCRIPTOR_ENV), PACKAGE_DESCRIPTOR):
+        if path and os.path.isfile(path):
+            with open(path, "rb") as f:
+                return f.read(), path
+    binary = find_binary()
+    with tempfile.TemporaryDirectory(prefix="graph_ascend_desc_") as tmp:
+        out = os.path.join(tmp, "graph_ascend.desc")
+        try:
+            proc = subprocess.run(
+                [binary, "proto-descriptor", "--out", out],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SidecarError(f"cannot run {binary} proto-descriptor: {exc}") from exc
+        if proc.returncode != 0 or not os.path.isfile(out):
+            detail = proc.stderr.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
+            raise SidecarError(f"{binary} proto-descriptor failed: {detail}")
+        with open(out, "rb") as f:
+            return f.read(), f"{binary} proto-descriptor"
+
+
+class GraphAscendPlugin(base_plugin.TBPlugin):
+    """GRAPH_ASCEND: msprobe's model-hierarchy precision graphs, served by the graph-ascend sidecar."""
+
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context):
+        logdir = getattr(context, "logdir", "") or ""
+        self._logdir = os.path.abspath(os.path.expanduser(logdir.rstrip("/"))) if logdir else ""
+        self.sidecar = Sidecar(self._logdir)
+        self._schema: Optional[Schema] = None
+        self._mapper: Optional[JsonMapper] = None
+        self._schema_lock = threading.Lock()
+
+    # TBPlugin --------------------------------------------------------------------------------------
+
+    def get_plugin_apps(self):
+        return {"/*": self._wsgi}
+
+    def is_active(self):
+        return True
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME, disable_reload=True)
+
+    # Routing ---------------------------------------------------------------------------------------
+
+    def _wsgi(self, environ, start_response):
+        request = Request(environ)
+        try:
+            response = self._dispatch(request)
+        except ShimError as exc:
+            response = error_response(exc.status, str(exc), exc.code)
+        except Exception as exc:  # a bug here must not take TensorBoard's request thread down silently
+            logger.exception("graph_ascend: %s %s failed", request.method, request.path)
+            response = error_response(500, f"internal error in the graph_ascend plugin: {exc}")
+        return response(environ, start_response)
+
+    def route_name(self, path: str) -> Optional[str]:
+        marker = f"/data/plugin/{self.plugin_name}/"
+        index = path.find(marker)
+        if index < 0:
+            return None
+        return path[index + len(marker) :]
+
+    def _dispatch(self, request: Request) -> Response:
+        name = self.route_name(request.path)
+        if name is None:
+            raise ShimError(404, f"not a graph_ascend path: {request.path}")
+        if request.method in ("GET", "HEAD"):
+            static = static_files.serve(name, request.method)
+            if static is not None:
+                return static
+        schema, mapper = self._api()
+        route = schema.routes.get(name)
+        if route is None:
+            raise ShimError(404, f"unknown graph_ascend route: {name!r}")
+        message = self._request_message(request, route, mapper)
+        if route.server_streaming:
+            return self._stream(route, message, mapper)
+        answer = self._unary(route, message)
+        return json_response(mapper.to_json(answer), request)
+
+    def _api(self):
+        with self._schema_lock:
+            if self._schema is None:
+                try:
+                    data, source = load_descriptor_bytes()
+                    schema = Schema(data, source)
+                except (SidecarError, SchemaError, OSError) as exc:
+                    raise ShimError(503, f"GRAPH_ASCEND cannot load its API description: {exc}") from exc
+                self._schema = schema
+                self._mapper = JsonMapper(schema)
+            return self._schema, self._mapper
+
+    def _request_message(self, request: Request, route: Route, mapper: JsonMapper):
+        body: Any = None
+        if request.method not in ("GET", "HEAD"):
+            length = request.content_length
+            if length is not None and length > MAX_BODY_BYTES:
+                raise ShimError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+            raw = request.get_data(cache=False)
+            if len(raw) > MAX_BODY_BYTES:
+                raise ShimError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+            if raw.strip():
+                try:
+                    body = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError) as exc:
+                    raise ShimError(400, f"{route.name}: the request body is not JSON ({exc})") from exc
+        try:
+            return mapper.request_from_http(
+                route.request_class,
+                query=request.args.items(multi=True),
+                body=body,
+                client_id=request.headers.get(CLIENT_HEADER),
+            )
+        except RequestError as exc:
+            raise ShimError(400, f"{route.name}: {exc}") from exc
+
+    # gRPC ------------------------------------------------------------------------------------------
+
+    def _channel(self) -> grpc.Channel:
+        try:
+            return self.sidecar.channel()
+        except SidecarError as exc:
+            raise ShimError(503, str(exc), "UNAVAILABLE") from exc
+
+    def _retry_unavailable(self, exc: grpc.RpcError, attempt: int, route: Route) -> bool:
+        """On UNAVAILABLE from a dead or unreachable sidecar, restart it (once); True to retry."""
+        if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt > 0:
+            return False
+        if not self.sidecar.connection_broken():
+            return False  # the sidecar itself answered UNAVAILABLE
+        try:
+            self.sidecar.restart(f"{route.name}: {exc.details()}")
+        except SidecarError as err:
+            raise ShimError(503, str(err), "UNAVAILABLE") from err
+        return True
+
+    def _unary(self, route: Route, message):
+        for attempt in range(2):
+            channel = self._channel()
+            call = channel.unary_unary(
+                route.method,
+                request_serializer=_serialize,
+                response_deserializer=route.response_class.FromString,
+            )
+            try:
+                return call(message, timeout=UNARY_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                if self._retry_unavailable(exc, attempt, route):
+                    continue
+                raise rpc_error(route, exc) from exc
+        raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
+
+    def _stream(self, route: Route, message, mapper: JsonMapper) -> Response:
+        for attempt in range(2):
+            channel = self._channel()
+            call = channel.unary_stream(
+                route.method,
+                request_serializer=_serialize,
+                response_deserializer=route.response_class.FromString,
+            )(message)
+            call.initial_metadata()  # waits for the answer's headers, or for an immediate error
+            if call.done() and call.code() != grpc.StatusCode.OK:
+                if self._retry_unavailable(call, attempt, route):
+                    continue
+                raise rpc_error(route, call)
+            if route.sse:
+                return sse_response(call, mapper)
+            return json_response(_ndjson_values(call, mapper), None, lines=True)
+        raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
+
+
+def _serialize(message) -> bytes:
+    return message.SerializeToString()
+
+
+def rpc_error(route: Route, exc) -> ShimError:
+    code = exc.code()
+    details = exc.details() or code.name
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return ShimError(503, f"{route.name}: the graph-ascend sidecar is unavailable: {details}", code.name)
+    return ShimError(500, f"{route.name}: {details}", code.name)
+
+
+# Responses ---------------------------------------------------------------------------------------
+
+
+def _common_headers(resp: Response) -> None:
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    resp.headers["Cache-Control"] = "no-cache"
+
+
+def error_response(status: int, message: str, code: Optional[str] = None) -> Response:
+    body = {"success": False, "error": message}
+    if code:
+        body["code"] = code
+    resp = Response(
+        json.dumps(body, ensure_ascii=False).encode("utf-8"),
+        status=status,
+        content_type="application/json; charset=utf-8",
+    )
+    _common_headers(resp)
+    return resp
+
+
+def _accepts_gzip(request: Optional[Request]) -> bool:
+    if request is None:
+        return False
+    return "gzip" in request.headers.get("Accept-Encoding", "").lower()
+
+
+def _gzip(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+    for chunk in chunks:
+        out = compressor.compress(chunk)
+        if out:
+            yield out
+    yield compressor.flush()
+
+
+def json_response(value: Any, request: Optional[Request], lines: bool = False) -> Response:
+    chunks = value if lines else iter_json_chunks(value)
+    resp = Response(
+        chunks,
+        status=200,
+        content_type="application/x-ndjson" if lines else "application/json; charset=utf-8",
+        direct_passthrough=True,
+    )
+    if _accepts_gzip(request):
+        resp.response = _gzip(chunks)
+        resp.headers["Content-Encoding"] = "gzip"
+    resp.headers["Vary"] = "Accept-Encoding"
+    _common_headers(resp)
+    return resp
+
+
+def _ndjson_values(call, mapper: JsonMapper) -> Iterator[bytes]:
+    try:
+        for message in call:
+            yield json.dumps(mapper.to_json(message), ensure_ascii=False).encode("utf-8") + b"\n"
+    finally:
+        call.cancel()
+
+
+def _pump(call, sink: queue.Queue) -> None:
+    try:
+        for message in call:
+            sink.put(("message", message))
+        sink.put(("end", None))
+    except grpc.RpcError as exc:
+        sink.put(("error", exc))
+    except Exception as exc:  # deserialization problems end the stream with an error event
+        sink.put(("error", exc))
+
+
+def sse_events(call, mapper: JsonMapper, heartbeat_s: float = HEARTBEAT_S) -> Iterator[bytes]:
+    """One ``data: <json>`` event per message, as they come; a comment line when idle for heartbeat_s."""
+    sink: queue.Queue = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(call, sink), name="graph-ascend-sse", daemon=True)
+    pump.start()
+    try:
+        yield b": stream open\n\n"
+        while True:
+            try:
+                kind, item = sink.get(timeout=heartbeat_s)
+            except queue.Empty:
+                yield b": heartbeat\n\n"
+                continue
+            if kind == "message":
+                data = json.dumps(mapper.to_json(item), ensure_ascii=False)
+                yield b"data: " + data.encode("utf-8") + b"\n\n"
+            elif kind == "error":
+                if isinstance(item, grpc.RpcError) and item.code() == grpc.StatusCode.CANCELLED:
+                    return
+                detail = item.details() if isinstance(item, grpc.RpcError) else str(item)
+                event = {"success": False, "status": "error", "error": [detail]}
+                yield b"data: " + json.dumps(event, ensure_ascii=False).encode("utf-8") + b"\n\n"
+                return
+            else:
+                return
+    finally:
+        call.cancel()
+
+
+def sse_response(call, mapper: JsonMapper) -> Response:
+    resp = Response(sse_events(call, mapper), status=200, mimetype="text/event-stream", direct_passthrough=True)
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    resp.headers["Cache-Control"] = "no-cache"
+    resp.headers["X-Accel-Buffering"] = "no"
+    return resp

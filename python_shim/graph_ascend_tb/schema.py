@@ -1,0 +1,228 @@
+"""The sidecar's API as the shim sees it: message classes and the HTTP route table, from the descriptor.
+
+Why a descriptor and not generated ``_pb2`` modules: generated code pins a protobuf runtime range, and
+TensorBoard's own range moves (3.19 .. 7.x). A serialized ``FileDescriptorSet`` loads into a private
+``DescriptorPool`` on any of them, and the route table comes from the ``(graph_ascend.v1.http)`` method
+option, so a new RPC in ``proto/graph_ascend.proto`` needs no Python change.
+
+Custom options are read from the raw option bytes (a few lines of wire-format decoding) rather than
+through ``Extensions[...]``: extensions declared in a private pool are not registered with the
+runtime's own ``descriptor_pb2`` classes, and how that surfaces differs between protobuf backends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+logger = logging.getLogger(__name__)
+
+SERVICE = "graph_ascend.v1.GraphAscend"
+HTTP_ROUTE_MESSAGE = "graph_ascend.v1.HttpRoute"
+
+# Field numbers of the custom options in proto/graph_ascend.proto.
+OPT_HTTP = 51230
+OPT_JSON_MAP_KEY = 51231
+OPT_JSON_MAP_VALUE = 51232
+OPT_JSON_NULL = 51233
+
+
+class SchemaError(Exception):
+    """The descriptor cannot be used (unreadable, or lacks what the shim needs)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldRules:
+    """The JSON rendering options of one field."""
+
+    map_key: Optional[str] = None
+    map_value: Optional[str] = None
+    json_null: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """One browser route: the RPC it calls and how."""
+
+    name: str
+    method: str  # full gRPC method path, "/graph_ascend.v1.GraphAscend/LoadMetaDir"
+    request_class: type
+    response_class: type
+    server_streaming: bool
+    sse: bool
+
+
+def _read_varint(buf: bytes, pos: int) -> Tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise SchemaError("truncated varint in option bytes")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise SchemaError("varint too long in option bytes")
+
+
+def iter_wire_fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
+    """Yields (field number, wire type, value) for each field of a serialized message.
+
+    Values: int for varints, bytes for length-delimited and fixed-width fields.
+    """
+    pos = 0
+    while pos < len(buf):
+        key, pos = _read_varint(buf, pos)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, pos = _read_varint(buf, pos)
+        elif wire_type == 1:
+            value, pos = buf[pos : pos + 8], pos + 8
+        elif wire_type == 2:
+            length, pos = _read_varint(buf, pos)
+            value, pos = buf[pos : pos + length], pos + length
+        elif wire_type == 5:
+            value, pos = buf[pos : pos + 4], pos + 4
+        else:
+            raise SchemaError(f"unsupported wire type {wire_type} in option bytes")
+        if pos > len(buf):
+            raise SchemaError("truncated field in option bytes")
+        yield number, wire_type, value
+
+
+def field_rules_from_options(options_bytes: bytes) -> FieldRules:
+    """Decodes json_map_key / json_map_value / json_null from serialized FieldOptions."""
+    map_key = map_value = None
+    json_null = False
+    for number, wire_type, value in iter_wire_fields(options_bytes):
+        if number == OPT_JSON_MAP_KEY and wire_type == 2:
+            map_key = bytes(value).decode("utf-8")
+        elif number == OPT_JSON_MAP_VALUE and wire_type == 2:
+            map_value = bytes(value).decode("utf-8")
+        elif number == OPT_JSON_NULL and wire_type == 0:
+            json_null = bool(value)
+    return FieldRules(map_key=map_key, map_value=map_value, json_null=json_null)
+
+
+def get_message_class(desc) -> type:
+    """The concrete message class of a descriptor, across protobuf runtime versions."""
+    getter = getattr(message_factory, "GetMessageClass", None)
+    if getter is not None:
+        return getter(desc)
+    return message_factory.MessageFactory(desc.file.pool).GetPrototype(desc)  # protobuf < 4.21
+
+
+def _add_well_known_dependencies(pool, present: set, needed: List[str]) -> None:
+    """Adds google/protobuf/*.proto from the runtime when the set was written without its imports."""
+    from google.protobuf import struct_pb2
+
+    known = {
+        "google/protobuf/descriptor.proto": descriptor_pb2.DESCRIPTOR.serialized_pb,
+        "google/protobuf/struct.proto": struct_pb2.DESCRIPTOR.serialized_pb,
+    }
+    for name in needed:
+        if name not in present and name in known:
+            pool.AddSerializedFile(known[name])
+            present.add(name)
+
+
+class Schema:
+    """Message classes, route table and JSON field rules of the sidecar's API."""
+
+    def __init__(self, descriptor_set_bytes: bytes, source: str = "descriptor"):
+        self.source = source
+        try:
+            fds = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set_bytes)
+        except Exception as exc:  # DecodeError and friends differ between runtimes
+            raise SchemaError(f"{source}: not a serialized FileDescriptorSet ({exc})") from exc
+        if not fds.file:
+            raise SchemaError(f"{source}: the FileDescriptorSet holds no files")
+        self.pool = descriptor_pool.DescriptorPool()
+        present: set = set()
+        try:
+            for file_proto in fds.file:
+                _add_well_known_dependencies(self.pool, present, list(file_proto.dependency))
+                self.pool.AddSerializedFile(file_proto.SerializeToString())
+                present.add(file_proto.name)
+        except Exception as exc:
+            raise SchemaError(f"{source}: cannot load the descriptors ({exc})") from exc
+
+        # Field rules, keyed by message full name then field name.
+        self.field_rules: Dict[str, Dict[str, FieldRules]] = {}
+        for file_proto in fds.file:
+            prefix = f"{file_proto.package}." if file_proto.package else ""
+            for message_proto in file_proto.message_type:
+                self._collect_field_rules(prefix, message_proto)
+
+        self._classes: Dict[str, type] = {}
+        self.routes: Dict[str, Route] = {}
+        self._build_routes(fds)
+
+    def _collect_field_rules(self, prefix: str, message_proto) -> None:
+        full_name = prefix + message_proto.name
+        rules = {}
+        for field in message_proto.field:
+            if field.HasField("options"):
+                r = field_rules_from_options(field.options.SerializeToString())
+                if r != FieldRules():
+                    rules[field.name] = r
+        if rules:
+            self.field_rules[full_name] = rules
+        for nested in message_proto.nested_type:
+            self._collect_field_rules(full_name + ".", nested)
+
+    def message_class(self, full_name: str) -> type:
+        cls = self._classes.get(full_name)
+        if cls is None:
+            cls = get_message_class(self.pool.FindMessageTypeByName(full_name))
+            self._classes[full_name] = cls
+        return cls
+
+    def _build_routes(self, fds) -> None:
+        route_class = None
+        service_found = False
+        for file_proto in fds.file:
+            for service in file_proto.service:
+                full = f"{file_proto.package}.{service.name}" if file_proto.package else service.name
+                if full != SERVICE:
+                    continue
+                service_found = True
+                for method in service.method:
+                    http_bytes = [
+                        bytes(v)
+                        for n, wt, v in iter_wire_fields(method.options.SerializeToString())
+                        if n == OPT_HTTP and wt == 2
+                    ]
+                    if not http_bytes:
+                        continue
+                    if route_class is None:
+                        route_class = self.message_class(HTTP_ROUTE_MESSAGE)
+                    http = route_class()
+                    for chunk in http_bytes:
+                        http.MergeFromString(chunk)
+                    request_class = self.message_class(method.input_type.lstrip("."))
+                    response_class = self.message_class(method.output_type.lstrip("."))
+                    for name in http.paths:
+                        if name in self.routes:
+                            raise SchemaError(f"{self.source}: route {name!r} is declared twice")
+                        self.routes[name] = Route(
+                            name=name,
+                            method=f"/{full}/{method.name}",
+                            request_class=request_class,
+                            response_class=response_class,
+                            server_streaming=bool(method.server_streaming),
+                            sse=bool(http.sse),
+                        )
+        if not service_found:
+            raise SchemaError(f"{self.source}: no service {SERVICE}")
+        if not self.routes:
+            raise SchemaError(
+                f"{self.source}: no RPC of {SERVICE} carries the (graph_ascend.v1.http) option; the descriptor "
+                "was probably written without custom options (protox: use encode_file_descriptor_set())"
+            )

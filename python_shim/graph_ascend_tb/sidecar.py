@@ -1,0 +1,278 @@
+"""Starting, watching and restarting the ``graph-ascend serve`` sidecar.
+
+The launch contract copies TensorBoard's own data server (RustBoard): the sidecar writes
+``<socket path>\\n`` to a ready file once it serves, writes the reason to an error file when start-up
+fails, and exits when its standard input closes. We keep the stdin pipe open for TensorBoard's whole
+life, so the sidecar dies with TensorBoard, even on SIGKILL (the kernel closes the pipe).
+
+Start-up is lazy (first request, on a request thread), never on TensorBoard's main thread, and a failure
+is remembered as a message for the browser rather than raised into TensorBoard. A dead sidecar is
+noticed on the next request and started again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from typing import List, Optional
+
+import grpc
+
+logger = logging.getLogger(__name__)
+
+BINARY_ENV = "GRAPH_ASCEND_BINARY"
+EXTRA_FLAGS_ENV = "GRAPH_ASCEND_SERVE_FLAGS"
+TRANSPORT_ENV = "GRAPH_ASCEND_TRANSPORT"  # "unix" (default) or "tcp"
+START_TIMEOUT_ENV = "GRAPH_ASCEND_START_TIMEOUT"
+BINARY_NAME = "graph-ascend"
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# Generous limits: a whole node list or a big hierarchy can be one message.
+MAX_MESSAGE_BYTES = 2**31 - 1
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.enable_http_proxy", 0),
+]
+# Between two failed start attempts, requests get the remembered error instead of a new attempt.
+RETRY_AFTER_FAILURE_S = 1.0
+
+
+class SidecarError(Exception):
+    """The sidecar is not available; the message is meant for the user."""
+
+
+def find_binary() -> str:
+    """The sidecar binary: $GRAPH_ASCEND_BINARY, else the package's bin/, else PATH."""
+    env = os.environ.get(BINARY_ENV)
+    if env:
+        if os.path.isfile(env) and os.access(env, os.X_OK):
+            return env
+        raise SidecarError(f"{BINARY_ENV}={env} is not an executable file")
+    bundled = os.path.join(PACKAGE_DIR, "bin", BINARY_NAME)
+    if os.path.isfile(bundled) and os.access(bundled, os.X_OK):
+        return bundled
+    found = shutil.which(BINARY_NAME)
+    if found:
+        return found
+    raise SidecarError(
+        f"the {BINARY_NAME} binary was not found (looked at ${BINARY_ENV}, {bundled} and PATH); "
+        "reinstall the graph-ascend package or set " + BINARY_ENV
+    )
+
+
+def _read_text(path: str, limit: int = 64 * 1024) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(limit).strip()
+    except OSError:
+        return ""
+
+
+def _target_from_ready(text: str) -> str:
+    """The gRPC target for what the sidecar wrote to its ready file."""
+    if text.startswith(("unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:")):
+        return text
+    if text.startswith("/"):
+        return "unix:" + text
+    if text.isdigit():
+        return f"127.0.0.1:{text}"
+    return text  # host:port
+
+
+class Sidecar:
+    """One sidecar process for one logdir; thread-safe."""
+
+    def __init__(self, logdir: str):
+        self.logdir = logdir
+        self._lock = threading.Lock()
+        self._proc: Optional[subprocess.Popen] = None
+        self._stdin = None  # kept referenced: closing it stops the sidecar
+        self._tmpdir: Optional[str] = None
+        self._channel: Optional[grpc.Channel] = None
+        self._target: Optional[str] = None
+        self._last_error: Optional[str] = None
+        self._last_failure_at = 0.0
+        self.starts = 0
+        _LIVE.add(self)
+
+    # --------------------------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> Optional[int]:
+        proc = self._proc
+        return proc.pid if proc is not None else None
+
+    def alive(self) -> bool:
+        proc = self._proc
+        return proc is not None and proc.poll() is None
+
+    def channel(self) -> grpc.Channel:
+        """A channel to a running sidecar, starting (or restarting) it when needed."""
+        with self._lock:
+            if self._channel is not None and self.alive():
+                return self._channel
+            if self._proc is not None:
+                code = self._proc.poll()
+                logger.warning(
+                    "graph-ascend sidecar (pid %s) exited with status %s; restarting it", self._proc.pid, code
+                )
+                self._stop_locked()
+            if self._last_error and time.monotonic() - self._last_failure_at < RETRY_AFTER_FAILURE_S:
+                raise SidecarError(self._last_error)
+            try:
+                return self._start_locked()
+            except SidecarError as exc:
+                self._last_error = str(exc)
+                self._last_failure_at = time.monotonic()
+                self._stop_locked()
+                raise
+
+    def restart(self, reason: str) -> grpc.Channel:
+        """Stops the sidecar and starts a fresh one."""
+        with self._lock:
+            logger.warning("restarting the graph-ascend sidecar: %s", reason)
+            self._stop_locked()
+            self._last_error = None
+        return self.channel()
+
+    def connection_broken(self, timeout: float = 1.0) -> bool:
+        """Whether the sidecar is gone or its socket no longer answers (vs. an application-level error)."""
+        if not self.alive():
+            return True
+        channel = self._channel
+        if channel is None:
+            return True
+        try:
+            grpc.channel_ready_future(channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            return True
+        return False
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop_locked()
+
+    # --------------------------------------------------------------------------------------------
+
+    def _command(self, binary: str, ready: str, error: str) -> List[str]:
+        cmd = [
+            binary,
+            "serve",
+            "--logdir",
+            self.logdir,
+            "--ready-file",
+            ready,
+            "--error-file",
+            error,
+            "--die-after-stdin",
+        ]
+        if os.environ.get(TRANSPORT_ENV, "unix" if os.name == "posix" else "tcp") == "tcp":
+            cmd += ["--tcp-port", "0"]
+        extra = os.environ.get(EXTRA_FLAGS_ENV)
+        if extra:
+            cmd += shlex.split(extra)
+        return cmd
+
+    def _start_locked(self) -> grpc.Channel:
+        if not self.logdir:
+            raise SidecarError("TensorBoard was started without --logdir; GRAPH_ASCEND needs one")
+        binary = find_binary()
+        self._tmpdir = tempfile.mkdtemp(prefix="graph_ascend_tb_")
+        ready = os.path.join(self._tmpdir, "ready")
+        error = os.path.join(self._tmpdir, "startup_error")
+        cmd = self._command(binary, ready, error)
+        logger.info("starting the graph-ascend sidecar: %s", " ".join(shlex.quote(c) for c in cmd))
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, close_fds=True)
+        except OSError as exc:
+            raise SidecarError(f"cannot run {binary}: {exc}") from exc
+        self._proc = proc
+        self._stdin = proc.stdin
+        self.starts += 1
+
+        timeout = float(os.environ.get(START_TIMEOUT_ENV, "30"))
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            raw = _read_bytes(ready)
+            if raw.endswith(b"\n") and raw.strip():
+                break
+            code = proc.poll()
+            if code is not None:
+                reason = _read_text(error) or f"exited with status {code} (see TensorBoard's stderr)"
+                raise SidecarError(f"the graph-ascend sidecar failed to start: {reason}")
+            if time.monotonic() > deadline:
+                raise SidecarError(f"the graph-ascend sidecar did not become ready within {timeout:.0f} s")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+        target = _target_from_ready(raw.decode("utf-8", "replace").strip().splitlines()[0].strip())
+        channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        try:
+            grpc.channel_ready_future(channel).result(timeout=max(1.0, deadline - time.monotonic()))
+        except grpc.FutureTimeoutError:
+            channel.close()
+            raise SidecarError(f"the graph-ascend sidecar is not answering at {target}") from None
+        self._channel = channel
+        self._target = target
+        self._last_error = None
+        logger.info("graph-ascend sidecar (pid %s) serving at %s", proc.pid, target)
+        return channel
+
+    def _stop_locked(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            try:
+                channel.close()
+            except Exception:  # closing a broken channel must not stop the restart
+                logger.debug("closing the sidecar channel failed", exc_info=True)
+        proc, self._proc = self._proc, None
+        stdin, self._stdin = self._stdin, None
+        if stdin is not None:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+        if proc is not None:
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+        self._target = None
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(64 * 1024)
+    except OSError:
+        return b""
+
+
+_LIVE: weakref.WeakSet[Sidecar] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for sidecar in list(_LIVE):
+        try:
+            sidecar.stop()
+        except Exception:  # never turn interpreter exit into a traceback
+            pass
