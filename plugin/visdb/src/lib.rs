@@ -5,6 +5,7 @@
 //!   whole graph to answer one request.
 //! - [`writer`]: the converter's output side (temporary file, one transaction, atomic rename).
 
+pub mod diff;
 pub mod json;
 pub mod schema;
 pub mod store;
