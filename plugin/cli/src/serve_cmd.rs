@@ -1,11 +1,20 @@
 //! `graph-ascend serve`: the sidecar's launch contract with the Python shim.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use graph_ascend_service::server::{self, PrivateSocket};
+use graph_ascend_service::State;
 
 /// Launch contract (kept stable for `python_shim`): the sidecar binds a Unix socket in a fresh
 /// private directory (0700, socket 0600), writes `<socket path>\n` to `--ready-file` once it
 /// accepts connections, writes the reason to `--error-file` and exits non-zero if it cannot start,
 /// and with `--die-after-stdin` exits when its standard input closes (TensorBoard died).
+///
+/// Clients must send `localhost` as the HTTP/2 authority (grpcio: channel option
+/// `grpc.default_authority`): the one grpcio derives from a socket path is not a valid authority
+/// and the server's HTTP/2 stack resets such streams.
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// Folder whose .vis.db files (and dump folders, for conversion) are served.
@@ -34,6 +43,127 @@ pub struct ServeArgs {
     pub log: String,
 }
 
-pub fn run(_args: ServeArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("serve is not built yet")
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&args.log)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match serve(&args) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(err) => {
+            let text = format!("{err:#}");
+            if let Some(path) = &args.error_file {
+                if let Err(e) = write_atomically(path, &format!("{text}\n")) {
+                    tracing::error!("cannot write the error file {}: {e}", path.display());
+                }
+            }
+            Err(err)
+        }
+    }
+}
+
+fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    let logdir = args
+        .logdir
+        .canonicalize()
+        .with_context(|| format!("logdir {} does not exist", args.logdir.display()))?;
+    if !logdir.is_dir() {
+        anyhow::bail!("logdir {} is not a directory", logdir.display());
+    }
+    let state = Arc::new(State::new(logdir.clone()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("graph-ascend")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let shutdown = shutdown_signal(args.die_after_stdin);
+        if let Some(port) = args.tcp_port {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+                .await
+                .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
+            let addr = listener.local_addr()?;
+            announce(args, &format!("127.0.0.1:{}", addr.port()))?;
+            tracing::info!("serving {} on {addr}", logdir.display());
+            server::run_tcp(listener, state, shutdown).await?;
+        } else {
+            let parent = args
+                .socket_parent
+                .clone()
+                .unwrap_or_else(std::env::temp_dir);
+            let mut socket = PrivateSocket::bind(&parent)?;
+            let listener = socket
+                .take_listener()
+                .context("the socket's listener was already taken")?;
+            announce(args, &socket.path().display().to_string())?;
+            tracing::info!(
+                "serving {} on {}",
+                logdir.display(),
+                socket.path().display()
+            );
+            server::run(listener, state, shutdown).await?;
+            drop(socket);
+        }
+        tracing::info!("stopped");
+        anyhow::Ok(())
+    })
+}
+
+/// Tells the launcher where to connect: `<address>\n` in the ready file, written atomically
+/// so that a reader never sees half a line.
+fn announce(args: &ServeArgs, address: &str) -> anyhow::Result<()> {
+    match &args.ready_file {
+        Some(path) => write_atomically(path, &format!("{address}\n"))
+            .with_context(|| format!("cannot write the ready file {}", path.display())),
+        None => {
+            println!("{address}");
+            Ok(())
+        }
+    }
+}
+
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Completes on Ctrl-C, SIGTERM, or (with `--die-after-stdin`) when standard input closes.
+async fn shutdown_signal(die_after_stdin: bool) {
+    let stdin_closed = async {
+        if die_after_stdin {
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            std::thread::spawn(move || {
+                let mut sink = [0u8; 1024];
+                let mut stdin = std::io::stdin().lock();
+                loop {
+                    match std::io::Read::read(&mut stdin, &mut sink) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+                let _ = tx.send(());
+            });
+            let _ = rx.await;
+            tracing::info!("standard input closed: shutting down");
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = stdin_closed => {}
+        _ = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

@@ -1,1 +1,37 @@
-//! The sidecar service.
+//! The graph-ascend sidecar: everything the GRAPH_ASCEND page asks of TensorBoard.
+//!
+//! Data flows one way: `.vis.db` files → [`catalog`] (which files exist and open) → a request's
+//! selection → [`layout`] (the client's expanded hierarchy, laid out as msprobe lays it out) and
+//! the store's indexed queries → [`handlers`] (one function per RPC, answers in msprobe 26.2's
+//! shapes) → [`service`] (the tonic edge) → [`server`] (a private Unix socket, graceful
+//! shutdown). [`views`] keeps view state per browser client; [`names`] answers name searches.
+
+pub mod catalog;
+pub mod handlers;
+pub mod layout;
+pub mod messages;
+pub mod names;
+pub mod server;
+pub mod service;
+pub mod values;
+pub mod views;
+
+use std::path::PathBuf;
+
+/// Everything the handlers share.
+pub struct State {
+    pub catalog: catalog::Catalog,
+    pub views: views::Views,
+    pub names: names::NameCache,
+}
+
+impl State {
+    /// The state of a sidecar serving `logdir`.
+    pub fn new(logdir: PathBuf) -> State {
+        State {
+            catalog: catalog::Catalog::new(logdir),
+            views: views::Views::default(),
+            names: names::NameCache::default(),
+        }
+    }
+}

@@ -1,8 +1,19 @@
 //! Indexed reads (and the few in-place edits msprobe's plugin makes) over one `.vis.db` file.
+//!
+//! Every method is one query on one of msprobe's indexes (`index1`: children of a node,
+//! `index2`: a node by name, `index3`/`index5`: a graph in node order), so the cost of a request
+//! depends on what it returns, never on the size of the file. Rows come back as plain structs;
+//! the JSON columns are parsed leniently (see [`crate::json`]) and a column that cannot be read
+//! becomes a [`StoreError::Data`] naming the file, the node and the column.
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
+use serde_json::Value;
+
+use crate::json::parse_lenient;
+use crate::schema;
 
 /// What can go wrong reading a `.vis.db`.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +38,93 @@ pub enum StoreError {
     },
 }
 
+/// The `tb_config` row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigRow {
+    /// `"compare"` or `"build"`.
+    pub graph_type: String,
+    /// `"summary"`, `"md5"` or `"all"`.
+    pub task: String,
+    pub tool_tip: Value,
+    pub micro_steps: i64,
+    pub overflow_check: bool,
+    /// `{"#RRGGBB": {"value": ..., "description": ..., ...}}` in file order.
+    pub node_colors: Value,
+    pub ranks: Vec<i64>,
+    pub steps: Vec<i64>,
+}
+
+impl ConfigRow {
+    /// Whether the file holds a target/golden comparison.
+    pub fn is_compare(&self) -> bool {
+        self.graph_type == "compare"
+    }
+}
+
+/// Which graph of a file: msprobe's `data_source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// The target ("debug") run, `data_source = 'NPU'`.
+    Npu,
+    /// The golden ("bench") run, `data_source = 'Bench'`.
+    Bench,
+}
+
+impl Side {
+    /// The `data_source` column value.
+    pub fn data_source(self) -> &'static str {
+        match self {
+            Side::Npu => schema::NPU,
+            Side::Bench => schema::BENCH,
+        }
+    }
+
+    /// The other side.
+    pub fn other(self) -> Side {
+        match self {
+            Side::Npu => Side::Bench,
+            Side::Bench => Side::Npu,
+        }
+    }
+}
+
+/// Selects one graph of a file: a side, a step and a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GraphKey {
+    pub side: Side,
+    pub step: i64,
+    pub rank: i64,
+}
+
+/// The columns of a node that navigation needs (no input/output data).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub name: String,
+    pub up_node: String,
+    pub sub_nodes: Vec<String>,
+    pub node_type: i32,
+    /// `micro_step_id` (msprobe writes 0 when a node has none).
+    pub micro_step_id: i64,
+    pub matched_node_link: Vec<String>,
+    pub precision_index: Option<f64>,
+    pub overflow_level: Option<String>,
+    pub matched_distributed: Value,
+}
+
+/// Everything about one node, for the details panel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeDetailRow {
+    pub node: NodeRow,
+    pub input_data: Value,
+    pub output_data: Value,
+    pub stack_info: Vec<String>,
+    pub parallel_merge_info: Vec<String>,
+    pub modified: i64,
+}
+
+const NODE_COLUMNS: &str = "node_name, up_node, sub_nodes, node_type, micro_step_id, \
+     matched_node_link, precision_index, overflow_level, matched_distributed";
+
 /// One open `.vis.db`.
 pub struct Store {
     path: PathBuf,
@@ -34,25 +132,538 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens `path` read-only and checks that it has msprobe's tables and columns.
+    /// Opens `path` for reading (and for the in-place edits of matching when the file is
+    /// writable) and checks that it has msprobe's tables and columns and can be read to its end.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|source| StoreError::Open {
+        let open_err = |source| StoreError::Open {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        if !path.is_file() {
+            return Err(StoreError::Schema {
+                path: path.to_owned(),
+                reason: "not a regular file".into(),
+            });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = match Connection::open_with_flags(path, flags) {
+            Ok(conn) => conn,
+            Err(_) => Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(open_err)?,
+        };
+        // Readers wait for a writer (another tab matching nodes) instead of failing at once.
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(open_err)?;
         let store = Store {
             path: path.to_owned(),
             conn,
         };
+        store.check_schema()?;
         Ok(store)
     }
 
     /// The file this store reads.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn query_err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Query {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn data_err(&self, what: impl Into<String>, reason: impl Into<String>) -> StoreError {
+        StoreError::Data {
+            path: self.path.clone(),
+            what: what.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Checks tables and columns, and touches the last page of `tb_nodes` so that a truncated
+    /// file is found now rather than in the middle of a request.
+    fn check_schema(&self) -> Result<(), StoreError> {
+        let schema_err = |reason: String| StoreError::Schema {
+            path: self.path.clone(),
+            reason,
+        };
+        for (table, columns) in schema::REQUIRED {
+            let mut stmt = self
+                .conn
+                .prepare(&format!("PRAGMA table_info({table})"))
+                .map_err(|e| schema_err(e.to_string()))?;
+            let present: Vec<String> = stmt
+                .query_map([], |row| row.get::<_, String>(1))
+                .and_then(|rows| rows.collect())
+                .map_err(|e| schema_err(e.to_string()))?;
+            if present.is_empty() {
+                return Err(schema_err(format!("table {table} is missing")));
+            }
+            let missing: Vec<&str> = columns
+                .iter()
+                .copied()
+                .filter(|c| !present.iter().any(|p| p == c))
+                .collect();
+            if !missing.is_empty() {
+                return Err(schema_err(format!(
+                    "table {table} lacks column(s) {}",
+                    missing.join(", ")
+                )));
+            }
+        }
+        self.conn
+            .query_row("SELECT max(rowid), count(*) FROM tb_config", [], |_| Ok(()))
+            .and_then(|()| {
+                self.conn
+                    .query_row("SELECT max(rowid) FROM tb_nodes", [], |_| Ok(()))
+            })
+            .map_err(|e| schema_err(format!("cannot be read ({e}); is it truncated?")))?;
+        Ok(())
+    }
+
+    /// The `tb_config` row.
+    pub fn config(&self) -> Result<ConfigRow, StoreError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT graph_type, task, tool_tip, micro_steps, overflow_check, node_colors, \
+                 rank_list, step_list FROM tb_config LIMIT 1",
+                [],
+                |row| {
+                    Ok((
+                        row.get::<_, Option<String>>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                        row.get::<_, Option<i64>>(3)?,
+                        row.get::<_, Option<i64>>(4)?,
+                        row.get::<_, Option<String>>(5)?,
+                        row.get::<_, Option<String>>(6)?,
+                        row.get::<_, Option<String>>(7)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.query_err(e))?
+            .ok_or_else(|| self.data_err("tb_config", "the table is empty"))?;
+        let (graph_type, task, tool_tip, micro_steps, overflow, colors, ranks, steps) = row;
+        let json = |what: &str, text: Option<String>| -> Result<Value, StoreError> {
+            match text {
+                None => Ok(Value::Null),
+                Some(t) => parse_lenient(&t)
+                    .map(|v| v.unwrap_or(Value::Null))
+                    .map_err(|e| self.data_err(format!("tb_config.{what}"), e.to_string())),
+            }
+        };
+        let int_list = |what: &str, text: Option<String>| -> Result<Vec<i64>, StoreError> {
+            match json(what, text)? {
+                Value::Array(items) => items
+                    .iter()
+                    .map(|v| {
+                        v.as_i64().ok_or_else(|| {
+                            self.data_err(format!("tb_config.{what}"), format!("{v} is not an int"))
+                        })
+                    })
+                    .collect(),
+                Value::Null => Ok(Vec::new()),
+                other => Err(self.data_err(
+                    format!("tb_config.{what}"),
+                    format!("expected a list, found {other}"),
+                )),
+            }
+        };
+        Ok(ConfigRow {
+            graph_type: graph_type.unwrap_or_default(),
+            task: task.unwrap_or_default(),
+            tool_tip: json("tool_tip", tool_tip)?,
+            micro_steps: micro_steps.unwrap_or(0),
+            overflow_check: overflow.unwrap_or(0) != 0,
+            node_colors: json("node_colors", colors)?,
+            ranks: int_list("rank_list", ranks)?,
+            steps: int_list("step_list", steps)?,
+        })
+    }
+
+    fn node_from_row(&self, row: &Row<'_>) -> Result<NodeRow, StoreError> {
+        let get = |i: usize| -> Result<SqlValue, StoreError> {
+            row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e))
+        };
+        let name = text(get(0)?);
+        let what = |col: &str| format!("{col} of node {name}");
+        let sub_nodes = string_list(&text(get(2)?))
+            .map_err(|reason| self.data_err(what("sub_nodes"), reason))?;
+        let node_type_text = text(get(3)?);
+        let node_type = node_type_text.trim().parse::<i32>().map_err(|_| {
+            self.data_err(
+                what("node_type"),
+                format!("{node_type_text:?} is not a number"),
+            )
+        })?;
+        let matched_node_link = string_list(&text(get(5)?))
+            .map_err(|reason| self.data_err(what("matched_node_link"), reason))?;
+        let matched_distributed = match parse_lenient(&text(get(8)?)) {
+            Ok(Some(v)) => v,
+            Ok(None) => Value::Object(Default::default()),
+            Err(e) => return Err(self.data_err(what("matched_distributed"), e.to_string())),
+        };
+        Ok(NodeRow {
+            up_node: text(get(1)?),
+            sub_nodes,
+            node_type,
+            micro_step_id: integer(get(4)?).unwrap_or(0),
+            matched_node_link,
+            precision_index: number(get(6)?),
+            overflow_level: match get(7)? {
+                SqlValue::Null => None,
+                v => Some(text(v)).filter(|s| !s.is_empty()),
+            },
+            matched_distributed,
+            name,
+        })
+    }
+
+    fn nodes(
+        &self,
+        sql: &str,
+        params: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<NodeRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(|e| self.query_err(e))?;
+        let mut rows = stmt.query(params).map_err(|e| self.query_err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.query_err(e))? {
+            out.push(self.node_from_row(row)?);
+        }
+        Ok(out)
+    }
+
+    /// The root of a graph (`up_node = ''`), if the graph exists.
+    pub fn root(&self, graph: GraphKey) -> Result<Option<NodeRow>, StoreError> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS} FROM tb_nodes WHERE step=? AND rank=? AND data_source=? \
+             AND up_node='' ORDER BY node_order LIMIT 1"
+        );
+        Ok(self
+            .nodes(&sql, &[&graph.step, &graph.rank, &graph.side.data_source()])?
+            .into_iter()
+            .next())
+    }
+
+    /// The children of `parent` in node order (index1).
+    pub fn children(&self, graph: GraphKey, parent: &str) -> Result<Vec<NodeRow>, StoreError> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS} FROM tb_nodes WHERE step=? AND rank=? AND data_source=? \
+             AND up_node=? ORDER BY node_order"
+        );
+        self.nodes(
+            &sql,
+            &[&graph.step, &graph.rank, &graph.side.data_source(), &parent],
+        )
+    }
+
+    /// One node by name (index2).
+    pub fn node(&self, graph: GraphKey, name: &str) -> Result<Option<NodeRow>, StoreError> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS} FROM tb_nodes WHERE step=? AND rank=? AND data_source=? \
+             AND node_name=? LIMIT 1"
+        );
+        Ok(self
+            .nodes(
+                &sql,
+                &[&graph.step, &graph.rank, &graph.side.data_source(), &name],
+            )?
+            .into_iter()
+            .next())
+    }
+
+    /// A node and its ancestors, the node first and the root last. Empty if the node is unknown.
+    /// A cycle in `up_node` (a corrupt file) stops the walk instead of looping.
+    pub fn ancestry(&self, graph: GraphKey, name: &str) -> Result<Vec<NodeRow>, StoreError> {
+        let mut chain: Vec<NodeRow> = Vec::new();
+        let mut next = Some(name.to_owned());
+        while let Some(current) = next.take() {
+            if chain.iter().any(|n| n.name == current) {
+                return Err(self.data_err(
+                    format!("up_node chain of {name}"),
+                    format!("{current} is its own ancestor"),
+                ));
+            }
+            let Some(node) = self.node(graph, &current)? else {
+                break;
+            };
+            if !node.up_node.is_empty() {
+                next = Some(node.up_node.clone());
+            }
+            chain.push(node);
+        }
+        Ok(chain)
+    }
+
+    /// Everything about one node, with its stack (an absent stack row is an empty stack).
+    pub fn node_detail(
+        &self,
+        graph: GraphKey,
+        name: &str,
+    ) -> Result<Option<NodeDetailRow>, StoreError> {
+        let sql = "SELECT n.node_name, n.up_node, n.sub_nodes, n.node_type, n.micro_step_id, \
+             n.matched_node_link, n.precision_index, n.overflow_level, n.matched_distributed, \
+             n.input_data, n.output_data, n.parallel_merge_info, n.modified, s.stack_info \
+             FROM tb_nodes n LEFT JOIN tb_stack s ON n.stack_id = s.id \
+             WHERE n.step=? AND n.rank=? AND n.data_source=? AND n.node_name=? LIMIT 1";
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(|e| self.query_err(e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![
+                graph.step,
+                graph.rank,
+                graph.side.data_source(),
+                name
+            ])
+            .map_err(|e| self.query_err(e))?;
+        let Some(row) = rows.next().map_err(|e| self.query_err(e))? else {
+            return Ok(None);
+        };
+        let node = self.node_from_row(row)?;
+        let get = |i: usize| -> Result<SqlValue, StoreError> {
+            row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e))
+        };
+        let what = |col: &str| format!("{col} of node {name}");
+        let object = |col: &str, v: SqlValue| -> Result<Value, StoreError> {
+            match parse_lenient(&text(v)) {
+                Ok(Some(v @ Value::Object(_))) => Ok(v),
+                Ok(Some(Value::Null)) | Ok(None) => Ok(Value::Object(Default::default())),
+                Ok(Some(other)) => Err(self.data_err(
+                    what(col),
+                    format!("expected an object, found {}", kind(&other)),
+                )),
+                Err(e) => Err(self.data_err(what(col), e.to_string())),
+            }
+        };
+        let input_data = object("input_data", get(9)?)?;
+        let output_data = object("output_data", get(10)?)?;
+        let parallel_merge_info = loose_string_list(&text(get(11)?))
+            .map_err(|reason| self.data_err(what("parallel_merge_info"), reason))?;
+        let modified = integer(get(12)?).unwrap_or(0);
+        let stack_info = loose_string_list(&text(get(13)?))
+            .map_err(|reason| self.data_err(what("stack_info"), reason))?;
+        Ok(Some(NodeDetailRow {
+            node,
+            input_data,
+            output_data,
+            stack_info,
+            parallel_merge_info,
+            modified,
+        }))
+    }
+
+    /// Node names of one side in node order, optionally of one micro step (`-1`: all).
+    pub fn node_names(&self, graph: GraphKey, micro_step: i64) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT node_name FROM tb_nodes WHERE step=? AND rank=? AND data_source=? \
+                 AND (?4 = -1 OR micro_step_id = ?4) ORDER BY node_order",
+            )
+            .map_err(|e| self.query_err(e))?;
+        let names = stmt
+            .query_map(
+                rusqlite::params![graph.step, graph.rank, graph.side.data_source(), micro_step],
+                |row| row.get::<_, SqlValue>(0).map(text),
+            )
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.query_err(e))?;
+        Ok(names)
+    }
+
+    /// `(name, last element of matched_node_link)` of every node of one side in node order,
+    /// with `None` for unmatched nodes.
+    pub fn match_links(
+        &self,
+        graph: GraphKey,
+        micro_step: i64,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT node_name, matched_node_link FROM tb_nodes WHERE step=? AND rank=? \
+                 AND data_source=? AND (?4 = -1 OR micro_step_id = ?4) ORDER BY node_order",
+            )
+            .map_err(|e| self.query_err(e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![
+                graph.step,
+                graph.rank,
+                graph.side.data_source(),
+                micro_step
+            ])
+            .map_err(|e| self.query_err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.query_err(e))? {
+            let name = text(row.get::<_, SqlValue>(0).map_err(|e| self.query_err(e))?);
+            let link = text(row.get::<_, SqlValue>(1).map_err(|e| self.query_err(e))?);
+            let link = string_list(&link).map_err(|reason| {
+                self.data_err(format!("matched_node_link of node {name}"), reason)
+            })?;
+            out.push((name, link.last().cloned()));
+        }
+        Ok(out)
+    }
+
+    /// Leaf nodes of the target side (`sub_nodes` empty) in node order with their precision
+    /// index and whether they are matched: the candidates of the precision filter.
+    pub fn leaf_precisions(
+        &self,
+        step: i64,
+        rank: i64,
+        micro_step: i64,
+    ) -> Result<Vec<LeafPrecision>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT node_name, precision_index, matched_node_link FROM tb_nodes \
+                 WHERE step=? AND rank=? AND data_source='NPU' AND (?3 = -1 OR micro_step_id = ?3) \
+                 AND (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]') ORDER BY node_order",
+            )
+            .map_err(|e| self.query_err(e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![step, rank, micro_step])
+            .map_err(|e| self.query_err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.query_err(e))? {
+            let get = |i: usize| row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e));
+            let name = text(get(0)?);
+            let link = text(get(2)?);
+            let matched = !matches!(link.trim(), "" | "[]");
+            out.push(LeafPrecision {
+                precision_index: number(get(1)?),
+                matched,
+                name,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Leaf nodes of the target side whose overflow level is one of `levels`, in node order.
+    pub fn leaf_overflows(
+        &self,
+        step: i64,
+        rank: i64,
+        micro_step: i64,
+        levels: &[String],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        if levels.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT node_name, overflow_level FROM tb_nodes \
+                 WHERE step=? AND rank=? AND data_source='NPU' AND (?3 = -1 OR micro_step_id = ?3) \
+                 AND (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]') \
+                 AND overflow_level IS NOT NULL AND overflow_level != '' ORDER BY node_order",
+            )
+            .map_err(|e| self.query_err(e))?;
+        let rows: Vec<(String, String)> = stmt
+            .query_map(rusqlite::params![step, rank, micro_step], |row| {
+                Ok((
+                    row.get::<_, SqlValue>(0).map(text)?,
+                    row.get::<_, SqlValue>(1).map(text)?,
+                ))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.query_err(e))?;
+        Ok(rows
+            .into_iter()
+            .filter(|(_, level)| levels.iter().any(|l| l == level))
+            .collect())
+    }
+}
+
+/// A candidate of the precision filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeafPrecision {
+    pub name: String,
+    pub precision_index: Option<f64>,
+    pub matched: bool,
+}
+
+/// SQLite value as text (numbers printed, NULL empty).
+fn text(v: SqlValue) -> String {
+    match v {
+        SqlValue::Null => String::new(),
+        SqlValue::Integer(i) => i.to_string(),
+        SqlValue::Real(f) => f.to_string(),
+        SqlValue::Text(t) => t,
+        SqlValue::Blob(b) => String::from_utf8_lossy(&b).into_owned(),
+    }
+}
+
+fn integer(v: SqlValue) -> Option<i64> {
+    match v {
+        SqlValue::Integer(i) => Some(i),
+        SqlValue::Real(f) => Some(f as i64),
+        SqlValue::Text(t) => t.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A numeric column; NULL, empty text and non-numbers are `None`.
+fn number(v: SqlValue) -> Option<f64> {
+    match v {
+        SqlValue::Integer(i) => Some(i as f64),
+        SqlValue::Real(f) => Some(f),
+        SqlValue::Text(t) => t.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A JSON list of strings; empty text or `null` is an empty list.
+fn string_list(text: &str) -> Result<Vec<String>, String> {
+    match parse_lenient(text).map_err(|e| e.to_string())? {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                other => Err(format!("expected strings, found {}", kind(&other))),
+            })
+            .collect(),
+        Some(other) => Err(format!("expected a list, found {}", kind(&other))),
+    }
+}
+
+/// Like [`string_list`] but any item is printed as text, and a bare string is one item
+/// (stack and merge info come in several shapes across msprobe versions).
+fn loose_string_list(text: &str) -> Result<Vec<String>, String> {
+    match parse_lenient(text).map_err(|e| e.to_string())? {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => Ok(items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            })
+            .collect()),
+        Some(Value::String(s)) => Ok(vec![s]),
+        Some(other) => Ok(vec![other.to_string()]),
     }
 }

@@ -1,0 +1,327 @@
+//! The catalog: every `.vis.db` under the logdir, grouped into runs (folders), each checked.
+//!
+//! A scan walks the logdir itself and the folders below it (to [`MAX_DEPTH`] levels, skipping
+//! dump folders), so that runs are folders as in msprobe's plugin. Unlike msprobe, every file of a
+//! folder is listed, not only the first. Each file is opened and its schema checked once per
+//! (size, modification time); a file that fails is listed as an error naming it and saying why,
+//! and never hides the others. Files are served through [`GraphFile`] handles, which keep a few
+//! open connections for reuse and are replaced when the file on disk changes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use graph_ascend_visdb::{Store, StoreError};
+
+/// The file name suffix of the files we serve.
+pub const VIS_DB_SUFFIX: &str = ".vis.db";
+/// How deep below the logdir runs are looked for.
+const MAX_DEPTH: usize = 3;
+/// How many idle connections a file keeps.
+const POOL_SIZE: usize = 4;
+
+/// One servable `.vis.db`.
+pub struct GraphFile {
+    pub run: String,
+    pub tag: String,
+    pub path: PathBuf,
+    stamp: FileStamp,
+    idle: Mutex<Vec<Store>>,
+}
+
+impl GraphFile {
+    /// Runs `f` with an open store of this file (a pooled one when available).
+    pub fn with_store<T>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let store = match pooled {
+            Some(store) => store,
+            None => Store::open(&self.path)?,
+        };
+        let result = f(&store);
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() < POOL_SIZE {
+                idle.push(store);
+            }
+        }
+        result
+    }
+}
+
+/// What identifies one version of a file on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> std::io::Result<FileStamp> {
+        let meta = std::fs::metadata(path)?;
+        Ok(FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
+/// One entry of the listing: `{run, tag, info}` for files that cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogError {
+    pub run: String,
+    pub tag: String,
+    pub info: String,
+}
+
+/// A listing of the logdir.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// Runs in natural order, each with its tags in natural order.
+    pub runs: Vec<(String, Vec<String>)>,
+    pub errors: Vec<CatalogError>,
+}
+
+#[derive(Default)]
+struct Known {
+    files: HashMap<PathBuf, Arc<GraphFile>>,
+    failures: HashMap<PathBuf, (FileStamp, String)>,
+    by_name: HashMap<(String, String), PathBuf>,
+}
+
+/// The logdir's files, rescanned on demand.
+pub struct Catalog {
+    logdir: PathBuf,
+    known: Mutex<Known>,
+}
+
+impl Catalog {
+    pub fn new(logdir: PathBuf) -> Catalog {
+        Catalog {
+            logdir,
+            known: Mutex::new(Known::default()),
+        }
+    }
+
+    pub fn logdir(&self) -> &Path {
+        &self.logdir
+    }
+
+    /// Walks the logdir and returns what it holds now.
+    pub fn scan(&self) -> Listing {
+        let mut listing = Listing::default();
+        if !self.logdir.is_dir() {
+            listing.errors.push(CatalogError {
+                run: self.logdir.display().to_string(),
+                tag: String::new(),
+                info: "Error logdir: not a readable directory".into(),
+            });
+            return listing;
+        }
+        let mut found: Vec<(String, String, PathBuf)> = Vec::new();
+        self.walk(&self.logdir, 0, &mut found);
+        let mut known = match self.known.lock() {
+            Ok(k) => k,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut by_name = HashMap::new();
+        let mut still_there = std::collections::HashSet::new();
+        for (run, tag, path) in found {
+            still_there.insert(path.clone());
+            match self.check(&mut known, &run, &tag, &path) {
+                Ok(()) => {
+                    runs.entry(run.clone()).or_default().push(tag.clone());
+                    by_name.insert((run, tag), path);
+                }
+                Err(info) => listing.errors.push(CatalogError {
+                    run,
+                    tag,
+                    info: format!("Error: {info}"),
+                }),
+            }
+        }
+        known.files.retain(|p, _| still_there.contains(p));
+        known.failures.retain(|p, _| still_there.contains(p));
+        known.by_name = by_name;
+        let mut runs: Vec<(String, Vec<String>)> = runs.into_iter().collect();
+        for (_, tags) in &mut runs {
+            tags.sort_by(|a, b| natural_cmp(a, b));
+        }
+        runs.sort_by(|a, b| natural_cmp(&a.0, &b.0));
+        listing.runs = runs;
+        listing
+    }
+
+    /// The file for `(run, tag)`; rescans once when it is not known (yet).
+    pub fn file(&self, run: &str, tag: &str) -> Option<Arc<GraphFile>> {
+        let lookup = |cat: &Catalog| {
+            let known = cat.known.lock().ok()?;
+            let path = known.by_name.get(&(run.to_owned(), tag.to_owned()))?;
+            known.files.get(path).cloned()
+        };
+        if let Some(file) = lookup(self).filter(|f| FileStamp::of(&f.path).ok() == Some(f.stamp)) {
+            return Some(file);
+        }
+        self.scan();
+        lookup(self)
+    }
+
+    /// The folder of a run, if it is known.
+    pub fn run_dir(&self, run: &str) -> Option<PathBuf> {
+        let known = self.known.lock().ok()?;
+        known
+            .by_name
+            .iter()
+            .find(|((r, _), _)| r == run)
+            .and_then(|(_, path)| path.parent().map(Path::to_path_buf))
+    }
+
+    /// A run's first file in natural order (msprobe's fallback when a request names no tag).
+    pub fn first_tag(&self, run: &str) -> Option<String> {
+        let known = self.known.lock().ok()?;
+        known
+            .by_name
+            .keys()
+            .filter(|(r, _)| r == run)
+            .map(|(_, t)| t.clone())
+            .min_by(|a, b| natural_cmp(a, b))
+    }
+
+    fn check(&self, known: &mut Known, run: &str, tag: &str, path: &Path) -> Result<(), String> {
+        let stamp = FileStamp::of(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(file) = known.files.get(path) {
+            if file.stamp == stamp {
+                return Ok(());
+            }
+        }
+        if let Some((failed_stamp, info)) = known.failures.get(path) {
+            if *failed_stamp == stamp {
+                return Err(info.clone());
+            }
+        }
+        known.files.remove(path);
+        match Store::open(path).and_then(|store| store.config().map(|_| store)) {
+            Ok(store) => {
+                known.failures.remove(path);
+                known.files.insert(
+                    path.to_owned(),
+                    Arc::new(GraphFile {
+                        run: run.to_owned(),
+                        tag: tag.to_owned(),
+                        path: path.to_owned(),
+                        stamp,
+                        idle: Mutex::new(vec![store]),
+                    }),
+                );
+                Ok(())
+            }
+            Err(err) => {
+                let info = err.to_string();
+                known
+                    .failures
+                    .insert(path.to_owned(), (stamp, info.clone()));
+                Err(info)
+            }
+        }
+    }
+
+    fn walk(&self, dir: &Path, depth: usize, found: &mut Vec<(String, String, PathBuf)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(|e| e.file_name());
+        let is_dump_dir = entries
+            .iter()
+            .any(|e| e.file_name() == "dump.json" || e.file_name() == "construct.json");
+        let run = self.run_name(dir);
+        for entry in entries {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let path = entry.path();
+            let file_type = entry.file_type().ok();
+            let is_dir = file_type.is_some_and(|t| t.is_dir());
+            // Hidden files are the converter's temporary outputs: not offered until renamed.
+            if name.starts_with('.') {
+                continue;
+            }
+            if name.ends_with(VIS_DB_SUFFIX) {
+                // A folder or a dangling link with this name is listed, as an error.
+                found.push((run.clone(), tag_of(name), path));
+            } else if is_dir && depth + 1 < MAX_DEPTH && !is_dump_dir && name != "dump_tensor_data"
+            {
+                self.walk(&path, depth + 1, found);
+            }
+        }
+    }
+
+    /// A run is named by its folder: the folder's path below the logdir (its base name for the
+    /// folders directly below, as msprobe names them), or the logdir's own base name.
+    fn run_name(&self, dir: &Path) -> String {
+        match dir.strip_prefix(&self.logdir) {
+            Ok(rel) if !rel.as_os_str().is_empty() => rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/"),
+            _ => self
+                .logdir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| ".".into()),
+        }
+    }
+}
+
+fn tag_of(file_name: &str) -> String {
+    file_name
+        .strip_suffix(VIS_DB_SUFFIX)
+        .unwrap_or(file_name)
+        .to_owned()
+}
+
+/// msprobe's natural order: names split on `/` and `_`, then into digit and non-digit runs;
+/// numbers compare as numbers and come before words.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Token {
+        Number(u128, usize),
+        Word(String),
+    }
+    fn tokens(s: &str) -> Vec<Token> {
+        let mut out = Vec::new();
+        for part in s.split(['/', '_']) {
+            let mut rest = part;
+            while let Some(c) = rest.chars().next() {
+                let digits = c.is_ascii_digit();
+                let end = rest
+                    .find(|ch: char| ch.is_ascii_digit() != digits)
+                    .unwrap_or(rest.len());
+                let (run, tail) = rest.split_at(end);
+                out.push(if digits {
+                    Token::Number(run.parse().unwrap_or(u128::MAX), run.len())
+                } else {
+                    Token::Word(run.to_owned())
+                });
+                rest = tail;
+            }
+        }
+        out
+    }
+    tokens(a).cmp(&tokens(b)).then_with(|| a.cmp(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::natural_cmp;
+
+    #[test]
+    fn numbers_sort_numerically_and_before_words() {
+        let mut v = vec!["run_10", "run_2", "run_a", "run_1"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["run_1", "run_2", "run_10", "run_a"]);
+    }
+}

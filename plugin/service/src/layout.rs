@@ -1,0 +1,484 @@
+//! The laid-out hierarchy of one graph as one client sees it: which modules are expanded, and
+//! where every visible box goes.
+//!
+//! This reproduces msprobe's plugin (`shared/spec/http-api-msprobe26.md` §3) exactly, because
+//! existing pages and users' eyes expect the same boxes: the same constants, the same integer
+//! arithmetic (floor division when centring), the same grouping of consecutive children of one
+//! kind, and the same forgetting of collapsed subtrees. Only the children of expanded nodes are
+//! ever fetched, so the cost of a step depends on what is visible, not on the graph's size.
+
+use std::collections::HashMap;
+
+use graph_ascend_visdb::store::{GraphKey, NodeRow, Store, StoreError};
+
+/// Leaf box size.
+const LEAF_WIDTH: i64 = 50;
+const LEAF_HEIGHT: i64 = 15;
+/// Gap between boxes in a row, and between stacked boxes.
+const HORIZONTAL_SPACING: i64 = 5;
+const VERTICAL_SPACING: i64 = 10;
+/// Leaves per row.
+const MAX_PER_ROW: usize = 5;
+/// msprobe's text width estimate: six units per character.
+const CHAR_WIDTH: i64 = 6;
+/// The render kind of a box that cannot expand.
+pub const LEAF_KIND: i32 = 1;
+
+/// One box, as msprobe's render info.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderInfo {
+    pub x: i64,
+    pub y: i64,
+    pub width: i64,
+    pub height: i64,
+    pub expand: bool,
+    pub is_root: bool,
+    pub parent: String,
+    pub label: String,
+    pub name: String,
+    /// The node's kind, or [`LEAF_KIND`] when it has no children.
+    pub kind: i32,
+    pub matched_node_link: Vec<String>,
+    pub precision_index: Option<f64>,
+    pub overflow_level: Option<String>,
+    pub matched_distributed: serde_json::Value,
+    /// Names of the children in display order.
+    pub children: Vec<String>,
+}
+
+/// The expansion state and layout of one graph for one client.
+#[derive(Debug, Clone)]
+pub struct Hierarchy {
+    graph: GraphKey,
+    micro_step: i64,
+    /// `"N___"`, `"B___"` or `""`: prefixed to `name` so both panes' names stay distinct.
+    prefix: &'static str,
+    root: String,
+    nodes: HashMap<String, RenderInfo>,
+}
+
+impl Hierarchy {
+    /// Builds the hierarchy with the root expanded. `None` if the graph has no root.
+    pub fn new(
+        store: &Store,
+        graph: GraphKey,
+        micro_step: i64,
+        prefix: &'static str,
+    ) -> Result<Option<Hierarchy>, StoreError> {
+        let Some(root) = store.root(graph)? else {
+            return Ok(None);
+        };
+        let mut h = Hierarchy {
+            graph,
+            micro_step,
+            prefix,
+            root: root.name.clone(),
+            nodes: HashMap::new(),
+        };
+        let info = h.render_info(store, &root, true)?;
+        h.nodes.insert(root.name.clone(), info);
+        let root_name = h.root.clone();
+        h.click_expand(store, &root_name)?;
+        h.relayout();
+        Ok(Some(h))
+    }
+
+    /// The graph this hierarchy shows.
+    pub fn graph(&self) -> GraphKey {
+        self.graph
+    }
+
+    /// The micro step it is filtered to (`-1`: all).
+    pub fn micro_step(&self) -> i64 {
+        self.micro_step
+    }
+
+    /// The root node's name.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Toggles a visible node, or (for a node not on screen) expands all its ancestors so that
+    /// it becomes visible. Unknown names change nothing.
+    pub fn toggle_or_reveal(&mut self, store: &Store, name: &str) -> Result<(), StoreError> {
+        if name == self.root || self.nodes.contains_key(name) {
+            self.click_expand(store, name)?;
+        } else {
+            self.reveal(store, name)?;
+        }
+        self.relayout();
+        Ok(())
+    }
+
+    /// Patches the match state of boxes already present (after a match or unmatch).
+    pub fn patch_match(
+        &mut self,
+        name: &str,
+        matched_node_link: Vec<String>,
+        precision_index: Option<f64>,
+    ) {
+        if let Some(info) = self.nodes.get_mut(name) {
+            info.matched_node_link = matched_node_link;
+            info.precision_index = precision_index;
+        }
+    }
+
+    /// The visible boxes in depth-first order (parents before children); also forgets the
+    /// nodes of collapsed subtrees, as msprobe does, so they are fetched again when reopened.
+    pub fn visible(&mut self) -> Vec<(String, RenderInfo)> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.root.clone()];
+        while let Some(name) = stack.pop() {
+            let Some(info) = self.nodes.get(&name) else {
+                continue;
+            };
+            if info.expand {
+                stack.extend(info.children.iter().rev().cloned());
+            }
+            out.push((name, info.clone()));
+        }
+        self.nodes = out
+            .iter()
+            .map(|(name, info)| (name.clone(), info.clone()))
+            .collect();
+        out
+    }
+
+    /// Every node currently held, children lists included (msprobe's `updateHierarchyData`).
+    pub fn all(&self) -> Vec<(String, RenderInfo)> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.root.clone()];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(name) = stack.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            let Some(info) = self.nodes.get(&name) else {
+                continue;
+            };
+            stack.extend(info.children.iter().rev().cloned());
+            out.push((name, info.clone()));
+        }
+        out
+    }
+
+    fn render_info(
+        &self,
+        store: &Store,
+        node: &NodeRow,
+        is_root: bool,
+    ) -> Result<RenderInfo, StoreError> {
+        let children = if is_root {
+            store
+                .children(self.graph, &node.name)?
+                .into_iter()
+                .filter(|child| {
+                    self.micro_step == -1
+                        || child.micro_step_id == -1
+                        || child.micro_step_id == self.micro_step
+                })
+                .map(|child| child.name)
+                .collect()
+        } else {
+            node.sub_nodes.clone()
+        };
+        let label = if is_root || node.up_node == self.root {
+            node.name.clone()
+        } else {
+            short_label(&node.name, node.node_type)
+        };
+        Ok(RenderInfo {
+            x: 0,
+            y: 0,
+            width: text_width(&node.name) + 10,
+            height: LEAF_HEIGHT,
+            expand: false,
+            is_root,
+            parent: node.up_node.clone(),
+            label,
+            name: format!("{}{}", self.prefix, node.name),
+            kind: if node.sub_nodes.is_empty() {
+                LEAF_KIND
+            } else {
+                node.node_type
+            },
+            matched_node_link: node.matched_node_link.clone(),
+            precision_index: node.precision_index,
+            overflow_level: node.overflow_level.clone(),
+            matched_distributed: node.matched_distributed.clone(),
+            children,
+        })
+    }
+
+    /// msprobe's `process_click_expand`: open a closed node (fetching its children), close an
+    /// open one; the root never closes.
+    fn click_expand(&mut self, store: &Store, name: &str) -> Result<(), StoreError> {
+        let Some(info) = self.nodes.get(name) else {
+            return Ok(());
+        };
+        if info.children.is_empty() {
+            return Ok(());
+        }
+        if info.expand {
+            if !info.is_root {
+                if let Some(info) = self.nodes.get_mut(name) {
+                    info.expand = false;
+                }
+            }
+            return Ok(());
+        }
+        for child in store.children(self.graph, name)? {
+            if !self.nodes.contains_key(&child.name) {
+                let info = self.render_info(store, &child, false)?;
+                self.nodes.insert(child.name.clone(), info);
+            }
+        }
+        if let Some(info) = self.nodes.get_mut(name) {
+            info.expand = true;
+        }
+        Ok(())
+    }
+
+    /// msprobe's `process_select_expand`: expand the closed or missing ancestors of `name`,
+    /// nearest first, up to the first one that is open (or the root).
+    fn reveal(&mut self, store: &Store, name: &str) -> Result<(), StoreError> {
+        let chain = store.ancestry(self.graph, name)?;
+        let by_name: HashMap<&str, &NodeRow> = chain.iter().map(|n| (n.name.as_str(), n)).collect();
+        let Some(target) = by_name.get(name) else {
+            return Ok(());
+        };
+        let mut parent = target.up_node.clone();
+        while !parent.is_empty() {
+            let open = self.nodes.get(&parent).is_some_and(|info| info.expand);
+            if open {
+                break;
+            }
+            if !self.nodes.contains_key(&parent) {
+                let Some(row) = by_name.get(parent.as_str()) else {
+                    break;
+                };
+                let info = self.render_info(store, row, parent == self.root)?;
+                self.nodes.insert(parent.clone(), info);
+            }
+            self.click_expand(store, &parent)?;
+            if parent == self.root {
+                break;
+            }
+            parent = by_name
+                .get(parent.as_str())
+                .map(|row| row.up_node.clone())
+                .unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    fn relayout(&mut self) {
+        let root = self.root.clone();
+        self.resize(&root);
+        if let Some(info) = self.nodes.get_mut(&root) {
+            info.x = 0;
+            info.y = 0;
+        }
+        self.position(&root);
+    }
+
+    fn child_list(&self, name: &str) -> Vec<String> {
+        self.nodes
+            .get(name)
+            .map(|info| {
+                info.children
+                    .iter()
+                    .filter(|c| self.nodes.contains_key(*c))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// msprobe's `resize_hierarchy`.
+    fn resize(&mut self, name: &str) {
+        let Some(info) = self.nodes.get(name) else {
+            return;
+        };
+        let (kind, expand, label_width) = (info.kind, info.expand, text_width(&info.label) + 10);
+        if kind == LEAF_KIND {
+            if let Some(info) = self.nodes.get_mut(name) {
+                info.width = LEAF_WIDTH;
+                info.height = LEAF_HEIGHT;
+            }
+            return;
+        }
+        if !expand {
+            if let Some(info) = self.nodes.get_mut(name) {
+                info.width = label_width;
+                info.height = LEAF_HEIGHT;
+            }
+            return;
+        }
+        let children = self.child_list(name);
+        for child in &children {
+            self.resize(child);
+        }
+        let mut total_height = LEAF_HEIGHT;
+        let mut max_child_width = 0;
+        for group in self.groups(&children) {
+            let sizes: Vec<(i64, i64)> = group
+                .iter()
+                .filter_map(|c| self.nodes.get(c).map(|i| (i.width, i.height)))
+                .collect();
+            if self.is_leaf_group(&group) {
+                let rows = sizes.len().div_ceil(MAX_PER_ROW) as i64;
+                if rows > 1 {
+                    let full_row = MAX_PER_ROW as i64 * LEAF_WIDTH
+                        + (MAX_PER_ROW as i64 - 1) * HORIZONTAL_SPACING;
+                    max_child_width = max_child_width.max(full_row);
+                    total_height += (LEAF_HEIGHT + VERTICAL_SPACING) * rows;
+                } else {
+                    let row: i64 = sizes.iter().map(|(w, _)| w).sum::<i64>()
+                        + HORIZONTAL_SPACING * (sizes.len() as i64 - 1);
+                    max_child_width = max_child_width.max(row);
+                    total_height += LEAF_HEIGHT + VERTICAL_SPACING;
+                }
+            } else {
+                let widest = sizes.iter().map(|(w, _)| *w).max().unwrap_or(0);
+                max_child_width = max_child_width.max(widest);
+                total_height += sizes.iter().map(|(_, h)| h).sum::<i64>()
+                    + VERTICAL_SPACING * sizes.len() as i64;
+            }
+        }
+        if let Some(info) = self.nodes.get_mut(name) {
+            info.width = (max_child_width + 10).max(label_width);
+            info.height = total_height + 10;
+        }
+    }
+
+    /// msprobe's `layout_hierarchy`: place the children of an expanded node.
+    fn position(&mut self, name: &str) {
+        let Some(info) = self.nodes.get(name) else {
+            return;
+        };
+        if !info.expand {
+            return;
+        }
+        let (x, y, width) = (info.x, info.y, info.width);
+        let children = self.child_list(name);
+        let mut cur_y = y + LEAF_HEIGHT + VERTICAL_SPACING;
+        for group in self.groups(&children) {
+            if self.is_leaf_group(&group) {
+                for row in group.chunks(MAX_PER_ROW) {
+                    let widths: Vec<i64> = row
+                        .iter()
+                        .map(|c| self.nodes.get(c).map_or(0, |i| i.width))
+                        .collect();
+                    let row_width =
+                        widths.iter().sum::<i64>() + HORIZONTAL_SPACING * (widths.len() as i64 - 1);
+                    let mut cur_x = x + (width - row_width).div_euclid(2);
+                    for (child, w) in row.iter().zip(widths) {
+                        if let Some(info) = self.nodes.get_mut(child) {
+                            info.x = cur_x;
+                            info.y = cur_y;
+                        }
+                        cur_x += w + HORIZONTAL_SPACING;
+                    }
+                    cur_y += LEAF_HEIGHT + VERTICAL_SPACING;
+                }
+            } else {
+                for child in &group {
+                    let Some(info) = self.nodes.get_mut(child) else {
+                        continue;
+                    };
+                    info.x = x + (width - info.width).div_euclid(2);
+                    info.y = cur_y;
+                    cur_y += info.height + VERTICAL_SPACING;
+                    let expanded = info.expand;
+                    if expanded {
+                        self.position(child);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs of consecutive children of the same render kind.
+    fn groups(&self, children: &[String]) -> Vec<Vec<String>> {
+        let mut groups: Vec<Vec<String>> = Vec::new();
+        let mut last_kind = None;
+        for child in children {
+            let kind = self.nodes.get(child).map(|i| i.kind);
+            match groups.last_mut() {
+                Some(group) if kind == last_kind => group.push(child.clone()),
+                _ => groups.push(vec![child.clone()]),
+            }
+            last_kind = kind;
+        }
+        groups
+    }
+
+    fn is_leaf_group(&self, group: &[String]) -> bool {
+        group
+            .first()
+            .and_then(|c| self.nodes.get(c))
+            .is_some_and(|i| i.kind == LEAF_KIND)
+    }
+}
+
+/// msprobe's text width: six units per character (Python `len`, so per code point).
+fn text_width(text: &str) -> i64 {
+    text.chars().count() as i64 * CHAR_WIDTH
+}
+
+/// msprobe's `extract_label_name`: the tail of a dotted name that identifies a node within its
+/// parent (module names keep four or five parts, others two or three).
+pub fn short_label(name: &str, node_type: i32) -> String {
+    let parts: Vec<&str> = name.split('.').collect();
+    let n = parts.len();
+    let is_digit = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    let tail = |k: usize| parts[n - k..].join(".");
+    if node_type == 0 {
+        if n < 4 {
+            name.to_owned()
+        } else if !is_digit(parts[n - 4]) {
+            tail(4)
+        } else if n > 4 {
+            tail(5)
+        } else {
+            name.to_owned()
+        }
+    } else if n < 2 {
+        name.to_owned()
+    } else if !is_digit(parts[n - 2]) {
+        tail(2)
+    } else if n > 2 {
+        tail(3)
+    } else {
+        name.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_label;
+
+    #[test]
+    fn module_labels_keep_four_or_five_parts() {
+        assert_eq!(
+            short_label("Module.layers.0.block.attn.Attention.forward.0", 0),
+            "attn.Attention.forward.0"
+        );
+        assert_eq!(
+            short_label("Module.layers.0.Block.forward.0", 0),
+            "layers.0.Block.forward.0"
+        );
+        assert_eq!(short_label("Module.fc1.forward", 0), "Module.fc1.forward");
+    }
+
+    #[test]
+    fn api_labels_keep_two_or_three_parts() {
+        assert_eq!(
+            short_label("Functional.linear.3.forward", 1),
+            "linear.3.forward"
+        );
+        assert_eq!(short_label("Tensor.add.forward", 1), "add.forward");
+        assert_eq!(short_label("single", 1), "single");
+    }
+}

@@ -1,0 +1,131 @@
+//! Serving: the tonic server over any stream of connections, with graceful shutdown, and the
+//! private Unix socket the Python shim connects to.
+
+use std::future::Future;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use graph_ascend_proto::graph_ascend_server::GraphAscendServer;
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::service::GraphService;
+use crate::State;
+
+/// Largest message either way (a node list of a million names is tens of megabytes).
+pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot create the socket directory {path}: {source}")]
+    SocketDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// A Unix socket in a fresh directory only its owner can enter; removed on drop.
+pub struct PrivateSocket {
+    dir: PathBuf,
+    path: PathBuf,
+    listener: Option<UnixListener>,
+}
+
+impl PrivateSocket {
+    /// Creates `<parent>/graph-ascend-<pid>-<n>/` with mode 0700 and binds `sidecar.sock` (0600)
+    /// in it. Must be called inside a tokio runtime.
+    pub fn bind(parent: &Path) -> Result<PrivateSocket, ServeError> {
+        let mut n = 0u32;
+        let dir = loop {
+            let candidate = parent.join(format!("graph-ascend-{}-{n}", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&candidate) {
+                Ok(()) => break candidate,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(source) => {
+                    return Err(ServeError::SocketDir {
+                        path: candidate,
+                        source,
+                    })
+                }
+            }
+        };
+        let path = dir.join("sidecar.sock");
+        let listener = UnixListener::bind(&path).map_err(|source| ServeError::Bind {
+            path: path.clone(),
+            source,
+        })?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(
+            |source| ServeError::Bind {
+                path: path.clone(),
+                source,
+            },
+        )?;
+        Ok(PrivateSocket {
+            dir,
+            path,
+            listener: Some(listener),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Takes the listener (once).
+    pub fn take_listener(&mut self) -> Option<UnixListener> {
+        self.listener.take()
+    }
+}
+
+impl Drop for PrivateSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then finishes in-flight requests.
+/// Tests start it in-process on a fresh socket.
+pub async fn run(
+    listener: UnixListener,
+    state: Arc<State>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let service = GraphAscendServer::new(GraphService::new(state))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}
+
+/// Like [`run`], on a loopback TCP listener (the fallback where Unix sockets are unavailable).
+pub async fn run_tcp(
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let service = GraphAscendServer::new(GraphService::new(state))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! The gRPC edge: the `GraphAscend` service of the proto, over [`crate::handlers`].
+//!
+//! Each RPC moves its handler onto tokio's blocking pool (SQLite calls block) and turns only a
+//! failure of the server itself (a panicked or cancelled task) into a gRPC status; answers about
+//! bad requests or bad files are ordinary responses with `success: false`, as the page expects.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use graph_ascend_proto as pb;
+use pb::graph_ascend_server::GraphAscend;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::handlers;
+use crate::State;
+
+/// The service object tonic serves.
+#[derive(Clone)]
+pub struct GraphService {
+    state: Arc<State>,
+}
+
+impl GraphService {
+    pub fn new(state: Arc<State>) -> GraphService {
+        GraphService { state }
+    }
+}
+
+/// The client whose view state a request uses (requests without an id share one).
+fn client_of(client_id: &str) -> String {
+    if client_id.is_empty() {
+        "default".to_owned()
+    } else {
+        client_id.to_owned()
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    state: &Arc<State>,
+    f: impl FnOnce(&State) -> T + Send + 'static,
+) -> Result<Response<T>, Status> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || f(&state))
+        .await
+        .map(Response::new)
+        .map_err(|e| Status::internal(format!("request handler failed: {e}")))
+}
+
+fn not_yet(what: &str) -> Status {
+    Status::unimplemented(format!(
+        "{what} is not available in this version of graph-ascend"
+    ))
+}
+
+type ProgressStream = Pin<Box<dyn Stream<Item = Result<pb::ConvertProgress, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl GraphAscend for GraphService {
+    async fn load_meta_dir(
+        &self,
+        _req: Request<pb::LoadMetaDirRequest>,
+    ) -> Result<Response<pb::LoadMetaDirResponse>, Status> {
+        blocking(&self.state, handlers::load_meta_dir).await
+    }
+
+    async fn load_graph_data(
+        &self,
+        req: Request<pb::LoadGraphDataRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let req = req.into_inner();
+        blocking(&self.state, move |s| handlers::load_graph_data(s, req)).await
+    }
+
+    async fn load_graph_config_info(
+        &self,
+        req: Request<pb::MetaRequest>,
+    ) -> Result<Response<pb::ConfigInfoResponse>, Status> {
+        let req = req.into_inner();
+        blocking(&self.state, move |s| {
+            handlers::load_graph_config_info(s, req)
+        })
+        .await
+    }
+
+    async fn load_graph_all_node_list(
+        &self,
+        req: Request<pb::MetaRequest>,
+    ) -> Result<Response<pb::NodeListResponse>, Status> {
+        let req = req.into_inner();
+        blocking(&self.state, move |s| {
+            handlers::load_graph_all_node_list(s, req)
+        })
+        .await
+    }
+
+    async fn change_node_expand_state(
+        &self,
+        req: Request<pb::NodeRequest>,
+    ) -> Result<Response<pb::HierarchyResponse>, Status> {
+        let req = req.into_inner();
+        let client = client_of(&req.client_id);
+        blocking(&self.state, move |s| {
+            handlers::change_node_expand_state(s, &client, req)
+        })
+        .await
+    }
+
+    async fn update_hierarchy_data(
+        &self,
+        req: Request<pb::UpdateHierarchyRequest>,
+    ) -> Result<Response<pb::HierarchyResponse>, Status> {
+        let req = req.into_inner();
+        let client = client_of(&req.client_id);
+        blocking(&self.state, move |s| {
+            handlers::update_hierarchy_data(s, &client, req)
+        })
+        .await
+    }
+
+    async fn get_node_info(
+        &self,
+        req: Request<pb::NodeRequest>,
+    ) -> Result<Response<pb::NodeInfoResponse>, Status> {
+        let req = req.into_inner();
+        blocking(&self.state, move |s| handlers::get_node_info(s, req)).await
+    }
+
+    async fn filter_nodes(
+        &self,
+        req: Request<pb::FilterNodesRequest>,
+    ) -> Result<Response<pb::FilterNodesResponse>, Status> {
+        let req = req.into_inner();
+        blocking(&self.state, move |s| handlers::filter_nodes(s, req)).await
+    }
+
+    async fn search_nodes(
+        &self,
+        req: Request<pb::SearchNodesRequest>,
+    ) -> Result<Response<pb::SearchNodesResponse>, Status> {
+        let req = req.into_inner();
+        blocking(&self.state, move |s| handlers::search_nodes(s, req)).await
+    }
+
+    async fn load_graph_matched_relations(
+        &self,
+        req: Request<pb::MetaRequest>,
+    ) -> Result<Response<pb::MatchedRelationsResponse>, Status> {
+        let req = req.into_inner();
+        blocking(&self.state, move |s| {
+            handlers::load_graph_matched_relations(s, req)
+        })
+        .await
+    }
+
+    async fn add_match_nodes(
+        &self,
+        _req: Request<pb::MatchNodesRequest>,
+    ) -> Result<Response<pb::MatchResultResponse>, Status> {
+        Err(not_yet("Manual matching"))
+    }
+
+    async fn delete_match_nodes(
+        &self,
+        _req: Request<pb::MatchNodesRequest>,
+    ) -> Result<Response<pb::MatchResultResponse>, Status> {
+        Err(not_yet("Manual matching"))
+    }
+
+    async fn add_match_nodes_by_config(
+        &self,
+        _req: Request<pb::MatchByConfigRequest>,
+    ) -> Result<Response<pb::MatchResultResponse>, Status> {
+        Err(not_yet("Matching by configuration file"))
+    }
+
+    async fn save_matched_relations(
+        &self,
+        _req: Request<pb::MetaRequest>,
+    ) -> Result<Response<pb::SaveMatchedRelationsResponse>, Status> {
+        Err(not_yet("Saving matched relations"))
+    }
+
+    async fn save_data(
+        &self,
+        _req: Request<pb::MetaRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        Err(not_yet("saveData"))
+    }
+
+    async fn update_colors(
+        &self,
+        _req: Request<pb::UpdateColorsRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        Err(not_yet("Editing colours"))
+    }
+
+    async fn update_precision_error(
+        &self,
+        _req: Request<pb::UpdatePrecisionErrorRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        Err(not_yet("Recomputing precision errors"))
+    }
+
+    async fn load_converted_graph_data(
+        &self,
+        _req: Request<pb::LoadConvertedGraphDataRequest>,
+    ) -> Result<Response<pb::ConvertCandidatesResponse>, Status> {
+        Err(not_yet("Conversion on demand"))
+    }
+
+    async fn convert_to_graph(
+        &self,
+        _req: Request<pb::ConvertRequest>,
+    ) -> Result<Response<pb::ConvertStartResponse>, Status> {
+        Err(not_yet("Conversion on demand"))
+    }
+
+    type GetConvertProgressStream = ProgressStream;
+
+    async fn get_convert_progress(
+        &self,
+        _req: Request<pb::ConvertProgressRequest>,
+    ) -> Result<Response<Self::GetConvertProgressStream>, Status> {
+        Err(not_yet("Conversion on demand"))
+    }
+
+    async fn cancel_convert(
+        &self,
+        _req: Request<pb::ConvertProgressRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        Err(not_yet("Conversion on demand"))
+    }
+}
