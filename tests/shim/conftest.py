@@ -38,7 +38,9 @@ def binary_path() -> Path:
 def binary() -> Path:
     path = binary_path()
     if not (path.is_file() and os.access(path, os.X_OK)):
-        pytest.fail(f"graph-ascend binary not found at {path}: build it (cargo build --release) or set GRAPH_ASCEND_BINARY")
+        pytest.fail(
+            f"graph-ascend binary not found at {path}: build it (cargo build --release) or set GRAPH_ASCEND_BINARY"
+        )
     return path
 
 
@@ -153,7 +155,7 @@ class TensorBoard:
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.log_path = log_path
-        self._log = open(log_path, "wb")
+        self._log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process it logs
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=full_env)
         self._wait_ready()
 
@@ -271,3 +273,7 @@ def pytest_terminal_summary(terminalreporter):
     )
     terminalreporter.write_line("routes answered UNIMPLEMENTED: " + (", ".join(unimplemented) or "none"))
     terminalreporter.write_line(f"details: {ARTIFACTS / 'parity.json'}")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "pypi: needs packages from PyPI (skipped with a message when unreachable)")

@@ -13,6 +13,7 @@ import json
 import urllib.error
 
 import pytest
+
 from conftest import ARTIFACTS, GOLDEN, decompress_case, golden_cases
 
 # Routes every section relies on (the probe reads the selection and the config first).
@@ -101,5 +102,7 @@ def test_golden_parity(case, tmp_path, tensorboard):
     (ARTIFACTS / "parity.json").write_text(json.dumps(PARITY_RESULTS, indent=1, sort_keys=True))
 
     assert not failures, f"routes failed (not UNIMPLEMENTED): {failures}"
-    assert "meta_dir" in checked and "config" in checked, "load_meta_dir, loadGraphData, loadGraphConfigInfo are required"
+    assert "meta_dir" in checked and "config" in checked, (
+        "load_meta_dir, loadGraphData, loadGraphConfigInfo are required"
+    )
     assert not differences, json.dumps(differences, indent=1)

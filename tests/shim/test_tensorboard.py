@@ -7,6 +7,7 @@ import signal
 import sqlite3
 
 import pytest
+
 from conftest import decompress_case, meta_for, process_alive, wait_until
 
 CASE = "compare_tf_stats"  # a compare file: both sides, precision colours
