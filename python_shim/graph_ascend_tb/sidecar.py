@@ -41,6 +41,9 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.enable_http_proxy", 0),
+    # grpc-core derives the HTTP/2 :authority of a unix: target from the socket path, which hyper (tonic)
+    # rejects as malformed (RST_STREAM PROTOCOL_ERROR). The sidecar does not look at it; any host will do.
+    ("grpc.default_authority", "localhost"),
 ]
 # Between two failed start attempts, requests get the remembered error instead of a new attempt.
 RETRY_AFTER_FAILURE_S = 1.0

@@ -46,7 +46,10 @@ def binary() -> Path:
 
 @pytest.fixture(scope="session")
 def descriptor_file(binary, tmp_path_factory) -> Path:
-    """The API descriptor, written by the real binary."""
+    """The API descriptor, written by the real binary ($GRAPH_ASCEND_DESCRIPTOR overrides, for development)."""
+    override = os.environ.get("GRAPH_ASCEND_DESCRIPTOR")
+    if override:
+        return Path(override)
     out = tmp_path_factory.mktemp("desc") / "graph_ascend.desc"
     subprocess.run([str(binary), "proto-descriptor", "--out", str(out)], check=True, timeout=60)
     return out
