@@ -288,14 +288,19 @@ pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::Node
             Ok(pb::NodeListResponse {
                 success: true,
                 error: None,
-                data: Some(pb::NodeLists {
-                    npu_node_list: names(Side::Npu)?,
-                    bench_node_list: if compare {
-                        names(Side::Bench)?
-                    } else {
-                        Vec::new()
-                    },
-                }),
+                data: {
+                    let mut lists = vec![pb::NamedNodeList {
+                        name: "npuNodeList".into(),
+                        names: names(Side::Npu)?,
+                    }];
+                    if compare {
+                        lists.push(pb::NamedNodeList {
+                            name: "benchNodeList".into(),
+                            names: names(Side::Bench)?,
+                        });
+                    }
+                    lists
+                },
             })
         })(),
     )
@@ -481,24 +486,19 @@ pub fn get_node_info(state: &State, req: pb::NodeRequest) -> pb::NodeInfoRespons
                 .context(Msg::GetNodeInfo)?;
             let this = this.map(node_detail);
             let matched = matched.map(node_detail);
+            let entry = |side: &str, detail| pb::SideDetail {
+                side: side.to_owned(),
+                detail,
+            };
             let data = match side {
-                _ if single => pb::NodeInfo {
-                    npu: this,
-                    bench: None,
-                },
-                Side::Npu => pb::NodeInfo {
-                    npu: this,
-                    bench: matched,
-                },
-                Side::Bench => pb::NodeInfo {
-                    npu: matched,
-                    bench: this,
-                },
+                _ if single => vec![entry("npu", this)],
+                Side::Npu => vec![entry("npu", this), entry("bench", matched)],
+                Side::Bench => vec![entry("npu", matched), entry("bench", this)],
             };
             Ok(pb::NodeInfoResponse {
                 success: true,
                 error: None,
-                data: Some(data),
+                data,
             })
         })(),
     )

@@ -1,0 +1,273 @@
+//! Shared test helpers: fixture files, a logdir holding one of them, and a probe that calls the
+//! handlers and renders their answers as the browser sees them (the shim's JSON rules).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use graph_ascend_proto as pb;
+use graph_ascend_service::handlers;
+use graph_ascend_service::values::prost_to_json;
+use graph_ascend_service::State;
+use serde_json::{json, Map, Value};
+
+/// `tests/fixtures` of the repository.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+/// `(case, golden answers)` for every case that has both a golden file and a `.vis.db`.
+pub fn golden_cases() -> Vec<(String, Value)> {
+    let dir = fixtures().join("golden_api26");
+    let mut cases = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("golden_api26 fixtures") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let case = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        if vis_db_xz(&case).is_none() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read golden");
+        cases.push((case, serde_json::from_str(&text).expect("golden JSON")));
+    }
+    cases.sort_by(|a, b| a.0.cmp(&b.0));
+    cases
+}
+
+/// The compressed `.vis.db` of an upstream case.
+pub fn vis_db_xz(case: &str) -> Option<PathBuf> {
+    let dir = fixtures().join("upstream_vis").join(case);
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".vis.db.xz"))
+}
+
+/// Decompresses an upstream case's `.vis.db` into `dir/<run>/<name>.vis.db`.
+pub fn unpack(case: &str, dir: &Path, run: &str) -> PathBuf {
+    let xz = vis_db_xz(case).unwrap_or_else(|| panic!("no .vis.db.xz for {case}"));
+    let name = xz
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".xz"))
+        .expect("file name")
+        .to_owned();
+    let run_dir = dir.join(run);
+    std::fs::create_dir_all(&run_dir).expect("mkdir");
+    let mut input = std::io::BufReader::new(std::fs::File::open(&xz).expect("open xz"));
+    let out_path = run_dir.join(name);
+    let mut out = std::fs::File::create(&out_path).expect("create");
+    lzma_rs::xz_decompress(&mut input, &mut out).expect("decompress");
+    out_path
+}
+
+/// A temporary logdir holding one case as the run `run`, and a state serving it.
+pub fn logdir_with(case: &str) -> (tempfile::TempDir, Arc<State>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    unpack(case, dir.path(), "run");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    (dir, state)
+}
+
+/// msprobe's `metaData` for step 0, rank 0, all micro steps.
+pub fn meta(run: &str, tag: &str) -> pb::MetaData {
+    pb::MetaData {
+        run: run.into(),
+        tag: tag.into(),
+        r#type: "db".into(),
+        lang: "en".into(),
+        micro_step: Some(-1),
+        step: Some(0),
+        rank: Some(0),
+    }
+}
+
+/// Calls handlers as one browser client and renders answers as JSON.
+pub struct Probe {
+    pub state: Arc<State>,
+    pub client: String,
+}
+
+impl Probe {
+    pub fn new(state: Arc<State>) -> Probe {
+        Probe {
+            state,
+            client: "test".into(),
+        }
+    }
+
+    pub fn load_meta_dir(&self) -> Value {
+        let r = handlers::load_meta_dir(&self.state);
+        let data: Map<String, Value> = r
+            .data
+            .into_iter()
+            .map(|f| (f.run, json!({"type": f.r#type, "tags": f.tags})))
+            .collect();
+        let errors: Vec<Value> = r
+            .error
+            .into_iter()
+            .map(|e| json!({"run": e.run, "tag": e.tag, "info": e.info}))
+            .collect();
+        json!({"data": data, "error": errors})
+    }
+
+    pub fn config(&self, m: &pb::MetaData) -> Value {
+        let r = handlers::load_graph_config_info(&self.state, meta_request(m));
+        let Some(d) = r.data else {
+            return json!({"success": r.success, "error": r.error});
+        };
+        let colors: Map<String, Value> = d
+            .colors
+            .into_iter()
+            .map(|c| {
+                (
+                    c.color,
+                    json!({"value": c.value.as_ref().map(prost_to_json), "description": c.description}),
+                )
+            })
+            .collect();
+        json!({"success": r.success, "data": {
+            "microSteps": d.micro_steps, "overflowCheck": d.overflow_check,
+            "isSingleGraph": d.is_single_graph, "task": d.task, "ranks": d.ranks,
+            "steps": d.steps, "colors": colors, "matchedConfigFiles": d.matched_config_files,
+        }})
+    }
+
+    pub fn node_lists(&self, m: &pb::MetaData) -> Value {
+        let r = handlers::load_graph_all_node_list(&self.state, meta_request(m));
+        let data: Map<String, Value> = r
+            .data
+            .into_iter()
+            .map(|l| (l.name, json!(l.names)))
+            .collect();
+        json!({"success": r.success, "error": r.error, "data": data})
+    }
+
+    pub fn expand(&self, m: &pb::MetaData, name: &str, side: &str) -> Value {
+        let r = handlers::change_node_expand_state(
+            &self.state,
+            &self.client,
+            node_request(m, name, side),
+        );
+        hierarchy_json(r)
+    }
+
+    pub fn node_info(&self, m: &pb::MetaData, name: &str, side: &str) -> Value {
+        let r = handlers::get_node_info(&self.state, node_request(m, name, side));
+        let data: Map<String, Value> = r
+            .data
+            .into_iter()
+            .map(|s| (s.side, s.detail.map_or(Value::Null, detail_json)))
+            .collect();
+        json!({"success": r.success, "error": r.error, "data": data})
+    }
+
+    pub fn filter(&self, m: &pb::MetaData, kind: &str, values: Vec<Value>) -> Value {
+        let r = handlers::filter_nodes(
+            &self.state,
+            pb::FilterNodesRequest {
+                meta_data: Some(m.clone()),
+                r#type: kind.into(),
+                values: Some(prost_types::ListValue {
+                    values: values
+                        .iter()
+                        .map(graph_ascend_service::values::json_to_prost)
+                        .collect(),
+                }),
+                client_id: self.client.clone(),
+            },
+        );
+        let hits: Vec<Value> = r
+            .data
+            .into_iter()
+            .map(|h| json!({"name": h.name, "status": h.status}))
+            .collect();
+        json!({"success": r.success, "error": r.error, "data": hits})
+    }
+
+    pub fn matched(&self, m: &pb::MetaData) -> Value {
+        let r = handlers::load_graph_matched_relations(&self.state, meta_request(m));
+        let Some(d) = r.data else {
+            return json!({"success": r.success, "error": r.error});
+        };
+        let pairs = |v: Vec<pb::NamePair>| -> Map<String, Value> {
+            v.into_iter().map(|p| (p.key, json!(p.value))).collect()
+        };
+        json!({"success": r.success, "data": {
+            "npuMatchNodes": pairs(d.npu_match_nodes),
+            "benchMatchNodes": pairs(d.bench_match_nodes),
+            "npuUnMatchNodes": d.npu_un_match_nodes,
+            "benchUnMatchNodes": d.bench_un_match_nodes,
+        }})
+    }
+}
+
+pub fn meta_request(m: &pb::MetaData) -> pb::MetaRequest {
+    pb::MetaRequest {
+        meta_data: Some(m.clone()),
+        client_id: String::new(),
+    }
+}
+
+pub fn node_request(m: &pb::MetaData, name: &str, side: &str) -> pb::NodeRequest {
+    pb::NodeRequest {
+        node_info: Some(pb::NodeRef {
+            node_name: name.into(),
+            node_type: side.into(),
+        }),
+        meta_data: Some(m.clone()),
+        client_id: String::new(),
+    }
+}
+
+pub fn hierarchy_json(r: pb::HierarchyResponse) -> Value {
+    let data: Map<String, Value> = r
+        .data
+        .into_iter()
+        .map(|n| {
+            (
+                n.key,
+                json!({
+                    "x": n.x, "y": n.y, "width": n.width, "height": n.height,
+                    "expand": n.expand, "isRoot": n.is_root, "parentNode": n.parent_node,
+                    "label": n.label, "name": n.name, "nodeType": n.node_type,
+                    "matchedNodeLink": n.matched_node_link,
+                    "precisionIndex": n.precision_index, "overflowLevel": n.overflow_level,
+                }),
+            )
+        })
+        .collect();
+    json!({"success": r.success, "error": r.error, "data": data})
+}
+
+fn slots_json(slots: Vec<pb::TensorSlot>) -> Value {
+    Value::Object(
+        slots
+            .into_iter()
+            .map(|s| {
+                let fields: Map<String, Value> = s
+                    .fields
+                    .into_iter()
+                    .map(|f| (f.key, f.value.as_ref().map_or(Value::Null, prost_to_json)))
+                    .collect();
+                (s.name, Value::Object(fields))
+            })
+            .collect(),
+    )
+}
+
+fn detail_json(d: pb::NodeDetail) -> Value {
+    json!({
+        "id": d.id, "node_name": d.node_name, "node_type": d.node_type,
+        "input_data": slots_json(d.input_data), "output_data": slots_json(d.output_data),
+        "upnode": d.upnode, "subnodes": d.subnodes, "matched_node_link": d.matched_node_link,
+        "stack_info": d.stack_info, "micro_step_id": d.micro_step_id,
+        "parallel_merge_info": d.parallel_merge_info,
+    })
+}
