@@ -1,0 +1,161 @@
+/**
+ * Talking to the plugin's routes. Every URL is relative (the app document lives at
+ * `<prefix>/data/plugin/graph_ascend/index.html`), every request names this browser tab with
+ * `X-Graph-Ascend-Client` so the server keeps one view state per tab, and every failure becomes a
+ * plain `{success: false, error}` the page can show (HTTP errors, a backend that is down, bad JSON).
+ */
+import type { MetaData } from './types';
+
+const CLIENT_KEY = 'graph-ascend-client-id';
+
+function newId(): string {
+  const c = globalThis.crypto as Crypto | undefined;
+  if (c && typeof c.randomUUID === 'function') return c.randomUUID();
+  return `c${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/** One id per browser tab: sessionStorage survives reloads of the tab but not other tabs. */
+export function clientId(): string {
+  try {
+    let id = sessionStorage.getItem(CLIENT_KEY);
+    if (!id) {
+      id = newId();
+      sessionStorage.setItem(CLIENT_KEY, id);
+    }
+    return id;
+  } catch {
+    return (cachedId ??= newId());
+  }
+}
+let cachedId: string | undefined;
+
+export interface Answer<T> {
+  success: boolean;
+  data?: T;
+  error?: string;
+  [key: string]: unknown;
+}
+
+/**
+ * JSON.parse that also accepts the bare `NaN`, `Infinity` and `-Infinity` tokens Python's json
+ * module writes (msprobe answers carry them); they become strings, as TensorBoard's cleanser does.
+ */
+export function parseLooseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (first) {
+    let out = '';
+    let inStr = false;
+    for (let i = 0; i < text.length; i++) {
+      const ch = text[i];
+      if (inStr) {
+        out += ch;
+        if (ch === '\\') {
+          out += text[i + 1] ?? '';
+          i++;
+        } else if (ch === '"') inStr = false;
+        continue;
+      }
+      if (ch === '"') {
+        inStr = true;
+        out += ch;
+        continue;
+      }
+      if (text.startsWith('NaN', i)) {
+        out += '"NaN"';
+        i += 2;
+      } else if (text.startsWith('-Infinity', i)) {
+        out += '"-Infinity"';
+        i += 8;
+      } else if (text.startsWith('Infinity', i)) {
+        out += '"Infinity"';
+        i += 7;
+      } else out += ch;
+    }
+    try {
+      return JSON.parse(out);
+    } catch {
+      throw first;
+    }
+  }
+}
+
+function errorText(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+/** Turn whatever the server said into an Answer; `error` may be a string or a list upstream. */
+export function normalize<T>(status: number, statusText: string, body: unknown): Answer<T> {
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    const b = body as Record<string, unknown>;
+    if (status >= 200 && status < 300) {
+      // load_meta_dir has no `success` key on its normal path.
+      const success = b.success === undefined ? true : Boolean(b.success);
+      const error = b.error === undefined || b.error === null ? undefined : b.error;
+      return { ...b, success, error: success ? (error as string | undefined) : describe(error) || `HTTP ${status}` } as Answer<T>;
+    }
+    return { success: false, error: describe(b.error) || `HTTP ${status} ${statusText}`.trim() };
+  }
+  if (status >= 200 && status < 300) return { success: true, data: body as T };
+  return { success: false, error: `HTTP ${status} ${statusText}`.trim() };
+}
+
+function describe(error: unknown): string {
+  if (error === undefined || error === null || error === '') return '';
+  if (typeof error === 'string') return error;
+  if (Array.isArray(error)) return error.map((e) => describe(e)).join('\n');
+  return JSON.stringify(error);
+}
+
+export type Transport = (route: string, init: RequestInit) => Promise<Response>;
+let transport: Transport = (route, init) => fetch(route, init);
+/** Tests swap the transport; the page always uses fetch with relative URLs. */
+export function setTransport(t: Transport): void {
+  transport = t;
+}
+
+async function send<T>(route: string, init: RequestInit, timeoutMs = 180_000): Promise<Answer<T>> {
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), timeoutMs);
+  try {
+    const headers = new Headers(init.headers);
+    headers.set('X-Graph-Ascend-Client', clientId());
+    const res = await transport(route, { ...init, headers, signal: ctrl.signal });
+    const text = await res.text();
+    let body: unknown = undefined;
+    if (text.length) {
+      try {
+        body = parseLooseJson(text);
+      } catch {
+        body = undefined;
+        if (res.ok) return { success: false, error: `${route}: the server's answer is not JSON` };
+      }
+    }
+    return normalize<T>(res.status, res.statusText, body);
+  } catch (e) {
+    if (ctrl.signal.aborted) return { success: false, error: `${route}: request timed out` };
+    return { success: false, error: `${route}: no answer from the server (${errorText(e)})` };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function post<T>(route: string, body?: unknown): Promise<Answer<T>> {
+  return send<T>(route, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+export function get<T>(route: string, params: Record<string, string | number | undefined>): Promise<Answer<T>> {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, String(v));
+  const s = q.toString();
+  return send<T>(s ? `${route}?${s}` : route, { method: 'GET' });
+}
+
+export function metaQuery(m: MetaData): Record<string, string | number> {
+  return { run: m.run, tag: m.tag, type: m.type, lang: m.lang, microStep: m.microStep, step: m.step, rank: m.rank };
+}

@@ -1,0 +1,265 @@
+/**
+ * The conversion page: dump folders under the logdir → a `.vis.db`. A form (target, optional
+ * golden, output name, layer mapping, overflow check, fuzzy match, parallel merge), live progress
+ * streamed from `getConvertProgress` (read with fetch so it carries the tab's client header),
+ * a real Cancel (`cancelConvert`), and the result with "open this file" or the error log.
+ */
+import { clientId, get, post } from './api';
+import { clear, h, option } from './dom';
+import { t } from './i18n';
+import type { ConvertCandidates, ConvertProgress } from './types';
+
+interface Host {
+  toast(text: string, kind?: 'info' | 'error' | 'success'): void;
+  openConverted(outputFile: string): Promise<void>;
+}
+
+interface Params {
+  npu_path: string;
+  bench_path: string;
+  output_path: string;
+  is_print_compare_log: boolean;
+  is_parallel_merge: boolean;
+  layer_mapping: string;
+  overflow_check: boolean;
+  fuzzy_match: boolean;
+  npu: { rank_size: number; tp: number; pp: number; vpp: number; order: string };
+  bench: { rank_size: number; tp: number; pp: number; vpp: number; order: string };
+}
+
+export function defaultOutput(hasBench: boolean, now = Date.now()): string {
+  return `${hasBench ? 'compare' : 'build'}_${now}`;
+}
+
+/** The request body: parallel parameters only when merging, bench ones only with a golden folder. */
+export function convertBody(p: Params): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    npu_path: p.npu_path,
+    bench_path: p.bench_path || '',
+    output_path: p.output_path.trim(),
+    is_print_compare_log: p.is_print_compare_log,
+    is_parallel_merge: p.is_parallel_merge,
+    layer_mapping: p.layer_mapping || '',
+    overflow_check: p.overflow_check,
+    fuzzy_match: p.fuzzy_match,
+  };
+  if (p.is_parallel_merge) {
+    body.parallel_merge = p.bench_path ? { npu: { ...p.npu }, bench: { ...p.bench } } : { npu: { ...p.npu } };
+  }
+  return body;
+}
+
+/** Parse a text/event-stream body into messages (`data:` lines joined, blank line ends one). */
+export function parseSse(buffer: string): { events: string[]; rest: string } {
+  const events: string[] = [];
+  const norm = buffer.replace(/\r\n/g, '\n');
+  const chunks = norm.split('\n\n');
+  const rest = chunks.pop() ?? '';
+  for (const chunk of chunks) {
+    const data = chunk
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).replace(/^ /, ''))
+      .join('\n');
+    if (data) events.push(data);
+  }
+  return { events, rest };
+}
+
+export class ConvertPage {
+  private el: HTMLElement | null = null;
+  private step: 'form' | 'progress' | 'result' = 'form';
+  private cands: ConvertCandidates = { dirs: [], yaml_files: [] };
+  private params: Params = {
+    npu_path: '',
+    bench_path: '',
+    output_path: defaultOutput(false),
+    is_print_compare_log: false,
+    is_parallel_merge: false,
+    layer_mapping: '',
+    overflow_check: false,
+    fuzzy_match: false,
+    npu: { rank_size: 1, tp: 1, pp: 1, vpp: 1, order: 'tp-cp-ep-dp-pp' },
+    bench: { rank_size: 1, tp: 1, pp: 1, vpp: 1, order: 'tp-cp-ep-dp-pp' },
+  };
+  private progress: ConvertProgress = { progress: 0, status: 'building' };
+  private jobId = '';
+  private abort: AbortController | null = null;
+  private error = '';
+
+  constructor(private host: Host) {}
+
+  async open(el: HTMLElement): Promise<void> {
+    this.el = el;
+    this.render(el);
+    if (this.step !== 'form') return;
+    const r = await get<ConvertCandidates>('loadConvertedGraphData', {});
+    if (!r.success || !r.data) {
+      this.error = `loadConvertedGraphData: ${r.error ?? 'no data'}`;
+      this.host.toast(this.error, 'error');
+    } else {
+      this.cands = { dirs: r.data.dirs ?? [], yaml_files: r.data.yaml_files ?? [] };
+      this.error = '';
+    }
+    this.render(el);
+  }
+
+  render(el: HTMLElement): void {
+    this.el = el;
+    clear(el);
+    if (this.step === 'form') el.append(this.form());
+    else if (this.step === 'progress') el.append(this.progressView());
+    else el.append(this.resultView());
+  }
+
+  private rerender(): void {
+    if (this.el) this.render(this.el);
+  }
+
+  private form(): HTMLElement {
+    const p = this.params;
+    const sel = (testid: string, items: string[], value: string, allowNone: boolean, on: (v: string) => void) => {
+      const s = h('select', { testid, on: { change: () => on(s.value) } }, allowNone ? option('', t('none'), !value) : option('', '—', !value), ...items.map((d) => option(d, d, d === value)));
+      return s;
+    };
+    const check = (testid: string, label: string, value: boolean, on: (v: boolean) => void) =>
+      h('label.check', null, h('input', { type: 'checkbox', testid, checked: value, on: { change: (e: Event) => on((e.target as HTMLInputElement).checked) } }), label);
+    const num = (side: 'npu' | 'bench', key: 'rank_size' | 'tp' | 'pp' | 'vpp', label: string) =>
+      h('label.field.inline', null, h('span.field-label', null, label),
+        h('input', { type: 'number', min: 1, value: String(p[side][key]), testid: `${side}_${key}`, on: { change: (e: Event) => (p[side][key] = Math.max(1, Math.floor(Number((e.target as HTMLInputElement).value) || 1))) } }));
+    const merge = (side: 'npu' | 'bench', title: string) =>
+      h('fieldset.merge', null, h('legend', null, title), num(side, 'rank_size', t('rank_size')), num(side, 'tp', 'TP'), num(side, 'pp', 'PP'), num(side, 'vpp', 'VPP'),
+        h('label.field.inline', null, h('span.field-label', null, t('order')), h('input', { type: 'text', value: p[side].order, maxLength: 64, testid: `${side}_order`, on: { change: (e: Event) => (p[side].order = (e.target as HTMLInputElement).value) } })));
+    const out = h('input', { type: 'text', value: p.output_path, testid: 'outputPathInput', maxLength: 255, on: { input: () => (p.output_path = out.value) } });
+    const start = h('button.primary', { testid: 'startConversionButton', on: { click: () => void this.start() } }, t('button_start_conversion'));
+    return h('div.convert-form', { testid: 'conversionForm' }, h('h2', null, t('convertTitle')),
+      this.error ? h('div.error-box', { testid: 'conversionLoadError' }, this.error) : null,
+      h('label.field', null, h('span.field-label', null, `${t('label_npu_path')} *`), sel('npuPathSelect', this.cands.dirs, p.npu_path, false, (v) => { p.npu_path = v; })),
+      h('label.field', null, h('span.field-label', null, t('label_bench_path')), sel('benchPathSelect', this.cands.dirs, p.bench_path, true, (v) => {
+        const wasDefault = /^(build|compare)_\d+$/.test(p.output_path);
+        p.bench_path = v;
+        if (wasDefault) p.output_path = defaultOutput(Boolean(v));
+        this.rerender();
+      })),
+      h('label.field', null, h('span.field-label', null, `${t('label_output_path')} *`), out),
+      h('label.field', null, h('span.field-label', null, t('label_layer_mapping')), sel('layerMappingSelect', this.cands.yaml_files, p.layer_mapping, true, (v) => (p.layer_mapping = v))),
+      h('div.checks', null,
+        check('printLogCheckbox', t('checkbox_print_log'), p.is_print_compare_log, (v) => (p.is_print_compare_log = v)),
+        check('overflowCheckCheckbox', t('checkbox_overflow_check'), p.overflow_check, (v) => (p.overflow_check = v)),
+        check('fuzzyMatchCheckbox', t('checkbox_fuzzy_match'), p.fuzzy_match, (v) => (p.fuzzy_match = v)),
+        check('parallelMergeCheckbox', t('checkbox_parallel_merge'), p.is_parallel_merge, (v) => { p.is_parallel_merge = v; this.rerender(); })),
+      p.is_parallel_merge ? merge('npu', t('debug_side')) : null,
+      p.is_parallel_merge && p.bench_path ? merge('bench', t('benchmark_side')) : null,
+      h('div.actions', null, start));
+  }
+
+  private async start(): Promise<void> {
+    const p = this.params;
+    if (!p.npu_path) return this.host.toast(`${t('label_npu_path')} ${t('required')}`, 'error');
+    if (!p.output_path.trim()) return this.host.toast(`${t('label_output_path')} ${t('required')}`, 'error');
+    const r = await post<unknown>('convertToGraph', convertBody(p));
+    if (!r.success) {
+      this.host.toast(`convertToGraph: ${r.error}`, 'error');
+      return;
+    }
+    const job = (r as unknown as { jobId?: string; job_id?: string }).jobId ?? (r as unknown as { job_id?: string }).job_id ?? '';
+    this.jobId = job;
+    this.progress = { progress: 0, status: 'building' };
+    this.step = 'progress';
+    this.rerender();
+    void this.follow();
+  }
+
+  private async follow(): Promise<void> {
+    this.abort?.abort();
+    const ctrl = new AbortController();
+    this.abort = ctrl;
+    const url = this.jobId ? `getConvertProgress?jobId=${encodeURIComponent(this.jobId)}` : 'getConvertProgress';
+    try {
+      const res = await fetch(url, { headers: { 'X-Graph-Ascend-Client': clientId(), Accept: 'text/event-stream' }, signal: ctrl.signal });
+      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status} ${res.statusText}`);
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        const { events, rest } = parseSse(buf);
+        buf = rest;
+        for (const ev of events) {
+          let msg: ConvertProgress;
+          try {
+            msg = JSON.parse(ev);
+          } catch {
+            continue;
+          }
+          this.progress = msg;
+          if (msg.status === 'building') this.updateBar();
+          else {
+            ctrl.abort();
+            this.step = 'result';
+            this.rerender();
+            return;
+          }
+        }
+      }
+      if (this.step === 'progress') {
+        this.progress = { ...this.progress, status: 'error', error: [...asList(this.progress.error), 'the progress stream ended before the conversion finished'] };
+        this.step = 'result';
+        this.rerender();
+      }
+    } catch (e) {
+      if (ctrl.signal.aborted) return;
+      this.progress = { ...this.progress, status: 'error', error: [...asList(this.progress.error), `getConvertProgress: ${e instanceof Error ? e.message : String(e)}`] };
+      this.step = 'result';
+      this.rerender();
+    }
+  }
+
+  private updateBar(): void {
+    const bar = this.el?.querySelector('.bar-fill') as HTMLElement | null;
+    const label = this.el?.querySelector('[data-testid="conversionPercent"]');
+    const pct = Math.max(0, Math.min(100, Number(this.progress.progress) || 0));
+    if (bar) bar.style.width = `${pct}%`;
+    if (label) label.textContent = `${pct}%`;
+  }
+
+  private progressView(): HTMLElement {
+    const p = this.params;
+    const pct = Math.max(0, Math.min(100, Number(this.progress.progress) || 0));
+    const row = (k: string, v: string) => h('tr', null, h('th', null, k), h('td', null, v || '-'));
+    return h('div.convert-progress', { testid: 'conversionProgress' }, h('h2', null, t('building')),
+      h('div.bar', { role: 'progressbar', 'aria-valuenow': String(pct) }, h('div.bar-fill', { style: { width: `${pct}%` } })),
+      h('div', { testid: 'conversionPercent' }, `${pct}%`),
+      h('table.summary', null, row(t('label_npu_path'), p.npu_path), row(t('label_bench_path'), p.bench_path), row(t('label_output_path'), p.output_path),
+        row(t('label_layer_mapping'), p.layer_mapping), row(t('checkbox_overflow_check'), String(p.overflow_check)), row(t('checkbox_fuzzy_match'), String(p.fuzzy_match))),
+      h('div.actions', null, h('button', { testid: 'cancelConversionButton', on: { click: () => void this.cancel() } }, t('cancel_conversion'))));
+  }
+
+  private async cancel(): Promise<void> {
+    const r = await post('cancelConvert', { jobId: this.jobId });
+    if (!r.success) this.host.toast(`cancelConvert: ${r.error}`, 'error');
+  }
+
+  private resultView(): HTMLElement {
+    const st = this.progress.status;
+    const back = h('button', { testid: 'conversionBackButton', on: { click: () => { this.step = 'form'; this.params.output_path = defaultOutput(Boolean(this.params.bench_path)); void this.open(this.el as HTMLElement); } } }, t('back'));
+    if (st === 'done') {
+      const file = this.progress.outputFile ?? '';
+      return h('div.convert-result.success', { testid: 'conversionResult' }, h('h2', null, `✔ ${t('build_success')}`),
+        h('p', { testid: 'conversionOutput' }, file || this.params.output_path),
+        h('div.actions', null, h('button.primary', { testid: 'loadConvertedFileButton', on: { click: () => { this.step = 'form'; void this.host.openConverted(file || this.params.output_path); } } }, t('loadFile')), back));
+    }
+    const log = asList(this.progress.error).join('\n') || (st === 'cancelled' ? t('cancelled') : t('build_failure'));
+    const pre = h('pre.error-log', { testid: 'conversionErrorLog' }, log);
+    return h('div.convert-result.failure', { testid: 'conversionResult' }, h('h2', null, st === 'cancelled' ? t('cancelled') : `✖ ${t('build_failure')}`),
+      h('h4', null, t('errorLog'), h('button.copy', { on: { click: () => void navigator.clipboard?.writeText(log) } }, t('copy'))), pre,
+      h('div.actions', null, h('button.primary', { testid: 'rebuildButton', on: { click: () => void this.start() } }, t('rebuild')), back));
+  }
+}
+
+function asList(e: string[] | string | undefined): string[] {
+  if (!e) return [];
+  return Array.isArray(e) ? e.map(String) : [String(e)];
+}

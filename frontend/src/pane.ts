@@ -1,0 +1,335 @@
+/**
+ * One graph pane: a canvas sized to its element (device-pixel exact), a view transform, the user's
+ * gestures (click select, double-click expand, drag pan, wheel scroll, Ctrl+wheel / W S zoom,
+ * A D pan, right-click menu) and a minimap with the viewport (click or drag to move).
+ * Frames are drawn on demand, at most one per animation frame.
+ */
+import { drawFrame, drawMinimap, type Theme } from './render';
+import {
+  centerOn,
+  clampScale,
+  fitView,
+  visibleRect,
+  zoomAt,
+  type Box,
+  type Scene,
+  type View,
+} from './scene';
+
+export interface PaneEvents {
+  select(key: string): void;
+  toggle(key: string): void;
+  context(key: string, clientX: number, clientY: number): void;
+}
+
+const MINI_W = 110;
+const MINI_H = 300;
+
+export class GraphPane {
+  readonly el: HTMLElement;
+  private canvas: HTMLCanvasElement;
+  private ctx: CanvasRenderingContext2D;
+  private mini: HTMLCanvasElement;
+  private miniCtx: CanvasRenderingContext2D;
+  private miniBase: HTMLCanvasElement | null = null;
+  private miniMap = { scale: 1, ox: 0, oy: 0 };
+  scene: Scene | null = null;
+  view: View = { tx: 20, ty: 20, scale: 1.5 };
+  selected: string | undefined;
+  highlighted = new Set<string>();
+  overflowMode = false;
+  private width = 1;
+  private height = 1;
+  private dpr = 1;
+  private pending = 0;
+  private hovering = false;
+  lastFrameMs = 0;
+  lastDrawn = 0;
+  frames = 0;
+
+  constructor(
+    host: HTMLElement,
+    readonly side: 'NPU' | 'Bench' | 'Single',
+    private events: PaneEvents,
+    private theme: () => Theme,
+  ) {
+    this.el = host;
+    host.classList.add('pane');
+    this.canvas = document.createElement('canvas');
+    this.canvas.className = 'pane-canvas';
+    this.canvas.tabIndex = 0;
+    this.canvas.dataset.testid = `${side === 'Bench' ? 'bench' : 'debug'}Canvas`;
+    host.appendChild(this.canvas);
+    this.mini = document.createElement('canvas');
+    this.mini.className = 'minimap';
+    this.mini.dataset.testid = `${side === 'Bench' ? 'bench' : 'debug'}Minimap`;
+    host.appendChild(this.mini);
+    const ctx = this.canvas.getContext('2d');
+    const mctx = this.mini.getContext('2d');
+    if (!ctx || !mctx) throw new Error('canvas 2D is not available in this browser');
+    this.ctx = ctx;
+    this.miniCtx = mctx;
+    new ResizeObserver(() => this.resize()).observe(host);
+    this.bind();
+    this.resize();
+  }
+
+  setMinimap(show: boolean): void {
+    this.mini.style.display = show ? '' : 'none';
+    this.invalidate();
+  }
+
+  setScene(scene: Scene | null, how: 'fit' | 'keep' = 'keep'): void {
+    this.scene = scene;
+    this.miniBase = null;
+    if (how === 'fit') this.fit();
+    this.invalidate();
+  }
+
+  fit(): void {
+    if (!this.scene) return;
+    const b = this.scene.bounds;
+    // Fit the width (boxes are narrow and tall): show the top of the graph, readable.
+    const v = fitView(b, this.width, this.height, 16, 2);
+    const wScale = clampScale(Math.min(2, (this.width - 32) / Math.max(1, b.x1 - b.x0)));
+    this.view = wScale > v.scale ? { scale: wScale, tx: (this.width - (b.x1 - b.x0) * wScale) / 2 - b.x0 * wScale, ty: 16 - b.y0 * wScale } : v;
+    this.invalidate();
+  }
+
+  /** Bring a box into view (centred) without changing the zoom unless it is unreadable. */
+  reveal(key: string): void {
+    const b = this.scene?.byKey.get(key);
+    if (!b) return;
+    const scale = Math.max(this.view.scale, 0.8);
+    this.view = centerOn(b.x + b.w / 2, b.y + 7.5, clampScale(scale), this.width / 2, this.height / 3);
+    this.invalidate();
+  }
+
+  isVisible(key: string): boolean {
+    const b = this.scene?.byKey.get(key);
+    if (!b) return false;
+    const r = visibleRect(this.view, this.width, this.height);
+    return b.x >= r.x0 && b.x + b.w <= r.x1 && b.y >= r.y0 && b.y + 15 <= r.y1;
+  }
+
+  themeChanged(): void {
+    this.miniBase = null;
+    this.invalidate();
+  }
+
+  invalidate(): void {
+    if (this.pending) return;
+    this.pending = requestAnimationFrame(() => {
+      this.pending = 0;
+      this.draw();
+    });
+  }
+
+  /** Draw now (benchmarks call this directly). */
+  draw(): void {
+    const t0 = performance.now();
+    this.lastDrawn = drawFrame(this.ctx, {
+      scene: this.scene,
+      view: this.view,
+      width: this.width,
+      height: this.height,
+      dpr: this.dpr,
+      theme: this.theme(),
+      selected: this.selected,
+      highlighted: this.highlighted,
+      overflowMode: this.overflowMode,
+    });
+    if (this.mini.style.display !== 'none') this.drawMini();
+    this.lastFrameMs = performance.now() - t0;
+    this.frames++;
+    this.canvas.dataset.drawn = String(this.lastDrawn);
+  }
+
+  private drawMini(): void {
+    const dpr = this.dpr;
+    if (!this.miniBase) {
+      this.miniBase = document.createElement('canvas');
+      this.miniBase.width = MINI_W * dpr;
+      this.miniBase.height = MINI_H * dpr;
+      const c = this.miniBase.getContext('2d');
+      if (c) this.miniMap = drawMinimap(c, this.scene, MINI_W, MINI_H, dpr, this.theme(), null);
+    }
+    const m = this.miniCtx;
+    m.setTransform(1, 0, 0, 1, 0, 0);
+    m.drawImage(this.miniBase, 0, 0);
+    const r = visibleRect(this.view, this.width, this.height);
+    const { scale, ox, oy } = this.miniMap;
+    m.setTransform(dpr, 0, 0, dpr, 0, 0);
+    m.fillStyle = 'rgba(38,143,50,0.24)';
+    m.strokeStyle = 'rgba(38,143,50,0.9)';
+    const x = r.x0 * scale + ox, y = r.y0 * scale + oy;
+    const w = (r.x1 - r.x0) * scale, h = (r.y1 - r.y0) * scale;
+    m.fillRect(x, y, w, h);
+    m.lineWidth = 1;
+    m.strokeRect(x, y, w, h);
+  }
+
+  private resize(): void {
+    const rect = this.el.getBoundingClientRect();
+    this.width = Math.max(1, Math.floor(rect.width));
+    this.height = Math.max(1, Math.floor(rect.height));
+    this.dpr = window.devicePixelRatio || 1;
+    this.canvas.width = Math.round(this.width * this.dpr);
+    this.canvas.height = Math.round(this.height * this.dpr);
+    this.canvas.style.width = `${this.width}px`;
+    this.canvas.style.height = `${this.height}px`;
+    this.mini.width = MINI_W * this.dpr;
+    this.mini.height = MINI_H * this.dpr;
+    this.mini.style.width = `${MINI_W}px`;
+    this.mini.style.height = `${MINI_H}px`;
+    this.miniBase = null;
+    this.invalidate();
+  }
+
+  size(): { width: number; height: number } {
+    return { width: this.width, height: this.height };
+  }
+
+  private local(e: MouseEvent): { x: number; y: number } {
+    const r = this.canvas.getBoundingClientRect();
+    return { x: e.clientX - r.left, y: e.clientY - r.top };
+  }
+
+  boxAt(sx: number, sy: number): Box | undefined {
+    if (!this.scene) return undefined;
+    return this.scene.hit((sx - this.view.tx) / this.view.scale, (sy - this.view.ty) / this.view.scale);
+  }
+
+  /** Screen position (relative to the canvas) of a box's label bar centre. */
+  screenOf(key: string): { x: number; y: number } | undefined {
+    const b = this.scene?.byKey.get(key);
+    if (!b) return undefined;
+    return { x: (b.x + b.w / 2) * this.view.scale + this.view.tx, y: (b.y + 7.5) * this.view.scale + this.view.ty };
+  }
+
+  pan(dx: number, dy: number): void {
+    this.view = { ...this.view, tx: this.view.tx + dx, ty: this.view.ty + dy };
+    this.invalidate();
+  }
+
+  zoom(factor: number, sx = this.width / 2, sy = this.height / 2): void {
+    this.view = zoomAt(this.view, factor, sx, sy);
+    this.invalidate();
+  }
+
+  /** Keyboard shortcuts; true when handled. */
+  key(e: KeyboardEvent): boolean {
+    switch (e.key.toLowerCase()) {
+      case 'w':
+        this.zoom(1.2);
+        return true;
+      case 's':
+        this.zoom(1 / 1.2);
+        return true;
+      case 'a':
+        this.pan(40, 0);
+        return true;
+      case 'd':
+        this.pan(-40, 0);
+        return true;
+      case 'arrowup':
+        this.pan(0, 40);
+        return true;
+      case 'arrowdown':
+        this.pan(0, -40);
+        return true;
+      case 'f':
+        this.fit();
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  isHovered(): boolean {
+    return this.hovering;
+  }
+
+  private bind(): void {
+    const c = this.canvas;
+    let drag: { x: number; y: number; moved: boolean } | null = null;
+    c.addEventListener('mouseenter', () => (this.hovering = true));
+    c.addEventListener('mouseleave', () => (this.hovering = false));
+    c.addEventListener('mousedown', (e) => {
+      if (e.button !== 0) return;
+      c.focus({ preventScroll: true });
+      drag = { x: e.clientX, y: e.clientY, moved: false };
+    });
+    window.addEventListener('mousemove', (e) => {
+      if (!drag) return;
+      const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+      if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 3) return;
+      drag.moved = true;
+      drag.x = e.clientX;
+      drag.y = e.clientY;
+      c.style.cursor = 'grabbing';
+      this.pan(dx, dy);
+    });
+    window.addEventListener('mouseup', () => {
+      c.style.cursor = '';
+      setTimeout(() => (drag = null), 0);
+    });
+    c.addEventListener('click', (e) => {
+      if (drag?.moved) return;
+      const p = this.local(e);
+      const b = this.boxAt(p.x, p.y);
+      if (b) this.events.select(b.key);
+    });
+    c.addEventListener('dblclick', (e) => {
+      const p = this.local(e);
+      const b = this.boxAt(p.x, p.y);
+      if (b) this.events.toggle(b.key);
+    });
+    c.addEventListener('contextmenu', (e) => {
+      e.preventDefault();
+      const p = this.local(e);
+      const b = this.boxAt(p.x, p.y);
+      if (b) this.events.context(b.key, e.clientX, e.clientY);
+    });
+    c.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault();
+        const p = this.local(e);
+        if (e.ctrlKey || e.metaKey) this.zoom(Math.exp(-e.deltaY * 0.002), p.x, p.y);
+        else if (e.shiftKey) this.pan(-e.deltaY, 0);
+        else this.pan(-e.deltaX, -e.deltaY);
+      },
+      { passive: false },
+    );
+    c.addEventListener('keydown', (e) => {
+      if (e.ctrlKey || e.metaKey || e.altKey) return;
+      if (this.key(e)) e.preventDefault();
+    });
+    // Minimap: click or drag centres the view on that point.
+    let miniDrag = false;
+    const moveTo = (e: MouseEvent) => {
+      const r = this.mini.getBoundingClientRect();
+      const { scale, ox, oy } = this.miniMap;
+      const gx = (e.clientX - r.left - ox) / scale;
+      const gy = (e.clientY - r.top - oy) / scale;
+      this.view = centerOn(gx, gy, this.view.scale, this.width / 2, this.height / 2);
+      this.invalidate();
+    };
+    this.mini.addEventListener('mousedown', (e) => {
+      e.preventDefault();
+      miniDrag = true;
+      moveTo(e);
+    });
+    window.addEventListener('mousemove', (e) => miniDrag && moveTo(e));
+    window.addEventListener('mouseup', () => (miniDrag = false));
+    this.mini.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault();
+        this.pan(0, -e.deltaY);
+      },
+      { passive: false },
+    );
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * Drawing one pane on a canvas. A frame queries the scene for the visible rectangle only, batches
+ * boxes by (fill, shape, dash) into a few paths, and draws labels only when they are legible
+ * (level of detail from `lodFor`). Label truncation is measured once per (label, width) in graph
+ * units, so zooming never re-measures.
+ */
+import { darken, textOn } from './colors';
+import { BAR_HEIGHT, lodFor, visibleRect, type Box, type Scene, type View } from './scene';
+import { NodeKind } from './types';
+
+export interface Theme {
+  background: string;
+  text: string;
+  containerFill: string;
+  selected: string;
+  highlight: string;
+}
+
+export const LIGHT: Theme = {
+  background: '#ffffff',
+  text: '#1f1f1f',
+  containerFill: 'rgba(0,0,0,0.015)',
+  selected: 'rgb(128,150,247)',
+  highlight: 'rgb(243,183,101)',
+};
+export const DARK: Theme = {
+  background: '#1a1a1a',
+  text: '#e8e8e8',
+  containerFill: 'rgba(255,255,255,0.03)',
+  selected: 'rgb(128,150,247)',
+  highlight: 'rgb(243,183,101)',
+};
+
+const FONT_FAMILY = 'Arial, Helvetica, sans-serif';
+export function fontSizeFor(kind: number): number {
+  return kind === NodeKind.LEAF ? 6 : 8;
+}
+
+export function dashFor(kind: number): number[] {
+  if (kind === NodeKind.API_LIST) return [4, 2];
+  if (kind === NodeKind.MULTI_COLLECTION) return [1.5, 1.5];
+  return [];
+}
+
+const truncCache = new Map<string, string>();
+let measureCtx: CanvasRenderingContext2D | null = null;
+
+/** The label cut with "…" to fit `width` graph units at the kind's font size. */
+export function truncate(label: string, width: number, size: number, measure: (s: string) => number): string {
+  const room = width - 4;
+  if (measure(label) <= room) return label;
+  let lo = 0, hi = label.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (measure(label.slice(0, mid) + '…') <= room) lo = mid;
+    else hi = mid - 1;
+  }
+  void size;
+  return lo > 0 ? label.slice(0, lo) + '…' : '';
+}
+
+function fitLabel(label: string, width: number, size: number): string {
+  const key = `${size}|${width}|${label}`;
+  let s = truncCache.get(key);
+  if (s !== undefined) return s;
+  if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
+  const ctx = measureCtx;
+  if (!ctx) return label;
+  ctx.font = `${size}px ${FONT_FAMILY}`;
+  s = truncate(label, width, size, (t) => ctx.measureText(t).width);
+  if (truncCache.size > 200_000) truncCache.clear();
+  truncCache.set(key, s);
+  return s;
+}
+
+function shapePath(p: Path2D, b: Box, barOnly: boolean, rounded: boolean): void {
+  const h = barOnly ? BAR_HEIGHT : b.h;
+  if (b.node.nodeType === NodeKind.LEAF && !b.container && rounded) {
+    p.moveTo(b.x + b.w, b.y + h / 2);
+    p.ellipse(b.x + b.w / 2, b.y + h / 2, b.w / 2, h / 2, 0, 0, Math.PI * 2);
+  } else if (rounded) {
+    p.roundRect(b.x, b.y, b.w, h, Math.min(5, h / 2));
+  } else {
+    p.rect(b.x, b.y, b.w, h);
+  }
+}
+
+export interface FrameInput {
+  scene: Scene | null;
+  view: View;
+  width: number;
+  height: number;
+  dpr: number;
+  theme: Theme;
+  selected?: string;
+  highlighted?: Set<string>;
+  overflowMode: boolean;
+}
+
+const scratch: Box[] = [];
+
+/** Draws one frame; returns how many boxes it drew. */
+export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number {
+  const { view, dpr, theme } = f;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = theme.background;
+  ctx.fillRect(0, 0, f.width, f.height);
+  if (!f.scene) return 0;
+  const boxes = f.scene.query(visibleRect(view, f.width, f.height), scratch);
+  const lod = lodFor(view.scale);
+  ctx.setTransform(dpr * view.scale, 0, 0, dpr * view.scale, dpr * view.tx, dpr * view.ty);
+
+  // Fills: containers get a faint body and a coloured label bar; others are one bar.
+  const fills = new Map<string, Path2D>();
+  const bodies = new Path2D();
+  for (const b of boxes) {
+    if (b.container) shapePath(bodies, b, false, lod.shapes);
+    let p = fills.get(b.fill);
+    if (!p) fills.set(b.fill, (p = new Path2D()));
+    shapePath(p, b, true, lod.shapes);
+  }
+  ctx.fillStyle = theme.containerFill;
+  ctx.fill(bodies);
+  for (const [fill, p] of fills) {
+    ctx.fillStyle = fill;
+    ctx.fill(p);
+  }
+
+  // Outlines: batched by stroke colour and dash pattern.
+  if (lod.strokes) {
+    const strokes = new Map<string, { p: Path2D; dash: number[]; color: string }>();
+    for (const b of boxes) {
+      const dash = dashFor(b.node.nodeType);
+      const color = darken(b.fill);
+      const k = `${color}|${dash.join(',')}`;
+      let s = strokes.get(k);
+      if (!s) strokes.set(k, (s = { p: new Path2D(), dash, color }));
+      shapePath(s.p, b, false, lod.shapes);
+    }
+    ctx.lineWidth = 1 / Math.max(1, view.scale);
+    for (const s of strokes.values()) {
+      ctx.setLineDash(s.dash);
+      ctx.strokeStyle = s.color;
+      ctx.stroke(s.p);
+    }
+    ctx.setLineDash([]);
+  }
+
+  // Highlights (search/filter hits), then the selection on top.
+  if (f.highlighted && f.highlighted.size) {
+    const p = new Path2D();
+    for (const b of boxes) if (f.highlighted.has(b.key)) shapePath(p, b, !b.container, lod.shapes);
+    ctx.lineWidth = 2 / view.scale;
+    ctx.strokeStyle = theme.highlight;
+    ctx.stroke(p);
+  }
+  if (f.selected) {
+    const b = f.scene.byKey.get(f.selected);
+    if (b) {
+      const p = new Path2D();
+      shapePath(p, b, false, true);
+      ctx.lineWidth = Math.max(1.5, 2.5 / view.scale);
+      ctx.strokeStyle = f.overflowMode ? theme.highlight : theme.selected;
+      ctx.stroke(p);
+    }
+  }
+
+  if (lod.labels) {
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'middle';
+    let font = '';
+    for (const b of boxes) {
+      const size = fontSizeFor(b.node.nodeType);
+      const f2 = `${size}px ${FONT_FAMILY}`;
+      if (f2 !== font) ctx.font = font = f2;
+      const text = fitLabel(b.node.label, b.w, size);
+      if (!text) continue;
+      ctx.fillStyle = textOn(b.fill);
+      ctx.fillText(text, b.x + b.w / 2, b.y + BAR_HEIGHT / 2 + 0.5);
+    }
+  }
+  return boxes.length;
+}
+
+/** The minimap: every box, scaled to fit, plus the viewport rectangle. */
+export function drawMinimap(
+  ctx: CanvasRenderingContext2D,
+  scene: Scene | null,
+  w: number,
+  h: number,
+  dpr: number,
+  theme: Theme,
+  viewport: { x0: number; y0: number; x1: number; y1: number } | null,
+): { scale: number; ox: number; oy: number } {
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = theme.background;
+  ctx.fillRect(0, 0, w, h);
+  if (!scene) return { scale: 1, ox: 0, oy: 0 };
+  const bw = scene.bounds.x1 - scene.bounds.x0;
+  const bh = scene.bounds.y1 - scene.bounds.y0;
+  const scale = Math.min(w / Math.max(1, bw), h / Math.max(1, bh));
+  const ox = (w - bw * scale) / 2 - scene.bounds.x0 * scale;
+  const oy = -scene.bounds.y0 * scale;
+  ctx.setTransform(dpr * scale, 0, 0, dpr * scale, dpr * ox, dpr * oy);
+  const fills = new Map<string, Path2D>();
+  const outline = new Path2D();
+  for (const b of scene.boxes) {
+    if (b.container) outline.rect(b.x, b.y, b.w, b.h);
+    let p = fills.get(b.fill);
+    if (!p) fills.set(b.fill, (p = new Path2D()));
+    p.rect(b.x, b.y, b.w, BAR_HEIGHT);
+  }
+  for (const [fill, p] of fills) {
+    ctx.fillStyle = fill;
+    ctx.fill(p);
+  }
+  ctx.lineWidth = 1 / scale;
+  ctx.strokeStyle = '#999999';
+  ctx.stroke(outline);
+  if (viewport) {
+    ctx.fillStyle = 'rgba(38,143,50,0.24)';
+    ctx.strokeStyle = 'rgba(38,143,50,0.9)';
+    const r = { x: viewport.x0, y: viewport.y0, w: viewport.x1 - viewport.x0, h: viewport.y1 - viewport.y0 };
+    ctx.fillRect(r.x, r.y, r.w, r.h);
+    ctx.strokeRect(r.x, r.y, r.w, r.h);
+  }
+  return { scale, ox, oy };
+}

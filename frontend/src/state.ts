@@ -1,0 +1,104 @@
+/**
+ * Pure helpers over the selection and the hierarchy, kept out of the DOM code so they can be tested.
+ */
+import type { MetaData, RenderNode } from './types';
+
+/** Keep only what the server's layout shows: the root and the children of expanded, shown nodes. */
+export function visibleOnly(data: Record<string, RenderNode>): Record<string, RenderNode> {
+  const out: Record<string, RenderNode> = {};
+  const entries = Object.entries(data);
+  const shown = (key: string, seen = new Set<string>()): boolean => {
+    const n = data[key];
+    if (!n) return false;
+    if (n.isRoot || !n.parentNode) return true;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    const p = data[n.parentNode];
+    return Boolean(p && p.expand && shown(n.parentNode, seen));
+  };
+  for (const [k, n] of entries) if (shown(k)) out[k] = n;
+  return out;
+}
+
+/** The other side's node for a node: walk up until an ancestor has a match, take its last link. */
+export function matchedOf(data: Record<string, RenderNode>, key: string): string | undefined {
+  let cur: string | undefined = key;
+  const seen = new Set<string>();
+  while (cur && data[cur] && !seen.has(cur)) {
+    seen.add(cur);
+    const link = data[cur].matchedNodeLink;
+    if (Array.isArray(link) && link.length) return link[link.length - 1];
+    cur = data[cur].parentNode || undefined;
+  }
+  return undefined;
+}
+
+/** Strip the N___ / B___ prefix of a prefixed name. */
+export function unprefixed(name: string): string {
+  return name.startsWith('N___') || name.startsWith('B___') ? name.slice(4) : name;
+}
+
+/** Case-insensitive substring search over names; lower is the pre-lowered copy. */
+export function searchNames(names: string[], lower: string[], query: string, limit = Infinity): { hits: number[]; total: number } {
+  const q = query.trim().toLowerCase();
+  const hits: number[] = [];
+  if (!q) return { hits, total: 0 };
+  let total = 0;
+  for (let i = 0; i < lower.length; i++) {
+    if (lower[i].includes(q)) {
+      if (hits.length < limit) hits.push(i);
+      total++;
+    }
+  }
+  void names;
+  return { hits, total };
+}
+
+export interface UrlState {
+  run?: string;
+  tag?: string;
+  step?: number;
+  rank?: number;
+  micro?: number;
+  node?: string;
+  side?: string;
+}
+
+export function readUrlState(search: string): UrlState {
+  const q = new URLSearchParams(search);
+  const num = (k: string) => {
+    const v = q.get(k);
+    if (v === null || v === '') return undefined;
+    const n = Number(v);
+    return Number.isInteger(n) ? n : undefined;
+  };
+  return {
+    run: q.get('run') ?? undefined,
+    tag: q.get('tag') ?? undefined,
+    step: num('step'),
+    rank: num('rank'),
+    micro: num('micro'),
+    node: q.get('node') ?? undefined,
+    side: q.get('side') ?? undefined,
+  };
+}
+
+export function writeUrlState(base: string, s: UrlState): string {
+  const q = new URLSearchParams(base);
+  for (const k of ['run', 'tag', 'step', 'rank', 'micro', 'node', 'side'] as const) {
+    const v = s[k];
+    if (v === undefined || v === '') q.delete(k);
+    else q.set(k, String(v));
+  }
+  const str = q.toString();
+  return str ? `?${str}` : '';
+}
+
+/** Natural order for runs and tags, as msprobe sorts them (digits compared as numbers). */
+export function naturalCompare(a: string, b: string): number {
+  return a.localeCompare(b, undefined, { numeric: true, sensitivity: 'base' });
+}
+
+export function metaKey(m: MetaData): string {
+  return `${m.run}|${m.tag}|${m.step}|${m.rank}|${m.microStep}`;
+}
