@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { normalize, parseLooseJson, post, setTransport } from '../src/api';
+import { convertBody, defaultOutput, parseSse } from '../src/convert';
+import { missingKeys, setLang, t } from '../src/i18n';
+
+describe('answers', () => {
+  it('accepts bare NaN and Infinity tokens but not inside strings', () => {
+    expect(parseLooseJson('{"a": NaN, "b": -Infinity, "c": "NaN x", "d": [Infinity]}')).toEqual({ a: 'NaN', b: '-Infinity', c: 'NaN x', d: ['Infinity'] });
+    expect(() => parseLooseJson('{bad')).toThrow();
+  });
+  it('turns HTTP errors and error bodies into success=false with a message', () => {
+    expect(normalize(503, 'Service Unavailable', { success: false, error: 'sidecar down' })).toEqual({ success: false, error: 'sidecar down' });
+    expect(normalize(500, 'Internal Server Error', undefined)).toEqual({ success: false, error: 'HTTP 500 Internal Server Error' });
+    expect(normalize(200, 'OK', { data: { r: 1 }, error: [] }).success).toBe(true);
+    expect(normalize(200, 'OK', { success: false, error: ['a', 'b'] })).toMatchObject({ success: false, error: 'a\nb' });
+  });
+  it('sends relative URLs, JSON and the per-tab client header', async () => {
+    const seen: { route: string; init: RequestInit }[] = [];
+    setTransport(async (route, init) => {
+      seen.push({ route, init });
+      return new Response('{"success": true, "data": {"x": NaN}}', { status: 200 });
+    });
+    const r = await post('changeNodeExpandState', { a: 1 });
+    expect(r).toMatchObject({ success: true, data: { x: 'NaN' } });
+    expect(seen[0].route).toBe('changeNodeExpandState');
+    expect(new Headers(seen[0].init.headers).get('X-Graph-Ascend-Client')).toMatch(/.{8,}/);
+    setTransport(async () => {
+      throw new TypeError('Failed to fetch');
+    });
+    const down = await post('load_meta_dir');
+    expect(down.success).toBe(false);
+    expect(down.error).toContain('no answer from the server');
+  });
+});
+
+describe('conversion', () => {
+  const base = {
+    npu_path: 'dump/npu', bench_path: '', output_path: ' out ', is_print_compare_log: false, is_parallel_merge: false,
+    layer_mapping: '', overflow_check: true, fuzzy_match: false,
+    npu: { rank_size: 2, tp: 2, pp: 1, vpp: 1, order: 'tp-cp-ep-dp-pp' }, bench: { rank_size: 4, tp: 4, pp: 1, vpp: 1, order: 'tp-cp-ep-dp-pp' },
+  };
+  it('sends parallel parameters only when merging, bench ones only with a golden folder', () => {
+    expect(convertBody(base)).not.toHaveProperty('parallel_merge');
+    expect(convertBody(base).output_path).toBe('out');
+    expect(convertBody({ ...base, is_parallel_merge: true }).parallel_merge).toEqual({ npu: base.npu });
+    expect(convertBody({ ...base, is_parallel_merge: true, bench_path: 'b' }).parallel_merge).toEqual({ npu: base.npu, bench: base.bench });
+  });
+  it('names default outputs by kind', () => {
+    expect(defaultOutput(false, 5)).toBe('build_5');
+    expect(defaultOutput(true, 5)).toBe('compare_5');
+  });
+  it('splits server-sent events and keeps a partial tail', () => {
+    const { events, rest } = parseSse('data: {"progress": 1}\n\ndata: {"progress"');
+    expect(events).toEqual(['{"progress": 1}']);
+    expect(rest).toBe('data: {"progress"');
+    expect(parseSse(': heartbeat\n\ndata: a\r\n\r\n').events).toEqual(['a']);
+  });
+});
+
+describe('i18n', () => {
+  it('has every key in both languages and fills variables', () => {
+    expect(missingKeys()).toEqual([]);
+    setLang('zh');
+    expect(t('nodeList', { count: 3 })).toBe('节点列表（3）');
+    setLang('en');
+    expect(t('nodeList', { count: 3 })).toBe('Node list (3)');
+  });
+});

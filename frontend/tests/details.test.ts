@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { columnsOf, metricValue, pairRows, worstCells } from '../src/details';
+import type { NodeDetail } from '../src/types';
+
+const npu: NodeDetail = {
+  node_name: 'Functional.linear.10.forward',
+  input_data: {
+    'Functional.linear.10.forward.input.0': { dtype: 'f32', Max: '1', MaxRelativeErr: '0.5%', data_name: '-1' },
+    'Functional.linear.10.forward.input.1': { dtype: 'f32', Max: '2', MaxRelativeErr: '71.2%' },
+    'Functional.linear.10.forward.input.2': { dtype: 'f32', Max: '3', MaxRelativeErr: 'N/A' },
+  },
+  output_data: { 'Functional.linear.10.forward.output.0': { dtype: 'f32', Max: '4', MaxRelativeErr: '12%' } },
+};
+const bench: NodeDetail = {
+  node_name: 'Functional.linear.10.forward',
+  input_data: {
+    'Functional.linear.10.forward.input.0': { dtype: 'f32', Max: '1' },
+    'Functional.linear.10.forward.input.1': { dtype: 'f32', Max: '2' },
+  },
+  output_data: { 'Functional.linear.10.forward.output.0': { dtype: 'f32', Max: '4' } },
+};
+
+describe('details table', () => {
+  it('interleaves paired rows, then unmatched ones, with the node prefix stripped', () => {
+    const rows = pairRows(npu, bench);
+    expect(rows.map((r) => `${r.side}:${r.name}:${r.matched}`)).toEqual([
+      'debug:input.0:true',
+      'bench:input.0:true',
+      'debug:input.1:true',
+      'bench:input.1:true',
+      'debug:output.0:true',
+      'bench:output.0:true',
+      'debug:input.2:false',
+    ]);
+  });
+  it('drops hidden keys and keeps the union of columns in order', () => {
+    const rows = pairRows(npu, bench);
+    expect(columnsOf(rows)).toEqual(['dtype', 'Max', 'MaxRelativeErr']);
+  });
+  it('pairs by position when names differ', () => {
+    const b2: NodeDetail = { node_name: 'x', input_data: { 'x.input.a': { Max: '1' } } };
+    const n2: NodeDetail = { node_name: 'y', input_data: { 'y.input.b': { Max: '1' } } };
+    expect(pairRows(n2, b2).map((r) => r.name)).toEqual(['input.b', 'input.a']);
+  });
+  it('marks the worst cell of each metric column', () => {
+    const rows = pairRows(npu, bench);
+    const worst = worstCells(rows, columnsOf(rows));
+    expect(worst.get('MaxRelativeErr')).toBe(2);
+    expect(worst.has('Max')).toBe(false);
+    expect(metricValue('12.5%')).toBe(12.5);
+    expect(metricValue('N/A')).toBeNaN();
+    expect(metricValue('inf')).toBe(Infinity);
+  });
+  it('lists one side alone for single graphs', () => {
+    expect(pairRows(npu, null).every((r) => r.side === 'debug' && r.matched)).toBe(true);
+  });
+});
