@@ -20,6 +20,9 @@ pub const VIS_DB_SUFFIX: &str = ".vis.db";
 const MAX_DEPTH: usize = 3;
 /// How many idle connections a file keeps.
 const POOL_SIZE: usize = 4;
+/// A file without its indexes that changed this recently is taken to be still being written
+/// (msprobe writes in place and adds the indexes last) and is not offered yet.
+const SETTLE_TIME: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One servable `.vis.db`.
 pub struct GraphFile {
@@ -58,7 +61,19 @@ struct FileStamp {
     modified: Option<SystemTime>,
 }
 
+/// What a check of one file found.
+enum Check {
+    Ready,
+    BeingWritten,
+}
+
 impl FileStamp {
+    fn is_recent(&self) -> bool {
+        self.modified
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age < SETTLE_TIME)
+    }
+
     fn of(path: &Path) -> std::io::Result<FileStamp> {
         let meta = std::fs::metadata(path)?;
         Ok(FileStamp {
@@ -132,9 +147,12 @@ impl Catalog {
         for (run, tag, path) in found {
             still_there.insert(path.clone());
             match self.check(&mut known, &run, &tag, &path) {
-                Ok(()) => {
+                Ok(Check::Ready) => {
                     runs.entry(run.clone()).or_default().push(tag.clone());
                     by_name.insert((run, tag), path);
+                }
+                Ok(Check::BeingWritten) => {
+                    tracing::debug!("{} is still being written", path.display());
                 }
                 Err(info) => listing.errors.push(CatalogError {
                     run,
@@ -190,11 +208,11 @@ impl Catalog {
             .min_by(|a, b| natural_cmp(a, b))
     }
 
-    fn check(&self, known: &mut Known, run: &str, tag: &str, path: &Path) -> Result<(), String> {
+    fn check(&self, known: &mut Known, run: &str, tag: &str, path: &Path) -> Result<Check, String> {
         let stamp = FileStamp::of(path).map_err(|e| format!("{}: {e}", path.display()))?;
         if let Some(file) = known.files.get(path) {
             if file.stamp == stamp {
-                return Ok(());
+                return Ok(Check::Ready);
             }
         }
         if let Some((failed_stamp, info)) = known.failures.get(path) {
@@ -203,8 +221,13 @@ impl Catalog {
             }
         }
         known.files.remove(path);
-        match Store::open(path).and_then(|store| store.config().map(|_| store)) {
-            Ok(store) => {
+        let opened = Store::open(path).and_then(|store| {
+            let complete = store.has_indexes()?;
+            store.config().map(|_| (store, complete))
+        });
+        match opened {
+            Ok((_, false)) if stamp.is_recent() => Ok(Check::BeingWritten),
+            Ok((store, _)) => {
                 known.failures.remove(path);
                 known.files.insert(
                     path.to_owned(),
@@ -216,7 +239,7 @@ impl Catalog {
                         idle: Mutex::new(vec![store]),
                     }),
                 );
-                Ok(())
+                Ok(Check::Ready)
             }
             Err(err) => {
                 let info = err.to_string();

@@ -15,6 +15,7 @@ pub mod server;
 pub mod service;
 pub mod values;
 pub mod views;
+pub mod watch;
 
 use std::path::PathBuf;
 
@@ -23,12 +24,14 @@ pub struct State {
     pub catalog: catalog::Catalog,
     pub views: views::Views,
     pub names: names::NameCache,
+    pub watch: watch::LogdirWatch,
 }
 
 impl State {
     /// The state of a sidecar serving `logdir`.
     pub fn new(logdir: PathBuf) -> State {
         State {
+            watch: watch::LogdirWatch::start(&logdir),
             catalog: catalog::Catalog::new(logdir),
             views: views::Views::default(),
             names: names::NameCache::default(),

@@ -53,6 +53,7 @@ fn not_yet(what: &str) -> Status {
     ))
 }
 
+type ListingStream = Pin<Box<dyn Stream<Item = Result<pb::LoadMetaDirResponse, Status>> + Send>>;
 type ProgressStream = Pin<Box<dyn Stream<Item = Result<pb::ConvertProgress, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -62,6 +63,51 @@ impl GraphAscend for GraphService {
         _req: Request<pb::LoadMetaDirRequest>,
     ) -> Result<Response<pb::LoadMetaDirResponse>, Status> {
         blocking(&self.state, handlers::load_meta_dir).await
+    }
+
+    type WatchMetaDirStream = ListingStream;
+
+    async fn watch_meta_dir(
+        &self,
+        _req: Request<pb::LoadMetaDirRequest>,
+    ) -> Result<Response<Self::WatchMetaDirStream>, Status> {
+        let state = self.state.clone();
+        let mut events = state.watch.subscribe();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut last: Option<pb::LoadMetaDirResponse> = None;
+            loop {
+                let scan_state = state.clone();
+                let listing =
+                    match tokio::task::spawn_blocking(move || handlers::load_meta_dir(&scan_state))
+                        .await
+                    {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = tx.send(Err(Status::internal(e.to_string()))).await;
+                            return;
+                        }
+                    };
+                if last.as_ref() != Some(&listing) {
+                    if tx.send(Ok(listing.clone())).await.is_err() {
+                        return;
+                    }
+                    last = Some(listing);
+                }
+                tokio::select! {
+                    changed = events.changed() => {
+                        if changed.is_err() { return; }
+                        tokio::time::sleep(crate::watch::QUIET).await;
+                        events.borrow_and_update();
+                    }
+                    _ = tokio::time::sleep(crate::watch::POLL) => {}
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn load_graph_data(

@@ -226,6 +226,21 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the writer finished: msprobe (and our writer) create the indexes last, so a file
+    /// without them is still being written, or was left behind by a writer that died.
+    pub fn has_indexes(&self) -> Result<bool, StoreError> {
+        let count: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type='index' AND tbl_name='tb_nodes' \
+                 AND name IN ('index1','index2','index3','index4','index5','index6','index7')",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(|e| self.query_err(e))?;
+        Ok(count == 7)
+    }
+
     /// The `tb_config` row.
     pub fn config(&self) -> Result<ConfigRow, StoreError> {
         let row = self
