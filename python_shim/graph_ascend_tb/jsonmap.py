@@ -342,12 +342,51 @@ def query_to_dict(desc, pairs: Iterable) -> Dict[str, Any]:
     return out
 
 
+def _json_pieces(value: Any, depth: int) -> Iterator[str]:
+    """Pieces of the JSON text of value: big containers near the top piecewise, the rest by the C encoder.
+
+    ``JSONEncoder.iterencode`` would stream too, but only through the pure-Python encoder (several times
+    slower); this keeps the C encoder for every element and still never holds the whole text at once.
+    """
+    if depth < 3 and isinstance(value, dict) and len(value) > 32:
+        yield "{"
+        first = True
+        for key, item in value.items():
+            yield ("" if first else ",") + _dumps(str(key)) + ":"
+            first = False
+            yield from _json_pieces(item, depth + 1)
+        yield "}"
+    elif depth < 3 and isinstance(value, list) and len(value) > 32:
+        yield "["
+        first = True
+        for item in value:
+            if not first:
+                yield ","
+            first = False
+            yield from _json_pieces(item, depth + 1)
+        yield "]"
+    elif depth < 3 and isinstance(value, dict):
+        # Few keys, but one of them may hold the big list ({"success": true, "data": [...]}).
+        yield "{"
+        first = True
+        for key, item in value.items():
+            yield ("" if first else ",") + _dumps(str(key)) + ":"
+            first = False
+            yield from _json_pieces(item, depth + 1)
+        yield "}"
+    else:
+        yield _dumps(value)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=True, separators=(",", ":"))
+
+
 def iter_json_chunks(value: Any, chunk_size: int = 65536) -> Iterator[bytes]:
     """Encodes a JSON value piece by piece (no second full-size copy), in chunks of about chunk_size."""
-    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=True, separators=(",", ":"))
     buffer = []
     size = 0
-    for piece in encoder.iterencode(value):
+    for piece in _json_pieces(value, 0):
         buffer.append(piece)
         size += len(piece)
         if size >= chunk_size:

@@ -43,6 +43,8 @@ PACKAGE_DESCRIPTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "g
 UNARY_TIMEOUT_S = 900.0
 HEARTBEAT_S = float(os.environ.get("GRAPH_ASCEND_SSE_HEARTBEAT", "15"))
 MAX_BODY_BYTES = 64 * 1024 * 1024
+# Answers up to this size go out as one body with Content-Length (one write); bigger ones are streamed.
+INLINE_BODY_BYTES = 1024 * 1024
 
 
 class ShimError(Exception):
@@ -92,6 +94,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         self._schema: Optional[Schema] = None
         self._mapper: Optional[JsonMapper] = None
         self._schema_lock = threading.Lock()
+        self._callables: dict = {}
 
     # TBPlugin --------------------------------------------------------------------------------------
 
@@ -198,14 +201,26 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             raise ShimError(503, str(err), "UNAVAILABLE") from err
         return True
 
-    def _unary(self, route: Route, message):
-        for attempt in range(2):
-            channel = self._channel()
+    def _multicallable(self, channel: grpc.Channel, route: Route):
+        """The channel's callable for a unary route, made once per channel."""
+        cache = self._callables
+        if cache.get("channel") is not channel:
+            cache.clear()
+            cache["channel"] = channel
+        call = cache.get(route.method)
+        if call is None:
             call = channel.unary_unary(
                 route.method,
                 request_serializer=_serialize,
                 response_deserializer=route.response_class.FromString,
             )
+            cache[route.method] = call
+        return call
+
+    def _unary(self, route: Route, message):
+        for attempt in range(2):
+            channel = self._channel()
+            call = self._multicallable(channel, route)
             try:
                 return call(message, timeout=UNARY_TIMEOUT_S)
             except grpc.RpcError as exc:
@@ -282,19 +297,42 @@ def _gzip(chunks: Iterable[bytes]) -> Iterator[bytes]:
 
 
 def json_response(value: Any, request: Optional[Request], lines: bool = False) -> Response:
-    chunks = value if lines else iter_json_chunks(value)
+    """A JSON (or NDJSON) answer: one body with Content-Length when small, streamed in chunks when big."""
+    chunks: Iterable[bytes] = value if lines else iter_json_chunks(value)
+    gzipped = _accepts_gzip(request)
+    if gzipped:
+        chunks = _gzip(chunks)
+    head, rest = _buffer_head(iter(chunks), INLINE_BODY_BYTES)
     resp = Response(
-        chunks,
+        head if rest is None else _chain(head, rest),
         status=200,
         content_type="application/x-ndjson" if lines else "application/json; charset=utf-8",
         direct_passthrough=True,
     )
-    if _accepts_gzip(request):
-        resp.response = _gzip(chunks)
+    if rest is None:
+        resp.headers["Content-Length"] = str(len(head[0]) if head else 0)
+    if gzipped:
         resp.headers["Content-Encoding"] = "gzip"
     resp.headers["Vary"] = "Accept-Encoding"
     _common_headers(resp)
     return resp
+
+
+def _buffer_head(chunks: Iterator[bytes], limit: int):
+    """([joined first chunks], None) when everything fits in limit bytes, else ([first chunks], the rest)."""
+    head = []
+    size = 0
+    for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return head, chunks
+    return [b"".join(head)], None
+
+
+def _chain(head, rest) -> Iterator[bytes]:
+    yield from head
+    yield from rest
 
 
 def _ndjson_values(call, mapper: JsonMapper) -> Iterator[bytes]:
