@@ -382,8 +382,12 @@ export class App {
       saved = {};
     }
     const want = url.run ? url : saved;
-    await this.loadCatalog();
+    const listed = await this.loadCatalog();
     const runs = Object.keys(this.catalog);
+    if (!listed) {
+      this.openTab('data');
+      return;
+    }
     if (!runs.length) {
       this.setStatus(t('noFiles'));
       this.showPage('convert');
@@ -395,12 +399,15 @@ export class App {
     await this.selectFile(run, tag, want);
   }
 
-  async loadCatalog(): Promise<void> {
+  /** Lists runs and files; false when the server could not (the error is shown). */
+  async loadCatalog(): Promise<boolean> {
     const r = await post<Catalog>('load_meta_dir');
     if (!r.success || !r.data) {
       this.catalog = {};
-      this.toast(`load_meta_dir: ${r.error ?? 'failed'}`, 'error');
-      return;
+      const msg = `load_meta_dir: ${r.error ?? 'failed'}`;
+      this.setStatus(msg, true);
+      this.toast(msg, 'error');
+      return false;
     }
     const sorted: Catalog = {};
     for (const k of Object.keys(r.data).sort(naturalCompare)) sorted[k] = { ...r.data[k], tags: [...(r.data[k].tags ?? [])].sort(naturalCompare) };
@@ -413,6 +420,7 @@ export class App {
     }
     this.renderSider();
     if (this.tab === 'data') this.renderPanel();
+    return true;
   }
 
   async selectFile(run: string, tag: string, want: { step?: number; rank?: number; micro?: number; node?: string; side?: string } = {}): Promise<void> {
