@@ -1,1 +1,405 @@
-//! The conversion engine (issue 3).
+//! The conversion engine: msprobe dump folders → `.vis.db` (msprobe `graph_visualize`).
+//!
+//! Data flows one way: [`layout`] finds the rank folders, `graph_ascend_dump` reads them,
+//! [`graph`] builds each rank's graph, [`matcher`] pairs target and golden nodes, [`compare`]
+//! computes the per-tensor comparison and `precision_index`, [`overflow`] marks anomalies,
+//! [`export`] turns graphs into rows, [`distributed`] links communication ops across ranks, and
+//! the `graph_ascend_visdb` writer commits everything in one transaction and renames the file
+//! into place. Ranks are processed in parallel (rayon).
+
+pub mod compare;
+pub mod distributed;
+pub mod error;
+pub mod export;
+pub mod format;
+pub mod graph;
+pub mod layout;
+pub mod matcher;
+pub mod overflow;
+pub mod pyjson;
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use graph_ascend_dump::{Construct, DumpFile, StackMap};
+use graph_ascend_visdb::writer::{NodeRow, VisDbWriter};
+
+pub use error::ConvertError;
+use graph::Graph;
+use layout::Layout;
+
+/// `-lm`: none, bare (empty mapping) or a YAML file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum LayerMapping {
+    #[default]
+    None,
+    Bare,
+    File(PathBuf),
+}
+
+/// The options of `msprobe graph_visualize` that this engine implements.
+#[derive(Debug, Clone, Default)]
+pub struct ConvertOptions {
+    /// `-tp`: target ("NPU") dump folder.
+    pub target: PathBuf,
+    /// `-gp`: golden ("Bench") dump folder; compare mode when set.
+    pub golden: Option<PathBuf>,
+    /// `-o`: output folder (created if missing).
+    pub output: PathBuf,
+    /// `-lm`.
+    pub layer_mapping: LayerMapping,
+    /// `-oc`.
+    pub overflow_check: bool,
+    /// `-fm`.
+    pub fuzzy_match: bool,
+}
+
+/// Stages reported to the progress callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Reading,
+    Building,
+    Comparing,
+    Writing,
+    Done,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Reading => "reading",
+            Stage::Building => "building",
+            Stage::Comparing => "comparing",
+            Stage::Writing => "writing",
+            Stage::Done => "done",
+        }
+    }
+}
+
+/// One progress report: `done` of `total` units of the whole conversion.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub stage: Stage,
+    pub done: u64,
+    pub total: u64,
+    pub message: String,
+}
+
+/// Where progress goes; called from worker threads.
+pub type ProgressFn<'a> = &'a (dyn Fn(&Progress) + Sync);
+
+/// One unit of work: one rank of one step (one side or both).
+struct Job {
+    step: i64,
+    rank: i64,
+    target: PathBuf,
+    golden: Option<PathBuf>,
+}
+
+/// The rows one job produces.
+struct JobOutput {
+    nodes: Vec<NodeRow>,
+    stacks: Vec<(String, String)>,
+    micro_steps: i64,
+    task: String,
+}
+
+/// Runs one conversion and returns the path of the `.vis.db` written.
+pub fn convert(opts: &ConvertOptions, progress: ProgressFn) -> Result<PathBuf, ConvertError> {
+    let (jobs, layout, rank_list, step_list) = plan(opts)?;
+    let total = jobs.len() as u64 * 2 + 1;
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    let tick = |stage: Stage, message: String| {
+        let done = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        progress(&Progress {
+            stage,
+            done,
+            total,
+            message,
+        });
+    };
+    progress(&Progress {
+        stage: Stage::Reading,
+        done: 0,
+        total,
+        message: format!("{} graph(s) to convert", jobs.len()),
+    });
+    let outputs: Vec<JobOutput> = jobs
+        .par_iter()
+        .map(|job| {
+            let out = run_job(opts, job, &tick);
+            tick(
+                Stage::Comparing,
+                format!("step {} rank {} done", job.step, job.rank),
+            );
+            out
+        })
+        .collect::<Result<_, _>>()?;
+
+    let mut all_rows: Vec<NodeRow> = Vec::new();
+    let mut all_stacks: Vec<(String, String)> = Vec::new();
+    let mut micro_steps = 1;
+    let mut task = String::new();
+    for (i, o) in outputs.into_iter().enumerate() {
+        if i == 0 {
+            micro_steps = o.micro_steps;
+            task = o.task;
+        }
+        all_rows.extend(o.nodes);
+        all_stacks.extend(o.stacks);
+    }
+    if layout != Layout::Files {
+        distributed::link(&mut all_rows, opts.overflow_check);
+    }
+    let compare = opts.golden.is_some();
+    let config = export::config_row(compare, &task, micro_steps, opts.overflow_check, &rank_list, &step_list);
+
+    std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
+        path: opts.output.clone(),
+        source,
+    })?;
+    let kind = if compare { "compare" } else { "build" };
+    let dest = opts
+        .output
+        .join(format!("{kind}_{}.vis.db", timestamp()));
+    let mut writer = VisDbWriter::create(&dest)?;
+    writer.insert_nodes(&all_rows)?;
+    writer.insert_stacks(all_stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
+    writer.insert_config(&config)?;
+    let path = writer.finish()?;
+    tick(Stage::Done, format!("written {}", path.display()));
+    Ok(path)
+}
+
+type Plan = (Vec<Job>, Layout, Vec<i64>, Vec<i64>);
+
+fn plan(opts: &ConvertOptions) -> Result<Plan, ConvertError> {
+    let layout = layout::classify(&opts.target)?;
+    if let Some(g) = &opts.golden {
+        let gl = layout::classify(g)?;
+        if gl != layout {
+            return Err(ConvertError::Usage(format!(
+                "the directory structures of {} and {} are inconsistent",
+                opts.target.display(),
+                g.display()
+            )));
+        }
+    }
+    let mut jobs = Vec::new();
+    let rank_jobs = |step: i64, t: &Path, g: Option<&Path>, jobs: &mut Vec<Job>| {
+        let tr = layout::ranks(t)?;
+        let ranks: Vec<(i64, PathBuf, Option<PathBuf>)> = match g {
+            None => tr.into_iter().map(|(r, p)| (r, p, None)).collect(),
+            Some(g) => {
+                let gr = layout::ranks(g)?;
+                let both: Vec<_> = tr
+                    .into_iter()
+                    .filter_map(|(r, p)| {
+                        gr.iter()
+                            .find(|(r2, _)| *r2 == r)
+                            .map(|(_, gp)| (r, p, Some(gp.clone())))
+                    })
+                    .collect();
+                if both.is_empty() {
+                    return Err(ConvertError::Usage(format!(
+                        "{} and {} have no rank in common",
+                        t.display(),
+                        g.display()
+                    )));
+                }
+                both
+            }
+        };
+        for (rank, target, golden) in ranks {
+            jobs.push(Job {
+                step,
+                rank,
+                target,
+                golden,
+            });
+        }
+        Ok::<(), ConvertError>(())
+    };
+    match layout {
+        Layout::Files => jobs.push(Job {
+            step: 0,
+            rank: 0,
+            target: opts.target.clone(),
+            golden: opts.golden.clone(),
+        }),
+        Layout::Ranks => rank_jobs(0, &opts.target, opts.golden.as_deref(), &mut jobs)?,
+        Layout::Steps => {
+            let ts = layout::steps(&opts.target)?;
+            let gs = match &opts.golden {
+                Some(g) => Some(layout::steps(g)?),
+                None => None,
+            };
+            for (step, tdir) in ts {
+                let gdir = match &gs {
+                    None => None,
+                    Some(gs) => match gs.iter().find(|(s, _)| *s == step) {
+                        Some((_, d)) => Some(d.clone()),
+                        None => continue,
+                    },
+                };
+                rank_jobs(step, &tdir, gdir.as_deref(), &mut jobs)?;
+            }
+            if jobs.is_empty() {
+                return Err(ConvertError::Usage("no step in common between the two dumps".into()));
+            }
+        }
+    }
+    let mut ranks: Vec<i64> = jobs.iter().map(|j| j.rank).collect();
+    ranks.sort();
+    ranks.dedup();
+    let mut steps: Vec<i64> = jobs.iter().map(|j| j.step).collect();
+    steps.sort();
+    steps.dedup();
+    Ok((jobs, layout, ranks, steps))
+}
+
+/// A rank folder read from disk.
+pub struct RankDump {
+    pub dir: PathBuf,
+    pub dump: DumpFile,
+    pub construct: Construct,
+    pub stacks: StackMap,
+}
+
+impl RankDump {
+    /// Reads the three mandatory files of a rank folder.
+    pub fn read(dir: &Path) -> Result<RankDump, ConvertError> {
+        let file = |name: &str| {
+            let p = dir.join(name);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(ConvertError::Input {
+                    path: p,
+                    message: "missing (every rank folder needs dump.json, construct.json and stack.json)".into(),
+                })
+            }
+        };
+        let (dump_p, construct_p, stack_p) =
+            (file("dump.json")?, file("construct.json")?, file("stack.json")?);
+        let construct = Construct::read(&construct_p)?;
+        let dump = DumpFile::read(&dump_p)?;
+        let stacks = StackMap::read(&stack_p)?;
+        Ok(RankDump {
+            dir: dir.to_path_buf(),
+            dump,
+            construct,
+            stacks,
+        })
+    }
+
+    /// The tensor folder msprobe records in `dump_data_dir` (`None` for statistics dumps):
+    /// the recorded one when it is this rank folder's, else `<rank folder>/dump_tensor_data`
+    /// (dumps moved to another place).
+    pub fn tensor_dir(&self) -> Option<String> {
+        let d = self.dump.dump_data_dir.as_deref().filter(|d| !d.is_empty())?;
+        let recorded = Path::new(d).parent().and_then(|p| p.canonicalize().ok());
+        let here = self.dir.canonicalize().ok();
+        if recorded.is_some() && recorded == here {
+            Some(d.to_string())
+        } else {
+            Some(self.dir.join("dump_tensor_data").to_string_lossy().into_owned())
+        }
+    }
+}
+
+fn run_job(
+    opts: &ConvertOptions,
+    job: &Job,
+    tick: &(dyn Fn(Stage, String) + Sync),
+) -> Result<JobOutput, ConvertError> {
+    let npu = RankDump::read(&job.target)?;
+    let mut npu_graph = Graph::build(&npu.construct, &npu.dump, &npu.stacks);
+    tick(
+        Stage::Building,
+        format!("built {} ({} nodes)", job.target.display(), npu_graph.nodes.len()),
+    );
+    let mut nodes = Vec::new();
+    let mut stacks = Vec::new();
+    let step = job.step;
+    let rank = job.rank;
+    match &job.golden {
+        None => {
+            if opts.overflow_check {
+                overflow::check(&mut npu_graph, &npu.dump);
+            }
+            let micro_steps = npu_graph.paging_by_micro_step(None);
+            let ctx = export::ExportContext {
+                data_source: graph_ascend_visdb::schema::NPU,
+                step,
+                rank,
+                dump_data_dir: npu.tensor_dir(),
+                keep_md5: false,
+            };
+            export::export_graph(&npu_graph, &ctx, &mut nodes, &mut stacks);
+            Ok(JobOutput {
+                nodes,
+                stacks,
+                micro_steps,
+                task: String::new(),
+            })
+        }
+        Some(gdir) => {
+            let bench = RankDump::read(gdir)?;
+            let mut bench_graph = Graph::build(&bench.construct, &bench.dump, &bench.stacks);
+            let mode = compare::CompareMode::detect(&npu.dump, &bench.dump)?;
+            matcher::match_graphs(opts, &npu, &bench, &mut npu_graph, &mut bench_graph)?;
+            compare::compare_graphs(mode, &npu, &bench, &mut npu_graph, &bench_graph)?;
+            if opts.overflow_check {
+                overflow::check(&mut npu_graph, &npu.dump);
+                overflow::check(&mut bench_graph, &bench.dump);
+            }
+            let micro_steps = npu_graph.paging_by_micro_step(Some(&mut bench_graph));
+            let keep_md5 = mode == compare::CompareMode::Md5;
+            let mut ctx = export::ExportContext {
+                data_source: graph_ascend_visdb::schema::NPU,
+                step,
+                rank,
+                dump_data_dir: npu.tensor_dir(),
+                keep_md5,
+            };
+            export::export_graph(&npu_graph, &ctx, &mut nodes, &mut stacks);
+            ctx.data_source = graph_ascend_visdb::schema::BENCH;
+            ctx.dump_data_dir = bench.tensor_dir();
+            export::export_graph(&bench_graph, &ctx, &mut nodes, &mut stacks);
+            Ok(JobOutput {
+                nodes,
+                stacks,
+                micro_steps,
+                task: mode.task_name().to_string(),
+            })
+        }
+    }
+}
+
+/// `YYYYmmddHHMMSS` of now (UTC), as in msprobe's output names.
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

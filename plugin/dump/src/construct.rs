@@ -33,7 +33,10 @@ impl Construct {
 
     pub fn from_value(path: &Path, value: Value) -> Result<Construct, DumpError> {
         let Value::Object(map) = value else {
-            return Err(DumpError::shape(path, "expected a JSON object {node: parent}"));
+            return Err(DumpError::shape(
+                path,
+                "expected a JSON object {node: parent}",
+            ));
         };
         if map.is_empty() {
             return Err(DumpError::shape(

@@ -32,7 +32,10 @@ impl DumpFile {
     /// Checks the shape of an already parsed `dump.json`.
     pub fn from_value(path: &Path, value: Value) -> Result<DumpFile, DumpError> {
         let Value::Object(mut top) = value else {
-            return Err(DumpError::shape(path, "expected a JSON object at the top level"));
+            return Err(DumpError::shape(
+                path,
+                "expected a JSON object at the top level",
+            ));
         };
         let data = match top.remove("data") {
             Some(Value::Object(d)) => d,

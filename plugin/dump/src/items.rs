@@ -98,9 +98,9 @@ fn walk(name: &str, value: &Value, grad_state: bool, out: &mut Vec<(String, Item
         Value::Object(map) if map.get("type").is_some_and(Value::is_string) => {
             let item = leaf_item(name, map);
             let key = match item.get("data_name") {
-                Some(PyVal::Str(dn)) if dn != "-1" => {
-                    dn.rsplit_once('.').map_or(dn.clone(), |(a, _)| a.to_string())
-                }
+                Some(PyVal::Str(dn)) if dn != "-1" => dn
+                    .rsplit_once('.')
+                    .map_or(dn.clone(), |(a, _)| a.to_string()),
                 _ => name.to_string(),
             };
             out.push((key, item));
@@ -136,8 +136,7 @@ fn placeholder_item() -> Item {
     }
     item.fields
         .push(("data_name".to_string(), PyVal::Str("-1".into())));
-    item.fields
-        .push(("requires_grad".to_string(), PyVal::None));
+    item.fields.push(("requires_grad".to_string(), PyVal::None));
     item
 }
 
@@ -217,10 +216,7 @@ fn leaf_item(name: &str, leaf: &serde_json::Map<String, Value>) -> Item {
         }
     }
     if item.get("md5").is_none() {
-        let value = item
-            .get("value")
-            .map(PyVal::py_str)
-            .unwrap_or_default();
+        let value = item.get("value").map(PyVal::py_str).unwrap_or_default();
         item.set(
             "md5",
             PyVal::Str(format!("{:08x}", crc32fast::hash(value.as_bytes()))),

@@ -91,9 +91,11 @@ mod tests {
 
     #[test]
     fn non_finite_tokens_round_trip() {
-        let v = parse_python_json(br#"{"a": NaN, "b": [Infinity, -Infinity], "c": "NaN"}"#)
-            .unwrap();
-        assert!(non_finite_marker(v["a"].as_str().unwrap()).unwrap().is_nan());
+        let v =
+            parse_python_json(br#"{"a": NaN, "b": [Infinity, -Infinity], "c": "NaN"}"#).unwrap();
+        assert!(non_finite_marker(v["a"].as_str().unwrap())
+            .unwrap()
+            .is_nan());
         assert_eq!(
             non_finite_marker(v["b"][0].as_str().unwrap()),
             Some(f64::INFINITY)

@@ -40,8 +40,7 @@ impl StackMap {
                 let Value::Array(pair) = v else {
                     return Err(bad());
                 };
-                let (Some(Value::Array(names)), Some(frames)) = (pair.first(), pair.get(1))
-                else {
+                let (Some(Value::Array(names)), Some(frames)) = (pair.first(), pair.get(1)) else {
                     return Err(bad());
                 };
                 let frames = Arc::new(frames_of(path, &key, frames)?);

@@ -56,7 +56,8 @@ pub struct NodeRow {
     pub input_data: String,
     pub output_data: String,
     pub data_source: String,
-    pub dump_data_dir: String,
+    /// The tensor folder (`NULL` for statistics dumps).
+    pub dump_data_dir: Option<String>,
     pub step: i64,
     pub rank: i64,
     pub is_distributed: i64,
@@ -67,7 +68,8 @@ pub struct NodeRow {
 pub struct ConfigRow {
     pub graph_type: String,
     pub task: String,
-    pub tool_tip: String,
+    /// `NULL` for build graphs.
+    pub tool_tip: Option<String>,
     pub micro_steps: i64,
     pub overflow_check: i64,
     pub node_colors: String,
@@ -188,10 +190,11 @@ impl VisDbWriter {
             .prepare_cached("INSERT OR IGNORE INTO tb_stack (id, stack_info) VALUES (?1, ?2)")
             .map_err(|e| self.sql_err(e))?;
         for (id, info) in rows {
-            stmt.execute(params![id, info]).map_err(|e| WriteError::Sql {
-                path: self.dest.clone(),
-                source: e,
-            })?;
+            stmt.execute(params![id, info])
+                .map_err(|e| WriteError::Sql {
+                    path: self.dest.clone(),
+                    source: e,
+                })?;
         }
         Ok(())
     }

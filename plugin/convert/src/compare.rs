@@ -1,0 +1,257 @@
+//! Per-tensor comparison of matched nodes and their `precision_index` (msprobe's compare).
+//!
+//! Items of a matched pair are paired by position inside each group (inputs, parameters,
+//! outputs, parameter gradients). Each target item gets msprobe's result columns appended
+//! (statistics diffs, md5 result, or tensor metrics), then msprobe's checker rules grade every row
+//! pass / warning / error; the node's `precision_index` is its worst row (0, 0.5, 1).
+
+use graph_ascend_dump::{DumpFile, Item, PyVal};
+
+use crate::graph::{Graph, NodeOp};
+use crate::{ConvertError, RankDump};
+
+pub mod checkers;
+pub mod metrics;
+
+/// msprobe's compare modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareMode {
+    /// `summary`: statistics.
+    Summary,
+    /// `md5`: CRC-32 of every tensor.
+    Md5,
+    /// `all`: real tensors (`task: tensor`).
+    Tensor,
+}
+
+impl CompareMode {
+    /// `get_compare_mode`: both dumps must have the same task; md5 must be on both sides or none.
+    pub fn detect(npu: &DumpFile, bench: &DumpFile) -> Result<CompareMode, ConvertError> {
+        if npu.task != bench.task {
+            return Err(ConvertError::Usage(format!(
+                "the two dumps have different tasks ({}: {}, {}: {})",
+                npu.path.display(),
+                npu.task,
+                bench.path.display(),
+                bench.task
+            )));
+        }
+        if npu.task == "tensor" {
+            return Ok(CompareMode::Tensor);
+        }
+        match (npu.has_md5(), bench.has_md5()) {
+            (true, true) => Ok(CompareMode::Md5),
+            (false, false) => Ok(CompareMode::Summary),
+            _ => Err(ConvertError::Usage(format!(
+                "only one of {} and {} was dumped with summary_mode md5",
+                npu.path.display(),
+                bench.path.display()
+            ))),
+        }
+    }
+
+    /// `tb_config.task`.
+    pub fn task_name(self) -> &'static str {
+        match self {
+            CompareMode::Summary => "summary",
+            CompareMode::Md5 => "md5",
+            CompareMode::Tensor => "all",
+        }
+    }
+}
+
+/// Which group an item belongs to for positional pairing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Input,
+    Params,
+    Output,
+    ParamsGrad,
+}
+
+/// The group of an item of node `id`.
+pub fn group_of(node_id: &str, item_name: &str, output: bool) -> Group {
+    if crate::graph::is_parameters_grad_id(node_id) {
+        return Group::ParamsGrad;
+    }
+    if output {
+        return Group::Output;
+    }
+    let rest = item_name
+        .strip_prefix(node_id)
+        .and_then(|r| r.strip_prefix('.'))
+        .unwrap_or(item_name);
+    if rest.starts_with("parameters") {
+        Group::Params
+    } else {
+        Group::Input
+    }
+}
+
+/// One compared row: the target item and its paired golden item, if any.
+pub struct Row<'a> {
+    pub npu_name: &'a str,
+    pub npu: &'a Item,
+    pub bench_name: Option<&'a str>,
+    pub bench: Option<&'a Item>,
+    pub is_output: bool,
+    /// Position of the target item in its node's input or output list.
+    pub index: usize,
+}
+
+/// Compares every matched pair and sets `precision_index` on the target graph.
+pub fn compare_graphs(
+    mode: CompareMode,
+    npu_dump: &RankDump,
+    bench_dump: &RankDump,
+    npu: &mut Graph,
+    bench: &Graph,
+) -> Result<(), ConvertError> {
+    let tensors = if mode == CompareMode::Tensor {
+        Some(metrics::TensorDirs {
+            npu: npu_dump.tensor_dir().unwrap_or_default(),
+            bench: bench_dump.tensor_dir().unwrap_or_default(),
+        })
+    } else {
+        None
+    };
+    let pairs: Vec<(usize, usize)> = (0..npu.nodes.len())
+        .filter_map(|i| npu.nodes[i].matched.map(|b| (i, b)))
+        .collect();
+    let results: Vec<(usize, Vec<Vec<(String, PyVal)>>, Vec<Vec<(String, PyVal)>>, f64)> = {
+        use rayon::prelude::*;
+        pairs
+            .par_iter()
+            .map(|&(n, b)| {
+                let (ins, outs, p) =
+                    compare_node(mode, &npu.nodes[n], &bench.nodes[b], tensors.as_ref())?;
+                Ok((n, ins, outs, p))
+            })
+            .collect::<Result<_, ConvertError>>()?
+    };
+    for (n, ins, outs, p) in results {
+        let node = &mut npu.nodes[n];
+        for ((_, item), extra) in node.input.iter_mut().zip(ins) {
+            item.fields.extend(extra);
+        }
+        for ((_, item), extra) in node.output.iter_mut().zip(outs) {
+            item.fields.extend(extra);
+        }
+        node.precision_index = Some(p);
+    }
+    // api_collection nodes: the worst of their children.
+    for i in 0..npu.nodes.len() {
+        if npu.nodes[i].op == NodeOp::ApiCollection && npu.nodes[i].matched.is_some() {
+            let worst = npu.nodes[i]
+                .children
+                .iter()
+                .filter_map(|&c| npu.nodes[c].precision_index)
+                .fold(0.0, f64::max);
+            npu.nodes[i].precision_index = Some(worst);
+        }
+    }
+    Ok(())
+}
+
+type Extra = Vec<(String, PyVal)>;
+
+/// Compares one matched pair: the extra fields of each input and output item, and the node's
+/// precision index.
+fn compare_node(
+    mode: CompareMode,
+    npu: &crate::graph::Node,
+    bench: &crate::graph::Node,
+    tensors: Option<&metrics::TensorDirs>,
+) -> Result<(Vec<Extra>, Vec<Extra>, f64), ConvertError> {
+    let groups = |node: &crate::graph::Node| {
+        let mut g: Vec<(Group, usize, bool)> = Vec::new();
+        for (i, (name, _)) in node.input.iter().enumerate() {
+            g.push((group_of(&node.id, name, false), i, false));
+        }
+        for (i, (name, _)) in node.output.iter().enumerate() {
+            g.push((group_of(&node.id, name, true), i, true));
+        }
+        g
+    };
+    let ng = groups(npu);
+    let bg = groups(bench);
+    fn item(node: &crate::graph::Node, i: usize, out: bool) -> &(String, Item) {
+        if out {
+            &node.output[i]
+        } else {
+            &node.input[i]
+        }
+    }
+    let mut rows: Vec<Row> = Vec::with_capacity(ng.len());
+    for group in [Group::Input, Group::Params, Group::Output, Group::ParamsGrad] {
+        let bench_items: Vec<&(Group, usize, bool)> =
+            bg.iter().filter(|(g, _, _)| *g == group).collect();
+        for (k, &(_, i, out)) in ng.iter().filter(|(g, _, _)| *g == group).enumerate() {
+            let (name, it) = item(npu, i, out);
+            let b = bench_items.get(k).map(|&&(_, j, bout)| item(bench, j, bout));
+            rows.push(Row {
+                npu_name: name,
+                npu: it,
+                bench_name: b.map(|(n, _)| n.as_str()),
+                bench: b.map(|(_, it)| it),
+                is_output: out,
+                index: i,
+            });
+        }
+    }
+    let mut extras: Vec<Extra> = Vec::with_capacity(rows.len());
+    for row in &rows {
+        extras.push(match mode {
+            CompareMode::Summary => metrics::summary_columns(row),
+            CompareMode::Md5 => Vec::new(),
+            CompareMode::Tensor => metrics::tensor_columns(row, tensors)?,
+        });
+    }
+    let graded = checkers::grade(mode, &npu.id, &rows, &extras);
+    let mut worst = checkers::Level::Pass;
+    let mut ins: Vec<Extra> = vec![Vec::new(); npu.input.len()];
+    let mut outs: Vec<Extra> = vec![Vec::new(); npu.output.len()];
+    let positions: Vec<(usize, bool)> = rows.iter().map(|r| (r.index, r.is_output)).collect();
+    for (((mut extra, (level, messages)), row), (idx, out)) in extras
+        .into_iter()
+        .zip(graded)
+        .zip(&rows)
+        .zip(positions)
+    {
+        worst = worst.max(level);
+        let rg = requires_grad_consistent(row);
+        let msg = PyVal::Str(crate::pyjson::str_list(&messages));
+        match mode {
+            CompareMode::Md5 => {
+                extra.push(("Result".into(), PyVal::Str(level.name().into())));
+                extra.push(("Requires_grad Consistent".into(), rg));
+                extra.push(("Err_message".into(), msg));
+            }
+            _ => {
+                extra.push(("Requires_grad Consistent".into(), rg));
+                extra.push(("Result".into(), PyVal::Str(level.name().into())));
+                extra.push(("Err_message".into(), msg));
+            }
+        }
+        if out {
+            outs[idx] = extra;
+        } else {
+            ins[idx] = extra;
+        }
+    }
+    let mut p = worst.index();
+    let api = npu.id.split('.').nth(1).unwrap_or("");
+    if checkers::IGNORE_PRECISION.contains(&api) {
+        p = if mode == CompareMode::Md5 { 1.0 } else { 0.0 };
+    }
+    Ok((ins, outs, p))
+}
+
+fn requires_grad_consistent(row: &Row) -> PyVal {
+    let n = row.npu.get("requires_grad").cloned().unwrap_or(PyVal::None);
+    let b = row
+        .bench
+        .map(|b| b.get("requires_grad").cloned().unwrap_or(PyVal::None))
+        .unwrap_or(PyVal::Str("Nan".into()));
+    PyVal::Bool(n == b)
+}

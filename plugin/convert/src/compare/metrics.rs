@@ -1,0 +1,357 @@
+//! The numbers of a compared row: statistics differences and real-tensor metrics.
+//!
+//! Statistics (`get_rela_diff_summary_mode`): `diff = npu - bench` for Max/Min/Mean/Norm and the
+//! relative error `|diff / bench * 100|%` (`N/A` for a zero bench value or non-numbers, `Nan`
+//! when the difference is NaN). Tensor metrics follow msprobe's `npy_compare` and builtin
+//! algorithms: Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the one/five-thousandths ratios.
+
+use graph_ascend_dump::PyVal;
+
+use super::Row;
+use crate::ConvertError;
+
+/// Where the two sides' real tensors are.
+pub struct TensorDirs {
+    pub npu: String,
+    pub bench: String,
+}
+
+const STATS: [(&str, &str, &str); 4] = [
+    ("Max", "Max diff", "MaxRelativeErr"),
+    ("Min", "Min diff", "MinRelativeErr"),
+    ("Mean", "Mean diff", "MeanRelativeErr"),
+    ("Norm", "L2norm diff", "NormRelativeErr"),
+];
+
+/// A cell, with msprobe's trailing tab on `inf`/`-inf`/`nan` text.
+fn cell(v: PyVal) -> PyVal {
+    let s = v.py_str();
+    if matches!(s.as_str(), "inf" | "-inf" | "nan") {
+        PyVal::Str(format!("{s}\t"))
+    } else {
+        v
+    }
+}
+
+/// The eight statistics columns of a row.
+pub fn summary_columns(row: &Row) -> Vec<(String, PyVal)> {
+    let mut diffs = Vec::with_capacity(4);
+    let mut rels = Vec::with_capacity(4);
+    for (stat, _, _) in STATS {
+        let n = row.npu.get(stat);
+        let b = row.bench.and_then(|b| b.get(stat));
+        let (d, r) = stat_diff(n, b);
+        diffs.push(cell(d));
+        rels.push(cell(r));
+    }
+    let mut out = Vec::with_capacity(8);
+    for ((_, name, _), d) in STATS.iter().zip(diffs) {
+        out.push((name.to_string(), d));
+    }
+    for ((_, _, name), r) in STATS.iter().zip(rels) {
+        out.push((name.to_string(), r));
+    }
+    out
+}
+
+/// `(diff, relative error)` of one statistic.
+pub fn stat_diff(n: Option<&PyVal>, b: Option<&PyVal>) -> (PyVal, PyVal) {
+    let na = || (PyVal::Str("N/A".into()), PyVal::Str("N/A".into()));
+    let (Some(n), Some(b)) = (n, b) else {
+        return na();
+    };
+    let diff = match (n, b) {
+        (PyVal::Int(x), PyVal::Int(y)) => match x.checked_sub(*y) {
+            Some(d) => PyVal::Int(d),
+            None => PyVal::Float(*x as f64 - *y as f64),
+        },
+        (PyVal::Int(_) | PyVal::Float(_), PyVal::Int(_) | PyVal::Float(_)) => {
+            let (Some(x), Some(y)) = (n.as_number(), b.as_number()) else {
+                return na();
+            };
+            PyVal::Float(x - y)
+        }
+        _ => return na(),
+    };
+    let d = diff.as_number().unwrap_or(f64::NAN);
+    if d.is_nan() {
+        return (PyVal::Str("Nan".into()), PyVal::Str("Nan".into()));
+    }
+    let bench = b.as_number().unwrap_or(f64::NAN);
+    let rel = if bench != 0.0 {
+        let r = (d / bench * 100.0).abs();
+        PyVal::Str(format!("{}%", graph_ascend_dump::pyval::float_repr(r)))
+    } else {
+        PyVal::Str("N/A".into())
+    };
+    (diff, rel)
+}
+
+/// msprobe's `format_value`: 12 decimals, back to a float.
+fn format_value(v: f64) -> f64 {
+    format!("{v:.12}").parse().unwrap_or(v)
+}
+
+/// Result of one metric: a number or one of msprobe's text markers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Metric {
+    Value(f64),
+    Text(&'static str),
+}
+
+impl Metric {
+    fn into_pyval(self) -> PyVal {
+        match self {
+            Metric::Value(v) => PyVal::Float(v),
+            Metric::Text(t) => PyVal::Str(t.into()),
+        }
+    }
+}
+
+/// Cosine similarity (`unsupported` for fewer than 2 elements).
+pub fn cosine(a: &[f64], b: &[f64]) -> Metric {
+    if a.len() <= 1 || b.len() <= 1 {
+        return Metric::Text("unsupported");
+    }
+    let na = a.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let nb = b.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let eps = f64::EPSILON;
+    if na <= eps && nb <= eps {
+        return Metric::Value(1.0);
+    }
+    if na <= eps || nb <= eps {
+        return Metric::Text("Nan");
+    }
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let c = dot / (na * nb);
+    if c.is_nan() {
+        return Metric::Text("Nan");
+    }
+    let c = if c > 0.9999 {
+        (c * 1e6).round() / 1e6
+    } else {
+        c
+    };
+    Metric::Value(format_value(c))
+}
+
+/// Euclidean distance `||a - b||`.
+pub fn euc_dist(a: &[f64], b: &[f64]) -> Metric {
+    let d = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f64>()
+        .sqrt();
+    Metric::Value(format_value(d))
+}
+
+/// `max |a - b|`.
+pub fn max_abs_err(a: &[f64], b: &[f64]) -> Metric {
+    let mut m = 0.0f64;
+    for (x, y) in a.iter().zip(b) {
+        let d = (x - y).abs();
+        if d.is_nan() {
+            return Metric::Text("Nan");
+        }
+        m = m.max(d);
+    }
+    Metric::Value(format_value(m))
+}
+
+/// Relative errors `|(n - b) / b|`, with `eps` added to both sides where `b == 0`.
+fn relative_errors<'a>(
+    a: &'a [f64],
+    b: &'a [f64],
+    eps: f64,
+) -> impl Iterator<Item = f64> + 'a {
+    a.iter().zip(b).map(move |(&x, &y)| {
+        let (x, y) = if y == 0.0 { (x + eps, y + eps) } else { (x, y) };
+        ((x - y) / y).abs()
+    })
+}
+
+/// `max |(n - b) / b|`.
+pub fn max_relative_err(a: &[f64], b: &[f64], eps: f64) -> Metric {
+    let mut m = 0.0f64;
+    for r in relative_errors(a, b, eps) {
+        if r.is_nan() {
+            return Metric::Text("Nan");
+        }
+        m = m.max(r);
+    }
+    Metric::Value(format_value(m))
+}
+
+/// Fraction of elements whose relative error is below `threshold`.
+pub fn err_ratio(a: &[f64], b: &[f64], eps: f64, threshold: f64) -> Metric {
+    if a.is_empty() {
+        return Metric::Text("unsupported");
+    }
+    let n = relative_errors(a, b, eps).filter(|r| *r < threshold).count();
+    Metric::Value(format_value(n as f64 / a.len() as f64))
+}
+
+const TENSOR_COLUMNS: [&str; 6] = [
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+];
+
+/// All six metrics of two flattened tensors, with msprobe's validation of shapes and inf/nan.
+pub fn tensor_metrics(
+    n: &graph_ascend_dump::tensor::Tensor,
+    b: &graph_ascend_dump::tensor::Tensor,
+) -> Vec<Metric> {
+    let text = |t: &'static str| vec![Metric::Text(t); 6];
+    if n.data.is_empty() || b.data.is_empty() {
+        return text("unsupported");
+    }
+    if n.squeezed_shape() != b.squeezed_shape() {
+        return text("shape unmatched");
+    }
+    let mut a = n.data.clone();
+    let mut c = b.data.clone();
+    let bad_a: Vec<bool> = a.iter().map(|x| !x.is_finite()).collect();
+    let bad_c: Vec<bool> = c.iter().map(|x| !x.is_finite()).collect();
+    if bad_a.iter().any(|x| *x) || bad_c.iter().any(|x| *x) {
+        let same = a
+            .iter()
+            .zip(&c)
+            .all(|(x, y)| x.is_finite() == y.is_finite() && (x.is_finite() || x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())));
+        if !same {
+            return text("N/A");
+        }
+        for (i, bad) in bad_a.iter().enumerate() {
+            if *bad {
+                a[i] = 0.0;
+                c[i] = 0.0;
+            }
+        }
+    }
+    let eps = if n.is_f64() && b.is_f64() {
+        f64::EPSILON
+    } else {
+        f32::EPSILON as f64
+    };
+    let scalar = n.squeezed_shape().is_empty();
+    vec![
+        if scalar {
+            Metric::Text("unsupported")
+        } else {
+            cosine(&a, &c)
+        },
+        if scalar {
+            Metric::Text("unsupported")
+        } else {
+            euc_dist(&a, &c)
+        },
+        max_abs_err(&a, &c),
+        max_relative_err(&a, &c, eps),
+        if scalar {
+            Metric::Text("unsupported")
+        } else {
+            err_ratio(&a, &c, eps, 0.001)
+        },
+        if scalar {
+            Metric::Text("unsupported")
+        } else {
+            err_ratio(&a, &c, eps, 0.005)
+        },
+    ]
+}
+
+/// The six tensor columns of a row (reads the two tensor files).
+pub fn tensor_columns(
+    row: &Row,
+    dirs: Option<&TensorDirs>,
+) -> Result<Vec<(String, PyVal)>, ConvertError> {
+    let named = |vals: Vec<Metric>| {
+        TENSOR_COLUMNS
+            .iter()
+            .zip(vals)
+            .map(|(k, v)| (k.to_string(), v.into_pyval()))
+            .collect()
+    };
+    let data_name = |it: Option<&graph_ascend_dump::Item>| {
+        it.and_then(|i| i.get("data_name"))
+            .and_then(PyVal::as_str)
+            .filter(|s| *s != "-1")
+            .map(str::to_string)
+    };
+    let (Some(dirs), Some(nd), Some(bd)) = (dirs, data_name(Some(row.npu)), data_name(row.bench))
+    else {
+        return Ok(named(vec![Metric::Text("No real data"); 6]));
+    };
+    let load = |dir: &str, name: &str| {
+        graph_ascend_dump::tensor::Tensor::read(&std::path::Path::new(dir).join(name))
+    };
+    let n = load(&dirs.npu, &nd)?;
+    let b = load(&dirs.bench, &bd)?;
+    Ok(named(tensor_metrics(&n, &b)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(m: Metric) -> f64 {
+        match m {
+            Metric::Value(v) => v,
+            Metric::Text(t) => panic!("expected a value, got {t}"),
+        }
+    }
+
+    #[test]
+    fn cosine_against_hand_values() {
+        // a·b = 1*2 + 2*1 = 4; |a| = |b| = sqrt(5) → 0.8
+        assert!((v(cosine(&[1.0, 2.0], &[2.0, 1.0])) - 0.8).abs() < 1e-12);
+        assert_eq!(v(cosine(&[0.0, 0.0], &[0.0, 0.0])), 1.0);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), Metric::Text("Nan"));
+        assert_eq!(cosine(&[1.0], &[1.0]), Metric::Text("unsupported"));
+        // Rounded to 6 decimals above 0.9999.
+        let c = v(cosine(&[1.0, 1.0, 1.0], &[1.0, 1.0, 1.00001]));
+        assert_eq!(c, 1.0);
+    }
+
+    #[test]
+    fn distances_against_hand_values() {
+        // (3,4) apart → 5
+        assert_eq!(v(euc_dist(&[0.0, 0.0], &[3.0, 4.0])), 5.0);
+        assert_eq!(v(max_abs_err(&[1.0, -2.0], &[1.5, 1.0])), 3.0);
+        assert_eq!(max_abs_err(&[f64::NAN], &[1.0]), Metric::Text("Nan"));
+    }
+
+    #[test]
+    fn relative_errors_against_hand_values() {
+        let eps = f32::EPSILON as f64;
+        // |(1.1-1)/1| = 0.1, |(2-4)/4| = 0.5
+        assert!((v(max_relative_err(&[1.1, 2.0], &[1.0, 4.0], eps)) - 0.5).abs() < 1e-12);
+        // zero bench: eps added to both sides → (0+eps - eps)/eps = 0
+        assert_eq!(v(max_relative_err(&[0.0], &[0.0], eps)), 0.0);
+        // errors 0.0005, 0.003, 0.01 → below 0.001: 1 of 3; below 0.005: 2 of 3
+        let a = [1.0005, 1.003, 1.01];
+        let b = [1.0, 1.0, 1.0];
+        assert!((v(err_ratio(&a, &b, eps, 0.001)) - 0.333333333333).abs() < 1e-12);
+        assert!((v(err_ratio(&a, &b, eps, 0.005)) - 0.666666666667).abs() < 1e-12);
+    }
+
+    #[test]
+    fn statistics_diffs() {
+        let (d, r) = stat_diff(Some(&PyVal::Float(1.5)), Some(&PyVal::Float(1.0)));
+        assert_eq!(d, PyVal::Float(0.5));
+        assert_eq!(r, PyVal::Str("50.0%".into()));
+        let (d, r) = stat_diff(Some(&PyVal::Int(64)), Some(&PyVal::Int(64)));
+        assert_eq!(d, PyVal::Int(0));
+        assert_eq!(r, PyVal::Str("0.0%".into()));
+        let (_, r) = stat_diff(Some(&PyVal::Float(1.0)), Some(&PyVal::Float(0.0)));
+        assert_eq!(r, PyVal::Str("N/A".into()));
+        let (d, r) = stat_diff(Some(&PyVal::Float(f64::INFINITY)), Some(&PyVal::Float(f64::INFINITY)));
+        assert_eq!((d, r), (PyVal::Str("Nan".into()), PyVal::Str("Nan".into())));
+        let (d, _) = stat_diff(Some(&PyVal::Str("x".into())), Some(&PyVal::Float(1.0)));
+        assert_eq!(d, PyVal::Str("N/A".into()));
+    }
+}

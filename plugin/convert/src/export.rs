@@ -1,0 +1,147 @@
+//! Graphs → `tb_nodes` / `tb_stack` / `tb_config` rows, as msprobe exports them.
+//!
+//! `node_order` is the post-order index; stacks are de-duplicated per graph in that order
+//! (`stack_id = <graph_id>_<k>`); JSON columns are written with Python's `json.dumps` layout.
+
+use std::collections::HashMap;
+
+use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
+use serde_json::json;
+
+use crate::format::{node_data_json, FormatOptions};
+use crate::graph::Graph;
+use crate::pyjson;
+
+/// Where a graph's rows go.
+pub struct ExportContext {
+    pub data_source: &'static str,
+    pub step: i64,
+    pub rank: i64,
+    pub dump_data_dir: Option<String>,
+    pub keep_md5: bool,
+}
+
+/// Appends the rows of one graph.
+pub fn export_graph(
+    g: &Graph,
+    ctx: &ExportContext,
+    rows: &mut Vec<NodeRow>,
+    stacks: &mut Vec<(String, String)>,
+) {
+    let graph_id = format!("{}_{}_{}", ctx.data_source, ctx.step, ctx.rank);
+    let mut stack_ids: HashMap<String, String> = HashMap::new();
+    let order = g.post_order();
+    rows.reserve(order.len());
+    for (node_order, &n) in order.iter().enumerate() {
+        let node = &g.nodes[n];
+        let stack_text = pyjson::str_list(&node.stack);
+        let next = stack_ids.len();
+        let stack_id = stack_ids
+            .entry(stack_text)
+            .or_insert_with_key(|text| {
+                let id = format!("{graph_id}_{next}");
+                stacks.push((id.clone(), text.clone()));
+                id
+            })
+            .clone();
+        let children: Vec<&str> = node
+            .children
+            .iter()
+            .map(|&c| g.nodes[c].id.as_str())
+            .collect();
+        let fmt = FormatOptions {
+            keep_md5: ctx.keep_md5,
+            batch_p2p: node.id.contains("batch_isend_irecv"),
+        };
+        rows.push(NodeRow {
+            id: format!("{graph_id}_{}", node.id),
+            graph_id: graph_id.clone(),
+            node_order: node_order as i64,
+            node_name: node.id.clone(),
+            node_type: (node.op as i32).to_string(),
+            up_node: node
+                .parent
+                .map(|p| g.nodes[p].id.clone())
+                .unwrap_or_default(),
+            sub_nodes: if children.is_empty() {
+                String::new()
+            } else {
+                pyjson::str_list(&children)
+            },
+            precision_index: node.precision_index,
+            overflow_level: node.overflow_level.map(str::to_string),
+            micro_step_id: node.micro_step_id.unwrap_or(0),
+            matched_node_link: pyjson::str_list(&node.matched_link),
+            stack_id,
+            parallel_merge_info: String::new(),
+            matched_distributed: "{}".into(),
+            modified: 0,
+            input_data: node_data_json(&node.input, fmt),
+            output_data: node_data_json(&node.output, fmt),
+            data_source: ctx.data_source.to_string(),
+            dump_data_dir: ctx.dump_data_dir.clone(),
+            step: ctx.step,
+            rank: ctx.rank,
+            is_distributed: i64::from(node.id.starts_with("Distributed")),
+        });
+    }
+}
+
+const UNMATCHED: (&str, &str) = ("比对过程中节点未匹配上", "unmatched node");
+
+/// The `tb_config` row.
+pub fn config_row(
+    compare: bool,
+    task: &str,
+    micro_steps: i64,
+    overflow_check: bool,
+    ranks: &[i64],
+    steps: &[i64],
+) -> ConfigRow {
+    let (tool_tip, node_colors) = if compare {
+        let (tip, pass, other) = match task {
+            "md5" => (
+                json!({"md5": "数据MD5信息，用于比较两个数据信息是否完全一致"}),
+                "与标杆相比, 此节点所有输入输出的md5值相同",
+                "与标杆相比, 此节点任意输入输出的md5值不同",
+            ),
+            "all" => (
+                json!({"Cosine": "", "EucDist": "", "MaxAbsErr": "", "MaxRelativeErr": "",
+                       "One Thousandth Err Ratio": "", "Five Thousandths Err Ratio": ""}),
+                "此节点所有输入输出的 tensor 误差, 颜色越深代表调试侧与标杆侧的偏差越大",
+                "此节点所有输入输出的 tensor 误差, 颜色越深代表调试侧与标杆侧的偏差越大",
+            ),
+            _ => (
+                json!({"Max diff": "NPU与标杆API统计信息比对，最大值的差值",
+                       "Min diff": "NPU与标杆API统计信息比对，最小值的差值",
+                       "Mean diff": "NPU与标杆API统计信息比对，平均值的差值",
+                       "L2norm diff": "NPU与标杆API统计信息比对，2范数（平方根）的差值"}),
+                "此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大",
+                "此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大",
+            ),
+        };
+        let colors = json!({
+            "#FFFCF3": {"value": [0, 0.3], "description": pass, "accuracy_level": "pass"},
+            "#FFDC7F": {"value": [0.3, 0.6], "description": other, "accuracy_level": "warning"},
+            "#FF704D": {"value": [0.6, 1], "description": other, "accuracy_level": "error"},
+            "#C7C7C7": {"value": [], "description": UNMATCHED.0, "accuracy_level": UNMATCHED.1},
+        });
+        (Some(pyjson::value(&tip)), pyjson::value(&colors))
+    } else {
+        (None, "null".to_string())
+    };
+    let ints = |v: &[i64]| {
+        let parts: Vec<String> = v.iter().map(i64::to_string).collect();
+        format!("[{}]", parts.join(", "))
+    };
+    ConfigRow {
+        graph_type: if compare { "compare" } else { "build" }.into(),
+        task: task.to_string(),
+        tool_tip,
+        micro_steps,
+        overflow_check: i64::from(overflow_check),
+        node_colors,
+        rank_list: ints(ranks),
+        step_list: ints(steps),
+    }
+}

@@ -1,0 +1,126 @@
+//! Node data as the `.vis.db` stores it (msprobe's `format_node_data`).
+//!
+//! Every value becomes text: strings lose their `'` quotes and long decimal strings are rounded
+//! to 6 places (`"0.0722801234%"` → `"0.072280%"`), `None` becomes `"null"`, other values are
+//! Python's `str()`. An item whose `Max` ends up `"null"` (a `None` in the dump) collapses to
+//! `{"value": "null"}`.
+
+use graph_ascend_dump::{Item, PyVal};
+
+use crate::pyjson::push_str;
+
+/// What to drop from items.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FormatOptions {
+    /// Keep the `md5` field (md5 compare mode).
+    pub keep_md5: bool,
+    /// The node is a `batch_isend_irecv` (its p2p fields are dropped).
+    pub batch_p2p: bool,
+}
+
+const PROCESS_GROUP_KEYS: [&str; 4] = ["type", "group_ranks", "group_id", "data_name"];
+
+/// `json.dumps(format_node_data(items))`.
+pub fn node_data_json(items: &[(String, Item)], opts: FormatOptions) -> String {
+    let mut out = String::from("{");
+    for (i, (name, item)) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_str(&mut out, name);
+        out.push_str(": ");
+        push_item(&mut out, item, opts);
+    }
+    out.push('}');
+    out
+}
+
+fn push_item(out: &mut String, item: &Item, opts: FormatOptions) {
+    let is_group = item.get("type").and_then(PyVal::as_str) == Some("torch.ProcessGroup");
+    let mut fields: Vec<(&str, String)> = Vec::with_capacity(item.fields.len());
+    for (k, v) in &item.fields {
+        let k = k.as_str();
+        if k == "state" || k == "full_op_name" || (k == "md5" && !opts.keep_md5) {
+            continue;
+        }
+        if opts.batch_p2p && matches!(k, "op" | "peer" | "tag" | "group_id") {
+            continue;
+        }
+        if is_group && !PROCESS_GROUP_KEYS.contains(&k) {
+            continue;
+        }
+        fields.push((k, value_text(v)));
+    }
+    if fields.iter().any(|(k, v)| *k == "Max" && v == "null") {
+        out.push_str("{\"value\": \"null\"}");
+        return;
+    }
+    out.push('{');
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_str(out, k);
+        out.push_str(": ");
+        push_str(out, v);
+    }
+    out.push('}');
+}
+
+/// One value as msprobe writes it.
+pub fn value_text(v: &PyVal) -> String {
+    match v {
+        PyVal::None => "null".into(),
+        PyVal::Str(s) => {
+            let s = s.replace('\'', "");
+            if s == "None" || s == " " {
+                return "null".into();
+            }
+            round_decimal(&s).unwrap_or(s)
+        }
+        other => other.py_str(),
+    }
+}
+
+/// `^\d{1,20}\.\d{1,20}%?$` with more than 6 decimals → rounded to 6.
+fn round_decimal(s: &str) -> Option<String> {
+    let (body, pct) = match s.strip_suffix('%') {
+        Some(b) => (b, "%"),
+        None => (s, ""),
+    };
+    let (int, frac) = body.split_once('.')?;
+    let digits = |t: &str| !t.is_empty() && t.len() <= 20 && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !digits(frac) || frac.len() <= 6 {
+        return None;
+    }
+    let f: f64 = body.parse().ok()?;
+    Some(format!("{f:.6}{pct}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_become_msprobe_text() {
+        assert_eq!(value_text(&PyVal::Str("2.2248543%".into())), "2.224854%");
+        assert_eq!(value_text(&PyVal::Str("68.75%".into())), "68.75%");
+        assert_eq!(value_text(&PyVal::Str("-0.12345678".into())), "-0.12345678");
+        assert_eq!(value_text(&PyVal::Str("<class 'int'>".into())), "<class int>");
+        assert_eq!(value_text(&PyVal::Float(1e-5)), "1e-05");
+        assert_eq!(value_text(&PyVal::Bool(false)), "False");
+        assert_eq!(value_text(&PyVal::None), "null");
+    }
+
+    #[test]
+    fn null_max_collapses() {
+        let item = Item {
+            fields: vec![
+                ("Max".into(), PyVal::None),
+                ("data_name".into(), PyVal::Str("-1".into())),
+            ],
+        };
+        let s = node_data_json(&[("a.input.0".into(), item)], FormatOptions::default());
+        assert_eq!(s, r#"{"a.input.0": {"value": "null"}}"#);
+    }
+}

@@ -1,0 +1,480 @@
+//! The model graph of one rank, built as msprobe's `GraphBuilder` builds it.
+//!
+//! Nodes live in an arena (`Vec<Node>`, children as indexes) so that a graph of a million nodes
+//! is a few flat allocations. The rules that decide the shape are msprobe's and are documented in
+//! `shared/spec/converter-graph-visualize.md` §3: construct.json order decides child order, a
+//! node only ever takes its first parent, backward nodes with a missing or wrong parent are
+//! repaired from their forward twin, runs of root-level APIs are wrapped in
+//! `Apis_Between_Modules.N`, and parameter gradients hang under their module's last backward call.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use graph_ascend_dump::{parse_op, Construct, DumpFile, Item, StackMap};
+
+/// msprobe's `NodeOp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeOp {
+    Module = 0,
+    FunctionApi = 1,
+    ApiCollection = 9,
+}
+
+impl NodeOp {
+    /// `NodeOp.get_node_op`: module prefixes first, then API prefixes (dots match any char).
+    pub fn classify(id: &str) -> NodeOp {
+        const MODULE: [&str; 5] = ["Module.", "Cell.", "optimizer", "clip_grad", "DefaultModel"];
+        const API: [&str; 12] = [
+            "Tensor.",
+            "Torch.",
+            "Functional.",
+            "NPU.",
+            "VF.",
+            "Distributed.",
+            "Aten.",
+            "Mint.",
+            "Primitive.",
+            "Jit.",
+            "MintFunctional.",
+            "MindSpeed.",
+        ];
+        if MODULE.iter().any(|p| wildcard_prefix(id, p)) {
+            NodeOp::Module
+        } else if API.iter().any(|p| wildcard_prefix(id, p)) {
+            NodeOp::FunctionApi
+        } else {
+            NodeOp::Module
+        }
+    }
+}
+
+/// `re.match(pattern, id)` for a literal pattern whose dots are regex wildcards.
+fn wildcard_prefix(id: &str, pattern: &str) -> bool {
+    let mut chars = id.chars();
+    pattern.chars().all(|p| match chars.next() {
+        Some(c) => p == '.' || p == c,
+        None => false,
+    })
+}
+
+/// One node.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub id: String,
+    pub op: NodeOp,
+    pub parent: Option<usize>,
+    pub children: Vec<usize>,
+    pub input: Vec<(String, Item)>,
+    pub output: Vec<(String, Item)>,
+    pub stack: Arc<Vec<String>>,
+    pub micro_step_id: Option<i64>,
+    /// Ids from root to the matched node on the other side (`matched_node_link`).
+    pub matched_link: Vec<String>,
+    /// Index of the matched node in the other graph.
+    pub matched: Option<usize>,
+    pub precision_index: Option<f64>,
+    pub overflow_level: Option<&'static str>,
+}
+
+impl Node {
+    fn new(id: &str) -> Node {
+        Node {
+            id: id.to_string(),
+            op: NodeOp::classify(id),
+            parent: None,
+            children: Vec::new(),
+            input: Vec::new(),
+            output: Vec::new(),
+            stack: Arc::new(Vec::new()),
+            micro_step_id: None,
+            matched_link: Vec::new(),
+            matched: None,
+            precision_index: None,
+            overflow_level: None,
+        }
+    }
+}
+
+/// The graph of one rank.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    pub index: HashMap<String, usize>,
+    pub root: usize,
+    /// `megatron_micro_step_number` (Megatron construct.json).
+    pub micro_step_num: Option<i64>,
+}
+
+pub const ROOT_ID: &str = "DefaultModel";
+const NO_FORWARD_STACK: &str =
+    "This backward node cannot find the forward node and cannot retrieve stack information.";
+
+impl Graph {
+    fn empty() -> Graph {
+        let mut g = Graph {
+            nodes: vec![Node::new(ROOT_ID)],
+            index: HashMap::new(),
+            root: 0,
+            micro_step_num: None,
+        };
+        g.index.insert(ROOT_ID.to_string(), 0);
+        g
+    }
+
+    pub fn get(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
+    fn add_node(&mut self, id: &str) -> usize {
+        if let Some(i) = self.get(id) {
+            return i;
+        }
+        let i = self.nodes.len();
+        self.nodes.push(Node::new(id));
+        self.index.insert(id.to_string(), i);
+        i
+    }
+
+    fn set_parent(&mut self, child: usize, parent: usize) {
+        if child == parent || self.nodes[child].parent.is_some() || child == self.root {
+            return;
+        }
+        self.nodes[child].parent = Some(parent);
+        self.nodes[parent].children.push(child);
+    }
+
+    /// Builds the graph of one dump folder.
+    pub fn build(construct: &Construct, dump: &DumpFile, stacks: &StackMap) -> Graph {
+        let mut g = Graph::empty();
+        g.micro_step_num = construct.micro_step_num;
+        let parents: HashMap<&str, Option<&str>> = construct
+            .entries
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_deref()))
+            .collect();
+        for (sub, up) in &construct.entries {
+            let up = match up {
+                Some(up) => backward_inplace(&parents, sub, up),
+                None => backward_upnode_missing(&parents, sub),
+            };
+            let parent = match up {
+                Some(up) => g.create_node(&up, dump, stacks, construct),
+                None => g.root,
+            };
+            let node = g.create_node(sub, dump, stacks, construct);
+            g.set_parent(node, parent);
+        }
+        g.collect_apis_between_modules();
+        g.add_parameters_grad(dump, stacks);
+        g
+    }
+
+    fn create_node(
+        &mut self,
+        id: &str,
+        dump: &DumpFile,
+        stacks: &StackMap,
+        construct: &Construct,
+    ) -> usize {
+        if let Some(i) = self.get(id) {
+            return i;
+        }
+        let i = self.add_node(id);
+        let node = &mut self.nodes[i];
+        if let Some(entry) = dump.data.get(id) {
+            let d = parse_op(id, entry);
+            node.input = d.input;
+            node.output = d.output;
+        }
+        node.stack = stack_of(id, stacks);
+        node.micro_step_id = construct.micro_step.get(id).copied();
+        i
+    }
+
+    /// Wraps runs of two or more consecutive root-level APIs into `Apis_Between_Modules.<k>`.
+    fn collect_apis_between_modules(&mut self) {
+        let root = self.root;
+        let children = std::mem::take(&mut self.nodes[root].children);
+        let mut new_children = Vec::with_capacity(children.len());
+        let mut counter = 0usize;
+        let mut i = 0;
+        while i < children.len() {
+            let mut j = i;
+            while j < children.len() && self.nodes[children[j]].op == NodeOp::FunctionApi {
+                j += 1;
+            }
+            if j - i >= 2 {
+                let id = format!("Apis_Between_Modules.{counter}");
+                counter += 1;
+                let c = self.add_node(&id);
+                self.nodes[c].op = NodeOp::ApiCollection;
+                self.nodes[c].parent = Some(root);
+                self.nodes[c].micro_step_id = self.nodes[children[i]].micro_step_id;
+                for &api in &children[i..j] {
+                    self.nodes[api].parent = Some(c);
+                    self.nodes[c].children.push(api);
+                }
+                new_children.push(c);
+                i = j;
+            } else {
+                new_children.push(children[i]);
+                i += 1;
+            }
+        }
+        self.nodes[root].children = new_children;
+    }
+
+    /// Dump keys `<prefix>.parameters_grad[.N]` not yet in the graph become nodes under the
+    /// module's last backward call `<prefix>.backward.<max N>`.
+    fn add_parameters_grad(&mut self, dump: &DumpFile, stacks: &StackMap) {
+        let mut backward_max: HashMap<String, (u64, usize)> = HashMap::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some((prefix, num)) = n.id.rsplit_once(".backward.") {
+                if let Ok(num) = num.parse::<u64>() {
+                    let e = backward_max.entry(prefix.to_string()).or_insert((num, i));
+                    if num >= e.0 {
+                        *e = (num, i);
+                    }
+                }
+            }
+        }
+        for (key, entry) in &dump.data {
+            if self.index.contains_key(key) {
+                continue;
+            }
+            let Some(prefix) = parameters_grad_prefix(key) else {
+                continue;
+            };
+            let Some(&(_, parent)) = backward_max.get(prefix) else {
+                continue;
+            };
+            let i = self.add_node(key);
+            let d = parse_op(key, entry);
+            self.nodes[i].input = d.input;
+            self.nodes[i].output = d.output;
+            self.nodes[i].stack = stack_of(key, stacks);
+            self.set_parent(i, parent);
+        }
+    }
+
+    /// Nodes reachable from the root in post-order (children in order, then the node).
+    pub fn post_order(&self) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.nodes.len());
+        let mut stack: Vec<(usize, usize)> = vec![(self.root, 0)];
+        while let Some((n, next)) = stack.pop() {
+            let children = &self.nodes[n].children;
+            if next < children.len() {
+                stack.push((n, next + 1));
+                stack.push((children[next], 0));
+            } else {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    /// Breadth-first order from the root (msprobe's matching walk).
+    pub fn bfs(&self) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.nodes.len());
+        out.push(self.root);
+        let mut i = 0;
+        while i < out.len() {
+            let n = out[i];
+            out.extend_from_slice(&self.nodes[n].children);
+            i += 1;
+        }
+        out
+    }
+
+    /// Ids from the root down to the parent of `n`.
+    pub fn ancestors(&self, n: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut cur = self.nodes[n].parent;
+        while let Some(p) = cur {
+            ids.push(self.nodes[p].id.clone());
+            cur = self.nodes[p].parent;
+        }
+        ids.reverse();
+        ids
+    }
+
+    /// Assigns micro steps (msprobe's `paging_by_micro_step`); returns their number.
+    pub fn paging_by_micro_step(&mut self, other: Option<&mut Graph>) -> i64 {
+        if let Some(n) = self.micro_step_num {
+            return n + 1;
+        }
+        let root = self.root;
+        let children = self.nodes[root].children.clone();
+        let mut batch = 0i64;
+        let mut seen_backward = false;
+        let mut assigned: Vec<(usize, i64)> = Vec::with_capacity(children.len());
+        for &c in &children {
+            let node = &self.nodes[c];
+            if node.op == NodeOp::Module {
+                if node.id.contains(".forward.") && seen_backward {
+                    batch += 1;
+                    seen_backward = false;
+                } else if node.id.contains(".backward.") {
+                    seen_backward = true;
+                }
+            }
+            assigned.push((c, batch));
+        }
+        for &(c, b) in &assigned {
+            self.set_micro_step_down(c, b);
+        }
+        if let Some(other) = other {
+            let mut done = vec![false; other.nodes.len()];
+            for &(c, b) in &assigned {
+                if let Some(m) = self.nodes[c].matched {
+                    other.set_micro_step_down(m, b);
+                    done[m] = true;
+                }
+            }
+            let bench_children = other.nodes[other.root].children.clone();
+            for c in bench_children {
+                if !done[c] {
+                    let b = other.nodes[c]
+                        .id
+                        .rsplit('.')
+                        .next()
+                        .and_then(|s| s.parse::<i64>().ok())
+                        .unwrap_or(0);
+                    other.set_micro_step_down(c, b);
+                }
+            }
+        }
+        batch + 1
+    }
+
+    fn set_micro_step_down(&mut self, n: usize, step: i64) {
+        let mut stack = vec![n];
+        while let Some(x) = stack.pop() {
+            self.nodes[x].micro_step_id = Some(step);
+            stack.extend_from_slice(&self.nodes[x].children);
+        }
+    }
+}
+
+/// `true` for `…parameters_grad[.N]` node ids.
+pub fn is_parameters_grad_id(id: &str) -> bool {
+    parameters_grad_prefix(id).is_some()
+}
+
+fn stack_of(id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
+    if let Some(s) = stacks.get(id) {
+        return Arc::clone(s);
+    }
+    if !id.contains("backward") {
+        return Arc::new(Vec::new());
+    }
+    let forward = match module_backward(id) {
+        Some((prefix, _)) => format!("{prefix}.forward.0"),
+        None => id.replace("backward", "forward"),
+    };
+    match stacks.get(&forward) {
+        Some(s) => Arc::clone(s),
+        None => Arc::new(vec![NO_FORWARD_STACK.to_string()]),
+    }
+}
+
+/// `(prefix, N)` for ids ending in `.backward.N`.
+fn module_backward(id: &str) -> Option<(&str, &str)> {
+    let (prefix, num) = id.rsplit_once(".backward.")?;
+    (!num.is_empty() && num.bytes().all(|b| b.is_ascii_digit())).then_some((prefix, num))
+}
+
+/// `(prefix, N)` for ids ending in `.forward.N`.
+fn module_forward(id: &str) -> Option<(&str, &str)> {
+    let (prefix, num) = id.rsplit_once(".forward.")?;
+    (!num.is_empty() && num.bytes().all(|b| b.is_ascii_digit())).then_some((prefix, num))
+}
+
+/// The forward twin of a backward id (module or API style).
+fn forward_twin(sub: &str) -> Option<String> {
+    if let Some((prefix, num)) = module_backward(sub) {
+        return Some(format!("{prefix}.forward.{num}"));
+    }
+    sub.strip_suffix(".backward").map(|p| format!("{p}.forward"))
+}
+
+/// The backward twin of a forward parent id.
+fn backward_of_parent(parent: &str) -> String {
+    match module_forward(parent) {
+        Some((prefix, num)) => format!("{prefix}.backward.{num}"),
+        None => match parent.strip_suffix(".forward") {
+            Some(p) => format!("{p}.backward"),
+            None => parent.to_string(),
+        },
+    }
+}
+
+/// msprobe's `_handle_backward_upnode_missing`.
+fn backward_upnode_missing(parents: &HashMap<&str, Option<&str>>, sub: &str) -> Option<String> {
+    let forward = forward_twin(sub)?;
+    let fparent = (*parents.get(forward.as_str())?)?;
+    let candidate = backward_of_parent(fparent);
+    parents
+        .contains_key(candidate.as_str())
+        .then_some(candidate)
+}
+
+/// msprobe's `_handle_backward_inplace`.
+fn backward_inplace(parents: &HashMap<&str, Option<&str>>, sub: &str, up: &str) -> Option<String> {
+    let sub_segs: Vec<&str> = sub.split('.').collect();
+    let up_segs: Vec<&str> = up.split('.').collect();
+    let is_backward = sub_segs.len() >= 2 && sub_segs[sub_segs.len() - 2] == "backward";
+    if !is_backward || sub_segs.len() < 5 || up_segs.len() < 4 {
+        return Some(up.to_string());
+    }
+    if sub_segs[..sub_segs.len() - 4] == up_segs[..up_segs.len() - 3] {
+        return Some(up.to_string());
+    }
+    let Some(forward) = forward_twin(sub) else {
+        return Some(up.to_string());
+    };
+    match parents.get(forward.as_str()) {
+        Some(Some(fparent)) => Some(backward_of_parent(fparent)),
+        Some(None) => None,
+        None => Some(up.to_string()),
+    }
+}
+
+/// `<prefix>` of ids matching `<prefix>.parameters_grad` or `<prefix>.parameters_grad.N`.
+fn parameters_grad_prefix(key: &str) -> Option<&str> {
+    if let Some(p) = key.strip_suffix(".parameters_grad") {
+        return Some(p);
+    }
+    let (head, num) = key.rsplit_once('.')?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    head.strip_suffix(".parameters_grad")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_like_msprobe() {
+        assert_eq!(NodeOp::classify("Module.fc.Linear.forward.0"), NodeOp::Module);
+        assert_eq!(NodeOp::classify("Torch.matmul.0.forward"), NodeOp::FunctionApi);
+        assert_eq!(NodeOp::classify("optimizer"), NodeOp::Module);
+        assert_eq!(NodeOp::classify("Something.else"), NodeOp::Module);
+        assert_eq!(NodeOp::classify("TensorXadd"), NodeOp::FunctionApi);
+    }
+
+    #[test]
+    fn parameters_grad_names() {
+        assert_eq!(
+            parameters_grad_prefix("Module.fc.Linear.parameters_grad.0"),
+            Some("Module.fc.Linear")
+        );
+        assert_eq!(
+            parameters_grad_prefix("Module.fc.Linear.parameters_grad"),
+            Some("Module.fc.Linear")
+        );
+        assert_eq!(parameters_grad_prefix("Module.fc.Linear.forward.0"), None);
+    }
+}

@@ -1,0 +1,169 @@
+//! Pairs target ("NPU") nodes with golden ("Bench") nodes, as msprobe's `GraphComparator` does.
+//!
+//! - default: same id and the same chain of ancestor ids;
+//! - `-fm` (fuzzy): modules by id alone, then the APIs directly under each matched pair by name
+//!   and order of appearance (call counters ignored);
+//! - `-lm` (bare): ids alone, without the ancestor check (the link then carries the other side's
+//!   ancestors).
+//!
+//! Walks the target graph breadth-first from the root, like msprobe.
+
+use std::collections::HashMap;
+
+use crate::graph::{Graph, NodeOp};
+use crate::{ConvertError, ConvertOptions, LayerMapping, RankDump};
+
+/// Matches the two graphs, filling `matched` and `matched_link` on both sides.
+pub fn match_graphs(
+    opts: &ConvertOptions,
+    npu_dump: &RankDump,
+    bench_dump: &RankDump,
+    npu: &mut Graph,
+    bench: &mut Graph,
+) -> Result<(), ConvertError> {
+    let cross = framework_family(&npu_dump.dump.framework)
+        != framework_family(&bench_dump.dump.framework);
+    if cross && opts.layer_mapping == LayerMapping::None {
+        return Err(ConvertError::Usage(format!(
+            "{} ({}) and {} ({}) come from different frameworks: cross-framework comparison \
+             needs -lm/--layer_mapping",
+            npu_dump.dir.display(),
+            npu_dump.dump.framework,
+            bench_dump.dir.display(),
+            bench_dump.dump.framework
+        )));
+    }
+    match &opts.layer_mapping {
+        LayerMapping::File(path) => {
+            return Err(ConvertError::Input {
+                path: path.clone(),
+                message: "layer mapping YAML files are not supported yet (bare -lm is)".into(),
+            })
+        }
+        LayerMapping::Bare => match_by_id(npu, bench),
+        LayerMapping::None if opts.fuzzy_match => match_fuzzy(npu, bench),
+        LayerMapping::None => match_default(npu, bench),
+    }
+    Ok(())
+}
+
+fn framework_family(f: &str) -> &str {
+    match f {
+        "mindtorch" => "mindspore",
+        "" => "pytorch",
+        other => other,
+    }
+}
+
+fn link(npu: &mut Graph, bench: &mut Graph, n: usize, b: usize, npu_link: Vec<String>, bench_link: Vec<String>) {
+    npu.nodes[n].matched = Some(b);
+    npu.nodes[n].matched_link = npu_link;
+    bench.nodes[b].matched = Some(n);
+    bench.nodes[b].matched_link = bench_link;
+}
+
+fn match_default(npu: &mut Graph, bench: &mut Graph) {
+    for n in npu.bfs() {
+        let Some(b) = bench.get(&npu.nodes[n].id) else {
+            continue;
+        };
+        if bench.nodes[b].matched.is_some() {
+            continue;
+        }
+        let anc = npu.ancestors(n);
+        if anc != bench.ancestors(b) {
+            continue;
+        }
+        let mut l = anc;
+        l.push(bench.nodes[b].id.clone());
+        link(npu, bench, n, b, l.clone(), l);
+    }
+}
+
+fn match_by_id(npu: &mut Graph, bench: &mut Graph) {
+    for n in npu.bfs() {
+        let Some(b) = bench.get(&npu.nodes[n].id) else {
+            continue;
+        };
+        let mut nl = bench.ancestors(b);
+        nl.push(bench.nodes[b].id.clone());
+        let mut bl = npu.ancestors(n);
+        bl.push(npu.nodes[n].id.clone());
+        link(npu, bench, n, b, nl, bl);
+    }
+}
+
+/// The fuzzy key of an API: call counters and `_rank<N>` suffixes removed.
+fn fuzzy_key(id: &str) -> String {
+    let segs: Vec<&str> = id.split('.').collect();
+    let mut kept: Vec<String> = Vec::with_capacity(segs.len());
+    for (i, s) in segs.iter().enumerate() {
+        let inner = i > 0 && i + 1 < segs.len();
+        if inner && !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let s = match s.rfind("_rank") {
+            Some(p) if s[p + 5..].bytes().all(|b| b.is_ascii_digit()) && p + 5 < s.len() => &s[..p],
+            _ => s,
+        };
+        kept.push(s.to_string());
+    }
+    kept.join(".")
+}
+
+fn api_children_keys(g: &Graph, n: usize) -> HashMap<String, usize> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let mut out = HashMap::new();
+    for &c in &g.nodes[n].children {
+        if g.nodes[c].op != NodeOp::FunctionApi {
+            continue;
+        }
+        let base = fuzzy_key(&g.nodes[c].id);
+        let k = counts.entry(base.clone()).or_insert(0);
+        *k += 1;
+        out.insert(format!("{base}.{k}"), c);
+    }
+    out
+}
+
+fn match_fuzzy(npu: &mut Graph, bench: &mut Graph) {
+    for n in npu.bfs() {
+        if npu.nodes[n].op == NodeOp::FunctionApi {
+            continue;
+        }
+        let Some(b) = bench.get(&npu.nodes[n].id) else {
+            continue;
+        };
+        let mut nl = npu.ancestors(n);
+        nl.push(bench.nodes[b].id.clone());
+        let mut bl = bench.ancestors(b);
+        bl.push(npu.nodes[n].id.clone());
+        link(npu, bench, n, b, nl, bl);
+        let bench_keys = api_children_keys(bench, b);
+        let npu_keys = api_children_keys(npu, n);
+        let mut pairs: Vec<(usize, usize)> = npu_keys
+            .iter()
+            .filter_map(|(k, &nc)| bench_keys.get(k).map(|&bc| (nc, bc)))
+            .collect();
+        pairs.sort();
+        for (nc, bc) in pairs {
+            let mut nl = npu.ancestors(nc);
+            nl.push(bench.nodes[bc].id.clone());
+            let mut bl = bench.ancestors(bc);
+            bl.push(npu.nodes[nc].id.clone());
+            link(npu, bench, nc, bc, nl, bl);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuzzy_keys_drop_counters() {
+        assert_eq!(fuzzy_key("Functional.linear.5.forward"), "Functional.linear.forward");
+        assert_eq!(fuzzy_key("Torch.matmul_rank1.3.forward"), "Torch.matmul.forward");
+        assert_eq!(fuzzy_key("Tensor.__add__.0.backward"), "Tensor.__add__.backward");
+    }
+}

@@ -1,0 +1,211 @@
+//! Our output against msprobe's own `.vis.db` for every carried fixture case.
+//!
+//! Each case runs the converter on the real dumps in `tests/fixtures/dumps/` with the arguments
+//! msprobe was run with (see each case's `run.log`) and compares the result node by node with
+//! msprobe's file (`tests/fixtures/upstream_vis/<case>/*.vis.db.xz`) using the project's diff
+//! tool. Cases we do not match yet are `#[ignore]`d with the reason, so they stay visible.
+
+use std::path::{Path, PathBuf};
+
+use graph_ascend_convert::{convert, ConvertOptions, LayerMapping};
+use graph_ascend_visdb::diff::{diff_files, DiffOptions};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+/// The single rank folder of `<dump>/step0/` (`proc<pid>` or `rank0`).
+fn rank_dir(dump: &str) -> PathBuf {
+    let step = fixtures().join("dumps").join(dump).join("step0");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&step)
+        .unwrap_or_else(|e| panic!("{}: {e}", step.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs.remove(0)
+}
+
+fn upstream_db(case: &str, into: &Path) -> PathBuf {
+    let dir = fixtures().join("upstream_vis").join(case);
+    let xz = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".vis.db.xz"))
+        .unwrap_or_else(|| panic!("no .vis.db.xz in {}", dir.display()));
+    let mut input = std::io::BufReader::new(std::fs::File::open(&xz).unwrap());
+    let out_path = into.join("upstream.vis.db");
+    let mut out = std::fs::File::create(&out_path).unwrap();
+    lzma_rs::xz_decompress(&mut input, &mut out).unwrap();
+    out_path
+}
+
+fn run_case(case: &str, target: PathBuf, golden: Option<PathBuf>, tweak: impl Fn(&mut ConvertOptions)) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = ConvertOptions {
+        target,
+        golden,
+        output: tmp.path().join("out"),
+        ..Default::default()
+    };
+    tweak(&mut opts);
+    let ours = convert(&opts, &|_| {}).unwrap_or_else(|e| panic!("{case}: conversion failed: {e}"));
+    let theirs = upstream_db(case, tmp.path());
+    let report = diff_files(&ours, &theirs, DiffOptions::default()).unwrap();
+    assert!(
+        report.is_equal(),
+        "{case}: {} difference(s) ({} rows ours, {} rows msprobe):\n{}",
+        report.total,
+        report.rows_left,
+        report.rows_right,
+        report.differences.join("\n")
+    );
+}
+
+fn dump(name: &str) -> PathBuf {
+    fixtures().join("dumps").join(name)
+}
+
+#[test]
+fn build_mlp_step0() {
+    run_case("build_mlp_step0", rank_dir("mlp_stats"), None, |_| {});
+}
+
+#[test]
+fn build_mlp_steps() {
+    run_case("build_mlp_steps", dump("mlp_stats"), None, |_| {});
+}
+
+#[test]
+fn build_mlp_overflow_oc() {
+    run_case("build_mlp_overflow_oc", rank_dir("mlp_overflow"), None, |o| {
+        o.overflow_check = true
+    });
+}
+
+#[test]
+fn compare_mlp_overflow_oc() {
+    run_case(
+        "compare_mlp_overflow_oc",
+        rank_dir("mlp_overflow"),
+        Some(rank_dir("mlp_stats")),
+        |o| o.overflow_check = true,
+    );
+}
+
+#[test]
+fn build_tf_stats() {
+    run_case("build_tf_stats", rank_dir("tf_stats_a"), None, |_| {});
+}
+
+#[test]
+fn build_tf_l0() {
+    run_case("build_tf_L0", rank_dir("tf_L0_a"), None, |_| {});
+}
+
+#[test]
+fn compare_tf_stats() {
+    run_case(
+        "compare_tf_stats",
+        rank_dir("tf_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |_| {},
+    );
+}
+
+#[test]
+fn compare_tf_stats_steps() {
+    run_case(
+        "compare_tf_stats_steps",
+        dump("tf_stats_b"),
+        Some(dump("tf_stats_a")),
+        |_| {},
+    );
+}
+
+#[test]
+fn compare_tf_stats_oc() {
+    run_case(
+        "compare_tf_stats_oc",
+        rank_dir("tf_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |o| o.overflow_check = true,
+    );
+}
+
+#[test]
+fn compare_tf_stats_fm() {
+    run_case(
+        "compare_tf_stats_fm",
+        rank_dir("tf_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |o| o.fuzzy_match = true,
+    );
+}
+
+#[test]
+fn compare_tf_stats_lm_bare() {
+    run_case(
+        "compare_tf_stats_lm_bare",
+        rank_dir("tf_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |o| o.layer_mapping = LayerMapping::Bare,
+    );
+}
+
+#[test]
+fn compare_tf_renamed_nolm() {
+    run_case(
+        "compare_tf_renamed_nolm",
+        rank_dir("tf_renamed_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |_| {},
+    );
+}
+
+#[test]
+fn compare_tf_renamed_lm_bare() {
+    run_case(
+        "compare_tf_renamed_lm_bare",
+        rank_dir("tf_renamed_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |o| o.layer_mapping = LayerMapping::Bare,
+    );
+}
+
+#[test]
+fn compare_tf_md5() {
+    run_case(
+        "compare_tf_md5",
+        rank_dir("tf_md5_b"),
+        Some(rank_dir("tf_md5_a")),
+        |_| {},
+    );
+}
+
+#[test]
+fn build_dist_ranks() {
+    run_case("build_dist_ranks", dump("dist_stats_a").join("step0"), None, |_| {});
+}
+
+#[test]
+fn compare_dist_ranks() {
+    run_case(
+        "compare_dist_ranks",
+        dump("dist_stats_b").join("step0"),
+        Some(dump("dist_stats_a").join("step0")),
+        |_| {},
+    );
+}
+
+#[test]
+fn compare_dist_ranks_oc() {
+    run_case(
+        "compare_dist_ranks_oc",
+        dump("dist_stats_b").join("step0"),
+        Some(dump("dist_stats_a").join("step0")),
+        |o| o.overflow_check = true,
+    );
+}
