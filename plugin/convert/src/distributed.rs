@@ -1,9 +1,225 @@
 //! Communication links between ranks (`matched_distributed`), msprobe's `distributed_analyzer`.
 //!
-//! Only in rank/step folder modes: for every `Distributed.*` node, the peers it sends to or
-//! receives from on other ranks, with the peer's precision index (or overflow level with `-oc`).
+//! Only in rank/step folder modes. Every `Distributed.*` node of a rank gets a unique id: p2p
+//! ops `<api>rank<peer>_<n>`, collectives `<group_id><api>_<n>` (n counts per rank, from 1).
+//! A p2p op is linked to the peer op with the mirrored id on the peer rank when that op points
+//! back; a collective to the op with the same id on every other rank of its group (for
+//! broadcast/scatter/reduce/gather only from the root). Each side lists its peers with the
+//! peer's precision index (or overflow level with `-oc`).
+
+use std::collections::{BTreeMap, HashMap};
 
 use graph_ascend_visdb::writer::NodeRow;
+use serde_json::Value;
+
+use crate::pyjson;
+
+/// How an API communicates.
+enum Kind {
+    /// `(peer api, rank field, communications_type)`.
+    P2p(&'static str, &'static str, &'static str),
+    /// `(root position field, type of the root)`.
+    Rooted(&'static str, &'static str),
+    Collective,
+}
+
+fn kind(api: &str) -> Kind {
+    match api {
+        "send" => Kind::P2p("recv", "dst", "send"),
+        "isend" => Kind::P2p("irecv", "dst", "send"),
+        "recv" => Kind::P2p("send", "src", "receive"),
+        "irecv" => Kind::P2p("isend", "src", "receive"),
+        "broadcast" => Kind::Rooted("1", "send"),
+        "scatter" => Kind::Rooted("src", "send"),
+        "gather" => Kind::Rooted("dst", "receive"),
+        "reduce" => Kind::Rooted("1", "receive"),
+        _ => Kind::Collective,
+    }
+}
+
+fn reverse(t: &str) -> &'static str {
+    match t {
+        "send" => "receive",
+        "receive" => "send",
+        _ => "send_receive",
+    }
+}
+
+struct Op {
+    row: usize,
+    name: String,
+    api: String,
+    input: serde_json::Map<String, Value>,
+}
+
+impl Op {
+    /// `input_data["<id>.input.<name>"][key]` as text (the db stores every value as a string).
+    fn field(&self, name: &str, key: &str) -> Option<String> {
+        let item = self.input.get(&format!("{}.input.{name}", self.name))?;
+        match item.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        }
+    }
+
+    fn int_field(&self, name: &str) -> Option<i64> {
+        self.field(name, "value")?.trim().parse().ok()
+    }
+
+    fn group_ranks(&self) -> Vec<i64> {
+        let Some(text) = self.field("group", "group_ranks") else {
+            return Vec::new();
+        };
+        serde_json::from_str::<Vec<i64>>(&text).unwrap_or_default()
+    }
+}
+
+type Graphs = BTreeMap<(String, i64), BTreeMap<i64, Vec<Op>>>;
 
 /// Fills `matched_distributed` of the rows of `Distributed.*` nodes.
-pub fn link(_rows: &mut [NodeRow], _overflow_check: bool) {}
+pub fn link(rows: &mut [NodeRow], overflow_check: bool) {
+    // data source, step → rank → ops in node order.
+    let mut graphs: Graphs = BTreeMap::new();
+    let mut order: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].is_distributed == 1).collect();
+    order.sort_by_key(|&i| rows[i].node_order);
+    for i in order {
+        let r = &rows[i];
+        let api = r.node_name.split('.').nth(1).unwrap_or("").to_string();
+        let input = match serde_json::from_str::<Value>(&r.input_data) {
+            Ok(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        graphs
+            .entry((r.data_source.clone(), r.step))
+            .or_default()
+            .entry(r.rank)
+            .or_default()
+            .push(Op {
+                row: i,
+                name: r.node_name.clone(),
+                api,
+                input,
+            });
+    }
+    let index_of = |rows: &[NodeRow], i: usize| -> String {
+        if overflow_check {
+            rows[i].overflow_level.clone().unwrap_or_else(|| "Nan".into())
+        } else {
+            match rows[i].precision_index {
+                None => "Nan".into(),
+                Some(p) if p.fract() == 0.0 => format!("{}", p as i64),
+                Some(p) => p.to_string(),
+            }
+        }
+    };
+    let mut results: HashMap<usize, (String, Vec<(i64, String, String)>)> = HashMap::new();
+    for ranks in graphs.values() {
+        // Unique ids per rank.
+        let mut unique: BTreeMap<i64, HashMap<String, usize>> = BTreeMap::new();
+        let mut ids: HashMap<usize, String> = HashMap::new();
+        for (&rank, ops) in ranks {
+            let mut counts: HashMap<String, usize> = HashMap::new();
+            for (k, op) in ops.iter().enumerate() {
+                let key = match kind(&op.api) {
+                    Kind::P2p(_, field, _) => match op.int_field(field) {
+                        Some(t) => format!("{}rank{t}", op.api),
+                        None => continue,
+                    },
+                    _ => match op.field("group", "group_id") {
+                        Some(g) => format!("{g}{}", op.api),
+                        None => continue,
+                    },
+                };
+                let c = counts.entry(key.clone()).or_insert(0);
+                *c += 1;
+                let uid = format!("{key}_{c}");
+                unique.entry(rank).or_default().insert(uid.clone(), k);
+                ids.insert(op.row, uid);
+            }
+        }
+        for (&rank, ops) in ranks {
+            for op in ops {
+                let Some(uid) = ids.get(&op.row) else { continue };
+                match kind(&op.api) {
+                    Kind::P2p(peer_api, field, ctype) => {
+                        let Some(target) = op.int_field(field) else { continue };
+                        let back_field = if field == "dst" { "src" } else { "dst" };
+                        let count = uid.rsplit('_').next().unwrap_or("1");
+                        let peer_uid = format!("{peer_api}rank{rank}_{count}");
+                        let Some(&k) = unique.get(&target).and_then(|m| m.get(&peer_uid)) else {
+                            continue;
+                        };
+                        let peer = &ranks[&target][k];
+                        if peer.int_field(back_field) != Some(rank) {
+                            continue;
+                        }
+                        let info = (target, index_of(rows, peer.row), peer.name.clone());
+                        results.insert(op.row, (ctype.to_string(), vec![info]));
+                    }
+                    Kind::Rooted(pos, ctype) => {
+                        let root = op.int_field(pos);
+                        if root != Some(rank) {
+                            continue;
+                        }
+                        for target in op.group_ranks() {
+                            if target == rank {
+                                continue;
+                            }
+                            let Some(&k) = unique.get(&target).and_then(|m| m.get(uid)) else {
+                                continue;
+                            };
+                            let peer = &ranks[&target][k];
+                            if peer.field("group", "group_id") != op.field("group", "group_id") {
+                                continue;
+                            }
+                            let e = results
+                                .entry(op.row)
+                                .or_insert_with(|| (ctype.to_string(), Vec::new()));
+                            e.1.push((target, index_of(rows, peer.row), peer.name.clone()));
+                            results.insert(
+                                peer.row,
+                                (
+                                    reverse(ctype).to_string(),
+                                    vec![(rank, index_of(rows, op.row), op.name.clone())],
+                                ),
+                            );
+                        }
+                    }
+                    Kind::Collective => {
+                        for target in op.group_ranks() {
+                            if target == rank {
+                                continue;
+                            }
+                            let Some(&k) = unique.get(&target).and_then(|m| m.get(uid)) else {
+                                continue;
+                            };
+                            let peer = &ranks[&target][k];
+                            if peer.field("group", "group_id") != op.field("group", "group_id") {
+                                continue;
+                            }
+                            let e = results
+                                .entry(op.row)
+                                .or_insert_with(|| ("send_receive".to_string(), Vec::new()));
+                            e.1.push((target, index_of(rows, peer.row), peer.name.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (row, (ctype, infos)) in results {
+        let mut out = String::from("{\"communications_type\": ");
+        pyjson::push_str(&mut out, &ctype);
+        out.push_str(", \"nodes_info\": {");
+        for (i, (rank, index, name)) in infos.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            pyjson::push_str(&mut out, &rank.to_string());
+            out.push_str(": ");
+            out.push_str(&pyjson::str_list(&[index.as_str(), name.as_str()]));
+        }
+        out.push_str("}}");
+        rows[row].matched_distributed = out;
+    }
+}

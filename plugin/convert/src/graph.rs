@@ -368,13 +368,16 @@ fn stack_of(id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
     if !id.contains("backward") {
         return Arc::new(Vec::new());
     }
-    let forward = match module_backward(id) {
-        Some((prefix, _)) => format!("{prefix}.forward.0"),
-        None => id.replace("backward", "forward"),
-    };
-    match stacks.get(&forward) {
-        Some(s) => Arc::clone(s),
-        None => Arc::new(vec![NO_FORWARD_STACK.to_string()]),
+    match module_backward(id) {
+        Some((prefix, _)) => match stacks.get(&format!("{prefix}.forward.0")) {
+            Some(s) => Arc::clone(s),
+            None => Arc::new(vec![NO_FORWARD_STACK.to_string()]),
+        },
+        // API style: the forward call's stack, or none (msprobe writes `[]`).
+        None => match stacks.get(&id.replace("backward", "forward")) {
+            Some(s) => Arc::clone(s),
+            None => Arc::new(Vec::new()),
+        },
     }
 }
 
