@@ -3,8 +3,8 @@
 //! - default: same id and the same chain of ancestor ids;
 //! - `-fm` (fuzzy): modules by id alone, then the APIs directly under each matched pair by name
 //!   and order of appearance (call counters ignored);
-//! - `-lm` (bare): ids alone, without the ancestor check (the link then carries the other side's
-//!   ancestors).
+//! - `-lm` (bare): dumped ops by id under the same module path, other nodes by id alone (the
+//!   link then carries the other side's ancestors).
 //!
 //! Walks the target graph breadth-first from the root, like msprobe.
 
@@ -80,11 +80,19 @@ fn match_default(npu: &mut Graph, bench: &mut Graph) {
     }
 }
 
+/// Bare `-lm`: msprobe maps every dumped op through its scope (module path) to the golden op
+/// with the same scope, and looks up every other node by id alone. With an empty mapping, a
+/// dumped op therefore pairs with the same id only under the same module path (the same
+/// ancestors), while construct-only nodes (no dump data) pair by id wherever they sit.
 fn match_by_id(npu: &mut Graph, bench: &mut Graph) {
     for n in npu.bfs() {
         let Some(b) = bench.get(&npu.nodes[n].id) else {
             continue;
         };
+        let has_data = !(npu.nodes[n].input.is_empty() && npu.nodes[n].output.is_empty());
+        if has_data && npu.ancestors(n) != bench.ancestors(b) {
+            continue;
+        }
         let mut nl = bench.ancestors(b);
         nl.push(bench.nodes[b].id.clone());
         let mut bl = npu.ancestors(n);
