@@ -209,3 +209,145 @@ fn compare_dist_ranks_oc() {
         |o| o.overflow_check = true,
     );
 }
+
+/// Like [`run_case`] but without comparing `dump_data_dir` (msprobe recorded the absolute tensor
+/// folder of the machine it ran on).
+fn run_tensor_case(case: &str, target: PathBuf, golden: Option<PathBuf>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = ConvertOptions {
+        target,
+        golden,
+        output: tmp.path().join("out"),
+        ..Default::default()
+    };
+    let ours = convert(&opts, &|_| {}).unwrap_or_else(|e| panic!("{case}: conversion failed: {e}"));
+    let theirs = upstream_db(case, tmp.path());
+    let diff_opts = DiffOptions {
+        ignore_columns: &["dump_data_dir"],
+        ..Default::default()
+    };
+    let report = diff_files(&ours, &theirs, diff_opts).unwrap();
+    assert!(
+        report.is_equal(),
+        "{case}: {} difference(s):\n{}",
+        report.total,
+        report.differences.join("\n")
+    );
+}
+
+#[test]
+fn build_tf_small_tensor() {
+    run_tensor_case("build_tf_small_tensor", rank_dir("tf_small_tensor_a"), None);
+}
+
+#[test]
+fn compare_tf_small_tensor() {
+    run_tensor_case(
+        "compare_tf_small_tensor",
+        rank_dir("tf_small_tensor_b"),
+        Some(rank_dir("tf_small_tensor_a")),
+    );
+}
+
+#[test]
+fn build_ms_stats() {
+    run_case("build_ms_stats", rank_dir("ms_stats_a"), None, |_| {});
+}
+
+#[test]
+fn build_ms_stats_steps() {
+    run_case("build_ms_stats_steps", dump("ms_stats_a"), None, |_| {});
+}
+
+#[test]
+fn build_ms_l0() {
+    run_case("build_ms_L0", rank_dir("ms_L0_a"), None, |_| {});
+}
+
+#[test]
+fn compare_ms_stats() {
+    run_case(
+        "compare_ms_stats",
+        rank_dir("ms_stats_b"),
+        Some(rank_dir("ms_stats_a")),
+        |_| {},
+    );
+}
+
+#[test]
+fn compare_ms_stats_fm() {
+    run_case(
+        "compare_ms_stats_fm",
+        rank_dir("ms_stats_b"),
+        Some(rank_dir("ms_stats_a")),
+        |o| o.fuzzy_match = true,
+    );
+}
+
+#[test]
+fn compare_ms_vs_pt_lm_bare() {
+    run_case(
+        "compare_ms_vs_pt_lm_bare",
+        rank_dir("ms_stats_a"),
+        Some(rank_dir("tf_stats_a")),
+        |o| o.layer_mapping = LayerMapping::Bare,
+    );
+}
+
+#[test]
+fn compare_ms_vs_pt_md5_lm_bare() {
+    run_case(
+        "compare_ms_vs_pt_md5_lm_bare",
+        rank_dir("ms_md5_a"),
+        Some(rank_dir("tf_md5_a")),
+        |o| o.layer_mapping = LayerMapping::Bare,
+    );
+}
+
+#[test]
+fn compare_ms_vs_pt_renamed_lm_bare() {
+    run_case(
+        "compare_ms_vs_pt_renamed_lm_bare",
+        rank_dir("ms_stats_a"),
+        Some(rank_dir("tf_renamed_stats_b")),
+        |o| o.layer_mapping = LayerMapping::Bare,
+    );
+}
+
+/// msprobe refuses these (exit code 1, no db); so must we, with a message naming the cause.
+fn expect_failure(target: PathBuf, golden: Option<PathBuf>, lm: LayerMapping, needle: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let opts = ConvertOptions {
+        target,
+        golden,
+        output: out.clone(),
+        layer_mapping: lm,
+        ..Default::default()
+    };
+    let err = convert(&opts, &|_| {}).expect_err("conversion must fail");
+    let msg = err.to_string();
+    assert!(msg.contains(needle), "message {msg:?} lacks {needle:?}");
+    let leftovers = std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(leftovers, 0, "nothing may be left in the output folder");
+}
+
+#[test]
+fn build_tf_l1_fails_clearly() {
+    expect_failure(rank_dir("tf_L1_a"), None, LayerMapping::None, "construct.json is empty");
+}
+
+#[test]
+fn build_ms_l1_fails_clearly() {
+    expect_failure(rank_dir("ms_L1_a"), None, LayerMapping::None, "construct.json is empty");
+}
+
+#[test]
+fn compare_ms_vs_pt_without_lm_is_refused() {
+    expect_failure(
+        rank_dir("ms_stats_a"),
+        Some(rank_dir("tf_stats_a")),
+        LayerMapping::None,
+        "different frameworks",
+    );
+}

@@ -32,6 +32,9 @@ pub struct DiffOptions {
     pub rel_tol: f64,
     /// Stop collecting after this many differences.
     pub max_differences: usize,
+    /// `tb_nodes` columns not compared (e.g. `dump_data_dir`, an absolute path of the machine
+    /// that made the file).
+    pub ignore_columns: &'static [&'static str],
 }
 
 impl Default for DiffOptions {
@@ -39,6 +42,7 @@ impl Default for DiffOptions {
         DiffOptions {
             rel_tol: 1e-6,
             max_differences: 200,
+            ignore_columns: &[],
         }
     }
 }
@@ -81,8 +85,7 @@ fn load(path: &Path) -> Result<Db, DiffError> {
         path: path.to_path_buf(),
         source,
     };
-    let conn =
-        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
     let cols = NODE_COLUMNS.join(", ");
     let mut stmt = conn
         .prepare(&format!("SELECT {cols} FROM tb_nodes"))
@@ -148,6 +151,9 @@ pub fn diff_files(left: &Path, right: &Path, opts: DiffOptions) -> Result<DiffRe
             continue;
         };
         for (i, col) in NODE_COLUMNS.iter().enumerate() {
+            if opts.ignore_columns.contains(col) {
+                continue;
+            }
             let (va, vb) = (&ra[i], &rb[i]);
             let same = match *col {
                 "id" | "graph_id" => true, // derived from the key
@@ -170,10 +176,11 @@ pub fn diff_files(left: &Path, right: &Path, opts: DiffOptions) -> Result<DiffRe
                     }
                     true
                 }
-                "up_node" | "sub_nodes" | "matched_node_link" | "matched_distributed"
-                | "parallel_merge_info" => {
-                    json_equal(va, vb)
-                }
+                "up_node"
+                | "sub_nodes"
+                | "matched_node_link"
+                | "matched_distributed"
+                | "parallel_merge_info" => json_equal(va, vb),
                 "precision_index" => numbers_equal(va, vb),
                 _ => values_equal(va, vb),
             };
@@ -189,7 +196,10 @@ pub fn diff_files(left: &Path, right: &Path, opts: DiffOptions) -> Result<DiffRe
         if !a.nodes.contains_key(key) {
             report.push(
                 max,
-                format!("[{} step {} rank {}] {}: only in right", key.0, key.1, key.2, key.3),
+                format!(
+                    "[{} step {} rank {}] {}: only in right",
+                    key.0, key.1, key.2, key.3
+                ),
             );
         }
     }
