@@ -70,6 +70,7 @@ export class App {
   private filterValues = new Set<string>();
   private detailTab: 'table' | 'info' = 'table';
   private lastInfo: NodeInfo | null = null;
+  private detailError = '';
   private convertPage: ConvertPage;
   private loadSeq = 0;
   private benchCollapsed = false;
@@ -580,6 +581,7 @@ export class App {
 
   async selectNode(side: PaneSide, key: string, reveal = false): Promise<void> {
     this.selected = { side, key };
+    this.detailError = '';
     this.panes[side].selected = key;
     this.panes[side].invalidate();
     const other: PaneSide = side === 'NPU' ? 'Bench' : 'NPU';
@@ -594,8 +596,12 @@ export class App {
     if (this.selected?.key !== key) return;
     if (!r.success) {
       this.lastInfo = null;
-      this.toast(`getNodeInfo (${key}): ${r.error}`, 'error');
-    } else this.lastInfo = r.data ?? null;
+      this.detailError = `getNodeInfo (${key}): ${r.error}`;
+      this.toast(this.detailError, 'error');
+    } else {
+      this.lastInfo = r.data ?? null;
+      this.detailError = '';
+    }
     this.renderDetails();
   }
 
@@ -1057,6 +1063,10 @@ export class App {
       h('button.tab', { testid: 'detailsInfoTab', class: this.detailTab === 'info' ? 'on' : '', on: { click: () => { this.detailTab = 'info'; this.renderDetails(); } } }, t('nodeInfo')));
     body.append(tabs);
     const info = this.lastInfo;
+    if (this.selected && this.detailError) {
+      body.append(h('div.error-box', { testid: 'detailsError' }, this.detailError));
+      return;
+    }
     if (!this.selected || !info) {
       body.append(h('p.muted', { testid: 'detailsEmpty' }, this.selected ? t('loading') : t('selectNodeHint')));
       return;
