@@ -282,15 +282,20 @@ pub fn tensor_columns(
             .filter(|s| *s != "-1")
             .map(str::to_string)
     };
+    // Scalars and other non-tensor items have no data file: nothing to compute.
     let (Some(dirs), Some(nd), Some(bd)) = (dirs, data_name(Some(row.npu)), data_name(row.bench))
     else {
+        return Ok(named(vec![Metric::Text("unsupported"); 6]));
+    };
+    let (np, bp) = (
+        std::path::Path::new(&dirs.npu).join(&nd),
+        std::path::Path::new(&dirs.bench).join(&bd),
+    );
+    if !np.is_file() || !bp.is_file() {
         return Ok(named(vec![Metric::Text("No real data"); 6]));
-    };
-    let load = |dir: &str, name: &str| {
-        graph_ascend_dump::tensor::Tensor::read(&std::path::Path::new(dir).join(name))
-    };
-    let n = load(&dirs.npu, &nd)?;
-    let b = load(&dirs.bench, &bd)?;
+    }
+    let n = graph_ascend_dump::tensor::Tensor::read(&np)?;
+    let b = graph_ascend_dump::tensor::Tensor::read(&bp)?;
     Ok(named(tensor_metrics(&n, &b)))
 }
 
