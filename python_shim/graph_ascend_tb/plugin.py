@@ -94,7 +94,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         self._schema: Optional[Schema] = None
         self._mapper: Optional[JsonMapper] = None
         self._schema_lock = threading.Lock()
-        self._callables: dict = {}
+        self._callables: tuple = (None, {})
 
     # TBPlugin --------------------------------------------------------------------------------------
 
@@ -202,41 +202,49 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         return True
 
     def _multicallable(self, channel: grpc.Channel, route: Route):
-        """The channel's callable for a unary route, made once per channel."""
-        cache = self._callables
-        if cache.get("channel") is not channel:
-            cache.clear()
-            cache["channel"] = channel
-        call = cache.get(route.method)
+        """The channel's callable for a unary route, made once per channel (the pair is swapped atomically)."""
+        owner, callables = self._callables
+        if owner is not channel:
+            callables = {}
+            self._callables = (channel, callables)
+        call = callables.get(route.method)
         if call is None:
             call = channel.unary_unary(
                 route.method,
                 request_serializer=_serialize,
                 response_deserializer=route.response_class.FromString,
             )
-            cache[route.method] = call
+            callables[route.method] = call
         return call
 
     def _unary(self, route: Route, message):
         for attempt in range(2):
             channel = self._channel()
-            call = self._multicallable(channel, route)
             try:
-                return call(message, timeout=UNARY_TIMEOUT_S)
+                return self._multicallable(channel, route)(message, timeout=UNARY_TIMEOUT_S)
             except grpc.RpcError as exc:
                 if self._retry_unavailable(exc, attempt, route):
                     continue
                 raise rpc_error(route, exc) from exc
+            except ValueError as exc:  # the channel was closed by a restart on another thread
+                if attempt == 0:
+                    continue
+                raise ShimError(503, f"{route.name}: the graph-ascend sidecar restarted: {exc}", "UNAVAILABLE") from exc
         raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
 
     def _stream(self, route: Route, message, mapper: JsonMapper) -> Response:
         for attempt in range(2):
             channel = self._channel()
-            call = channel.unary_stream(
-                route.method,
-                request_serializer=_serialize,
-                response_deserializer=route.response_class.FromString,
-            )(message)
+            try:
+                call = channel.unary_stream(
+                    route.method,
+                    request_serializer=_serialize,
+                    response_deserializer=route.response_class.FromString,
+                )(message)
+            except ValueError as exc:  # the channel was closed by a restart on another thread
+                if attempt == 0:
+                    continue
+                raise ShimError(503, f"{route.name}: the graph-ascend sidecar restarted: {exc}", "UNAVAILABLE") from exc
             call.initial_metadata()  # waits for the answer's headers, or for an immediate error
             if call.done() and call.code() != grpc.StatusCode.OK:
                 if self._retry_unavailable(call, attempt, route):
@@ -302,7 +310,8 @@ def json_response(value: Any, request: Optional[Request], lines: bool = False) -
     gzipped = _accepts_gzip(request)
     if gzipped:
         chunks = _gzip(chunks)
-    head, rest = _buffer_head(iter(chunks), INLINE_BODY_BYTES)
+    # A stream of lines is passed on as it comes; a JSON document is held back while it is small.
+    head, rest = ([], iter(chunks)) if lines else _buffer_head(iter(chunks), INLINE_BODY_BYTES)
     resp = Response(
         head if rest is None else _chain(head, rest),
         status=200,

@@ -233,3 +233,159 @@ def test_query_and_body_merge_and_client_id_only_where_the_field_exists(schema, 
     assert m.meta_data.run == "b"  # the body wins
     with pytest.raises(RequestError):
         mapper.request_from_http(cls, body={"jobId": {"not": "a string"}})
+
+
+# The fast response path equals the reference (MessageToDict + field options) -----------------------
+
+
+def _fill(message, depth: int, variant: int) -> None:
+    """Sets every field of a message (variant 0: all set; 1: scalars only; 2: optional ones left unset)."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    desc = message.DESCRIPTOR
+    if desc.full_name == "google.protobuf.Value":
+        message.list_value.values.add().number_value = 0.5 * (depth + 1)
+        message.list_value.values.add().string_value = "x"
+        return
+    if desc.full_name == "google.protobuf.Struct":
+        message.fields["a"].number_value = 1
+        message.fields["b"].string_value = "N/A"
+        return
+    if desc.full_name == "google.protobuf.ListValue":
+        message.values.add().bool_value = True
+        return
+    for field in desc.fields:
+        repeated = getattr(field, "is_repeated", None)
+        repeated = field.label == 3 if repeated is None else repeated
+        presence = getattr(field, "has_presence", field.message_type is not None)
+        if variant == 2 and presence:
+            continue
+        if field.message_type is not None:
+            if variant == 1 or depth > 3:
+                continue
+            if repeated:
+                for _ in range(3):
+                    _fill(getattr(message, field.name).add(), depth + 1, variant)
+            else:
+                _fill(getattr(message, field.name), depth + 1, variant)
+            continue
+        samples = {
+            F.TYPE_STRING: [f"{field.name}-{depth}", "Module.layers.1", "零"],
+            F.TYPE_BOOL: [True, False, True],
+            F.TYPE_DOUBLE: [0.25, float("nan"), float("-inf")],
+            F.TYPE_FLOAT: [0.1, 2.5, 3.0],
+            F.TYPE_INT32: [-1, 7, 0],
+            F.TYPE_INT64: [2**40, -3, 0],
+        }
+        values = samples.get(field.type, [1, 2, 3])
+        if repeated:
+            getattr(message, field.name).extend(values)
+        else:
+            setattr(message, field.name, values[depth % 3] if not isinstance(values[0], str) else values[0])
+
+
+def test_fast_response_path_equals_the_reference(schema, mapper):
+    import math
+
+    def same(a, b):
+        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+            return True
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return a == b and type(a) is type(b)
+
+    types = sorted({r.response_class.DESCRIPTOR.full_name for r in schema.routes.values()})
+    assert len(types) >= 12
+    for full_name in types:
+        for variant in (0, 1, 2):
+            message = schema.message_class(full_name)()
+            _fill(message, 0, variant)
+            fast, reference = mapper.to_json(message), mapper.to_json_reference(message)
+            assert same(fast, reference), f"{full_name} variant {variant}:\n{fast}\n!=\n{reference}"
+            assert same(json.loads(b"".join(iter_json_chunks(fast, chunk_size=5))), reference)
+
+
+def test_big_containers_are_encoded_in_slices():
+    from graph_ascend_tb.jsonmap import _json_pieces
+
+    value = {
+        "success": True,
+        "data": {"npuNodeList": [f"n{i}" for i in range(10000)], "bench": None},
+        "map": {f"k{i}": {"x": i} for i in range(5000)},
+    }
+    pieces = list(_json_pieces(value))
+    assert max(len(p) for p in pieces) < 60000
+    assert json.loads("".join(pieces)) == value
+
+
+def test_fast_path_on_every_scalar_kind():
+    """Field kinds the API does not use yet (int64, float, bytes, enums, maps, repeated doubles)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, json_format
+
+    from graph_ascend_tb.fastjson import FastConverter
+    from graph_ascend_tb.jsonmap import _PRINT_KWARGS, WELL_KNOWN
+    from graph_ascend_tb.schema import get_message_class
+
+    F = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="kinds.proto", package="kinds", syntax="proto3")
+    enum = file.enum_type.add(name="Color")
+    enum.value.add(name="RED", number=0)
+    enum.value.add(name="BLUE", number=1)
+    msg = file.message_type.add(name="All")
+    entry = msg.nested_type.add(name="CountsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=F.TYPE_BOOL, label=F.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    kinds = [
+        ("i64", F.TYPE_INT64),
+        ("u64", F.TYPE_UINT64),
+        ("f32", F.TYPE_FLOAT),
+        ("f64", F.TYPE_DOUBLE),
+        ("raw", F.TYPE_BYTES),
+        ("flag", F.TYPE_BOOL),
+        ("text", F.TYPE_STRING),
+        ("u32", F.TYPE_UINT32),
+    ]
+    number = 1
+    for name, kind in kinds:
+        msg.field.add(name=name, number=number, type=kind, label=F.LABEL_OPTIONAL)
+        msg.field.add(name=f"many_{name}", number=number + 1, type=kind, label=F.LABEL_REPEATED)
+        number += 2
+    msg.field.add(name="color", number=50, type=F.TYPE_ENUM, type_name=".kinds.Color", label=F.LABEL_OPTIONAL)
+    msg.field.add(name="colors", number=51, type=F.TYPE_ENUM, type_name=".kinds.Color", label=F.LABEL_REPEATED)
+    msg.field.add(
+        name="counts", number=52, type=F.TYPE_MESSAGE, type_name=".kinds.All.CountsEntry", label=F.LABEL_REPEATED
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(file.SerializeToString())
+    cls = get_message_class(pool.FindMessageTypeByName("kinds.All"))
+    fast = FastConverter({}, _PRINT_KWARGS, WELL_KNOWN)
+
+    empty = cls()
+    assert fast.convert(empty) == json_format.MessageToDict(empty, **_PRINT_KWARGS)
+    full = cls(
+        i64=2**62,
+        u64=2**63,
+        f32=0.1,
+        f64=float("inf"),
+        raw=b"\x00\xff",
+        flag=True,
+        text="t",
+        u32=7,
+        color=1,
+        colors=[0, 1],
+    )
+    full.many_i64.extend([1, -2])
+    full.many_u64.extend([3])
+    full.many_f32.extend([0.2, 1e30])
+    full.many_f64.extend([1.5, float("nan"), float("-inf")])
+    full.many_raw.extend([b"ab"])
+    full.many_flag.extend([True, False])
+    full.many_text.extend(["a", "b"])
+    full.many_u32.extend([1])
+    full.counts[True] = 5
+    full.counts[False] = -6
+    got, want = fast.convert(full), json_format.MessageToDict(full, **_PRINT_KWARGS)
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
