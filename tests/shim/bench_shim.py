@@ -4,7 +4,7 @@
 1. Latency per route, median over n calls: through real TensorBoard (HTTP -> shim -> gRPC -> sidecar)
    vs. the same RPC straight to a sidecar over its Unix socket, and TensorBoard's own /data/environment
    as the floor of any TensorBoard route.
-2. The shim's response path alone (MessageToDict, field options, JSON encoding) on synthetic answers of
+2. The shim's response path alone (conversion with the field options, JSON encoding) on synthetic answers of
    growing size, in MB of JSON per second.
 
 Needs GRAPH_ASCEND_BINARY (default target/release/graph-ascend); GRAPH_ASCEND_DESCRIPTOR is honoured.
@@ -123,7 +123,7 @@ def latency(args, schema, mapper):
 
 
 def encoding(schema, mapper):
-    print("response path in the shim (MessageToDict + field options + JSON encoding), synthetic answers")
+    print("response path in the shim (message -> JSON value with the field options -> encoded JSON), synthetic answers")
     hierarchy = schema.message_class("graph_ascend.v1.HierarchyResponse")
     names = schema.message_class("graph_ascend.v1.NodeListResponse")
     for n in (1_000, 10_000, 100_000):
