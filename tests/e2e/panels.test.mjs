@@ -1,0 +1,179 @@
+// Issue-5 features in real TensorBoard + Chromium: search and jump (ancestors expanded by the
+// server), precision filter with previous/next, right-click "locate the matched node", W/S zoom,
+// theme and language toggles, the selection kept in the URL across a reload, and a conversion of
+// real dump folders with progress and "open this file".
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { appFrame, launchBrowser, makeLogdir, repo, screenshot, startTensorBoard, until } from './harness.mjs';
+
+const COMPARE = 'compare_tf_stats';
+
+/** The logdir holds a broken file: the page reports it in a dialog the user acknowledges. */
+async function acknowledgeCatalog(frame) {
+  await frame.click('[data-testid=catalogErrorModal] button');
+}
+
+async function openCompare(page, base) {
+  await page.goto(`${base}/#graph_ascend`);
+  const frame = await appFrame(page);
+  await until(frame, () => Number(document.querySelector('[data-testid=debugGraph]')?.dataset.nodes || 0) > 1);
+  await acknowledgeCatalog(frame);
+  await frame.click('[data-testid=dataSiderButton]');
+  await frame.selectOption('[data-testid=runSelect]', COMPARE);
+  await until(frame, () => Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1);
+  return frame;
+}
+
+const selectedName = (frame) => frame.evaluate(() => window.__graphAscend.selected?.key ?? null);
+const detailsName = (frame) => frame.textContent('[data-testid=debugNodeName]');
+
+describe('GRAPH_ASCEND panels', () => {
+  let logdir, tb, browser;
+  before(async () => {
+    logdir = makeLogdir([COMPARE], (dir) => {
+      // Real dump folders for the conversion page, and a broken file the catalog must report.
+      fs.cpSync(path.join(repo, 'examples/dumps'), path.join(dir, 'dumps'), { recursive: true });
+      fs.mkdirSync(path.join(dir, 'broken'));
+      fs.writeFileSync(path.join(dir, 'broken', 'bad.vis.db'), 'this is not a SQLite file');
+    });
+    tb = await startTensorBoard(logdir);
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    tb?.stop();
+    fs.rmSync(logdir, { recursive: true, force: true });
+  });
+
+  const withPage = async (name, fn) => {
+    const page = await browser.newPage({ viewport: { width: 1500, height: 950 } });
+    page.setDefaultTimeout(15_000);
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    try {
+      await fn(page);
+      assert.deepEqual(errors, []);
+    } catch (e) {
+      await screenshot(page, `${name}-failure`).catch(() => {});
+      e.message += `\n--- TensorBoard log ---\n${tb.log().slice(-2000)}`;
+      throw e;
+    } finally {
+      await page.close();
+    }
+  };
+
+  it('reports a broken file in the catalog', () =>
+    withPage('catalog', async (page) => {
+      await page.goto(`${tb.base}/#graph_ascend`);
+      const frame = await appFrame(page);
+      await frame.waitForSelector('[data-testid=catalogErrorModal]');
+      assert.match(await frame.textContent('[data-testid=catalogErrorModal]'), /broken\/bad/);
+    }));
+
+  it('searches names and jumps to a deep node', () =>
+    withPage('search', async (page) => {
+      const frame = await openCompare(page, tb.base);
+      await frame.click('[data-testid=searchSiderButton]');
+      await frame.fill('[data-testid=searchInput]', 'LINEAR.10');
+      await until(frame, () => document.querySelectorAll('[data-testid=searchItem]').length > 0);
+      const first = await frame.textContent('[data-testid=searchItem] >> nth=0');
+      assert.match(first, /linear\.10/i);
+      await frame.click('[data-testid=searchItem] >> nth=0');
+      await until(frame, (n) => window.__graphAscend.selected?.key === n, first);
+      // The node was inside collapsed modules: the server expanded its ancestors, the pane shows it.
+      assert.ok(await frame.evaluate((n) => Boolean(window.__graphAscend.panes.NPU.scene.byKey.get(n)), first));
+      await frame.waitForSelector('[data-testid=detailsTable]');
+      assert.equal((await detailsName(frame)).includes(first), true);
+      await screenshot(page, 'search');
+    }));
+
+  it('filters by precision and steps through the hits', () =>
+    withPage('precision', async (page) => {
+      const frame = await openCompare(page, tb.base);
+      await frame.click('[data-testid=precisionSiderButton]');
+      await frame.check('[data-testid=filter-pass]');
+      await frame.check('[data-testid=filter-warning]');
+      await frame.check('[data-testid=filter-error]');
+      await until(frame, () => document.querySelectorAll('[data-testid=precisionItem]').length > 0);
+      const count = await frame.textContent('[data-testid=precisionCount]');
+      assert.match(count, /\(\d+\)/);
+      await frame.click('[data-testid=precisionNext]');
+      const firstHit = await frame.textContent('[data-testid=precisionItem] >> nth=0');
+      await until(frame, (n) => window.__graphAscend.selected?.key === n, firstHit);
+      await frame.click('[data-testid=precisionNext]');
+      await until(frame, (n) => window.__graphAscend.selected && window.__graphAscend.selected.key !== n, firstHit);
+      await screenshot(page, 'precision-filter');
+    }));
+
+  it('locates the matched node from the context menu, zooms with W and follows theme and language toggles', () =>
+    withPage('navigation', async (page) => {
+      const frame = await openCompare(page, tb.base);
+      const key = 'Module.embed.Embedding.forward.0';
+      const p = await until(frame, (k) => window.__graphAscend.panes.NPU.screenOf(k), key);
+      const pane = await (await frame.$('[data-testid=debugGraph]')).boundingBox();
+      await page.mouse.click(pane.x + p.x, pane.y + p.y, { button: 'right' });
+      await frame.click('[data-testid=locateMatchedNode]');
+      await until(frame, (k) => window.__graphAscend.selected?.side === 'Bench' && window.__graphAscend.selected.key === k, key);
+
+      await page.mouse.move(pane.x + 50, pane.y + 300);
+      const s0 = await frame.evaluate(() => window.__graphAscend.panes.NPU.view.scale);
+      await page.keyboard.press('w');
+      const s1 = await frame.evaluate(() => window.__graphAscend.panes.NPU.view.scale);
+      assert.ok(s1 > s0, `W zooms in: ${s0} -> ${s1}`);
+
+      const dark0 = await frame.evaluate(() => document.documentElement.classList.contains('dark'));
+      await frame.click('[data-testid=themeSiderButton]');
+      assert.equal(await frame.evaluate(() => document.documentElement.classList.contains('dark')), !dark0);
+      const title0 = await frame.getAttribute('[data-testid=searchSiderButton]', 'title');
+      await frame.click('[data-testid=languageSiderButton]');
+      const title1 = await frame.getAttribute('[data-testid=searchSiderButton]', 'title');
+      assert.notEqual(title0, title1);
+      assert.ok([title0, title1].includes('节点搜索') && [title0, title1].includes('Node Search'));
+      await screenshot(page, 'theme-language');
+    }));
+
+  it('keeps the file and the selected node in the URL across a reload', () =>
+    withPage('url', async (page) => {
+      const frame = await openCompare(page, tb.base);
+      const key = 'Module.pos.Embedding.forward.0';
+      const p = await until(frame, (k) => window.__graphAscend.panes.NPU.screenOf(k), key);
+      const pane = await (await frame.$('[data-testid=debugGraph]')).boundingBox();
+      await page.mouse.click(pane.x + p.x, pane.y + p.y);
+      await until(frame, (k) => location.search.includes(encodeURIComponent(k).replace(/%20/g, '+')) || location.search.includes(k), key);
+      const url = frame.url();
+      assert.match(url, new RegExp(`run=${COMPARE}`));
+      await frame.goto(url);
+      await acknowledgeCatalog(frame);
+      await until(frame, (k) => window.__graphAscend?.selected?.key === k, key);
+      assert.equal(await selectedName(frame), key);
+      assert.equal(await frame.inputValue('[data-testid=runSelect]').catch(() => COMPARE), COMPARE);
+    }));
+
+  it('converts real dump folders, shows progress and opens the result', () =>
+    withPage('conversion', async (page) => {
+      await page.goto(`${tb.base}/#graph_ascend`);
+      const frame = await appFrame(page);
+      await acknowledgeCatalog(frame);
+      await frame.click('[data-testid=conversionSiderButton]');
+      await until(frame, () => document.querySelectorAll('[data-testid=npuPathSelect] option').length > 1 || document.querySelector('[data-testid=conversionLoadError]'));
+      const loadError = await frame.$('[data-testid=conversionLoadError]');
+      if (loadError) assert.fail(`the conversion page could not list dump folders: ${await loadError.textContent()}`);
+      const dirs = await frame.$$eval('[data-testid=npuPathSelect] option', (os) => os.map((o) => o.value));
+      const npu = dirs.find((d) => /tf_stats_a\/step0\/?$/.test(d)) ?? dirs.find((d) => /tf_stats_a/.test(d));
+      const bench = dirs.find((d) => /tf_stats_b\/step0\/?$/.test(d)) ?? dirs.find((d) => /tf_stats_b/.test(d));
+      assert.ok(npu && bench, `dump folders offered: ${dirs}`);
+      await frame.selectOption('[data-testid=npuPathSelect]', npu);
+      await frame.selectOption('[data-testid=benchPathSelect]', bench);
+      await frame.fill('[data-testid=outputPathInput]', 'converted');
+      await frame.click('[data-testid=startConversionButton]');
+      await frame.waitForSelector('[data-testid=conversionResult]', { timeout: 120_000 });
+      const text = await frame.textContent('[data-testid=conversionResult]');
+      await screenshot(page, 'conversion-result');
+      assert.ok(await frame.$('[data-testid=loadConvertedFileButton]'), `conversion failed: ${text}`);
+      await frame.click('[data-testid=loadConvertedFileButton]');
+      await until(frame, () => window.__graphAscend.meta.run === 'converted' && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, null, 30_000);
+      await screenshot(page, 'conversion-opened');
+    }));
+});
