@@ -800,7 +800,7 @@ export class App {
     const sideOf = () => (typeof side === 'function' ? side() : side);
     let shown = names;
     let q = '';
-    const lower = names.length < 2_000_000 ? names.map((n) => n.toLowerCase()) : [];
+    let lower: string[] | null = null; // built on the first use of the filter box
     const vl = new VList<string>({
       rowHeight: 28,
       testid: `${id}List`,
@@ -837,7 +837,8 @@ export class App {
     };
     const filter = h('input.filter', { type: 'search', maxLength: 200, placeholder: t('filterList'), testid: `${id}Filter`, on: { input: () => {
       q = filter.value.trim().toLowerCase();
-      shown = q ? names.filter((_, i) => lower[i].includes(q)) : names;
+      const lw = (lower ??= names.map((n) => n.toLowerCase()));
+      shown = q ? names.filter((_, i) => lw[i].includes(q)) : names;
       count.textContent = t('nodeList', { count: shown.length });
       vl.setItems(shown);
     } } });
@@ -887,7 +888,8 @@ export class App {
       const lower = this.searchSide === 'Bench' ? nl.lowerBench : nl.lowerNPU;
       const t0 = performance.now();
       const { hits } = searchNames(names, lower, this.searchQuery);
-      const found = hits.map((i) => names[i]);
+      const found = new Array<string>(hits.length);
+      for (let i = 0; i < hits.length; i++) found[i] = names[hits[i]];
       listHost.dataset.searchMs = (performance.now() - t0).toFixed(1);
       listHost.append(this.hitList(found, null, 'search', () => this.searchSide));
     };

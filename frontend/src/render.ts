@@ -43,6 +43,18 @@ export function dashFor(kind: number): number[] {
 }
 
 const truncCache = new Map<string, string>();
+const strokeCache = new Map<string, string>();
+const textCache = new Map<string, string>();
+function strokeOf(fill: string): string {
+  let c = strokeCache.get(fill);
+  if (c === undefined) strokeCache.set(fill, (c = darken(fill)));
+  return c;
+}
+function textColorOf(fill: string): string {
+  let c = textCache.get(fill);
+  if (c === undefined) textCache.set(fill, (c = textOn(fill)));
+  return c;
+}
 let measureCtx: CanvasRenderingContext2D | null = null;
 
 /** The label cut with "…" to fit `width` graph units at the kind's font size. */
@@ -131,7 +143,7 @@ export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number 
     const strokes = new Map<string, { p: Path2D; dash: number[]; color: string }>();
     for (const b of boxes) {
       const dash = dashFor(b.node.nodeType);
-      const color = darken(b.fill);
+      const color = strokeOf(b.fill);
       const k = `${color}|${dash.join(',')}`;
       let s = strokes.get(k);
       if (!s) strokes.set(k, (s = { p: new Path2D(), dash, color }));
@@ -169,13 +181,17 @@ export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number 
     ctx.textAlign = 'center';
     ctx.textBaseline = 'middle';
     let font = '';
+    let color = '';
     for (const b of boxes) {
+      // A label narrower than a few characters on screen is noise: skip it.
+      if (b.w * view.scale < 24) continue;
       const size = fontSizeFor(b.node.nodeType);
       const f2 = `${size}px ${FONT_FAMILY}`;
       if (f2 !== font) ctx.font = font = f2;
       const text = fitLabel(b.node.label, b.w, size);
       if (!text) continue;
-      ctx.fillStyle = textOn(b.fill);
+      const c = textColorOf(b.fill);
+      if (c !== color) ctx.fillStyle = color = c;
       ctx.fillText(text, b.x + b.w / 2, b.y + BAR_HEIGHT / 2 + 0.5);
     }
   }
