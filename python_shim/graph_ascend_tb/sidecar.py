@@ -17,6 +17,7 @@ import logging
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -61,8 +62,14 @@ def find_binary() -> str:
             return env
         raise SidecarError(f"{BINARY_ENV}={env} is not an executable file")
     bundled = os.path.join(PACKAGE_DIR, "bin", BINARY_NAME)
-    if os.path.isfile(bundled) and os.access(bundled, os.X_OK):
-        return bundled
+    if os.path.isfile(bundled):
+        if not os.access(bundled, os.X_OK):
+            try:  # an installer that dropped the executable bit
+                os.chmod(bundled, os.stat(bundled).st_mode | stat.S_IXUSR)
+            except OSError:
+                pass
+        if os.access(bundled, os.X_OK):
+            return bundled
     found = shutil.which(BINARY_NAME)
     if found:
         return found
