@@ -6,12 +6,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let file = root.join("graph_ascend.proto");
     println!("cargo:rerun-if-changed={}", file.display());
-    let fds = protox::compile([&file], [&root])?;
+    let mut compiler = protox::Compiler::new([&root])?;
+    compiler.include_imports(true);
+    compiler.open_file(&file)?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    // Encoded by protox itself: prost's descriptor types would drop the custom options
+    // (`http`, `json_map_key`, ...) that the shim reads.
     std::fs::write(
         out.join("graph_ascend_descriptor.bin"),
-        prost::Message::encode_to_vec(&fds),
+        compiler.encode_file_descriptor_set(),
     )?;
+    let fds = compiler.file_descriptor_set();
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
