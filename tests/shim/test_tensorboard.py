@@ -260,3 +260,15 @@ def test_server_sent_events_route(one_case_logdir, tensorboard):
         assert "status" in json.loads(events[-1][len(b"data: ") :])
     else:
         assert answer.json()["success"] is False and answer.json()["error"]
+
+
+def test_loopback_tcp_fallback(one_case_logdir, tensorboard):
+    logdir, run, tag = one_case_logdir
+    tb = tensorboard(logdir, env={"GRAPH_ASCEND_TRANSPORT": "tcp"})
+    answer = tb.plugin("load_meta_dir")
+    assert answer.status == 200, answer.body
+    assert answer.json()["data"] == {run: {"type": "db", "tags": [tag]}}
+    (pid,) = tb.sidecar_pids()
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    assert b"--tcp-port" in argv
