@@ -178,7 +178,11 @@ export class App {
     this.renderSider();
   }
 
+  /** Every error shown to the user this session (newest last), for support and for the e2e tests. */
+  readonly errors: string[] = [];
+
   toast(text: string, kind: 'info' | 'error' | 'success' = 'info'): void {
+    if (kind === 'error') this.errors.push(text);
     const el = h(`div.toast.${kind}`, { testid: kind === 'error' ? 'errorToast' : 'toast', role: kind === 'error' ? 'alert' : 'status' },
       h('span.toast-text', null, text),
       h('button.toast-close', { 'aria-label': t('close'), on: { click: () => el.remove() } }, '×'));

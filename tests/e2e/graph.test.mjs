@@ -35,7 +35,7 @@ async function flow(base, shotName) {
       await steps(page, frame, shotName);
     } catch (e) {
       // Say what the user saw: the page's status line and error toasts.
-      const seen = await frame.evaluate(() => [...document.querySelectorAll('[data-testid=graphError],[data-testid=status],[data-testid=errorToast]')].map((x) => x.textContent).filter(Boolean));
+      const seen = await frame.evaluate(() => [...document.querySelectorAll('[data-testid=graphError],[data-testid=status]')].map((x) => x.textContent).filter(Boolean).concat(window.__graphAscend?.errors ?? []));
       await screenshot(page, `${shotName}-failure`);
       e.message += `\n--- the page showed ---\n${seen.join('\n')}`;
       throw e;

@@ -57,6 +57,8 @@ describe('GRAPH_ASCEND panels', () => {
       assert.deepEqual(errors, []);
     } catch (e) {
       await screenshot(page, `${name}-failure`).catch(() => {});
+      const shown = await page.frames().find((f) => /graph_ascend\/index\.html/.test(f.url()))?.evaluate(() => window.__graphAscend?.errors ?? []).catch(() => []);
+      if (shown?.length) e.message += `\n--- errors the page showed ---\n${shown.join('\n')}`;
       e.message += `\n--- TensorBoard log ---\n${tb.log().slice(-2000)}`;
       throw e;
     } finally {
@@ -149,6 +151,28 @@ describe('GRAPH_ASCEND panels', () => {
       await until(frame, (k) => window.__graphAscend?.selected?.key === k, key);
       assert.equal(await selectedName(frame), key);
       assert.equal(await frame.inputValue('[data-testid=runSelect]').catch(() => COMPARE), COMPARE);
+    }));
+
+  it('unmatches a matched pair and matches it again from the match panel', () =>
+    withPage('matching', async (page) => {
+      const frame = await openCompare(page, tb.base);
+      await frame.click('[data-testid=matchSiderButton]');
+      await frame.waitForSelector('[data-testid=debugMatchedSelect]');
+      const count = async (id) => Number((await frame.textContent(`[data-testid=${id}]`)).match(/(\d+)/g).pop());
+      const unmatched0 = await count('debugUnmatchedCount');
+      const leaf = 'Torch.arange.0.forward';
+      await frame.fill('[data-testid=debugMatchedSelect]', leaf);
+      assert.equal(await frame.inputValue('[data-testid=benchMatchedSelect]'), leaf, 'the bench side follows the matched pair');
+      await frame.click('[data-testid=unmatchButton]');
+      await until(frame, (n) => Number(document.querySelector('[data-testid=debugUnmatchedCount]').textContent.match(/(\d+)/g).pop()) === n + 1, unmatched0);
+      // Unmatched now: the graph repaints it grey and the filter finds it among the unmatched nodes.
+      assert.equal(await frame.evaluate((k) => window.__graphAscend.hier.NPU[k]?.matchedNodeLink?.length ?? -1, leaf), 0);
+      await frame.fill('[data-testid=debugUnmatchedSelect]', leaf);
+      await frame.fill('[data-testid=benchUnmatchedSelect]', leaf);
+      await frame.click('[data-testid=matchButton]');
+      await until(frame, (n) => Number(document.querySelector('[data-testid=debugUnmatchedCount]').textContent.match(/(\d+)/g).pop()) === n, unmatched0);
+      assert.ok((await frame.evaluate((k) => window.__graphAscend.hier.NPU[k]?.matchedNodeLink?.length ?? 0, leaf)) > 0);
+      await screenshot(page, 'matching');
     }));
 
   it('converts real dump folders, shows progress and opens the result', () =>
