@@ -109,7 +109,7 @@ def test_fields_without_presence_are_printed_and_json_null(schema, mapper):
 
 def test_json_name_and_map_value_in_node_info(schema, mapper):
     r = msg(schema, "NodeInfoResponse", success=True)
-    npu = r.data.npu
+    npu = r.data.add(side="npu").detail
     npu.id = npu.node_name = "Torch.add.0"
     npu.node_type = 1
     slot = npu.input_data.add(name="Torch.add.0.input.0")
@@ -126,6 +126,10 @@ def test_json_name_and_map_value_in_node_info(schema, mapper):
     assert node["output_data"] == {}
     assert node["data"] == {"precision_index": 0.5, "overflow_level": None}
     assert "bench" not in out["data"]
+
+    # A compare file's missing counterpart is an explicit null (json_map_value of an unset message).
+    r.data.add(side="bench")
+    assert roundtrip(mapper.to_json(r))["data"]["bench"] is None
 
 
 def test_map_value_pairs_and_colour_legend(schema, mapper):
@@ -152,7 +156,7 @@ def test_map_value_pairs_and_colour_legend(schema, mapper):
 
 def test_big_answers_stream_in_chunks(schema, mapper):
     r = msg(schema, "NodeListResponse", success=True)
-    r.data.npu_node_list.extend(f"Module.layer{i}.Torch.add.{i}" for i in range(20000))
+    r.data.add(name="npuNodeList").names.extend(f"Module.layer{i}.Torch.add.{i}" for i in range(20000))
     chunks = list(iter_json_chunks(mapper.to_json(r), chunk_size=65536))
     assert len(chunks) > 5
     assert json.loads(b"".join(chunks))["data"]["npuNodeList"][19999] == "Module.layer19999.Torch.add.19999"
