@@ -657,7 +657,25 @@ export class App {
       this.toast(`${key}: not found in this graph`, 'error');
       return;
     }
-    await this.selectNode(side, key, true);
+    const done = this.selectNode(side, key, true);
+    if (this.syncExpand && !this.config?.isSingleGraph) await this.revealMatched(side, key);
+    await done;
+  }
+
+  /** Show the node's own match in the other pane (expanding its ancestors there), outlined and centred. */
+  private async revealMatched(side: PaneSide, key: string): Promise<void> {
+    const link = this.hier[side][key]?.matchedNodeLink;
+    const m = link && link.length ? link[link.length - 1] : undefined;
+    if (!m) return;
+    const other: PaneSide = side === 'NPU' ? 'Bench' : 'NPU';
+    if (!this.hier[other][m]) {
+      const r = await post<Record<string, RenderNode>>('changeNodeExpandState', { nodeInfo: { nodeName: m, nodeType: this.sideName(other) }, metaData: this.meta });
+      if (!r.success || !r.data) return;
+      this.setHierarchy(other, r.data);
+    }
+    if (this.selected?.key !== key || !this.hier[other][m]) return;
+    this.panes[other].selected = m;
+    this.panes[other].reveal(m);
   }
 
   private contextMenu(side: PaneSide, key: string, x: number, y: number): void {

@@ -22,8 +22,8 @@ export interface PaneEvents {
   context(key: string, clientX: number, clientY: number): void;
 }
 
-const MINI_W = 110;
-const MINI_H = 300;
+const MINI_W = 96;
+const MINI_H = 260;
 
 export class GraphPane {
   readonly el: HTMLElement;

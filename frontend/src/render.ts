@@ -186,6 +186,7 @@ export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number 
       // A label narrower than a few characters on screen is noise: skip it.
       if (b.w * view.scale < 24) continue;
       const size = fontSizeFor(b.node.nodeType);
+      if (size * view.scale < 4.5) continue;
       const f2 = `${size}px ${FONT_FAMILY}`;
       if (f2 !== font) ctx.font = font = f2;
       const text = fitLabel(b.node.label, b.w, size);

@@ -160,5 +160,6 @@ export interface Lod {
 
 export function lodFor(scale: number): Lod {
   const bar = BAR_HEIGHT * scale;
-  return { labels: bar >= 7, strokes: bar >= 3, shapes: bar >= 5 };
+  // Labels are 8 graph units (6 for leaves): below ~5 px on screen they cannot be read.
+  return { labels: bar >= 10, strokes: bar >= 3, shapes: bar >= 5 };
 }

@@ -59,6 +59,8 @@ describe('view maths', () => {
   });
   it('drops labels, then outlines, as boxes get small', () => {
     expect(lodFor(1)).toEqual({ labels: true, strokes: true, shapes: true });
+    expect(lodFor(0.5).labels).toBe(false);
+    expect(lodFor(0.7).labels).toBe(true);
     expect(lodFor(0.3).labels).toBe(false);
     expect(lodFor(0.3).strokes).toBe(true);
     expect(lodFor(0.1).strokes).toBe(false);
