@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import urllib.error
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, GOLDEN, decompress_case, golden_cases
+from conftest import ARTIFACTS, GOLDEN, TensorBoard, decompress_case, golden_cases
+
+# Cases run this many at a time (each: one TensorBoard + one sidecar; mostly waiting, little CPU).
+PARALLEL = int(os.environ.get("GRAPH_ASCEND_PARITY_JOBS", "3"))
 
 # Routes every section relies on (the probe reads the selection and the config first).
 BASE_ROUTES = {"load_meta_dir", "loadGraphData", "loadGraphConfigInfo"}
@@ -51,35 +58,36 @@ def load_probe():
     return module
 
 
-@pytest.mark.parametrize("case", golden_cases())
-def test_golden_parity(case, tmp_path, tensorboard):
-    logdir = tmp_path / "logdir"
+def run_case(case: str, root: Path, binary: Path) -> dict:
+    """Replays the probe against a fresh TensorBoard over the case's file; what differs, per section."""
+    logdir = root / case / "logdir"
     decompress_case(case, logdir / "run")
-    tb = tensorboard(logdir)
+    tb = TensorBoard(logdir, root / case / "tensorboard.log", env={"GRAPH_ASCEND_BINARY": str(binary)})
+    try:
+        probe = load_probe()  # a fresh module per case: its `call` is patched below
+        unimplemented, failures = set(), {}
+        original_call = probe.call
 
-    probe = load_probe()
-    unimplemented, failures = set(), {}
-    original_call = probe.call
-
-    def call(base, route, body=None, query=None):
-        try:
-            return original_call(base, route, body, query)
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
+        def call(base, route, body=None, query=None):
             try:
-                answer = json.loads(raw.decode("utf-8"))
-            except ValueError:
-                answer = {}
-            if isinstance(answer, dict) and answer.get("code") == "UNIMPLEMENTED":
-                unimplemented.add(route)
-            else:
-                failures.setdefault(route, f"HTTP {exc.code}: {raw[:400]!r}")
-            return (answer if isinstance(answer, dict) else {}), 0.0
+                return original_call(base, route, body, query)
+            except urllib.error.HTTPError as exc:
+                raw = exc.read()
+                try:
+                    answer = json.loads(raw.decode("utf-8"))
+                except ValueError:
+                    answer = {}
+                if isinstance(answer, dict) and answer.get("code") == "UNIMPLEMENTED":
+                    unimplemented.add(route)
+                else:
+                    failures.setdefault(route, f"HTTP {exc.code}: {raw[:400]!r}")
+                return (answer if isinstance(answer, dict) else {}), 0.0
 
-    probe.call = call
-    got, times = probe.run(tb.plugin_base)
+        probe.call = call
+        got, times = probe.run(tb.plugin_base)
+    finally:
+        tb.stop(signal.SIGTERM)
     want = json.loads((GOLDEN / f"{case}.json").read_text())["answers"]
-
     checked, skipped, differences = [], [], {}
     for section in sorted(want):
         if routes_for(section) & unimplemented:
@@ -89,8 +97,7 @@ def test_golden_parity(case, tmp_path, tensorboard):
         problems = probe.diff(got.get(section), want[section], section)
         if problems:
             differences[section] = problems[:8]
-
-    PARITY_RESULTS[case] = {
+    return {
         "checked": checked,
         "skipped": skipped,
         "unimplemented_routes": sorted(unimplemented),
@@ -98,11 +105,32 @@ def test_golden_parity(case, tmp_path, tensorboard):
         "http_failures": failures,
         "times_ms": {k: round(v, 1) for k, v in times.items()},
     }
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / "parity.json").write_text(json.dumps(PARITY_RESULTS, indent=1, sort_keys=True))
 
-    assert not failures, f"routes failed (not UNIMPLEMENTED): {failures}"
+
+@pytest.fixture(scope="module")
+def parity(binary, tmp_path_factory):
+    root = tmp_path_factory.mktemp("parity")
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        futures = {case: pool.submit(run_case, case, root, binary) for case in golden_cases()}
+    results = {}
+    for case, future in futures.items():
+        try:
+            results[case] = future.result()
+        except Exception as exc:  # reported by that case's test
+            results[case] = {"error": f"{type(exc).__name__}: {exc}"}
+    PARITY_RESULTS.update({k: v for k, v in results.items() if "error" not in v})
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "parity.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+    return results
+
+
+@pytest.mark.parametrize("case", golden_cases())
+def test_golden_parity(case, parity):
+    result = parity[case]
+    assert "error" not in result, result.get("error")
+    assert not result["http_failures"], f"routes failed (not UNIMPLEMENTED): {result['http_failures']}"
+    checked = result["checked"]
     assert "meta_dir" in checked and "config" in checked, (
         "load_meta_dir, loadGraphData, loadGraphConfigInfo are required"
     )
-    assert not differences, json.dumps(differences, indent=1)
+    assert not result["differences"], json.dumps(result["differences"], indent=1)
