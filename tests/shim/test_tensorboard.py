@@ -272,3 +272,58 @@ def test_loopback_tcp_fallback(one_case_logdir, tensorboard):
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         argv = f.read().split(b"\0")
     assert b"--tcp-port" in argv
+
+
+def test_watch_meta_dir_streams_events_through_tensorboard(one_case_logdir, tensorboard):
+    """A real server-sent event stream: the listing at once, a new one when a file appears, heartbeats between."""
+    import http.client
+    import json
+    import shutil
+    import time
+
+    logdir, run, tag = one_case_logdir
+    tb = tensorboard(logdir, env={"GRAPH_ASCEND_SSE_HEARTBEAT": "0.5"})
+    conn = http.client.HTTPConnection("127.0.0.1", tb.port, timeout=30)
+    conn.request("GET", "/data/plugin/graph_ascend/watchMetaDir", headers={"Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    try:
+        assert resp.status == 200, resp.read()
+        assert resp.getheader("Content-Type").startswith("text/event-stream")
+        assert resp.getheader("Cache-Control") == "no-cache"
+
+        def next_event(deadline_s: float):
+            """(data JSON or None for a comment, seconds waited)."""
+            start = time.monotonic()
+            lines = []
+            while True:
+                line = resp.fp.readline()
+                assert line, "the stream ended"
+                if line == b"\n":
+                    break
+                lines.append(line.rstrip(b"\n"))
+                assert time.monotonic() - start < deadline_s
+            data = [x[len(b"data: ") :] for x in lines if x.startswith(b"data: ")]
+            return (json.loads(data[0]) if data else None), time.monotonic() - start
+
+        first = None
+        while first is None:
+            first, _ = next_event(10)
+        assert first["data"] == {run: {"type": "db", "tags": [tag]}}
+
+        heartbeats = 0
+        (logdir / "later").mkdir()
+        time.sleep(1.6)  # idle: heartbeats flow
+        shutil.copy(logdir / run / f"{tag}.vis.db", logdir / "later" / "copy.vis.db.part")
+        (logdir / "later" / "copy.vis.db.part").rename(logdir / "later" / "copy.vis.db")
+        deadline = time.monotonic() + 20
+        while True:
+            event, _ = next_event(20)
+            if event is None:
+                heartbeats += 1
+            elif "later" in event.get("data", {}):
+                assert event["data"]["later"] == {"type": "db", "tags": ["copy"]}
+                break
+            assert time.monotonic() < deadline, "the new file was never announced"
+        assert heartbeats >= 2, "idle streams carry heartbeat comments"
+    finally:
+        conn.close()
