@@ -7,6 +7,7 @@
 
 mod convert_cmd;
 mod diff_cmd;
+mod gen_cmd;
 mod serve_cmd;
 
 use std::process::ExitCode;
@@ -33,6 +34,9 @@ enum Command {
     Convert(convert_cmd::ConvertArgs),
     /// Compare two .vis.db files node by node; exit status 1 when they differ.
     DiffVisdb(diff_cmd::DiffArgs),
+    /// Write a synthetic .vis.db of about N nodes per side (for benchmarks).
+    #[command(hide = true)]
+    GenVisdb(gen_cmd::GenArgs),
     /// Write the API's protobuf FileDescriptorSet (used by the Python shim).
     #[command(hide = true)]
     ProtoDescriptor {
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Convert(args) => convert_cmd::run(args),
         Command::DiffVisdb(args) => diff_cmd::run(args),
+        Command::GenVisdb(args) => gen_cmd::run(args),
         Command::ProtoDescriptor { out } => {
             std::fs::write(&out, graph_ascend_proto::FILE_DESCRIPTOR_SET)
                 .map(|()| ExitCode::SUCCESS)

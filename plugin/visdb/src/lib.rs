@@ -4,11 +4,13 @@
 //! - [`store`]: the reader the service uses. Every question is one indexed query; nothing loads a
 //!   whole graph to answer one request.
 //! - [`writer`]: the converter's output side (temporary file, one transaction, atomic rename).
+//! - [`synthetic`]: generated files of any size, for benchmarks.
 
 pub mod diff;
 pub mod json;
 pub mod schema;
 pub mod store;
+pub mod synthetic;
 pub mod writer;
 
 pub use store::{Store, StoreError};
