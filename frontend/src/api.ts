@@ -159,3 +159,8 @@ export function get<T>(route: string, params: Record<string, string | number | u
 export function metaQuery(m: MetaData): Record<string, string | number> {
   return { run: m.run, tag: m.tag, type: m.type, lang: m.lang, microStep: m.microStep, step: m.step, rank: m.rank };
 }
+
+/** "route (detail): route: message" -> "route (detail): message" (the shim already names the route). */
+export function tidyError(text: string): string {
+  return text.replace(/^([A-Za-z_]+)((?: \([^)]*\))?): \1: /, '$1$2: ');
+}

@@ -3,7 +3,7 @@
  * details, and the side panels (precision/overflow filter, search, matching), plus the conversion
  * page. State lives here; drawing is in pane.ts/render.ts, table logic in details.ts.
  */
-import { get, metaQuery, post } from './api';
+import { get, metaQuery, post, tidyError } from './api';
 import { buildColorTable, LEVEL_COLORS, nodeFill, OVERFLOW_COLORS, precisionColor, type ColorMode, type ColorTable } from './colors';
 import { badResult, columnsOf, pairRows, worstCells } from './details';
 import { clear, h, option } from './dom';
@@ -181,7 +181,8 @@ export class App {
   /** Every error shown to the user this session (newest last), for support and for the e2e tests. */
   readonly errors: string[] = [];
 
-  toast(text: string, kind: 'info' | 'error' | 'success' = 'info'): void {
+  toast(message: string, kind: 'info' | 'error' | 'success' = 'info'): void {
+    const text = tidyError(message);
     if (kind === 'error') this.errors.push(text);
     const el = h(`div.toast.${kind}`, { testid: kind === 'error' ? 'errorToast' : 'toast', role: kind === 'error' ? 'alert' : 'status' },
       h('span.toast-text', null, text),
@@ -524,7 +525,8 @@ export class App {
     this.toast(msg, 'error');
   }
 
-  private setStatus(msg: string, error = false): void {
+  private setStatus(message: string, error = false): void {
+    const msg = tidyError(message);
     this.els.status.textContent = msg;
     this.els.status.classList.toggle('error', error);
     this.els.status.style.display = msg ? '' : 'none';
@@ -600,7 +602,7 @@ export class App {
     if (this.selected?.key !== key) return;
     if (!r.success) {
       this.lastInfo = null;
-      this.detailError = `getNodeInfo (${key}): ${r.error}`;
+      this.detailError = tidyError(`getNodeInfo (${key}): ${r.error}`);
       this.toast(this.detailError, 'error');
     } else {
       this.lastInfo = r.data ?? null;

@@ -4,7 +4,7 @@
  * streamed from `getConvertProgress` (read with fetch so it carries the tab's client header),
  * a real Cancel (`cancelConvert`), and the result with "open this file" or the error log.
  */
-import { clientId, get, post } from './api';
+import { clientId, get, post, tidyError } from './api';
 import { clear, h, option } from './dom';
 import { t } from './i18n';
 import type { ConvertCandidates, ConvertProgress } from './types';
@@ -95,7 +95,7 @@ export class ConvertPage {
     if (this.step !== 'form') return;
     const r = await get<ConvertCandidates>('loadConvertedGraphData', {});
     if (!r.success || !r.data) {
-      this.error = `loadConvertedGraphData: ${r.error ?? 'no data'}`;
+      this.error = tidyError(`loadConvertedGraphData: ${r.error ?? 'no data'}`);
       this.host.toast(this.error, 'error');
     } else {
       this.cands = { dirs: r.data.dirs ?? [], yaml_files: r.data.yaml_files ?? [] };

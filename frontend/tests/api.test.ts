@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { normalize, parseLooseJson, post, setTransport } from '../src/api';
+import { normalize, parseLooseJson, post, setTransport, tidyError } from '../src/api';
 import { convertBody, defaultOutput, parseSse } from '../src/convert';
 import { missingKeys, setLang, t } from '../src/i18n';
 
@@ -7,6 +7,11 @@ describe('answers', () => {
   it('accepts bare NaN and Infinity tokens but not inside strings', () => {
     expect(parseLooseJson('{"a": NaN, "b": -Infinity, "c": "NaN x", "d": [Infinity]}')).toEqual({ a: 'NaN', b: '-Infinity', c: 'NaN x', d: ['Infinity'] });
     expect(() => parseLooseJson('{bad')).toThrow();
+  });
+  it('does not name the route twice', () => {
+    expect(tidyError('getNodeInfo (a.b): getNodeInfo: boom')).toBe('getNodeInfo (a.b): boom');
+    expect(tidyError('load_meta_dir: load_meta_dir: x')).toBe('load_meta_dir: x');
+    expect(tidyError('filterNodes: other: x')).toBe('filterNodes: other: x');
   });
   it('turns HTTP errors and error bodies into success=false with a message', () => {
     expect(normalize(503, 'Service Unavailable', { success: false, error: 'sidecar down' })).toEqual({ success: false, error: 'sidecar down' });
