@@ -101,7 +101,7 @@ try {
   const search = await frame.evaluate(async () => {
     const a = window.__graphAscend;
     const names = Array.from({ length: 1_000_000 }, (_, i) => `Module.layers.${i % 997}.block${i}.Linear.forward.${i % 7}`);
-    a.nodeList = { key: `${a.meta.run}|${a.meta.tag}|${a.meta.step}|${a.meta.rank}|${a.meta.microStep}`, NPU: names, Bench: [], lowerNPU: names.map((n) => n.toLowerCase()), lowerBench: [] };
+    a.setNodeList(names, []);
     a.openTab('search');
     const input = document.querySelector('[data-testid=searchInput]');
     const out = [];
@@ -110,7 +110,8 @@ try {
       const s = performance.now();
       input.dispatchEvent(new Event('input'));
       await new Promise((r) => requestAnimationFrame(() => r()));
-      out.push({ query: q, ms: +(performance.now() - s).toFixed(1), hits: document.querySelector('[data-testid=searchCount]').textContent });
+      const match = Number(document.querySelector('.list-host')?.dataset.searchMs ?? NaN);
+      out.push({ query: q, ms: +(performance.now() - s).toFixed(1), match_ms: match, hits: document.querySelector('[data-testid=searchCount]').textContent });
     }
     return out;
   });

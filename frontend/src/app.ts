@@ -11,7 +11,7 @@ import { initialLang, lang, setLang, t, type Key } from './i18n';
 import { GraphPane } from './pane';
 import { DARK, LIGHT } from './render';
 import { Scene } from './scene';
-import { matchedOf, metaKey, naturalCompare, readUrlState, searchNames, unprefixed, visibleOnly, writeUrlState } from './state';
+import { matchedOf, metaKey, NameIndex, naturalCompare, readUrlState, unprefixed, visibleOnly, writeUrlState } from './state';
 import type {
   Catalog,
   CatalogError,
@@ -64,7 +64,7 @@ export class App {
     convert: HTMLElement;
     dashboard: HTMLElement;
   };
-  private nodeList: { key: string; NPU: string[]; Bench: string[]; lowerNPU: string[]; lowerBench: string[] } | null = null;
+  private nodeList: { key: string; NPU: NameIndex; Bench: NameIndex } | null = null;
   private relations: { key: string; data: MatchedRelations } | null = null;
   private filterHits: FilterHit[] = [];
   private filterValues = new Set<string>();
@@ -887,9 +887,12 @@ export class App {
       this.toast(`loadGraphAllNodeList: ${r.error ?? 'no data'}`, 'error');
       return;
     }
-    const NPU = r.data.npuNodeList ?? [];
-    const Bench = r.data.benchNodeList ?? [];
-    this.nodeList = { key, NPU, Bench, lowerNPU: NPU.map((n) => n.toLowerCase()), lowerBench: Bench.map((n) => n.toLowerCase()) };
+    this.setNodeList(r.data.npuNodeList ?? [], r.data.benchNodeList ?? []);
+  }
+
+  /** The names the search panel looks through (the benchmark also feeds it 1M names). */
+  setNodeList(npu: string[], bench: string[]): void {
+    this.nodeList = { key: metaKey(this.meta), NPU: new NameIndex(npu), Bench: new NameIndex(bench) };
     if (this.tab === 'search') this.renderPanel();
   }
 
@@ -908,10 +911,10 @@ export class App {
         listHost.append(h('p.muted', null, t('loading')));
         return;
       }
-      const names = this.searchSide === 'Bench' ? nl.Bench : nl.NPU;
-      const lower = this.searchSide === 'Bench' ? nl.lowerBench : nl.lowerNPU;
+      const index = this.searchSide === 'Bench' ? nl.Bench : nl.NPU;
+      const names = index.names;
       const t0 = performance.now();
-      const { hits } = searchNames(names, lower, this.searchQuery);
+      const hits = index.search(this.searchQuery);
       const found = new Array<string>(hits.length);
       for (let i = 0; i < hits.length; i++) found[i] = names[hits[i]];
       listHost.dataset.searchMs = (performance.now() - t0).toFixed(1);

@@ -260,6 +260,19 @@ export class GraphPane {
       c.focus({ preventScroll: true });
       drag = { x: e.clientX, y: e.clientY, moved: false };
     });
+    // The full name of the box under the pointer, as a tooltip (labels are truncated to fit).
+    let hoverKey = '';
+    c.addEventListener('mousemove', (e) => {
+      if (drag?.moved) return;
+      const p = this.local(e);
+      const b = this.boxAt(p.x, p.y);
+      const k = b ? b.key : '';
+      if (k !== hoverKey) {
+        hoverKey = k;
+        c.title = b ? b.key : '';
+        c.style.cursor = b ? 'pointer' : '';
+      }
+    });
     window.addEventListener('mousemove', (e) => {
       if (!drag) return;
       const dx = e.clientX - drag.x, dy = e.clientY - drag.y;

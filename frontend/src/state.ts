@@ -38,20 +38,56 @@ export function unprefixed(name: string): string {
   return name.startsWith('N___') || name.startsWith('B___') ? name.slice(4) : name;
 }
 
-/** Case-insensitive substring search over names; lower is the pre-lowered copy. */
-export function searchNames(names: string[], lower: string[], query: string, limit = Infinity): { hits: number[]; total: number } {
-  const q = query.trim().toLowerCase();
-  const hits: number[] = [];
-  if (!q) return { hits, total: 0 };
-  let total = 0;
-  for (let i = 0; i < lower.length; i++) {
-    if (lower[i].includes(q)) {
-      if (hits.length < limit) hits.push(i);
-      total++;
+/**
+ * Case-insensitive substring search over many names. The lowered names are joined into one string
+ * with '\n' between them, so a query is a run of native `indexOf` calls (no per-name call) and each
+ * hit maps back to its name by binary search over the start offsets; after a hit the scan resumes
+ * at the next name, so a name counts once.
+ */
+export class NameIndex {
+  private readonly text: string;
+  private readonly starts: Int32Array;
+
+  constructor(readonly names: string[]) {
+    const lower = names.map((n) => n.toLowerCase());
+    this.starts = new Int32Array(names.length + 1);
+    let at = 0;
+    for (let i = 0; i < lower.length; i++) {
+      this.starts[i] = at;
+      at += lower[i].length + 1;
     }
+    this.starts[names.length] = at;
+    this.text = lower.join('\n');
   }
-  void names;
-  return { hits, total };
+
+  get length(): number {
+    return this.names.length;
+  }
+
+  /** Indices of the names containing query, in list order. */
+  search(query: string): number[] {
+    const q = query.trim().toLowerCase();
+    const hits: number[] = [];
+    if (!q || q.includes('\n')) return hits;
+    const { text, starts } = this;
+    let pos = 0;
+    let lo = 0;
+    for (;;) {
+      pos = text.indexOf(q, pos);
+      if (pos < 0) break;
+      // The name whose range holds pos: the last start <= pos, searched from the previous hit on.
+      let hi = starts.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (starts[mid] <= pos) lo = mid;
+        else hi = mid - 1;
+      }
+      hits.push(lo);
+      pos = starts[lo + 1];
+      lo++;
+    }
+    return hits;
+  }
 }
 
 export interface UrlState {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { matchedOf, naturalCompare, readUrlState, searchNames, unprefixed, visibleOnly, writeUrlState } from '../src/state';
+import { matchedOf, NameIndex, naturalCompare, readUrlState, unprefixed, visibleOnly, writeUrlState } from '../src/state';
 import type { RenderNode } from '../src/types';
 
 const node = (parentNode: string, expand: boolean, link: string[] = [], isRoot = false) =>
@@ -24,12 +24,26 @@ describe('hierarchy helpers', () => {
 });
 
 describe('search', () => {
-  it('is a case-insensitive substring match with a total', () => {
-    const names = ['Module.Linear.0', 'Torch.add.1', 'Functional.linear.10.forward'];
-    const lower = names.map((n) => n.toLowerCase());
-    expect(searchNames(names, lower, 'LINEAR')).toEqual({ hits: [0, 2], total: 2 });
-    expect(searchNames(names, lower, 'linear', 1)).toEqual({ hits: [0], total: 2 });
-    expect(searchNames(names, lower, '  ').total).toBe(0);
+  it('is a case-insensitive substring match, one hit per name, in list order', () => {
+    const idx = new NameIndex(['Module.Linear.0', 'Torch.add.1', 'Functional.linear.10.forward', 'linearlinear']);
+    expect(idx.search('LINEAR')).toEqual([0, 2, 3]);
+    expect(idx.search('add')).toEqual([1]);
+    expect(idx.search('  ')).toEqual([]);
+    expect(idx.search('nothing')).toEqual([]);
+  });
+  it('never matches across two names', () => {
+    const idx = new NameIndex(['ab', 'cd']);
+    expect(idx.search('bc')).toEqual([]);
+    expect(idx.search('b\nc')).toEqual([]);
+    expect(idx.search('d')).toEqual([1]);
+  });
+  it('agrees with a plain filter on many names', () => {
+    const names = Array.from({ length: 5000 }, (_, i) => `Module.layers.${i % 37}.block${i}.Linear.forward.${i % 7}`);
+    const idx = new NameIndex(names);
+    for (const q of ['block1', 'LAYERS.3', 'forward.6', 'r.f', 'x']) {
+      const want = names.flatMap((n, i) => (n.toLowerCase().includes(q.toLowerCase()) ? [i] : []));
+      expect(idx.search(q)).toEqual(want);
+    }
   });
 });
 
