@@ -7,6 +7,7 @@ import { appFrame, launchBrowser, makeLogdir, screenshot, startTensorBoard, unti
 
 const OVERFLOW = 'compare_mlp_overflow_oc';
 const DIST = 'compare_dist_ranks';
+const STEPS = 'build_mlp_steps';
 
 async function openRun(page, base, run) {
   await page.goto(`${base}/#graph_ascend`);
@@ -23,7 +24,7 @@ async function openRun(page, base, run) {
 describe('GRAPH_ASCEND modes', () => {
   let logdir, tb, browser;
   before(async () => {
-    logdir = makeLogdir([OVERFLOW, DIST]);
+    logdir = makeLogdir([STEPS, OVERFLOW, DIST]);
     tb = await startTensorBoard(logdir);
     browser = await launchBrowser();
   });
@@ -87,5 +88,38 @@ describe('GRAPH_ASCEND modes', () => {
       await until(frame, () => window.__graphAscend.meta.rank === 1 && window.__graphAscend.selected?.key === 'Distributed.recv.0.forward');
       await frame.waitForSelector('[data-testid=detailsTable]');
       assert.match(await frame.textContent('[data-testid=debugNodeName]'), /Distributed\.recv\.0\.forward/);
+    }));
+
+  it('switches steps of a single-graph file and shows one pane', () =>
+    withPage('steps', async (page) => {
+      const frame = await openRun(page, tb.base, STEPS);
+      assert.equal(await frame.isVisible('[data-testid=benchGraph]'), false, 'a single graph has one pane');
+      const steps = await frame.$$eval('[data-testid=stepSelect] option', (os) => os.map((o) => o.value));
+      assert.deepEqual(steps, ['0', '1']);
+      await frame.evaluate(() => (window.__stepProbe = window.__graphAscend.panes.NPU.scene));
+      await frame.selectOption('[data-testid=stepSelect]', '1');
+      await until(frame, () => window.__graphAscend.meta.step === 1 && window.__graphAscend.panes.NPU.scene && window.__graphAscend.panes.NPU.scene !== window.__stepProbe);
+      assert.ok((await frame.evaluate(() => window.__graphAscend.panes.NPU.scene.boxes.length)) > 1);
+      assert.match(frame.url(), /step=1/);
+    }));
+
+  it('follows TensorBoard dark mode, lists shortcuts and moves the view from the minimap', () =>
+    withPage('chrome', async (page) => {
+      const frame = await openRun(page, tb.base, OVERFLOW);
+      assert.equal(await frame.evaluate(() => document.documentElement.classList.contains('dark')), false);
+      await page.evaluate(() => document.body.classList.add('dark-mode'));
+      await until(frame, () => document.documentElement.classList.contains('dark'));
+      await page.evaluate(() => document.body.classList.remove('dark-mode'));
+      await until(frame, () => !document.documentElement.classList.contains('dark'));
+
+      await frame.click('[data-testid=shortcutsButton]');
+      const keys = await frame.$$eval('[data-testid=shortcutsList] kbd', (ks) => ks.map((k) => k.textContent));
+      for (const k of ['W', 'S', 'A', 'D']) assert.ok(keys.includes(k), `shortcut ${k} listed: ${keys}`);
+
+      const ty0 = await frame.evaluate(() => window.__graphAscend.panes.NPU.view.ty);
+      const mini = await (await frame.$('[data-testid=debugMinimap]')).boundingBox();
+      await page.mouse.click(mini.x + mini.width / 2, mini.y + mini.height - 5);
+      const ty1 = await frame.evaluate(() => window.__graphAscend.panes.NPU.view.ty);
+      assert.ok(ty1 < ty0, `clicking low on the minimap scrolls down: ${ty0} -> ${ty1}`);
     }));
 });
