@@ -164,3 +164,49 @@ export function metaQuery(m: MetaData): Record<string, string | number> {
 export function tidyError(text: string): string {
   return text.replace(/^([A-Za-z_]+)((?: \([^)]*\))?): \1: /, '$1$2: ');
 }
+
+/**
+ * Follow a server-sent-event route with fetch (so the request carries the client header); calls
+ * onEvent with each `data:` payload. Resolves when the stream ends or fails; abort with signal.
+ */
+export async function followSse(route: string, onEvent: (data: string) => boolean | void, signal: AbortSignal): Promise<string | null> {
+  try {
+    const res = await fetch(route, { headers: { 'X-Graph-Ascend-Client': clientId(), Accept: 'text/event-stream' }, signal });
+    if (!res.ok || !res.body) return `HTTP ${res.status} ${res.statusText}`.trim();
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return null;
+      buf += dec.decode(value, { stream: true });
+      const { events, rest } = parseSse(buf);
+      buf = rest;
+      for (const data of events) {
+        if (onEvent(data) === false) {
+          reader.cancel().catch(() => {});
+          return null;
+        }
+      }
+    }
+  } catch (e) {
+    return signal.aborted ? null : errorText(e);
+  }
+}
+
+/** Parse a text/event-stream body into messages (`data:` lines joined, blank line ends one). */
+export function parseSse(buffer: string): { events: string[]; rest: string } {
+  const events: string[] = [];
+  const norm = buffer.replace(/\r\n/g, '\n');
+  const chunks = norm.split('\n\n');
+  const rest = chunks.pop() ?? '';
+  for (const chunk of chunks) {
+    const data = chunk
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).replace(/^ /, ''))
+      .join('\n');
+    if (data) events.push(data);
+  }
+  return { events, rest };
+}

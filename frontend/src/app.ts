@@ -3,7 +3,7 @@
  * details, and the side panels (precision/overflow filter, search, matching), plus the conversion
  * page. State lives here; drawing is in pane.ts/render.ts, table logic in details.ts.
  */
-import { get, metaQuery, post, tidyError } from './api';
+import { followSse, get, metaQuery, parseLooseJson, post, tidyError } from './api';
 import { buildColorTable, LEVEL_COLORS, nodeFill, OVERFLOW_COLORS, precisionColor, type ColorMode, type ColorTable } from './colors';
 import { badResult, columnsOf, pairRows, worstCells } from './details';
 import { clear, h, option } from './dom';
@@ -379,7 +379,13 @@ export class App {
 
   // ------------------------------------------------------------------ data selection
 
+  private watching = false;
+
   async start(): Promise<void> {
+    if (!this.watching) {
+      this.watching = true;
+      this.watchCatalog();
+    }
     const url = readUrlState(location.search);
     let saved: ReturnType<typeof readUrlState>;
     try {
@@ -415,18 +421,57 @@ export class App {
       this.toast(msg, 'error');
       return false;
     }
+    this.applyCatalog(r.data, (r as unknown as { error?: unknown }).error);
+    return true;
+  }
+
+  private catalogErrorKey = '';
+
+  private applyCatalog(data: Catalog, errs: unknown): void {
     const sorted: Catalog = {};
-    for (const k of Object.keys(r.data).sort(naturalCompare)) sorted[k] = { ...r.data[k], tags: [...(r.data[k].tags ?? [])].sort(naturalCompare) };
+    for (const k of Object.keys(data).sort(naturalCompare)) sorted[k] = { ...data[k], tags: [...(data[k].tags ?? [])].sort(naturalCompare) };
     this.catalog = sorted;
-    const errs = (r as unknown as { error?: unknown }).error;
     this.catalogErrors = Array.isArray(errs) ? (errs as CatalogError[]) : [];
-    if (this.catalogErrors.length) {
+    const key = JSON.stringify(this.catalogErrors);
+    // Each new set of problems is announced once; the data panel keeps listing them.
+    if (this.catalogErrors.length && key !== this.catalogErrorKey) {
       const list = h('ul.catalog-errors', { testid: 'catalogErrors' }, ...this.catalogErrors.map((e) => h('li', null, h('b', null, `${e.run}/${e.tag}`), ': ', e.info)));
       this.modal(t('risk_warning'), list, 'catalogErrorModal');
     }
+    this.catalogErrorKey = key;
     this.renderSider();
     if (this.tab === 'data') this.renderPanel();
-    return true;
+  }
+
+  /** Keep the file list live (the server pushes a new listing when files appear, change or go). */
+  private watchCatalog(): void {
+    const ctrl = new AbortController();
+    let failures = 0;
+    const loop = async () => {
+      for (;;) {
+        const err = await followSse('watchMetaDir', (data) => {
+          failures = 0;
+          let msg: { data?: Catalog; error?: unknown };
+          try {
+            msg = parseLooseJson(data) as typeof msg;
+          } catch {
+            return;
+          }
+          if (!msg || typeof msg !== 'object' || !msg.data) return;
+          const before = JSON.stringify(this.catalog);
+          this.applyCatalog(msg.data, msg.error);
+          if (JSON.stringify(this.catalog) !== before && this.meta.run && !this.catalog[this.meta.run]?.tags.includes(this.meta.tag))
+            this.setStatus(`${this.meta.run}/${this.meta.tag}: the file is gone from the log directory`, true);
+          if (before === '{}' && Object.keys(this.catalog).length && !this.meta.run) void this.start();
+        }, ctrl.signal);
+        // An older server without the route answers 404: stop. Otherwise retry, slower each time.
+        if (err && /HTTP 40[45]/.test(err)) return;
+        failures++;
+        if (failures > 20) return;
+        await new Promise((r) => setTimeout(r, Math.min(30_000, 1000 * 2 ** Math.min(failures, 5))));
+      }
+    };
+    void loop();
   }
 
   async selectFile(run: string, tag: string, want: { step?: number; rank?: number; micro?: number; node?: string; side?: string } = {}): Promise<void> {

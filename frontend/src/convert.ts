@@ -4,7 +4,7 @@
  * streamed from `getConvertProgress` (read with fetch so it carries the tab's client header),
  * a real Cancel (`cancelConvert`), and the result with "open this file" or the error log.
  */
-import { clientId, get, post, tidyError } from './api';
+import { followSse, get, post, tidyError } from './api';
 import { clear, h, option } from './dom';
 import { t } from './i18n';
 import type { ConvertCandidates, ConvertProgress } from './types';
@@ -47,23 +47,6 @@ export function convertBody(p: Params): Record<string, unknown> {
     body.parallel_merge = p.bench_path ? { npu: { ...p.npu }, bench: { ...p.bench } } : { npu: { ...p.npu } };
   }
   return body;
-}
-
-/** Parse a text/event-stream body into messages (`data:` lines joined, blank line ends one). */
-export function parseSse(buffer: string): { events: string[]; rest: string } {
-  const events: string[] = [];
-  const norm = buffer.replace(/\r\n/g, '\n');
-  const chunks = norm.split('\n\n');
-  const rest = chunks.pop() ?? '';
-  for (const chunk of chunks) {
-    const data = chunk
-      .split('\n')
-      .filter((l) => l.startsWith('data:'))
-      .map((l) => l.slice(5).replace(/^ /, ''))
-      .join('\n');
-    if (data) events.push(data);
-  }
-  return { events, rest };
 }
 
 export class ConvertPage {
@@ -175,46 +158,29 @@ export class ConvertPage {
     const ctrl = new AbortController();
     this.abort = ctrl;
     const url = this.jobId ? `getConvertProgress?jobId=${encodeURIComponent(this.jobId)}` : 'getConvertProgress';
-    try {
-      const res = await fetch(url, { headers: { 'X-Graph-Ascend-Client': clientId(), Accept: 'text/event-stream' }, signal: ctrl.signal });
-      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status} ${res.statusText}`);
-      const reader = res.body.getReader();
-      const dec = new TextDecoder();
-      let buf = '';
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, { stream: true });
-        const { events, rest } = parseSse(buf);
-        buf = rest;
-        for (const ev of events) {
-          let msg: ConvertProgress;
-          try {
-            msg = JSON.parse(ev);
-          } catch {
-            continue;
-          }
-          this.progress = msg;
-          if (msg.status === 'building') this.updateBar();
-          else {
-            ctrl.abort();
-            this.step = 'result';
-            this.rerender();
-            return;
-          }
-        }
+    let finished = false;
+    const err = await followSse(url, (data) => {
+      let msg: ConvertProgress;
+      try {
+        msg = JSON.parse(data);
+      } catch {
+        return;
       }
-      if (this.step === 'progress') {
-        this.progress = { ...this.progress, status: 'error', error: [...asList(this.progress.error), 'the progress stream ended before the conversion finished'] };
-        this.step = 'result';
-        this.rerender();
+      this.progress = msg;
+      if (msg.status === 'building') {
+        this.updateBar();
+        return;
       }
-    } catch (e) {
-      if (ctrl.signal.aborted) return;
-      this.progress = { ...this.progress, status: 'error', error: [...asList(this.progress.error), `getConvertProgress: ${e instanceof Error ? e.message : String(e)}`] };
+      finished = true;
       this.step = 'result';
       this.rerender();
-    }
+      return false;
+    }, ctrl.signal);
+    if (finished || ctrl.signal.aborted) return;
+    const why = err ? `getConvertProgress: ${err}` : 'the progress stream ended before the conversion finished';
+    this.progress = { ...this.progress, status: 'error', error: [...asList(this.progress.error), why] };
+    this.step = 'result';
+    this.rerender();
   }
 
   private updateBar(): void {

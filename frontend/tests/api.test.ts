@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { normalize, parseLooseJson, post, setTransport, tidyError } from '../src/api';
-import { convertBody, defaultOutput, parseSse } from '../src/convert';
+import { normalize, parseLooseJson, parseSse, post, setTransport, tidyError } from '../src/api';
+import { convertBody, defaultOutput } from '../src/convert';
 import { missingKeys, setLang, t } from '../src/i18n';
 
 describe('answers', () => {

@@ -3,6 +3,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import path from 'node:path';
 import { appFrame, launchBrowser, makeLogdir, screenshot, startTensorBoard, until } from './harness.mjs';
 
 const OVERFLOW = 'compare_mlp_overflow_oc';
@@ -121,5 +122,20 @@ describe('GRAPH_ASCEND modes', () => {
       await page.mouse.click(mini.x + mini.width / 2, mini.y + mini.height - 5);
       const ty1 = await frame.evaluate(() => window.__graphAscend.panes.NPU.view.ty);
       assert.ok(ty1 < ty0, `clicking low on the minimap scrolls down: ${ty0} -> ${ty1}`);
+    }));
+
+  it('lists a file that appears in the log directory while the page is open', () =>
+    withPage('live', async (page) => {
+      const frame = await openRun(page, tb.base, STEPS);
+      const before = await frame.$$eval('[data-testid=runSelect] option', (os) => os.map((o) => o.value));
+      assert.ok(!before.includes('late_run'));
+      // Written elsewhere, then renamed into place, as a finished conversion would be.
+      const src = fs.readdirSync(path.join(logdir, STEPS)).find((f) => f.endsWith('.vis.db'));
+      fs.mkdirSync(path.join(logdir, 'late_run'));
+      fs.copyFileSync(path.join(logdir, STEPS, src), path.join(logdir, 'late.tmp'));
+      fs.renameSync(path.join(logdir, 'late.tmp'), path.join(logdir, 'late_run', 'build_late.vis.db'));
+      await until(frame, () => [...document.querySelectorAll('[data-testid=runSelect] option')].some((o) => o.value === 'late_run'), null, 20_000);
+      await frame.selectOption('[data-testid=runSelect]', 'late_run');
+      await until(frame, () => window.__graphAscend.meta.run === 'late_run' && Number(document.querySelector('[data-testid=debugGraph]').dataset.nodes) > 1);
     }));
 });
