@@ -11,7 +11,7 @@ import { initialLang, lang, setLang, t, type Key } from './i18n';
 import { GraphPane } from './pane';
 import { DARK, LIGHT } from './render';
 import { Scene } from './scene';
-import { matchedOf, metaKey, NameIndex, naturalCompare, readUrlState, unprefixed, visibleOnly, writeUrlState } from './state';
+import { matchedOf, metaKey, NameIndex, naturalCompare, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState } from './state';
 import type {
   Catalog,
   CatalogError,
@@ -171,9 +171,7 @@ export class App {
 
   showPage(page: 'dashboard' | 'convert'): void {
     this.page = page;
-    this.els.dashboard.style.display = page === 'dashboard' ? '' : 'none';
-    this.els.convert.style.display = page === 'convert' ? '' : 'none';
-    this.els.panel.style.display = page === 'dashboard' && this.tab ? '' : 'none';
+    this.applyPaneLayout();
     if (page === 'convert') this.convertPage.open(this.els.convert);
     this.renderSider();
   }
@@ -269,13 +267,16 @@ export class App {
 
   private applyPaneLayout(): void {
     const single = !this.config || this.config.isSingleGraph;
-    this.els.benchWrap.style.display = single || this.benchCollapsed ? 'none' : '';
+    const l = paneLayout({ page: this.page, tab: this.tab, single, benchCollapsed: this.benchCollapsed, detailsCollapsed: this.detailsCollapsed });
+    this.els.benchWrap.style.display = l.benchPane ? '' : 'none';
     const split = this.els.graphs.querySelector('.splitter') as HTMLElement | null;
-    if (split) split.style.display = single || this.benchCollapsed ? 'none' : '';
-    if (single || this.benchCollapsed) this.els.npuWrap.style.flex = '1 1 auto';
+    if (split) split.style.display = l.paneSplitter ? '' : 'none';
+    if (!l.benchPane) this.els.npuWrap.style.flex = '1 1 auto';
     else if (this.els.npuWrap.style.flex.startsWith('1 1')) this.els.npuWrap.style.flex = '';
-    this.els.details.classList.toggle('collapsed', this.detailsCollapsed);
-    this.els.panel.style.display = this.page === 'dashboard' && this.tab ? '' : 'none';
+    this.els.details.classList.toggle('collapsed', !l.details);
+    this.els.panel.style.display = l.panel ? '' : 'none';
+    this.els.dashboard.style.display = l.dashboard ? '' : 'none';
+    this.els.convert.style.display = l.convert ? '' : 'none';
     this.panes.NPU.setMinimap(this.showMini.NPU);
     this.panes.Bench.setMinimap(this.showMini.Bench);
   }
@@ -633,6 +634,8 @@ export class App {
   async selectNode(side: PaneSide, key: string, reveal = false): Promise<void> {
     this.selected = { side, key };
     this.detailError = '';
+    this.lastInfo = null;
+    this.renderDetails(); // never show the previous node's numbers under the new selection
     this.panes[side].selected = key;
     this.panes[side].invalidate();
     const other: PaneSide = side === 'NPU' ? 'Bench' : 'NPU';

@@ -138,3 +138,28 @@ export function naturalCompare(a: string, b: string): number {
 export function metaKey(m: MetaData): string {
   return `${m.run}|${m.tag}|${m.step}|${m.rank}|${m.microStep}`;
 }
+
+export interface LayoutInput {
+  page: 'dashboard' | 'convert';
+  tab: string | null;
+  single: boolean;
+  benchCollapsed: boolean;
+  detailsCollapsed: boolean;
+}
+
+export interface LayoutOutput {
+  panel: boolean;
+  benchPane: boolean;
+  paneSplitter: boolean;
+  details: boolean;
+  dashboard: boolean;
+  convert: boolean;
+}
+
+/** Which parts of the page are shown: the control panel only with a tab open on the dashboard, the
+ *  golden pane (and the splitter before it) only for compare files and when not collapsed. */
+export function paneLayout(s: LayoutInput): LayoutOutput {
+  const dashboard = s.page === 'dashboard';
+  const bench = !s.single && !s.benchCollapsed;
+  return { panel: dashboard && s.tab !== null, benchPane: bench, paneSplitter: bench, details: !s.detailsCollapsed, dashboard, convert: !dashboard };
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { matchedOf, NameIndex, naturalCompare, readUrlState, unprefixed, visibleOnly, writeUrlState } from '../src/state';
+import { matchedOf, NameIndex, naturalCompare, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState } from '../src/state';
 import type { RenderNode } from '../src/types';
 
 const node = (parentNode: string, expand: boolean, link: string[] = [], isRoot = false) =>
@@ -56,5 +56,21 @@ describe('URL state', () => {
   });
   it('sorts runs naturally', () => {
     expect(['run_10', 'run_2', 'run_1'].sort(naturalCompare)).toEqual(['run_1', 'run_2', 'run_10']);
+  });
+});
+
+describe('panel layout', () => {
+  const base = { page: 'dashboard' as const, tab: null, single: false, benchCollapsed: false, detailsCollapsed: false };
+  it('shows both panes for compare files and one for single files', () => {
+    expect(paneLayout(base)).toMatchObject({ benchPane: true, paneSplitter: true, panel: false, details: true, dashboard: true, convert: false });
+    expect(paneLayout({ ...base, single: true })).toMatchObject({ benchPane: false, paneSplitter: false });
+  });
+  it('collapses the golden pane, the details and the control panel on demand', () => {
+    expect(paneLayout({ ...base, benchCollapsed: true }).benchPane).toBe(false);
+    expect(paneLayout({ ...base, detailsCollapsed: true }).details).toBe(false);
+    expect(paneLayout({ ...base, tab: 'search' }).panel).toBe(true);
+  });
+  it('hides the dashboard and its panel on the conversion page', () => {
+    expect(paneLayout({ ...base, page: 'convert', tab: 'search' })).toMatchObject({ panel: false, dashboard: false, convert: true });
   });
 });

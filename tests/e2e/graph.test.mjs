@@ -73,8 +73,7 @@ async function steps(page, frame, shotName) {
     // Click the child: the details table shows its inputs and outputs, both sides.
     const attn = await nodePoint(page, frame, 'NPU', ATTN);
     await page.mouse.click(attn.x, attn.y);
-    await frame.waitForSelector('[data-testid=detailsTable]');
-    assert.match(await frame.textContent('[data-testid=debugNodeName]'), new RegExp(ATTN.replace(/\./g, '\\.')));
+    await until(frame, (k) => document.querySelector('[data-testid=debugNodeName]')?.textContent.includes(k) && document.querySelector('[data-testid=detailsTable]'), ATTN);
     const rows = await frame.$$eval('[data-testid=detailsTable] tbody tr td.name', (tds) => tds.map((td) => td.textContent));
     assert.ok(rows.some((r) => r.startsWith('input.0')), `input rows: ${rows}`);
     assert.ok(rows.some((r) => r.startsWith('output.0')), `output rows: ${rows}`);
@@ -119,5 +118,23 @@ describe('GRAPH_ASCEND in TensorBoard', () => {
       tb.stop();
     }
   });
-});
 
+  it('says so clearly when the backend cannot run', async () => {
+    // A sidecar binary that exits at once: every route answers with an error the page must show.
+    const tb = await startTensorBoard(logdir, { env: { GRAPH_ASCEND_BINARY: '/bin/false' } });
+    const browser = await launchBrowser();
+    try {
+      const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+      await page.goto(`${tb.base}/#graph_ascend`);
+      const frame = await appFrame(page);
+      await frame.waitForSelector('[data-testid=graphError]', { timeout: 30_000 });
+      const text = await frame.textContent('[data-testid=graphError]');
+      assert.match(text, /load_meta_dir: \S/);
+      assert.ok(await frame.isVisible('[data-testid=errorToast]'));
+      await screenshot(page, 'backend-down');
+    } finally {
+      await browser.close();
+      tb.stop();
+    }
+  });
+});

@@ -54,12 +54,13 @@ export function freePort() {
 }
 
 /** Start TensorBoard on a free port; resolves when the plugin answers. */
-export async function startTensorBoard(logdir, { pathPrefix = '' } = {}) {
+export async function startTensorBoard(logdir, { pathPrefix = '', env: extraEnv = {} } = {}) {
   const port = await freePort();
   const args = ['-m', 'tensorboard.main', '--logdir', logdir, '--port', String(port), '--host', '127.0.0.1'];
   if (pathPrefix) args.push('--path_prefix', pathPrefix);
   const env = { ...process.env };
   if (!env.GRAPH_ASCEND_BINARY && fs.existsSync('/tmp/ga-bin/graph-ascend')) env.GRAPH_ASCEND_BINARY = '/tmp/ga-bin/graph-ascend';
+  Object.assign(env, extraEnv);
   const proc = spawn(PYTHON, args, { cwd: repo, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   let log = '';
   proc.stdout.on('data', (d) => (log += d));
