@@ -418,15 +418,18 @@ export class App {
     if (!r.success || !r.data) {
       this.catalog = {};
       const msg = `load_meta_dir: ${r.error ?? 'failed'}`;
+      this.catalogFailure = tidyError(msg);
       this.setStatus(msg, true);
       this.toast(msg, 'error');
       return false;
     }
+    this.catalogFailure = '';
     this.applyCatalog(r.data, (r as unknown as { error?: unknown }).error);
     return true;
   }
 
   private catalogErrorKey = '';
+  private catalogFailure = '';
 
   private applyCatalog(data: Catalog, errs: unknown): void {
     const sorted: Catalog = {};
@@ -805,7 +808,7 @@ export class App {
       ? h('div.catalog-errors', { testid: 'catalogErrorList' }, h('h4', null, t('risk_warning')), ...this.catalogErrors.map((e) => h('div.error-line', null, `${e.run}/${e.tag}: ${e.info}`)))
       : null;
     return h('div.panel-section', { testid: 'dataPanel' }, h('h3', null, t('sider.dataSelection')),
-      runs.length ? null : h('p.muted', null, t('noFiles')),
+      this.catalogFailure ? h('div.error-box', { testid: 'catalogFailure' }, this.catalogFailure) : runs.length ? null : h('p.muted', null, t('noFiles')),
       this.field(t('dir'), runSel), this.field(t('file'), tagSel), this.field(t('step'), stepSel), this.field(t('rank'), rankSel), this.field(t('microStep'), microSel), errs);
   }
 

@@ -139,7 +139,8 @@ export class GraphPane {
       highlighted: this.highlighted,
       overflowMode: this.overflowMode,
     });
-    if (this.mini.style.display !== 'none') this.drawMini();
+    this.mini.style.visibility = this.scene ? '' : 'hidden';
+    if (this.scene && this.mini.style.display !== 'none') this.drawMini();
     this.lastFrameMs = performance.now() - t0;
     this.frames++;
     this.canvas.dataset.drawn = String(this.lastDrawn);
