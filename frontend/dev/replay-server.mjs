@@ -15,7 +15,7 @@ const records = fs
   .readdirSync(seqDir)
   .filter((f) => /^\d+_.*\.json$/.test(f))
   .map((f) => JSON.parse(fs.readFileSync(path.join(seqDir, f), 'utf8')))
-  .filter((r) => r.status === 200 && typeof r.response_raw_text === 'string');
+  .filter((r) => r.status === 200 && (typeof r.response_raw_text === 'string' || r.response?.__sse_events_dedup__));
 const PREFIX = '/data/plugin/graph_ascend/';
 
 function score(rec, body, query) {
@@ -28,7 +28,7 @@ function score(rec, body, query) {
   if (wn && gn === wn) s += 8;
   if (body?.nodeInfo?.nodeType && rec.body?.nodeInfo?.nodeType === body.nodeInfo.nodeType) s += 2;
   if (body?.graphType && rec.body?.graphType === body.graphType) s += 2;
-  if (/ERR|bad|rejected|dead/.test(rec.name)) s -= 10;
+  if (/ERR|bad|rejected|dead|before|fail|dotdot/.test(rec.name)) s -= 10;
   return s;
 }
 
@@ -63,6 +63,18 @@ http
         return;
       }
       cands.sort((a, b) => score(b, body, url.searchParams) - score(a, body, url.searchParams));
+      const events = cands[0].response?.__sse_events_dedup__;
+      if (events) {
+        // A recorded event stream: replay it five times faster than it happened.
+        res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+        events.forEach((ev, i) =>
+          setTimeout(() => {
+            res.write(`data: ${JSON.stringify(ev.data)}\n\n`);
+            if (i === events.length - 1) res.end();
+          }, ev.t_ms / 5),
+        );
+        return;
+      }
       res.writeHead(200, { 'Content-Type': cands[0].content_type || 'application/json' }).end(cands[0].response_raw_text);
     });
   })
