@@ -346,9 +346,9 @@ export class App {
       ['D', 'shortcut.right'],
       ['↑ ↓', 'shortcut.upDown'],
       ['F', 'shortcut.fit'],
-      [t('shortcut.wheel').startsWith('S') || lang() === 'en' ? 'Wheel' : '滚轮', 'shortcut.wheel'],
-      [lang() === 'en' ? 'Drag' : '拖动', 'shortcut.drag'],
-      [lang() === 'en' ? 'Double-click' : '双击', 'shortcut.dbl'],
+      [t('key.wheel'), 'shortcut.wheel'],
+      [t('key.drag'), 'shortcut.drag'],
+      [t('key.dbl'), 'shortcut.dbl'],
       ['/', 'shortcut.search'],
     ];
     const pop = h('div.popover.shortcuts', { testid: 'shortcutsList' },
@@ -465,7 +465,7 @@ export class App {
           const before = JSON.stringify(this.catalog);
           this.applyCatalog(msg.data, msg.error);
           if (JSON.stringify(this.catalog) !== before && this.meta.run && !this.catalog[this.meta.run]?.tags.includes(this.meta.tag))
-            this.setStatus(`${this.meta.run}/${this.meta.tag}: the file is gone from the log directory`, true);
+            this.setStatus(t('fileGone', { file: `${this.meta.run}/${this.meta.tag}` }), true);
           if (before === '{}' && Object.keys(this.catalog).length && !this.meta.run) void this.start();
         }, ctrl.signal);
         // An older server without the route answers 404: stop. Otherwise retry, slower each time.
@@ -707,7 +707,7 @@ export class App {
       this.setHierarchy(side, r.data);
     }
     if (!this.hier[side][key]) {
-      this.toast(`${key}: not found in this graph`, 'error');
+      this.toast(t('nodeNotFound', { node: key }), 'error');
       return;
     }
     const done = this.selectNode(side, key, true);
@@ -762,7 +762,7 @@ export class App {
 
   private async gotoPeer(rank: number, node: string): Promise<void> {
     if (this.config && !this.config.ranks.includes(rank)) {
-      this.toast(`rank ${rank} is not in this file`, 'error');
+      this.toast(t('rankMissing', { rank }), 'error');
       return;
     }
     await this.changeView({ rank });
@@ -1222,7 +1222,7 @@ export class App {
     const run = parts.length >= 2 ? parts[parts.length - 2] : Object.keys(this.catalog).find((r) => this.catalog[r].tags.includes(tag));
     this.showPage('dashboard');
     if (run && this.catalog[run]) await this.selectFile(run, this.catalog[run].tags.includes(tag) ? tag : this.catalog[run].tags[0]);
-    else this.toast(`${outputFile}: not listed in the log directory`, 'error');
+    else this.toast(t('notListed', { file: outputFile }), 'error');
   }
 }
 

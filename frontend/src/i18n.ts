@@ -123,6 +123,13 @@ const en = {
   language: 'Language',
   close: 'Close',
   emptyNodeList: 'No nodes',
+  'key.wheel': 'Wheel',
+  'key.drag': 'Drag',
+  'key.dbl': 'Double-click',
+  fileGone: '{file}: the file is gone from the log directory',
+  nodeNotFound: '{node}: not found in this graph',
+  rankMissing: 'rank {rank} is not in this file',
+  notListed: '{file}: not listed in the log directory',
 } as const;
 
 export type Key = keyof typeof en;
@@ -249,6 +256,13 @@ const zh: Record<Key, string> = {
   language: '语言',
   close: '关闭',
   emptyNodeList: '无节点',
+  'key.wheel': '滚轮',
+  'key.drag': '拖动',
+  'key.dbl': '双击',
+  fileGone: '{file}：该文件已不在日志目录中',
+  nodeNotFound: '{node}：图中没有该节点',
+  rankMissing: '该文件中没有 rank {rank}',
+  notListed: '{file}：日志目录中没有该文件',
 };
 
 const tables: Record<Lang, Record<Key, string>> = { en, zh };
