@@ -44,7 +44,7 @@ impl HandlerError {
 type Result<T> = std::result::Result<T, HandlerError>;
 
 /// Attaches a user-facing message to store failures.
-trait StoreContext<T> {
+pub(crate) trait StoreContext<T> {
     fn context(self, msg: Msg) -> Result<T>;
 }
 
@@ -62,6 +62,7 @@ pub trait Failure: Default {
 macro_rules! failure {
     ($($t:ty),*) => {$(
         impl Failure for $t {
+            #[allow(clippy::needless_update)]
             fn failure(error: String) -> Self {
                 Self { success: false, error: Some(error), ..Default::default() }
             }
@@ -353,6 +354,9 @@ pub fn change_node_expand_state(
                 Err(poisoned) => poisoned.into_inner(),
             };
             let graph = sel.graph(side);
+            if node.node_name == "root" {
+                state.precision_overrides.clear(&sel.file.path);
+            }
             let stale = guard
                 .as_ref()
                 .is_none_or(|h| h.graph() != graph || h.micro_step() != sel.micro_step);
@@ -582,10 +586,22 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                         .iter()
                         .filter(|(name, _, _)| values.iter().any(|v| v.as_str() == Some(name)))
                         .collect();
-                    let leaves = sel
+                    let mut leaves = sel
                         .file
                         .with_store(|s| s.leaf_precisions(sel.step, sel.rank, sel.micro_step))
                         .context(Msg::SearchNode)?;
+                    // Indexes recomputed by updatePrecisionError win until the next root view.
+                    if let Some(over) =
+                        state
+                            .precision_overrides
+                            .get(&sel.file.path, sel.step, sel.rank)
+                    {
+                        for leaf in &mut leaves {
+                            if let Some(v) = over.get(&leaf.name) {
+                                leaf.precision_index = Some(*v);
+                            }
+                        }
+                    }
                     leaves
                         .into_iter()
                         .filter_map(|leaf| {
@@ -668,6 +684,39 @@ pub fn search_nodes(state: &State, req: pb::SearchNodesRequest) -> pb::SearchNod
 // ---------------------------------------------------------------------------------------------
 // Matching (read side).
 
+/// msprobe's four lists of matched and unmatched nodes of a selection.
+pub(crate) fn matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
+    let links = |side| {
+        sel.file
+            .with_store(|s| s.match_links(sel.graph(side), sel.micro_step))
+            .context(Msg::LoadMatchedRelations)
+    };
+    let split = |rows: Vec<(String, Option<String>)>| {
+        let mut matched = Vec::new();
+        let mut unmatched = Vec::new();
+        for (name, link) in rows {
+            match link {
+                Some(other) => matched.push(pb::NamePair {
+                    key: name,
+                    value: other,
+                }),
+                None => unmatched.push(name),
+            }
+        }
+        (matched, unmatched)
+    };
+    let (npu_match_nodes, npu_un_match_nodes) = split(links(Side::Npu)?);
+    let (bench_match_nodes, bench_un_match_nodes) = split(links(Side::Bench)?);
+    Ok(pb::MatchedRelations {
+        npu_match_nodes,
+        bench_match_nodes,
+        npu_un_match_nodes,
+        bench_un_match_nodes,
+        matched_total: None,
+        matched_success: None,
+    })
+}
+
 pub fn load_graph_matched_relations(
     state: &State,
     req: pb::MetaRequest,
@@ -677,38 +726,10 @@ pub fn load_graph_matched_relations(
         lang,
         (|| {
             let sel = select(state, req.meta_data.as_ref())?;
-            let links = |side| {
-                sel.file
-                    .with_store(|s| s.match_links(sel.graph(side), sel.micro_step))
-                    .context(Msg::LoadMatchedRelations)
-            };
-            let split = |rows: Vec<(String, Option<String>)>| {
-                let mut matched = Vec::new();
-                let mut unmatched = Vec::new();
-                for (name, link) in rows {
-                    match link {
-                        Some(other) => matched.push(pb::NamePair {
-                            key: name,
-                            value: other,
-                        }),
-                        None => unmatched.push(name),
-                    }
-                }
-                (matched, unmatched)
-            };
-            let (npu_match_nodes, npu_un_match_nodes) = split(links(Side::Npu)?);
-            let (bench_match_nodes, bench_un_match_nodes) = split(links(Side::Bench)?);
             Ok(pb::MatchedRelationsResponse {
                 success: true,
                 error: None,
-                data: Some(pb::MatchedRelations {
-                    npu_match_nodes,
-                    bench_match_nodes,
-                    npu_un_match_nodes,
-                    bench_un_match_nodes,
-                    matched_total: None,
-                    matched_success: None,
-                }),
+                data: Some(matched_relations(&sel)?),
             })
         })(),
     )

@@ -123,6 +123,15 @@ impl Hierarchy {
         }
     }
 
+    /// Replaces the precision index of the boxes present that `values` names.
+    pub fn patch_precision(&mut self, values: &HashMap<String, f64>) {
+        for (name, info) in self.nodes.iter_mut() {
+            if let Some(v) = values.get(name) {
+                info.precision_index = Some(*v);
+            }
+        }
+    }
+
     /// The visible boxes in depth-first order (parents before children); also forgets the
     /// nodes of collapsed subtrees, as msprobe does, so they are fetched again when reopened.
     pub fn visible(&mut self) -> Vec<(String, RenderInfo)> {

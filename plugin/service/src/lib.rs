@@ -7,10 +7,16 @@
 //! shutdown). [`views`] keeps view state per browser client; [`names`] answers name searches.
 
 pub mod catalog;
+pub mod conversions;
+pub mod convert_jobs;
+pub mod edits;
 pub mod handlers;
 pub mod layout;
+pub mod matching;
 pub mod messages;
 pub mod names;
+pub mod paths;
+pub mod precision;
 pub mod server;
 pub mod service;
 pub mod values;
@@ -25,12 +31,21 @@ pub struct State {
     pub views: views::Views,
     pub names: names::NameCache,
     pub watch: watch::LogdirWatch,
+    pub precision_overrides: edits::PrecisionOverrides,
+    pub conversions: convert_jobs::Conversions,
 }
 
 impl State {
     /// The state of a sidecar serving `logdir`.
     pub fn new(logdir: PathBuf) -> State {
+        State::with_max_conversions(logdir, convert_jobs::DEFAULT_MAX_CONVERSIONS)
+    }
+
+    /// The state of a sidecar serving `logdir` that runs at most `max_conversions` at once.
+    pub fn with_max_conversions(logdir: PathBuf, max_conversions: usize) -> State {
         State {
+            precision_overrides: edits::PrecisionOverrides::default(),
+            conversions: convert_jobs::Conversions::new(max_conversions),
             watch: watch::LogdirWatch::start(&logdir),
             catalog: catalog::Catalog::new(logdir),
             views: views::Views::default(),

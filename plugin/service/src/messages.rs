@@ -18,6 +18,19 @@ pub enum Msg {
     GraphType,
     SearchType,
     SearchNode,
+    TaskType,
+    SelectedNodeCantMatched,
+    MatchNode,
+    LoadConfigFile,
+    MatchNodeLinksNull,
+    UpdateDatabase,
+    SaveMatchRelationship,
+    UpdateColor,
+    NoUpdateNodesFound,
+    UpdateNodeAccuracy,
+    ConvertParams,
+    ConvertStart,
+    ConvertJob,
 }
 
 /// The page's language.
@@ -60,6 +73,25 @@ impl Msg {
             ),
             Msg::SearchType => ("search type error", "搜索类型错误"),
             Msg::SearchNode => ("Failed to search nodes.", "搜索节点失败。"),
+            Msg::TaskType => ("task type not support", "不支持的任务类型"),
+            Msg::SelectedNodeCantMatched => (
+                "The selected node cannot be matched.",
+                "所选节点无法匹配。",
+            ),
+            Msg::MatchNode => ("match node failed", "节点匹配失败"),
+            Msg::LoadConfigFile => ("Failed to load the matching configuration file.", "加载匹配配置文件失败。"),
+            Msg::MatchNodeLinksNull => (
+                "The matching configuration file holds no node pairs.",
+                "匹配配置文件中没有节点对。",
+            ),
+            Msg::UpdateDatabase => ("Failed to update the database.", "更新数据库失败。"),
+            Msg::SaveMatchRelationship => ("Failed to save the matched relations.", "保存匹配关系失败。"),
+            Msg::UpdateColor => ("Failed to update the colors.", "更新颜色失败。"),
+            Msg::NoUpdateNodesFound => ("No nodes to update were found.", "未找到需要更新的节点。"),
+            Msg::UpdateNodeAccuracy => ("Failed to update the node precision.", "更新节点精度失败。"),
+            Msg::ConvertParams => ("parameter error", "参数错误"),
+            Msg::ConvertStart => ("The conversion could not be started.", "无法启动转换。"),
+            Msg::ConvertJob => ("No such conversion.", "没有这个转换任务。"),
         };
         match lang {
             Lang::En => en,

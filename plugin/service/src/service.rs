@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use graph_ascend_proto as pb;
 use pb::graph_ascend_server::GraphAscend;
-use tokio_stream::Stream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
-use crate::handlers;
 use crate::State;
+use crate::{conversions, edits, handlers};
 
 /// The service object tonic serves.
 #[derive(Clone)]
@@ -45,12 +45,6 @@ async fn blocking<T: Send + 'static>(
         .await
         .map(Response::new)
         .map_err(|e| Status::internal(format!("request handler failed: {e}")))
-}
-
-fn not_yet(what: &str) -> Status {
-    Status::unimplemented(format!(
-        "{what} is not available in this version of graph-ascend"
-    ))
 }
 
 type ListingStream = Pin<Box<dyn Stream<Item = Result<pb::LoadMetaDirResponse, Status>> + Send>>;
@@ -201,80 +195,103 @@ impl GraphAscend for GraphService {
 
     async fn add_match_nodes(
         &self,
-        _req: Request<pb::MatchNodesRequest>,
+        req: Request<pb::MatchNodesRequest>,
     ) -> Result<Response<pb::MatchResultResponse>, Status> {
-        Err(not_yet("Manual matching"))
+        let req = req.into_inner();
+        blocking(&self.state, move |s| edits::add_match_nodes(s, req)).await
     }
 
     async fn delete_match_nodes(
         &self,
-        _req: Request<pb::MatchNodesRequest>,
+        req: Request<pb::MatchNodesRequest>,
     ) -> Result<Response<pb::MatchResultResponse>, Status> {
-        Err(not_yet("Manual matching"))
+        let req = req.into_inner();
+        blocking(&self.state, move |s| edits::delete_match_nodes(s, req)).await
     }
 
     async fn add_match_nodes_by_config(
         &self,
-        _req: Request<pb::MatchByConfigRequest>,
+        req: Request<pb::MatchByConfigRequest>,
     ) -> Result<Response<pb::MatchResultResponse>, Status> {
-        Err(not_yet("Matching by configuration file"))
+        let req = req.into_inner();
+        blocking(&self.state, move |s| {
+            edits::add_match_nodes_by_config(s, req)
+        })
+        .await
     }
 
     async fn save_matched_relations(
         &self,
-        _req: Request<pb::MetaRequest>,
+        req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::SaveMatchedRelationsResponse>, Status> {
-        Err(not_yet("Saving matched relations"))
+        let req = req.into_inner();
+        blocking(&self.state, move |s| edits::save_matched_relations(s, req)).await
     }
 
     async fn save_data(
         &self,
-        _req: Request<pb::MetaRequest>,
+        req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        Err(not_yet("saveData"))
+        let req = req.into_inner();
+        blocking(&self.state, move |s| edits::save_data(s, req)).await
     }
 
     async fn update_colors(
         &self,
-        _req: Request<pb::UpdateColorsRequest>,
+        req: Request<pb::UpdateColorsRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        Err(not_yet("Editing colours"))
+        let req = req.into_inner();
+        blocking(&self.state, move |s| edits::update_colors(s, req)).await
     }
 
     async fn update_precision_error(
         &self,
-        _req: Request<pb::UpdatePrecisionErrorRequest>,
+        req: Request<pb::UpdatePrecisionErrorRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        Err(not_yet("Recomputing precision errors"))
+        let req = req.into_inner();
+        blocking(&self.state, move |s| edits::update_precision_error(s, req)).await
     }
 
     async fn load_converted_graph_data(
         &self,
         _req: Request<pb::LoadConvertedGraphDataRequest>,
     ) -> Result<Response<pb::ConvertCandidatesResponse>, Status> {
-        Err(not_yet("Conversion on demand"))
+        blocking(&self.state, conversions::load_converted_graph_data).await
     }
 
     async fn convert_to_graph(
         &self,
-        _req: Request<pb::ConvertRequest>,
+        req: Request<pb::ConvertRequest>,
     ) -> Result<Response<pb::ConvertStartResponse>, Status> {
-        Err(not_yet("Conversion on demand"))
+        let req = req.into_inner();
+        let client = client_of(&req.client_id);
+        blocking(&self.state, move |s| {
+            conversions::convert_to_graph(s, &client, req)
+        })
+        .await
     }
 
     type GetConvertProgressStream = ProgressStream;
 
     async fn get_convert_progress(
         &self,
-        _req: Request<pb::ConvertProgressRequest>,
+        req: Request<pb::ConvertProgressRequest>,
     ) -> Result<Response<Self::GetConvertProgressStream>, Status> {
-        Err(not_yet("Conversion on demand"))
+        let req = req.into_inner();
+        let client = client_of(&req.client_id);
+        let stream = conversions::progress_stream(&self.state, &client, &req.job_id);
+        Ok(Response::new(Box::pin(stream.map(Ok))))
     }
 
     async fn cancel_convert(
         &self,
-        _req: Request<pb::ConvertProgressRequest>,
+        req: Request<pb::ConvertProgressRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        Err(not_yet("Conversion on demand"))
+        let req = req.into_inner();
+        let client = client_of(&req.client_id);
+        blocking(&self.state, move |s| {
+            conversions::cancel_convert(s, &client, &req.job_id)
+        })
+        .await
     }
 }

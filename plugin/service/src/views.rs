@@ -64,6 +64,24 @@ impl Views {
         slot.hierarchy.clone()
     }
 
+    /// Every client's hierarchy of one pane of `file` (to patch them after an edit of the file,
+    /// as msprobe patched its one global hierarchy).
+    pub fn slots_of(
+        &self,
+        file: &std::path::Path,
+        pane: &str,
+    ) -> Vec<Arc<Mutex<Option<Hierarchy>>>> {
+        let slots = match self.slots.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        slots
+            .iter()
+            .filter(|(k, _)| k.file == file && k.pane == pane)
+            .map(|(_, slot)| slot.hierarchy.clone())
+            .collect()
+    }
+
     /// How many hierarchies are held (for tests and metrics).
     pub fn len(&self) -> usize {
         self.slots.lock().map(|s| s.len()).unwrap_or(0)

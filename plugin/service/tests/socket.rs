@@ -65,12 +65,50 @@ async fn serves_over_a_private_unix_socket_and_shuts_down() {
     assert_eq!(root.data[0].name, "B___DefaultModel");
     assert!(root.data[0].is_root);
 
-    // Routes not built yet say so as a gRPC status, which the shim turns into a clear error.
-    let err = client
+    // A bad request is an ordinary answer, not a gRPC error.
+    let bad = client
         .save_data(pb::MetaRequest::default())
         .await
-        .unwrap_err();
-    assert_eq!(err.code(), tonic::Code::Unimplemented);
+        .unwrap()
+        .into_inner();
+    assert!(!bad.success);
+
+    // A conversion over the socket: start, then the server-streamed progress to its end.
+    copy_dir(
+        &common::fixtures().join("dumps/mlp_stats"),
+        &dir.path().join("mlp_stats"),
+    );
+    let started = client
+        .convert_to_graph(pb::ConvertRequest {
+            npu_path: "mlp_stats".into(),
+            output_path: "conv_socket".into(),
+            client_id: "socket-test".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(started.success, "{:?}", started.error);
+    let mut stream = client
+        .get_convert_progress(pb::ConvertProgressRequest {
+            job_id: String::new(),
+            client_id: "socket-test".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut last = None;
+    while let Some(event) =
+        tokio::time::timeout(std::time::Duration::from_secs(60), stream.message())
+            .await
+            .expect("progress events keep coming")
+            .unwrap()
+    {
+        last = Some(event);
+    }
+    let last = last.expect("at least one event");
+    assert_eq!(last.status, "done", "{last:?}");
+    assert_eq!(last.job_id, started.job_id);
 
     drop(client);
     stop.send(()).unwrap();
@@ -82,4 +120,17 @@ async fn serves_over_a_private_unix_socket_and_shuts_down() {
     drop(socket);
     assert!(!path.exists(), "socket removed on exit");
     drop(dir);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
 }

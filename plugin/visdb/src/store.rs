@@ -602,6 +602,239 @@ impl Store {
     }
 }
 
+/// One node's new match state, as a manual match or unmatch writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatchUpdate {
+    pub graph: GraphKey,
+    pub name: String,
+    /// `json.dumps` of the new `matched_node_link` list.
+    pub matched_node_link: String,
+    /// The new `input_data` / `output_data` JSON text.
+    pub input_data: String,
+    pub output_data: String,
+    pub precision_index: Option<f64>,
+}
+
+/// What `updatePrecisionError` needs of one target node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputRow {
+    pub name: String,
+    pub matched: bool,
+    pub output_data: Value,
+    pub precision_index: Option<f64>,
+}
+
+/// The writes of matching, colours and precision (msprobe's §2.3 item 16).
+///
+/// Every write runs inside [`Store::write`], one `BEGIN IMMEDIATE` transaction: two clients
+/// editing one file at once are serialized by SQLite's write lock (the other waits up to the
+/// busy timeout), reads inside the transaction see its own earlier writes, and a failure rolls
+/// everything back, so a file is never left half-edited.
+impl Store {
+    /// Runs `f` in one write transaction; commits when it returns `Ok`, rolls back otherwise.
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| self.query_err(e))?;
+        match f(self) {
+            Ok(v) => {
+                if let Err(e) = self.conn.execute_batch("COMMIT") {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    return Err(self.query_err(e));
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    /// The raw `input_data` and `output_data` texts of a node (for rewriting them in order).
+    pub fn node_data_text(
+        &self,
+        graph: GraphKey,
+        name: &str,
+    ) -> Result<Option<(String, String)>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT input_data, output_data FROM tb_nodes WHERE step=? AND rank=? \
+                 AND data_source=? AND node_name=? LIMIT 1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    rusqlite::params![graph.step, graph.rank, graph.side.data_source(), name],
+                    |row| {
+                        Ok((
+                            row.get::<_, SqlValue>(0).map(text)?,
+                            row.get::<_, SqlValue>(1).map(text)?,
+                        ))
+                    },
+                )
+                .optional()
+            })
+            .map_err(|e| self.query_err(e))
+    }
+
+    /// The `dump_data_dir` of a node (where tensor-mode files are), if any.
+    pub fn dump_data_dir(&self, graph: GraphKey, name: &str) -> Result<Option<String>, StoreError> {
+        let dir: Option<Option<String>> = self
+            .conn
+            .prepare_cached(
+                "SELECT dump_data_dir FROM tb_nodes WHERE step=? AND rank=? AND data_source=? \
+                 AND node_name=? LIMIT 1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    rusqlite::params![graph.step, graph.rank, graph.side.data_source(), name],
+                    |row| row.get::<_, Option<String>>(0),
+                )
+                .optional()
+            })
+            .map_err(|e| self.query_err(e))?;
+        Ok(dir.flatten().filter(|d| !d.is_empty()))
+    }
+
+    /// Writes one node's match state and marks it `modified = 1` (msprobe's `update_nodes_info`).
+    pub fn update_match(&self, u: &MatchUpdate) -> Result<(), StoreError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE tb_nodes SET matched_node_link=?, input_data=?, output_data=?, \
+                 precision_index=?, modified=1 WHERE step=? AND rank=? AND data_source=? \
+                 AND node_name=?",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(rusqlite::params![
+                    u.matched_node_link,
+                    u.input_data,
+                    u.output_data,
+                    u.precision_index,
+                    u.graph.step,
+                    u.graph.rank,
+                    u.graph.side.data_source(),
+                    u.name
+                ])
+            })
+            .map_err(|e| self.query_err(e))?;
+        if changed == 0 {
+            return Err(self.data_err(format!("node {}", u.name), "no such node to update"));
+        }
+        Ok(())
+    }
+
+    /// Sets the precision index of one target node.
+    pub fn set_precision(
+        &self,
+        graph: GraphKey,
+        name: &str,
+        precision_index: Option<f64>,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "UPDATE tb_nodes SET precision_index=? WHERE step=? AND rank=? \
+                 AND data_source=? AND node_name=?",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(rusqlite::params![
+                    precision_index,
+                    graph.step,
+                    graph.rank,
+                    graph.side.data_source(),
+                    name
+                ])
+            })
+            .map_err(|e| self.query_err(e))?;
+        Ok(())
+    }
+
+    /// Replaces `tb_config.node_colors` (JSON text).
+    pub fn set_node_colors(&self, colors_json: &str) -> Result<(), StoreError> {
+        let changed = self
+            .conn
+            .execute("UPDATE tb_config SET node_colors=?", [colors_json])
+            .map_err(|e| self.query_err(e))?;
+        if changed == 0 {
+            return Err(self.data_err("tb_config", "the table is empty"));
+        }
+        Ok(())
+    }
+
+    /// `(name, last link)` of every manually edited, matched node of a step and rank, both
+    /// sides, in node order (msprobe's `query_modify_matched_nodes_list`, the `.vis.config`).
+    pub fn modified_links(
+        &self,
+        step: i64,
+        rank: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT node_name, matched_node_link FROM tb_nodes WHERE step=? AND rank=? \
+                 AND modified=1 AND matched_node_link IS NOT NULL AND matched_node_link != '[]' \
+                 AND matched_node_link != '' ORDER BY data_source DESC, node_order",
+            )
+            .map_err(|e| self.query_err(e))?;
+        let rows: Vec<(String, String)> = stmt
+            .query_map(rusqlite::params![step, rank], |row| {
+                Ok((
+                    row.get::<_, SqlValue>(0).map(text)?,
+                    row.get::<_, SqlValue>(1).map(text)?,
+                ))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.query_err(e))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (name, link) in rows {
+            let link = string_list(&link).map_err(|reason| {
+                self.data_err(format!("matched_node_link of node {name}"), reason)
+            })?;
+            if let Some(last) = link.last() {
+                out.push((name, last.clone()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every target node of a step and rank with its output data (msprobe's query 15).
+    pub fn target_outputs(&self, step: i64, rank: i64) -> Result<Vec<OutputRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT node_name, matched_node_link, output_data, precision_index FROM tb_nodes \
+                 WHERE step=? AND rank=? AND data_source='NPU' ORDER BY node_order",
+            )
+            .map_err(|e| self.query_err(e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![step, rank])
+            .map_err(|e| self.query_err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.query_err(e))? {
+            let get = |i: usize| row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e));
+            let name = text(get(0)?);
+            let matched = !matches!(text(get(1)?).trim(), "" | "[]");
+            let output_data = match parse_lenient(&text(get(2)?)) {
+                Ok(Some(v)) => v,
+                Ok(None) => Value::Object(Default::default()),
+                Err(e) => {
+                    return Err(self.data_err(format!("output_data of node {name}"), e.to_string()))
+                }
+            };
+            out.push(OutputRow {
+                matched,
+                output_data,
+                precision_index: number(get(3)?),
+                name,
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// A candidate of the precision filter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeafPrecision {

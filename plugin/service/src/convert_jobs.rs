@@ -1,0 +1,445 @@
+//! Conversion on demand: dump folders under the logdir → a new `.vis.db`, inside the sidecar.
+//!
+//! msprobe's plugin ran `msprobe graph_visualize` as a subprocess, one at a time, with one
+//! global progress that any page saw (and that said "building" forever before the first build).
+//! Here each conversion is a job with an id, run by the converter engine
+//! (`graph_ascend_convert::convert`) on its own thread; at most `max` run at once, more are
+//! refused with a clear error. Progress goes through a `tokio::sync::watch` channel, so any
+//! number of event streams can follow one job and a late subscriber first gets the latest
+//! state. Each client's newest job answers msprobe's id-less `getConvertProgress`.
+//!
+//! The engine writes into a hidden staging folder under the output folder (the catalog skips
+//! hidden folders); only a successful, not cancelled job's file is moved into the output folder,
+//! so the catalog never lists a half-written or cancelled result. Cancelling ends the job at
+//! once for every viewer; the engine offers no way to stop its threads, so the CPU work goes on
+//! until the engine returns, and then its output is deleted.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use graph_ascend_convert::{ConvertOptions, LayerMapping, Progress};
+use graph_ascend_proto as pb;
+use tokio::sync::watch;
+
+use crate::paths::{self, Kind};
+
+/// Conversions that may run at once unless the server is told otherwise.
+pub const DEFAULT_MAX_CONVERSIONS: usize = 2;
+/// Finished jobs kept for late viewers.
+const KEEP_FINISHED: usize = 64;
+/// Prefix of the staging folders under an output folder.
+pub const STAGING_PREFIX: &str = ".graph-ascend-staging-";
+
+/// A job's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Building,
+    Done,
+    Error,
+    Cancelled,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Building => "building",
+            Status::Done => "done",
+            Status::Error => "error",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_final(self) -> bool {
+        self != Status::Building
+    }
+}
+
+/// What viewers of a job see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub progress: i32,
+    pub status: Status,
+    pub errors: Vec<String>,
+    /// The output file relative to the logdir, once done.
+    pub output_file: Option<String>,
+}
+
+impl Snapshot {
+    pub fn to_message(&self, job_id: &str) -> pb::ConvertProgress {
+        pb::ConvertProgress {
+            progress: self.progress,
+            status: self.status.name().to_owned(),
+            error: self.errors.clone(),
+            job_id: Some(job_id.to_owned()),
+            output_file: self.output_file.clone(),
+        }
+    }
+}
+
+/// One conversion.
+pub struct Job {
+    pub id: String,
+    cancelled: AtomicBool,
+    state: watch::Sender<Snapshot>,
+}
+
+impl Job {
+    /// Follows the job's state.
+    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
+        self.state.subscribe()
+    }
+
+    /// The state now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.state.borrow().clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+        self.state.send_if_modified(|s| {
+            if s.status.is_final() {
+                return false;
+            }
+            let before = s.clone();
+            f(s);
+            *s != before
+        });
+    }
+}
+
+/// Why a conversion could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Path(#[from] paths::PathError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(
+        "{running} conversions are already running (the limit is {max}); try again when one ends"
+    )]
+    Busy { running: usize, max: usize },
+    #[error("cannot prepare the output folder {path}: {source}")]
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+#[derive(Default)]
+struct Table {
+    jobs: HashMap<String, Arc<Job>>,
+    /// Ids in start order (oldest first), to drop old finished jobs.
+    order: Vec<String>,
+    newest_by_client: HashMap<String, String>,
+    next: u64,
+}
+
+/// The job table.
+pub struct Conversions {
+    max: usize,
+    table: Mutex<Table>,
+    /// Engine threads still working (a cancelled job's thread counts until it returns, so the
+    /// limit bounds the CPU actually in use).
+    active: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A validated request.
+struct Plan {
+    options: ConvertOptions,
+    /// The output folder (inside the logdir).
+    output_dir: PathBuf,
+    /// The staging folder the engine writes into.
+    staging: PathBuf,
+}
+
+fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, StartError> {
+    if req.is_parallel_merge {
+        return Err(StartError::Invalid(
+            "is_parallel_merge: merging parallel ranks is not supported yet".into(),
+        ));
+    }
+    let target = paths::resolve(logdir, "npu_path", &req.npu_path, Kind::Dir)?;
+    let golden = if req.bench_path.trim().is_empty() {
+        None
+    } else {
+        Some(paths::resolve(
+            logdir,
+            "bench_path",
+            &req.bench_path,
+            Kind::Dir,
+        )?)
+    };
+    let layer_mapping = if req.layer_mapping.trim().is_empty() {
+        LayerMapping::None
+    } else {
+        LayerMapping::File(paths::resolve(
+            logdir,
+            "layer_mapping",
+            &req.layer_mapping,
+            Kind::File,
+        )?)
+    };
+    let output_dir = paths::resolve(logdir, "output_path", &req.output_path, Kind::NewDir)?;
+    let staging = output_dir.join(format!("{STAGING_PREFIX}{id}"));
+    Ok(Plan {
+        options: ConvertOptions {
+            target,
+            golden,
+            output: staging.clone(),
+            layer_mapping,
+            overflow_check: req.overflow_check,
+            fuzzy_match: req.fuzzy_match,
+        },
+        output_dir,
+        staging,
+    })
+}
+
+/// Percent of a progress report; 100 only when the job is done.
+fn percent(p: &Progress) -> i32 {
+    if p.total == 0 {
+        return 0;
+    }
+    ((p.done.min(p.total) * 100 / p.total) as i32).min(99)
+}
+
+impl Conversions {
+    pub fn new(max: usize) -> Conversions {
+        Conversions {
+            max: max.max(1),
+            table: Mutex::new(Table::default()),
+            active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        match self.table.lock() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// How many engine runs are in progress (cancelled ones until their engine returns).
+    pub fn running(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// A job by id.
+    pub fn job(&self, id: &str) -> Option<Arc<Job>> {
+        self.lock().jobs.get(id).cloned()
+    }
+
+    /// The newest job `client` started.
+    pub fn newest(&self, client: &str) -> Option<Arc<Job>> {
+        let t = self.lock();
+        t.newest_by_client
+            .get(client)
+            .and_then(|id| t.jobs.get(id))
+            .cloned()
+    }
+
+    /// Checks a request and starts its job on a thread of its own.
+    pub fn start(
+        &self,
+        logdir: &Path,
+        client: &str,
+        req: &pb::ConvertRequest,
+    ) -> Result<Arc<Job>, StartError> {
+        let mut table = self.lock();
+        let running = self.running();
+        if running >= self.max {
+            return Err(StartError::Busy {
+                running,
+                max: self.max,
+            });
+        }
+        table.next += 1;
+        let id = format!("c{}-{}", std::process::id(), table.next);
+        let plan = validate(logdir, req, &id)?;
+        std::fs::create_dir_all(&plan.staging).map_err(|source| StartError::Output {
+            path: plan.staging.clone(),
+            source,
+        })?;
+        let (tx, _rx) = watch::channel(Snapshot {
+            progress: 0,
+            status: Status::Building,
+            errors: Vec::new(),
+            output_file: None,
+        });
+        let job = Arc::new(Job {
+            id: id.clone(),
+            cancelled: AtomicBool::new(false),
+            state: tx,
+        });
+        table.jobs.insert(id.clone(), job.clone());
+        table.order.push(id.clone());
+        table.newest_by_client.insert(client.to_owned(), id.clone());
+        // Drop the oldest finished jobs beyond the limit.
+        while table.order.len() > KEEP_FINISHED + self.max {
+            let Some(pos) = table.order.iter().position(|i| {
+                table
+                    .jobs
+                    .get(i)
+                    .is_none_or(|j| j.snapshot().status.is_final())
+            }) else {
+                break;
+            };
+            let old = table.order.remove(pos);
+            table.jobs.remove(&old);
+            table.newest_by_client.retain(|_, v| *v != old);
+        }
+        drop(table);
+        let runner = job.clone();
+        let logdir = logdir.to_path_buf();
+        let active = self.active.clone();
+        active.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name(format!("convert-{id}"))
+            .spawn(move || {
+                run(&runner, &logdir, plan);
+                active.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            job.update(|s| {
+                s.status = Status::Error;
+                s.errors
+                    .push(format!("cannot start the conversion thread: {e}"));
+            });
+        }
+        Ok(job)
+    }
+
+    /// Cancels a building job: it ends `cancelled` at once and its output never appears.
+    /// Returns false for an unknown or already finished job.
+    pub fn cancel(&self, id: &str) -> bool {
+        let Some(job) = self.job(id) else {
+            return false;
+        };
+        if job.snapshot().status.is_final() {
+            return false;
+        }
+        job.cancelled.store(true, Ordering::SeqCst);
+        job.update(|s| s.status = Status::Cancelled);
+        true
+    }
+}
+
+/// The job's thread: runs the engine, then publishes or discards its output.
+fn run(job: &Job, logdir: &Path, plan: Plan) {
+    let report = |p: &Progress| {
+        if job.cancelled.load(Ordering::Relaxed) {
+            return;
+        }
+        let pct = percent(p);
+        job.update(|s| s.progress = s.progress.max(pct));
+    };
+    let result = graph_ascend_convert::convert(&plan.options, &report);
+    let published = match result {
+        Ok(written) if !job.cancelled.load(Ordering::SeqCst) => publish(&written, &plan.output_dir)
+            .map_err(|e| {
+                format!(
+                    "cannot move {} into {}: {e}",
+                    written.display(),
+                    plan.output_dir.display()
+                )
+            }),
+        Ok(_) => Err(String::new()),
+        Err(e) => Err(e.to_string()),
+    };
+    // The staging folder goes before anyone is told the job ended.
+    if let Err(e) = std::fs::remove_dir_all(&plan.staging) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!("cannot remove {}: {e}", plan.staging.display());
+        }
+    }
+    match published {
+        Ok(dest) if job.cancelled.load(Ordering::SeqCst) => {
+            // Cancelled while the file was being moved: take it back out.
+            let _ = std::fs::remove_file(&dest);
+        }
+        Ok(dest) => {
+            let root = logdir
+                .canonicalize()
+                .unwrap_or_else(|_| logdir.to_path_buf());
+            let rel = dest
+                .strip_prefix(&root)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| dest.to_string_lossy().into_owned());
+            job.update(|s| {
+                s.progress = 100;
+                s.status = Status::Done;
+                s.output_file = Some(rel);
+            });
+        }
+        // Cancelled: the job already says so.
+        Err(msg) if msg.is_empty() => {}
+        Err(msg) => job.update(|s| {
+            s.status = Status::Error;
+            s.errors.push(msg);
+        }),
+    }
+}
+
+/// Moves a finished file from staging into the output folder (same file system: a rename).
+fn publish(written: &Path, output_dir: &Path) -> std::io::Result<PathBuf> {
+    let name = written
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the engine returned a path without a file name"))?;
+    let dest = output_dir.join(name);
+    if dest.exists() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{} already exists", dest.display()),
+        ));
+    }
+    std::fs::rename(written, &dest)?;
+    Ok(dest)
+}
+
+/// msprobe's `loadConvertedGraphData`: folders (candidate dumps) and `*.yaml` files under the
+/// logdir, four levels deep, relative to it. Unlike msprobe, an unreadable entry or a broken
+/// symlink is skipped instead of failing the whole listing, symlinks are not followed, and
+/// hidden entries are left out.
+pub fn candidates(logdir: &Path) -> pb::ConvertCandidates {
+    let mut out = pb::ConvertCandidates::default();
+    walk(logdir, logdir, 0, &mut out);
+    out
+}
+
+fn walk(root: &Path, dir: &Path, depth: usize, out: &mut pb::ConvertCandidates) {
+    const MAX_DEPTH: usize = 3;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).collect();
+    entries.sort_by(|a, b| {
+        crate::catalog::natural_cmp(
+            &a.file_name().to_string_lossy(),
+            &b.file_name().to_string_lossy(),
+        )
+    });
+    for entry in entries {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        let rel = path
+            .strip_prefix(root)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if kind.is_dir() {
+            out.dirs.push(rel);
+            if depth < MAX_DEPTH {
+                walk(root, &path, depth + 1, out);
+            }
+        } else if kind.is_file() && (name.ends_with(".yaml") || name.ends_with(".yml")) {
+            out.yaml_files.push(rel);
+        }
+    }
+}

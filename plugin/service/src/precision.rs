@@ -1,0 +1,346 @@
+//! The precision of a manually matched pair, computed by the converter's own comparison.
+//!
+//! msprobe's plugin hands the two nodes' stored data to msprobe's compare code. Here the same
+//! job is done by `graph_ascend_convert::compare` (its metrics and its checkers' `grade`), so a
+//! pair matched by hand gets exactly the columns and `precision_index` a conversion would have
+//! given it. This module is only the adapter: it turns the stored JSON (every statistic is text
+//! in a `.vis.db`) back into the dump items the engine compares, pairs items by group and
+//! position as the engine does, and turns the engine's result columns back into JSON.
+
+use graph_ascend_convert::compare::checkers::{self, Level};
+use graph_ascend_convert::compare::{group_of, metrics, CompareMode, Group, Row};
+use graph_ascend_convert::ConvertError;
+use graph_ascend_dump::{Item, PyVal};
+use serde_json::{Map, Value};
+
+/// The columns a comparison adds to an item (removed again by an unmatch).
+pub const COMPARE_KEYS: [&str; 17] = [
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+    "Requires_grad Consistent",
+    "Result",
+    "Err_message",
+    "Accuracy Reached or Not",
+];
+
+/// The statistics stored as text that the comparison needs as numbers.
+const NUMERIC_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
+
+/// The task of a file as a compare mode: `summary`, `md5` or `all`.
+pub fn mode_of_task(task: &str) -> Option<CompareMode> {
+    match task {
+        "summary" => Some(CompareMode::Summary),
+        "md5" => Some(CompareMode::Md5),
+        "all" => Some(CompareMode::Tensor),
+        _ => None,
+    }
+}
+
+/// One side of a pair: its node name and stored input and output data.
+pub struct NodeData<'a> {
+    pub name: &'a str,
+    pub input: &'a Value,
+    pub output: &'a Value,
+}
+
+/// The outcome for the target node.
+pub struct PairResult {
+    /// 0 (pass), 0.5 (warning) or 1 (error).
+    pub precision_index: f64,
+    /// The target's input and output data with the comparison columns (summary and tensor
+    /// modes; md5 leaves the data as it is).
+    pub input: Value,
+    pub output: Value,
+}
+
+/// A stored value as the dump had it: numeric statistics back to numbers.
+fn stored_to_pyval(key: &str, v: &Value) -> PyVal {
+    match v {
+        Value::String(s) if NUMERIC_KEYS.contains(&key) => {
+            let t = s.trim();
+            if let Ok(i) = t.parse::<i64>() {
+                PyVal::Int(i)
+            } else if let Ok(f) = t.parse::<f64>() {
+                PyVal::Float(f)
+            } else if t == "null" || t == "None" {
+                PyVal::None
+            } else {
+                PyVal::Str(s.clone())
+            }
+        }
+        other => PyVal::from_json(other),
+    }
+}
+
+/// The items of a stored `input_data`/`output_data` object, in stored order, without earlier
+/// comparison columns.
+fn items(data: &Value) -> Vec<(String, Item)> {
+    let Value::Object(slots) = data else {
+        return Vec::new();
+    };
+    slots
+        .iter()
+        .map(|(name, fields)| {
+            let fields = match fields {
+                Value::Object(map) => map
+                    .iter()
+                    .filter(|(k, _)| !COMPARE_KEYS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), stored_to_pyval(k, v)))
+                    .collect(),
+                other => vec![("value".to_owned(), PyVal::from_json(other))],
+            };
+            (name.clone(), Item { fields })
+        })
+        .collect()
+}
+
+/// A result column as msprobe's plugin stores it: numbers as numbers, the rest as text.
+fn pyval_to_stored(v: &PyVal) -> Value {
+    match v {
+        PyVal::Int(i) => Value::from(*i),
+        PyVal::Float(f) if f.is_finite() => Value::from(*f),
+        PyVal::Float(f) if f.is_nan() => Value::String("NaN".into()),
+        PyVal::Float(f) if *f > 0.0 => Value::String("Infinity".into()),
+        PyVal::Float(_) => Value::String("-Infinity".into()),
+        PyVal::None => Value::Null,
+        other => Value::String(other.py_str()),
+    }
+}
+
+/// `data` with every comparison column removed from every item (an unmatch).
+pub fn strip_compare_columns(data: &Value) -> Value {
+    let Value::Object(slots) = data else {
+        return data.clone();
+    };
+    Value::Object(
+        slots
+            .iter()
+            .map(|(name, fields)| {
+                let fields = match fields {
+                    Value::Object(map) => Value::Object(
+                        map.iter()
+                            .filter(|(k, _)| !COMPARE_KEYS.contains(&k.as_str()))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                    ),
+                    other => other.clone(),
+                };
+                (name.clone(), fields)
+            })
+            .collect(),
+    )
+}
+
+type Extra = Vec<(String, PyVal)>;
+
+/// The `i`-th input or output item.
+fn pick<'a>(
+    ins: &'a [(String, Item)],
+    outs: &'a [(String, Item)],
+    i: usize,
+    out: bool,
+) -> Option<(&'a str, &'a Item)> {
+    let list = if out { outs } else { ins };
+    list.get(i).map(|(n, it)| (n.as_str(), it))
+}
+
+/// Compares a matched pair as the converter compares one (`compare_node`): items paired by
+/// group and position, the mode's columns computed, every row graded, the node's index the
+/// worst grade (forced for the APIs msprobe ignores).
+pub fn compare_pair(
+    mode: CompareMode,
+    npu: &NodeData,
+    bench: &NodeData,
+    tensors: Option<&metrics::TensorDirs>,
+) -> Result<PairResult, ConvertError> {
+    let n_in = items(npu.input);
+    let n_out = items(npu.output);
+    let b_in = items(bench.input);
+    let b_out = items(bench.output);
+    let groups = |id: &str, ins: &[(String, Item)], outs: &[(String, Item)]| {
+        let mut g: Vec<(Group, usize, bool)> = Vec::new();
+        for (i, (name, _)) in ins.iter().enumerate() {
+            g.push((group_of(id, name, false), i, false));
+        }
+        for (i, (name, _)) in outs.iter().enumerate() {
+            g.push((group_of(id, name, true), i, true));
+        }
+        g
+    };
+    let ng = groups(npu.name, &n_in, &n_out);
+    let bg = groups(bench.name, &b_in, &b_out);
+    let mut rows: Vec<Row> = Vec::with_capacity(ng.len());
+    for group in [
+        Group::Input,
+        Group::Params,
+        Group::Output,
+        Group::ParamsGrad,
+    ] {
+        let bench_items: Vec<&(Group, usize, bool)> =
+            bg.iter().filter(|(g, _, _)| *g == group).collect();
+        for (k, &(_, i, out)) in ng.iter().filter(|(g, _, _)| *g == group).enumerate() {
+            let Some((name, item)) = pick(&n_in, &n_out, i, out) else {
+                continue;
+            };
+            let b = bench_items
+                .get(k)
+                .and_then(|&&(_, j, bout)| pick(&b_in, &b_out, j, bout));
+            rows.push(Row {
+                npu_name: name,
+                npu: item,
+                bench_name: b.map(|(n, _)| n),
+                bench: b.map(|(_, it)| it),
+                is_output: out,
+                index: i,
+            });
+        }
+    }
+    let mut extras: Vec<Extra> = Vec::with_capacity(rows.len());
+    for row in &rows {
+        extras.push(match mode {
+            CompareMode::Summary => metrics::summary_columns(row),
+            CompareMode::Md5 => Vec::new(),
+            CompareMode::Tensor => metrics::tensor_columns(row, tensors)?,
+        });
+    }
+    let graded = checkers::grade(mode, npu.name, &rows, &extras);
+    let mut worst = Level::Pass;
+    let mut in_extra: Vec<Extra> = vec![Vec::new(); n_in.len()];
+    let mut out_extra: Vec<Extra> = vec![Vec::new(); n_out.len()];
+    for ((mut extra, (level, messages)), row) in extras.into_iter().zip(graded).zip(&rows) {
+        worst = worst.max(level);
+        let rg = requires_grad_consistent(row);
+        let msg = PyVal::Str(graph_ascend_convert::pyjson::str_list(&messages));
+        extra.push(("Requires_grad Consistent".into(), rg));
+        extra.push(("Result".into(), PyVal::Str(level.name().into())));
+        extra.push(("Err_message".into(), msg));
+        let slot = if row.is_output {
+            out_extra.get_mut(row.index)
+        } else {
+            in_extra.get_mut(row.index)
+        };
+        if let Some(slot) = slot {
+            *slot = extra;
+        }
+    }
+    let mut p = worst.index();
+    let api = npu.name.split('.').nth(1).unwrap_or("");
+    if checkers::IGNORE_PRECISION.contains(&api) {
+        p = if mode == CompareMode::Md5 { 1.0 } else { 0.0 };
+    }
+    let merge = |data: &Value, extras: &[Extra]| -> Value {
+        if mode == CompareMode::Md5 {
+            return data.clone();
+        }
+        let base = strip_compare_columns(data);
+        let Value::Object(slots) = base else {
+            return base;
+        };
+        let mut out = Map::new();
+        for (i, (name, fields)) in slots.into_iter().enumerate() {
+            let fields = match (fields, extras.get(i)) {
+                (Value::Object(mut map), Some(extra)) => {
+                    for (k, v) in extra {
+                        map.insert(k.clone(), pyval_to_stored(v));
+                    }
+                    Value::Object(map)
+                }
+                (other, _) => other,
+            };
+            out.insert(name, fields);
+        }
+        Value::Object(out)
+    };
+    Ok(PairResult {
+        precision_index: p,
+        input: merge(npu.input, &in_extra),
+        output: merge(npu.output, &out_extra),
+    })
+}
+
+fn requires_grad_consistent(row: &Row) -> PyVal {
+    let n = row.npu.get("requires_grad").cloned().unwrap_or(PyVal::None);
+    let b = row
+        .bench
+        .map(|b| b.get("requires_grad").cloned().unwrap_or(PyVal::None))
+        .unwrap_or(PyVal::Str("Nan".into()));
+    PyVal::Bool(n == b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn summary_columns_come_from_stored_text() {
+        let npu_out = json!({"A.add.0.forward.output.0": {"dtype": "torch.float32", "shape": "[2]",
+            "Max": "2.0", "Min": "1.0", "Mean": "1.5", "Norm": "3.0", "requires_grad": "False"}});
+        let bench_out = json!({"A.add.0.forward.output.0": {"dtype": "torch.float32", "shape": "[2]",
+            "Max": "1.0", "Min": "1.0", "Mean": "1.0", "Norm": "2.0", "requires_grad": "False"}});
+        let empty = json!({});
+        let r = compare_pair(
+            CompareMode::Summary,
+            &NodeData {
+                name: "A.add.0.forward",
+                input: &empty,
+                output: &npu_out,
+            },
+            &NodeData {
+                name: "A.add.0.forward",
+                input: &empty,
+                output: &bench_out,
+            },
+            None,
+        )
+        .expect("compare");
+        let item = &r.output["A.add.0.forward.output.0"];
+        assert_eq!(item["Max diff"], json!(1.0));
+        assert_eq!(item["MaxRelativeErr"], json!("100.0%"));
+        assert_eq!(item["Requires_grad Consistent"], json!("True"));
+        // Output norm error 50% with no inputs: the relative-error warning rule fires.
+        assert_eq!(r.precision_index, 0.5);
+        // Unmatching removes every added column again.
+        assert_eq!(strip_compare_columns(&r.output), npu_out);
+    }
+
+    #[test]
+    fn a_dtype_mismatch_is_an_error() {
+        let n = json!({"A.mul.0.forward.output.0": {"dtype": "torch.float16", "shape": "[2]",
+            "Max": "1", "Min": "1", "Mean": "1", "Norm": "1"}});
+        let b = json!({"A.mul.0.forward.output.0": {"dtype": "torch.float32", "shape": "[2]",
+            "Max": "1", "Min": "1", "Mean": "1", "Norm": "1"}});
+        let empty = json!({});
+        let r = compare_pair(
+            CompareMode::Summary,
+            &NodeData {
+                name: "A.mul.0.forward",
+                input: &empty,
+                output: &n,
+            },
+            &NodeData {
+                name: "A.mul.0.forward",
+                input: &empty,
+                output: &b,
+            },
+            None,
+        )
+        .expect("compare");
+        assert_eq!(r.precision_index, 1.0);
+        assert_eq!(
+            r.output["A.mul.0.forward.output.0"]["Result"],
+            json!("error")
+        );
+    }
+}

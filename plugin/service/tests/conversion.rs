@@ -1,0 +1,238 @@
+//! Conversion on demand with the real engine on real msprobe dumps: start, progress to the end,
+//! the result in the catalog; cancel; the concurrency limit; paths that escape the logdir; a bad
+//! dump reported in the progress stream; parallel merging refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use graph_ascend_proto as pb;
+use graph_ascend_service::convert_jobs::STAGING_PREFIX;
+use graph_ascend_service::{conversions, handlers, State};
+use tokio_stream::StreamExt;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let dest = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).expect("copy");
+        }
+    }
+}
+
+/// A logdir holding copies of some dump folders of `tests/fixtures/dumps`.
+fn logdir(dumps: &[&str], max: usize) -> (tempfile::TempDir, Arc<State>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for d in dumps {
+        copy_dir(
+            &common::fixtures().join("dumps").join(d),
+            &dir.path().join(d),
+        );
+    }
+    let state = Arc::new(State::with_max_conversions(dir.path().to_path_buf(), max));
+    (dir, state)
+}
+
+fn request(npu: &str, bench: &str, output: &str) -> pb::ConvertRequest {
+    pb::ConvertRequest {
+        npu_path: npu.into(),
+        bench_path: bench.into(),
+        output_path: output.into(),
+        ..Default::default()
+    }
+}
+
+/// Every event of a job's progress stream until it ends.
+async fn follow(state: &State, client: &str, job_id: &str) -> Vec<pb::ConvertProgress> {
+    let stream = conversions::progress_stream(state, client, job_id);
+    tokio::time::timeout(Duration::from_secs(120), stream.collect::<Vec<_>>())
+        .await
+        .expect("the progress stream ends")
+}
+
+fn vis_dbs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(vis_dbs(&p));
+        } else if p.to_string_lossy().ends_with(".vis.db") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn staging_left(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(STAGING_PREFIX))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_reports_progress_and_appears_in_the_catalog_when_done() {
+    let (dir, state) = logdir(&["mlp_stats"], 2);
+    let started =
+        conversions::convert_to_graph(&state, "page", request("mlp_stats", "", "conv_build"));
+    assert!(started.success, "{:?}", started.error);
+    let id = started.job_id.expect("job id");
+    // msprobe's id-less stream follows this client's newest job.
+    let events = follow(&state, "page", "").await;
+    let last = events.last().expect("events");
+    assert_eq!(last.status, "done", "{events:?}");
+    assert_eq!(last.progress, 100);
+    assert_eq!(last.job_id.as_deref(), Some(id.as_str()));
+    let progress: Vec<i32> = events.iter().map(|e| e.progress).collect();
+    assert!(
+        progress.windows(2).all(|w| w[0] <= w[1]),
+        "progress never goes back: {progress:?}"
+    );
+    assert!(events[..events.len() - 1]
+        .iter()
+        .all(|e| e.status == "building" && e.progress < 100));
+    let file = last.output_file.clone().expect("output file");
+    assert!(
+        file.starts_with("conv_build/") && file.ends_with(".vis.db"),
+        "{file}"
+    );
+    assert!(dir.path().join(&file).is_file());
+    assert!(!staging_left(&dir.path().join("conv_build")));
+    let listing = handlers::load_meta_dir(&state);
+    assert!(
+        listing
+            .data
+            .iter()
+            .any(|r| r.run == "conv_build" && r.tags.len() == 1),
+        "{listing:?}"
+    );
+    // A second viewer of a finished job gets its final state at once.
+    let again = follow(&state, "other-page", &id).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].status, "done");
+    // Candidates list the dump folders, relative to the logdir.
+    let c = conversions::load_converted_graph_data(&state)
+        .data
+        .expect("candidates");
+    assert!(
+        c.dirs.iter().any(|d| d == "mlp_stats/step0"),
+        "{:?}",
+        c.dirs
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_build_ends_at_once_and_leaves_no_output() {
+    let (dir, state) = logdir(&["tf_stats_a", "tf_stats_b"], 2);
+    let started = conversions::convert_to_graph(
+        &state,
+        "page",
+        request("tf_stats_b", "tf_stats_a", "conv_cancel"),
+    );
+    assert!(started.success, "{:?}", started.error);
+    let id = started.job_id.expect("job id");
+    let cancel = conversions::cancel_convert(&state, "page", &id);
+    assert!(cancel.success, "{:?}", cancel.error);
+    let events = follow(&state, "page", &id).await;
+    assert_eq!(events.last().map(|e| e.status.as_str()), Some("cancelled"));
+    // Wait for the engine to return, then nothing may have been published.
+    for _ in 0..600 {
+        if state.conversions.running() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(state.conversions.running(), 0, "the engine returned");
+    assert!(vis_dbs(&dir.path().join("conv_cancel")).is_empty());
+    assert!(!staging_left(&dir.path().join("conv_cancel")));
+    // Cancelling a finished job is refused.
+    assert!(!conversions::cancel_convert(&state, "page", &id).success);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversions_beyond_the_limit_are_refused() {
+    let (_dir, state) = logdir(&["tf_stats_a", "tf_stats_b"], 1);
+    let first =
+        conversions::convert_to_graph(&state, "a", request("tf_stats_b", "tf_stats_a", "one"));
+    assert!(first.success, "{:?}", first.error);
+    let second = conversions::convert_to_graph(&state, "b", request("tf_stats_a", "", "two"));
+    assert!(!second.success);
+    assert!(second.error.unwrap_or_default().contains("limit is 1"));
+    let events = follow(&state, "a", "").await;
+    assert_eq!(events.last().map(|e| e.status.as_str()), Some("done"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_outside_the_logdir_are_refused() {
+    let (dir, state) = logdir(&["mlp_stats"], 2);
+    let outside = tempfile::tempdir().expect("outside");
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("escape")).expect("symlink");
+    let cases = [
+        request("../mlp_stats", "", "out"),
+        request("/tmp", "", "out"),
+        request("escape", "", "out"),
+        request("mlp_stats", "", "../out"),
+        request("mlp_stats", "", "/tmp/out"),
+        request("mlp_stats", "", "escape/out"),
+        request("mlp_stats", "../x", "out"),
+        request("no_such_dir", "", "out"),
+        request("mlp_stats", "", ""),
+    ];
+    for req in cases {
+        let r = conversions::convert_to_graph(&state, "page", req.clone());
+        assert!(!r.success, "{req:?} was accepted");
+        assert!(r.error.is_some());
+    }
+    let mut lm = request("mlp_stats", "", "out");
+    lm.layer_mapping = "../mapping.yaml".into();
+    assert!(!conversions::convert_to_graph(&state, "page", lm).success);
+    let mut pm = request("mlp_stats", "", "out");
+    pm.is_parallel_merge = true;
+    let r = conversions::convert_to_graph(&state, "page", pm);
+    assert!(r.error.unwrap_or_default().contains("is_parallel_merge"));
+    assert!(std::fs::read_dir(outside.path())
+        .expect("outside")
+        .next()
+        .is_none());
+    assert!(!dir.path().join("out").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_dump_is_reported_in_the_progress_stream() {
+    let (dir, state) = logdir(&["mlp_stats"], 2);
+    let bad = dir.path().join("bad_dump/step0/rank0");
+    std::fs::create_dir_all(&bad).expect("mkdir");
+    // A real rank folder whose dump.json was cut short.
+    let good = dir.path().join("mlp_stats/step0/proc16371");
+    for f in ["construct.json", "stack.json"] {
+        std::fs::copy(good.join(f), bad.join(f)).expect("copy");
+    }
+    let dump = std::fs::read(good.join("dump.json")).expect("read");
+    std::fs::write(bad.join("dump.json"), &dump[..dump.len() / 2]).expect("write");
+    let started =
+        conversions::convert_to_graph(&state, "page", request("bad_dump", "", "conv_bad"));
+    assert!(started.success, "{:?}", started.error);
+    let events = follow(&state, "page", "").await;
+    let last = events.last().expect("events");
+    assert_eq!(last.status, "error", "{events:?}");
+    assert!(
+        last.error.iter().any(|e| e.contains("dump.json")),
+        "the error names the file: {:?}",
+        last.error
+    );
+    assert!(vis_dbs(&dir.path().join("conv_bad")).is_empty());
+    // A stream with nothing to follow says so and ends.
+    let none = follow(&state, "never-started", "").await;
+    assert_eq!(none.len(), 1);
+    assert_eq!(none[0].status, "error");
+}

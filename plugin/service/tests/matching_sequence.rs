@@ -1,0 +1,612 @@
+//! The write side against msprobe 26.2's recorded answers, and what msprobe could not do.
+//!
+//! `tests/fixtures/golden_api26_sequence/matching.json.xz` holds sections D (`compare_tf_stats`,
+//! summary task) and E (`compare_tf_md5`, md5 task) of msprobe's golden request sequence: views,
+//! filters, deletes and adds of matches (leaf, module with descendants, errors), saving the
+//! `.vis.config`, matching by it, colours, precision recomputation. They are replayed here in
+//! order through the handlers on fresh copies of the same files, and every answer is compared
+//! with msprobe's (the parts listed in `compare`). Then: two clients editing one file at once,
+//! edits surviving a restart, and the `.vis.config` format.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use graph_ascend_proto as pb;
+use graph_ascend_service::values::{json_to_prost, prost_to_json};
+use graph_ascend_service::{edits, handlers, State};
+use serde_json::{json, Map, Value};
+
+use common::{fixtures, unpack};
+
+fn sequence() -> Vec<Value> {
+    let path = fixtures().join("golden_api26_sequence/matching.json.xz");
+    let mut input = std::io::BufReader::new(std::fs::File::open(&path).expect("sequence fixture"));
+    let mut raw = Vec::new();
+    lzma_rs::xz_decompress(&mut input, &mut raw).expect("decompress");
+    let v: Value = serde_json::from_slice(&raw).expect("sequence JSON");
+    v["steps"].as_array().cloned().expect("steps")
+}
+
+/// A logdir with the two files the sequence edits, under the run names msprobe had.
+fn logdir() -> (tempfile::TempDir, Arc<State>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    unpack("compare_tf_stats", dir.path(), "compare_tf_stats");
+    unpack("compare_tf_md5", dir.path(), "compare_tf_md5");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    handlers::load_meta_dir(&state);
+    (dir, state)
+}
+
+fn meta_of(v: &Value) -> pb::MetaData {
+    let int = |k: &str| v.get(k).and_then(Value::as_i64).map(|i| i as i32);
+    let text = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    pb::MetaData {
+        run: text("run"),
+        tag: text("tag"),
+        r#type: text("type"),
+        lang: text("lang"),
+        micro_step: int("microStep"),
+        step: int("step"),
+        rank: int("rank"),
+    }
+}
+
+fn node_ref(body: &Value) -> pb::NodeRequest {
+    pb::NodeRequest {
+        node_info: body.get("nodeInfo").map(|n| pb::NodeRef {
+            node_name: n["nodeName"].as_str().unwrap_or_default().into(),
+            node_type: n["nodeType"].as_str().unwrap_or_default().into(),
+        }),
+        meta_data: Some(meta_of(&body["metaData"])),
+        client_id: "golden".into(),
+    }
+}
+
+fn status(success: bool, error: Option<String>) -> Value {
+    json!({"success": success, "error": error})
+}
+
+fn hierarchy(r: pb::HierarchyResponse) -> Value {
+    let data: Map<String, Value> = r
+        .data
+        .into_iter()
+        .map(|n| {
+            let mut o = json!({
+                "x": n.x, "y": n.y, "width": n.width, "height": n.height,
+                "expand": n.expand, "isRoot": n.is_root, "parentNode": n.parent_node,
+                "label": n.label, "name": n.name, "nodeType": n.node_type,
+                "matchedNodeLink": n.matched_node_link,
+                "precisionIndex": n.precision_index, "overflowLevel": n.overflow_level,
+            });
+            if let Some(c) = n.children {
+                o["children"] = prost_to_json(&prost_types::Value {
+                    kind: Some(prost_types::value::Kind::ListValue(c)),
+                });
+            }
+            (n.key, o)
+        })
+        .collect();
+    json!({"success": r.success, "error": r.error, "data": data})
+}
+
+fn slots(slots: Vec<pb::TensorSlot>) -> Value {
+    Value::Object(
+        slots
+            .into_iter()
+            .map(|s| {
+                let fields: Map<String, Value> = s
+                    .fields
+                    .into_iter()
+                    .map(|f| (f.key, f.value.as_ref().map_or(Value::Null, prost_to_json)))
+                    .collect();
+                (s.name, Value::Object(fields))
+            })
+            .collect(),
+    )
+}
+
+fn relations(d: pb::MatchedRelations) -> Value {
+    let pairs = |v: Vec<pb::NamePair>| -> Map<String, Value> {
+        v.into_iter().map(|p| (p.key, json!(p.value))).collect()
+    };
+    let mut o = json!({
+        "npuMatchNodes": pairs(d.npu_match_nodes),
+        "benchMatchNodes": pairs(d.bench_match_nodes),
+        "npuUnMatchNodes": d.npu_un_match_nodes,
+        "benchUnMatchNodes": d.bench_un_match_nodes,
+    });
+    if let Some(t) = d.matched_total {
+        o["matchedTotal"] = json!(t);
+    }
+    if let Some(s) = d.matched_success {
+        o["matchedSuccess"] = json!(s);
+    }
+    o
+}
+
+/// Asks one recorded request of the handlers; the answer as the browser sees it.
+fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
+    let meta = || Some(meta_of(&body["metaData"]));
+    let meta_req = || pb::MetaRequest {
+        meta_data: meta(),
+        client_id: "golden".into(),
+    };
+    let text = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
+    let flag = |k: &str| body[k].as_bool().unwrap_or(false);
+    let match_req = || pb::MatchNodesRequest {
+        npu_node_name: text("npuNodeName"),
+        bench_node_name: text("benchNodeName"),
+        meta_data: meta(),
+        is_match_children: flag("isMatchChildren"),
+        is_un_match_children: flag("isUnMatchChildren"),
+        client_id: "golden".into(),
+    };
+    let match_answer = |r: pb::MatchResultResponse| match r.data {
+        Some(d) if r.success => json!({"success": true, "data": relations(d)}),
+        _ => status(r.success, r.error),
+    };
+    match route {
+        "loadGraphData" => {
+            let m = meta_of(params);
+            let r = handlers::load_graph_data(
+                state,
+                pb::LoadGraphDataRequest {
+                    run: m.run,
+                    tag: m.tag,
+                    r#type: m.r#type,
+                    lang: m.lang,
+                    micro_step: m.micro_step,
+                    step: m.step,
+                    rank: m.rank,
+                    client_id: "golden".into(),
+                },
+            );
+            status(r.success, r.error)
+        }
+        "loadGraphConfigInfo" => {
+            let r = handlers::load_graph_config_info(state, meta_req());
+            match r.data {
+                Some(d) => {
+                    let colors: Map<String, Value> = d
+                        .colors
+                        .into_iter()
+                        .map(|c| {
+                            let mut o = json!({"value": c.value.as_ref().map(prost_to_json), "description": c.description});
+                            if let Some(a) = c.accuracy_level {
+                                o["accuracy_level"] = json!(a);
+                            }
+                            (c.color, o)
+                        })
+                        .collect();
+                    json!({"success": r.success, "data": {
+                        "colors": colors, "matchedConfigFiles": d.matched_config_files,
+                        "task": d.task, "isSingleGraph": d.is_single_graph,
+                    }})
+                }
+                None => status(r.success, r.error),
+            }
+        }
+        "loadGraphAllNodeList" => {
+            let r = handlers::load_graph_all_node_list(state, meta_req());
+            let data: Map<String, Value> = r
+                .data
+                .into_iter()
+                .map(|l| (l.name, json!(l.names)))
+                .collect();
+            json!({"success": r.success, "data": data})
+        }
+        "loadGraphMatchedRelations" => {
+            let r = handlers::load_graph_matched_relations(state, meta_req());
+            match r.data {
+                Some(d) => json!({"success": true, "data": relations(d)}),
+                None => status(r.success, r.error),
+            }
+        }
+        "changeNodeExpandState" => hierarchy(handlers::change_node_expand_state(
+            state,
+            "golden",
+            node_ref(body),
+        )),
+        "updateHierarchyData" => hierarchy(handlers::update_hierarchy_data(
+            state,
+            "golden",
+            pb::UpdateHierarchyRequest {
+                graph_type: text("graphType"),
+                meta_data: meta(),
+                client_id: "golden".into(),
+            },
+        )),
+        "getNodeInfo" => {
+            let r = handlers::get_node_info(state, node_ref(body));
+            let data: Map<String, Value> = r
+                .data
+                .into_iter()
+                .map(|s| {
+                    let d = s.detail.map_or(Value::Null, |d| {
+                        json!({
+                            "input_data": slots(d.input_data), "output_data": slots(d.output_data),
+                            "matched_node_link": d.matched_node_link, "upnode": d.upnode,
+                            "subnodes": d.subnodes,
+                            "data": d.data.map(|n| json!({"precision_index": n.precision_index})),
+                        })
+                    });
+                    (s.side, d)
+                })
+                .collect();
+            json!({"success": r.success, "data": data})
+        }
+        "filterNodes" | "screen" => {
+            let values: Vec<prost_types::Value> = body["values"]
+                .as_array()
+                .map(|a| a.iter().map(json_to_prost).collect())
+                .unwrap_or_default();
+            let r = handlers::filter_nodes(
+                state,
+                pb::FilterNodesRequest {
+                    meta_data: meta(),
+                    r#type: text("type"),
+                    values: Some(prost_types::ListValue { values }),
+                    client_id: "golden".into(),
+                },
+            );
+            let hits: Vec<Value> = r
+                .data
+                .into_iter()
+                .map(|h| json!({"name": h.name, "status": h.status}))
+                .collect();
+            json!({"success": r.success, "data": hits})
+        }
+        "addMatchNodes" => match_answer(edits::add_match_nodes(state, match_req())),
+        "deleteMatchNodes" => match_answer(edits::delete_match_nodes(state, match_req())),
+        "addMatchNodesByConfig" => match_answer(edits::add_match_nodes_by_config(
+            state,
+            pb::MatchByConfigRequest {
+                config_file: text("configFile"),
+                meta_data: meta(),
+                client_id: "golden".into(),
+            },
+        )),
+        "saveMatchedRelations" => {
+            let r = edits::save_matched_relations(state, meta_req());
+            json!({"success": r.success, "data": r.data, "error": r.error})
+        }
+        "updateColors" => {
+            let r = edits::update_colors(
+                state,
+                pb::UpdateColorsRequest {
+                    meta_data: meta(),
+                    colors: text("colors"),
+                    client_id: "golden".into(),
+                },
+            );
+            status(r.success, r.error)
+        }
+        "updatePrecisionError" => {
+            let r = edits::update_precision_error(
+                state,
+                pb::UpdatePrecisionErrorRequest {
+                    meta_data: meta(),
+                    filter_value: body["filterValue"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|v| v.as_str().map(str::to_owned))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    client_id: "golden".into(),
+                },
+            );
+            status(r.success, r.error)
+        }
+        other => panic!("route {other} is not part of this sequence"),
+    }
+}
+
+/// Compares `got` with msprobe's `want`: every key msprobe sent must be there and equal
+/// (numbers to 1e-9 relative; a missing key equals `null`), except the keys of `skip`.
+fn compare(got: &Value, want: &Value, path: &str, skip: &[&str], out: &mut Vec<String>) {
+    match (got, want) {
+        (_, Value::Object(w)) => {
+            for (k, wv) in w {
+                if skip.contains(&k.as_str()) {
+                    continue;
+                }
+                let gv = got.get(k).unwrap_or(&Value::Null);
+                compare(gv, wv, &format!("{path}.{k}"), skip, out);
+            }
+            if let (Value::Object(g), false) = (got, w.is_empty()) {
+                for k in g.keys() {
+                    if !w.contains_key(k) && !skip.contains(&k.as_str()) && !g[k].is_null() {
+                        out.push(format!("{path}.{k}: not in msprobe's answer"));
+                    }
+                }
+            }
+        }
+        (Value::Array(g), Value::Array(w)) => {
+            if g.len() != w.len() {
+                out.push(format!("{path}: {} items, msprobe {}", g.len(), w.len()));
+                return;
+            }
+            for (i, (gv, wv)) in g.iter().zip(w).enumerate() {
+                compare(gv, wv, &format!("{path}[{i}]"), skip, out);
+            }
+        }
+        (Value::Number(g), Value::Number(w)) => {
+            let (g, w) = (
+                g.as_f64().unwrap_or(f64::NAN),
+                w.as_f64().unwrap_or(f64::NAN),
+            );
+            if (g - w).abs() > 1e-9 * w.abs().max(1.0) {
+                out.push(format!("{path}: {g} != msprobe {w}"));
+            }
+        }
+        (g, w) if g == w => {}
+        (g, w) => out.push(format!("{path}: {g} != msprobe {w}")),
+    }
+}
+
+/// Steps whose answers are not compared, and why.
+const NOT_COMPARED: [(i64, &str); 1] = [(
+    82,
+    "colors sent as a JSON object: the API takes a JSON string, the shim refuses anything else",
+)];
+
+#[test]
+fn replays_msprobes_matching_sequence() {
+    let (_dir, state) = logdir();
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for step in sequence() {
+        let seq = step["seq"].as_i64().unwrap_or(-1);
+        if NOT_COMPARED.iter().any(|(s, _)| *s == seq) {
+            continue;
+        }
+        let route = step["route"].as_str().unwrap_or_default();
+        let got = ask(&state, route, &step["body"], &step["params"]);
+        let mut got = got;
+        let mut want = step["response"].clone();
+        // msprobe keeps the unmatched lists in a cache and appends to them as pairs are
+        // unmatched; the file's node order is what a restart of msprobe shows. Same members.
+        for v in [&mut got, &mut want] {
+            for key in ["npuUnMatchNodes", "benchUnMatchNodes"] {
+                if let Some(Value::Array(list)) = v.get_mut("data").and_then(|d| d.get_mut(key)) {
+                    list.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+                }
+            }
+        }
+        let want = &want;
+        let mut problems = Vec::new();
+        if want["success"] == json!(false) {
+            // Failures: msprobe sends `data: {}` or `null` beside the error; the error counts.
+            compare(
+                &got["success"],
+                &want["success"],
+                "success",
+                &[],
+                &mut problems,
+            );
+            compare(&got["error"], &want["error"], "error", &[], &mut problems);
+        } else {
+            let skip: &[&str] = match route {
+                // Render-info keys msprobe sends that are not about matching.
+                "changeNodeExpandState" | "updateHierarchyData" => &["matchedDistributed"],
+                "loadGraphConfigInfo" => {
+                    &["microSteps", "tooltips", "overflowCheck", "ranks", "steps"]
+                }
+                "getNodeInfo" => &[
+                    "id",
+                    "node_name",
+                    "node_type",
+                    "stack_info",
+                    "micro_step_id",
+                    "parallel_merge_info",
+                    "matched_distributed",
+                    "overflow_level",
+                    "modified",
+                ],
+                _ => &[],
+            };
+            compare(&got, want, "", skip, &mut problems);
+        }
+        compared += 1;
+        if !problems.is_empty() {
+            failures.push(format!(
+                "step {seq} {route}: {} differences, e.g.\n    {}",
+                problems.len(),
+                problems[..problems.len().min(6)].join("\n    ")
+            ));
+        }
+    }
+    assert!(compared >= 50, "only {compared} steps compared");
+    assert!(
+        failures.is_empty(),
+        "{} of {compared} steps differ from msprobe:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn meta(run: &str, tag: &str) -> pb::MetaData {
+    common::meta(run, tag)
+}
+
+fn match_req(
+    m: &pb::MetaData,
+    npu: &str,
+    bench: &str,
+    children: bool,
+    client: &str,
+) -> pb::MatchNodesRequest {
+    pb::MatchNodesRequest {
+        npu_node_name: npu.into(),
+        bench_node_name: bench.into(),
+        meta_data: Some(m.clone()),
+        is_match_children: children,
+        is_un_match_children: children,
+        client_id: client.into(),
+    }
+}
+
+/// Every matched target node's partner points back at it, on both sides.
+fn assert_links_consistent(state: &State, m: &pb::MetaData) {
+    let r = handlers::load_graph_matched_relations(
+        state,
+        pb::MetaRequest {
+            meta_data: Some(m.clone()),
+            client_id: String::new(),
+        },
+    );
+    let d = r.data.expect("relations");
+    let bench: std::collections::HashMap<_, _> = d
+        .bench_match_nodes
+        .iter()
+        .map(|p| (p.key.clone(), p.value.clone()))
+        .collect();
+    for p in &d.npu_match_nodes {
+        assert_eq!(
+            bench.get(&p.value),
+            Some(&p.key),
+            "{} → {} is not mirrored on the golden side",
+            p.key,
+            p.value
+        );
+    }
+    assert_eq!(d.npu_match_nodes.len(), d.bench_match_nodes.len());
+}
+
+#[test]
+fn two_clients_matching_at_once_corrupt_nothing() {
+    let (dir, state) = logdir();
+    let m = meta("compare_tf_stats", "compare_20261122090320");
+    // Two clients, two different modules, each unmatching and rematching with descendants.
+    let work = |client: &'static str, module: &'static str| {
+        let state = state.clone();
+        let m = m.clone();
+        std::thread::spawn(move || {
+            for _ in 0..6 {
+                let del =
+                    edits::delete_match_nodes(&state, match_req(&m, module, module, true, client));
+                assert!(del.success, "{client} delete: {:?}", del.error);
+                let add =
+                    edits::add_match_nodes(&state, match_req(&m, module, module, true, client));
+                assert!(add.success, "{client} add: {:?}", add.error);
+                let d = add.data.expect("relations");
+                assert_eq!(
+                    d.matched_total, d.matched_success,
+                    "{client}: every pair matched"
+                );
+            }
+        })
+    };
+    let a = work("tab-a", "Module.layers.1.Block.forward.0");
+    let b = work("tab-b", "Module.layers.2.Block.forward.0");
+    a.join().expect("client a");
+    b.join().expect("client b");
+    assert_links_consistent(&state, &m);
+    // The same edits seen by a fresh server over the same files (a restart).
+    let restarted = Arc::new(State::new(dir.path().to_path_buf()));
+    handlers::load_meta_dir(&restarted);
+    assert_links_consistent(&restarted, &m);
+    let r = handlers::load_graph_matched_relations(
+        &restarted,
+        pb::MetaRequest {
+            meta_data: Some(m.clone()),
+            client_id: String::new(),
+        },
+    );
+    assert!(r.data.expect("relations").npu_un_match_nodes.is_empty());
+}
+
+#[test]
+fn edits_survive_a_restart_and_the_config_file_round_trips() {
+    let (dir, state) = logdir();
+    let m = meta("compare_tf_stats", "compare_20261122090320");
+    let leaf = "Functional.linear.10.forward";
+    let del = edits::delete_match_nodes(&state, match_req(&m, leaf, leaf, false, "x"));
+    assert!(del.success);
+    let restarted = Arc::new(State::new(dir.path().to_path_buf()));
+    handlers::load_meta_dir(&restarted);
+    let info = handlers::get_node_info(&restarted, common::node_request(&m, leaf, "NPU"));
+    let npu = info.data[0].detail.clone().expect("npu detail");
+    assert!(
+        npu.matched_node_link.is_empty(),
+        "the unmatch was persisted"
+    );
+
+    // Re-match crosswise (forward with its own twin), save, and check the file msprobe's way.
+    let add = edits::add_match_nodes(&restarted, match_req(&m, leaf, leaf, false, "x"));
+    assert!(add.success);
+    let saved = edits::save_matched_relations(
+        &restarted,
+        pb::MetaRequest {
+            meta_data: Some(m.clone()),
+            client_id: String::new(),
+        },
+    );
+    let name = saved.data.expect("file name");
+    assert_eq!(name, "compare_20261122090320_0_0.vis.config");
+    let text =
+        std::fs::read_to_string(dir.path().join("compare_tf_stats").join(&name)).expect("config");
+    assert!(text.starts_with("{\n    \""), "indent=4 JSON: {text}");
+    let v: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(v[leaf], json!(leaf));
+    assert_eq!(
+        v["Functional.linear.10.backward"],
+        json!("Functional.linear.10.backward")
+    );
+
+    // Unmatch, then match again from the file.
+    assert!(edits::delete_match_nodes(&restarted, match_req(&m, leaf, leaf, false, "x")).success);
+    let by = edits::add_match_nodes_by_config(
+        &restarted,
+        pb::MatchByConfigRequest {
+            config_file: name,
+            meta_data: Some(m.clone()),
+            client_id: String::new(),
+        },
+    );
+    assert!(by.success, "{:?}", by.error);
+    assert_links_consistent(&restarted, &m);
+
+    // Paths are refused, not followed.
+    let bad = edits::add_match_nodes_by_config(
+        &restarted,
+        pb::MatchByConfigRequest {
+            config_file: "../compare_tf_md5/x.vis.config".into(),
+            meta_data: Some(m.clone()),
+            client_id: String::new(),
+        },
+    );
+    assert!(!bad.success);
+    let _ = Path::new("");
+}
+
+#[test]
+fn save_data_answers_success_since_edits_are_already_committed() {
+    let (_dir, state) = logdir();
+    let m = meta("compare_tf_stats", "compare_20261122090320");
+    let r = edits::save_data(
+        &state,
+        pb::MetaRequest {
+            meta_data: Some(m),
+            client_id: String::new(),
+        },
+    );
+    assert!(r.success, "{:?}", r.error);
+    let bad = edits::save_data(
+        &state,
+        pb::MetaRequest {
+            meta_data: Some(meta("nope", "nope")),
+            client_id: String::new(),
+        },
+    );
+    assert!(!bad.success);
+}
