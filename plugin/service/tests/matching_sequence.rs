@@ -610,3 +610,115 @@ fn save_data_answers_success_since_edits_are_already_committed() {
     );
     assert!(!bad.success);
 }
+
+/// Task `all`: a pair unmatched and matched again by hand gets the same tensor metrics, result
+/// and precision that msprobe's converter computed from the real tensors.
+#[test]
+fn a_manual_match_in_tensor_mode_recomputes_msprobes_metrics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = unpack("compare_tf_small_tensor", dir.path(), "run");
+    let dumps = fixtures().join("dumps");
+    let tensor_dir = |case: &str, proc: &str| {
+        dumps
+            .join(case)
+            .join("step0")
+            .join(proc)
+            .join("dump_tensor_data")
+            .canonicalize()
+            .expect("tensor dump folder")
+            .to_string_lossy()
+            .into_owned()
+    };
+    {
+        // The file records where msprobe's dumps were; point it at the fixtures' copies.
+        let conn = rusqlite::Connection::open(&db).expect("open");
+        conn.execute(
+            "UPDATE tb_nodes SET dump_data_dir=? WHERE data_source='NPU'",
+            [tensor_dir("tf_small_tensor_b", "proc10852")],
+        )
+        .expect("update");
+        conn.execute(
+            "UPDATE tb_nodes SET dump_data_dir=? WHERE data_source='Bench'",
+            [tensor_dir("tf_small_tensor_a", "proc10848")],
+        )
+        .expect("update");
+    }
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    let listing = handlers::load_meta_dir(&state);
+    let tag = listing.data[0].tags[0].clone();
+    let m = meta("run", &tag);
+    let leaves = [
+        "Functional.linear.10.forward",
+        "Functional.layer_norm.3.forward",
+        "Torch.matmul.4.forward",
+        "Functional.softmax.2.forward",
+    ];
+    let info = |name: &str| {
+        let r = handlers::get_node_info(&state, common::node_request(&m, name, "NPU"));
+        r.data[0].detail.clone().expect("npu detail")
+    };
+    let columns = [
+        "Cosine",
+        "EucDist",
+        "MaxAbsErr",
+        "MaxRelativeErr",
+        "One Thousandth Err Ratio",
+        "Five Thousandths Err Ratio",
+        "Result",
+    ];
+    let mut checked = 0;
+    for leaf in leaves {
+        let before = info(leaf);
+        assert!(
+            !before.matched_node_link.is_empty(),
+            "{leaf} starts matched"
+        );
+        let partner = before.matched_node_link.last().cloned().expect("partner");
+        let del = edits::delete_match_nodes(&state, match_req(&m, leaf, &partner, false, "t"));
+        assert!(del.success, "{leaf}: {:?}", del.error);
+        let cleared = info(leaf);
+        assert!(slots(cleared.output_data.clone())
+            .to_string()
+            .find("Cosine")
+            .is_none());
+        let add = edits::add_match_nodes(&state, match_req(&m, leaf, &partner, false, "t"));
+        assert!(add.success, "{leaf}: {:?}", add.error);
+        let after = info(leaf);
+        assert_eq!(
+            before.data.as_ref().and_then(|d| d.precision_index),
+            after.data.as_ref().and_then(|d| d.precision_index),
+            "{leaf}: precision"
+        );
+        for (b, a) in [
+            (slots(before.input_data), slots(after.input_data)),
+            (slots(before.output_data), slots(after.output_data)),
+        ] {
+            let (Value::Object(b), Value::Object(a)) = (b, a) else {
+                panic!("slots are objects")
+            };
+            for (slot, want) in &b {
+                for col in columns {
+                    let (w, g) = (&want[col], &a[slot][col]);
+                    let num = |v: &Value| match v {
+                        Value::Number(n) => n.as_f64(),
+                        Value::String(s) => s.trim().parse::<f64>().ok(),
+                        _ => None,
+                    };
+                    match (num(w), num(g)) {
+                        (Some(x), Some(y)) => assert!(
+                            (x - y).abs() <= 1e-6 * x.abs().max(1.0),
+                            "{slot} {col}: {y} != msprobe {x}"
+                        ),
+                        _ => assert_eq!(
+                            w.as_str().map(str::trim),
+                            g.as_str().map(str::trim),
+                            "{slot} {col}"
+                        ),
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} values compared");
+}
