@@ -1,9 +1,232 @@
-//! `graph-ascend convert`: msprobe `graph_visualize`'s command line (issue 3 fills this in).
+//! `graph-ascend convert`: msprobe `graph_visualize`'s command line.
+//!
+//! msprobe spells its flags as single-dash words (`-tp`, `-gp`, `-lm`, `-oc`, `-fm`,
+//! `-progress_log`), which clap cannot express (a short flag is one character, and `--tp` is a
+//! different msprobe flag). The subcommand therefore takes its arguments raw, rewrites msprobe's
+//! single-dash words to their long forms, and parses the result with [`Flags`].
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct ConvertArgs {}
+use clap::Parser;
+use graph_ascend_convert::{convert, ConvertOptions, LayerMapping, Progress};
 
-pub fn run(_args: ConvertArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("convert is not built yet")
+/// Arguments as typed (see `graph-ascend convert --help`).
+#[derive(clap::Args)]
+#[command(disable_help_flag = true)]
+pub struct ConvertArgs {
+    /// msprobe graph_visualize flags: -tp TARGET [-gp GOLDEN] -o OUT [-lm [YAML]] [-oc] [-fm]
+    /// [-progress_log] [-tensor_log] (long forms --target_path, --golden_path, … also accepted).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<String>,
+}
+
+/// The flags of `msprobe graph_visualize`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "graph-ascend convert",
+    about = "Convert msprobe dump folders into a .vis.db (the flags of msprobe graph_visualize)."
+)]
+pub struct Flags {
+    /// Target ("NPU") dump folder: a rank folder, a step folder of ranks, or a folder of steps.
+    #[arg(long = "target_path", value_name = "TARGET")]
+    target_path: PathBuf,
+    /// Golden ("Bench") dump folder, same layout: compare mode.
+    #[arg(long = "golden_path", value_name = "GOLDEN")]
+    golden_path: Option<PathBuf>,
+    /// Output folder (created if missing).
+    #[arg(short = 'o', long = "output_path", value_name = "OUT")]
+    output_path: PathBuf,
+    /// Layer mapping: a YAML file, or bare for structural matching.
+    #[arg(long = "layer_mapping", num_args = 0..=1, default_missing_value = "", value_name = "YAML")]
+    layer_mapping: Option<String>,
+    /// Mark overflowing nodes (inf/nan) with overflow levels.
+    #[arg(long = "overflow_check")]
+    overflow_check: bool,
+    /// Fuzzy matching: APIs paired by name and order inside matched modules.
+    #[arg(long = "fuzzy_match")]
+    fuzzy_match: bool,
+    /// Per-tensor compare logs (accepted for compatibility).
+    #[arg(long = "is_print_compare_log")]
+    is_print_compare_log: bool,
+    /// Machine-readable progress lines (JSON, one per line, on stderr).
+    #[arg(long = "is_print_progress_log")]
+    is_print_progress_log: bool,
+    /// Parallel merge (TP/PP): not supported yet.
+    #[arg(long = "rank_size", num_args = 1..)]
+    rank_size: Vec<i64>,
+    #[arg(long = "tp", num_args = 1.., hide = true)]
+    tp: Vec<i64>,
+    #[arg(long = "pp", num_args = 1.., hide = true)]
+    pp: Vec<i64>,
+    #[arg(long = "vpp", num_args = 1.., hide = true)]
+    vpp: Vec<i64>,
+    #[arg(long = "order", num_args = 1.., hide = true)]
+    order: Vec<String>,
+    /// `db` (default) or `json` (only for parallel merge builds).
+    #[arg(long = "file_type", default_value = "db", value_parser = ["db", "json"])]
+    file_type: String,
+}
+
+/// msprobe's single-dash words → long forms.
+const SINGLE_DASH: [(&str, &str); 8] = [
+    ("-tp", "--target_path"),
+    ("-gp", "--golden_path"),
+    ("-lm", "--layer_mapping"),
+    ("-oc", "--overflow_check"),
+    ("-fm", "--fuzzy_match"),
+    ("-progress_log", "--is_print_progress_log"),
+    ("-tensor_log", "--is_print_compare_log"),
+    ("-h", "--help"),
+];
+
+/// Rewrites msprobe's single-dash words (also in `-tp=X` form) to their long forms.
+pub fn normalize(args: &[String]) -> Vec<String> {
+    let mut out = vec!["graph-ascend convert".to_string()];
+    for a in args {
+        let (flag, value) = match a.split_once('=') {
+            Some((f, v)) if !f.starts_with("--") => (f, Some(v)),
+            _ => (a.as_str(), None),
+        };
+        match SINGLE_DASH.iter().find(|(s, _)| *s == flag) {
+            Some((_, long)) => match value {
+                Some(v) => out.push(format!("{long}={v}")),
+                None => out.push(long.to_string()),
+            },
+            None => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    let flags = match Flags::try_parse_from(normalize(&args.args)) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = e.print();
+            return Ok(ExitCode::from(if e.use_stderr() { 2 } else { 0 }));
+        }
+    };
+    if !flags.rank_size.is_empty() || !flags.tp.is_empty() || !flags.pp.is_empty() {
+        anyhow::bail!("parallel merge (--rank_size/--tp/--pp) is not supported yet");
+    }
+    if flags.file_type == "json" {
+        eprintln!("graph-ascend: warning: --file_type json only applies to parallel merge; writing a .vis.db");
+    }
+    let _ = (&flags.vpp, &flags.order, flags.is_print_compare_log);
+    let opts = ConvertOptions {
+        target: flags.target_path,
+        golden: flags.golden_path,
+        output: flags.output_path,
+        layer_mapping: match flags.layer_mapping.as_deref() {
+            None => LayerMapping::None,
+            Some("") => LayerMapping::Bare,
+            Some(p) => LayerMapping::File(PathBuf::from(p)),
+        },
+        overflow_check: flags.overflow_check,
+        fuzzy_match: flags.fuzzy_match,
+    };
+    let bar = (!flags.is_print_progress_log && std::io::stderr().is_terminal()).then(|| {
+        let pb = indicatif::ProgressBar::new(1);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "[Graph] {msg:<12} {bar:40} {percent:>3}% [{elapsed_precise}]",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb
+    });
+    let log = flags.is_print_progress_log;
+    let report = |p: &Progress| {
+        if log {
+            let line = serde_json::json!({
+                "stage": p.stage.name(),
+                "done": p.done,
+                "total": p.total,
+                "percent": if p.total == 0 { 0.0 } else { (p.done as f64 * 1000.0 / p.total as f64).round() / 10.0 },
+                "message": p.message,
+            });
+            eprintln!("{line}");
+        }
+        if let Some(pb) = &bar {
+            pb.set_length(p.total);
+            pb.set_position(p.done);
+            pb.set_message(p.stage.name());
+        }
+    };
+    let result = convert(&opts, &report);
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    match result {
+        Ok(path) => {
+            println!("{}", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("graph-ascend: error: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Flags {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        Flags::try_parse_from(normalize(&args)).unwrap()
+    }
+
+    #[test]
+    fn msprobe_single_dash_flags_parse() {
+        let f = parse(&[
+            "-tp",
+            "a",
+            "-gp",
+            "b",
+            "-o",
+            "out",
+            "-lm",
+            "-oc",
+            "-fm",
+            "-progress_log",
+        ]);
+        assert_eq!(f.target_path, PathBuf::from("a"));
+        assert_eq!(f.golden_path, Some(PathBuf::from("b")));
+        assert_eq!(f.output_path, PathBuf::from("out"));
+        assert_eq!(f.layer_mapping.as_deref(), Some(""));
+        assert!(f.overflow_check && f.fuzzy_match && f.is_print_progress_log);
+    }
+
+    #[test]
+    fn long_forms_parse() {
+        let f = parse(&[
+            "--target_path",
+            "a",
+            "--golden_path",
+            "b",
+            "--output_path",
+            "out",
+            "--layer_mapping",
+            "map.yaml",
+            "--overflow_check",
+            "--fuzzy_match",
+            "--is_print_progress_log",
+        ]);
+        assert_eq!(f.layer_mapping.as_deref(), Some("map.yaml"));
+        assert!(f.overflow_check && f.fuzzy_match && f.is_print_progress_log);
+        let f = parse(&["-tp", "a", "-o", "out", "-lm", "m.yaml"]);
+        assert_eq!(f.layer_mapping.as_deref(), Some("m.yaml"));
+        assert!(!f.overflow_check);
+        assert_eq!(f.golden_path, None);
+    }
+
+    #[test]
+    fn target_is_required() {
+        let args: Vec<String> = vec!["-o".into(), "out".into()];
+        assert!(Flags::try_parse_from(normalize(&args)).is_err());
+    }
 }

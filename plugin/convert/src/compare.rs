@@ -120,7 +120,12 @@ pub fn compare_graphs(
         .filter(|&i| !(npu.nodes[i].input.is_empty() && npu.nodes[i].output.is_empty()))
         .filter_map(|i| npu.nodes[i].matched.map(|b| (i, b)))
         .collect();
-    let results: Vec<(usize, Vec<Vec<(String, PyVal)>>, Vec<Vec<(String, PyVal)>>, f64)> = {
+    let results: Vec<(
+        usize,
+        Vec<Vec<(String, PyVal)>>,
+        Vec<Vec<(String, PyVal)>>,
+        f64,
+    )> = {
         use rayon::prelude::*;
         pairs
             .par_iter()
@@ -185,12 +190,19 @@ fn compare_node(
         }
     }
     let mut rows: Vec<Row> = Vec::with_capacity(ng.len());
-    for group in [Group::Input, Group::Params, Group::Output, Group::ParamsGrad] {
+    for group in [
+        Group::Input,
+        Group::Params,
+        Group::Output,
+        Group::ParamsGrad,
+    ] {
         let bench_items: Vec<&(Group, usize, bool)> =
             bg.iter().filter(|(g, _, _)| *g == group).collect();
         for (k, &(_, i, out)) in ng.iter().filter(|(g, _, _)| *g == group).enumerate() {
             let (name, it) = item(npu, i, out);
-            let b = bench_items.get(k).map(|&&(_, j, bout)| item(bench, j, bout));
+            let b = bench_items
+                .get(k)
+                .map(|&&(_, j, bout)| item(bench, j, bout));
             rows.push(Row {
                 npu_name: name,
                 npu: it,
@@ -214,11 +226,8 @@ fn compare_node(
     let mut ins: Vec<Extra> = vec![Vec::new(); npu.input.len()];
     let mut outs: Vec<Extra> = vec![Vec::new(); npu.output.len()];
     let positions: Vec<(usize, bool)> = rows.iter().map(|r| (r.index, r.is_output)).collect();
-    for (((mut extra, (level, messages)), row), (idx, out)) in extras
-        .into_iter()
-        .zip(graded)
-        .zip(&rows)
-        .zip(positions)
+    for (((mut extra, (level, messages)), row), (idx, out)) in
+        extras.into_iter().zip(graded).zip(&rows).zip(positions)
     {
         worst = worst.max(level);
         let rg = requires_grad_consistent(row);

@@ -80,7 +80,9 @@ type Graphs = BTreeMap<(String, i64), BTreeMap<i64, Vec<Op>>>;
 pub fn link(rows: &mut [NodeRow], overflow_check: bool) {
     // data source, step → rank → ops in node order.
     let mut graphs: Graphs = BTreeMap::new();
-    let mut order: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].is_distributed == 1).collect();
+    let mut order: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].is_distributed == 1)
+        .collect();
     order.sort_by_key(|&i| rows[i].node_order);
     for i in order {
         let r = &rows[i];
@@ -103,7 +105,10 @@ pub fn link(rows: &mut [NodeRow], overflow_check: bool) {
     }
     let index_of = |rows: &[NodeRow], i: usize| -> String {
         if overflow_check {
-            rows[i].overflow_level.clone().unwrap_or_else(|| "Nan".into())
+            rows[i]
+                .overflow_level
+                .clone()
+                .unwrap_or_else(|| "Nan".into())
         } else {
             match rows[i].precision_index {
                 None => "Nan".into(),
@@ -139,10 +144,14 @@ pub fn link(rows: &mut [NodeRow], overflow_check: bool) {
         }
         for (&rank, ops) in ranks {
             for op in ops {
-                let Some(uid) = ids.get(&op.row) else { continue };
+                let Some(uid) = ids.get(&op.row) else {
+                    continue;
+                };
                 match kind(&op.api) {
                     Kind::P2p(peer_api, field, ctype) => {
-                        let Some(target) = op.int_field(field) else { continue };
+                        let Some(target) = op.int_field(field) else {
+                            continue;
+                        };
                         let back_field = if field == "dst" { "src" } else { "dst" };
                         let count = uid.rsplit('_').next().unwrap_or("1");
                         let peer_uid = format!("{peer_api}rank{rank}_{count}");

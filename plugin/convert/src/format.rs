@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(value_text(&PyVal::Str("2.2248543%".into())), "2.224854%");
         assert_eq!(value_text(&PyVal::Str("68.75%".into())), "68.75%");
         assert_eq!(value_text(&PyVal::Str("-0.12345678".into())), "-0.12345678");
-        assert_eq!(value_text(&PyVal::Str("<class 'int'>".into())), "<class int>");
+        assert_eq!(
+            value_text(&PyVal::Str("<class 'int'>".into())),
+            "<class int>"
+        );
         assert_eq!(value_text(&PyVal::Float(1e-5)), "1e-05");
         assert_eq!(value_text(&PyVal::Bool(false)), "False");
         assert_eq!(value_text(&PyVal::None), "null");

@@ -398,7 +398,8 @@ fn forward_twin(sub: &str) -> Option<String> {
     if let Some((prefix, num)) = module_backward(sub) {
         return Some(format!("{prefix}.forward.{num}"));
     }
-    sub.strip_suffix(".backward").map(|p| format!("{p}.forward"))
+    sub.strip_suffix(".backward")
+        .map(|p| format!("{p}.forward"))
 }
 
 /// The backward twin of a forward parent id.
@@ -461,8 +462,14 @@ mod tests {
 
     #[test]
     fn classifies_like_msprobe() {
-        assert_eq!(NodeOp::classify("Module.fc.Linear.forward.0"), NodeOp::Module);
-        assert_eq!(NodeOp::classify("Torch.matmul.0.forward"), NodeOp::FunctionApi);
+        assert_eq!(
+            NodeOp::classify("Module.fc.Linear.forward.0"),
+            NodeOp::Module
+        );
+        assert_eq!(
+            NodeOp::classify("Torch.matmul.0.forward"),
+            NodeOp::FunctionApi
+        );
         assert_eq!(NodeOp::classify("optimizer"), NodeOp::Module);
         assert_eq!(NodeOp::classify("Something.else"), NodeOp::Module);
         assert_eq!(NodeOp::classify("TensorXadd"), NodeOp::FunctionApi);

@@ -153,16 +153,21 @@ pub fn convert(opts: &ConvertOptions, progress: ProgressFn) -> Result<PathBuf, C
         distributed::link(&mut all_rows, opts.overflow_check);
     }
     let compare = opts.golden.is_some();
-    let config = export::config_row(compare, &task, micro_steps, opts.overflow_check, &rank_list, &step_list);
+    let config = export::config_row(
+        compare,
+        &task,
+        micro_steps,
+        opts.overflow_check,
+        &rank_list,
+        &step_list,
+    );
 
     std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
         path: opts.output.clone(),
         source,
     })?;
     let kind = if compare { "compare" } else { "build" };
-    let dest = opts
-        .output
-        .join(format!("{kind}_{}.vis.db", timestamp()));
+    let dest = opts.output.join(format!("{kind}_{}.vis.db", timestamp()));
     let mut writer = VisDbWriter::create(&dest)?;
     writer.insert_nodes(&all_rows)?;
     writer.insert_stacks(all_stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
@@ -246,7 +251,9 @@ fn plan(opts: &ConvertOptions) -> Result<Plan, ConvertError> {
                 rank_jobs(step, &tdir, gdir.as_deref(), &mut jobs)?;
             }
             if jobs.is_empty() {
-                return Err(ConvertError::Usage("no step in common between the two dumps".into()));
+                return Err(ConvertError::Usage(
+                    "no step in common between the two dumps".into(),
+                ));
             }
         }
     }
@@ -277,12 +284,17 @@ impl RankDump {
             } else {
                 Err(ConvertError::Input {
                     path: p,
-                    message: "missing (every rank folder needs dump.json, construct.json and stack.json)".into(),
+                    message:
+                        "missing (every rank folder needs dump.json, construct.json and stack.json)"
+                            .into(),
                 })
             }
         };
-        let (dump_p, construct_p, stack_p) =
-            (file("dump.json")?, file("construct.json")?, file("stack.json")?);
+        let (dump_p, construct_p, stack_p) = (
+            file("dump.json")?,
+            file("construct.json")?,
+            file("stack.json")?,
+        );
         let construct = Construct::read(&construct_p)?;
         let dump = DumpFile::read(&dump_p)?;
         let stacks = StackMap::read(&stack_p)?;
@@ -298,13 +310,22 @@ impl RankDump {
     /// the recorded one when it is this rank folder's, else `<rank folder>/dump_tensor_data`
     /// (dumps moved to another place).
     pub fn tensor_dir(&self) -> Option<String> {
-        let d = self.dump.dump_data_dir.as_deref().filter(|d| !d.is_empty())?;
+        let d = self
+            .dump
+            .dump_data_dir
+            .as_deref()
+            .filter(|d| !d.is_empty())?;
         let recorded = Path::new(d).parent().and_then(|p| p.canonicalize().ok());
         let here = self.dir.canonicalize().ok();
         if recorded.is_some() && recorded == here {
             Some(d.to_string())
         } else {
-            Some(self.dir.join("dump_tensor_data").to_string_lossy().into_owned())
+            Some(
+                self.dir
+                    .join("dump_tensor_data")
+                    .to_string_lossy()
+                    .into_owned(),
+            )
         }
     }
 }
@@ -318,7 +339,11 @@ fn run_job(
     let mut npu_graph = Graph::build(&npu.construct, &npu.dump, &npu.stacks);
     tick(
         Stage::Building,
-        format!("built {} ({} nodes)", job.target.display(), npu_graph.nodes.len()),
+        format!(
+            "built {} ({} nodes)",
+            job.target.display(),
+            npu_graph.nodes.len()
+        ),
     );
     let mut nodes = Vec::new();
     let mut stacks = Vec::new();

@@ -21,8 +21,8 @@ pub fn match_graphs(
     npu: &mut Graph,
     bench: &mut Graph,
 ) -> Result<(), ConvertError> {
-    let cross = framework_family(&npu_dump.dump.framework)
-        != framework_family(&bench_dump.dump.framework);
+    let cross =
+        framework_family(&npu_dump.dump.framework) != framework_family(&bench_dump.dump.framework);
     if cross && opts.layer_mapping == LayerMapping::None {
         return Err(ConvertError::Usage(format!(
             "{} ({}) and {} ({}) come from different frameworks: cross-framework comparison \
@@ -55,7 +55,14 @@ fn framework_family(f: &str) -> &str {
     }
 }
 
-fn link(npu: &mut Graph, bench: &mut Graph, n: usize, b: usize, npu_link: Vec<String>, bench_link: Vec<String>) {
+fn link(
+    npu: &mut Graph,
+    bench: &mut Graph,
+    n: usize,
+    b: usize,
+    npu_link: Vec<String>,
+    bench_link: Vec<String>,
+) {
     npu.nodes[n].matched = Some(b);
     npu.nodes[n].matched_link = npu_link;
     bench.nodes[b].matched = Some(n);
@@ -170,8 +177,17 @@ mod tests {
 
     #[test]
     fn fuzzy_keys_drop_counters() {
-        assert_eq!(fuzzy_key("Functional.linear.5.forward"), "Functional.linear.forward");
-        assert_eq!(fuzzy_key("Torch.matmul_rank1.3.forward"), "Torch.matmul.forward");
-        assert_eq!(fuzzy_key("Tensor.__add__.0.backward"), "Tensor.__add__.backward");
+        assert_eq!(
+            fuzzy_key("Functional.linear.5.forward"),
+            "Functional.linear.forward"
+        );
+        assert_eq!(
+            fuzzy_key("Torch.matmul_rank1.3.forward"),
+            "Torch.matmul.forward"
+        );
+        assert_eq!(
+            fuzzy_key("Tensor.__add__.0.backward"),
+            "Tensor.__add__.backward"
+        );
     }
 }

@@ -93,7 +93,10 @@ mod tests {
 
     #[test]
     fn escapes_like_python() {
-        assert_eq!(str_list(&["a\"b", "\n", "é"]), r#"["a\"b", "\n", "\u00e9"]"#);
+        assert_eq!(
+            str_list(&["a\"b", "\n", "é"]),
+            r#"["a\"b", "\n", "\u00e9"]"#
+        );
         assert_eq!(str_list::<&str>(&[]), "[]");
         let v = serde_json::json!({"a": [0, 0.3], "b": "比"});
         assert_eq!(value(&v), r#"{"a": [0, 0.3], "b": "\u6bd4"}"#);

@@ -42,7 +42,12 @@ fn upstream_db(case: &str, into: &Path) -> PathBuf {
     out_path
 }
 
-fn run_case(case: &str, target: PathBuf, golden: Option<PathBuf>, tweak: impl Fn(&mut ConvertOptions)) {
+fn run_case(
+    case: &str,
+    target: PathBuf,
+    golden: Option<PathBuf>,
+    tweak: impl Fn(&mut ConvertOptions),
+) {
     let tmp = tempfile::tempdir().unwrap();
     let mut opts = ConvertOptions {
         target,
@@ -80,9 +85,12 @@ fn build_mlp_steps() {
 
 #[test]
 fn build_mlp_overflow_oc() {
-    run_case("build_mlp_overflow_oc", rank_dir("mlp_overflow"), None, |o| {
-        o.overflow_check = true
-    });
+    run_case(
+        "build_mlp_overflow_oc",
+        rank_dir("mlp_overflow"),
+        None,
+        |o| o.overflow_check = true,
+    );
 }
 
 #[test]
@@ -187,7 +195,12 @@ fn compare_tf_md5() {
 
 #[test]
 fn build_dist_ranks() {
-    run_case("build_dist_ranks", dump("dist_stats_a").join("step0"), None, |_| {});
+    run_case(
+        "build_dist_ranks",
+        dump("dist_stats_a").join("step0"),
+        None,
+        |_| {},
+    );
 }
 
 #[test]
@@ -334,12 +347,22 @@ fn expect_failure(target: PathBuf, golden: Option<PathBuf>, lm: LayerMapping, ne
 
 #[test]
 fn build_tf_l1_fails_clearly() {
-    expect_failure(rank_dir("tf_L1_a"), None, LayerMapping::None, "construct.json is empty");
+    expect_failure(
+        rank_dir("tf_L1_a"),
+        None,
+        LayerMapping::None,
+        "construct.json is empty",
+    );
 }
 
 #[test]
 fn build_ms_l1_fails_clearly() {
-    expect_failure(rank_dir("ms_L1_a"), None, LayerMapping::None, "construct.json is empty");
+    expect_failure(
+        rank_dir("ms_L1_a"),
+        None,
+        LayerMapping::None,
+        "construct.json is empty",
+    );
 }
 
 #[test]

@@ -114,7 +114,10 @@ fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| format!("bad shape entry {s:?}")))
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| format!("bad shape entry {s:?}"))
+        })
         .collect::<Result<_, _>>()?;
     if descr.starts_with('>') {
         return Err(format!("big-endian .npy ({descr}) is not supported"));
@@ -186,7 +189,10 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
     };
     let line = |i: &mut usize| -> Result<String, String> {
         let rest = data.get(*i..).ok_or("truncated pickle")?;
-        let end = rest.iter().position(|b| *b == b'\n').ok_or("truncated pickle")?;
+        let end = rest
+            .iter()
+            .position(|b| *b == b'\n')
+            .ok_or("truncated pickle")?;
         *i += end + 1;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
     };
@@ -389,7 +395,9 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, String> {
     loop {
         match obj {
             P::Call(f, args) => match *f {
-                P::Global(_, ref name) if name == "_rebuild_tensor_v2" || name == "_rebuild_tensor" => {
+                P::Global(_, ref name)
+                    if name == "_rebuild_tensor_v2" || name == "_rebuild_tensor" =>
+                {
                     obj = P::Call(f, args);
                     break;
                 }
@@ -446,7 +454,8 @@ mod tests {
     use super::*;
 
     fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        let mut header =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
         while (10 + header.len() + 1) % 64 != 0 {
             header.push(' ');
         }
@@ -479,8 +488,14 @@ mod tests {
 
     #[test]
     fn decodes_half_types() {
-        assert_eq!(decode("float16", &half::f16::from_f32(0.5).to_le_bytes()), 0.5);
-        assert_eq!(decode("bfloat16", &half::bf16::from_f32(-3.0).to_le_bytes()), -3.0);
+        assert_eq!(
+            decode("float16", &half::f16::from_f32(0.5).to_le_bytes()),
+            0.5
+        );
+        assert_eq!(
+            decode("bfloat16", &half::bf16::from_f32(-3.0).to_le_bytes()),
+            -3.0
+        );
     }
 
     #[test]

@@ -237,9 +237,8 @@ pub fn grade(
                 // RequiresGradErrChecker
                 let nrg = r.npu.get("requires_grad");
                 let brg = b.get("requires_grad");
-                let present = |v: Option<&PyVal>| {
-                    v.is_some_and(|v| !v.is_none() && !v.py_str().is_empty())
-                };
+                let present =
+                    |v: Option<&PyVal>| v.is_some_and(|v| !v.is_none() && !v.py_str().is_empty());
                 if present(nrg) && present(brg) && nrg != brg {
                     g.raise(Level::Error, MSG_REQ_GRAD);
                 }
@@ -294,7 +293,11 @@ pub fn grade(
                             .fold(0.0, f64::max)
                     };
                     let (inp, out) = (max_abs(false), max_abs(true));
-                    let warn = if inp == 0.0 { out > 0.1 } else { out / inp > 10.0 };
+                    let warn = if inp == 0.0 {
+                        out > 0.1
+                    } else {
+                        out / inp > 10.0
+                    };
                     if warn {
                         grades[o].raise(Level::Warning, MSG_NORM_WARN);
                     }

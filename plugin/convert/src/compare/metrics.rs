@@ -160,11 +160,7 @@ pub fn max_abs_err(a: &[f64], b: &[f64]) -> Metric {
 }
 
 /// Relative errors `|(n - b) / b|`, with `eps` added to both sides where `b == 0`.
-fn relative_errors<'a>(
-    a: &'a [f64],
-    b: &'a [f64],
-    eps: f64,
-) -> impl Iterator<Item = f64> + 'a {
+fn relative_errors<'a>(a: &'a [f64], b: &'a [f64], eps: f64) -> impl Iterator<Item = f64> + 'a {
     a.iter().zip(b).map(move |(&x, &y)| {
         let (x, y) = if y == 0.0 { (x + eps, y + eps) } else { (x, y) };
         ((x - y) / y).abs()
@@ -188,7 +184,9 @@ pub fn err_ratio(a: &[f64], b: &[f64], eps: f64, threshold: f64) -> Metric {
     if a.is_empty() {
         return Metric::Text("unsupported");
     }
-    let n = relative_errors(a, b, eps).filter(|r| *r < threshold).count();
+    let n = relative_errors(a, b, eps)
+        .filter(|r| *r < threshold)
+        .count();
     Metric::Value(format_value(n as f64 / a.len() as f64))
 }
 
@@ -218,10 +216,10 @@ pub fn tensor_metrics(
     let bad_a: Vec<bool> = a.iter().map(|x| !x.is_finite()).collect();
     let bad_c: Vec<bool> = c.iter().map(|x| !x.is_finite()).collect();
     if bad_a.iter().any(|x| *x) || bad_c.iter().any(|x| *x) {
-        let same = a
-            .iter()
-            .zip(&c)
-            .all(|(x, y)| x.is_finite() == y.is_finite() && (x.is_finite() || x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())));
+        let same = a.iter().zip(&c).all(|(x, y)| {
+            x.is_finite() == y.is_finite()
+                && (x.is_finite() || x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+        });
         if !same {
             return text("N/A");
         }
@@ -354,7 +352,10 @@ mod tests {
         assert_eq!(r, PyVal::Str("0.0%".into()));
         let (_, r) = stat_diff(Some(&PyVal::Float(1.0)), Some(&PyVal::Float(0.0)));
         assert_eq!(r, PyVal::Str("N/A".into()));
-        let (d, r) = stat_diff(Some(&PyVal::Float(f64::INFINITY)), Some(&PyVal::Float(f64::INFINITY)));
+        let (d, r) = stat_diff(
+            Some(&PyVal::Float(f64::INFINITY)),
+            Some(&PyVal::Float(f64::INFINITY)),
+        );
         assert_eq!((d, r), (PyVal::Str("Nan".into()), PyVal::Str("Nan".into())));
         let (d, _) = stat_diff(Some(&PyVal::Str("x".into())), Some(&PyVal::Float(1.0)));
         assert_eq!(d, PyVal::Str("N/A".into()));
