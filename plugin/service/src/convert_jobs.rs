@@ -151,6 +151,8 @@ struct Plan {
     output_dir: PathBuf,
     /// The staging folder the engine writes into.
     staging: PathBuf,
+    /// Whether the output folder did not exist before (it is removed again if nothing lands).
+    new_output: bool,
 }
 
 fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, StartError> {
@@ -182,7 +184,9 @@ fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, S
     };
     let output_dir = paths::resolve(logdir, "output_path", &req.output_path, Kind::NewDir)?;
     let staging = output_dir.join(format!("{STAGING_PREFIX}{id}"));
+    let new_output = !output_dir.exists();
     Ok(Plan {
+        new_output,
         options: ConvertOptions {
             target,
             golden,
@@ -230,11 +234,14 @@ impl Conversions {
         self.lock().jobs.get(id).cloned()
     }
 
-    /// The newest job `client` started.
+    /// The newest job `client` started; for a client that started none (msprobe's page opens
+    /// its progress stream with `EventSource`, which sends no client header), the newest job
+    /// of all, as msprobe's single global progress.
     pub fn newest(&self, client: &str) -> Option<Arc<Job>> {
         let t = self.lock();
         t.newest_by_client
             .get(client)
+            .or_else(|| t.order.last())
             .and_then(|id| t.jobs.get(id))
             .cloned()
     }
@@ -374,11 +381,21 @@ fn run(job: &Job, logdir: &Path, plan: Plan) {
             });
         }
         // Cancelled: the job already says so.
-        Err(msg) if msg.is_empty() => {}
-        Err(msg) => job.update(|s| {
-            s.status = Status::Error;
-            s.errors.push(msg);
-        }),
+        Err(msg) if msg.is_empty() => remove_if_new(&plan),
+        Err(msg) => {
+            remove_if_new(&plan);
+            job.update(|s| {
+                s.status = Status::Error;
+                s.errors.push(msg);
+            })
+        }
+    }
+}
+
+/// Removes an output folder this job created, if nothing landed in it.
+fn remove_if_new(plan: &Plan) {
+    if plan.new_output {
+        let _ = std::fs::remove_dir(&plan.output_dir);
     }
 }
 

@@ -155,6 +155,7 @@ async fn a_cancelled_build_ends_at_once_and_leaves_no_output() {
     assert_eq!(state.conversions.running(), 0, "the engine returned");
     assert!(vis_dbs(&dir.path().join("conv_cancel")).is_empty());
     assert!(!staging_left(&dir.path().join("conv_cancel")));
+    assert!(!dir.path().join("conv_cancel").exists());
     // Cancelling a finished job is refused.
     assert!(!conversions::cancel_convert(&state, "page", &id).success);
 }
@@ -230,9 +231,23 @@ async fn a_bad_dump_is_reported_in_the_progress_stream() {
         "the error names the file: {:?}",
         last.error
     );
-    assert!(vis_dbs(&dir.path().join("conv_bad")).is_empty());
-    // A stream with nothing to follow says so and ends.
-    let none = follow(&state, "never-started", "").await;
+    assert!(
+        !dir.path().join("conv_bad").exists(),
+        "a failed build leaves no output folder behind"
+    );
+    // A page that started nothing (msprobe's EventSource sends no client id) follows the
+    // newest job of all, as msprobe's single progress did.
+    let other = follow(&state, "never-started", "").await;
+    assert_eq!(other.last().map(|e| e.status.as_str()), Some("error"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_with_nothing_to_follow_says_so_and_ends() {
+    let (_dir, state) = logdir(&[], 2);
+    let none = follow(&state, "page", "").await;
     assert_eq!(none.len(), 1);
     assert_eq!(none[0].status, "error");
+    let unknown = follow(&state, "page", "no-such-job").await;
+    assert_eq!(unknown.len(), 1);
+    assert!(unknown[0].error[0].contains("no-such-job"));
 }
