@@ -26,7 +26,13 @@ pub enum CompareMode {
 
 impl CompareMode {
     /// `get_compare_mode`: both dumps must have the same task; md5 must be on both sides or none.
-    pub fn detect(npu: &DumpFile, bench: &DumpFile) -> Result<CompareMode, ConvertError> {
+    /// `npu_md5` / `bench_md5`: whether each dump carries `md5` keys ([`DumpFile::has_md5`]).
+    pub fn detect(
+        npu: &DumpFile,
+        bench: &DumpFile,
+        npu_md5: bool,
+        bench_md5: bool,
+    ) -> Result<CompareMode, ConvertError> {
         if npu.task != bench.task {
             return Err(ConvertError::Usage(format!(
                 "the two dumps have different tasks ({}: {}, {}: {})",
@@ -39,7 +45,7 @@ impl CompareMode {
         if npu.task == "tensor" {
             return Ok(CompareMode::Tensor);
         }
-        match (npu.has_md5(), bench.has_md5()) {
+        match (npu_md5, bench_md5) {
             (true, true) => Ok(CompareMode::Md5),
             (false, false) => Ok(CompareMode::Summary),
             _ => Err(ConvertError::Usage(format!(

@@ -21,29 +21,39 @@ pub struct ExportContext {
     pub keep_md5: bool,
 }
 
-/// Appends the rows of one graph.
-pub fn export_graph(
+/// Streams the rows of one graph: `node(row)` for every node in post-order, `stack(id, text)`
+/// for every distinct stack. Stacks shared by several nodes (new stack.json format) are printed
+/// once; equal stacks of different nodes get one id.
+pub fn export_graph<E>(
     g: &Graph,
     ctx: &ExportContext,
-    rows: &mut Vec<NodeRow>,
-    stacks: &mut Vec<(String, String)>,
-) {
+    node_sink: &mut dyn FnMut(NodeRow) -> Result<(), E>,
+    stack_sink: &mut dyn FnMut(&str, &str) -> Result<(), E>,
+) -> Result<(), E> {
     let graph_id = format!("{}_{}_{}", ctx.data_source, ctx.step, ctx.rank);
     let mut stack_ids: HashMap<String, String> = HashMap::new();
+    let mut by_ptr: HashMap<*const Vec<String>, String> = HashMap::new();
     let order = g.post_order();
-    rows.reserve(order.len());
     for (node_order, &n) in order.iter().enumerate() {
         let node = &g.nodes[n];
-        let stack_text = pyjson::str_list(&node.stack);
-        let next = stack_ids.len();
-        let stack_id = stack_ids
-            .entry(stack_text)
-            .or_insert_with_key(|text| {
-                let id = format!("{graph_id}_{next}");
-                stacks.push((id.clone(), text.clone()));
+        let ptr = std::sync::Arc::as_ptr(&node.stack);
+        let stack_id = match by_ptr.get(&ptr) {
+            Some(id) => id.clone(),
+            None => {
+                let text = pyjson::str_list(&node.stack);
+                let id = match stack_ids.get(&text) {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = format!("{graph_id}_{}", stack_ids.len());
+                        stack_sink(&id, &text)?;
+                        stack_ids.insert(text, id.clone());
+                        id
+                    }
+                };
+                by_ptr.insert(ptr, id.clone());
                 id
-            })
-            .clone();
+            }
+        };
         let children: Vec<&str> = node
             .children
             .iter()
@@ -53,7 +63,7 @@ pub fn export_graph(
             keep_md5: ctx.keep_md5,
             batch_p2p: node.id.contains("batch_isend_irecv"),
         };
-        rows.push(NodeRow {
+        node_sink(NodeRow {
             id: format!("{graph_id}_{}", node.id),
             graph_id: graph_id.clone(),
             node_order: node_order as i64,
@@ -83,8 +93,9 @@ pub fn export_graph(
             step: ctx.step,
             rank: ctx.rank,
             is_distributed: i64::from(node.id.starts_with("Distributed")),
-        });
+        })?;
     }
+    Ok(())
 }
 
 const UNMATCHED: (&str, &str) = ("比对过程中节点未匹配上", "unmatched node");

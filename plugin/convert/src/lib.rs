@@ -97,10 +97,9 @@ struct Job {
     golden: Option<PathBuf>,
 }
 
-/// The rows one job produces.
+/// The finished graphs of one job, ready to be written.
 struct JobOutput {
-    nodes: Vec<NodeRow>,
-    stacks: Vec<(String, String)>,
+    graphs: Vec<(Graph, export::ExportContext)>,
     micro_steps: i64,
     task: String,
 }
@@ -137,21 +136,8 @@ pub fn convert(opts: &ConvertOptions, progress: ProgressFn) -> Result<PathBuf, C
         })
         .collect::<Result<_, _>>()?;
 
-    let mut all_rows: Vec<NodeRow> = Vec::new();
-    let mut all_stacks: Vec<(String, String)> = Vec::new();
-    let mut micro_steps = 1;
-    let mut task = String::new();
-    for (i, o) in outputs.into_iter().enumerate() {
-        if i == 0 {
-            micro_steps = o.micro_steps;
-            task = o.task;
-        }
-        all_rows.extend(o.nodes);
-        all_stacks.extend(o.stacks);
-    }
-    if layout != Layout::Files {
-        distributed::link(&mut all_rows, opts.overflow_check);
-    }
+    let micro_steps = outputs.first().map_or(1, |o| o.micro_steps);
+    let task = outputs.first().map(|o| o.task.clone()).unwrap_or_default();
     let compare = opts.golden.is_some();
     let config = export::config_row(
         compare,
@@ -169,8 +155,47 @@ pub fn convert(opts: &ConvertOptions, progress: ProgressFn) -> Result<PathBuf, C
     let kind = if compare { "compare" } else { "build" };
     let dest = opts.output.join(format!("{kind}_{}.vis.db", timestamp()));
     let mut writer = VisDbWriter::create(&dest)?;
-    writer.insert_nodes(&all_rows)?;
-    writer.insert_stacks(all_stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
+    // Rows go straight to SQLite; only Distributed.* rows are kept for the link pass.
+    let mut distributed_rows: Vec<NodeRow> = Vec::new();
+    let keep_distributed = layout != Layout::Files;
+    let mut batch: Vec<NodeRow> = Vec::with_capacity(1000);
+    for out in outputs {
+        for (graph, ctx) in out.graphs {
+            let mut stacks: Vec<(String, String)> = Vec::new();
+            export::export_graph::<ConvertError>(
+                &graph,
+                &ctx,
+                &mut |row| {
+                    if keep_distributed && row.is_distributed == 1 {
+                        distributed_rows.push(row.clone());
+                    }
+                    batch.push(row);
+                    if batch.len() >= 1000 {
+                        writer.insert_nodes(&batch)?;
+                        batch.clear();
+                    }
+                    Ok(())
+                },
+                &mut |id, text| {
+                    stacks.push((id.to_string(), text.to_string()));
+                    Ok(())
+                },
+            )?;
+            writer.insert_nodes(&batch)?;
+            batch.clear();
+            drop(graph);
+            writer.insert_stacks(stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
+        }
+    }
+    if keep_distributed {
+        distributed::link(&mut distributed_rows, opts.overflow_check);
+        writer.update_matched_distributed(
+            distributed_rows
+                .iter()
+                .filter(|r| r.matched_distributed != "{}")
+                .map(|r| (r.id.as_str(), r.matched_distributed.as_str())),
+        )?;
+    }
     writer.insert_config(&config)?;
     let path = writer.finish()?;
     tick(Stage::Done, format!("written {}", path.display()));
@@ -335,8 +360,7 @@ fn run_job(
     job: &Job,
     tick: &(dyn Fn(Stage, String) + Sync),
 ) -> Result<JobOutput, ConvertError> {
-    let npu = RankDump::read(&job.target)?;
-    let mut npu_graph = Graph::build(&npu.construct, &npu.dump, &npu.stacks);
+    let (npu, mut npu_graph, npu_md5) = read_and_build(opts, &job.target)?;
     tick(
         Stage::Building,
         format!(
@@ -345,62 +369,58 @@ fn run_job(
             npu_graph.nodes.len()
         ),
     );
-    let mut nodes = Vec::new();
-    let mut stacks = Vec::new();
-    let step = job.step;
-    let rank = job.rank;
+    let ctx = |data_source, dump: &RankDump, keep_md5| export::ExportContext {
+        data_source,
+        step: job.step,
+        rank: job.rank,
+        dump_data_dir: dump.tensor_dir(),
+        keep_md5,
+    };
     match &job.golden {
         None => {
-            if opts.overflow_check {
-                overflow::check(&mut npu_graph, &npu.dump);
-            }
             let micro_steps = npu_graph.paging_by_micro_step(None);
-            let ctx = export::ExportContext {
-                data_source: graph_ascend_visdb::schema::NPU,
-                step,
-                rank,
-                dump_data_dir: npu.tensor_dir(),
-                keep_md5: false,
-            };
-            export::export_graph(&npu_graph, &ctx, &mut nodes, &mut stacks);
+            let c = ctx(graph_ascend_visdb::schema::NPU, &npu, false);
             Ok(JobOutput {
-                nodes,
-                stacks,
+                graphs: vec![(npu_graph, c)],
                 micro_steps,
                 task: String::new(),
             })
         }
         Some(gdir) => {
-            let bench = RankDump::read(gdir)?;
-            let mut bench_graph = Graph::build(&bench.construct, &bench.dump, &bench.stacks);
-            let mode = compare::CompareMode::detect(&npu.dump, &bench.dump)?;
+            let (bench, mut bench_graph, bench_md5) = read_and_build(opts, gdir)?;
+            let mode = compare::CompareMode::detect(&npu.dump, &bench.dump, npu_md5, bench_md5)?;
             matcher::match_graphs(opts, &npu, &bench, &mut npu_graph, &mut bench_graph)?;
             compare::compare_graphs(mode, &npu, &bench, &mut npu_graph, &bench_graph)?;
-            if opts.overflow_check {
-                overflow::check(&mut npu_graph, &npu.dump);
-                overflow::check(&mut bench_graph, &bench.dump);
-            }
             let micro_steps = npu_graph.paging_by_micro_step(Some(&mut bench_graph));
             let keep_md5 = mode == compare::CompareMode::Md5;
-            let mut ctx = export::ExportContext {
-                data_source: graph_ascend_visdb::schema::NPU,
-                step,
-                rank,
-                dump_data_dir: npu.tensor_dir(),
-                keep_md5,
-            };
-            export::export_graph(&npu_graph, &ctx, &mut nodes, &mut stacks);
-            ctx.data_source = graph_ascend_visdb::schema::BENCH;
-            ctx.dump_data_dir = bench.tensor_dir();
-            export::export_graph(&bench_graph, &ctx, &mut nodes, &mut stacks);
             Ok(JobOutput {
-                nodes,
-                stacks,
+                graphs: vec![
+                    (npu_graph, ctx(graph_ascend_visdb::schema::NPU, &npu, keep_md5)),
+                    (bench_graph, ctx(graph_ascend_visdb::schema::BENCH, &bench, keep_md5)),
+                ],
                 micro_steps,
                 task: mode.task_name().to_string(),
             })
         }
     }
+}
+
+/// Reads a rank folder and builds its graph (with overflow levels under `-oc`), then frees the
+/// parsed dump.json: from here on only the graph's own items are needed. Also returns whether
+/// the dump is an md5 one.
+fn read_and_build(
+    opts: &ConvertOptions,
+    dir: &Path,
+) -> Result<(RankDump, Graph, bool), ConvertError> {
+    let mut dump = RankDump::read(dir)?;
+    let mut graph = Graph::build(&dump.construct, &dump.dump, &dump.stacks);
+    if opts.overflow_check {
+        overflow::check(&mut graph, &dump.dump);
+    }
+    let md5 = dump.dump.has_md5();
+    dump.dump.data = serde_json::Map::new();
+    dump.stacks = StackMap::default();
+    Ok((dump, graph, md5))
 }
 
 /// `YYYYmmddHHMMSS` of now (UTC), as in msprobe's output names.
