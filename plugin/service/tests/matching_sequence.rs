@@ -722,3 +722,39 @@ fn a_manual_match_in_tensor_mode_recomputes_msprobes_metrics() {
     }
     assert!(checked > 50, "only {checked} values compared");
 }
+
+/// Matching needs a comparison: a single-graph file answers msprobe's `taskTypeError` text
+/// (golden step 021), and matching by configuration file on a task `all` file says why instead of
+/// msprobe's empty error (golden step 108).
+#[test]
+fn matching_needs_a_comparison_task() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    unpack("build_mlp_step0", dir.path(), "single");
+    unpack("compare_tf_small_tensor", dir.path(), "tensor");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    let listing = handlers::load_meta_dir(&state);
+    let tag = |run: &str| {
+        listing
+            .data
+            .iter()
+            .find(|r| r.run == run)
+            .map(|r| r.tags[0].clone())
+            .expect("listed")
+    };
+    let single = meta("single", &tag("single"));
+    let leaf = "Module.fc1.Linear.parameters_grad.0";
+    let r = edits::add_match_nodes(&state, match_req(&single, leaf, leaf, false, "t"));
+    assert!(!r.success);
+    assert_eq!(r.error.as_deref(), Some("task type not support"));
+    let tensor = meta("tensor", &tag("tensor"));
+    let r = edits::add_match_nodes_by_config(
+        &state,
+        pb::MatchByConfigRequest {
+            config_file: "any.vis.config".into(),
+            meta_data: Some(tensor),
+            client_id: String::new(),
+        },
+    );
+    assert!(!r.success);
+    assert_eq!(r.error.as_deref(), Some("task type not support"));
+}
