@@ -28,8 +28,6 @@ pub enum Msg {
     UpdateColor,
     NoUpdateNodesFound,
     UpdateNodeAccuracy,
-    ConvertParams,
-    ConvertStart,
     ConvertJob,
 }
 
@@ -89,9 +87,10 @@ impl Msg {
             Msg::UpdateColor => ("Failed to update the colors.", "更新颜色失败。"),
             Msg::NoUpdateNodesFound => ("No nodes to update were found.", "未找到需要更新的节点。"),
             Msg::UpdateNodeAccuracy => ("Failed to update the node precision.", "更新节点精度失败。"),
-            Msg::ConvertParams => ("parameter error", "参数错误"),
-            Msg::ConvertStart => ("The conversion could not be started.", "无法启动转换。"),
-            Msg::ConvertJob => ("No such conversion.", "没有这个转换任务。"),
+            Msg::ConvertJob => (
+                "There is no running conversion with that id.",
+                "没有该 id 的进行中的转换任务。",
+            ),
         };
         match lang {
             Lang::En => en,

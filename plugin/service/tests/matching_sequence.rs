@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use graph_ascend_proto as pb;
@@ -586,7 +585,6 @@ fn edits_survive_a_restart_and_the_config_file_round_trips() {
         },
     );
     assert!(!bad.success);
-    let _ = Path::new("");
 }
 
 #[test]
