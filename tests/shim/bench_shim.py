@@ -141,7 +141,7 @@ def encoding(schema, mapper):
                 matched_node_link=[f"B___Module.layers.{i}.Linear.forward.0"],
             )
         nl = names(success=True)
-        nl.data.npu_node_list.extend(f"Module.layers.{i}.Torch.add.{i}.forward" for i in range(n * 10))
+        nl.data.add(name="npuNodeList").names.extend(f"Module.layers.{i}.Torch.add.{i}.forward" for i in range(n * 10))
         for label, msg in ((f"hierarchy {n:>7,} boxes", h), (f"node list {n * 10:>9,} names", nl)):
             t = time.perf_counter()
             size = sum(len(c) for c in iter_json_chunks(mapper.to_json(msg)))
