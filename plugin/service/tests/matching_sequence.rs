@@ -756,3 +756,57 @@ fn matching_needs_a_comparison_task() {
     assert!(!r.success);
     assert_eq!(r.error.as_deref(), Some("task type not support"));
 }
+
+/// Two clients re-matching the same target node to different golden nodes at once: whoever
+/// commits last wins, and the loser's golden node is released, never left pointing at a node
+/// that points elsewhere.
+#[test]
+fn competing_matches_of_one_node_leave_consistent_links() {
+    let (_dir, state) = logdir();
+    let m = meta("compare_tf_stats", "compare_20261122090320");
+    let npu = "Functional.linear.10.forward";
+    let work = |client: &'static str, bench: &'static str| {
+        let state = state.clone();
+        let m = m.clone();
+        std::thread::spawn(move || {
+            for _ in 0..8 {
+                let add = edits::add_match_nodes(&state, match_req(&m, npu, bench, false, client));
+                assert!(add.success, "{client}: {:?}", add.error);
+            }
+        })
+    };
+    let a = work("tab-a", "Functional.linear.10.forward");
+    let b = work("tab-b", "Functional.linear.11.forward");
+    a.join().expect("client a");
+    b.join().expect("client b");
+    let r = handlers::load_graph_matched_relations(
+        &state,
+        pb::MetaRequest {
+            meta_data: Some(m.clone()),
+            client_id: String::new(),
+        },
+    );
+    let d = r.data.expect("relations");
+    let partner = d
+        .npu_match_nodes
+        .iter()
+        .find(|p| p.key == npu)
+        .map(|p| p.value.clone())
+        .expect("the node is matched");
+    // The golden node it lost (if any) is unmatched now, unless it got its own partner back.
+    for bench in [
+        "Functional.linear.10.forward",
+        "Functional.linear.11.forward",
+    ] {
+        let back = d.bench_match_nodes.iter().find(|p| p.key == bench);
+        if bench == partner {
+            assert_eq!(back.map(|p| p.value.as_str()), Some(npu));
+        } else {
+            assert!(
+                back.is_none_or(|p| p.value != npu),
+                "{bench} still points at {npu}"
+            );
+        }
+    }
+    assert_links_consistent(&state, &m);
+}
