@@ -126,12 +126,7 @@ pub fn compare_graphs(
         .filter(|&i| !(npu.nodes[i].input.is_empty() && npu.nodes[i].output.is_empty()))
         .filter_map(|i| npu.nodes[i].matched.map(|b| (i, b)))
         .collect();
-    let results: Vec<(
-        usize,
-        Vec<Vec<(String, PyVal)>>,
-        Vec<Vec<(String, PyVal)>>,
-        f64,
-    )> = {
+    let results: Vec<(usize, Vec<Extra>, Vec<Extra>, f64)> = {
         use rayon::prelude::*;
         pairs
             .par_iter()

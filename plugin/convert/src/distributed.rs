@@ -74,6 +74,9 @@ impl Op {
     }
 }
 
+/// `(communications_type, [(peer rank, peer index, peer node)])` of one node.
+type Links = (String, Vec<(i64, String, String)>);
+
 type Graphs = BTreeMap<(String, i64), BTreeMap<i64, Vec<Op>>>;
 
 /// Fills `matched_distributed` of the rows of `Distributed.*` nodes.
@@ -117,7 +120,7 @@ pub fn link(rows: &mut [NodeRow], overflow_check: bool) {
             }
         }
     };
-    let mut results: HashMap<usize, (String, Vec<(i64, String, String)>)> = HashMap::new();
+    let mut results: HashMap<usize, Links> = HashMap::new();
     for ranks in graphs.values() {
         // Unique ids per rank.
         let mut unique: BTreeMap<i64, HashMap<String, usize>> = BTreeMap::new();

@@ -395,8 +395,14 @@ fn run_job(
             let keep_md5 = mode == compare::CompareMode::Md5;
             Ok(JobOutput {
                 graphs: vec![
-                    (npu_graph, ctx(graph_ascend_visdb::schema::NPU, &npu, keep_md5)),
-                    (bench_graph, ctx(graph_ascend_visdb::schema::BENCH, &bench, keep_md5)),
+                    (
+                        npu_graph,
+                        ctx(graph_ascend_visdb::schema::NPU, &npu, keep_md5),
+                    ),
+                    (
+                        bench_graph,
+                        ctx(graph_ascend_visdb::schema::BENCH, &bench, keep_md5),
+                    ),
                 ],
                 micro_steps,
                 task: mode.task_name().to_string(),

@@ -30,15 +30,14 @@ fn norms(v: &Value, out: &mut Vec<f64>) {
     match v {
         Value::Array(a) => a.iter().for_each(|x| norms(x, out)),
         Value::Object(m) if m.get("type").is_some_and(Value::is_string) => {
-            if m.get("type").and_then(Value::as_str) == Some("torch.Tensor") {
-                if let Some(n) = m
-                    .get("Norm")
-                    .map(PyVal::from_json)
-                    .and_then(|p| p.as_number())
-                {
-                    if !n.is_nan() {
-                        out.push(n);
-                    }
+            let tensor = m.get("type").and_then(Value::as_str) == Some("torch.Tensor");
+            let norm = m
+                .get("Norm")
+                .map(PyVal::from_json)
+                .and_then(|p| p.as_number());
+            if let (true, Some(n)) = (tensor, norm) {
+                if !n.is_nan() {
+                    out.push(n);
                 }
             }
         }

@@ -209,10 +209,11 @@ impl VisDbWriter {
             .prepare_cached("UPDATE tb_nodes SET matched_distributed = ?2 WHERE id = ?1")
             .map_err(|e| self.sql_err(e))?;
         for (id, text) in rows {
-            stmt.execute(params![id, text]).map_err(|e| WriteError::Sql {
-                path: self.dest.clone(),
-                source: e,
-            })?;
+            stmt.execute(params![id, text])
+                .map_err(|e| WriteError::Sql {
+                    path: self.dest.clone(),
+                    source: e,
+                })?;
         }
         Ok(())
     }
