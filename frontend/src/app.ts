@@ -5,7 +5,7 @@
  */
 import { followSse, get, metaQuery, parseLooseJson, post, tidyError } from './api';
 import { buildColorTable, LEVEL_COLORS, nodeFill, OVERFLOW_COLORS, precisionColor, type ColorMode, type ColorTable } from './colors';
-import { badResult, columnsOf, pairRows, worstCells } from './details';
+import { detailTableView, isNode, nodeInfoView } from './detailsView';
 import { clear, h, option } from './dom';
 import { initialLang, lang, setLang, t, type Key } from './i18n';
 import { GraphPane } from './pane';
@@ -20,12 +20,11 @@ import type {
   MatchedDistributed,
   MatchedRelations,
   MetaData,
-  NodeDetail,
   NodeInfo,
   RenderNode,
   Side,
 } from './types';
-import { VList } from './vlist';
+import { hitList } from './hitlist';
 import { ConvertPage } from './convert';
 
 type Tab = 'data' | 'precision' | 'match' | 'search' | null;
@@ -381,12 +380,22 @@ export class App {
   // ------------------------------------------------------------------ data selection
 
   private watching = false;
+  private starting = false;
 
   async start(): Promise<void> {
     if (!this.watching) {
       this.watching = true;
       this.watchCatalog();
     }
+    this.starting = true;
+    try {
+      await this.startOnce();
+    } finally {
+      this.starting = !this.meta.run ? false : true;
+    }
+  }
+
+  private async startOnce(): Promise<void> {
     const url = readUrlState(location.search);
     let saved: ReturnType<typeof readUrlState>;
     try {
@@ -466,7 +475,8 @@ export class App {
           this.applyCatalog(msg.data, msg.error);
           if (JSON.stringify(this.catalog) !== before && this.meta.run && !this.catalog[this.meta.run]?.tags.includes(this.meta.tag))
             this.setStatus(t('fileGone', { file: `${this.meta.run}/${this.meta.tag}` }), true);
-          if (before === '{}' && Object.keys(this.catalog).length && !this.meta.run) void this.start();
+          // Files appeared in an empty logdir: open the first one (once; start() may be running already).
+          if (before === '{}' && Object.keys(this.catalog).length && !this.meta.run && !this.starting) void this.start();
         }, ctrl.signal);
         // An older server without the route answers 404: stop. Otherwise retry, slower each time.
         if (err && /HTTP 40[45]/.test(err)) return;
@@ -781,6 +791,12 @@ export class App {
     else if (this.tab === 'match') body.append(this.matchPanel());
   }
 
+  /** What the result lists need from the page: jump to a node, say something. */
+  private readonly hitHost = {
+    jump: (side: PaneSide, name: string) => void this.jumpTo(side, name),
+    toast: (text: string) => this.toast(text),
+  };
+
   private renderPanelSelection(): void {
     if (this.tab === 'match') this.prefillMatch();
   }
@@ -831,7 +847,7 @@ export class App {
           on: { change: () => { if (cb.checked) this.filterValues.add(v); else this.filterValues.delete(v); void this.runFilter(); } } });
         return h('label.check', null, cb, h('span.swatch', { style: { background: color } }), t(label), counts.has(status) ? h('span.count', null, ` (${counts.get(status)})`) : null);
       }));
-    const list = this.hitList(this.filterHits.map((x) => x.name), (name) => {
+    const list = hitList(this.hitHost, this.filterHits.map((x) => x.name), (name) => {
       const hit = this.filterHits.find((x) => x.name === name);
       return hit ? (hit.status === 'unmatched' ? this.colors.unmatched : this.mode === 'overflow' ? OVERFLOW_COLORS[hit.status] ?? '#fff' : this.colors.buckets.find((b) => b.level === hit.status)?.color ?? LEVEL_COLORS[hit.status] ?? '#fff') : '#fff';
     }, 'precision', 'NPU');
@@ -868,62 +884,6 @@ export class App {
   private highlight(names: string[]): void {
     this.panes.NPU.highlighted = new Set(names.map(unprefixed));
     this.panes.NPU.invalidate();
-  }
-
-  /** A counted, filterable, virtualized list of node names with previous/next. */
-  private hitList(names: string[], colorOf: ((name: string) => string) | null, id: string, side: PaneSide | (() => PaneSide)): HTMLElement {
-    const sideOf = () => (typeof side === 'function' ? side() : side);
-    let shown = names;
-    let q = '';
-    let lower: string[] | null = null; // built on the first use of the filter box
-    const vl = new VList<string>({
-      rowHeight: 28,
-      testid: `${id}List`,
-      render: (name, _i, el) => {
-        clear(el);
-        if (colorOf) el.append(h('span.swatch', { style: { background: colorOf(name) } }));
-        if (q) {
-          const at = name.toLowerCase().indexOf(q);
-          if (at >= 0) el.append(name.slice(0, at), h('mark', null, name.slice(at, at + q.length)), name.slice(at + q.length));
-          else el.append(name);
-        } else el.append(name);
-        el.title = name;
-        el.dataset.testid = `${id}Item`;
-      },
-      click: (name, i) => {
-        vl.select(i);
-        void this.jumpTo(sideOf(), name);
-      },
-    });
-    const count = h('span.count', { testid: `${id}Count` }, t('nodeList', { count: names.length }));
-    const step = (d: number) => {
-      if (!vl.length) return;
-      let i = vl.selected + d;
-      if (i < 0) {
-        this.toast(t('topOfList'));
-        i = 0;
-      } else if (i >= vl.length) {
-        this.toast(t('bottomOfList'));
-        i = vl.length - 1;
-      }
-      vl.select(i);
-      const name = vl.item(i);
-      if (name !== undefined) void this.jumpTo(sideOf(), name);
-    };
-    const filter = h('input.filter', { type: 'search', maxLength: 200, placeholder: t('filterList'), testid: `${id}Filter`, on: { input: () => {
-      q = filter.value.trim().toLowerCase();
-      const lw = (lower ??= names.map((n) => n.toLowerCase()));
-      shown = q ? names.filter((_, i) => lw[i].includes(q)) : names;
-      count.textContent = t('nodeList', { count: shown.length });
-      vl.setItems(shown);
-    } } });
-    const head = h('div.list-head', null, count,
-      h('button.icon', { testid: `${id}Prev`, title: t('previous'), on: { click: () => step(-1) } }, '↑'),
-      h('button.icon', { testid: `${id}Next`, title: t('next'), on: { click: () => step(1) } }, '↓'));
-    vl.setItems(shown);
-    const wrap = h('div.hit-list', null, head, id === 'search' ? null : filter, vl.el);
-    requestAnimationFrame(() => vl.paint());
-    return wrap;
   }
 
   // search
@@ -969,7 +929,7 @@ export class App {
       const found = new Array<string>(hits.length);
       for (let i = 0; i < hits.length; i++) found[i] = names[hits[i]];
       listHost.dataset.searchMs = (performance.now() - t0).toFixed(1);
-      listHost.append(this.hitList(found, null, 'search', () => this.searchSide));
+      listHost.append(hitList(this.hitHost, found, null, 'search', () => this.searchSide));
     };
     input.addEventListener('input', update);
     update();
@@ -1153,49 +1113,8 @@ export class App {
     }
     const npu = isNode(info.npu) ? info.npu : null;
     const bench = isNode(info.bench) ? info.bench : null;
-    if (this.detailTab === 'table') body.append(this.detailTable(npu, bench, single));
-    else body.append(this.nodeInfoTab(npu, bench, single));
-  }
-
-  private detailTable(npu: NodeDetail | null, bench: NodeDetail | null, single: boolean): HTMLElement {
-    const rows = pairRows(npu, single ? null : bench);
-    const head = h('div.details-head', null,
-      h('span', { testid: 'debugNodeName' }, h('b', null, `${t('debugNode')}: `), npu?.node_name ?? '-'),
-      single ? null : h('span', { testid: 'benchNodeName' }, h('b', null, `${t('benchNode')}: `), bench?.node_name ?? '-'),
-      single ? null : h('span.legend-item', null, h('span.dot.ok'), t('matchedParams')),
-      single ? null : h('span.legend-item', null, h('span.dot.bad'), t('unmatchedParams')));
-    if (!rows.length) return h('div', null, head, h('p.muted', { testid: 'detailsNoData' }, t('noData')));
-    const cols = ['name', ...columnsOf(rows)];
-    const worst = worstCells(rows, cols);
-    const table = h('table.details-table', { testid: 'detailsTable' },
-      h('thead', null, h('tr', null, ...cols.map((c) => h('th', { title: this.config?.tooltips?.[c] ?? '' }, c)))),
-      h('tbody', null, ...rows.map((r, i) =>
-        h('tr', { class: r.side === 'bench' ? 'bench-row' : 'debug-row' },
-          ...cols.map((c) => {
-            if (c === 'name') return h('td.name', null, single ? null : h(`span.dot.${r.matched ? 'ok' : 'bad'}`), r.name, single ? null : h('span.side-tag', null, r.side === 'bench' ? t('bench') : t('debug')));
-            const v = r.cells[c] ?? '-';
-            const bad = worst.get(c) === i || (c === 'Result' && badResult(v));
-            return h('td', { class: bad ? 'worst' : '' }, v);
-          })))));
-    return h('div', null, head, h('div.table-scroll', null, table));
-  }
-
-  private nodeInfoTab(npu: NodeDetail | null, bench: NodeDetail | null, single: boolean): HTMLElement {
-    const block = (title: string, text: string, testid: string) => {
-      const ta = h('textarea', { readOnly: true, rows: Math.min(10, Math.max(4, text.split('\n').length)), testid });
-      ta.value = text;
-      return h('div.info-block', null, h('div.info-title', null, title,
-        h('button.copy', { testid: `${testid}Copy`, on: { click: () => void this.copy(text) } }, t('copy'))), ta);
-    };
-    const sideBlock = (node: NodeDetail | null, label: string, prefix: string) => {
-      if (!node) return h('div.info-side', null, h('h4', null, label), h('p.muted', null, t('noData')));
-      const stack = (node.stack_info ?? []).join('\n');
-      const pm = Array.isArray(node.parallel_merge_info) ? node.parallel_merge_info.join('\n') : String(node.parallel_merge_info ?? '');
-      return h('div.info-side', null, h('h4', null, `${label}: ${node.node_name ?? ''}`),
-        stack ? block(t('stackInfo'), stack, `${prefix}StackInfo`) : h('p.muted', null, `${t('stackInfo')}: ${t('noData')}`),
-        pm ? block(t('parallelMergedInfo'), pm, `${prefix}ParallelInfo`) : null);
-    };
-    return h('div.info-tab', { testid: 'nodeInfoPanel' }, sideBlock(npu, t('debug'), 'debug'), single ? null : sideBlock(bench, t('bench'), 'bench'));
+    if (this.detailTab === 'table') body.append(detailTableView(npu, bench, single, this.config?.tooltips ?? null));
+    else body.append(nodeInfoView(npu, bench, single, (text) => void this.copy(text)));
   }
 
   private async copy(text: string): Promise<void> {
@@ -1226,6 +1145,3 @@ export class App {
   }
 }
 
-function isNode(n: NodeDetail | null | undefined): n is NodeDetail {
-  return Boolean(n && typeof n === 'object' && Object.keys(n).length);
-}

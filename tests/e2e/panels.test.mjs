@@ -116,6 +116,14 @@ describe('GRAPH_ASCEND panels', () => {
       const p = await until(frame, (k) => window.__graphAscend.panes.NPU.screenOf(k), key);
       const pane = await (await frame.$('[data-testid=debugGraph]')).boundingBox();
       await page.mouse.click(pane.x + p.x, pane.y + p.y, { button: 'right' });
+      const menu = await frame.waitForSelector('[data-testid=contextMenu]', { timeout: 5000 }).catch(() => null);
+      if (!menu) {
+        const seen = await frame.evaluate(([k, x, y]) => {
+          const pn = window.__graphAscend.panes.NPU;
+          return { now: pn.screenOf(k), hit: pn.boxAt(x, y)?.key ?? null, view: pn.view, top: document.elementFromPoint(x + pn.el.getBoundingClientRect().left, y + pn.el.getBoundingClientRect().top)?.outerHTML.slice(0, 120) };
+        }, [key, p.x, p.y]);
+        assert.fail(`no context menu after a right-click on ${key}: ${JSON.stringify({ clicked: p, ...seen })}`);
+      }
       await frame.click('[data-testid=locateMatchedNode]');
       await until(frame, (k) => window.__graphAscend.selected?.side === 'Bench' && window.__graphAscend.selected.key === k, key);
 
