@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use graph_ascend_dump::{parse_op, Construct, DumpFile, Item, StackMap};
+use graph_ascend_dump::{parse_op, Construct, DumpFile, Item, OpData, StackMap};
 
 /// msprobe's `NodeOp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,62 @@ fn wildcard_prefix(id: &str, pattern: &str) -> bool {
         Some(c) => p == '.' || p == c,
         None => false,
     })
+}
+
+/// The entries of one dump.json, already flattened into items (see [`DumpOps::read`]).
+#[derive(Debug, Default)]
+pub struct DumpOps {
+    /// `op name → items`; the graph takes each op's items when it creates the node.
+    pub ops: HashMap<String, OpData>,
+    /// Op names in file order.
+    pub order: Vec<String>,
+    /// Overflow level of each anomalous op (filled only when asked for).
+    pub overflow: HashMap<String, &'static str>,
+    /// Whether any tensor carries an `md5` (msprobe's md5 summary mode).
+    pub md5: bool,
+}
+
+impl DumpOps {
+    /// Streams `dump.json`: each entry is flattened (and graded for overflow when
+    /// `overflow_check`) as soon as it is parsed, so the raw JSON is never held whole.
+    pub fn read(
+        path: &std::path::Path,
+        overflow_check: bool,
+    ) -> Result<(DumpFile, DumpOps), graph_ascend_dump::DumpError> {
+        let mut ops = DumpOps::default();
+        let header = DumpFile::read_streaming(path, &mut |name, entry| {
+            if !ops.md5 && graph_ascend_dump::dumpfile::entry_has_md5(&entry) {
+                ops.md5 = true;
+            }
+            if overflow_check {
+                if let Some(level) = crate::overflow::level_of(&entry) {
+                    ops.overflow.insert(name.clone(), level);
+                }
+            }
+            let data = parse_op(&name, &entry);
+            ops.order.push(name.clone());
+            ops.ops.insert(name, data);
+        })?;
+        Ok((header, ops))
+    }
+
+    /// Parsed from an in-memory `DumpFile` (tests and callers that already hold the JSON).
+    pub fn from_dump(dump: &DumpFile, overflow_check: bool) -> DumpOps {
+        let mut ops = DumpOps {
+            md5: dump.has_md5(),
+            ..Default::default()
+        };
+        for (name, entry) in &dump.data {
+            if overflow_check {
+                if let Some(level) = crate::overflow::level_of(entry) {
+                    ops.overflow.insert(name.clone(), level);
+                }
+            }
+            ops.order.push(name.clone());
+            ops.ops.insert(name.clone(), parse_op(name, entry));
+        }
+        ops
+    }
 }
 
 /// One node.
@@ -144,7 +200,7 @@ impl Graph {
     }
 
     /// Builds the graph of one dump folder.
-    pub fn build(construct: &Construct, dump: &DumpFile, stacks: &StackMap) -> Graph {
+    pub fn build(construct: &Construct, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
         let mut g = Graph::empty();
         g.micro_step_num = construct.micro_step_num;
         let parents: HashMap<&str, Option<&str>> = construct
@@ -172,7 +228,7 @@ impl Graph {
     fn create_node(
         &mut self,
         id: &str,
-        dump: &DumpFile,
+        dump: &mut DumpOps,
         stacks: &StackMap,
         construct: &Construct,
     ) -> usize {
@@ -181,11 +237,11 @@ impl Graph {
         }
         let i = self.add_node(id);
         let node = &mut self.nodes[i];
-        if let Some(entry) = dump.data.get(id) {
-            let d = parse_op(id, entry);
+        if let Some(d) = dump.ops.remove(id) {
             node.input = d.input;
             node.output = d.output;
         }
+        node.overflow_level = dump.overflow.get(id).copied();
         node.stack = stack_of(id, stacks);
         node.micro_step_id = construct.micro_step.get(id).copied();
         i
@@ -226,7 +282,7 @@ impl Graph {
 
     /// Dump keys `<prefix>.parameters_grad[.N]` not yet in the graph become nodes under the
     /// module's last backward call `<prefix>.backward.<max N>`.
-    fn add_parameters_grad(&mut self, dump: &DumpFile, stacks: &StackMap) {
+    fn add_parameters_grad(&mut self, dump: &mut DumpOps, stacks: &StackMap) {
         let mut backward_max: HashMap<String, (u64, usize)> = HashMap::new();
         for (i, n) in self.nodes.iter().enumerate() {
             if let Some((prefix, num)) = n.id.rsplit_once(".backward.") {
@@ -238,7 +294,7 @@ impl Graph {
                 }
             }
         }
-        for (key, entry) in &dump.data {
+        for key in &dump.order {
             if self.index.contains_key(key) {
                 continue;
             }
@@ -248,10 +304,13 @@ impl Graph {
             let Some(&(_, parent)) = backward_max.get(prefix) else {
                 continue;
             };
+            let Some(d) = dump.ops.remove(key) else {
+                continue;
+            };
             let i = self.add_node(key);
-            let d = parse_op(key, entry);
             self.nodes[i].input = d.input;
             self.nodes[i].output = d.output;
+            self.nodes[i].overflow_level = dump.overflow.get(key).copied();
             self.nodes[i].stack = stack_of(key, stacks);
             self.set_parent(i, parent);
         }

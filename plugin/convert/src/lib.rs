@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use graph::DumpOps;
 use graph_ascend_dump::{Construct, DumpFile, StackMap};
 use graph_ascend_visdb::writer::{NodeRow, VisDbWriter};
 
@@ -294,14 +295,16 @@ fn plan(opts: &ConvertOptions) -> Result<Plan, ConvertError> {
 /// A rank folder read from disk.
 pub struct RankDump {
     pub dir: PathBuf,
+    /// dump.json's header (task, framework, …); its entries are in `ops`.
     pub dump: DumpFile,
+    pub ops: DumpOps,
     pub construct: Construct,
     pub stacks: StackMap,
 }
 
 impl RankDump {
-    /// Reads the three mandatory files of a rank folder.
-    pub fn read(dir: &Path) -> Result<RankDump, ConvertError> {
+    /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`).
+    pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
         let file = |name: &str| {
             let p = dir.join(name);
             if p.is_file() {
@@ -321,11 +324,12 @@ impl RankDump {
             file("stack.json")?,
         );
         let construct = Construct::read(&construct_p)?;
-        let dump = DumpFile::read(&dump_p)?;
+        let (dump, ops) = DumpOps::read(&dump_p, overflow_check)?;
         let stacks = StackMap::read(&stack_p)?;
         Ok(RankDump {
             dir: dir.to_path_buf(),
             dump,
+            ops,
             construct,
             stacks,
         })
@@ -411,20 +415,17 @@ fn run_job(
     }
 }
 
-/// Reads a rank folder and builds its graph (with overflow levels under `-oc`), then frees the
-/// parsed dump.json: from here on only the graph's own items are needed. Also returns whether
+/// Reads a rank folder and builds its graph (with overflow levels under `-oc`); the graph takes
+/// the dump's items, and the stacks are freed once the nodes hold theirs. Also returns whether
 /// the dump is an md5 one.
 fn read_and_build(
     opts: &ConvertOptions,
     dir: &Path,
 ) -> Result<(RankDump, Graph, bool), ConvertError> {
-    let mut dump = RankDump::read(dir)?;
-    let mut graph = Graph::build(&dump.construct, &dump.dump, &dump.stacks);
-    if opts.overflow_check {
-        overflow::check(&mut graph, &dump.dump);
-    }
-    let md5 = dump.dump.has_md5();
-    dump.dump.data = serde_json::Map::new();
+    let mut dump = RankDump::read(dir, opts.overflow_check)?;
+    let graph = Graph::build(&dump.construct, &mut dump.ops, &dump.stacks);
+    let md5 = dump.ops.md5;
+    dump.ops = DumpOps::default();
     dump.stacks = StackMap::default();
     Ok((dump, graph, md5))
 }

@@ -5,10 +5,8 @@
 //! outputs → `high`; anomalous inputs with normal outputs → `medium`; output norm more than 100×
 //! the input norm → `high`.
 
-use graph_ascend_dump::{DumpFile, PyVal};
+use graph_ascend_dump::PyVal;
 use serde_json::Value;
-
-use crate::graph::Graph;
 
 fn anomalous(v: &Value) -> bool {
     match v {
@@ -79,13 +77,4 @@ pub fn level_of(entry: &Value) -> Option<&'static str> {
         max_out / max_in > 100.0
     };
     mutation.then_some("high")
-}
-
-/// Sets `overflow_level` on every node whose dump entry shows an anomaly.
-pub fn check(g: &mut Graph, dump: &DumpFile) {
-    for node in &mut g.nodes {
-        if let Some(entry) = dump.data.get(&node.id) {
-            node.overflow_level = level_of(entry);
-        }
-    }
 }

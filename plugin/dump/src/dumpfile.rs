@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::json::read_json_file;
+use crate::json::{read_json_file, read_python_json_bytes};
 use crate::DumpError;
 
 /// A parsed `dump.json`. Entries stay as JSON until a node needs them.
@@ -27,6 +27,41 @@ impl DumpFile {
     pub fn read(path: &Path) -> Result<DumpFile, DumpError> {
         let value = read_json_file(path)?;
         Self::from_value(path, value)
+    }
+
+    /// Reads `dump.json` one entry at a time: `visit(name, entry)` gets every entry of `data`
+    /// in file order and the returned `DumpFile` has an empty `data`. Peak memory is one entry,
+    /// not the whole parsed file.
+    pub fn read_streaming(
+        path: &Path,
+        visit: &mut dyn FnMut(String, Value),
+    ) -> Result<DumpFile, DumpError> {
+        let bytes = read_python_json_bytes(path)?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let header = serde::de::DeserializeSeed::deserialize(TopSeed { visit, path }, &mut de)
+            .and_then(|h| de.end().map(|()| h))
+            .map_err(|source| {
+                if source.is_data() {
+                    DumpError::shape(path, source.to_string())
+                } else {
+                    DumpError::Json {
+                        path: path.to_path_buf(),
+                        source,
+                    }
+                }
+            })?;
+        if !header.has_data {
+            return Err(DumpError::shape(path, "no \"data\" key"));
+        }
+        let text = |v: Option<Value>| v.and_then(|v| v.as_str().map(str::to_string));
+        Ok(DumpFile {
+            path: path.to_path_buf(),
+            task: text(header.task).unwrap_or_default(),
+            level: text(header.level).unwrap_or_default(),
+            framework: text(header.framework).unwrap_or_else(|| "pytorch".into()),
+            dump_data_dir: text(header.dump_data_dir),
+            data: Map::new(),
+        })
     }
 
     /// Checks the shape of an already parsed `dump.json`.
@@ -76,5 +111,135 @@ impl DumpFile {
             }
         }
         self.data.values().any(walk)
+    }
+}
+
+/// `true` when any tensor leaf of one entry carries an `md5` key.
+pub fn entry_has_md5(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => {
+            if m.get("type").is_some_and(Value::is_string) {
+                return m.contains_key("md5");
+            }
+            m.values().any(entry_has_md5)
+        }
+        Value::Array(a) => a.iter().any(entry_has_md5),
+        _ => false,
+    }
+}
+
+#[derive(Default)]
+struct Header {
+    task: Option<Value>,
+    level: Option<Value>,
+    framework: Option<Value>,
+    dump_data_dir: Option<Value>,
+    has_data: bool,
+}
+
+struct TopSeed<'a> {
+    visit: &'a mut dyn FnMut(String, Value),
+    path: &'a Path,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = Header;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Header, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TopSeed<'_> {
+    type Value = Header;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "a JSON object at the top level of {}",
+            self.path.display()
+        )
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Header, A::Error> {
+        let mut h = Header::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "data" => {
+                    map.next_value_seed(DataSeed {
+                        visit: &mut *self.visit,
+                    })?;
+                    h.has_data = true;
+                }
+                "task" => h.task = Some(map.next_value()?),
+                "level" => h.level = Some(map.next_value()?),
+                "framework" => h.framework = Some(map.next_value()?),
+                "dump_data_dir" => h.dump_data_dir = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(h)
+    }
+}
+
+struct DataSeed<'a> {
+    visit: &'a mut dyn FnMut(String, Value),
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for DataSeed<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for DataSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("\"data\" to be an object of op entries")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            let value: Value = map.next_value()?;
+            if !(value.is_object() || value.is_null()) {
+                return Err(serde::de::Error::custom(format!(
+                    "entry \"{key}\" must be an object"
+                )));
+            }
+            (self.visit)(key, value);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaming_reader_visits_entries_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("dump.json");
+        std::fs::write(
+            &p,
+            r#"{"task": "statistics", "data": {"b": {"output": [{"type": "torch.Tensor", "Max": NaN}]}, "a": {}}, "framework": "mindspore"}"#,
+        )
+        .unwrap();
+        let mut names = Vec::new();
+        let d = DumpFile::read_streaming(&p, &mut |k, _| names.push(k)).unwrap();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(d.task, "statistics");
+        assert_eq!(d.framework, "mindspore");
+        std::fs::write(&p, r#"{"data": {"x": 3}}"#).unwrap();
+        let err = DumpFile::read_streaming(&p, &mut |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"x\""), "{err}");
+        std::fs::write(&p, r#"[1]"#).unwrap();
+        assert!(DumpFile::read_streaming(&p, &mut |_, _| {}).is_err());
+        std::fs::write(&p, r#"{"data": {"x": {"#).unwrap();
+        let err = DumpFile::read_streaming(&p, &mut |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not valid JSON"), "{err}");
     }
 }

@@ -25,6 +25,15 @@ pub fn read_json_file(path: &Path) -> Result<Value, DumpError> {
     })
 }
 
+/// Reads a file's bytes with Python's non-finite tokens already turned into markers.
+pub fn read_python_json_bytes(path: &Path) -> Result<Vec<u8>, DumpError> {
+    let bytes = std::fs::read(path).map_err(|source| DumpError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(quote_non_finite(&bytes).unwrap_or(bytes))
+}
+
 /// Parses JSON text that may contain bare `NaN` / `Infinity` / `-Infinity`.
 pub fn parse_python_json(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     match serde_json::from_slice(bytes) {
