@@ -131,8 +131,12 @@ pub fn compare_graphs(
         pairs
             .par_iter()
             .map(|&(n, b)| {
-                let (ins, outs, p) =
-                    compare_node(mode, &npu.nodes[n], &bench.nodes[b], tensors.as_ref())?;
+                let (ins, outs, p) = compare_node(
+                    mode,
+                    ItemsRef::of(&npu.nodes[n]),
+                    ItemsRef::of(&bench.nodes[b]),
+                    tensors.as_ref(),
+                )?;
                 Ok((n, ins, outs, p))
             })
             .collect::<Result<_, ConvertError>>()?
@@ -161,29 +165,60 @@ pub fn compare_graphs(
     Ok(())
 }
 
-type Extra = Vec<(String, PyVal)>;
+/// The result columns appended to one item.
+pub type Extra = Vec<(String, PyVal)>;
+
+/// One side of a pair as item lists: a graph node, or rows read back from a `.vis.db`.
+#[derive(Clone, Copy)]
+pub struct ItemsRef<'a> {
+    pub id: &'a str,
+    pub input: &'a [(String, Item)],
+    pub output: &'a [(String, Item)],
+}
+
+impl<'a> ItemsRef<'a> {
+    fn of(node: &'a crate::graph::Node) -> ItemsRef<'a> {
+        ItemsRef {
+            id: &node.id,
+            input: &node.input,
+            output: &node.output,
+        }
+    }
+}
+
+/// Compares one pair given as item lists: the columns to append to each target input and
+/// output item, and the target's `precision_index`. This is the converter's own per-node
+/// comparison, public so that a manual match in the service grades pairs the same way.
+pub fn compare_items(
+    mode: CompareMode,
+    npu: ItemsRef,
+    bench: ItemsRef,
+    tensors: Option<&metrics::TensorDirs>,
+) -> Result<(Vec<Extra>, Vec<Extra>, f64), ConvertError> {
+    compare_node(mode, npu, bench, tensors)
+}
 
 /// Compares one matched pair: the extra fields of each input and output item, and the node's
 /// precision index.
 fn compare_node(
     mode: CompareMode,
-    npu: &crate::graph::Node,
-    bench: &crate::graph::Node,
+    npu: ItemsRef,
+    bench: ItemsRef,
     tensors: Option<&metrics::TensorDirs>,
 ) -> Result<(Vec<Extra>, Vec<Extra>, f64), ConvertError> {
-    let groups = |node: &crate::graph::Node| {
+    let groups = |node: ItemsRef| {
         let mut g: Vec<(Group, usize, bool)> = Vec::new();
         for (i, (name, _)) in node.input.iter().enumerate() {
-            g.push((group_of(&node.id, name, false), i, false));
+            g.push((group_of(node.id, name, false), i, false));
         }
         for (i, (name, _)) in node.output.iter().enumerate() {
-            g.push((group_of(&node.id, name, true), i, true));
+            g.push((group_of(node.id, name, true), i, true));
         }
         g
     };
     let ng = groups(npu);
     let bg = groups(bench);
-    fn item(node: &crate::graph::Node, i: usize, out: bool) -> &(String, Item) {
+    fn item<'b>(node: ItemsRef<'b>, i: usize, out: bool) -> &'b (String, Item) {
         if out {
             &node.output[i]
         } else {
@@ -222,7 +257,7 @@ fn compare_node(
             CompareMode::Tensor => metrics::tensor_columns(row, tensors)?,
         });
     }
-    let graded = checkers::grade(mode, &npu.id, &rows, &extras);
+    let graded = checkers::grade(mode, npu.id, &rows, &extras);
     let mut worst = checkers::Level::Pass;
     let mut ins: Vec<Extra> = vec![Vec::new(); npu.input.len()];
     let mut outs: Vec<Extra> = vec![Vec::new(); npu.output.len()];

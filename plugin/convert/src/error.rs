@@ -16,6 +16,9 @@ pub enum ConvertError {
     /// The output could not be written.
     #[error(transparent)]
     Write(#[from] graph_ascend_visdb::writer::WriteError),
+    /// Stopped by the caller ([`crate::convert_cancellable`]); nothing was written.
+    #[error("conversion cancelled")]
+    Cancelled,
     /// The output folder could not be created.
     #[error("cannot create output folder {path}: {source}")]
     Output {

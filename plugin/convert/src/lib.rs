@@ -19,6 +19,7 @@ pub mod overflow;
 pub mod pyjson;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
@@ -107,6 +108,24 @@ struct JobOutput {
 
 /// Runs one conversion and returns the path of the `.vis.db` written.
 pub fn convert(opts: &ConvertOptions, progress: ProgressFn) -> Result<PathBuf, ConvertError> {
+    convert_cancellable(opts, progress, &AtomicBool::new(false))
+}
+
+/// [`convert`] that stops with [`ConvertError::Cancelled`] soon after `cancel` becomes true
+/// (checked before and after each rank's work and between written graphs); the temporary
+/// output is removed, nothing is left behind.
+pub fn convert_cancellable(
+    opts: &ConvertOptions,
+    progress: ProgressFn,
+    cancel: &AtomicBool,
+) -> Result<PathBuf, ConvertError> {
+    let check = || {
+        if cancel.load(Ordering::Relaxed) {
+            Err(ConvertError::Cancelled)
+        } else {
+            Ok(())
+        }
+    };
     let (jobs, layout, rank_list, step_list) = plan(opts)?;
     let total = jobs.len() as u64 * 2 + 1;
     let counter = std::sync::atomic::AtomicU64::new(0);
@@ -128,7 +147,9 @@ pub fn convert(opts: &ConvertOptions, progress: ProgressFn) -> Result<PathBuf, C
     let outputs: Vec<JobOutput> = jobs
         .par_iter()
         .map(|job| {
+            check()?;
             let out = run_job(opts, job, &tick);
+            check()?;
             tick(
                 Stage::Comparing,
                 format!("step {} rank {} done", job.step, job.rank),
@@ -162,6 +183,7 @@ pub fn convert(opts: &ConvertOptions, progress: ProgressFn) -> Result<PathBuf, C
     let mut batch: Vec<NodeRow> = Vec::with_capacity(1000);
     for out in outputs {
         for (graph, ctx) in out.graphs {
+            check()?;
             let mut stacks: Vec<(String, String)> = Vec::new();
             export::export_graph::<ConvertError>(
                 &graph,
@@ -198,6 +220,7 @@ pub fn convert(opts: &ConvertOptions, progress: ProgressFn) -> Result<PathBuf, C
         )?;
     }
     writer.insert_config(&config)?;
+    check()?;
     let path = writer.finish()?;
     tick(Stage::Done, format!("written {}", path.display()));
     Ok(path)

@@ -32,3 +32,24 @@ fn progress_reaches_done() {
         .to_string_lossy()
         .starts_with("compare_"));
 }
+
+#[test]
+fn cancelled_conversion_leaves_nothing() {
+    use std::sync::atomic::AtomicBool;
+    let dumps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/dumps");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let opts = ConvertOptions {
+        target: dumps.join("tf_stats_b"),
+        golden: Some(dumps.join("tf_stats_a")),
+        output: out.clone(),
+        ..Default::default()
+    };
+    let cancel = AtomicBool::new(true);
+    let err = graph_ascend_convert::convert_cancellable(&opts, &|_| {}, &cancel).unwrap_err();
+    assert!(
+        matches!(err, graph_ascend_convert::ConvertError::Cancelled),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0), 0);
+}
