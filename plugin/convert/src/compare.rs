@@ -143,10 +143,13 @@ pub fn compare_graphs(
     };
     for (n, ins, outs, p) in results {
         let node = &mut npu.nodes[n];
-        for ((_, item), extra) in node.input.iter_mut().zip(ins) {
-            item.fields.extend(extra);
-        }
-        for ((_, item), extra) in node.output.iter_mut().zip(outs) {
+        for ((_, item), extra) in node
+            .input
+            .iter_mut()
+            .chain(node.output.iter_mut())
+            .zip(ins.into_iter().chain(outs))
+        {
+            item.fields.reserve_exact(extra.len());
             item.fields.extend(extra);
         }
         node.precision_index = Some(p);

@@ -387,7 +387,12 @@ fn run_job(
     job: &Job,
     tick: &(dyn Fn(Stage, String) + Sync),
 ) -> Result<JobOutput, ConvertError> {
-    let (npu, mut npu_graph, npu_md5) = read_and_build(opts, &job.target)?;
+    // Both sides are read and built at once (the two halves of a compare are independent).
+    let (npu_side, bench_side) = rayon::join(
+        || read_and_build(opts, &job.target),
+        || job.golden.as_deref().map(|g| read_and_build(opts, g)),
+    );
+    let (npu, mut npu_graph, npu_md5) = npu_side?;
     tick(
         Stage::Building,
         format!(
@@ -413,8 +418,11 @@ fn run_job(
                 task: String::new(),
             })
         }
-        Some(gdir) => {
-            let (bench, mut bench_graph, bench_md5) = read_and_build(opts, gdir)?;
+        Some(_) => {
+            let Some(bench_side) = bench_side else {
+                return Err(ConvertError::Usage("internal: golden side not read".into()));
+            };
+            let (bench, mut bench_graph, bench_md5) = bench_side?;
             let mode = compare::CompareMode::detect(&npu.dump, &bench.dump, npu_md5, bench_md5)?;
             matcher::match_graphs(opts, &npu, &bench, &mut npu_graph, &mut bench_graph)?;
             compare::compare_graphs(mode, &npu, &bench, &mut npu_graph, &bench_graph)?;

@@ -74,6 +74,12 @@ pub fn parse_op(op_name: &str, entry: &Value) -> OpData {
         }
     }
     let mut data = OpData::default();
+    let outputs = items
+        .iter()
+        .filter(|(n, _)| n.contains(".output.") && !n.contains(".input."))
+        .count();
+    data.output.reserve_exact(outputs);
+    data.input.reserve_exact(items.len() - outputs);
     for (name, item) in items {
         if name.contains(".output.") && !name.contains(".input.") {
             data.output.push((name, item));
@@ -222,6 +228,8 @@ fn leaf_item(name: &str, leaf: &serde_json::Map<String, Value>) -> Item {
             PyVal::Str(format!("{:08x}", crc32fast::hash(value.as_bytes()))),
         );
     }
+    // Items live as long as the graph: give back the growth slack.
+    item.fields.shrink_to_fit();
     item
 }
 
