@@ -73,7 +73,7 @@ pub fn value_text(v: &PyVal) -> String {
         PyVal::None => "null".into(),
         PyVal::Str(s) => {
             let s = s.replace('\'', "");
-            if s == "None" || s == " " {
+            if s == "None" {
                 return "null".into();
             }
             round_decimal(&s).unwrap_or(s)

@@ -4,7 +4,9 @@
 //! - `-fm` (fuzzy): modules by id alone, then the APIs directly under each matched pair by name
 //!   and order of appearance (call counters ignored);
 //! - `-lm` (bare): dumped ops by id under the same module path, other nodes by id alone (the
-//!   link then carries the other side's ancestors).
+//!   link then carries the other side's ancestors); across frameworks MindSpore names are looked
+//!   up as their PyTorch counterparts (`Cell.` → `Module.`, `Mint.` → `Torch.`,
+//!   `MintFunctional.` → `Functional.`).
 //!
 //! Walks the target graph breadth-first from the root, like msprobe.
 
@@ -40,7 +42,7 @@ pub fn match_graphs(
                 message: "layer mapping YAML files are not supported yet (bare -lm is)".into(),
             })
         }
-        LayerMapping::Bare => match_by_id(npu, bench),
+        LayerMapping::Bare => match_by_id(npu, bench, cross),
         LayerMapping::None if opts.fuzzy_match => match_fuzzy(npu, bench),
         LayerMapping::None => match_default(npu, bench),
     }
@@ -91,13 +93,32 @@ fn match_default(npu: &mut Graph, bench: &mut Graph) {
 /// with the same scope, and looks up every other node by id alone. With an empty mapping, a
 /// dumped op therefore pairs with the same id only under the same module path (the same
 /// ancestors), while construct-only nodes (no dump data) pair by id wherever they sit.
-fn match_by_id(npu: &mut Graph, bench: &mut Graph) {
+fn match_by_id(npu: &mut Graph, bench: &mut Graph, cross: bool) {
+    // Across frameworks, MindSpore cells are looked up as the PyTorch modules of the same path.
+    // MindSpore's `mint` APIs are torch's (`Mint.matmul` ~ `Torch.matmul`,
+    // `MintFunctional.softmax` ~ `Functional.softmax`).
+    let map = |id: &str| -> String {
+        if !cross {
+            return id.to_string();
+        }
+        for (ms, pt) in [
+            ("Cell.", "Module."),
+            ("MintFunctional.", "Functional."),
+            ("Mint.", "Torch."),
+        ] {
+            if let Some(rest) = id.strip_prefix(ms) {
+                return format!("{pt}{rest}");
+            }
+        }
+        id.to_string()
+    };
     for n in npu.bfs() {
-        let Some(b) = bench.get(&npu.nodes[n].id) else {
+        let Some(b) = bench.get(&map(&npu.nodes[n].id)) else {
             continue;
         };
         let has_data = !(npu.nodes[n].input.is_empty() && npu.nodes[n].output.is_empty());
-        if has_data && npu.ancestors(n) != bench.ancestors(b) {
+        let npu_anc: Vec<String> = npu.ancestors(n).iter().map(|a| map(a)).collect();
+        if has_data && npu_anc != bench.ancestors(b) {
             continue;
         }
         let mut nl = bench.ancestors(b);

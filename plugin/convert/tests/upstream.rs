@@ -298,7 +298,6 @@ fn compare_ms_stats_fm() {
 }
 
 #[test]
-#[ignore = "known gap: cross-framework -lm needs msprobe's scope-trie layer mapping (Cell.* <-> Module.* pairing); not implemented"]
 fn compare_ms_vs_pt_lm_bare() {
     run_case(
         "compare_ms_vs_pt_lm_bare",
@@ -309,7 +308,6 @@ fn compare_ms_vs_pt_lm_bare() {
 }
 
 #[test]
-#[ignore = "known gap: cross-framework -lm needs msprobe's scope-trie layer mapping (Cell.* <-> Module.* pairing); not implemented"]
 fn compare_ms_vs_pt_md5_lm_bare() {
     run_case(
         "compare_ms_vs_pt_md5_lm_bare",
@@ -320,7 +318,6 @@ fn compare_ms_vs_pt_md5_lm_bare() {
 }
 
 #[test]
-#[ignore = "known gap: cross-framework -lm needs msprobe's scope-trie layer mapping (Cell.* <-> Module.* pairing); not implemented"]
 fn compare_ms_vs_pt_renamed_lm_bare() {
     run_case(
         "compare_ms_vs_pt_renamed_lm_bare",

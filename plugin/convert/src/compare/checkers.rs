@@ -72,6 +72,7 @@ const MSG_SHAPE: &str = "error: The shape of NPU and Bench are inconsistent.";
 const MSG_NORM_WARN: &str = "warning: The norm relative error of output is 10 times that of input.";
 const MSG_CRC: &str = "error: The CRC-32 value of NPU differs from that of the bench.";
 const MSG_CRC_WARN: &str = "warning: The CRC-32 value of NPU or bench is missing.";
+const MSG_NO_BENCH: &str = "warning: The parameter of NPU does not match the bench.";
 const MSG_ONE_THOUSANDTH: &str =
     "error: The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6.";
 const MSG_COSINE: &str =
@@ -155,12 +156,12 @@ pub fn grade(
                 if skip(r) {
                     continue;
                 }
+                if r.bench.is_none() {
+                    g.raise(Level::Warning, MSG_NO_BENCH);
+                    continue;
+                }
                 let n = text(Some(r.npu), "md5");
-                let b = if r.bench.is_some() {
-                    text(r.bench, "md5")
-                } else {
-                    "Nan".into()
-                };
+                let b = text(r.bench, "md5");
                 if n != b {
                     if ["N/A", "Nan", ""].contains(&n.as_str())
                         || ["N/A", "Nan", ""].contains(&b.as_str())
@@ -233,7 +234,16 @@ pub fn grade(
                 if skip(r) {
                     continue;
                 }
-                let Some(b) = r.bench else { continue };
+                let Some(b) = r.bench else {
+                    // No golden counterpart: its dtype and shape count as "Nan".
+                    if text(Some(r.npu), "dtype") != "Nan" {
+                        g.raise(Level::Error, MSG_DTYPE);
+                    }
+                    if text(Some(r.npu), "shape") != "Nan" {
+                        g.raise(Level::Error, MSG_SHAPE);
+                    }
+                    continue;
+                };
                 // RequiresGradErrChecker
                 let nrg = r.npu.get("requires_grad");
                 let brg = b.get("requires_grad");

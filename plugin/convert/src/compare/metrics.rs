@@ -35,6 +35,18 @@ fn cell(v: PyVal) -> PyVal {
 
 /// The eight statistics columns of a row.
 pub fn summary_columns(row: &Row) -> Vec<(String, PyVal)> {
+    if row.bench.is_none() {
+        // A target item with no golden counterpart: msprobe leaves the cells blank.
+        return STATS
+            .iter()
+            .map(|(_, d, _)| (d.to_string(), PyVal::Str(" ".into())))
+            .chain(
+                STATS
+                    .iter()
+                    .map(|(_, _, r)| (r.to_string(), PyVal::Str(" ".into()))),
+            )
+            .collect();
+    }
     let mut diffs = Vec::with_capacity(4);
     let mut rels = Vec::with_capacity(4);
     for (stat, _, _) in STATS {
