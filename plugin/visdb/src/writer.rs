@@ -251,6 +251,12 @@ impl VisDbWriter {
         conn.execute_batch("COMMIT;").map_err(sql)?;
         conn.close().map_err(|(_, e)| sql(e))?;
         let temp = self.temp.take().expect("temp path present until finish");
+        // The temporary file is private (0600); the finished one is readable like any output.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644));
+        }
         temp.persist(&self.dest).map_err(|e| WriteError::Persist {
             path: self.dest.clone(),
             source: e.error,
