@@ -231,7 +231,10 @@ fn show(v: &rusqlite::types::Value) -> String {
         V::Blob(b) => format!("<{} bytes>", b.len()),
     };
     if s.len() > 300 {
-        let cut = (0..=300).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+        let cut = (0..=300)
+            .rev()
+            .find(|&i| s.is_char_boundary(i))
+            .unwrap_or(0);
         format!("{}…", &s[..cut])
     } else {
         s
