@@ -140,14 +140,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     let log = flags.is_print_progress_log;
     let report = |p: &Progress| {
         if log {
-            let line = serde_json::json!({
-                "stage": p.stage.name(),
-                "done": p.done,
-                "total": p.total,
-                "percent": if p.total == 0 { 0.0 } else { (p.done as f64 * 1000.0 / p.total as f64).round() / 10.0 },
-                "message": p.message,
-            });
-            eprintln!("{line}");
+            eprintln!("{}", p.json_line());
         }
         if let Some(pb) = &bar {
             pb.set_length(p.total);

@@ -88,6 +88,25 @@ pub struct Progress {
     pub message: String,
 }
 
+impl Progress {
+    /// One machine-readable line: `{"stage": …, "done": …, "total": …, "percent": …, "message": …}`.
+    pub fn json_line(&self) -> String {
+        let percent = if self.total == 0 {
+            0.0
+        } else {
+            (self.done as f64 * 1000.0 / self.total as f64).round() / 10.0
+        };
+        serde_json::json!({
+            "stage": self.stage.name(),
+            "done": self.done,
+            "total": self.total,
+            "percent": percent,
+            "message": self.message,
+        })
+        .to_string()
+    }
+}
+
 /// Where progress goes; called from worker threads.
 pub type ProgressFn<'a> = &'a (dyn Fn(&Progress) + Sync);
 
