@@ -37,32 +37,45 @@ pub fn node_data_json(items: &[(String, Item)], opts: FormatOptions) -> String {
 
 fn push_item(out: &mut String, item: &Item, opts: FormatOptions) {
     let is_group = item.get("type").and_then(PyVal::as_str) == Some("torch.ProcessGroup");
-    let mut fields: Vec<(&str, String)> = Vec::with_capacity(item.fields.len());
-    for (k, v) in &item.fields {
-        let k = k.as_str();
-        if k == "state" || k == "full_op_name" || (k == "md5" && !opts.keep_md5) {
-            continue;
-        }
-        if opts.batch_p2p && matches!(k, "op" | "peer" | "tag" | "group_id") {
-            continue;
-        }
-        if is_group && !PROCESS_GROUP_KEYS.contains(&k) {
-            continue;
-        }
-        fields.push((k, value_text(v)));
-    }
-    if fields.iter().any(|(k, v)| *k == "Max" && v == "null") {
+    let keep = |k: &str| {
+        !(k == "state"
+            || k == "full_op_name"
+            || (k == "md5" && !opts.keep_md5)
+            || (opts.batch_p2p && matches!(k, "op" | "peer" | "tag" | "group_id"))
+            || (is_group && !PROCESS_GROUP_KEYS.contains(&k)))
+    };
+    let null_max = item
+        .fields
+        .iter()
+        .any(|(k, v)| k == "Max" && keep(k) && value_text(v) == "null");
+    if null_max {
         out.push_str("{\"value\": \"null\"}");
         return;
     }
     out.push('{');
-    for (i, (k, v)) in fields.iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    for (k, v) in &item.fields {
+        if !keep(k) {
+            continue;
+        }
+        if !first {
             out.push_str(", ");
         }
+        first = false;
         push_str(out, k);
         out.push_str(": ");
-        push_str(out, v);
+        match v {
+            // Common cases without an intermediate string.
+            PyVal::Float(f) => {
+                out.push('"');
+                out.push_str(&graph_ascend_dump::pyval::float_repr(*f));
+                out.push('"');
+            }
+            PyVal::Str(t) if !t.contains('\'') && t != "None" && !t.contains('.') => {
+                push_str(out, t)
+            }
+            other => push_str(out, &value_text(other)),
+        }
     }
     out.push('}');
 }
