@@ -145,44 +145,79 @@ pub fn float_repr(f: f64) -> String {
             "0.0".into()
         };
     }
-    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
-    let sci = format!("{f:e}");
+    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7". Written into a stack
+    // buffer: this runs for every number of every row.
+    use std::io::Write as _;
+    let mut buf = [0u8; 48];
+    let len = {
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        let _ = write!(cursor, "{f:e}");
+        cursor.position() as usize
+    };
+    let sci = std::str::from_utf8(&buf[..len]).unwrap_or("0e0");
     let (mantissa, exp) = match sci.split_once('e') {
         Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (sci.as_str(), 0),
+        None => (sci, 0),
     };
     let (neg, mantissa) = match mantissa.strip_prefix('-') {
         Some(m) => (true, m),
         None => (false, mantissa),
     };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let sign = if neg { "-" } else { "" };
+    let (lead, rest) = match mantissa.split_once('.') {
+        Some((l, r)) => (l, r),
+        None => (mantissa, ""),
+    };
+    // digits = lead + rest (lead is one digit)
+    let n = (lead.len() + rest.len()) as i32;
+    let digit = |i: usize| -> char {
+        if i < lead.len() {
+            lead.as_bytes()[i] as char
+        } else {
+            rest.as_bytes()[i - lead.len()] as char
+        }
+    };
+    let mut out = String::with_capacity(26);
+    if neg {
+        out.push('-');
+    }
     if (-4..16).contains(&exp) {
-        let n = digits.len() as i32;
-        let body = if exp >= 0 {
+        if exp >= 0 {
             let int_len = exp + 1;
+            for i in 0..int_len {
+                out.push(if i < n { digit(i as usize) } else { '0' });
+            }
+            out.push('.');
             if n <= int_len {
-                format!("{digits}{}.0", "0".repeat((int_len - n) as usize))
+                out.push('0');
             } else {
-                format!(
-                    "{}.{}",
-                    &digits[..int_len as usize],
-                    &digits[int_len as usize..]
-                )
+                for i in int_len..n {
+                    out.push(digit(i as usize));
+                }
             }
         } else {
-            format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
-        };
-        format!("{sign}{body}")
+            out.push_str("0.");
+            for _ in 0..(-exp - 1) {
+                out.push('0');
+            }
+            for i in 0..n {
+                out.push(digit(i as usize));
+            }
+        }
     } else {
-        let m = if digits.len() > 1 {
-            format!("{}.{}", &digits[..1], &digits[1..])
-        } else {
-            digits
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        format!("{sign}{m}e{esign}{:02}", exp.abs())
+        out.push_str(lead);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let e = exp.abs();
+        if e < 10 {
+            out.push('0');
+        }
+        out.push_str(&e.to_string());
     }
+    out
 }
 
 #[cfg(test)]
@@ -203,6 +238,12 @@ mod tests {
         assert_eq!(float_repr(f64::INFINITY), "inf");
         assert_eq!(float_repr(-3.814697265625e-06), "-3.814697265625e-06");
         assert_eq!(float_repr(0.0024137496948242188), "0.0024137496948242188");
+        assert_eq!(float_repr(1e22), "1e+22");
+        assert_eq!(float_repr(1.5e-7), "1.5e-07");
+        assert_eq!(float_repr(-1.25e100), "-1.25e+100");
+        assert_eq!(float_repr(123.0), "123.0");
+        assert_eq!(float_repr(0.5), "0.5");
+        assert_eq!(float_repr(-0.0), "-0.0");
     }
 
     #[test]
