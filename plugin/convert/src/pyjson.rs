@@ -7,8 +7,20 @@ use std::fmt::Write;
 
 /// Appends `s` as a JSON string literal with Python's `ensure_ascii=True` escaping.
 pub fn push_str(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        // Printable ASCII other than `"` and `\` is copied as a run.
+        if (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\' {
+            continue;
+        }
+        if b >= 0x80 && !s.is_char_boundary(i) {
+            continue;
+        }
+        out.push_str(&s[start..i]);
+        let c = s[i..].chars().next().unwrap_or('\u{fffd}');
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -17,15 +29,16 @@ pub fn push_str(out: &mut String, s: &str) {
             '\t' => out.push_str("\\t"),
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+            c => {
                 let mut buf = [0u16; 2];
                 for unit in c.encode_utf16(&mut buf) {
                     let _ = write!(out, "\\u{unit:04x}");
                 }
             }
-            c => out.push(c),
         }
+        start = i + c.len_utf8();
     }
+    out.push_str(&s[start..]);
     out.push('"');
 }
 
@@ -98,6 +111,11 @@ mod tests {
             r#"["a\"b", "\n", "\u00e9"]"#
         );
         assert_eq!(str_list::<&str>(&[]), "[]");
+        // Like Python: anything outside space..`~` is escaped (DEL too), non-BMP as UTF-16 pairs.
+        assert_eq!(
+            str_list(&["a\u{7f}b\u{1}c\\", "x😀y"]),
+            "[\"a\\u007fb\\u0001c\\\\\", \"x\\ud83d\\ude00y\"]"
+        );
         let v = serde_json::json!({"a": [0, 0.3], "b": "比"});
         assert_eq!(value(&v), r#"{"a": [0, 0.3], "b": "\u6bd4"}"#);
     }
