@@ -73,7 +73,13 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if !logdir.is_dir() {
         anyhow::bail!("logdir {} is not a directory", logdir.display());
     }
-    let state = Arc::new(State::new(logdir.clone()));
+    if args.max_conversions == 0 {
+        anyhow::bail!("--max-conversions must be at least 1");
+    }
+    let state = Arc::new(State::with_max_conversions(
+        logdir.clone(),
+        args.max_conversions,
+    ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("graph-ascend")

@@ -129,7 +129,15 @@ pub fn write(dest: &Path, shape: Shape) -> Result<PathBuf, WriteError> {
                         _ => Some(1.0),
                     };
                     let data = tensor_data(&leaf, seq.next());
-                    push(&mut rows, leaf.clone(), "1", &module, Vec::new(), precision, data);
+                    push(
+                        &mut rows,
+                        leaf.clone(),
+                        "1",
+                        &module,
+                        Vec::new(),
+                        precision,
+                        data,
+                    );
                     leaf_names.push(leaf);
                 }
                 push(
