@@ -164,11 +164,18 @@ describe('GRAPH_ASCEND panels', () => {
   it('unmatches a matched pair and matches it again from the match panel', () =>
     withPage('matching', async (page) => {
       const frame = await openCompare(page, tb.base);
+      const leaf = 'Torch.arange.0.forward';
+      // The leaf sits inside a collapsed Apis_Between_Modules box: jump to it first, so its box is drawn.
+      await frame.click('[data-testid=searchSiderButton]');
+      await frame.fill('[data-testid=searchInput]', leaf);
+      await until(frame, (n) => [...document.querySelectorAll('[data-testid=searchItem]')].some((e) => e.textContent.includes(n)), leaf);
+      await frame.click(`[data-testid=searchItem] >> text=${leaf}`);
+      await until(frame, (n) => window.__graphAscend.hier.NPU[n] !== undefined, leaf);
+      assert.ok((await frame.evaluate((k) => window.__graphAscend.hier.NPU[k].matchedNodeLink?.length ?? 0, leaf)) > 0, 'matched at first');
       await frame.click('[data-testid=matchSiderButton]');
       await frame.waitForSelector('[data-testid=debugMatchedSelect]');
       const count = async (id) => Number((await frame.textContent(`[data-testid=${id}]`)).match(/(\d+)/g).pop());
       const unmatched0 = await count('debugUnmatchedCount');
-      const leaf = 'Torch.arange.0.forward';
       await frame.fill('[data-testid=debugMatchedSelect]', leaf);
       assert.equal(await frame.inputValue('[data-testid=benchMatchedSelect]'), leaf, 'the bench side follows the matched pair');
       await frame.click('[data-testid=unmatchButton]');
