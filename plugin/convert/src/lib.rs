@@ -13,6 +13,7 @@ pub mod error;
 pub mod export;
 pub mod format;
 pub mod graph;
+pub mod layer_mapping;
 pub mod layout;
 pub mod matcher;
 pub mod overflow;
@@ -163,6 +164,14 @@ pub fn convert_cancellable(
         total,
         message: format!("{} graph(s) to convert", jobs.len()),
     });
+    if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping)? {
+        progress(&Progress {
+            stage: Stage::Reading,
+            done: 0,
+            total,
+            message: format!("warning: {warning}"),
+        });
+    }
     let outputs: Vec<JobOutput> = jobs
         .par_iter()
         .map(|job| {

@@ -3,17 +3,15 @@
 //! - default: same id and the same chain of ancestor ids;
 //! - `-fm` (fuzzy): modules by id alone, then the APIs directly under each matched pair by name
 //!   and order of appearance (call counters ignored);
-//! - `-lm` (bare): dumped ops by id under the same module path, other nodes by id alone (the
-//!   link then carries the other side's ancestors); across frameworks MindSpore names are looked
-//!   up as their PyTorch counterparts (`Cell.` → `Module.`, `Mint.` → `Torch.`,
-//!   `MintFunctional.` → `Functional.`).
+//! - `-lm [YAML]`: through msprobe's scope mapping of the dump entries, see
+//!   [`crate::layer_mapping`].
 //!
 //! Walks the target graph breadth-first from the root, like msprobe.
 
 use std::collections::HashMap;
 
 use crate::graph::{Graph, NodeOp};
-use crate::{ConvertError, ConvertOptions, LayerMapping, RankDump};
+use crate::{layer_mapping, ConvertError, ConvertOptions, LayerMapping, RankDump};
 
 /// Matches the two graphs, filling `matched` and `matched_link` on both sides.
 pub fn match_graphs(
@@ -36,13 +34,10 @@ pub fn match_graphs(
         )));
     }
     match &opts.layer_mapping {
-        LayerMapping::File(path) => {
-            return Err(ConvertError::Input {
-                path: path.clone(),
-                message: "layer mapping YAML files are not supported yet (bare -lm is)".into(),
-            })
+        LayerMapping::Bare | LayerMapping::File(_) => {
+            let mapping = layer_mapping::mapping_for(&opts.layer_mapping, npu_dump, bench_dump)?;
+            layer_mapping::match_graphs(npu, bench, &mapping);
         }
-        LayerMapping::Bare => match_by_id(npu, bench, cross),
         LayerMapping::None if opts.fuzzy_match => match_fuzzy(npu, bench),
         LayerMapping::None => match_default(npu, bench),
     }
@@ -86,46 +81,6 @@ fn match_default(npu: &mut Graph, bench: &mut Graph) {
         let mut l = anc;
         l.push(bench.nodes[b].id.clone());
         link(npu, bench, n, b, l.clone(), l);
-    }
-}
-
-/// Bare `-lm`: msprobe maps every dumped op through its scope (module path) to the golden op
-/// with the same scope, and looks up every other node by id alone. With an empty mapping, a
-/// dumped op therefore pairs with the same id only under the same module path (the same
-/// ancestors), while construct-only nodes (no dump data) pair by id wherever they sit.
-fn match_by_id(npu: &mut Graph, bench: &mut Graph, cross: bool) {
-    // Across frameworks, MindSpore cells are looked up as the PyTorch modules of the same path.
-    // MindSpore's `mint` APIs are torch's (`Mint.matmul` ~ `Torch.matmul`,
-    // `MintFunctional.softmax` ~ `Functional.softmax`).
-    let map = |id: &str| -> String {
-        if !cross {
-            return id.to_string();
-        }
-        for (ms, pt) in [
-            ("Cell.", "Module."),
-            ("MintFunctional.", "Functional."),
-            ("Mint.", "Torch."),
-        ] {
-            if let Some(rest) = id.strip_prefix(ms) {
-                return format!("{pt}{rest}");
-            }
-        }
-        id.to_string()
-    };
-    for n in npu.bfs() {
-        let Some(b) = bench.get(&map(&npu.nodes[n].id)) else {
-            continue;
-        };
-        let has_data = !(npu.nodes[n].input.is_empty() && npu.nodes[n].output.is_empty());
-        let npu_anc: Vec<String> = npu.ancestors(n).iter().map(|a| map(a)).collect();
-        if has_data && npu_anc != bench.ancestors(b) {
-            continue;
-        }
-        let mut nl = bench.ancestors(b);
-        nl.push(bench.nodes[b].id.clone());
-        let mut bl = npu.ancestors(n);
-        bl.push(npu.nodes[n].id.clone());
-        link(npu, bench, n, b, nl, bl);
     }
 }
 
