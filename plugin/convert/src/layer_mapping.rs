@@ -101,59 +101,46 @@ impl Rules {
     /// The rules of a YAML text. `Err` says why the text is not a mapping of mappings of
     /// strings (msprobe then drops the mapping).
     pub fn parse(text: &str) -> Result<Rules, String> {
-        let doc: serde_norway::Value =
-            serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
-        let serde_norway::Value::Mapping(top) = doc else {
+        let doc: Yaml = serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
+        let Yaml::Map(top) = doc else {
             return Err(format!(
                 "expected a mapping {{Class: {{child: golden_child}}}}, found {}",
-                yaml_kind(&doc)
+                doc.describe()
             ));
         };
-        // `Cell` is the old name of the top level; it wins over `TopLayer` (a null `Cell` is
-        // dropped).
-        let old_top = top
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(OLD_TOP_KEY))
-            .map(|(_, v)| v)
-            .filter(|v| !v.is_null());
-        let mut classes: Vec<(&serde_norway::Value, &serde_norway::Value)> = Vec::new();
-        let top_key = serde_norway::Value::String(TOP_LAYER.into());
-        let mut has_top = false;
-        for (k, v) in &top {
-            match k.as_str() {
-                Some(OLD_TOP_KEY) => {}
-                Some(TOP_LAYER) => {
-                    has_top = true;
-                    classes.push((k, old_top.unwrap_or(v)));
+        let mut top = dedup(top);
+        // `Cell` is the old name of the top level: a non-null `Cell` replaces `TopLayer`.
+        if let Some(i) = top.iter().position(|(k, _)| k.text() == Some(OLD_TOP_KEY)) {
+            let (_, old_top) = top.remove(i);
+            if !matches!(old_top, Yaml::Null) {
+                match top.iter_mut().find(|(k, _)| k.text() == Some(TOP_LAYER)) {
+                    Some((_, v)) => *v = old_top,
+                    None => top.push((Yaml::Text(TOP_LAYER.into()), old_top)),
                 }
-                _ => classes.push((k, v)),
             }
         }
-        if let (Some(v), false) = (old_top, has_top) {
-            classes.push((&top_key, v));
-        }
-
         let mut rules = Rules::default();
-        for (class, children) in classes {
-            let class_name = yaml_key_text(class);
-            let serde_norway::Value::Mapping(children) = children else {
+        for (class, children) in top {
+            let Yaml::Map(children) = children else {
                 return Err(format!(
-                    "the rules of {class_name} must be a mapping {{child: golden_child}}, found {}",
-                    yaml_kind(children)
+                    "the rules of {} must be a mapping {{child: golden_child}}, found {}",
+                    class.describe(),
+                    children.describe()
                 ));
             };
             let mut by_first: HashMap<String, Vec<Rule>> = HashMap::new();
-            for (from, to) in children {
-                let (Some(from), Some(to)) = (from.as_str(), to.as_str()) else {
+            for (from, to) in dedup(children) {
+                let (Some(from_text), Some(to_text)) = (from.text(), to.text()) else {
                     return Err(format!(
-                        "{class_name}: rule {} -> {} is not text -> text",
-                        yaml_key_text(from),
-                        yaml_key_text(to)
+                        "{}: rule {} -> {} is not text -> text",
+                        class.describe(),
+                        from.describe(),
+                        to.describe()
                     ));
                 };
-                let from: Vec<String> = from.split('.').map(str::to_string).collect();
+                let from: Vec<String> = from_text.split('.').map(str::to_string).collect();
                 // A target may carry a call suffix, `name(...)`: only the name counts.
-                let to = to.split('(').next().unwrap_or_default().to_string();
+                let to = to_text.split('(').next().unwrap_or_default().to_string();
                 by_first
                     .entry(from[0].clone())
                     .or_default()
@@ -164,7 +151,7 @@ impl Rules {
                 list.sort_by_key(|r| std::cmp::Reverse(r.from.len()));
             }
             // Only text class names can ever match a scope's class.
-            if let Some(name) = class.as_str() {
+            if let Some(name) = class.text() {
                 rules.by_class.insert(name.to_string(), by_first);
             }
         }
@@ -180,25 +167,109 @@ impl Rules {
     }
 }
 
-fn yaml_kind(v: &serde_norway::Value) -> &'static str {
-    use serde_norway::Value as Y;
-    match v {
-        Y::Null => "nothing",
-        Y::Bool(_) => "a boolean",
-        Y::Number(_) => "a number",
-        Y::String(_) => "a string",
-        Y::Sequence(_) => "a list",
-        Y::Mapping(_) => "a mapping",
-        Y::Tagged(_) => "a tagged value",
+/// A YAML node, as much of it as the rules need. Mappings keep their entries in file order and
+/// keep duplicate keys (PyYAML lets a later one replace an earlier one, see [`dedup`]).
+#[derive(Debug, Clone, PartialEq)]
+enum Yaml {
+    Null,
+    Text(String),
+    Map(Vec<(Yaml, Yaml)>),
+    /// Any other scalar or a list: its kind and, for scalars, its text.
+    Other(&'static str, String),
+}
+
+impl Yaml {
+    fn text(&self) -> Option<&str> {
+        match self {
+            Yaml::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Yaml::Null => "nothing".into(),
+            Yaml::Text(s) => format!("{s:?}"),
+            Yaml::Map(_) => "a mapping".into(),
+            Yaml::Other(kind, text) if text.is_empty() => (*kind).into(),
+            Yaml::Other(kind, text) => format!("{kind} {text}"),
+        }
+    }
+
+    /// Identity of a mapping key, for duplicates.
+    fn key_id(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Yaml::Null => Some(("null", "")),
+            Yaml::Text(s) => Some(("text", s)),
+            Yaml::Other(kind, text) if !text.is_empty() => Some((kind, text)),
+            _ => None,
+        }
     }
 }
 
-fn yaml_key_text(v: &serde_norway::Value) -> String {
-    match v {
-        serde_norway::Value::String(s) => format!("{s:?}"),
-        other => serde_norway::to_string(other)
-            .map(|s| s.trim_end().to_string())
-            .unwrap_or_else(|_| yaml_kind(other).to_string()),
+/// PyYAML's mapping semantics: a repeated key keeps its first place and takes its last value.
+fn dedup(entries: Vec<(Yaml, Yaml)>) -> Vec<(Yaml, Yaml)> {
+    let mut out: Vec<(Yaml, Yaml)> = Vec::with_capacity(entries.len());
+    for (k, v) in entries {
+        let same = k
+            .key_id()
+            .and_then(|id| out.iter().position(|(o, _)| o.key_id() == Some(id)));
+        match same {
+            Some(i) => out[i].1 = v,
+            None => out.push((k, v)),
+        }
+    }
+    out
+}
+
+impl<'de> Deserialize<'de> for Yaml {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Yaml;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a YAML value")
+            }
+            fn visit_unit<E>(self) -> Result<Yaml, E> {
+                Ok(Yaml::Null)
+            }
+            fn visit_none<E>(self) -> Result<Yaml, E> {
+                Ok(Yaml::Null)
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Yaml, D::Error> {
+                Yaml::deserialize(d)
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Yaml, E> {
+                Ok(Yaml::Other("a boolean", v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Yaml, E> {
+                Ok(Yaml::Other("a number", v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Yaml, E> {
+                Ok(Yaml::Other("a number", v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Yaml, E> {
+                Ok(Yaml::Other("a number", v.to_string()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Yaml, E> {
+                Ok(Yaml::Text(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Yaml, E> {
+                Ok(Yaml::Text(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Yaml, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Yaml::Other("a list", String::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Yaml, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((k, v)) = map.next_entry::<Yaml, Yaml>()? {
+                    entries.push((k, v));
+                }
+                Ok(Yaml::Map(entries))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 

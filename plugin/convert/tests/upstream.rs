@@ -327,6 +327,76 @@ fn compare_ms_vs_pt_renamed_lm_bare() {
     );
 }
 
+fn layer_mapping_yaml(name: &str) -> LayerMapping {
+    LayerMapping::File(fixtures().join("layer_mapping").join(name))
+}
+
+#[test]
+fn compare_tf_renamed_lm_yaml() {
+    run_case(
+        "compare_tf_renamed_lm_yaml",
+        rank_dir("tf_renamed_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |o| o.layer_mapping = layer_mapping_yaml("layer_mapping_renamed.yaml"),
+    );
+}
+
+#[test]
+fn compare_ms_vs_pt_renamed_lm_yaml() {
+    run_case(
+        "compare_ms_vs_pt_renamed_lm_yaml",
+        rank_dir("ms_stats_a"),
+        Some(rank_dir("tf_renamed_stats_b")),
+        |o| o.layer_mapping = layer_mapping_yaml("layer_mapping_ms_to_pt_renamed.yaml"),
+    );
+}
+
+/// `Cell` (old top-level key), rules spanning several levels, dotted targets, a `name(...)`
+/// target, and a renamed child left unmapped.
+#[test]
+fn compare_tf_renamed_lm_yaml_multilevel() {
+    run_case(
+        "compare_tf_renamed_lm_yaml_multilevel",
+        rank_dir("tf_renamed_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |o| o.layer_mapping = layer_mapping_yaml("layer_mapping_multilevel.yaml"),
+    );
+}
+
+/// A copy of a rank folder with `stack.json` in the old form `{node: [frames]}` (msprobe's layer
+/// mapping only finds frames in that form, and then puts the calling function in the scope).
+fn with_old_stack(rank: &Path, into: &Path) -> PathBuf {
+    let dst = into.join(rank.file_name().unwrap());
+    std::fs::create_dir_all(&dst).unwrap();
+    for f in ["dump.json", "construct.json"] {
+        std::fs::copy(rank.join(f), dst.join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(rank.join("stack.json")).unwrap();
+    let new: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
+    let mut old = serde_json::Map::new();
+    for (_, entry) in new {
+        let names = entry[0].as_array().unwrap();
+        for n in names {
+            old.insert(n.as_str().unwrap().to_string(), entry[1].clone());
+        }
+    }
+    std::fs::write(dst.join("stack.json"), serde_json::to_string(&old).unwrap()).unwrap();
+    dst
+}
+
+#[test]
+fn compare_ms_vs_pt_renamed_oldstack_lm_yaml() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = with_old_stack(&rank_dir("ms_stats_a"), &tmp.path().join("t"));
+    let golden = with_old_stack(&rank_dir("tf_renamed_stats_b"), &tmp.path().join("g"));
+    run_case(
+        "compare_ms_vs_pt_renamed_oldstack_lm_yaml",
+        target,
+        Some(golden),
+        |o| o.layer_mapping = layer_mapping_yaml("layer_mapping_ms_to_pt_renamed.yaml"),
+    );
+}
+
 /// msprobe refuses these (exit code 1, no db); so must we, with a message naming the cause.
 fn expect_failure(target: PathBuf, golden: Option<PathBuf>, lm: LayerMapping, needle: &str) {
     let tmp = tempfile::tempdir().unwrap();
