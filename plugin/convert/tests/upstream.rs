@@ -48,6 +48,16 @@ fn run_case(
     golden: Option<PathBuf>,
     tweak: impl Fn(&mut ConvertOptions),
 ) {
+    run_case_messages(case, target, golden, tweak);
+}
+
+/// [`run_case`], returning the progress messages of the conversion.
+fn run_case_messages(
+    case: &str,
+    target: PathBuf,
+    golden: Option<PathBuf>,
+    tweak: impl Fn(&mut ConvertOptions),
+) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
     let mut opts = ConvertOptions {
         target,
@@ -56,7 +66,9 @@ fn run_case(
         ..Default::default()
     };
     tweak(&mut opts);
-    let ours = convert(&opts, &|_| {}).unwrap_or_else(|e| panic!("{case}: conversion failed: {e}"));
+    let messages = std::sync::Mutex::new(Vec::new());
+    let ours = convert(&opts, &|p| messages.lock().unwrap().push(p.message.clone()))
+        .unwrap_or_else(|e| panic!("{case}: conversion failed: {e}"));
     let theirs = upstream_db(case, tmp.path());
     let report = diff_files(&ours, &theirs, DiffOptions::default()).unwrap();
     assert!(
@@ -67,6 +79,7 @@ fn run_case(
         report.rows_right,
         report.differences.join("\n")
     );
+    messages.into_inner().unwrap()
 }
 
 fn dump(name: &str) -> PathBuf {
@@ -443,4 +456,132 @@ fn compare_ms_vs_pt_without_lm_is_refused() {
         LayerMapping::None,
         "different frameworks",
     );
+}
+
+// -lm FILE that cannot be used. A missing, unreadable or wrongly named file is an error naming
+// it (msprobe only warns and goes on without a mapping); a file whose content is not a mapping
+// of mappings of strings gives msprobe's warning and an empty node mapping: every node then looks
+// for its own id, wherever it sits (not bare -lm's result, which pairs entries by scope).
+
+#[test]
+fn lm_yaml_missing_is_an_error() {
+    let missing = fixtures().join("layer_mapping").join("no_such_file.yaml");
+    expect_failure(
+        rank_dir("tf_renamed_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        LayerMapping::File(missing),
+        "no_such_file.yaml: cannot read the layer mapping file",
+    );
+}
+
+#[test]
+fn lm_yaml_unreadable_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a_folder.yaml");
+    std::fs::create_dir_all(&dir).unwrap();
+    expect_failure(
+        rank_dir("tf_renamed_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        LayerMapping::File(dir),
+        "a_folder.yaml: cannot read the layer mapping file",
+    );
+}
+
+#[test]
+fn lm_yaml_needs_the_yaml_suffix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let yml = tmp.path().join("mapping.yml");
+    std::fs::write(&yml, "Block:\n  self_attn: attn\n").unwrap();
+    expect_failure(
+        rank_dir("tf_renamed_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        LayerMapping::File(yml),
+        "mapping.yml: a layer mapping file must be a .yaml file",
+    );
+}
+
+#[test]
+fn lm_yaml_unusable_content_warns_and_maps_nothing() {
+    for (text, needle) in [
+        ("", "found nothing"),
+        ("- self_attn\n- attn\n", "found a list"),
+        ("Block: null\n", "rules of \"Block\""),
+        ("Block:\n  0: attn\n", "not text -> text"),
+        ("Block: {self_attn: attn\n", "not valid YAML"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let yaml = tmp.path().join("mapping.yaml");
+        std::fs::write(&yaml, text).unwrap();
+        let messages = run_case_messages(
+            "compare_tf_renamed_lm_yaml_unusable",
+            rank_dir("tf_renamed_stats_b"),
+            Some(rank_dir("tf_stats_a")),
+            |o| o.layer_mapping = LayerMapping::File(yaml.clone()),
+        );
+        let warning = messages
+            .iter()
+            .find(|m| m.starts_with("warning: "))
+            .unwrap_or_else(|| panic!("{text:?}: no warning in {messages:?}"));
+        assert!(
+            warning.contains("mapping.yaml") && warning.contains(needle),
+            "{text:?}: {warning:?} lacks {needle:?}"
+        );
+    }
+}
+
+#[test]
+fn lm_yaml_duplicate_keys_keep_the_last_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let yaml = tmp.path().join("mapping.yaml");
+    std::fs::write(
+        &yaml,
+        "Block:\n  self_attn: nothing\n  ffn: mlp\n  self_attn: attn\n",
+    )
+    .unwrap();
+    let messages = run_case_messages(
+        "compare_tf_renamed_lm_yaml",
+        rank_dir("tf_renamed_stats_b"),
+        Some(rank_dir("tf_stats_a")),
+        |o| o.layer_mapping = LayerMapping::File(yaml.clone()),
+    );
+    assert!(messages.iter().all(|m| !m.starts_with("warning: ")));
+}
+
+/// A dump entry that breaks msprobe's naming rules (fewer than four dotted fields) makes msprobe
+/// drop the mapping of that rank pair; the conversion goes on.
+#[test]
+fn lm_malformed_dump_name_drops_the_mapping() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rank = tmp.path().join("rank0");
+    std::fs::create_dir_all(&rank).unwrap();
+    let src = rank_dir("tf_renamed_stats_b");
+    for f in ["construct.json", "stack.json"] {
+        std::fs::copy(src.join(f), rank.join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(src.join("dump.json")).unwrap();
+    let mut dump: serde_json::Value = serde_json::from_str(&text).unwrap();
+    dump["data"]
+        .as_object_mut()
+        .unwrap()
+        .insert("Odd.name.forward".into(), serde_json::json!({}));
+    std::fs::write(rank.join("dump.json"), dump.to_string()).unwrap();
+
+    let npu = graph_ascend_convert::RankDump::read(&rank, false).unwrap();
+    let bench = graph_ascend_convert::RankDump::read(&rank_dir("tf_stats_a"), false).unwrap();
+    let lm = LayerMapping::File(
+        fixtures()
+            .join("layer_mapping")
+            .join("layer_mapping_renamed.yaml"),
+    );
+    let mapping = graph_ascend_convert::layer_mapping::mapping_for(&lm, &npu, &bench).unwrap();
+    assert!(mapping.is_empty());
+    let out = tmp.path().join("out");
+    let opts = ConvertOptions {
+        target: rank,
+        golden: Some(rank_dir("tf_stats_a")),
+        output: out,
+        layer_mapping: lm,
+        ..Default::default()
+    };
+    convert(&opts, &|_| {}).expect("the conversion goes on without the mapping");
 }
