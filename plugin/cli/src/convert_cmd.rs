@@ -141,6 +141,13 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     let report = |p: &Progress| {
         if log {
             eprintln!("{}", p.json_line());
+        } else if let Some(w) = p.message.strip_prefix("warning: ") {
+            // The converter's warnings (e.g. an unusable -lm file) ride on progress messages.
+            let print = || eprintln!("graph-ascend: warning: {w}");
+            match &bar {
+                Some(pb) => pb.suspend(print),
+                None => print(),
+            }
         }
         if let Some(pb) = &bar {
             pb.set_length(p.total);
