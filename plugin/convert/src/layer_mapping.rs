@@ -56,16 +56,13 @@ const SKIPPED_FILES: [&str; 2] = ["msprobe", "MindSpeed"];
 /// Frames of these functions are not scope parts (`Const.FUNC_SKIP_LIST`).
 const SKIPPED_FUNCS: [&str; 2] = ["construct", "__call__"];
 
-/// Why a mapping could not be made. `File` stops the conversion; the others make msprobe drop the
-/// mapping with a warning.
+/// Why a mapping could not be made. `File` stops the conversion; `Dump` makes msprobe drop the
+/// mapping with a warning (as does unusable file content, reported as text by [`load_rules`]).
 #[derive(Debug, thiserror::Error)]
 pub enum LayerMappingError {
     /// The mapping file is missing, unreadable or not a `.yaml` file.
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
-    /// The mapping file's content does not fit `{Class: {child: golden_child}}`.
-    #[error("{path}: {message}")]
-    Content { path: PathBuf, message: String },
     /// A dump entry or its stack does not fit msprobe's naming rules.
     #[error("{path}: {message}")]
     Dump { path: PathBuf, message: String },
@@ -75,7 +72,6 @@ impl From<LayerMappingError> for ConvertError {
     fn from(e: LayerMappingError) -> Self {
         match e {
             LayerMappingError::File { path, message }
-            | LayerMappingError::Content { path, message }
             | LayerMappingError::Dump { path, message } => ConvertError::Input { path, message },
         }
     }
