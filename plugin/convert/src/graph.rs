@@ -130,10 +130,12 @@ pub struct Node {
     pub matched: Option<usize>,
     pub precision_index: Option<f64>,
     pub overflow_level: Option<&'static str>,
+    /// Notes of a parallel merge (`parallel_merge_info`), empty otherwise.
+    pub parallel_merge_info: Vec<String>,
 }
 
 impl Node {
-    fn new(id: &str) -> Node {
+    pub(crate) fn new(id: &str) -> Node {
         Node {
             id: id.to_string(),
             op: NodeOp::classify(id),
@@ -147,6 +149,7 @@ impl Node {
             matched: None,
             precision_index: None,
             overflow_level: None,
+            parallel_merge_info: Vec::new(),
         }
     }
 }

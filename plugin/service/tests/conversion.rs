@@ -200,7 +200,7 @@ async fn paths_outside_the_logdir_are_refused() {
     let mut pm = request("mlp_stats", "", "out");
     pm.is_parallel_merge = true;
     let r = conversions::convert_to_graph(&state, "page", pm);
-    assert!(r.error.unwrap_or_default().contains("is_parallel_merge"));
+    assert!(r.error.unwrap_or_default().contains("parallel_merge.npu"));
     assert!(std::fs::read_dir(outside.path())
         .expect("outside")
         .next()
