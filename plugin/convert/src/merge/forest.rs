@@ -213,33 +213,46 @@ impl Forest {
         }
     }
 
-    /// A rank graph → the converter's [`Graph`] (nodes reachable from the root; ids looked up
-    /// through the graph's id table, as msprobe's comparator does).
+    /// A rank graph → the converter's [`Graph`]: the nodes msprobe's `get_sorted_nodes`
+    /// reaches from the root (by id: of nodes sharing an id only the first finished one is
+    /// kept, and the others' places point at it), ids looked up through the graph's id table as
+    /// msprobe's comparator does.
     pub fn to_graph(&self, g: &MGraph) -> Graph {
+        // msprobe's traversal: the first node of each id to finish is the one written.
+        let mut kept: HashMap<&str, usize> = HashMap::new();
         let mut order: Vec<usize> = Vec::new();
-        let mut local: HashMap<usize, usize> = HashMap::new();
-        let mut stack = vec![g.root];
-        while let Some(n) = stack.pop() {
-            if local.contains_key(&n) {
+        let mut stack: Vec<(usize, bool)> = vec![(g.root, false)];
+        while let Some((n, processed)) = stack.pop() {
+            let id = self.nodes[n].id.as_str();
+            if kept.contains_key(id) {
                 continue;
             }
-            local.insert(n, order.len());
-            order.push(n);
-            for &c in self.nodes[n].children.iter().rev() {
-                stack.push(c);
+            if processed {
+                kept.insert(id, n);
+                order.push(n);
+            } else {
+                stack.push((n, true));
+                for &c in self.nodes[n].children.iter().rev() {
+                    if !kept.contains_key(self.nodes[c].id.as_str()) {
+                        stack.push((c, false));
+                    }
+                }
             }
         }
+        // Root first, so that the converter's root index is 0.
+        order.reverse();
+        let local: HashMap<usize, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let by_id = |c: usize| -> Option<usize> {
+            kept.get(self.nodes[c].id.as_str())
+                .and_then(|k| local.get(k).copied())
+        };
         let mut nodes = Vec::with_capacity(order.len());
         for &n in &order {
             let m = &self.nodes[n];
             let mut node = Node::new(&m.id);
             node.op = m.op;
             node.parent = m.parent.and_then(|p| local.get(&p).copied());
-            node.children = m
-                .children
-                .iter()
-                .filter_map(|c| local.get(c).copied())
-                .collect();
+            node.children = m.children.iter().filter_map(|&c| by_id(c)).collect();
             node.input = m.input.clone();
             node.output = m.output.clone();
             node.stack = Arc::clone(&m.stack);
@@ -248,7 +261,6 @@ impl Forest {
             node.parallel_merge_info = m.merge_info.clone();
             nodes.push(node);
         }
-        // The root has no parent even if a cycle made one.
         if let Some(r) = nodes.first_mut() {
             r.parent = None;
         }
