@@ -230,10 +230,12 @@ fn take_groups(graphs: Vec<MGraph>, groups: &[Vec<i64>]) -> Result<Vec<Vec<MGrap
                 .find(|s| s.as_ref().is_some_and(|g| g.rank == *r));
             match slot.and_then(Option::take) {
                 Some(g) => list.push(g),
-                None => return Err(ConvertError::Usage(format!(
+                None => {
+                    return Err(ConvertError::Usage(format!(
                     "rank group {group:?} names rank {r}, which has no rank{r} folder (or is in \
                          two groups)"
-                ))),
+                )))
+                }
             }
         }
         out.push(list);
