@@ -320,9 +320,8 @@ pub fn layers_match(s: &str) -> Option<(usize, usize, usize, usize)> {
 pub fn layers_sub_all(s: &str, index: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
-    while let Some((start, p, d, end)) = layers_match(rest) {
+    while let Some((_, p, d, end)) = layers_match(rest) {
         out.push_str(&rest[..p]);
-        let _ = start;
         out.push_str(index);
         out.push_str(&rest[d..end]);
         rest = &rest[end..];

@@ -161,8 +161,11 @@ pub fn validate(p: &ParallelParams, ranks: usize, side: &str) -> Result<(), Conv
     default_groups(p).map(|_| ())
 }
 
+/// Lists of ranks, one per group.
+pub type Groups = Vec<Vec<i64>>;
+
 /// Megatron's rank groups for the layout (`get_tp_pp_default_groups`): `(tp groups, pp groups)`.
-pub fn default_groups(p: &ParallelParams) -> Result<(Vec<Vec<i64>>, Vec<Vec<i64>>), ConvertError> {
+pub fn default_groups(p: &ParallelParams) -> Result<(Groups, Groups), ConvertError> {
     let bad = |m: String| usage(format!("--order {:?}: {m}", p.order));
     if p.tp <= 0 || p.pp <= 0 || p.rank_size % (p.tp * p.pp) != 0 {
         return Err(usage(format!(

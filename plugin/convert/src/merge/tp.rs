@@ -333,9 +333,7 @@ impl Merger<'_> {
             return graphs;
         }
         let others: Vec<MGraph> = graphs.split_off(1);
-        let main = &graphs[0];
-        let main_rank = main.rank;
-        for n in main.map.values() {
+        for n in graphs[0].map.values() {
             let f = &self.forest;
             let node = &f.nodes[n];
             let skip = match node.parent {
@@ -363,7 +361,6 @@ impl Merger<'_> {
                 self.forest.nodes[n].merge_info.extend(info);
             }
         }
-        let _ = main_rank;
         for n in graphs[0].map.values() {
             self.column_row_parallel(n, &others, mapping);
         }
