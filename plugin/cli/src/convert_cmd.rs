@@ -244,6 +244,54 @@ mod tests {
     }
 
     #[test]
+    fn parallel_flags_take_several_values() {
+        let f = parse(&[
+            "-tp",
+            "a",
+            "-gp",
+            "b",
+            "-o",
+            "out",
+            "--rank_size",
+            "4",
+            "8",
+            "--tp",
+            "4",
+            "2",
+            "--pp",
+            "1",
+            "2",
+            "--vpp",
+            "1",
+            "2",
+            "--order",
+            "tp-cp-ep-dp-pp",
+            "tp-pp-dp",
+        ]);
+        assert_eq!(f.rank_size, [4, 8]);
+        assert_eq!(f.tp, [4, 2]);
+        assert_eq!(f.pp, [1, 2]);
+        assert_eq!(f.vpp, [1, 2]);
+        assert_eq!(f.order, ["tp-cp-ep-dp-pp", "tp-pp-dp"]);
+        let f = parse(&[
+            "-tp",
+            "a",
+            "-o",
+            "o",
+            "--rank_size",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "1",
+            "--file_type",
+            "json",
+        ]);
+        assert_eq!(f.file_type, "json");
+        assert_eq!(f.target_path, PathBuf::from("a"));
+    }
+
+    #[test]
     fn target_is_required() {
         let args: Vec<String> = vec!["-o".into(), "out".into()];
         assert!(Flags::try_parse_from(normalize(&args)).is_err());
