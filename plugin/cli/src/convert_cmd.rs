@@ -53,18 +53,22 @@ pub struct Flags {
     /// Machine-readable progress lines (JSON, one per line, on stderr).
     #[arg(long = "is_print_progress_log")]
     is_print_progress_log: bool,
-    /// Parallel merge (TP/PP): not supported yet.
+    /// Parallel merge: number of ranks (one value for a build, two for a compare: target, golden).
     #[arg(long = "rank_size", num_args = 1..)]
     rank_size: Vec<i64>,
-    #[arg(long = "tp", num_args = 1.., hide = true)]
+    /// Tensor-parallel size (with --rank_size).
+    #[arg(long = "tp", num_args = 1..)]
     tp: Vec<i64>,
-    #[arg(long = "pp", num_args = 1.., hide = true)]
+    /// Pipeline-parallel size (with --rank_size).
+    #[arg(long = "pp", num_args = 1..)]
     pp: Vec<i64>,
-    #[arg(long = "vpp", num_args = 1.., hide = true)]
+    /// Virtual pipeline chunks (default 1; needs --pp of at least 2).
+    #[arg(long = "vpp", num_args = 1..)]
     vpp: Vec<i64>,
-    #[arg(long = "order", num_args = 1.., hide = true)]
+    /// Megatron rank order (default tp-cp-ep-dp-pp).
+    #[arg(long = "order", num_args = 1..)]
     order: Vec<String>,
-    /// `db` (default) or `json` (only for parallel merge builds).
+    /// `db` (default) or `json` (merged builds: step<S>/rank<R>/{construct,dump,stack}.json).
     #[arg(long = "file_type", default_value = "db", value_parser = ["db", "json"])]
     file_type: String,
 }
@@ -108,13 +112,33 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(if e.use_stderr() { 2 } else { 0 }));
         }
     };
-    if !flags.rank_size.is_empty() || !flags.tp.is_empty() || !flags.pp.is_empty() {
-        anyhow::bail!("parallel merge (--rank_size/--tp/--pp) is not supported yet");
-    }
-    if flags.file_type == "json" {
+    let merging = !flags.rank_size.is_empty() || !flags.tp.is_empty() || !flags.pp.is_empty();
+    let parallel = if merging {
+        match graph_ascend_convert::merge::params::from_flags(
+            &flags.rank_size,
+            &flags.tp,
+            &flags.pp,
+            &flags.vpp,
+            &flags.order,
+            flags.golden_path.is_some(),
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("graph-ascend: error: {e}");
+                return Ok(ExitCode::from(1));
+            }
+        }
+    } else {
+        if !flags.vpp.is_empty() || !flags.order.is_empty() {
+            eprintln!("graph-ascend: warning: --vpp/--order only apply with --rank_size/--tp/--pp");
+        }
+        Vec::new()
+    };
+    let json_output = flags.file_type == "json";
+    if json_output && !merging {
         eprintln!("graph-ascend: warning: --file_type json only applies to parallel merge; writing a .vis.db");
     }
-    let _ = (&flags.vpp, &flags.order, flags.is_print_compare_log);
+    let _ = flags.is_print_compare_log;
     let opts = ConvertOptions {
         target: flags.target_path,
         golden: flags.golden_path,
@@ -126,6 +150,8 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         },
         overflow_check: flags.overflow_check,
         fuzzy_match: flags.fuzzy_match,
+        parallel,
+        json_output: json_output && merging,
     };
     let bar = (!flags.is_print_progress_log && std::io::stderr().is_terminal()).then(|| {
         let pb = indicatif::ProgressBar::new(1);
@@ -222,6 +248,54 @@ mod tests {
         assert_eq!(f.layer_mapping.as_deref(), Some("m.yaml"));
         assert!(!f.overflow_check);
         assert_eq!(f.golden_path, None);
+    }
+
+    #[test]
+    fn parallel_flags_take_several_values() {
+        let f = parse(&[
+            "-tp",
+            "a",
+            "-gp",
+            "b",
+            "-o",
+            "out",
+            "--rank_size",
+            "4",
+            "8",
+            "--tp",
+            "4",
+            "2",
+            "--pp",
+            "1",
+            "2",
+            "--vpp",
+            "1",
+            "2",
+            "--order",
+            "tp-cp-ep-dp-pp",
+            "tp-pp-dp",
+        ]);
+        assert_eq!(f.rank_size, [4, 8]);
+        assert_eq!(f.tp, [4, 2]);
+        assert_eq!(f.pp, [1, 2]);
+        assert_eq!(f.vpp, [1, 2]);
+        assert_eq!(f.order, ["tp-cp-ep-dp-pp", "tp-pp-dp"]);
+        let f = parse(&[
+            "-tp",
+            "a",
+            "-o",
+            "o",
+            "--rank_size",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "1",
+            "--file_type",
+            "json",
+        ]);
+        assert_eq!(f.file_type, "json");
+        assert_eq!(f.target_path, PathBuf::from("a"));
     }
 
     #[test]

@@ -113,6 +113,19 @@ pub fn compare_graphs(
     npu: &mut Graph,
     bench: &Graph,
 ) -> Result<(), ConvertError> {
+    compare_graphs_with(mode, false, npu_dump, bench_dump, npu, bench)
+}
+
+/// [`compare_graphs`]; `parallel_merge`: graphs merged across ranks (msprobe then skips the
+/// shape checker and reads API names without their `_rank<N>` suffix).
+pub fn compare_graphs_with(
+    mode: CompareMode,
+    parallel_merge: bool,
+    npu_dump: &RankDump,
+    bench_dump: &RankDump,
+    npu: &mut Graph,
+    bench: &Graph,
+) -> Result<(), ConvertError> {
     let tensors = if mode == CompareMode::Tensor {
         Some(metrics::TensorDirs {
             npu: npu_dump.tensor_dir().unwrap_or_default(),
@@ -133,6 +146,7 @@ pub fn compare_graphs(
             .map(|&(n, b)| {
                 let (ins, outs, p) = compare_node(
                     mode,
+                    parallel_merge,
                     ItemsRef::of(&npu.nodes[n]),
                     ItemsRef::of(&bench.nodes[b]),
                     tensors.as_ref(),
@@ -198,13 +212,14 @@ pub fn compare_items(
     bench: ItemsRef,
     tensors: Option<&metrics::TensorDirs>,
 ) -> Result<(Vec<Extra>, Vec<Extra>, f64), ConvertError> {
-    compare_node(mode, npu, bench, tensors)
+    compare_node(mode, false, npu, bench, tensors)
 }
 
 /// Compares one matched pair: the extra fields of each input and output item, and the node's
 /// precision index.
 fn compare_node(
     mode: CompareMode,
+    parallel_merge: bool,
     npu: ItemsRef,
     bench: ItemsRef,
     tensors: Option<&metrics::TensorDirs>,
@@ -260,7 +275,7 @@ fn compare_node(
             CompareMode::Tensor => metrics::tensor_columns(row, tensors)?,
         });
     }
-    let graded = checkers::grade(mode, npu.id, &rows, &extras);
+    let graded = checkers::grade_with(mode, parallel_merge, npu.id, &rows, &extras);
     let mut worst = checkers::Level::Pass;
     let mut ins: Vec<Extra> = vec![Vec::new(); npu.input.len()];
     let mut outs: Vec<Extra> = vec![Vec::new(); npu.output.len()];

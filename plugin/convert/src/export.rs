@@ -83,7 +83,11 @@ pub fn export_graph<E>(
             micro_step_id: node.micro_step_id.unwrap_or(0),
             matched_node_link: pyjson::str_list(&node.matched_link),
             stack_id,
-            parallel_merge_info: String::new(),
+            parallel_merge_info: if node.parallel_merge_info.is_empty() {
+                String::new()
+            } else {
+                pyjson::str_list(&node.parallel_merge_info)
+            },
             matched_distributed: "{}".into(),
             modified: 0,
             input_data: node_data_json(&node.input, fmt),

@@ -130,10 +130,12 @@ pub struct Node {
     pub matched: Option<usize>,
     pub precision_index: Option<f64>,
     pub overflow_level: Option<&'static str>,
+    /// Notes of a parallel merge (`parallel_merge_info`), empty otherwise.
+    pub parallel_merge_info: Vec<String>,
 }
 
 impl Node {
-    fn new(id: &str) -> Node {
+    pub(crate) fn new(id: &str) -> Node {
         Node {
             id: id.to_string(),
             op: NodeOp::classify(id),
@@ -147,6 +149,7 @@ impl Node {
             matched: None,
             precision_index: None,
             overflow_level: None,
+            parallel_merge_info: Vec::new(),
         }
     }
 }
@@ -316,16 +319,21 @@ impl Graph {
         }
     }
 
-    /// Nodes reachable from the root in post-order (children in order, then the node).
+    /// Nodes reachable from the root in post-order (children in order, then the node); a node
+    /// listed under two parents (merged graphs) comes once.
     pub fn post_order(&self) -> Vec<usize> {
         let mut out = Vec::with_capacity(self.nodes.len());
+        let mut done = vec![false; self.nodes.len()];
         let mut stack: Vec<(usize, usize)> = vec![(self.root, 0)];
         while let Some((n, next)) = stack.pop() {
             let children = &self.nodes[n].children;
             if next < children.len() {
                 stack.push((n, next + 1));
-                stack.push((children[next], 0));
-            } else {
+                if !done[children[next]] {
+                    stack.push((children[next], 0));
+                }
+            } else if !done[n] {
+                done[n] = true;
                 out.push(n);
             }
         }

@@ -16,6 +16,7 @@ pub mod graph;
 pub mod layer_mapping;
 pub mod layout;
 pub mod matcher;
+pub mod merge;
 pub mod overflow;
 pub mod pyjson;
 
@@ -56,6 +57,11 @@ pub struct ConvertOptions {
     pub overflow_check: bool,
     /// `-fm`.
     pub fuzzy_match: bool,
+    /// `--rank_size/--tp/--pp/--vpp/--order`: empty, or the parallel layout of the target (and
+    /// of the golden in a compare); see [`merge`].
+    pub parallel: Vec<merge::ParallelParams>,
+    /// `--file_type json` (merged builds only): JSON dump folders instead of a `.vis.db`.
+    pub json_output: bool,
 }
 
 /// Stages reported to the progress callback.
@@ -139,6 +145,9 @@ pub fn convert_cancellable(
     progress: ProgressFn,
     cancel: &AtomicBool,
 ) -> Result<PathBuf, ConvertError> {
+    if !opts.parallel.is_empty() {
+        return merge::convert_merged(opts, progress, cancel);
+    }
     let check = || {
         if cancel.load(Ordering::Relaxed) {
             Err(ConvertError::Cancelled)
@@ -477,7 +486,7 @@ fn run_job(
 /// Reads a rank folder and builds its graph (with overflow levels under `-oc`); the graph takes
 /// the dump's items, and the stacks are freed once the nodes hold theirs. Also returns whether
 /// the dump is an md5 one.
-fn read_and_build(
+pub(crate) fn read_and_build(
     opts: &ConvertOptions,
     dir: &Path,
 ) -> Result<(RankDump, Graph, bool), ConvertError> {
@@ -490,7 +499,7 @@ fn read_and_build(
 }
 
 /// `YYYYmmddHHMMSS` of now (UTC), as in msprobe's output names.
-fn timestamp() -> String {
+pub(crate) fn timestamp() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

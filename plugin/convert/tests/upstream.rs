@@ -4,6 +4,7 @@
 //! msprobe was run with (see each case's `run.log`) and compares the result node by node with
 //! msprobe's file (`tests/fixtures/upstream_vis/<case>/*.vis.db.xz`) using the project's diff
 //! tool. Cases we do not match yet are `#[ignore]`d with the reason, so they stay visible.
+//! The parallel-merge cases are in `tests/merge.rs`.
 
 use std::path::{Path, PathBuf};
 

@@ -156,11 +156,7 @@ struct Plan {
 }
 
 fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, StartError> {
-    if req.is_parallel_merge {
-        return Err(StartError::Invalid(
-            "is_parallel_merge: merging parallel ranks is not supported yet".into(),
-        ));
-    }
+    let parallel = parallel_params(req)?;
     let target = paths::resolve(logdir, "npu_path", &req.npu_path, Kind::Dir)?;
     let golden = if req.bench_path.trim().is_empty() {
         None
@@ -194,10 +190,51 @@ fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, S
             layer_mapping,
             overflow_check: req.overflow_check,
             fuzzy_match: req.fuzzy_match,
+            parallel,
+            json_output: false,
         },
         output_dir,
         staging,
     })
+}
+
+/// The page's parallel-merge fields (`is_parallel_merge`, `parallel_merge.npu/bench`) → the
+/// engine's layouts (one for a build, target and golden for a compare), as msprobe's plugin
+/// turns them into `--rank_size/--tp/--pp/--vpp/--order` (a 0 or empty value means the flag's
+/// default).
+fn parallel_params(
+    req: &pb::ConvertRequest,
+) -> Result<Vec<graph_ascend_convert::merge::ParallelParams>, StartError> {
+    use graph_ascend_convert::merge::params::{ParallelParams, DEFAULT_ORDER};
+    if !req.is_parallel_merge {
+        return Ok(Vec::new());
+    }
+    let compare = !req.bench_path.trim().is_empty();
+    let pm = req.parallel_merge.as_ref();
+    let one = |p: Option<&pb::ParallelParams>, field: &str| -> Result<ParallelParams, StartError> {
+        let p = p.ok_or_else(|| {
+            StartError::Invalid(format!(
+                "parallel_merge.{field}: the parallel layout is missing"
+            ))
+        })?;
+        let order = p.order.trim();
+        Ok(ParallelParams {
+            rank_size: i64::from(p.rank_size),
+            tp: i64::from(p.tp),
+            pp: i64::from(p.pp),
+            vpp: if p.vpp == 0 { 1 } else { i64::from(p.vpp) },
+            order: if order.is_empty() {
+                DEFAULT_ORDER.to_string()
+            } else {
+                order.to_string()
+            },
+        })
+    };
+    let mut out = vec![one(pm.and_then(|m| m.npu.as_ref()), "npu")?];
+    if compare {
+        out.push(one(pm.and_then(|m| m.bench.as_ref()), "bench")?);
+    }
+    Ok(out)
 }
 
 /// Percent of a progress report; 100 only when the job is done.

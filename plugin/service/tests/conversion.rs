@@ -1,6 +1,6 @@
 //! Conversion on demand with the real engine on real msprobe dumps: start, progress to the end,
 //! the result in the catalog; cancel; the concurrency limit; paths that escape the logdir; a bad
-//! dump reported in the progress stream; parallel merging refused.
+//! dump reported in the progress stream; parallel merging (the page's fields reach the engine).
 
 mod common;
 
@@ -200,12 +200,61 @@ async fn paths_outside_the_logdir_are_refused() {
     let mut pm = request("mlp_stats", "", "out");
     pm.is_parallel_merge = true;
     let r = conversions::convert_to_graph(&state, "page", pm);
-    assert!(r.error.unwrap_or_default().contains("is_parallel_merge"));
+    assert!(r.error.unwrap_or_default().contains("parallel_merge.npu"));
     assert!(std::fs::read_dir(outside.path())
         .expect("outside")
         .next()
         .is_none());
     assert!(!dir.path().join("out").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pages_parallel_merge_fields_reach_the_engine() {
+    let (dir, state) = logdir(&["dist_stats_a"], 2);
+    let mut req = request("dist_stats_a/step0", "", "merged");
+    req.is_parallel_merge = true;
+    req.parallel_merge = Some(pb::ParallelMerge {
+        npu: Some(pb::ParallelParams {
+            rank_size: 2,
+            tp: 2,
+            pp: 1,
+            vpp: 1,
+            order: "tp-cp-ep-dp-pp".into(),
+        }),
+        bench: None,
+    });
+    let started = conversions::convert_to_graph(&state, "page", req.clone());
+    assert!(started.success, "{:?}", started.error);
+    let events = follow(&state, "page", "").await;
+    let last = events.last().expect("events");
+    assert_eq!(last.status, "done", "{events:?}");
+    let dbs = vis_dbs(&dir.path().join("merged"));
+    assert_eq!(dbs.len(), 1);
+    let conn = rusqlite::Connection::open(&dbs[0]).expect("open");
+    let merged: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM tb_nodes WHERE parallel_merge_info != ''",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert!(merged > 0, "merged nodes carry parallel_merge_info");
+    // A wrong layout is the engine's error, reported in the progress stream.
+    if let Some(pm) = req.parallel_merge.as_mut() {
+        if let Some(n) = pm.npu.as_mut() {
+            n.rank_size = 4;
+        }
+    }
+    req.output_path = "merged_bad".into();
+    let started = conversions::convert_to_graph(&state, "page", req);
+    assert!(started.success, "{:?}", started.error);
+    let events = follow(&state, "page", "").await;
+    let last = events.last().expect("events");
+    assert_eq!(last.status, "error", "{events:?}");
+    assert!(
+        format!("{events:?}").contains("--rank_size is 4"),
+        "{events:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
