@@ -5,7 +5,7 @@
 //! (statistics diffs, md5 result, or tensor metrics), then msprobe's checker rules grade every row
 //! pass / warning / error; the node's `precision_index` is its worst row (0, 0.5, 1).
 
-use graph_ascend_dump::{DumpFile, Item, PyVal};
+use graph_ascend_dump::{DumpFile, FieldName, Item, PyVal};
 
 use crate::graph::{Graph, NodeOp};
 use crate::{ConvertError, RankDump};
@@ -169,7 +169,7 @@ pub fn compare_graphs(
 }
 
 /// The result columns appended to one item.
-pub type Extra = Vec<(String, PyVal)>;
+pub type Extra = Vec<(FieldName, PyVal)>;
 
 /// One side of a pair as item lists: a graph node, or rows read back from a `.vis.db`.
 #[derive(Clone, Copy)]

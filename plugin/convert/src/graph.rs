@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use graph_ascend_dump::{parse_op, Construct, DumpFile, Item, OpData, StackMap};
+use graph_ascend_dump::{parse_op, parse_op_fast, Construct, DumpFile, Item, OpData, StackMap};
 
 /// msprobe's `NodeOp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,11 +72,30 @@ pub struct DumpOps {
 
 impl DumpOps {
     /// Streams `dump.json`: each entry is flattened (and graded for overflow when
-    /// `overflow_check`) as soon as it is parsed, so the raw JSON is never held whole.
+    /// `overflow_check`) as soon as it is parsed, so no parsed tree of the whole file is ever
+    /// held. The fast reader is tried first; a file it does not accept is read again by the
+    /// `serde_json` reader, which reports the problem.
     pub fn read(
         path: &std::path::Path,
         overflow_check: bool,
     ) -> Result<(DumpFile, DumpOps), graph_ascend_dump::DumpError> {
+        let mut ops = DumpOps::default();
+        let fast = DumpFile::read_fast(path, &mut |name, entry| {
+            if !ops.md5 && graph_ascend_dump::dumpfile::jval_has_md5(entry) {
+                ops.md5 = true;
+            }
+            if overflow_check {
+                if let Some(level) = crate::overflow::level_of(&entry.to_value()) {
+                    ops.overflow.insert(name.to_string(), level);
+                }
+            }
+            let data = parse_op_fast(name, entry);
+            ops.order.push(name.to_string());
+            ops.ops.insert(name.to_string(), data);
+        })?;
+        if let Some(header) = fast {
+            return Ok((header, ops));
+        }
         let mut ops = DumpOps::default();
         let header = DumpFile::read_streaming(path, &mut |name, entry| {
             if !ops.md5 && graph_ascend_dump::dumpfile::entry_has_md5(&entry) {

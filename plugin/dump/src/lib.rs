@@ -10,6 +10,7 @@
 pub mod construct;
 pub mod dumpfile;
 pub mod error;
+pub mod fastjson;
 pub mod items;
 pub mod json;
 pub mod pyval;
@@ -19,6 +20,6 @@ pub mod tensor;
 pub use construct::Construct;
 pub use dumpfile::DumpFile;
 pub use error::DumpError;
-pub use items::{parse_op, Item, OpData};
+pub use items::{field_name, parse_op, parse_op_fast, FieldName, Item, OpData};
 pub use pyval::PyVal;
 pub use stack::StackMap;

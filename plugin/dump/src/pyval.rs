@@ -50,6 +50,26 @@ impl PyVal {
         }
     }
 
+    /// Converts a value of the fast reader ([`crate::fastjson`]); same result as
+    /// [`PyVal::from_json`] on the `serde_json` reading of the same text.
+    pub fn from_jval(v: &crate::fastjson::JVal) -> PyVal {
+        use crate::fastjson::JVal;
+        match v {
+            JVal::Null => PyVal::None,
+            JVal::Bool(b) => PyVal::Bool(*b),
+            JVal::Int(i) => PyVal::Int(*i),
+            JVal::BigUint(u) => PyVal::BigInt(u.to_string()),
+            JVal::Float(f) | JVal::NonFinite(f) => PyVal::Float(*f),
+            JVal::Str(s) => PyVal::Str(s.to_string()),
+            JVal::Arr(a) => PyVal::List(a.iter().map(PyVal::from_jval).collect()),
+            JVal::Obj(o) => PyVal::Dict(
+                o.iter()
+                    .map(|(k, v)| (k.to_string(), PyVal::from_jval(v)))
+                    .collect(),
+            ),
+        }
+    }
+
     /// Python's `str(value)`.
     pub fn py_str(&self) -> String {
         match self {
