@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use graph_ascend_dump::{parse_op, parse_op_fast, Construct, DumpFile, Item, OpData, StackMap};
+use graph_ascend_dump::{
+    parse_op, parse_op_fast, Construct, DumpFile, PackedItem, PackedOp, StackMap,
+};
 
 /// msprobe's `NodeOp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +62,8 @@ fn wildcard_prefix(id: &str, pattern: &str) -> bool {
 /// The entries of one dump.json, already flattened into items (see [`DumpOps::read`]).
 #[derive(Debug, Default)]
 pub struct DumpOps {
-    /// `op name → items`; the graph takes each op's items when it creates the node.
-    pub ops: HashMap<String, OpData>,
+    /// `op name → items` (packed); the graph takes each op's items when it creates the node.
+    pub ops: HashMap<String, PackedOp>,
     /// Op names in file order.
     pub order: Vec<String>,
     /// Overflow level of each anomalous op (filled only when asked for).
@@ -89,7 +91,7 @@ impl DumpOps {
                     ops.overflow.insert(name.to_string(), level);
                 }
             }
-            let data = parse_op_fast(name, entry);
+            let data = PackedOp::pack(parse_op_fast(name, entry));
             ops.order.push(name.to_string());
             ops.ops.insert(name.to_string(), data);
         })?;
@@ -106,7 +108,7 @@ impl DumpOps {
                     ops.overflow.insert(name.clone(), level);
                 }
             }
-            let data = parse_op(&name, &entry);
+            let data = PackedOp::pack(parse_op(&name, &entry));
             ops.order.push(name.clone());
             ops.ops.insert(name, data);
         })?;
@@ -126,7 +128,8 @@ impl DumpOps {
                 }
             }
             ops.order.push(name.clone());
-            ops.ops.insert(name.clone(), parse_op(name, entry));
+            ops.ops
+                .insert(name.clone(), PackedOp::pack(parse_op(name, entry)));
         }
         ops
     }
@@ -139,8 +142,10 @@ pub struct Node {
     pub op: NodeOp,
     pub parent: Option<usize>,
     pub children: Vec<usize>,
-    pub input: Vec<(String, Item)>,
-    pub output: Vec<(String, Item)>,
+    /// Input items (inputs, keyword inputs, parameters), packed: see
+    /// [`PackedItem::unpack`] / [`PackedItem::fields`].
+    pub input: Vec<(String, PackedItem)>,
+    pub output: Vec<(String, PackedItem)>,
     pub stack: Arc<Vec<String>>,
     pub micro_step_id: Option<i64>,
     /// Ids from root to the matched node on the other side (`matched_node_link`).

@@ -17,7 +17,7 @@ use crate::PyVal;
 pub type FieldName = Cow<'static, str>;
 
 /// The field names that occur in dumps and in compare results, shared by every item.
-const KNOWN_FIELDS: [&str; 37] = [
+pub(crate) const KNOWN_FIELDS: [&str; 37] = [
     "type",
     "dtype",
     "shape",

@@ -152,18 +152,24 @@ fn str_repr(s: &str) -> String {
 
 /// Python's `repr(float)`: shortest round-trip digits, exponent form below 1e-4 or from 1e16.
 pub fn float_repr(f: f64) -> String {
+    let mut out = String::with_capacity(24);
+    push_float_repr(&mut out, f);
+    out
+}
+
+/// Appends Python's `repr(float)` to `out`.
+pub fn push_float_repr(out: &mut String, f: f64) {
     if f.is_nan() {
-        return "nan".into();
+        out.push_str("nan");
+        return;
     }
     if f.is_infinite() {
-        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+        out.push_str(if f > 0.0 { "inf" } else { "-inf" });
+        return;
     }
     if f == 0.0 {
-        return if f.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
+        out.push_str(if f.is_sign_negative() { "-0.0" } else { "0.0" });
+        return;
     }
     // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7". Written into a stack
     // buffer: this runs for every number of every row.
@@ -196,7 +202,6 @@ pub fn float_repr(f: f64) -> String {
             rest.as_bytes()[i - lead.len()] as char
         }
     };
-    let mut out = String::with_capacity(26);
     if neg {
         out.push('-');
     }
@@ -235,9 +240,14 @@ pub fn float_repr(f: f64) -> String {
         if e < 10 {
             out.push('0');
         }
-        out.push_str(&e.to_string());
+        if e >= 100 {
+            out.push(char::from(b'0' + (e / 100) as u8));
+        }
+        if e >= 10 {
+            out.push(char::from(b'0' + (e / 10 % 10) as u8));
+        }
+        out.push(char::from(b'0' + (e % 10) as u8));
     }
-    out
 }
 
 #[cfg(test)]
