@@ -129,46 +129,49 @@ pub fn compare_graphs(
     type Packed = Vec<(String, PackedItem)>;
     // Each pair is unpacked, compared, and the target's items packed again with their result
     // columns, in parallel.
-    let results: Vec<(usize, Packed, Packed, f64)> = {
-        use rayon::prelude::*;
-        pairs
-            .par_iter()
-            .map(|&(n, b)| {
-                let (ni, no) = unpack_node(&npu.nodes[n]);
-                let (bi, bo) = unpack_node(&bench.nodes[b]);
-                let (ins, outs, p) = compare_node(
-                    mode,
-                    ItemsRef {
-                        id: &npu.nodes[n].id,
-                        input: &ni,
-                        output: &no,
-                    },
-                    ItemsRef {
-                        id: &bench.nodes[b].id,
-                        input: &bi,
-                        output: &bo,
-                    },
-                    tensors.as_ref(),
-                )?;
-                let repack = |items: Vec<(String, Item)>, extras: Vec<Extra>| -> Packed {
-                    items
-                        .into_iter()
-                        .zip(extras)
-                        .map(|((name, mut item), extra)| {
-                            item.fields.extend(extra);
-                            (name, PackedItem::pack(&item))
-                        })
-                        .collect()
-                };
-                Ok((n, repack(ni, ins), repack(no, outs), p))
-            })
-            .collect::<Result<_, ConvertError>>()?
-    };
-    for (n, ins, outs, p) in results {
-        let node = &mut npu.nodes[n];
-        node.input = ins;
-        node.output = outs;
-        node.precision_index = Some(p);
+    // In chunks, so that the old items of a chunk are freed before the next one is packed.
+    for chunk in pairs.chunks(4096) {
+        let results: Vec<(usize, Packed, Packed, f64)> = {
+            use rayon::prelude::*;
+            chunk
+                .par_iter()
+                .map(|&(n, b)| {
+                    let (ni, no) = unpack_node(&npu.nodes[n]);
+                    let (bi, bo) = unpack_node(&bench.nodes[b]);
+                    let (ins, outs, p) = compare_node(
+                        mode,
+                        ItemsRef {
+                            id: &npu.nodes[n].id,
+                            input: &ni,
+                            output: &no,
+                        },
+                        ItemsRef {
+                            id: &bench.nodes[b].id,
+                            input: &bi,
+                            output: &bo,
+                        },
+                        tensors.as_ref(),
+                    )?;
+                    let repack = |items: Vec<(String, Item)>, extras: Vec<Extra>| -> Packed {
+                        items
+                            .into_iter()
+                            .zip(extras)
+                            .map(|((name, mut item), extra)| {
+                                item.fields.extend(extra);
+                                (name, PackedItem::pack(&item))
+                            })
+                            .collect()
+                    };
+                    Ok((n, repack(ni, ins), repack(no, outs), p))
+                })
+                .collect::<Result<_, ConvertError>>()?
+        };
+        for (n, ins, outs, p) in results {
+            let node = &mut npu.nodes[n];
+            node.input = ins;
+            node.output = outs;
+            node.precision_index = Some(p);
+        }
     }
     // api_collection nodes: the worst of their children.
     for i in 0..npu.nodes.len() {

@@ -23,9 +23,11 @@ impl Drop for Phase {
     fn drop(&mut self) {
         if let Some(start) = self.start {
             eprintln!(
-                "[timing] {} {:.1} ms",
+                "[timing] {} {:.1} ms (rss {} peak {})",
                 self.name,
-                start.elapsed().as_secs_f64() * 1000.0
+                start.elapsed().as_secs_f64() * 1000.0,
+                status_field("VmRSS:"),
+                status_field("VmHWM:")
             );
         }
     }
@@ -44,4 +46,16 @@ pub fn phase(name: impl FnOnce() -> String) -> Phase {
             start: None,
         }
     }
+}
+
+/// A line of `/proc/self/status` (Linux), e.g. `VmHWM:` → `"123456 kB"`.
+fn status_field(key: &str) -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .map(|l| l[key.len()..].trim().to_string())
+        })
+        .unwrap_or_default()
 }

@@ -73,11 +73,11 @@ impl DumpFile {
         path: &Path,
         visit: &mut dyn FnMut(&str, &crate::fastjson::JVal),
     ) -> Result<Option<DumpFile>, DumpError> {
-        let bytes = std::fs::read(path).map_err(|source| DumpError::Io {
+        let file = std::fs::File::open(path).map_err(|source| DumpError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let Ok(h) = crate::fastjson::read_dump(&bytes, visit) else {
+        let Ok(h) = crate::fastjson::read_dump_from(file, visit) else {
             return Ok(None);
         };
         Ok(Some(DumpFile {

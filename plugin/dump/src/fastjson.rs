@@ -468,56 +468,261 @@ pub struct DumpHeader {
 /// Any deviation from the expected shape (top-level object with a `data` object whose entries
 /// are objects or null) is an error, as is any JSON error: the caller then uses the
 /// `serde_json` reader to report it.
-pub fn read_dump<'a>(
-    bytes: &'a [u8],
-    visit: &mut dyn FnMut(&str, &JVal<'a>),
+pub fn read_dump(
+    bytes: &[u8],
+    visit: &mut dyn FnMut(&str, &JVal<'_>),
 ) -> Result<DumpHeader, FastError> {
-    let Some(mut p) = Parser::new(bytes) else {
-        return Err(FastError {
-            offset: 0,
-            message: "not UTF-8",
-        });
+    read_dump_from(bytes, visit)
+}
+
+/// How much is read from the file at a time.
+const CHUNK: usize = 1 << 20;
+
+/// A window on the input: only the entry being parsed (and what follows it in the current
+/// chunk) is in memory, never the whole file.
+struct Window<R> {
+    src: R,
+    buf: Vec<u8>,
+    pos: usize,
+    eof: bool,
+    /// Bytes dropped from the front of `buf` so far (for error offsets).
+    base: usize,
+}
+
+impl<R: std::io::Read> Window<R> {
+    fn err<T>(&self, message: &'static str) -> Res<T> {
+        Err(FastError {
+            offset: self.base + self.pos,
+            message,
+        })
+    }
+
+    /// Reads more input (dropping what was consumed); `false` at the end of the input.
+    fn fill(&mut self) -> Res<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.base += self.pos;
+            self.pos = 0;
+        }
+        let old = self.buf.len();
+        let want = CHUNK.max(old);
+        self.buf.resize(old + want, 0);
+        let mut got = 0;
+        while got < want {
+            match self.src.read(&mut self.buf[old + got..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.buf.truncate(old + got);
+                    return self.err("read error");
+                }
+            }
+        }
+        self.buf.truncate(old + got);
+        Ok(got > 0)
+    }
+
+    /// The next non-whitespace byte (not consumed).
+    fn peek(&mut self) -> Res<Option<u8>> {
+        loop {
+            while let Some(&b) = self.buf.get(self.pos) {
+                if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                    self.pos += 1;
+                } else {
+                    return Ok(Some(b));
+                }
+            }
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn expect(&mut self, c: u8) -> Res<()> {
+        if self.peek()? == Some(c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            self.err("unexpected character")
+        }
+    }
+
+    /// The extent of the next complete value (after whitespace), reading more as needed.
+    fn value_span(&mut self) -> Res<(usize, usize)> {
+        if self.peek()?.is_none() {
+            return self.err("unexpected end");
+        }
+        loop {
+            if let Some(end) = value_end(&self.buf[self.pos..], self.eof) {
+                return Ok((self.pos, self.pos + end));
+            }
+            if !self.fill()? {
+                return self.err("unexpected end");
+            }
+        }
+    }
+
+    /// Parses the next value with `f` (which gets it as a complete slice).
+    fn with_value<T>(&mut self, f: impl FnOnce(JVal<'_>) -> T) -> Res<T> {
+        let (a, b) = self.value_span()?;
+        let Some(mut p) = Parser::new(&self.buf[a..b]) else {
+            return self.err("not UTF-8");
+        };
+        let v = p.value()?;
+        if !p.at_end() {
+            return self.err("bad value");
+        }
+        let out = f(v);
+        self.pos = b;
+        Ok(out)
+    }
+
+    /// A key and its `:`.
+    fn key(&mut self) -> Res<String> {
+        if self.peek()? != Some(b'"') {
+            return self.err("expected a key");
+        }
+        let k = self.with_value(|v| match v {
+            JVal::Str(s) => Some(s.into_owned()),
+            _ => None,
+        })?;
+        let Some(k) = k else {
+            return self.err("expected a key");
+        };
+        self.expect(b':')?;
+        Ok(k)
+    }
+
+    /// After `{` (`first`) or a member: `true` if another member follows.
+    fn next_member(&mut self, first: bool) -> Res<bool> {
+        match self.peek()? {
+            Some(b'}') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(b',') if !first => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(b'"') if first => Ok(true),
+            _ => self.err("expected a member"),
+        }
+    }
+}
+
+/// Length of the JSON value at the start of `s` (no leading whitespace), or `None` when `s`
+/// ends before it does. Only the structure is followed (strings, escapes, nesting); the
+/// parser checks the rest.
+fn value_end(s: &[u8], eof: bool) -> Option<usize> {
+    let first = *s.first()?;
+    if first != b'{' && first != b'[' && first != b'"' {
+        // A scalar: up to the next delimiter.
+        let n = s
+            .iter()
+            .position(|&b| matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'));
+        return match n {
+            Some(n) => Some(n),
+            None if eof => Some(s.len()),
+            None => None,
+        };
+    }
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    let rel = memchr_quote_or_escape(s.get(i..)?)?;
+                    i += rel;
+                    if s[i] == b'\\' {
+                        i += 2;
+                    } else {
+                        break;
+                    }
+                }
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// [`read_dump`] over any reader, holding about one chunk of the input at a time.
+pub fn read_dump_from<R: std::io::Read>(
+    src: R,
+    visit: &mut dyn FnMut(&str, &JVal<'_>),
+) -> Result<DumpHeader, FastError> {
+    let mut w = Window {
+        src,
+        buf: Vec::new(),
+        pos: 0,
+        eof: false,
+        base: 0,
     };
     let mut h = DumpHeader::default();
     let mut has_data = false;
-    p.begin_object()?;
+    w.expect(b'{')?;
     let mut first = true;
-    while p.next_member(first)? {
+    while w.next_member(first)? {
         first = false;
-        let key = p.key()?;
+        let key = w.key()?;
         if key == "data" {
             has_data = true;
-            if p.peek() != Some(b'{') {
-                return p.err("data is not an object");
+            if w.peek()? != Some(b'{') {
+                return w.err("data is not an object");
             }
-            p.begin_object()?;
+            w.expect(b'{')?;
             let mut first_entry = true;
-            while p.next_member(first_entry)? {
+            while w.next_member(first_entry)? {
                 first_entry = false;
-                let name = p.key()?;
-                let entry = p.value()?;
-                if !matches!(entry, JVal::Obj(_) | JVal::Null) {
-                    return p.err("entry is not an object");
+                let name = w.key()?;
+                let ok = w.with_value(|entry| {
+                    if matches!(entry, JVal::Obj(_) | JVal::Null) {
+                        visit(&name, &entry);
+                        true
+                    } else {
+                        false
+                    }
+                })?;
+                if !ok {
+                    return w.err("entry is not an object");
                 }
-                visit(&name, &entry);
             }
         } else {
-            let v = p.value()?;
-            let text = |v: JVal| v.as_str().map(str::to_string);
-            match key.as_ref() {
-                "task" => h.task = text(v),
-                "level" => h.level = text(v),
-                "framework" => h.framework = text(v),
-                "dump_data_dir" => h.dump_data_dir = text(v),
+            let text = w.with_value(|v| v.as_str().map(str::to_string))?;
+            match key.as_str() {
+                "task" => h.task = text,
+                "level" => h.level = text,
+                "framework" => h.framework = text,
+                "dump_data_dir" => h.dump_data_dir = text,
                 _ => {}
             }
         }
     }
-    if !p.at_end() {
-        return p.err("trailing characters");
+    if w.peek()?.is_some() {
+        return w.err("trailing characters");
     }
     if !has_data {
-        return p.err("no data");
+        return w.err("no data");
     }
     Ok(h)
 }
@@ -610,5 +815,29 @@ mod tests {
         assert!(read_dump(br#"{"data": {"x": 3}}"#, &mut |_, _| {}).is_err());
         assert!(read_dump(br#"{"task": "x"}"#, &mut |_, _| {}).is_err());
         assert!(read_dump(br#"[1]"#, &mut |_, _| {}).is_err());
+        assert!(read_dump(br#"{"data": {"a": {}}} x"#, &mut |_, _| {}).is_err());
+        assert!(read_dump(br#"{"data": {"a": {"b": [1, 2}}}"#, &mut |_, _| {}).is_err());
+        // A reader that hands out a few bytes at a time: entries span many reads.
+        struct Trickle<'a>(&'a [u8]);
+        impl std::io::Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(self.0.len()).min(3);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut seen = Vec::new();
+        let h = read_dump_from(Trickle(text), &mut |k, v| {
+            seen.push((k.to_string(), format!("{v:?}")))
+        })
+        .unwrap();
+        let mut direct = Vec::new();
+        read_dump(text, &mut |k, v| {
+            direct.push((k.to_string(), format!("{v:?}")))
+        })
+        .unwrap();
+        assert_eq!(seen, direct);
+        assert_eq!(h.framework.as_deref(), Some("mindspore"));
     }
 }
