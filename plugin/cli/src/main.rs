@@ -12,6 +12,11 @@ mod serve_cmd;
 
 use std::process::ExitCode;
 
+// The converter allocates many small objects from several threads: mimalloc is markedly faster
+// than glibc malloc for that and keeps less memory around.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

@@ -5,7 +5,7 @@
 //! (statistics diffs, md5 result, or tensor metrics), then msprobe's checker rules grade every row
 //! pass / warning / error; the node's `precision_index` is its worst row (0, 0.5, 1).
 
-use graph_ascend_dump::{DumpFile, Item, PyVal};
+use graph_ascend_dump::{DumpFile, FieldName, Item, PackedItem, PyVal};
 
 use crate::graph::{Graph, NodeOp};
 use crate::{ConvertError, RankDump};
@@ -139,34 +139,53 @@ pub fn compare_graphs_with(
         .filter(|&i| !(npu.nodes[i].input.is_empty() && npu.nodes[i].output.is_empty()))
         .filter_map(|i| npu.nodes[i].matched.map(|b| (i, b)))
         .collect();
-    let results: Vec<(usize, Vec<Extra>, Vec<Extra>, f64)> = {
-        use rayon::prelude::*;
-        pairs
-            .par_iter()
-            .map(|&(n, b)| {
-                let (ins, outs, p) = compare_node(
-                    mode,
-                    parallel_merge,
-                    ItemsRef::of(&npu.nodes[n]),
-                    ItemsRef::of(&bench.nodes[b]),
-                    tensors.as_ref(),
-                )?;
-                Ok((n, ins, outs, p))
-            })
-            .collect::<Result<_, ConvertError>>()?
-    };
-    for (n, ins, outs, p) in results {
-        let node = &mut npu.nodes[n];
-        for ((_, item), extra) in node
-            .input
-            .iter_mut()
-            .chain(node.output.iter_mut())
-            .zip(ins.into_iter().chain(outs))
-        {
-            item.fields.reserve_exact(extra.len());
-            item.fields.extend(extra);
+    type Packed = Vec<(String, PackedItem)>;
+    // Each pair is unpacked, compared, and the target's items packed again with their result
+    // columns, in parallel.
+    // In chunks, so that the old items of a chunk are freed before the next one is packed.
+    for chunk in pairs.chunks(4096) {
+        let results: Vec<(usize, Packed, Packed, f64)> = {
+            use rayon::prelude::*;
+            chunk
+                .par_iter()
+                .map(|&(n, b)| {
+                    let (ni, no) = unpack_node(&npu.nodes[n]);
+                    let (bi, bo) = unpack_node(&bench.nodes[b]);
+                    let (ins, outs, p) = compare_node(
+                        mode,
+                        parallel_merge,
+                        ItemsRef {
+                            id: &npu.nodes[n].id,
+                            input: &ni,
+                            output: &no,
+                        },
+                        ItemsRef {
+                            id: &bench.nodes[b].id,
+                            input: &bi,
+                            output: &bo,
+                        },
+                        tensors.as_ref(),
+                    )?;
+                    let repack = |items: Vec<(String, Item)>, extras: Vec<Extra>| -> Packed {
+                        items
+                            .into_iter()
+                            .zip(extras)
+                            .map(|((name, mut item), extra)| {
+                                item.fields.extend(extra);
+                                (name, PackedItem::pack(&item))
+                            })
+                            .collect()
+                    };
+                    Ok((n, repack(ni, ins), repack(no, outs), p))
+                })
+                .collect::<Result<_, ConvertError>>()?
+        };
+        for (n, ins, outs, p) in results {
+            let node = &mut npu.nodes[n];
+            node.input = ins;
+            node.output = outs;
+            node.precision_index = Some(p);
         }
-        node.precision_index = Some(p);
     }
     // api_collection nodes: the worst of their children.
     for i in 0..npu.nodes.len() {
@@ -183,7 +202,7 @@ pub fn compare_graphs_with(
 }
 
 /// The result columns appended to one item.
-pub type Extra = Vec<(String, PyVal)>;
+pub type Extra = Vec<(FieldName, PyVal)>;
 
 /// One side of a pair as item lists: a graph node, or rows read back from a `.vis.db`.
 #[derive(Clone, Copy)]
@@ -193,14 +212,14 @@ pub struct ItemsRef<'a> {
     pub output: &'a [(String, Item)],
 }
 
-impl<'a> ItemsRef<'a> {
-    fn of(node: &'a crate::graph::Node) -> ItemsRef<'a> {
-        ItemsRef {
-            id: &node.id,
-            input: &node.input,
-            output: &node.output,
-        }
-    }
+type Unpacked = Vec<(String, Item)>;
+
+/// A node's items, unpacked.
+fn unpack_node(node: &crate::graph::Node) -> (Unpacked, Unpacked) {
+    let unpack = |v: &[(String, PackedItem)]| -> Unpacked {
+        v.iter().map(|(n, it)| (n.clone(), it.unpack())).collect()
+    };
+    (unpack(&node.input), unpack(&node.output))
 }
 
 /// Compares one pair given as item lists: the columns to append to each target input and

@@ -21,32 +21,40 @@ pub struct ExportContext {
     pub keep_md5: bool,
 }
 
-/// Streams the rows of one graph: `node(row)` for every node in post-order, `stack(id, text)`
-/// for every distinct stack. Stacks shared by several nodes (new stack.json format) are printed
-/// once; equal stacks of different nodes get one id.
-pub fn export_graph<E>(
-    g: &Graph,
-    ctx: &ExportContext,
-    node_sink: &mut dyn FnMut(NodeRow) -> Result<(), E>,
-    stack_sink: &mut dyn FnMut(&str, &str) -> Result<(), E>,
-) -> Result<(), E> {
+/// The rows of one graph in export order: post-order node indexes, each node's `stack_id`, and
+/// the distinct stacks `(stack_id, text)` in first-use order. Cheap and sequential; the rows
+/// themselves are made by [`node_row`], which can run in parallel.
+pub struct GraphPlan {
+    pub graph_id: String,
+    pub order: Vec<usize>,
+    /// `stack_id` of `order[k]`.
+    pub stack_ids: Vec<std::sync::Arc<str>>,
+    pub stacks: Vec<(String, String)>,
+}
+
+/// Orders one graph's rows and de-duplicates its stacks: stacks shared by several nodes (new
+/// stack.json format) are printed once; equal stacks of different nodes get one id.
+pub fn plan_graph(g: &Graph, ctx: &ExportContext) -> GraphPlan {
     let graph_id = format!("{}_{}_{}", ctx.data_source, ctx.step, ctx.rank);
-    let mut stack_ids: HashMap<String, String> = HashMap::new();
-    let mut by_ptr: HashMap<*const Vec<String>, String> = HashMap::new();
+    let mut by_text: HashMap<String, std::sync::Arc<str>> = HashMap::new();
+    let mut by_ptr: HashMap<*const Vec<String>, std::sync::Arc<str>> = HashMap::new();
+    let mut stacks = Vec::new();
     let order = g.post_order();
-    for (node_order, &n) in order.iter().enumerate() {
+    let mut stack_ids = Vec::with_capacity(order.len());
+    for &n in &order {
         let node = &g.nodes[n];
         let ptr = std::sync::Arc::as_ptr(&node.stack);
-        let stack_id = match by_ptr.get(&ptr) {
+        let id = match by_ptr.get(&ptr) {
             Some(id) => id.clone(),
             None => {
                 let text = pyjson::str_list(&node.stack);
-                let id = match stack_ids.get(&text) {
+                let id = match by_text.get(&text) {
                     Some(id) => id.clone(),
                     None => {
-                        let id = format!("{graph_id}_{}", stack_ids.len());
-                        stack_sink(&id, &text)?;
-                        stack_ids.insert(text, id.clone());
+                        let id: std::sync::Arc<str> =
+                            format!("{graph_id}_{}", by_text.len()).into();
+                        stacks.push((id.to_string(), text.clone()));
+                        by_text.insert(text, id.clone());
                         id
                     }
                 };
@@ -54,50 +62,85 @@ pub fn export_graph<E>(
                 id
             }
         };
-        let children: Vec<&str> = node
-            .children
-            .iter()
-            .map(|&c| g.nodes[c].id.as_str())
-            .collect();
-        let fmt = FormatOptions {
-            keep_md5: ctx.keep_md5,
-            batch_p2p: node.id.contains("batch_isend_irecv"),
-        };
-        node_sink(NodeRow {
-            id: format!("{graph_id}_{}", node.id),
-            graph_id: graph_id.clone(),
-            node_order: node_order as i64,
-            node_name: node.id.clone(),
-            node_type: (node.op as i32).to_string(),
-            up_node: node
-                .parent
-                .map(|p| g.nodes[p].id.clone())
-                .unwrap_or_default(),
-            sub_nodes: if children.is_empty() {
-                String::new()
-            } else {
-                pyjson::str_list(&children)
-            },
-            precision_index: node.precision_index,
-            overflow_level: node.overflow_level.map(str::to_string),
-            micro_step_id: node.micro_step_id.unwrap_or(0),
-            matched_node_link: pyjson::str_list(&node.matched_link),
-            stack_id,
-            parallel_merge_info: if node.parallel_merge_info.is_empty() {
-                String::new()
-            } else {
-                pyjson::str_list(&node.parallel_merge_info)
-            },
-            matched_distributed: "{}".into(),
-            modified: 0,
-            input_data: node_data_json(&node.input, fmt),
-            output_data: node_data_json(&node.output, fmt),
-            data_source: ctx.data_source.to_string(),
-            dump_data_dir: ctx.dump_data_dir.clone(),
-            step: ctx.step,
-            rank: ctx.rank,
-            is_distributed: i64::from(node.id.starts_with("Distributed")),
-        })?;
+        stack_ids.push(id);
+    }
+    GraphPlan {
+        graph_id,
+        order,
+        stack_ids,
+        stacks,
+    }
+}
+
+/// The `tb_nodes` row of the `k`-th node of a plan.
+pub fn node_row(g: &Graph, ctx: &ExportContext, plan: &GraphPlan, k: usize) -> NodeRow {
+    let node = &g.nodes[plan.order[k]];
+    let graph_id = &plan.graph_id;
+    let sub_nodes = if node.children.is_empty() {
+        String::new()
+    } else {
+        let mut s = String::with_capacity(node.children.len() * 48);
+        s.push('[');
+        for (i, &c) in node.children.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            pyjson::push_str(&mut s, &g.nodes[c].id);
+        }
+        s.push(']');
+        s
+    };
+    let fmt = FormatOptions {
+        keep_md5: ctx.keep_md5,
+        batch_p2p: node.id.contains("batch_isend_irecv"),
+    };
+    NodeRow {
+        id: format!("{graph_id}_{}", node.id),
+        graph_id: graph_id.clone(),
+        node_order: k as i64,
+        node_name: node.id.clone(),
+        node_type: (node.op as i32).to_string(),
+        up_node: node
+            .parent
+            .map(|p| g.nodes[p].id.clone())
+            .unwrap_or_default(),
+        sub_nodes,
+        precision_index: node.precision_index,
+        overflow_level: node.overflow_level.map(str::to_string),
+        micro_step_id: node.micro_step_id.unwrap_or(0),
+        matched_node_link: pyjson::str_list(&node.matched_link),
+        stack_id: plan.stack_ids[k].to_string(),
+        parallel_merge_info: if node.parallel_merge_info.is_empty() {
+            String::new()
+        } else {
+            pyjson::str_list(&node.parallel_merge_info)
+        },
+        matched_distributed: "{}".into(),
+        modified: 0,
+        input_data: node_data_json(&node.input, fmt),
+        output_data: node_data_json(&node.output, fmt),
+        data_source: ctx.data_source.to_string(),
+        dump_data_dir: ctx.dump_data_dir.clone(),
+        step: ctx.step,
+        rank: ctx.rank,
+        is_distributed: i64::from(node.id.starts_with("Distributed")),
+    }
+}
+
+/// Streams the rows of one graph: `node(row)` for every node in post-order, `stack(id, text)`
+/// for every distinct stack (each before the first row that uses it).
+pub fn export_graph<E>(
+    g: &Graph,
+    ctx: &ExportContext,
+    node_sink: &mut dyn FnMut(NodeRow) -> Result<(), E>,
+    stack_sink: &mut dyn FnMut(&str, &str) -> Result<(), E>,
+) -> Result<(), E> {
+    let plan = plan_graph(g, ctx);
+    for (id, text) in &plan.stacks {
+        stack_sink(id, text)?;
+    }
+    for k in 0..plan.order.len() {
+        node_sink(node_row(g, ctx, &plan, k))?;
     }
     Ok(())
 }

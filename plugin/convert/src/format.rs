@@ -5,7 +5,7 @@
 //! Python's `str()`. An item whose `Max` ends up `"null"` (a `None` in the dump) collapses to
 //! `{"value": "null"}`.
 
-use graph_ascend_dump::{Item, PyVal};
+use graph_ascend_dump::{Item, PackedItem, PyVal, ValRef};
 
 use crate::pyjson::push_str;
 
@@ -21,22 +21,42 @@ pub struct FormatOptions {
 const PROCESS_GROUP_KEYS: [&str; 4] = ["type", "group_ranks", "group_id", "data_name"];
 
 /// `json.dumps(format_node_data(items))`.
-pub fn node_data_json(items: &[(String, Item)], opts: FormatOptions) -> String {
-    let mut out = String::from("{");
+pub fn node_data_json(items: &[(String, PackedItem)], opts: FormatOptions) -> String {
+    let mut out = String::with_capacity(64 + items.len() * 320);
+    let mut scratch = String::new();
+    out.push('{');
     for (i, (name, item)) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
         push_str(&mut out, name);
         out.push_str(": ");
-        push_item(&mut out, item, opts);
+        push_item(&mut out, item, opts, &mut scratch);
     }
     out.push('}');
     out
 }
 
-fn push_item(out: &mut String, item: &Item, opts: FormatOptions) {
-    let is_group = item.get("type").and_then(PyVal::as_str) == Some("torch.ProcessGroup");
+/// [`node_data_json`] of unpacked items.
+pub fn items_data_json(items: &[(String, Item)], opts: FormatOptions) -> String {
+    let packed: Vec<(String, PackedItem)> = items
+        .iter()
+        .map(|(n, it)| (n.clone(), PackedItem::pack(it)))
+        .collect();
+    node_data_json(&packed, opts)
+}
+
+/// `true` when msprobe writes the value as `"null"`.
+fn is_null_text(v: ValRef) -> bool {
+    match v {
+        ValRef::None => true,
+        ValRef::Str(s) => s.len() >= 4 && s.bytes().filter(|&b| b != b'\'').eq("None".bytes()),
+        _ => false,
+    }
+}
+
+fn push_item(out: &mut String, item: &PackedItem, opts: FormatOptions, scratch: &mut String) {
+    let is_group = item.get("type").and_then(ValRef::as_str) == Some("torch.ProcessGroup");
     let keep = |k: &str| {
         !(k == "state"
             || k == "full_op_name"
@@ -45,16 +65,15 @@ fn push_item(out: &mut String, item: &Item, opts: FormatOptions) {
             || (is_group && !PROCESS_GROUP_KEYS.contains(&k)))
     };
     let null_max = item
-        .fields
-        .iter()
-        .any(|(k, v)| k == "Max" && keep(k) && value_text(v) == "null");
+        .fields()
+        .any(|(k, v)| k == "Max" && keep(k) && is_null_text(v));
     if null_max {
         out.push_str("{\"value\": \"null\"}");
         return;
     }
     out.push('{');
     let mut first = true;
-    for (k, v) in &item.fields {
+    for (k, v) in item.fields() {
         if !keep(k) {
             continue;
         }
@@ -66,18 +85,41 @@ fn push_item(out: &mut String, item: &Item, opts: FormatOptions) {
         out.push_str(": ");
         match v {
             // Common cases without an intermediate string.
-            PyVal::Float(f) => {
+            ValRef::Float(f) => {
                 out.push('"');
-                out.push_str(&graph_ascend_dump::pyval::float_repr(*f));
+                graph_ascend_dump::pyval::push_float_repr(out, f);
                 out.push('"');
             }
-            PyVal::Str(t) if !t.contains('\'') && t != "None" && !t.contains('.') => {
+            ValRef::Str(t) if !t.contains('\'') && t != "None" && !t.contains('.') => {
                 push_str(out, t)
             }
-            other => push_str(out, &value_text(other)),
+            other => {
+                scratch.clear();
+                value_text_into(scratch, other);
+                push_str(out, scratch);
+            }
         }
     }
     out.push('}');
+}
+
+/// [`value_text`] of a packed value, written into `out`.
+fn value_text_into(out: &mut String, v: ValRef) {
+    match v {
+        ValRef::None => out.push_str("null"),
+        ValRef::Str(s) => {
+            let s = s.replace('\'', "");
+            if s == "None" {
+                out.push_str("null");
+            } else {
+                match round_decimal(&s) {
+                    Some(r) => out.push_str(&r),
+                    None => out.push_str(&s),
+                }
+            }
+        }
+        other => graph_ascend_dump::packed::write_py_str(out, other),
+    }
 }
 
 /// One value as msprobe writes it.
@@ -136,7 +178,7 @@ mod tests {
                 ("data_name".into(), PyVal::Str("-1".into())),
             ],
         };
-        let s = node_data_json(&[("a.input.0".into(), item)], FormatOptions::default());
+        let s = items_data_json(&[("a.input.0".into(), item)], FormatOptions::default());
         assert_eq!(s, r#"{"a.input.0": {"value": "null"}}"#);
     }
 }

@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use graph_ascend_dump::{parse_op, Construct, DumpFile, Item, OpData, StackMap};
+use graph_ascend_dump::{
+    parse_op, parse_op_fast, Construct, DumpFile, PackedItem, PackedOp, StackMap,
+};
 
 /// msprobe's `NodeOp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +62,8 @@ fn wildcard_prefix(id: &str, pattern: &str) -> bool {
 /// The entries of one dump.json, already flattened into items (see [`DumpOps::read`]).
 #[derive(Debug, Default)]
 pub struct DumpOps {
-    /// `op name → items`; the graph takes each op's items when it creates the node.
-    pub ops: HashMap<String, OpData>,
+    /// `op name → items` (packed); the graph takes each op's items when it creates the node.
+    pub ops: HashMap<String, PackedOp>,
     /// Op names in file order.
     pub order: Vec<String>,
     /// Overflow level of each anomalous op (filled only when asked for).
@@ -72,11 +74,30 @@ pub struct DumpOps {
 
 impl DumpOps {
     /// Streams `dump.json`: each entry is flattened (and graded for overflow when
-    /// `overflow_check`) as soon as it is parsed, so the raw JSON is never held whole.
+    /// `overflow_check`) as soon as it is parsed, so no parsed tree of the whole file is ever
+    /// held. The fast reader is tried first; a file it does not accept is read again by the
+    /// `serde_json` reader, which reports the problem.
     pub fn read(
         path: &std::path::Path,
         overflow_check: bool,
     ) -> Result<(DumpFile, DumpOps), graph_ascend_dump::DumpError> {
+        let mut ops = DumpOps::default();
+        let fast = DumpFile::read_fast(path, &mut |name, entry| {
+            if !ops.md5 && graph_ascend_dump::dumpfile::jval_has_md5(entry) {
+                ops.md5 = true;
+            }
+            if overflow_check {
+                if let Some(level) = crate::overflow::level_of(&entry.to_value()) {
+                    ops.overflow.insert(name.to_string(), level);
+                }
+            }
+            let data = PackedOp::pack(parse_op_fast(name, entry));
+            ops.order.push(name.to_string());
+            ops.ops.insert(name.to_string(), data);
+        })?;
+        if let Some(header) = fast {
+            return Ok((header, ops));
+        }
         let mut ops = DumpOps::default();
         let header = DumpFile::read_streaming(path, &mut |name, entry| {
             if !ops.md5 && graph_ascend_dump::dumpfile::entry_has_md5(&entry) {
@@ -87,7 +108,7 @@ impl DumpOps {
                     ops.overflow.insert(name.clone(), level);
                 }
             }
-            let data = parse_op(&name, &entry);
+            let data = PackedOp::pack(parse_op(&name, &entry));
             ops.order.push(name.clone());
             ops.ops.insert(name, data);
         })?;
@@ -107,7 +128,8 @@ impl DumpOps {
                 }
             }
             ops.order.push(name.clone());
-            ops.ops.insert(name.clone(), parse_op(name, entry));
+            ops.ops
+                .insert(name.clone(), PackedOp::pack(parse_op(name, entry)));
         }
         ops
     }
@@ -120,8 +142,10 @@ pub struct Node {
     pub op: NodeOp,
     pub parent: Option<usize>,
     pub children: Vec<usize>,
-    pub input: Vec<(String, Item)>,
-    pub output: Vec<(String, Item)>,
+    /// Input items (inputs, keyword inputs, parameters), packed: see
+    /// [`PackedItem::unpack`] / [`PackedItem::fields`].
+    pub input: Vec<(String, PackedItem)>,
+    pub output: Vec<(String, PackedItem)>,
     pub stack: Arc<Vec<String>>,
     pub micro_step_id: Option<i64>,
     /// Ids from root to the matched node on the other side (`matched_node_link`).

@@ -19,6 +19,7 @@ pub mod matcher;
 pub mod merge;
 pub mod overflow;
 pub mod pyjson;
+pub mod timing;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,6 +156,7 @@ pub fn convert_cancellable(
             Ok(())
         }
     };
+    let _total_phase = timing::phase(|| "total".into());
     let (jobs, layout, rank_list, step_list) = plan(opts)?;
     let total = jobs.len() as u64 * 2 + 1;
     let counter = std::sync::atomic::AtomicU64::new(0);
@@ -213,42 +215,106 @@ pub fn convert_cancellable(
     })?;
     let kind = if compare { "compare" } else { "build" };
     let dest = opts.output.join(format!("{kind}_{}.vis.db", timestamp()));
-    let mut writer = VisDbWriter::create(&dest)?;
-    // Rows go straight to SQLite; only Distributed.* rows are kept for the link pass.
-    let mut distributed_rows: Vec<NodeRow> = Vec::new();
+    let write_phase = timing::phase(|| "write rows".into());
+    let writer = VisDbWriter::create(&dest)?;
+    // Rows are made in parallel, chunk by chunk, while a writer thread inserts them: SQLite's
+    // inserts, the link pass and the indexes overlap with formatting. Only Distributed.* rows
+    // are kept for the link pass. Each graph is freed as soon as its rows are made.
     let keep_distributed = layout != Layout::Files;
-    let mut batch: Vec<NodeRow> = Vec::with_capacity(1000);
-    for out in outputs {
-        for (graph, ctx) in out.graphs {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<WriteMsg>(2);
+    let path = std::thread::scope(|scope| {
+        let writer_thread = scope
+            .spawn(move || write_rows(writer, rx, keep_distributed, opts.overflow_check, &config));
+        let produced = (|| -> Result<(), ConvertError> {
+            for out in outputs {
+                for (graph, ctx) in out.graphs {
+                    check()?;
+                    let mut plan = export::plan_graph(&graph, &ctx);
+                    let stacks = std::mem::take(&mut plan.stacks);
+                    if tx.send(WriteMsg::Stacks(stacks)).is_err() {
+                        return Ok(());
+                    }
+                    let n = plan.order.len();
+                    let mut lo = 0;
+                    while lo < n {
+                        check()?;
+                        let hi = (lo + ROW_CHUNK).min(n);
+                        let rows: Vec<NodeRow> = (lo..hi)
+                            .into_par_iter()
+                            .map(|k| export::node_row(&graph, &ctx, &plan, k))
+                            .collect();
+                        if tx.send(WriteMsg::Nodes(rows)).is_err() {
+                            // The writer failed: its error is returned below.
+                            return Ok(());
+                        }
+                        lo = hi;
+                    }
+                    drop(graph);
+                }
+            }
             check()?;
-            let mut stacks: Vec<(String, String)> = Vec::new();
-            export::export_graph::<ConvertError>(
-                &graph,
-                &ctx,
-                &mut |row| {
-                    if keep_distributed && row.is_distributed == 1 {
-                        distributed_rows.push(row.clone());
-                    }
-                    batch.push(row);
-                    if batch.len() >= 1000 {
-                        writer.insert_nodes(&batch)?;
-                        batch.clear();
-                    }
-                    Ok(())
-                },
-                &mut |id, text| {
-                    stacks.push((id.to_string(), text.to_string()));
-                    Ok(())
-                },
-            )?;
-            writer.insert_nodes(&batch)?;
-            batch.clear();
-            drop(graph);
-            writer.insert_stacks(stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
+            let _ = tx.send(WriteMsg::Finish);
+            Ok(())
+        })();
+        drop(tx);
+        let written = writer_thread.join().unwrap_or_else(|_| {
+            Err(ConvertError::Usage(
+                "internal: the writer thread panicked".into(),
+            ))
+        });
+        produced?;
+        written
+    })?;
+    write_phase.done();
+    tick(Stage::Done, format!("written {}", path.display()));
+    Ok(path)
+}
+
+/// Rows formatted per parallel chunk (and per message to the writer thread).
+const ROW_CHUNK: usize = 1024;
+
+/// What the row producer sends to the writer thread.
+enum WriteMsg {
+    Nodes(Vec<NodeRow>),
+    Stacks(Vec<(String, String)>),
+    /// Every row was sent: link, index, commit. A channel closed without it means the run
+    /// stopped (cancelled or failed) and the temporary file is dropped.
+    Finish,
+}
+
+/// The writer thread: inserts what it receives, then runs the distributed link pass, writes the
+/// config row, builds the indexes, commits and renames.
+fn write_rows(
+    mut writer: VisDbWriter,
+    rx: std::sync::mpsc::Receiver<WriteMsg>,
+    keep_distributed: bool,
+    overflow_check: bool,
+    config: &graph_ascend_visdb::writer::ConfigRow,
+) -> Result<PathBuf, ConvertError> {
+    let mut distributed_rows: Vec<NodeRow> = Vec::new();
+    let mut finished = false;
+    for msg in rx {
+        match msg {
+            WriteMsg::Nodes(rows) => {
+                writer.insert_nodes(&rows)?;
+                if keep_distributed {
+                    distributed_rows.extend(rows.into_iter().filter(|r| r.is_distributed == 1));
+                }
+            }
+            WriteMsg::Stacks(stacks) => {
+                writer.insert_stacks(stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
+            }
+            WriteMsg::Finish => {
+                finished = true;
+                break;
+            }
         }
     }
+    if !finished {
+        return Err(ConvertError::Cancelled);
+    }
     if keep_distributed {
-        distributed::link(&mut distributed_rows, opts.overflow_check);
+        distributed::link(&mut distributed_rows, overflow_check);
         writer.update_matched_distributed(
             distributed_rows
                 .iter()
@@ -256,10 +322,10 @@ pub fn convert_cancellable(
                 .map(|r| (r.id.as_str(), r.matched_distributed.as_str())),
         )?;
     }
-    writer.insert_config(&config)?;
-    check()?;
+    writer.insert_config(config)?;
+    let p = timing::phase(|| "indexes + commit".into());
     let path = writer.finish()?;
-    tick(Stage::Done, format!("written {}", path.display()));
+    p.done();
     Ok(path)
 }
 
@@ -461,8 +527,12 @@ fn run_job(
             };
             let (bench, mut bench_graph, bench_md5) = bench_side?;
             let mode = compare::CompareMode::detect(&npu.dump, &bench.dump, npu_md5, bench_md5)?;
+            let p = timing::phase(|| "match".into());
             matcher::match_graphs(opts, &npu, &bench, &mut npu_graph, &mut bench_graph)?;
+            p.done();
+            let p = timing::phase(|| "compare".into());
             compare::compare_graphs(mode, &npu, &bench, &mut npu_graph, &bench_graph)?;
+            p.done();
             let micro_steps = npu_graph.paging_by_micro_step(Some(&mut bench_graph));
             let keep_md5 = mode == compare::CompareMode::Md5;
             Ok(JobOutput {
@@ -490,8 +560,12 @@ pub(crate) fn read_and_build(
     opts: &ConvertOptions,
     dir: &Path,
 ) -> Result<(RankDump, Graph, bool), ConvertError> {
+    let p = timing::phase(|| format!("read {}", dir.display()));
     let mut dump = RankDump::read(dir, opts.overflow_check)?;
+    p.done();
+    let p = timing::phase(|| format!("build {}", dir.display()));
     let graph = Graph::build(&dump.construct, &mut dump.ops, &dump.stacks);
+    p.done();
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();
     dump.stacks = StackMap::default();

@@ -64,6 +64,32 @@ impl DumpFile {
         })
     }
 
+    /// Reads `dump.json` with the fast reader ([`crate::fastjson`]): `visit(name, entry)` gets
+    /// every entry of `data` in file order, borrowed from the file's bytes. `Ok(None)` when the
+    /// fast reader does not accept the file (bad JSON or an unexpected shape): the caller then
+    /// uses [`DumpFile::read_streaming`], which reports the problem (or reads what the fast
+    /// reader could not).
+    pub fn read_fast(
+        path: &Path,
+        visit: &mut dyn FnMut(&str, &crate::fastjson::JVal),
+    ) -> Result<Option<DumpFile>, DumpError> {
+        let file = std::fs::File::open(path).map_err(|source| DumpError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let Ok(h) = crate::fastjson::read_dump_from(file, visit) else {
+            return Ok(None);
+        };
+        Ok(Some(DumpFile {
+            path: path.to_path_buf(),
+            task: h.task.unwrap_or_default(),
+            level: h.level.unwrap_or_default(),
+            framework: h.framework.unwrap_or_else(|| "pytorch".into()),
+            dump_data_dir: h.dump_data_dir,
+            data: Map::new(),
+        }))
+    }
+
     /// Checks the shape of an already parsed `dump.json`.
     pub fn from_value(path: &Path, value: Value) -> Result<DumpFile, DumpError> {
         let Value::Object(mut top) = value else {
@@ -124,6 +150,21 @@ pub fn entry_has_md5(v: &Value) -> bool {
             m.values().any(entry_has_md5)
         }
         Value::Array(a) => a.iter().any(entry_has_md5),
+        _ => false,
+    }
+}
+
+/// [`entry_has_md5`] of an entry of the fast reader.
+pub fn jval_has_md5(v: &crate::fastjson::JVal) -> bool {
+    use crate::fastjson::JVal;
+    match v {
+        JVal::Obj(m) => {
+            if v.get("type").is_some_and(JVal::is_string) {
+                return m.iter().any(|(k, _)| k == "md5");
+            }
+            m.iter().any(|(_, x)| jval_has_md5(x))
+        }
+        JVal::Arr(a) => a.iter().any(jval_has_md5),
         _ => false,
     }
 }

@@ -6,14 +6,69 @@
 //! order and their Python types are kept as msprobe has them, because the `.vis.db` stores their
 //! `str()` and the comparator reads them back.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
+use crate::fastjson::JVal;
 use crate::PyVal;
+
+/// A field name: the names msprobe uses are static (no allocation per item), others owned.
+pub type FieldName = Cow<'static, str>;
+
+/// The field names that occur in dumps and in compare results, shared by every item.
+pub(crate) const KNOWN_FIELDS: [&str; 37] = [
+    "type",
+    "dtype",
+    "shape",
+    "Max",
+    "Min",
+    "Mean",
+    "Norm",
+    "requires_grad",
+    "data_name",
+    "md5",
+    "value",
+    "group_ranks",
+    "group_id",
+    "state",
+    "full_op_name",
+    "op",
+    "peer",
+    "tag",
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+    "Requires_grad Consistent",
+    "Result",
+    "Err_message",
+    "Accuracy Reached or Not",
+    "src",
+    "dst",
+];
+
+/// `name` as a [`FieldName`]: borrowed from a static table when it is a known name.
+pub fn field_name(name: &str) -> FieldName {
+    match KNOWN_FIELDS.iter().find(|k| **k == name) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(name.to_string()),
+    }
+}
 
 /// One flattened tensor (or scalar) of a node: ordered `(field, value)` pairs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Item {
-    pub fields: Vec<(String, PyVal)>,
+    pub fields: Vec<(FieldName, PyVal)>,
 }
 
 impl Item {
@@ -26,14 +81,14 @@ impl Item {
     pub fn set(&mut self, key: &str, value: PyVal) {
         match self.fields.iter_mut().find(|(k, _)| k == key) {
             Some((_, v)) => *v = value,
-            None => self.fields.push((key.to_string(), value)),
+            None => self.fields.push((field_name(key), value)),
         }
     }
 
     /// Sets a field only if it is absent.
     fn set_default(&mut self, key: &str, value: PyVal) {
         if self.get(key).is_none() {
-            self.fields.push((key.to_string(), value));
+            self.fields.push((field_name(key), value));
         }
     }
 
@@ -59,29 +114,37 @@ pub struct OpData {
 
 /// Flattens one dump.json entry (`data[op_name]`).
 pub fn parse_op(op_name: &str, entry: &Value) -> OpData {
+    parse_op_fast(op_name, &JVal::from_value(entry))
+}
+
+/// [`parse_op`] of an entry read by the fast reader ([`crate::fastjson`]).
+pub fn parse_op_fast(op_name: &str, entry: &JVal) -> OpData {
     let mut items: Vec<(String, Item)> = Vec::new();
     if is_parameters_grad(op_name) {
         walk(op_name, entry, true, &mut items);
-    } else if let Value::Object(map) = entry {
+    } else if let JVal::Obj(map) = entry {
+        let mut prefix = String::with_capacity(op_name.len() + 12);
         for (key, value) in map {
-            let io = match key.as_str() {
+            let io = match key.as_ref() {
                 "input_args" | "input_kwargs" | "input" => "input",
                 "output" => "output",
                 "parameters" => "parameters",
                 _ => continue,
             };
-            walk(&format!("{op_name}.{io}"), value, false, &mut items);
+            prefix.clear();
+            prefix.push_str(op_name);
+            prefix.push('.');
+            prefix.push_str(io);
+            walk(&prefix, value, false, &mut items);
         }
     }
     let mut data = OpData::default();
-    let outputs = items
-        .iter()
-        .filter(|(n, _)| n.contains(".output.") && !n.contains(".input."))
-        .count();
+    let is_output = |n: &str| n.contains(".output.") && !n.contains(".input.");
+    let outputs = items.iter().filter(|(n, _)| is_output(n)).count();
     data.output.reserve_exact(outputs);
     data.input.reserve_exact(items.len() - outputs);
     for (name, item) in items {
-        if name.contains(".output.") && !name.contains(".input.") {
+        if is_output(&name) {
             data.output.push((name, item));
         } else {
             data.input.push((name, item));
@@ -98,10 +161,18 @@ pub fn is_parameters_grad(op_name: &str) -> bool {
     last == "parameters_grad" || second == "parameters_grad"
 }
 
-fn walk(name: &str, value: &Value, grad_state: bool, out: &mut Vec<(String, Item)>) {
+fn child_name(name: &str, part: &str) -> String {
+    let mut s = String::with_capacity(name.len() + 1 + part.len());
+    s.push_str(name);
+    s.push('.');
+    s.push_str(part);
+    s
+}
+
+fn walk(name: &str, value: &JVal, grad_state: bool, out: &mut Vec<(String, Item)>) {
     match value {
-        Value::Null => out.push((name.to_string(), placeholder_item())),
-        Value::Object(map) if map.get("type").is_some_and(Value::is_string) => {
+        JVal::Null => out.push((name.to_string(), placeholder_item())),
+        JVal::Obj(map) if value.get("type").is_some_and(JVal::is_string) => {
             let item = leaf_item(name, map);
             let key = match item.get("data_name") {
                 Some(PyVal::Str(dn)) if dn != "-1" => dn
@@ -111,54 +182,74 @@ fn walk(name: &str, value: &Value, grad_state: bool, out: &mut Vec<(String, Item
             };
             out.push((key, item));
         }
-        Value::Object(map) => {
+        JVal::Obj(map) => {
             for (k, v) in map {
-                walk(&format!("{name}.{k}"), v, grad_state, out);
+                walk(&child_name(name, k), v, grad_state, out);
             }
         }
-        Value::Array(list) => {
+        JVal::Arr(list) => {
             for (i, v) in list.iter().enumerate() {
                 if grad_state {
                     walk(name, v, grad_state, out);
                 } else {
-                    walk(&format!("{name}.{i}"), v, grad_state, out);
+                    let mut buf = [0u8; 20];
+                    walk(&child_name(name, itoa_str(&mut buf, i)), v, grad_state, out);
                 }
             }
         }
         other => {
             // A bare scalar where a leaf dict was expected: keep it as a value leaf.
-            let mut map = serde_json::Map::new();
-            map.insert("type".into(), Value::String("unknown".into()));
-            map.insert("value".into(), other.clone());
+            let map = vec![
+                (Cow::Borrowed("type"), JVal::Str(Cow::Borrowed("unknown"))),
+                (Cow::Borrowed("value"), other.clone()),
+            ];
             out.push((name.to_string(), leaf_item(name, &map)));
         }
     }
 }
 
+fn itoa_str(buf: &mut [u8; 20], mut i: usize) -> &str {
+    let mut pos = buf.len();
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (i % 10) as u8;
+        i /= 10;
+        if i == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[pos..]).unwrap_or("0")
+}
+
 fn placeholder_item() -> Item {
-    let mut item = Item::default();
+    let mut item = Item {
+        fields: Vec::with_capacity(9),
+    };
     for key in ["Max", "Min", "Mean", "Norm", "dtype", "shape", "md5"] {
-        item.fields.push((key.to_string(), PyVal::None));
+        item.fields.push((Cow::Borrowed(key), PyVal::None));
     }
     item.fields
-        .push(("data_name".to_string(), PyVal::Str("-1".into())));
-    item.fields.push(("requires_grad".to_string(), PyVal::None));
+        .push((Cow::Borrowed("data_name"), PyVal::Str("-1".into())));
+    item.fields
+        .push((Cow::Borrowed("requires_grad"), PyVal::None));
     item
 }
 
 const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 
 /// msprobe's `gen_op_item` for one leaf dict.
-fn leaf_item(name: &str, leaf: &serde_json::Map<String, Value>) -> Item {
-    let mut item = Item::default();
+fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
+    let mut item = Item {
+        fields: Vec::with_capacity(leaf.len() + 3),
+    };
     for (k, v) in leaf {
-        let val = match PyVal::from_json(v) {
+        let val = match PyVal::from_jval(v) {
             PyVal::Bool(b) if k == "requires_grad" => {
                 PyVal::Str(if b { "True" } else { "False" }.into())
             }
             other => other,
         };
-        item.fields.push((k.clone(), val));
+        item.fields.push((field_name(k), val));
     }
     let data_name = match item.get("data_name") {
         Some(PyVal::Str(s)) if !s.is_empty() => s.clone(),
@@ -169,8 +260,8 @@ fn leaf_item(name: &str, leaf: &serde_json::Map<String, Value>) -> Item {
     for key in STAT_KEYS {
         item.set_default(key, PyVal::None);
     }
-    let ty = item.text("type").unwrap_or_default();
     if item.get("dtype").is_none() {
+        let ty = item.text("type").unwrap_or_default();
         let value = item.get("value").cloned().unwrap_or(PyVal::None);
         if ty == "torch.Size" {
             item.set("dtype", PyVal::Str(ty.clone()));
@@ -222,11 +313,12 @@ fn leaf_item(name: &str, leaf: &serde_json::Map<String, Value>) -> Item {
         }
     }
     if item.get("md5").is_none() {
-        let value = item.get("value").map(PyVal::py_str).unwrap_or_default();
-        item.set(
-            "md5",
-            PyVal::Str(format!("{:08x}", crc32fast::hash(value.as_bytes()))),
-        );
+        let md5 = match item.get("value") {
+            // The CRC of an absent value is the CRC of the empty string.
+            None => "00000000".to_string(),
+            Some(v) => format!("{:08x}", crc32fast::hash(v.py_str().as_bytes())),
+        };
+        item.set("md5", PyVal::Str(md5));
     }
     // Items live as long as the graph: give back the growth slack.
     item.fields.shrink_to_fit();

@@ -58,6 +58,18 @@ pub fn non_finite_marker(s: &str) -> Option<f64> {
     }
 }
 
+/// The marker string [`non_finite_marker`] reads back as `f` (NaN or an infinity).
+pub fn marker_of(f: f64) -> String {
+    let token = if f.is_nan() {
+        "NaN"
+    } else if f > 0.0 {
+        "Infinity"
+    } else {
+        "-Infinity"
+    };
+    format!("{MARK}{token}")
+}
+
 /// Rewrites bare non-finite tokens as marker strings; `None` when there is none.
 fn quote_non_finite(text: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(text.len() + 64);

@@ -50,6 +50,26 @@ impl PyVal {
         }
     }
 
+    /// Converts a value of the fast reader ([`crate::fastjson`]); same result as
+    /// [`PyVal::from_json`] on the `serde_json` reading of the same text.
+    pub fn from_jval(v: &crate::fastjson::JVal) -> PyVal {
+        use crate::fastjson::JVal;
+        match v {
+            JVal::Null => PyVal::None,
+            JVal::Bool(b) => PyVal::Bool(*b),
+            JVal::Int(i) => PyVal::Int(*i),
+            JVal::BigUint(u) => PyVal::BigInt(u.to_string()),
+            JVal::Float(f) | JVal::NonFinite(f) => PyVal::Float(*f),
+            JVal::Str(s) => PyVal::Str(s.to_string()),
+            JVal::Arr(a) => PyVal::List(a.iter().map(PyVal::from_jval).collect()),
+            JVal::Obj(o) => PyVal::Dict(
+                o.iter()
+                    .map(|(k, v)| (k.to_string(), PyVal::from_jval(v)))
+                    .collect(),
+            ),
+        }
+    }
+
     /// Python's `str(value)`.
     pub fn py_str(&self) -> String {
         match self {
@@ -132,28 +152,47 @@ fn str_repr(s: &str) -> String {
 
 /// Python's `repr(float)`: shortest round-trip digits, exponent form below 1e-4 or from 1e16.
 pub fn float_repr(f: f64) -> String {
+    let mut out = String::with_capacity(24);
+    push_float_repr(&mut out, f);
+    out
+}
+
+/// Appends Python's `repr(float)` to `out`.
+pub fn push_float_repr(out: &mut String, f: f64) {
     if f.is_nan() {
-        return "nan".into();
+        out.push_str("nan");
+        return;
     }
     if f.is_infinite() {
-        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+        out.push_str(if f > 0.0 { "inf" } else { "-inf" });
+        return;
     }
     if f == 0.0 {
-        return if f.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
+        out.push_str(if f.is_sign_negative() { "-0.0" } else { "0.0" });
+        return;
     }
     // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7". Written into a stack
     // buffer: this runs for every number of every row.
     use std::io::Write as _;
     let mut buf = [0u8; 48];
-    let len = {
+    let mut len = {
         let mut cursor = std::io::Cursor::new(&mut buf[..]);
         let _ = write!(cursor, "{f:e}");
         cursor.position() as usize
     };
+    // When the shortest form needs all 17 digits, Rust's shortest-digit search may round a tie
+    // up (`…313` for …3125) where Python rounds the exact value half to even (`…312`); the exact
+    // 17-digit form is what Python prints then.
+    let digits = buf[..len]
+        .iter()
+        .take_while(|&&b| b != b'e')
+        .filter(|b| b.is_ascii_digit())
+        .count();
+    if digits == 17 {
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        let _ = write!(cursor, "{f:.16e}");
+        len = cursor.position() as usize;
+    }
     let sci = std::str::from_utf8(&buf[..len]).unwrap_or("0e0");
     let (mantissa, exp) = match sci.split_once('e') {
         Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
@@ -176,7 +215,6 @@ pub fn float_repr(f: f64) -> String {
             rest.as_bytes()[i - lead.len()] as char
         }
     };
-    let mut out = String::with_capacity(26);
     if neg {
         out.push('-');
     }
@@ -215,9 +253,14 @@ pub fn float_repr(f: f64) -> String {
         if e < 10 {
             out.push('0');
         }
-        out.push_str(&e.to_string());
+        if e >= 100 {
+            out.push(char::from(b'0' + (e / 100) as u8));
+        }
+        if e >= 10 {
+            out.push(char::from(b'0' + (e / 10 % 10) as u8));
+        }
+        out.push(char::from(b'0' + (e % 10) as u8));
     }
-    out
 }
 
 #[cfg(test)]
@@ -227,6 +270,9 @@ mod tests {
     #[test]
     fn floats_print_like_python() {
         assert_eq!(float_repr(1e-5), "1e-05");
+        // A 17-digit tie: Python rounds the exact value half to even.
+        assert_eq!(float_repr(-2.12195587158203125), "-2.1219558715820312");
+        assert_eq!(float_repr(2.12195587158203125), "2.1219558715820312");
         assert_eq!(float_repr(0.0001), "0.0001");
         assert_eq!(float_repr(2.7939677238464355e-09), "2.7939677238464355e-09");
         assert_eq!(float_repr(1.0), "1.0");

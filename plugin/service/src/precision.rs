@@ -96,9 +96,9 @@ fn items(data: &Value) -> Vec<(String, Item)> {
                 Value::Object(map) => map
                     .iter()
                     .filter(|(k, _)| !COMPARE_KEYS.contains(&k.as_str()))
-                    .map(|(k, v)| (k.clone(), stored_to_pyval(k, v)))
+                    .map(|(k, v)| (graph_ascend_dump::field_name(k), stored_to_pyval(k, v)))
                     .collect(),
-                other => vec![("value".to_owned(), PyVal::from_json(other))],
+                other => vec![("value".into(), PyVal::from_json(other))],
             };
             (name.clone(), Item { fields })
         })
@@ -142,7 +142,7 @@ pub fn strip_compare_columns(data: &Value) -> Value {
     )
 }
 
-type Extra = Vec<(String, PyVal)>;
+type Extra = Vec<(graph_ascend_dump::FieldName, PyVal)>;
 
 /// The `i`-th input or output item.
 fn pick<'a>(
@@ -252,7 +252,7 @@ pub fn compare_pair(
             let fields = match (fields, extras.get(i)) {
                 (Value::Object(mut map), Some(extra)) => {
                     for (k, v) in extra {
-                        map.insert(k.clone(), pyval_to_stored(v));
+                        map.insert(k.to_string(), pyval_to_stored(v));
                     }
                     Value::Object(map)
                 }

@@ -107,7 +107,11 @@ impl VisDbWriter {
         };
         let conn = Connection::open(&temp).map_err(sql)?;
         conn.execute_batch(
-            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=MEMORY;",
+            // 32 KiB pages: rows of a few KiB stay off overflow chains, which makes both the
+            // inserts and the index builds (a table scan each) about a third cheaper than with
+            // the default 4 KiB. Readers need no setting: the page size is in the file header.
+            "PRAGMA page_size=32768; PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; \
+             PRAGMA temp_store=MEMORY;",
         )
         .map_err(sql)?;
         conn.execute_batch("BEGIN;").map_err(sql)?;

@@ -3,7 +3,7 @@
 //! Checkers run in msprobe's order and can only raise a row's level; their messages are kept in
 //! that order in `Err_message`. Thresholds apply to fractions (`"12.5%"` is 0.125).
 
-use graph_ascend_dump::PyVal;
+use graph_ascend_dump::{FieldName, PyVal};
 
 use super::{CompareMode, Row};
 
@@ -90,7 +90,7 @@ impl Grade {
     }
 }
 
-fn extra<'a>(extra: &'a [(String, PyVal)], key: &str) -> Option<&'a PyVal> {
+fn extra<'a>(extra: &'a [(FieldName, PyVal)], key: &str) -> Option<&'a PyVal> {
     extra.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
@@ -137,7 +137,7 @@ pub fn grade(
     mode: CompareMode,
     node_id: &str,
     rows: &[Row],
-    extras: &[Vec<(String, PyVal)>],
+    extras: &[Vec<(FieldName, PyVal)>],
 ) -> Vec<(Level, Vec<String>)> {
     grade_with(mode, false, node_id, rows, extras)
 }
@@ -149,7 +149,7 @@ pub fn grade_with(
     parallel_merge: bool,
     node_id: &str,
     rows: &[Row],
-    extras: &[Vec<(String, PyVal)>],
+    extras: &[Vec<(FieldName, PyVal)>],
 ) -> Vec<(Level, Vec<String>)> {
     let mut grades: Vec<Grade> = rows
         .iter()

@@ -5,7 +5,7 @@
 //! when the difference is NaN). Tensor metrics follow msprobe's `npy_compare` and builtin
 //! algorithms: Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the one/five-thousandths ratios.
 
-use graph_ascend_dump::PyVal;
+use graph_ascend_dump::{FieldName, PyVal};
 
 use super::Row;
 use crate::ConvertError;
@@ -34,16 +34,16 @@ fn cell(v: PyVal) -> PyVal {
 }
 
 /// The eight statistics columns of a row.
-pub fn summary_columns(row: &Row) -> Vec<(String, PyVal)> {
+pub fn summary_columns(row: &Row) -> Vec<(FieldName, PyVal)> {
     if row.bench.is_none() {
         // A target item with no golden counterpart: msprobe leaves the cells blank.
         return STATS
             .iter()
-            .map(|(_, d, _)| (d.to_string(), PyVal::Str(" ".into())))
+            .map(|(_, d, _)| (FieldName::Borrowed(*d), PyVal::Str(" ".into())))
             .chain(
                 STATS
                     .iter()
-                    .map(|(_, _, r)| (r.to_string(), PyVal::Str(" ".into()))),
+                    .map(|(_, _, r)| (FieldName::Borrowed(*r), PyVal::Str(" ".into()))),
             )
             .collect();
     }
@@ -58,10 +58,10 @@ pub fn summary_columns(row: &Row) -> Vec<(String, PyVal)> {
     }
     let mut out = Vec::with_capacity(8);
     for ((_, name, _), d) in STATS.iter().zip(diffs) {
-        out.push((name.to_string(), d));
+        out.push((FieldName::Borrowed(*name), d));
     }
     for ((_, _, name), r) in STATS.iter().zip(rels) {
-        out.push((name.to_string(), r));
+        out.push((FieldName::Borrowed(*name), r));
     }
     out
 }
@@ -278,12 +278,12 @@ pub fn tensor_metrics(
 pub fn tensor_columns(
     row: &Row,
     dirs: Option<&TensorDirs>,
-) -> Result<Vec<(String, PyVal)>, ConvertError> {
+) -> Result<Vec<(FieldName, PyVal)>, ConvertError> {
     let named = |vals: Vec<Metric>| {
         TENSOR_COLUMNS
             .iter()
             .zip(vals)
-            .map(|(k, v)| (k.to_string(), v.into_pyval()))
+            .map(|(k, v)| (FieldName::Borrowed(*k), v.into_pyval()))
             .collect()
     };
     let data_name = |it: Option<&graph_ascend_dump::Item>| {

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use graph_ascend_dump::{Item, PyVal};
+use graph_ascend_dump::{Item, PackedItem, PyVal};
 
 use crate::graph::{Graph, Node, NodeOp};
 
@@ -113,8 +113,8 @@ impl Forest {
                 parent: n.parent.map(|p| p + base),
                 children: n.children.into_iter().map(|c| c + base).collect(),
                 children_gen: 0,
-                input: n.input,
-                output: n.output,
+                input: unpack_items(n.input),
+                output: unpack_items(n.output),
                 stack: n.stack,
                 micro_step_id: n.micro_step_id,
                 overflow_level: n.overflow_level,
@@ -253,8 +253,8 @@ impl Forest {
             node.op = m.op;
             node.parent = m.parent.and_then(|p| local.get(&p).copied());
             node.children = m.children.iter().filter_map(|&c| by_id(c)).collect();
-            node.input = m.input.clone();
-            node.output = m.output.clone();
+            node.input = pack_items(&m.input);
+            node.output = pack_items(&m.output);
             node.stack = Arc::clone(&m.stack);
             node.micro_step_id = m.micro_step_id;
             node.overflow_level = m.overflow_level;
@@ -433,4 +433,16 @@ mod tests {
         assert_eq!(m.values(), vec![2, 4]);
         assert_eq!(m.get("a"), Some(4));
     }
+}
+
+/// The forest edits items field by field, so it holds them unpacked; graphs hold them packed.
+fn unpack_items(items: Vec<(String, PackedItem)>) -> Vec<(String, Item)> {
+    items.into_iter().map(|(k, p)| (k, p.unpack())).collect()
+}
+
+fn pack_items(items: &[(String, Item)]) -> Vec<(String, PackedItem)> {
+    items
+        .iter()
+        .map(|(k, i)| (k.clone(), PackedItem::pack(i)))
+        .collect()
 }

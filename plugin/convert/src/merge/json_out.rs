@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use graph_ascend_dump::pyval::float_repr;
-use graph_ascend_dump::{Item, PyVal};
+use graph_ascend_dump::{PackedItem, PyVal};
 use serde_json::{Map, Value};
 
 use crate::graph::Graph;
@@ -48,7 +48,7 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
             .collect(),
     );
     // dump.json
-    let mut lookup: HashMap<(&str, &str), &Item> = HashMap::new();
+    let mut lookup: HashMap<(&str, &str), &PackedItem> = HashMap::new();
     for node in &g.nodes {
         for (k, it) in node.input.iter().chain(node.output.iter()) {
             lookup.insert((node.id.as_str(), k.as_str()), it);
@@ -176,7 +176,11 @@ fn post_order_unique(g: &Graph) -> Vec<usize> {
 }
 
 /// A raw entry with the merged statistics laid over its inputs and outputs.
-fn from_raw(rawn: &Map<String, Value>, id: &str, lookup: &HashMap<(&str, &str), &Item>) -> PyVal {
+fn from_raw(
+    rawn: &Map<String, Value>,
+    id: &str,
+    lookup: &HashMap<(&str, &str), &PackedItem>,
+) -> PyVal {
     let update = |v: &Value, fname: String| -> PyVal {
         let pv = PyVal::from_json(v);
         let PyVal::Dict(mut fields) = pv else {
@@ -186,8 +190,8 @@ fn from_raw(rawn: &Map<String, Value>, id: &str, lookup: &HashMap<(&str, &str), 
             for stat in STATS {
                 if let Some(val) = item.get(stat) {
                     match fields.iter_mut().find(|(k, _)| k == stat) {
-                        Some(e) => e.1 = val.clone(),
-                        None => fields.push((stat.to_string(), val.clone())),
+                        Some(e) => e.1 = val.to_pyval(),
+                        None => fields.push((stat.to_string(), val.to_pyval())),
                     }
                 }
             }
@@ -305,21 +309,25 @@ fn rebuild(node: &crate::graph::Node) -> PyVal {
 }
 
 /// `_convert_entry`: an item as a dump.json leaf.
-fn convert_entry(item: &Item) -> PyVal {
+fn convert_entry(item: &PackedItem) -> PyVal {
+    let item = item.unpack();
     let mut fields: Vec<(String, PyVal)> = Vec::new();
     for (k, v) in &item.fields {
-        match k.as_str() {
+        let k: &str = k;
+        match k {
             "data_name" | "full_op_name" | "state" => {}
             "requires_grad" => match v {
                 PyVal::None => {}
-                PyVal::Str(s) => fields.push((k.clone(), PyVal::Bool(s == "True"))),
-                other => fields.push((k.clone(), other.clone())),
+                PyVal::Str(s) => fields.push((k.to_string(), PyVal::Bool(s == "True"))),
+                other => fields.push((k.to_string(), other.clone())),
             },
             "shape" => match v {
-                PyVal::Str(s) => fields.push((k.clone(), PyVal::List(literal_ints(s)))),
-                other => fields.push((k.clone(), other.clone())),
+                PyVal::Str(s) => {
+                    fields.push((k.to_string(), PyVal::List(literal_ints(s.as_str()))))
+                }
+                other => fields.push((k.to_string(), other.clone())),
             },
-            _ => fields.push((k.clone(), v.clone())),
+            _ => fields.push((k.to_string(), v.clone())),
         }
     }
     // msprobe's items of process groups carry `dtype` (the type) and an empty `shape`; ours

@@ -1,0 +1,494 @@
+//! Items packed into one small byte buffer, for graphs that hold every item of a dump.
+//!
+//! An [`Item`] is a vector of `(name, PyVal)` pairs: about ten heap blocks and 600 bytes for a
+//! tensor. A [`PackedItem`] is the same fields in one boxed byte slice (about 100 bytes): known
+//! field names and common strings are one-byte codes, numbers are stored unboxed. The fields
+//! keep their order and their Python types, so [`PackedItem::unpack`] gives back exactly the
+//! item that was packed, and [`PackedItem::fields`] reads them in place (no allocation) for the
+//! row formatter.
+
+use std::borrow::Cow;
+
+use crate::items::{FieldName, Item, KNOWN_FIELDS};
+use crate::PyVal;
+
+/// Strings that fill most values (types, dtypes, flags), stored as a one-byte code.
+const KNOWN_STRS: [&str; 28] = [
+    "torch.Tensor",
+    "torch.float32",
+    "torch.float16",
+    "torch.bfloat16",
+    "torch.int64",
+    "torch.int32",
+    "torch.bool",
+    "True",
+    "False",
+    "-1",
+    "[]",
+    "<class 'int'>",
+    "<class 'float'>",
+    "<class 'bool'>",
+    "<class 'NoneType'>",
+    "<class 'str'>",
+    "int",
+    "float",
+    "bool",
+    "00000000",
+    "pass",
+    "warning",
+    "error",
+    "N/A",
+    " ",
+    "Nan",
+    "torch.Size",
+    "slice",
+];
+
+const T_NONE: u8 = 0;
+const T_FALSE: u8 = 1;
+const T_TRUE: u8 = 2;
+const T_INT: u8 = 3;
+const T_BIGINT: u8 = 4;
+const T_FLOAT: u8 = 5;
+const T_STR: u8 = 6;
+const T_LIST: u8 = 7;
+const T_DICT: u8 = 8;
+const T_KNOWN_STR: u8 = 9;
+/// Key byte of a field name not in the known table (its text follows).
+const K_CUSTOM: u8 = 0xFF;
+
+/// One item's fields in a single allocation.
+#[derive(Clone, Default, PartialEq)]
+pub struct PackedItem(Box<[u8]>);
+
+impl std::fmt::Debug for PackedItem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.fields()).finish()
+    }
+}
+
+fn put_len(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let b = (n & 0x7F) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn put_text(out: &mut Vec<u8>, s: &str) {
+    put_len(out, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_value(out: &mut Vec<u8>, v: &PyVal) {
+    match v {
+        PyVal::None => out.push(T_NONE),
+        PyVal::Bool(false) => out.push(T_FALSE),
+        PyVal::Bool(true) => out.push(T_TRUE),
+        PyVal::Int(i) => {
+            out.push(T_INT);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        PyVal::BigInt(s) => {
+            out.push(T_BIGINT);
+            put_text(out, s);
+        }
+        PyVal::Float(f) => {
+            out.push(T_FLOAT);
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+        PyVal::Str(s) => match KNOWN_STRS.iter().position(|k| *k == s) {
+            Some(i) => out.extend_from_slice(&[T_KNOWN_STR, i as u8]),
+            None => {
+                out.push(T_STR);
+                put_text(out, s);
+            }
+        },
+        PyVal::List(items) => {
+            out.push(T_LIST);
+            put_len(out, items.len());
+            for x in items {
+                put_value(out, x);
+            }
+        }
+        PyVal::Dict(items) => {
+            out.push(T_DICT);
+            put_len(out, items.len());
+            for (k, x) in items {
+                put_text(out, k);
+                put_value(out, x);
+            }
+        }
+    }
+}
+
+/// A value read in place from a [`PackedItem`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValRef<'a> {
+    None,
+    Bool(bool),
+    Int(i64),
+    BigInt(&'a str),
+    Float(f64),
+    Str(&'a str),
+    /// A list or dict, still packed (see [`ValRef::to_pyval`]).
+    Nested(&'a [u8]),
+}
+
+impl<'a> ValRef<'a> {
+    /// The owned value.
+    pub fn to_pyval(self) -> PyVal {
+        match self {
+            ValRef::None => PyVal::None,
+            ValRef::Bool(b) => PyVal::Bool(b),
+            ValRef::Int(i) => PyVal::Int(i),
+            ValRef::BigInt(s) => PyVal::BigInt(s.to_string()),
+            ValRef::Float(f) => PyVal::Float(f),
+            ValRef::Str(s) => PyVal::Str(s.to_string()),
+            ValRef::Nested(bytes) => {
+                let mut r = Reader { b: bytes, pos: 0 };
+                r.value_owned()
+            }
+        }
+    }
+
+    pub fn as_str(self) -> Option<&'a str> {
+        match self {
+            ValRef::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> u8 {
+        let v = self.b.get(self.pos).copied().unwrap_or(T_NONE);
+        self.pos += 1;
+        v
+    }
+
+    fn len(&mut self) -> usize {
+        let mut n = 0usize;
+        let mut shift = 0;
+        loop {
+            let b = self.byte();
+            n |= usize::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 || shift > 56 {
+                return n;
+            }
+            shift += 7;
+        }
+    }
+
+    fn text(&mut self) -> &'a str {
+        let n = self.len();
+        let end = (self.pos + n).min(self.b.len());
+        let s = std::str::from_utf8(&self.b[self.pos.min(end)..end]).unwrap_or("");
+        self.pos = end;
+        s
+    }
+
+    fn eight(&mut self) -> [u8; 8] {
+        let mut a = [0u8; 8];
+        if let Some(s) = self.b.get(self.pos..self.pos + 8) {
+            a.copy_from_slice(s);
+        }
+        self.pos += 8;
+        a
+    }
+
+    fn key(&mut self) -> &'a str {
+        match self.byte() {
+            K_CUSTOM => self.text(),
+            i => KNOWN_FIELDS.get(usize::from(i)).copied().unwrap_or(""),
+        }
+    }
+
+    /// Skips one packed value.
+    fn skip(&mut self) {
+        match self.byte() {
+            T_INT | T_FLOAT => self.pos += 8,
+            T_BIGINT | T_STR => {
+                let n = self.len();
+                self.pos += n;
+            }
+            T_KNOWN_STR => self.pos += 1,
+            T_LIST => {
+                for _ in 0..self.len() {
+                    self.skip();
+                }
+            }
+            T_DICT => {
+                for _ in 0..self.len() {
+                    let n = self.len();
+                    self.pos += n;
+                    self.skip();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn value(&mut self) -> ValRef<'a> {
+        let start = self.pos;
+        match self.b.get(self.pos).copied().unwrap_or(T_NONE) {
+            T_LIST | T_DICT => {
+                self.skip();
+                return ValRef::Nested(&self.b[start..self.pos.min(self.b.len())]);
+            }
+            _ => {}
+        }
+        match self.byte() {
+            T_FALSE => ValRef::Bool(false),
+            T_TRUE => ValRef::Bool(true),
+            T_INT => ValRef::Int(i64::from_le_bytes(self.eight())),
+            T_BIGINT => ValRef::BigInt(self.text()),
+            T_FLOAT => ValRef::Float(f64::from_le_bytes(self.eight())),
+            T_STR => ValRef::Str(self.text()),
+            T_KNOWN_STR => ValRef::Str(
+                KNOWN_STRS
+                    .get(usize::from(self.byte()))
+                    .copied()
+                    .unwrap_or(""),
+            ),
+            _ => ValRef::None,
+        }
+    }
+
+    fn value_owned(&mut self) -> PyVal {
+        match self.b.get(self.pos).copied().unwrap_or(T_NONE) {
+            T_LIST => {
+                self.pos += 1;
+                let n = self.len();
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.value_owned());
+                }
+                PyVal::List(items)
+            }
+            T_DICT => {
+                self.pos += 1;
+                let n = self.len();
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let k = self.text().to_string();
+                    items.push((k, self.value_owned()));
+                }
+                PyVal::Dict(items)
+            }
+            _ => self.value().to_pyval(),
+        }
+    }
+}
+
+/// The fields of a packed item, in order.
+pub struct Fields<'a> {
+    r: Reader<'a>,
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = (&'a str, ValRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.r.pos >= self.r.b.len() {
+            return None;
+        }
+        let k = self.r.key();
+        let v = self.r.value();
+        Some((k, v))
+    }
+}
+
+impl PackedItem {
+    /// Packs an item (fields in order, values with their Python types).
+    pub fn pack(item: &Item) -> PackedItem {
+        let mut out = Vec::with_capacity(16 * item.fields.len());
+        for (k, v) in &item.fields {
+            match KNOWN_FIELDS.iter().position(|f| *f == k.as_ref()) {
+                Some(i) => out.push(i as u8),
+                None => {
+                    out.push(K_CUSTOM);
+                    put_text(&mut out, k);
+                }
+            }
+            put_value(&mut out, v);
+        }
+        PackedItem(out.into_boxed_slice())
+    }
+
+    /// The item that was packed.
+    pub fn unpack(&self) -> Item {
+        let mut r = Reader { b: &self.0, pos: 0 };
+        let mut fields = Vec::new();
+        while r.pos < r.b.len() {
+            let k: FieldName = match r.b[r.pos] {
+                K_CUSTOM => {
+                    r.pos += 1;
+                    Cow::Owned(r.text().to_string())
+                }
+                i => {
+                    r.pos += 1;
+                    Cow::Borrowed(KNOWN_FIELDS.get(usize::from(i)).copied().unwrap_or(""))
+                }
+            };
+            fields.push((k, r.value_owned()));
+        }
+        Item { fields }
+    }
+
+    /// The fields in order, read in place.
+    pub fn fields(&self) -> Fields<'_> {
+        Fields {
+            r: Reader { b: &self.0, pos: 0 },
+        }
+    }
+
+    /// The value of a field.
+    pub fn get(&self, key: &str) -> Option<ValRef<'_>> {
+        self.fields().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// Heap bytes held.
+    pub fn heap_size(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// The items of one op, packed ([`crate::OpData`] with [`PackedItem`]s).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PackedOp {
+    pub input: Vec<(String, PackedItem)>,
+    pub output: Vec<(String, PackedItem)>,
+}
+
+impl PackedOp {
+    pub fn pack(op: crate::OpData) -> PackedOp {
+        let pack = |v: Vec<(String, Item)>| -> Vec<(String, PackedItem)> {
+            v.into_iter()
+                .map(|(n, it)| (n, PackedItem::pack(&it)))
+                .collect()
+        };
+        PackedOp {
+            input: pack(op.input),
+            output: pack(op.output),
+        }
+    }
+}
+
+/// Writes Python's `str()` of a packed value (`repr` inside lists and dicts).
+pub fn write_py_str(out: &mut String, v: ValRef) {
+    match v {
+        ValRef::Str(s) => out.push_str(s),
+        other => write_py_repr(out, other),
+    }
+}
+
+/// Writes Python's `repr()` of a packed value.
+pub fn write_py_repr(out: &mut String, v: ValRef) {
+    match v {
+        ValRef::None => out.push_str("None"),
+        ValRef::Bool(true) => out.push_str("True"),
+        ValRef::Bool(false) => out.push_str("False"),
+        ValRef::Int(i) => {
+            use std::fmt::Write;
+            let _ = write!(out, "{i}");
+        }
+        ValRef::BigInt(s) => out.push_str(s),
+        ValRef::Float(f) => crate::pyval::push_float_repr(out, f),
+        ValRef::Str(s) => out.push_str(&PyVal::Str(s.to_string()).py_repr()),
+        ValRef::Nested(bytes) => {
+            let mut r = Reader { b: bytes, pos: 0 };
+            write_nested(out, &mut r);
+        }
+    }
+}
+
+fn write_nested(out: &mut String, r: &mut Reader) {
+    match r.b.get(r.pos).copied().unwrap_or(T_NONE) {
+        T_LIST => {
+            r.pos += 1;
+            let n = r.len();
+            out.push('[');
+            for i in 0..n {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_nested(out, r);
+            }
+            out.push(']');
+        }
+        T_DICT => {
+            r.pos += 1;
+            let n = r.len();
+            out.push('{');
+            for i in 0..n {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let k = r.text();
+                out.push_str(&PyVal::Str(k.to_string()).py_repr());
+                out.push_str(": ");
+                write_nested(out, r);
+            }
+            out.push('}');
+        }
+        _ => {
+            let v = r.value();
+            write_py_repr(out, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_prints_like_pyval() {
+        let item = Item {
+            fields: vec![
+                ("type".into(), PyVal::Str("torch.Tensor".into())),
+                ("dtype".into(), PyVal::Str("torch.float32".into())),
+                (
+                    "shape".into(),
+                    PyVal::List(vec![PyVal::Int(2), PyVal::Int(16)]),
+                ),
+                ("Max".into(), PyVal::Float(1e-5)),
+                ("Min".into(), PyVal::Int(-3)),
+                ("Mean".into(), PyVal::None),
+                ("Norm".into(), PyVal::BigInt("18446744073709551615".into())),
+                ("requires_grad".into(), PyVal::Str("True".into())),
+                ("custom key".into(), PyVal::Bool(false)),
+                (
+                    "value".into(),
+                    PyVal::Dict(vec![
+                        ("a'b".into(), PyVal::List(vec![])),
+                        ("x".into(), PyVal::Str("it's".into())),
+                    ]),
+                ),
+                ("data_name".into(), PyVal::Str("é long name.pt".into())),
+            ],
+        };
+        let p = PackedItem::pack(&item);
+        assert_eq!(p.unpack(), item);
+        for ((k, v), (pk, pv)) in item.fields.iter().zip(p.fields()) {
+            assert_eq!(k, pk);
+            let mut s = String::new();
+            write_py_str(&mut s, pv);
+            assert_eq!(s, v.py_str(), "{k}");
+            assert_eq!(pv.to_pyval(), *v);
+        }
+        assert_eq!(p.get("Min"), Some(ValRef::Int(-3)));
+        assert_eq!(p.get("nope"), None);
+        assert!(p.heap_size() < 150, "{}", p.heap_size());
+    }
+}
