@@ -271,8 +271,9 @@ mod tests {
     fn floats_print_like_python() {
         assert_eq!(float_repr(1e-5), "1e-05");
         // A 17-digit tie: Python rounds the exact value half to even.
-        assert_eq!(float_repr(-2.12195587158203125), "-2.1219558715820312");
-        assert_eq!(float_repr(2.12195587158203125), "2.1219558715820312");
+        let tie: f64 = "2.12195587158203125".parse().expect("a float");
+        assert_eq!(float_repr(-tie), "-2.1219558715820312");
+        assert_eq!(float_repr(tie), "2.1219558715820312");
         assert_eq!(float_repr(0.0001), "0.0001");
         assert_eq!(float_repr(2.7939677238464355e-09), "2.7939677238464355e-09");
         assert_eq!(float_repr(1.0), "1.0");

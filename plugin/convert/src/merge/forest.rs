@@ -395,6 +395,18 @@ pub fn rank_sub_all(s: &str, r: i64) -> String {
     out
 }
 
+/// The forest edits items field by field, so it holds them unpacked; graphs hold them packed.
+fn unpack_items(items: Vec<(String, PackedItem)>) -> Vec<(String, Item)> {
+    items.into_iter().map(|(k, p)| (k, p.unpack())).collect()
+}
+
+fn pack_items(items: &[(String, Item)]) -> Vec<(String, PackedItem)> {
+    items
+        .iter()
+        .map(|(k, i)| (k.clone(), PackedItem::pack(i)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,16 +445,4 @@ mod tests {
         assert_eq!(m.values(), vec![2, 4]);
         assert_eq!(m.get("a"), Some(4));
     }
-}
-
-/// The forest edits items field by field, so it holds them unpacked; graphs hold them packed.
-fn unpack_items(items: Vec<(String, PackedItem)>) -> Vec<(String, Item)> {
-    items.into_iter().map(|(k, p)| (k, p.unpack())).collect()
-}
-
-fn pack_items(items: &[(String, Item)]) -> Vec<(String, PackedItem)> {
-    items
-        .iter()
-        .map(|(k, i)| (k.clone(), PackedItem::pack(i)))
-        .collect()
 }
