@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::{Store, StoreError};
+
+use crate::graph_index::{GraphIndex, IndexCache};
 
 /// The file name suffix of the files we serve.
 pub const VIS_DB_SUFFIX: &str = ".vis.db";
@@ -31,6 +34,8 @@ pub struct GraphFile {
     pub path: PathBuf,
     stamp: FileStamp,
     idle: Mutex<Vec<Store>>,
+    /// Indexes of this version of the file (a changed file gets a new `GraphFile`).
+    indexes: IndexCache,
 }
 
 impl GraphFile {
@@ -51,6 +56,42 @@ impl GraphFile {
             }
         }
         result
+    }
+
+    /// The in-memory index of one graph of this file, read on first use.
+    pub fn index(&self, graph: GraphKey) -> Result<Arc<GraphIndex>, StoreError> {
+        self.indexes
+            .get(graph, || self.with_store(|s| GraphIndex::build(s, graph)))
+    }
+
+    /// Starts building the indexes of `graphs` on a background thread, unless they are built or
+    /// being built already, so that the first filter or search does not wait for them.
+    pub fn prefetch(self: &Arc<Self>, graphs: Vec<GraphKey>) {
+        let missing: Vec<GraphKey> = graphs
+            .into_iter()
+            .filter(|g| !self.indexes.has(*g))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let file = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("graph-ascend-index".into())
+            .spawn(move || {
+                for graph in missing {
+                    if let Err(e) = file.index(graph) {
+                        tracing::debug!("indexing {} failed: {e}", file.path.display());
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::debug!("cannot start an indexing thread: {e}");
+        }
+    }
+
+    /// Forgets the indexes of this file (after an edit).
+    pub fn invalidate_indexes(&self) {
+        self.indexes.invalidate();
     }
 }
 
@@ -237,6 +278,7 @@ impl Catalog {
                         path: path.to_owned(),
                         stamp,
                         idle: Mutex::new(vec![store]),
+                        indexes: IndexCache::default(),
                     }),
                 );
                 Ok(Check::Ready)

@@ -94,6 +94,8 @@ fn edit(
             })
         })
         .context(Msg::UpdateDatabase)?;
+    // Whatever the outcome, the transaction committed: the indexes of the file may be stale.
+    sel.file.invalidate_indexes();
     if outcome.success == 0 {
         return Err(HandlerError::Invalid(Msg::SelectedNodeCantMatched));
     }

@@ -196,16 +196,37 @@ pub fn load_graph_data(state: &State, req: pb::LoadGraphDataRequest) -> pb::Stat
     };
     answer(
         lang,
-        select(state, Some(&meta)).map(|_| pb::StatusResponse {
-            success: true,
-            error: None,
+        select(state, Some(&meta)).and_then(|sel| {
+            prefetch_indexes(&sel)?;
+            Ok(pb::StatusResponse {
+                success: true,
+                error: None,
+            })
         }),
     )
 }
 
 pub fn load_graph_config_info(state: &State, req: pb::MetaRequest) -> pb::ConfigInfoResponse {
     let lang = lang_of(req.meta_data.as_ref());
+    if let Ok(sel) = select(state, req.meta_data.as_ref()) {
+        let _ = prefetch_indexes(&sel);
+    }
     answer(lang, config_info(state, req.meta_data.as_ref()))
+}
+
+/// Starts indexing the graphs of a selection in the background (see [`crate::graph_index`]).
+fn prefetch_indexes(sel: &Selection) -> Result<()> {
+    let compare = sel
+        .file
+        .with_store(Store::config)
+        .context(Msg::LoadConfig)?
+        .is_compare();
+    let mut graphs = vec![sel.graph(Side::Npu)];
+    if compare {
+        graphs.push(sel.graph(Side::Bench));
+    }
+    sel.file.prefetch(graphs);
+    Ok(())
 }
 
 fn config_info(state: &State, meta: Option<&pb::MetaData>) -> Result<pb::ConfigInfoResponse> {
@@ -283,7 +304,8 @@ pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::Node
                 .is_compare();
             let names = |side| {
                 sel.file
-                    .with_store(|s| s.node_names(sel.graph(side), sel.micro_step))
+                    .index(sel.graph(side))
+                    .map(|index| index.names(sel.micro_step))
                     .context(Msg::LoadNode)
             };
             Ok(pb::NodeListResponse {
@@ -586,27 +608,22 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                         .iter()
                         .filter(|(name, _, _)| values.iter().any(|v| v.as_str() == Some(name)))
                         .collect();
-                    let mut leaves = sel
+                    let index = sel
                         .file
-                        .with_store(|s| s.leaf_precisions(sel.step, sel.rank, sel.micro_step))
+                        .index(sel.graph(Side::Npu))
                         .context(Msg::SearchNode)?;
                     // Indexes recomputed by updatePrecisionError win until the next root view.
-                    if let Some(over) =
-                        state
-                            .precision_overrides
-                            .get(&sel.file.path, sel.step, sel.rank)
-                    {
-                        for leaf in &mut leaves {
-                            if let Some(v) = over.get(&leaf.name) {
-                                leaf.precision_index = Some(*v);
-                            }
-                        }
-                    }
-                    leaves
-                        .into_iter()
+                    let over = state
+                        .precision_overrides
+                        .get(&sel.file.path, sel.step, sel.rank);
+                    index
+                        .leaves(sel.micro_step)
                         .filter_map(|leaf| {
-                            let band = leaf
-                                .precision_index
+                            let precision = over
+                                .as_ref()
+                                .and_then(|o| o.get(leaf.name).copied())
+                                .or(leaf.precision_index);
+                            let band = precision
                                 .and_then(|p| bands.iter().find(|(_, lo, hi)| *lo <= p && p < *hi));
                             let status = match (leaf.matched, band) {
                                 (false, _) if want_unmatched => "unmatched",
@@ -615,7 +632,7 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                                 _ => return None,
                             };
                             Some(pb::FilterHit {
-                                name: leaf.name,
+                                name: leaf.name.to_owned(),
                                 status: status.to_owned(),
                             })
                         })
@@ -660,15 +677,15 @@ pub fn search_nodes(state: &State, req: pb::SearchNodesRequest) -> pb::SearchNod
             } else {
                 Side::Npu
             };
-            let index = state
-                .names
-                .get(&sel.file, sel.graph(side), sel.micro_step)
+            let index = sel
+                .file
+                .index(sel.graph(side))
                 .context(Msg::SearchNode)?;
             let limit = match usize::try_from(req.limit) {
                 Ok(0) | Err(_) => SEARCH_LIMIT,
                 Ok(n) => n.min(SEARCH_LIMIT * 100),
             };
-            let (names, total) = index.search(&req.query, limit);
+            let (names, total) = index.search(&req.query, limit, sel.micro_step);
             Ok(pb::SearchNodesResponse {
                 success: true,
                 error: None,
@@ -684,7 +701,26 @@ pub fn search_nodes(state: &State, req: pb::SearchNodesRequest) -> pb::SearchNod
 // ---------------------------------------------------------------------------------------------
 // Matching (read side).
 
-/// msprobe's four lists of matched and unmatched nodes of a selection.
+/// Splits `(name, partner)` pairs into msprobe's matched pairs and unmatched names.
+fn split_links<'a>(
+    rows: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> (Vec<pb::NamePair>, Vec<String>) {
+    let mut matched = Vec::new();
+    let mut unmatched = Vec::new();
+    for (name, link) in rows {
+        match link {
+            Some(other) => matched.push(pb::NamePair {
+                key: name.to_owned(),
+                value: other.to_owned(),
+            }),
+            None => unmatched.push(name.to_owned()),
+        }
+    }
+    (matched, unmatched)
+}
+
+/// msprobe's four lists of matched and unmatched nodes of a selection, from the file itself (for
+/// the answers of edits, right after their transaction).
 pub(crate) fn matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
     let links = |side| {
         sel.file
@@ -692,21 +728,31 @@ pub(crate) fn matched_relations(sel: &Selection) -> Result<pb::MatchedRelations>
             .context(Msg::LoadMatchedRelations)
     };
     let split = |rows: Vec<(String, Option<String>)>| {
-        let mut matched = Vec::new();
-        let mut unmatched = Vec::new();
-        for (name, link) in rows {
-            match link {
-                Some(other) => matched.push(pb::NamePair {
-                    key: name,
-                    value: other,
-                }),
-                None => unmatched.push(name),
-            }
-        }
-        (matched, unmatched)
+        split_links(rows.iter().map(|(n, l)| (n.as_str(), l.as_deref())))
     };
     let (npu_match_nodes, npu_un_match_nodes) = split(links(Side::Npu)?);
     let (bench_match_nodes, bench_un_match_nodes) = split(links(Side::Bench)?);
+    Ok(pb::MatchedRelations {
+        npu_match_nodes,
+        bench_match_nodes,
+        npu_un_match_nodes,
+        bench_un_match_nodes,
+        matched_total: None,
+        matched_success: None,
+    })
+}
+
+/// The same lists from the file's indexes.
+fn indexed_matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
+    let index = |side| {
+        sel.file
+            .index(sel.graph(side))
+            .context(Msg::LoadMatchedRelations)
+    };
+    let npu = index(Side::Npu)?;
+    let bench = index(Side::Bench)?;
+    let (npu_match_nodes, npu_un_match_nodes) = split_links(npu.links(sel.micro_step));
+    let (bench_match_nodes, bench_un_match_nodes) = split_links(bench.links(sel.micro_step));
     Ok(pb::MatchedRelations {
         npu_match_nodes,
         bench_match_nodes,
@@ -729,7 +775,7 @@ pub fn load_graph_matched_relations(
             Ok(pb::MatchedRelationsResponse {
                 success: true,
                 error: None,
-                data: Some(matched_relations(&sel)?),
+                data: Some(indexed_matched_relations(&sel)?),
             })
         })(),
     )
