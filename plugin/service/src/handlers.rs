@@ -311,6 +311,7 @@ pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::Node
             Ok(pb::NodeListResponse {
                 success: true,
                 error: None,
+                raw_json: None,
                 data: {
                     let mut lists = vec![pb::NamedNodeList {
                         name: "npuNodeList".into(),
@@ -401,6 +402,7 @@ pub fn change_node_expand_state(
             Ok(pb::HierarchyResponse {
                 success: true,
                 error: None,
+                raw_json: None,
                 data: data
                     .into_iter()
                     .map(|(key, info)| render_node(key, info, false))
@@ -436,6 +438,7 @@ pub fn update_hierarchy_data(
             Ok(pb::HierarchyResponse {
                 success: true,
                 error: None,
+                raw_json: None,
                 data: data
                     .into_iter()
                     .map(|(key, info)| render_node(key, info, true))
@@ -657,6 +660,7 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
             Ok(pb::FilterNodesResponse {
                 success: true,
                 error: None,
+                raw_json: None,
                 data: hits,
             })
         })(),
@@ -775,6 +779,7 @@ pub fn load_graph_matched_relations(
             Ok(pb::MatchedRelationsResponse {
                 success: true,
                 error: None,
+                raw_json: None,
                 data: Some(indexed_matched_relations(&sel)?),
             })
         })(),

@@ -18,6 +18,7 @@ pub mod matching;
 pub mod messages;
 pub mod paths;
 pub mod precision;
+pub mod rawjson;
 pub mod server;
 pub mod service;
 pub mod values;

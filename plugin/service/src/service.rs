@@ -13,7 +13,14 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 use crate::State;
-use crate::{conversions, edits, handlers};
+use crate::{conversions, edits, handlers, rawjson};
+
+/// Whether the caller asked for big answers as JSON (see [`crate::rawjson`]).
+fn wants_json<T>(req: &Request<T>) -> bool {
+    req.metadata()
+        .get(rawjson::RAW_JSON_HEADER)
+        .is_some_and(|v| v.as_bytes() == b"1")
+}
 
 /// The service object tonic serves.
 #[derive(Clone)]
@@ -127,9 +134,15 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::NodeListResponse>, Status> {
+        let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            handlers::load_graph_all_node_list(s, req)
+            let answer = handlers::load_graph_all_node_list(s, req);
+            if json {
+                rawjson::node_list(answer)
+            } else {
+                answer
+            }
         })
         .await
     }
@@ -138,10 +151,16 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::NodeRequest>,
     ) -> Result<Response<pb::HierarchyResponse>, Status> {
+        let json = wants_json(&req);
         let req = req.into_inner();
         let client = client_of(&req.client_id);
         blocking(&self.state, move |s| {
-            handlers::change_node_expand_state(s, &client, req)
+            let answer = handlers::change_node_expand_state(s, &client, req);
+            if json {
+                rawjson::hierarchy(answer)
+            } else {
+                answer
+            }
         })
         .await
     }
@@ -170,8 +189,17 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::FilterNodesRequest>,
     ) -> Result<Response<pb::FilterNodesResponse>, Status> {
+        let json = wants_json(&req);
         let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::filter_nodes(s, req)).await
+        blocking(&self.state, move |s| {
+            let answer = handlers::filter_nodes(s, req);
+            if json {
+                rawjson::filter(answer)
+            } else {
+                answer
+            }
+        })
+        .await
     }
 
     async fn search_nodes(
@@ -186,9 +214,15 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::MatchedRelationsResponse>, Status> {
+        let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            handlers::load_graph_matched_relations(s, req)
+            let answer = handlers::load_graph_matched_relations(s, req);
+            if json {
+                rawjson::matched_relations(answer)
+            } else {
+                answer
+            }
         })
         .await
     }

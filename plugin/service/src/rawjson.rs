@@ -1,0 +1,334 @@
+//! The big answers rendered as the browser's JSON here, for callers that ask for it.
+//!
+//! The shim turns answers into msprobe's JSON with the protobuf runtime, in Python: about a
+//! microsecond per name and tens of microseconds per layout box, seconds for a whole graph of a
+//! million nodes. For the four answers that can be that big (node lists, layouts, filters, matched
+//! relations) a caller may send the gRPC metadata [`RAW_JSON_HEADER`]`: 1`; their successful answers
+//! then carry the JSON in `raw_json` (and nothing else), which the shim passes through.
+//!
+//! The JSON is exactly what the shim's `fastjson` makes of the same message: the same keys in the
+//! same order, `null` for unset `json_null` fields, non-finite doubles as the strings `"NaN"`,
+//! `"Infinity"`, `"-Infinity"`. Numbers are printed by serde_json (shortest round trip), so they
+//! parse to the same values as Python's `repr`. `tests/shim` compares both renderings.
+
+use graph_ascend_proto as pb;
+use prost_types::value::Kind;
+
+/// The gRPC metadata key that asks for `raw_json` answers.
+pub const RAW_JSON_HEADER: &str = "graph-ascend-json";
+
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn push_key(out: &mut Vec<u8>, key: &str) {
+    push_str(out, key);
+    out.push(b':');
+}
+
+fn push_strings(out: &mut Vec<u8>, items: &[String]) {
+    out.push(b'[');
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_str(out, s);
+    }
+    out.push(b']');
+}
+
+fn push_f64(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        let _ = serde_json::to_writer(&mut *out, &v);
+    } else if v.is_nan() {
+        out.extend_from_slice(b"\"NaN\"");
+    } else if v > 0.0 {
+        out.extend_from_slice(b"\"Infinity\"");
+    } else {
+        out.extend_from_slice(b"\"-Infinity\"");
+    }
+}
+
+fn push_int(out: &mut Vec<u8>, v: i32) {
+    out.extend_from_slice(v.to_string().as_bytes());
+}
+
+fn push_bool(out: &mut Vec<u8>, v: bool) {
+    out.extend_from_slice(if v { b"true" } else { b"false" });
+}
+
+/// A `google.protobuf.Value` as `MessageToDict` prints it (non-finite numbers, which it refuses,
+/// become `null`).
+fn push_value(out: &mut Vec<u8>, v: &prost_types::Value) {
+    match &v.kind {
+        None | Some(Kind::NullValue(_)) => out.extend_from_slice(b"null"),
+        Some(Kind::NumberValue(n)) if n.is_finite() => push_f64(out, *n),
+        Some(Kind::NumberValue(_)) => out.extend_from_slice(b"null"),
+        Some(Kind::StringValue(s)) => push_str(out, s),
+        Some(Kind::BoolValue(b)) => push_bool(out, *b),
+        Some(Kind::StructValue(s)) => push_struct(out, s),
+        Some(Kind::ListValue(l)) => {
+            out.push(b'[');
+            for (i, item) in l.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                push_value(out, item);
+            }
+            out.push(b']');
+        }
+    }
+}
+
+fn push_struct(out: &mut Vec<u8>, s: &prost_types::Struct) {
+    out.push(b'{');
+    for (i, (k, v)) in s.fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_key(out, k);
+        push_value(out, v);
+    }
+    out.push(b'}');
+}
+
+/// `{"success":true,"data":` … `}` around what `body` writes.
+fn envelope(capacity: usize, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity + 32);
+    out.extend_from_slice(b"{\"success\":true,\"data\":");
+    body(&mut out);
+    out.push(b'}');
+    out
+}
+
+fn names_size(items: &[String]) -> usize {
+    items.iter().map(|s| s.len() + 3).sum()
+}
+
+/// `loadGraphAllNodeList`.
+pub fn node_list(answer: pb::NodeListResponse) -> pb::NodeListResponse {
+    if !answer.success || answer.error.is_some() {
+        return answer;
+    }
+    let size = answer
+        .data
+        .iter()
+        .map(|l| l.name.len() + names_size(&l.names))
+        .sum();
+    let json = envelope(size, |out| {
+        out.push(b'{');
+        for (i, list) in answer.data.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_key(out, &list.name);
+            push_strings(out, &list.names);
+        }
+        out.push(b'}');
+    });
+    pb::NodeListResponse {
+        success: true,
+        raw_json: Some(json),
+        ..Default::default()
+    }
+}
+
+/// `changeNodeExpandState` (boxes without `children`; `updateHierarchyData` is not rendered here).
+pub fn hierarchy(answer: pb::HierarchyResponse) -> pb::HierarchyResponse {
+    if !answer.success || answer.error.is_some() || answer.data.iter().any(|n| n.children.is_some())
+    {
+        return answer;
+    }
+    let json = envelope(answer.data.len() * 260, |out| {
+        out.push(b'{');
+        for (i, n) in answer.data.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_key(out, &n.key);
+            out.extend_from_slice(b"{\"x\":");
+            push_int(out, n.x);
+            out.extend_from_slice(b",\"y\":");
+            push_int(out, n.y);
+            out.extend_from_slice(b",\"width\":");
+            push_int(out, n.width);
+            out.extend_from_slice(b",\"height\":");
+            push_int(out, n.height);
+            out.extend_from_slice(b",\"expand\":");
+            push_bool(out, n.expand);
+            out.extend_from_slice(b",\"isRoot\":");
+            push_bool(out, n.is_root);
+            out.extend_from_slice(b",\"parentNode\":");
+            push_str(out, &n.parent_node);
+            out.extend_from_slice(b",\"label\":");
+            push_str(out, &n.label);
+            out.extend_from_slice(b",\"name\":");
+            push_str(out, &n.name);
+            out.extend_from_slice(b",\"nodeType\":");
+            push_int(out, n.node_type);
+            out.extend_from_slice(b",\"precisionIndex\":");
+            match n.precision_index {
+                Some(v) => push_f64(out, v),
+                None => out.extend_from_slice(b"null"),
+            }
+            out.extend_from_slice(b",\"overflowLevel\":");
+            match &n.overflow_level {
+                Some(v) => push_str(out, v),
+                None => out.extend_from_slice(b"null"),
+            }
+            out.extend_from_slice(b",\"matchedNodeLink\":");
+            push_strings(out, &n.matched_node_link);
+            if let Some(s) = &n.matched_distributed {
+                out.extend_from_slice(b",\"matchedDistributed\":");
+                push_struct(out, s);
+            }
+            out.push(b'}');
+        }
+        out.push(b'}');
+    });
+    pb::HierarchyResponse {
+        success: true,
+        raw_json: Some(json),
+        ..Default::default()
+    }
+}
+
+/// `filterNodes` (`screen`).
+pub fn filter(answer: pb::FilterNodesResponse) -> pb::FilterNodesResponse {
+    if !answer.success || answer.error.is_some() {
+        return answer;
+    }
+    let size = answer
+        .data
+        .iter()
+        .map(|h| h.name.len() + h.status.len() + 24)
+        .sum();
+    let json = envelope(size, |out| {
+        out.push(b'[');
+        for (i, hit) in answer.data.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"name\":");
+            push_str(out, &hit.name);
+            out.extend_from_slice(b",\"status\":");
+            push_str(out, &hit.status);
+            out.push(b'}');
+        }
+        out.push(b']');
+    });
+    pb::FilterNodesResponse {
+        success: true,
+        raw_json: Some(json),
+        ..Default::default()
+    }
+}
+
+fn push_pairs(out: &mut Vec<u8>, pairs: &[pb::NamePair]) {
+    out.push(b'{');
+    for (i, p) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_key(out, &p.key);
+        push_str(out, &p.value);
+    }
+    out.push(b'}');
+}
+
+/// `loadGraphMatchedRelations`.
+pub fn matched_relations(answer: pb::MatchedRelationsResponse) -> pb::MatchedRelationsResponse {
+    let Some(data) = answer.data.as_ref().filter(|_| answer.success && answer.error.is_none())
+    else {
+        return answer;
+    };
+    let pairs_size = |p: &[pb::NamePair]| -> usize {
+        p.iter().map(|p| p.key.len() + p.value.len() + 6).sum()
+    };
+    let size = pairs_size(&data.npu_match_nodes)
+        + pairs_size(&data.bench_match_nodes)
+        + names_size(&data.npu_un_match_nodes)
+        + names_size(&data.bench_un_match_nodes);
+    let json = envelope(size + 128, |out| {
+        out.extend_from_slice(b"{\"npuUnMatchNodes\":");
+        push_strings(out, &data.npu_un_match_nodes);
+        out.extend_from_slice(b",\"benchUnMatchNodes\":");
+        push_strings(out, &data.bench_un_match_nodes);
+        out.extend_from_slice(b",\"npuMatchNodes\":");
+        push_pairs(out, &data.npu_match_nodes);
+        out.extend_from_slice(b",\"benchMatchNodes\":");
+        push_pairs(out, &data.bench_match_nodes);
+        if let Some(total) = data.matched_total {
+            out.extend_from_slice(b",\"matchedTotal\":");
+            push_int(out, total);
+        }
+        if let Some(success) = data.matched_success {
+            out.extend_from_slice(b",\"matchedSuccess\":");
+            push_int(out, success);
+        }
+        out.push(b'}');
+    });
+    pb::MatchedRelationsResponse {
+        success: true,
+        raw_json: Some(json),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn parsed(bytes: Option<Vec<u8>>) -> Value {
+        serde_json::from_slice(&bytes.expect("rendered")).expect("valid JSON")
+    }
+
+    #[test]
+    fn node_lists_and_failures() {
+        let answer = node_list(pb::NodeListResponse {
+            success: true,
+            error: None,
+            data: vec![pb::NamedNodeList {
+                name: "npuNodeList".into(),
+                names: vec!["a\"b".into(), "ü\n".into()],
+            }],
+            raw_json: None,
+        });
+        assert!(answer.data.is_empty());
+        assert_eq!(
+            parsed(answer.raw_json),
+            json!({"success": true, "data": {"npuNodeList": ["a\"b", "ü\n"]}})
+        );
+        let failed = node_list(pb::NodeListResponse {
+            success: false,
+            error: Some("no".into()),
+            ..Default::default()
+        });
+        assert!(failed.raw_json.is_none());
+    }
+
+    #[test]
+    fn boxes_print_nulls_and_non_finite_numbers_as_the_shim_does() {
+        let node = |key: &str, p: Option<f64>| pb::RenderNode {
+            key: key.into(),
+            x: -3,
+            precision_index: p,
+            matched_distributed: Some(prost_types::Struct::default()),
+            ..Default::default()
+        };
+        let answer = hierarchy(pb::HierarchyResponse {
+            success: true,
+            data: vec![node("a", None), node("b", Some(f64::NAN)), node("c", Some(0.5))],
+            ..Default::default()
+        });
+        let v = parsed(answer.raw_json);
+        assert_eq!(v["data"]["a"]["precisionIndex"], Value::Null);
+        assert_eq!(v["data"]["a"]["overflowLevel"], Value::Null);
+        assert_eq!(v["data"]["a"]["x"], -3);
+        assert_eq!(v["data"]["a"]["matchedDistributed"], json!({}));
+        assert_eq!(v["data"]["b"]["precisionIndex"], "NaN");
+        assert_eq!(v["data"]["c"]["precisionIndex"], 0.5);
+    }
+}
