@@ -61,12 +61,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     let list = handlers::load_graph_all_node_list(&state, mreq());
     println!("first node list: {}", ms(t.elapsed()));
-    let names = list.data.first().map(|l| l.names.clone()).unwrap_or_default();
+    let names = list
+        .data
+        .first()
+        .map(|l| l.names.clone())
+        .unwrap_or_default();
     let leaves: Vec<&String> = names
         .iter()
-        .filter(|n| n.starts_with("Functional.") || n.starts_with("Torch.") || n.starts_with("Tensor."))
+        .filter(|n| {
+            n.starts_with("Functional.") || n.starts_with("Torch.") || n.starts_with("Tensor.")
+        })
         .collect();
-    let deep = leaves.get(leaves.len() / 2).map(|s| s.to_string()).unwrap_or_else(|| "root".into());
+    let deep = leaves
+        .get(leaves.len() / 2)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| "root".into());
     let module = names
         .iter()
         .rev()
@@ -92,7 +101,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         handlers::change_node_expand_state(&state, "bench", node("root"));
         handlers::change_node_expand_state(&state, "bench", node(&deep))
     });
-    time("node info", repeat, || handlers::get_node_info(&state, node(&deep)));
+    time("node info", repeat, || {
+        handlers::get_node_info(&state, node(&deep))
+    });
     time("full node list", repeat, || {
         handlers::load_graph_all_node_list(&state, mreq())
     });

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::{Store, StoreError};
 
-use crate::graph_index::{GraphIndex, IndexCache};
+use crate::graph_index::{CachedRows, GraphIndex, IndexCache, RowCache};
 
 /// The file name suffix of the files we serve.
 pub const VIS_DB_SUFFIX: &str = ".vis.db";
@@ -36,6 +36,8 @@ pub struct GraphFile {
     idle: Mutex<Vec<Store>>,
     /// Indexes of this version of the file (a changed file gets a new `GraphFile`).
     indexes: IndexCache,
+    /// Children lists recently read for layouts.
+    rows: RowCache,
 }
 
 impl GraphFile {
@@ -89,9 +91,23 @@ impl GraphFile {
         }
     }
 
-    /// Forgets the indexes of this file (after an edit).
+    /// Runs `f` with a store of this file read through its cache of children lists.
+    pub fn with_cached_rows<T>(
+        &self,
+        f: impl FnOnce(&CachedRows<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.with_store(|store| {
+            f(&CachedRows {
+                store,
+                cache: &self.rows,
+            })
+        })
+    }
+
+    /// Forgets what is cached of this file: its indexes and rows (after an edit).
     pub fn invalidate_indexes(&self) {
         self.indexes.invalidate();
+        self.rows.invalidate();
     }
 }
 
@@ -279,6 +295,7 @@ impl Catalog {
                         stamp,
                         idle: Mutex::new(vec![store]),
                         indexes: IndexCache::default(),
+                        rows: RowCache::default(),
                     }),
                 );
                 Ok(Check::Ready)

@@ -21,8 +21,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use graph_ascend_visdb::store::{GraphKey, IndexRow};
+use graph_ascend_visdb::store::{GraphKey, IndexRow, NodeRow};
 use graph_ascend_visdb::{Store, StoreError};
+
+use crate::layout::NodeSource;
 
 /// Strings stored end to end, addressed by position.
 #[derive(Default)]
@@ -105,13 +107,13 @@ impl GraphIndex {
             let i = index.micro.len() as u32;
             fits &= index.names.push(row.name);
             fits &= index.lower.push(&row.name.to_lowercase());
-            index.micro.push(
-                i32::try_from(row.micro_step_id).unwrap_or(if row.micro_step_id < 0 {
+            index.micro.push(i32::try_from(row.micro_step_id).unwrap_or(
+                if row.micro_step_id < 0 {
                     i32::MIN
                 } else {
                     i32::MAX
-                }),
-            );
+                },
+            ));
             index.leaf.push(row.is_leaf);
             index.linked.push(row.linked);
             index.precision.push(row.precision_index);
@@ -303,6 +305,73 @@ impl IndexCache {
     }
 }
 
+/// At most this many rows are kept in a [`RowCache`] (a few hundred bytes each).
+const CACHED_ROWS: usize = 50_000;
+
+/// Recently read children lists of one file version (what expanding the root or a module reads),
+/// so that expanding the same node again, or the root after a reset, does not query and parse the
+/// rows again. Bounded by [`CACHED_ROWS`]; when full it starts over.
+#[derive(Default)]
+pub struct RowCache {
+    map: Mutex<RowMap>,
+}
+
+#[derive(Default)]
+struct RowMap {
+    rows: usize,
+    children: HashMap<(GraphKey, String), Arc<Vec<NodeRow>>>,
+}
+
+impl RowCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RowMap> {
+        match self.map.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Forgets everything (after an edit of the file).
+    pub fn invalidate(&self) {
+        let mut map = self.lock();
+        map.children.clear();
+        map.rows = 0;
+    }
+}
+
+/// A store read through a file's [`RowCache`].
+pub struct CachedRows<'a> {
+    pub store: &'a Store,
+    pub cache: &'a RowCache,
+}
+
+impl NodeSource for CachedRows<'_> {
+    fn root(&self, graph: GraphKey) -> Result<Option<NodeRow>, StoreError> {
+        self.store.root(graph)
+    }
+
+    fn children(&self, graph: GraphKey, parent: &str) -> Result<Arc<Vec<NodeRow>>, StoreError> {
+        let key = (graph, parent.to_owned());
+        if let Some(rows) = self.cache.lock().children.get(&key) {
+            return Ok(rows.clone());
+        }
+        let rows = Arc::new(self.store.children(graph, parent)?);
+        let mut map = self.cache.lock();
+        if rows.len() <= CACHED_ROWS {
+            if map.rows + rows.len() > CACHED_ROWS {
+                map.children.clear();
+                map.rows = 0;
+            }
+            map.rows += rows.len();
+            map.children.insert(key, rows.clone());
+        }
+        Ok(rows)
+    }
+
+    fn ancestry(&self, graph: GraphKey, name: &str) -> Result<Vec<NodeRow>, StoreError> {
+        self.store.ancestry(graph, name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,7 +397,11 @@ mod tests {
     #[test]
     fn search_is_a_substring_search_ignoring_case_in_node_order() {
         let idx = index(
-            &["Module.Attn.forward", "Functional.linear.0", "Module.attn.backward"],
+            &[
+                "Module.Attn.forward",
+                "Functional.linear.0",
+                "Module.attn.backward",
+            ],
             &[0, 0, 1],
         );
         assert_eq!(
@@ -357,7 +430,12 @@ mod tests {
         let links: Vec<_> = idx.links(-1).collect();
         assert_eq!(
             links,
-            [("a", Some("a")), ("b", Some("B")), ("c", None), ("d", Some("D"))]
+            [
+                ("a", Some("a")),
+                ("b", Some("B")),
+                ("c", None),
+                ("d", Some("D"))
+            ]
         );
     }
 }

@@ -292,6 +292,15 @@ fn match_config_files(dir: Option<&Path>) -> Vec<String> {
 // Navigation.
 
 pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::NodeListResponse {
+    node_list(state, req, false)
+}
+
+/// [`load_graph_all_node_list`] with a successful answer rendered as JSON ([`crate::rawjson`]).
+pub fn load_graph_all_node_list_json(state: &State, req: pb::MetaRequest) -> pb::NodeListResponse {
+    node_list(state, req, true)
+}
+
+fn node_list(state: &State, req: pb::MetaRequest, json: bool) -> pb::NodeListResponse {
     let lang = lang_of(req.meta_data.as_ref());
     answer(
         lang,
@@ -302,12 +311,28 @@ pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::Node
                 .with_store(Store::config)
                 .context(Msg::LoadConfig)?
                 .is_compare();
-            let names = |side| {
-                sel.file
-                    .index(sel.graph(side))
-                    .map(|index| index.names(sel.micro_step))
-                    .context(Msg::LoadNode)
-            };
+            let index = |side| sel.file.index(sel.graph(side)).context(Msg::LoadNode);
+            if json {
+                let npu = index(Side::Npu)?;
+                let bench = if compare {
+                    Some(index(Side::Bench)?)
+                } else {
+                    None
+                };
+                fn list(index: &crate::graph_index::GraphIndex, micro_step: i64) -> Vec<&str> {
+                    index.nodes(micro_step).map(|i| index.name(i)).collect()
+                }
+                let mut lists = vec![("npuNodeList", list(&npu, sel.micro_step))];
+                if let Some(bench) = &bench {
+                    lists.push(("benchNodeList", list(bench, sel.micro_step)));
+                }
+                return Ok(pb::NodeListResponse {
+                    success: true,
+                    raw_json: Some(crate::rawjson::node_list_json(&lists)),
+                    ..Default::default()
+                });
+            }
+            let names = |side| index(side).map(|index| index.names(sel.micro_step));
             Ok(pb::NodeListResponse {
                 success: true,
                 error: None,
@@ -385,7 +410,7 @@ pub fn change_node_expand_state(
                 .is_none_or(|h| h.graph() != graph || h.micro_step() != sel.micro_step);
             let data = sel
                 .file
-                .with_store(|store| {
+                .with_cached_rows(|store| {
                     if node.node_name == "root" || stale {
                         *guard = Hierarchy::new(store, graph, sel.micro_step, prefix)?;
                     }
@@ -681,10 +706,7 @@ pub fn search_nodes(state: &State, req: pb::SearchNodesRequest) -> pb::SearchNod
             } else {
                 Side::Npu
             };
-            let index = sel
-                .file
-                .index(sel.graph(side))
-                .context(Msg::SearchNode)?;
+            let index = sel.file.index(sel.graph(side)).context(Msg::SearchNode)?;
             let limit = match usize::try_from(req.limit) {
                 Ok(0) | Err(_) => SEARCH_LIMIT,
                 Ok(n) => n.min(SEARCH_LIMIT * 100),
@@ -771,11 +793,45 @@ pub fn load_graph_matched_relations(
     state: &State,
     req: pb::MetaRequest,
 ) -> pb::MatchedRelationsResponse {
+    matched_relations_answer(state, req, false)
+}
+
+/// [`load_graph_matched_relations`] with a successful answer rendered as JSON
+/// ([`crate::rawjson`]).
+pub fn load_graph_matched_relations_json(
+    state: &State,
+    req: pb::MetaRequest,
+) -> pb::MatchedRelationsResponse {
+    matched_relations_answer(state, req, true)
+}
+
+fn matched_relations_answer(
+    state: &State,
+    req: pb::MetaRequest,
+    json: bool,
+) -> pb::MatchedRelationsResponse {
     let lang = lang_of(req.meta_data.as_ref());
     answer(
         lang,
         (|| {
             let sel = select(state, req.meta_data.as_ref())?;
+            if json {
+                let index = |side| {
+                    sel.file
+                        .index(sel.graph(side))
+                        .context(Msg::LoadMatchedRelations)
+                };
+                let (npu, bench) = (index(Side::Npu)?, index(Side::Bench)?);
+                let npu = crate::rawjson::Relations::split(npu.links(sel.micro_step));
+                let bench = crate::rawjson::Relations::split(bench.links(sel.micro_step));
+                return Ok(pb::MatchedRelationsResponse {
+                    success: true,
+                    raw_json: Some(crate::rawjson::matched_relations_json(
+                        &npu, &bench, None, None,
+                    )),
+                    ..Default::default()
+                });
+            }
             Ok(pb::MatchedRelationsResponse {
                 success: true,
                 error: None,

@@ -27,13 +27,13 @@ fn push_key(out: &mut Vec<u8>, key: &str) {
     out.push(b':');
 }
 
-fn push_strings(out: &mut Vec<u8>, items: &[String]) {
+fn push_strings<S: AsRef<str>>(out: &mut Vec<u8>, items: &[S]) {
     out.push(b'[');
     for (i, s) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        push_str(out, s);
+        push_str(out, s.as_ref());
     }
     out.push(b']');
 }
@@ -102,34 +102,47 @@ fn envelope(capacity: usize, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     out
 }
 
-fn names_size(items: &[String]) -> usize {
-    items.iter().map(|s| s.len() + 3).sum()
+fn names_size<S: AsRef<str>>(items: &[S]) -> usize {
+    items.iter().map(|s| s.as_ref().len() + 3).sum()
+}
+
+/// `loadGraphAllNodeList`'s JSON from named lists of names.
+pub fn node_list_json<S: AsRef<str>>(lists: &[(&str, Vec<S>)]) -> Vec<u8> {
+    let size = lists
+        .iter()
+        .map(|(name, names)| name.len() + names.iter().map(|s| s.as_ref().len() + 3).sum::<usize>())
+        .sum();
+    envelope(size, |out| {
+        out.push(b'{');
+        for (i, (name, names)) in lists.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_key(out, name);
+            push_strings(out, names);
+        }
+        out.push(b'}');
+    })
 }
 
 /// `loadGraphAllNodeList`.
 pub fn node_list(answer: pb::NodeListResponse) -> pb::NodeListResponse {
-    if !answer.success || answer.error.is_some() {
+    if !answer.success || answer.error.is_some() || answer.raw_json.is_some() {
         return answer;
     }
-    let size = answer
+    let lists: Vec<(&str, Vec<&str>)> = answer
         .data
         .iter()
-        .map(|l| l.name.len() + names_size(&l.names))
-        .sum();
-    let json = envelope(size, |out| {
-        out.push(b'{');
-        for (i, list) in answer.data.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            push_key(out, &list.name);
-            push_strings(out, &list.names);
-        }
-        out.push(b'}');
-    });
+        .map(|l| {
+            (
+                l.name.as_str(),
+                l.names.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
     pb::NodeListResponse {
         success: true,
-        raw_json: Some(json),
+        raw_json: Some(node_list_json(&lists)),
         ..Default::default()
     }
 }
@@ -225,50 +238,105 @@ pub fn filter(answer: pb::FilterNodesResponse) -> pb::FilterNodesResponse {
     }
 }
 
-fn push_pairs(out: &mut Vec<u8>, pairs: &[pb::NamePair]) {
+fn push_pairs(out: &mut Vec<u8>, pairs: &[(&str, &str)]) {
     out.push(b'{');
-    for (i, p) in pairs.iter().enumerate() {
+    for (i, (key, value)) in pairs.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        push_key(out, &p.key);
-        push_str(out, &p.value);
+        push_key(out, key);
+        push_str(out, value);
     }
     out.push(b'}');
 }
 
-/// `loadGraphMatchedRelations`.
-pub fn matched_relations(answer: pb::MatchedRelationsResponse) -> pb::MatchedRelationsResponse {
-    let Some(data) = answer.data.as_ref().filter(|_| answer.success && answer.error.is_none())
-    else {
-        return answer;
-    };
-    let pairs_size = |p: &[pb::NamePair]| -> usize {
-        p.iter().map(|p| p.key.len() + p.value.len() + 6).sum()
-    };
-    let size = pairs_size(&data.npu_match_nodes)
-        + pairs_size(&data.bench_match_nodes)
-        + names_size(&data.npu_un_match_nodes)
-        + names_size(&data.bench_un_match_nodes);
-    let json = envelope(size + 128, |out| {
+/// One side of the matched relations: matched `(name, partner)` pairs and unmatched names.
+#[derive(Default)]
+pub struct Relations<'a> {
+    pub matched: Vec<(&'a str, &'a str)>,
+    pub unmatched: Vec<&'a str>,
+}
+
+impl<'a> Relations<'a> {
+    /// Splits `(name, partner)` rows.
+    pub fn split(rows: impl Iterator<Item = (&'a str, Option<&'a str>)>) -> Relations<'a> {
+        let mut r = Relations::default();
+        for (name, link) in rows {
+            match link {
+                Some(other) => r.matched.push((name, other)),
+                None => r.unmatched.push(name),
+            }
+        }
+        r
+    }
+
+    fn size(&self) -> usize {
+        self.matched
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum::<usize>()
+            + names_size(&self.unmatched)
+    }
+}
+
+/// `loadGraphMatchedRelations`'s JSON.
+pub fn matched_relations_json(
+    npu: &Relations<'_>,
+    bench: &Relations<'_>,
+    matched_total: Option<i32>,
+    matched_success: Option<i32>,
+) -> Vec<u8> {
+    envelope(npu.size() + bench.size() + 128, |out| {
         out.extend_from_slice(b"{\"npuUnMatchNodes\":");
-        push_strings(out, &data.npu_un_match_nodes);
+        push_strings(out, &npu.unmatched);
         out.extend_from_slice(b",\"benchUnMatchNodes\":");
-        push_strings(out, &data.bench_un_match_nodes);
+        push_strings(out, &bench.unmatched);
         out.extend_from_slice(b",\"npuMatchNodes\":");
-        push_pairs(out, &data.npu_match_nodes);
+        push_pairs(out, &npu.matched);
         out.extend_from_slice(b",\"benchMatchNodes\":");
-        push_pairs(out, &data.bench_match_nodes);
-        if let Some(total) = data.matched_total {
+        push_pairs(out, &bench.matched);
+        if let Some(total) = matched_total {
             out.extend_from_slice(b",\"matchedTotal\":");
             push_int(out, total);
         }
-        if let Some(success) = data.matched_success {
+        if let Some(success) = matched_success {
             out.extend_from_slice(b",\"matchedSuccess\":");
             push_int(out, success);
         }
         out.push(b'}');
-    });
+    })
+}
+
+/// `loadGraphMatchedRelations`.
+pub fn matched_relations(answer: pb::MatchedRelationsResponse) -> pb::MatchedRelationsResponse {
+    let Some(data) = answer
+        .data
+        .as_ref()
+        .filter(|_| answer.success && answer.error.is_none() && answer.raw_json.is_none())
+    else {
+        return answer;
+    };
+    let npu = Relations {
+        matched: data
+            .npu_match_nodes
+            .iter()
+            .map(|p| (p.key.as_str(), p.value.as_str()))
+            .collect(),
+        unmatched: data.npu_un_match_nodes.iter().map(String::as_str).collect(),
+    };
+    let bench = Relations {
+        matched: data
+            .bench_match_nodes
+            .iter()
+            .map(|p| (p.key.as_str(), p.value.as_str()))
+            .collect(),
+        unmatched: data
+            .bench_un_match_nodes
+            .iter()
+            .map(String::as_str)
+            .collect(),
+    };
+    let json = matched_relations_json(&npu, &bench, data.matched_total, data.matched_success);
     pb::MatchedRelationsResponse {
         success: true,
         raw_json: Some(json),
@@ -320,7 +388,11 @@ mod tests {
         };
         let answer = hierarchy(pb::HierarchyResponse {
             success: true,
-            data: vec![node("a", None), node("b", Some(f64::NAN)), node("c", Some(0.5))],
+            data: vec![
+                node("a", None),
+                node("b", Some(f64::NAN)),
+                node("c", Some(0.5)),
+            ],
             ..Default::default()
         });
         let v = parsed(answer.raw_json);

@@ -137,11 +137,10 @@ impl GraphAscend for GraphService {
         let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            let answer = handlers::load_graph_all_node_list(s, req);
             if json {
-                rawjson::node_list(answer)
+                handlers::load_graph_all_node_list_json(s, req)
             } else {
-                answer
+                handlers::load_graph_all_node_list(s, req)
             }
         })
         .await
@@ -217,11 +216,10 @@ impl GraphAscend for GraphService {
         let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            let answer = handlers::load_graph_matched_relations(s, req);
             if json {
-                rawjson::matched_relations(answer)
+                handlers::load_graph_matched_relations_json(s, req)
             } else {
-                answer
+                handlers::load_graph_matched_relations(s, req)
             }
         })
         .await
