@@ -107,6 +107,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     time("full node list", repeat, || {
         handlers::load_graph_all_node_list(&state, mreq())
     });
+    time("full node list json", repeat, || {
+        handlers::load_graph_all_node_list_json(&state, mreq())
+    });
     time("name search", repeat, || {
         handlers::search_nodes(
             &state,
@@ -140,8 +143,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         )
     });
+    time("precision filter json", repeat, || {
+        handlers::filter_nodes_json(
+            &state,
+            pb::FilterNodesRequest {
+                meta_data: Some(meta.clone()),
+                r#type: "precision".into(),
+                values: Some(prost_types::ListValue {
+                    values: ["pass", "warning", "error"]
+                        .iter()
+                        .map(|s| prost_types::Value {
+                            kind: Some(prost_types::value::Kind::StringValue((*s).into())),
+                        })
+                        .chain([prost_types::Value {
+                            kind: Some(prost_types::value::Kind::NumberValue(-1.0)),
+                        }])
+                        .collect(),
+                }),
+                ..Default::default()
+            },
+        )
+    });
     time("matched relations", repeat, || {
         handlers::load_graph_matched_relations(&state, mreq())
+    });
+    time("matched rel. json", repeat, || {
+        handlers::load_graph_matched_relations_json(&state, mreq())
     });
     Ok(())
 }

@@ -104,18 +104,22 @@ impl GraphFile {
         })
     }
 
-    /// Forgets what is cached of this file: its indexes and rows (after an edit).
-    pub fn invalidate_indexes(&self) {
-        self.indexes.invalidate();
+    /// Forgets what is cached of this file: its indexes and rows (after an edit). Returns the
+    /// graphs that were indexed.
+    pub fn invalidate_indexes(&self) -> Vec<GraphKey> {
         self.rows.invalidate();
+        self.indexes.invalidate()
     }
 }
 
-/// What identifies one version of a file on disk.
+/// What identifies one version of a file on disk: the file's size and modification time, and
+/// those of its write-ahead log (`<file>-wal`), where commits to a file in WAL mode (ours, and
+/// edits by other programs) go until SQLite checkpoints them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FileStamp {
     len: u64,
     modified: Option<SystemTime>,
+    wal: Option<(u64, Option<SystemTime>)>,
 }
 
 /// What a check of one file found.
@@ -133,9 +137,15 @@ impl FileStamp {
 
     fn of(path: &Path) -> std::io::Result<FileStamp> {
         let meta = std::fs::metadata(path)?;
+        let mut wal_path = path.as_os_str().to_owned();
+        wal_path.push("-wal");
+        let wal = std::fs::metadata(PathBuf::from(wal_path))
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()));
         Ok(FileStamp {
             len: meta.len(),
             modified: meta.modified().ok(),
+            wal,
         })
     }
 }
@@ -285,6 +295,9 @@ impl Catalog {
         match opened {
             Ok((_, false)) if stamp.is_recent() => Ok(Check::BeingWritten),
             Ok((store, _)) => {
+                // Opening a file in WAL mode may have created (or, closing the last connection
+                // of the version replaced, checkpointed) its log: stamp what is there now.
+                let stamp = FileStamp::of(path).unwrap_or(stamp);
                 known.failures.remove(path);
                 known.files.insert(
                     path.to_owned(),

@@ -294,14 +294,14 @@ impl IndexCache {
             .unwrap_or(false)
     }
 
-    /// Forgets every index (after an edit of the file). Builds under way finish for their own
-    /// callers; later callers build anew.
-    pub fn invalidate(&self) {
+    /// Forgets every index (after an edit of the file) and says which graphs had one. Builds
+    /// under way finish for their own callers; later callers build anew.
+    pub fn invalidate(&self) -> Vec<GraphKey> {
         let mut slots = match self.slots.lock() {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),
         };
-        slots.clear();
+        slots.drain().map(|(graph, _)| graph).collect()
     }
 }
 

@@ -617,6 +617,20 @@ const PRECISION_BANDS: [(&str, f64, f64); 3] = [
 ];
 
 pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNodesResponse {
+    filter_answer(state, req, false)
+}
+
+/// [`filter_nodes`] with a successful answer rendered as JSON ([`crate::rawjson`]).
+pub fn filter_nodes_json(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNodesResponse {
+    filter_answer(state, req, true)
+}
+
+fn filter_answer(
+    state: &State,
+    req: pb::FilterNodesRequest,
+    json: bool,
+) -> pb::FilterNodesResponse {
+    use std::borrow::Cow;
     let lang = lang_of(req.meta_data.as_ref());
     answer(
         lang,
@@ -627,7 +641,7 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                 .as_ref()
                 .map(|l| l.values.iter().map(crate::values::prost_to_json).collect())
                 .unwrap_or_default();
-            let hits = match req.r#type.as_str() {
+            let answer = match req.r#type.as_str() {
                 "precision" => {
                     let want_unmatched = values
                         .iter()
@@ -644,7 +658,7 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                     let over = state
                         .precision_overrides
                         .get(&sel.file.path, sel.step, sel.rank);
-                    index
+                    let hits: Vec<(Cow<'_, str>, Cow<'static, str>)> = index
                         .leaves(sel.micro_step)
                         .filter_map(|leaf| {
                             let precision = over
@@ -659,37 +673,58 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                                 (true, Some((name, _, _))) => name,
                                 _ => return None,
                             };
-                            Some(pb::FilterHit {
-                                name: leaf.name.to_owned(),
-                                status: status.to_owned(),
-                            })
+                            Some((Cow::Borrowed(leaf.name), Cow::Borrowed(status)))
                         })
-                        .collect()
+                        .collect();
+                    filter_hits(hits, json)
                 }
                 "overflow" => {
                     let levels: Vec<String> = values
                         .iter()
                         .filter_map(|v| v.as_str().map(str::to_owned))
                         .collect();
-                    sel.file
+                    let hits: Vec<(Cow<'_, str>, Cow<'static, str>)> = sel
+                        .file
                         .with_store(|s| {
                             s.leaf_overflows(sel.step, sel.rank, sel.micro_step, &levels)
                         })
                         .context(Msg::SearchNode)?
                         .into_iter()
-                        .map(|(name, status)| pb::FilterHit { name, status })
-                        .collect()
+                        .map(|(name, status)| (Cow::Owned(name), Cow::Owned(status)))
+                        .collect();
+                    filter_hits(hits, json)
                 }
                 _ => return Err(HandlerError::Invalid(Msg::SearchType)),
             };
-            Ok(pb::FilterNodesResponse {
-                success: true,
-                error: None,
-                raw_json: None,
-                data: hits,
-            })
+            Ok(answer)
         })(),
     )
+}
+
+/// The filter's answer: the hits as messages, or rendered as JSON.
+fn filter_hits(
+    hits: Vec<(std::borrow::Cow<'_, str>, std::borrow::Cow<'static, str>)>,
+    json: bool,
+) -> pb::FilterNodesResponse {
+    if json {
+        return pb::FilterNodesResponse {
+            success: true,
+            raw_json: Some(crate::rawjson::filter_json(&hits)),
+            ..Default::default()
+        };
+    }
+    pb::FilterNodesResponse {
+        success: true,
+        error: None,
+        raw_json: None,
+        data: hits
+            .into_iter()
+            .map(|(name, status)| pb::FilterHit {
+                name: name.into_owned(),
+                status: status.into_owned(),
+            })
+            .collect(),
+    }
 }
 
 /// Default and largest number of names a search returns.

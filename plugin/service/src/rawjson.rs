@@ -18,8 +18,16 @@ use prost_types::value::Kind;
 pub const RAW_JSON_HEADER: &str = "graph-ascend-json";
 
 fn push_str(out: &mut Vec<u8>, s: &str) {
-    // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
+    // Node names almost never need escaping: copy those as they are.
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
 }
 
 fn push_key(out: &mut Vec<u8>, key: &str) {
@@ -207,35 +215,26 @@ pub fn hierarchy(answer: pb::HierarchyResponse) -> pb::HierarchyResponse {
     }
 }
 
-/// `filterNodes` (`screen`).
-pub fn filter(answer: pb::FilterNodesResponse) -> pb::FilterNodesResponse {
-    if !answer.success || answer.error.is_some() {
-        return answer;
-    }
-    let size = answer
-        .data
+/// `filterNodes`' JSON from `(name, status)` hits.
+pub fn filter_json<N: AsRef<str>, S: AsRef<str>>(hits: &[(N, S)]) -> Vec<u8> {
+    let size = hits
         .iter()
-        .map(|h| h.name.len() + h.status.len() + 24)
+        .map(|(n, s)| n.as_ref().len() + s.as_ref().len() + 24)
         .sum();
-    let json = envelope(size, |out| {
+    envelope(size, |out| {
         out.push(b'[');
-        for (i, hit) in answer.data.iter().enumerate() {
+        for (i, (name, status)) in hits.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"name\":");
-            push_str(out, &hit.name);
+            push_str(out, name.as_ref());
             out.extend_from_slice(b",\"status\":");
-            push_str(out, &hit.status);
+            push_str(out, status.as_ref());
             out.push(b'}');
         }
         out.push(b']');
-    });
-    pb::FilterNodesResponse {
-        success: true,
-        raw_json: Some(json),
-        ..Default::default()
-    }
+    })
 }
 
 fn push_pairs(out: &mut Vec<u8>, pairs: &[(&str, &str)]) {

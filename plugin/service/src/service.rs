@@ -191,11 +191,10 @@ impl GraphAscend for GraphService {
         let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            let answer = handlers::filter_nodes(s, req);
             if json {
-                rawjson::filter(answer)
+                handlers::filter_nodes_json(s, req)
             } else {
-                answer
+                handlers::filter_nodes(s, req)
             }
         })
         .await
