@@ -133,28 +133,6 @@ pub fn node_list_json<S: AsRef<str>>(lists: &[(&str, Vec<S>)]) -> Vec<u8> {
     })
 }
 
-/// `loadGraphAllNodeList`.
-pub fn node_list(answer: pb::NodeListResponse) -> pb::NodeListResponse {
-    if !answer.success || answer.error.is_some() || answer.raw_json.is_some() {
-        return answer;
-    }
-    let lists: Vec<(&str, Vec<&str>)> = answer
-        .data
-        .iter()
-        .map(|l| {
-            (
-                l.name.as_str(),
-                l.names.iter().map(String::as_str).collect(),
-            )
-        })
-        .collect();
-    pb::NodeListResponse {
-        success: true,
-        raw_json: Some(node_list_json(&lists)),
-        ..Default::default()
-    }
-}
-
 /// `changeNodeExpandState` (boxes without `children`; `updateHierarchyData` is not rendered here).
 pub fn hierarchy(answer: pb::HierarchyResponse) -> pb::HierarchyResponse {
     if !answer.success || answer.error.is_some() || answer.data.iter().any(|n| n.children.is_some())
@@ -306,43 +284,6 @@ pub fn matched_relations_json(
     })
 }
 
-/// `loadGraphMatchedRelations`.
-pub fn matched_relations(answer: pb::MatchedRelationsResponse) -> pb::MatchedRelationsResponse {
-    let Some(data) = answer
-        .data
-        .as_ref()
-        .filter(|_| answer.success && answer.error.is_none() && answer.raw_json.is_none())
-    else {
-        return answer;
-    };
-    let npu = Relations {
-        matched: data
-            .npu_match_nodes
-            .iter()
-            .map(|p| (p.key.as_str(), p.value.as_str()))
-            .collect(),
-        unmatched: data.npu_un_match_nodes.iter().map(String::as_str).collect(),
-    };
-    let bench = Relations {
-        matched: data
-            .bench_match_nodes
-            .iter()
-            .map(|p| (p.key.as_str(), p.value.as_str()))
-            .collect(),
-        unmatched: data
-            .bench_un_match_nodes
-            .iter()
-            .map(String::as_str)
-            .collect(),
-    };
-    let json = matched_relations_json(&npu, &bench, data.matched_total, data.matched_success);
-    pb::MatchedRelationsResponse {
-        success: true,
-        raw_json: Some(json),
-        ..Default::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,22 +294,13 @@ mod tests {
     }
 
     #[test]
-    fn node_lists_and_failures() {
-        let answer = node_list(pb::NodeListResponse {
-            success: true,
-            error: None,
-            data: vec![pb::NamedNodeList {
-                name: "npuNodeList".into(),
-                names: vec!["a\"b".into(), "ü\n".into()],
-            }],
-            raw_json: None,
-        });
-        assert!(answer.data.is_empty());
+    fn node_lists_escape_as_json() {
+        let json = node_list_json(&[("npuNodeList", vec!["a\"b", "ü\n", "plain"])]);
         assert_eq!(
-            parsed(answer.raw_json),
-            json!({"success": true, "data": {"npuNodeList": ["a\"b", "ü\n"]}})
+            serde_json::from_slice::<Value>(&json).expect("valid JSON"),
+            json!({"success": true, "data": {"npuNodeList": ["a\"b", "ü\n", "plain"]}})
         );
-        let failed = node_list(pb::NodeListResponse {
+        let failed = hierarchy(pb::HierarchyResponse {
             success: false,
             error: Some("no".into()),
             ..Default::default()
