@@ -223,8 +223,9 @@ impl GraphIndex {
             // One pass over all the lower-case names; a match is attributed to the name it starts
             // in if it also ends there (it never spans names unless it would cross a boundary).
             let text = &self.lower.text;
+            let finder = memchr::memmem::Finder::new(query.as_bytes());
             let mut from = 0;
-            while let Some(found) = text[from..].find(&query) {
+            while let Some(found) = finder.find(&text.as_bytes()[from..]) {
                 let start = from + found;
                 let i = self.lower.index_of(start);
                 let end = self.lower.ends[i] as usize;

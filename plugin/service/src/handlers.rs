@@ -372,6 +372,24 @@ pub fn change_node_expand_state(
     client: &str,
     req: pb::NodeRequest,
 ) -> pb::HierarchyResponse {
+    expand_answer(state, client, req, false)
+}
+
+/// [`change_node_expand_state`] with a successful answer rendered as JSON ([`crate::rawjson`]).
+pub fn change_node_expand_state_json(
+    state: &State,
+    client: &str,
+    req: pb::NodeRequest,
+) -> pb::HierarchyResponse {
+    expand_answer(state, client, req, true)
+}
+
+fn expand_answer(
+    state: &State,
+    client: &str,
+    req: pb::NodeRequest,
+    json: bool,
+) -> pb::HierarchyResponse {
     let lang = lang_of(req.meta_data.as_ref());
     answer(
         lang,
@@ -389,6 +407,7 @@ pub fn change_node_expand_state(
             let Some((side, prefix, pane_name)) = pane(compare, &node.node_type) else {
                 return Ok(pb::HierarchyResponse {
                     success: true,
+                    raw_json: json.then(|| crate::rawjson::hierarchy_json(std::iter::empty())),
                     ..Default::default()
                 });
             };
@@ -408,7 +427,7 @@ pub fn change_node_expand_state(
             let stale = guard
                 .as_ref()
                 .is_none_or(|h| h.graph() != graph || h.micro_step() != sel.micro_step);
-            let data = sel
+            let names = sel
                 .file
                 .with_cached_rows(|store| {
                     if node.node_name == "root" || stale {
@@ -420,17 +439,29 @@ pub fn change_node_expand_state(
                     if node.node_name != "root" {
                         h.toggle_or_reveal(store, &node.node_name)?;
                     }
-                    Ok(Some(h.visible()))
+                    Ok(Some(h.visible_names()))
                 })
                 .context(Msg::ExpandNode)?
                 .ok_or(HandlerError::Invalid(Msg::ExpandNode))?;
+            let Some(h) = guard.as_ref() else {
+                return Err(HandlerError::Invalid(Msg::ExpandNode));
+            };
+            let boxes = names
+                .iter()
+                .filter_map(|name| h.info(name).map(|info| (name.as_str(), info)));
+            if json {
+                return Ok(pb::HierarchyResponse {
+                    success: true,
+                    raw_json: Some(crate::rawjson::hierarchy_json(boxes)),
+                    ..Default::default()
+                });
+            }
             Ok(pb::HierarchyResponse {
                 success: true,
                 error: None,
                 raw_json: None,
-                data: data
-                    .into_iter()
-                    .map(|(key, info)| render_node(key, info, false))
+                data: boxes
+                    .map(|(key, info)| render_node(key.to_owned(), info.clone(), false))
                     .collect(),
             })
         })(),

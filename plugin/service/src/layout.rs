@@ -165,7 +165,16 @@ impl Hierarchy {
     /// The visible boxes in depth-first order (parents before children); also forgets the
     /// nodes of collapsed subtrees, as msprobe does, so they are fetched again when reopened.
     pub fn visible(&mut self) -> Vec<(String, RenderInfo)> {
-        let mut order: Vec<&str> = Vec::new();
+        self.visible_names()
+            .into_iter()
+            .filter_map(|name| self.nodes.get(&name).cloned().map(|info| (name, info)))
+            .collect()
+    }
+
+    /// The names of [`Hierarchy::visible`]'s boxes (read them with [`Hierarchy::info`]); also
+    /// forgets the nodes of collapsed subtrees.
+    pub fn visible_names(&mut self) -> Vec<String> {
+        let mut order: Vec<String> = Vec::new();
         let mut stack = vec![self.root.as_str()];
         while let Some(name) = stack.pop() {
             let Some(info) = self.nodes.get(name) else {
@@ -174,20 +183,18 @@ impl Hierarchy {
             if info.expand {
                 stack.extend(info.children.iter().rev().map(String::as_str));
             }
-            order.push(name);
+            order.push(name.to_owned());
         }
-        let keep: std::collections::HashSet<String> =
-            order.iter().map(|n| (*n).to_owned()).collect();
-        let out: Vec<(String, RenderInfo)> = order
-            .iter()
-            .filter_map(|n| {
-                self.nodes
-                    .get(*n)
-                    .map(|info| ((*n).to_owned(), info.clone()))
-            })
-            .collect();
-        self.nodes.retain(|name, _| keep.contains(name));
-        out
+        if order.len() < self.nodes.len() {
+            let keep: std::collections::HashSet<&str> = order.iter().map(String::as_str).collect();
+            self.nodes.retain(|name, _| keep.contains(name.as_str()));
+        }
+        order
+    }
+
+    /// The box of a node held.
+    pub fn info(&self, name: &str) -> Option<&RenderInfo> {
+        self.nodes.get(name)
     }
 
     /// Every node currently held, children lists included (msprobe's `updateHierarchyData`).

@@ -11,8 +11,7 @@
 //! `"Infinity"`, `"-Infinity"`. Numbers are printed by serde_json (shortest round trip), so they
 //! parse to the same values as Python's `repr`. `tests/shim` compares both renderings.
 
-use graph_ascend_proto as pb;
-use prost_types::value::Kind;
+use crate::layout::RenderInfo;
 
 /// The gRPC metadata key that asks for `raw_json` answers.
 pub const RAW_JSON_HEADER: &str = "graph-ascend-json";
@@ -66,41 +65,6 @@ fn push_bool(out: &mut Vec<u8>, v: bool) {
     out.extend_from_slice(if v { b"true" } else { b"false" });
 }
 
-/// A `google.protobuf.Value` as `MessageToDict` prints it (non-finite numbers, which it refuses,
-/// become `null`).
-fn push_value(out: &mut Vec<u8>, v: &prost_types::Value) {
-    match &v.kind {
-        None | Some(Kind::NullValue(_)) => out.extend_from_slice(b"null"),
-        Some(Kind::NumberValue(n)) if n.is_finite() => push_f64(out, *n),
-        Some(Kind::NumberValue(_)) => out.extend_from_slice(b"null"),
-        Some(Kind::StringValue(s)) => push_str(out, s),
-        Some(Kind::BoolValue(b)) => push_bool(out, *b),
-        Some(Kind::StructValue(s)) => push_struct(out, s),
-        Some(Kind::ListValue(l)) => {
-            out.push(b'[');
-            for (i, item) in l.values.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                push_value(out, item);
-            }
-            out.push(b']');
-        }
-    }
-}
-
-fn push_struct(out: &mut Vec<u8>, s: &prost_types::Struct) {
-    out.push(b'{');
-    for (i, (k, v)) in s.fields.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        push_key(out, k);
-        push_value(out, v);
-    }
-    out.push(b'}');
-}
-
 /// `{"success":true,"data":` … `}` around what `body` writes.
 fn envelope(capacity: usize, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let mut out = Vec::with_capacity(capacity + 32);
@@ -133,39 +97,37 @@ pub fn node_list_json<S: AsRef<str>>(lists: &[(&str, Vec<S>)]) -> Vec<u8> {
     })
 }
 
-/// `changeNodeExpandState` (boxes without `children`; `updateHierarchyData` is not rendered here).
-pub fn hierarchy(answer: pb::HierarchyResponse) -> pb::HierarchyResponse {
-    if !answer.success || answer.error.is_some() || answer.data.iter().any(|n| n.children.is_some())
-    {
-        return answer;
-    }
-    let json = envelope(answer.data.len() * 260, |out| {
+/// `changeNodeExpandState`'s JSON from `(name, box)` in display order (no `children`: those are
+/// only in `updateHierarchyData` answers, which go through the fields).
+pub fn hierarchy_json<'a>(boxes: impl Iterator<Item = (&'a str, &'a RenderInfo)>) -> Vec<u8> {
+    let (lower, _) = boxes.size_hint();
+    envelope(lower * 260, |out| {
         out.push(b'{');
-        for (i, n) in answer.data.iter().enumerate() {
+        for (i, (key, n)) in boxes.enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            push_key(out, &n.key);
+            push_key(out, key);
             out.extend_from_slice(b"{\"x\":");
-            push_int(out, n.x);
+            push_int(out, clamp(n.x));
             out.extend_from_slice(b",\"y\":");
-            push_int(out, n.y);
+            push_int(out, clamp(n.y));
             out.extend_from_slice(b",\"width\":");
-            push_int(out, n.width);
+            push_int(out, clamp(n.width));
             out.extend_from_slice(b",\"height\":");
-            push_int(out, n.height);
+            push_int(out, clamp(n.height));
             out.extend_from_slice(b",\"expand\":");
             push_bool(out, n.expand);
             out.extend_from_slice(b",\"isRoot\":");
             push_bool(out, n.is_root);
             out.extend_from_slice(b",\"parentNode\":");
-            push_str(out, &n.parent_node);
+            push_str(out, &n.parent);
             out.extend_from_slice(b",\"label\":");
             push_str(out, &n.label);
             out.extend_from_slice(b",\"name\":");
             push_str(out, &n.name);
             out.extend_from_slice(b",\"nodeType\":");
-            push_int(out, n.node_type);
+            push_int(out, n.kind);
             out.extend_from_slice(b",\"precisionIndex\":");
             match n.precision_index {
                 Some(v) => push_f64(out, v),
@@ -178,18 +140,27 @@ pub fn hierarchy(answer: pb::HierarchyResponse) -> pb::HierarchyResponse {
             }
             out.extend_from_slice(b",\"matchedNodeLink\":");
             push_strings(out, &n.matched_node_link);
-            if let Some(s) = &n.matched_distributed {
-                out.extend_from_slice(b",\"matchedDistributed\":");
-                push_struct(out, s);
-            }
+            out.extend_from_slice(b",\"matchedDistributed\":");
+            push_json(out, &n.matched_distributed);
             out.push(b'}');
         }
         out.push(b'}');
-    });
-    pb::HierarchyResponse {
-        success: true,
-        raw_json: Some(json),
-        ..Default::default()
+    })
+}
+
+/// A box coordinate as the `int32` of the message.
+fn clamp(v: i64) -> i32 {
+    v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+/// `matched_distributed` as the shim prints the `Struct` made of it (`json_to_struct`): an
+/// object, anything else an empty object; non-finite numbers cannot occur in a JSON value.
+fn push_json(out: &mut Vec<u8>, v: &serde_json::Value) {
+    match v {
+        serde_json::Value::Object(_) => {
+            let _ = serde_json::to_writer(&mut *out, v);
+        }
+        _ => out.extend_from_slice(b"{}"),
     }
 }
 
@@ -300,37 +271,36 @@ mod tests {
             serde_json::from_slice::<Value>(&json).expect("valid JSON"),
             json!({"success": true, "data": {"npuNodeList": ["a\"b", "ü\n", "plain"]}})
         );
-        let failed = hierarchy(pb::HierarchyResponse {
-            success: false,
-            error: Some("no".into()),
-            ..Default::default()
-        });
-        assert!(failed.raw_json.is_none());
     }
 
     #[test]
     fn boxes_print_nulls_and_non_finite_numbers_as_the_shim_does() {
-        let node = |key: &str, p: Option<f64>| pb::RenderNode {
-            key: key.into(),
+        let node = |p: Option<f64>| RenderInfo {
             x: -3,
+            y: 0,
+            width: 1 << 40,
+            height: 15,
+            expand: false,
+            is_root: false,
+            parent: "p".into(),
+            label: "l".into(),
+            name: "N___n".into(),
+            kind: 1,
+            matched_node_link: vec![],
             precision_index: p,
-            matched_distributed: Some(prost_types::Struct::default()),
-            ..Default::default()
+            overflow_level: None,
+            matched_distributed: json!({}),
+            children: vec!["hidden".into()],
         };
-        let answer = hierarchy(pb::HierarchyResponse {
-            success: true,
-            data: vec![
-                node("a", None),
-                node("b", Some(f64::NAN)),
-                node("c", Some(0.5)),
-            ],
-            ..Default::default()
-        });
-        let v = parsed(answer.raw_json);
+        let (a, b, c) = (node(None), node(Some(f64::NAN)), node(Some(0.5)));
+        let json = hierarchy_json([("a", &a), ("b", &b), ("c", &c)].into_iter());
+        let v: Value = serde_json::from_slice(&json).expect("valid JSON");
         assert_eq!(v["data"]["a"]["precisionIndex"], Value::Null);
         assert_eq!(v["data"]["a"]["overflowLevel"], Value::Null);
         assert_eq!(v["data"]["a"]["x"], -3);
+        assert_eq!(v["data"]["a"]["width"], i32::MAX);
         assert_eq!(v["data"]["a"]["matchedDistributed"], json!({}));
+        assert!(v["data"]["a"].get("children").is_none());
         assert_eq!(v["data"]["b"]["precisionIndex"], "NaN");
         assert_eq!(v["data"]["c"]["precisionIndex"], 0.5);
     }

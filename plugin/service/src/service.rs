@@ -154,11 +154,10 @@ impl GraphAscend for GraphService {
         let req = req.into_inner();
         let client = client_of(&req.client_id);
         blocking(&self.state, move |s| {
-            let answer = handlers::change_node_expand_state(s, &client, req);
             if json {
-                rawjson::hierarchy(answer)
+                handlers::change_node_expand_state_json(s, &client, req)
             } else {
-                answer
+                handlers::change_node_expand_state(s, &client, req)
             }
         })
         .await
