@@ -260,10 +260,6 @@ mod tests {
     use super::*;
     use serde_json::{json, Value};
 
-    fn parsed(bytes: Option<Vec<u8>>) -> Value {
-        serde_json::from_slice(&bytes.expect("rendered")).expect("valid JSON")
-    }
-
     #[test]
     fn node_lists_escape_as_json() {
         let json = node_list_json(&[("npuNodeList", vec!["a\"b", "ü\n", "plain"])]);
