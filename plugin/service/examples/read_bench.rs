@@ -38,6 +38,19 @@ fn time<T: Message>(label: &str, repeat: usize, mut f: impl FnMut() -> T) {
     );
 }
 
+/// Resident memory of this process in MB (Linux), 0 elsewhere.
+fn rss_mb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let logdir = args.first().ok_or("usage: read_bench <logdir> [repeat]")?;
@@ -58,9 +71,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         meta_data: Some(meta.clone()),
         ..Default::default()
     };
+    let rss_before = rss_mb();
     let t = Instant::now();
+    for side in ["NPU", "Bench"] {
+        handlers::search_nodes(
+            &state,
+            pb::SearchNodesRequest {
+                meta_data: Some(meta.clone()),
+                graph_type: side.into(),
+                query: "no such name".into(),
+                limit: 1,
+                ..Default::default()
+            },
+        );
+    }
+    println!(
+        "indexing both sides: {}  resident memory {} MB -> {} MB",
+        ms(t.elapsed()),
+        rss_before,
+        rss_mb()
+    );
     let list = handlers::load_graph_all_node_list(&state, mreq());
-    println!("first node list: {}", ms(t.elapsed()));
     let names = list
         .data
         .first()

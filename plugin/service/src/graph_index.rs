@@ -6,7 +6,7 @@
 //! graph's rows (whose tensor statistics make them large: about a second per side at a million
 //! nodes). A [`GraphIndex`] holds, per node in node order, the name (and its lower-case form for
 //! searching), whether it is a leaf, its micro step, its precision index and its match state;
-//! about 130 bytes a node.
+//! about 100 bytes a node.
 //!
 //! Indexes live in their [`crate::catalog::GraphFile`], so a file changed on disk (a new
 //! size or modification time) gets a new `GraphFile` and fresh indexes. Our own edits (matching)
