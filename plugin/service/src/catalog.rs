@@ -66,6 +66,16 @@ impl GraphFile {
             .get(graph, || self.with_store(|s| GraphIndex::build(s, graph)))
     }
 
+    /// An answer rendered from this file's indexes, kept while the file version lasts (up to a
+    /// bound; see [`IndexCache::rendered`]).
+    pub fn rendered(
+        &self,
+        key: String,
+        render: impl FnOnce() -> Result<Vec<u8>, StoreError>,
+    ) -> Result<Arc<Vec<u8>>, StoreError> {
+        self.indexes.rendered(key, render)
+    }
+
     /// Starts building the indexes of `graphs` on a background thread, unless they are built or
     /// being built already, so that the first filter or search does not wait for them.
     pub fn prefetch(self: &Arc<Self>, graphs: Vec<GraphKey>) {

@@ -247,10 +247,15 @@ impl GraphIndex {
 
 type Slot = Arc<Mutex<Option<Arc<GraphIndex>>>>;
 
-/// The indexes of one file version, per graph.
+/// Rendered answers kept per file version are at most this big in all (a node list of 25k nodes
+/// a side is 1.9 MB; one of a million nodes, 34 MB, is rendered anew each time instead).
+const RENDERED_BYTES: usize = 16 << 20;
+
+/// The indexes of one file version, per graph, and answers rendered from them.
 #[derive(Default)]
 pub struct IndexCache {
     slots: Mutex<HashMap<GraphKey, Slot>>,
+    rendered: Mutex<HashMap<String, Arc<Vec<u8>>>>,
 }
 
 impl IndexCache {
@@ -295,9 +300,37 @@ impl IndexCache {
             .unwrap_or(false)
     }
 
-    /// Forgets every index (after an edit of the file) and says which graphs had one. Builds
-    /// under way finish for their own callers; later callers build anew.
+    /// An answer rendered from the indexes, kept under `key` while the file version lasts (when
+    /// the answers kept stay under [`RENDERED_BYTES`]).
+    pub fn rendered(
+        &self,
+        key: String,
+        render: impl FnOnce() -> Result<Vec<u8>, StoreError>,
+    ) -> Result<Arc<Vec<u8>>, StoreError> {
+        fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+            match m.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            }
+        }
+        if let Some(bytes) = lock(&self.rendered).get(&key) {
+            return Ok(bytes.clone());
+        }
+        let bytes = Arc::new(render()?);
+        let mut kept = lock(&self.rendered);
+        let size: usize = kept.values().map(|b| b.len()).sum();
+        if size + bytes.len() <= RENDERED_BYTES {
+            kept.insert(key, bytes.clone());
+        }
+        Ok(bytes)
+    }
+
+    /// Forgets every index and rendered answer (after an edit of the file) and says which graphs
+    /// had an index. Builds under way finish for their own callers; later callers build anew.
     pub fn invalidate(&self) -> Vec<GraphKey> {
+        if let Ok(mut rendered) = self.rendered.lock() {
+            rendered.clear();
+        }
         let mut slots = match self.slots.lock() {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),

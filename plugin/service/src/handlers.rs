@@ -313,22 +313,30 @@ fn node_list(state: &State, req: pb::MetaRequest, json: bool) -> pb::NodeListRes
                 .is_compare();
             let index = |side| sel.file.index(sel.graph(side)).context(Msg::LoadNode);
             if json {
-                let npu = index(Side::Npu)?;
-                let bench = if compare {
-                    Some(index(Side::Bench)?)
-                } else {
-                    None
-                };
                 fn list(index: &crate::graph_index::GraphIndex, micro_step: i64) -> Vec<&str> {
                     index.nodes(micro_step).map(|i| index.name(i)).collect()
                 }
-                let mut lists = vec![("npuNodeList", list(&npu, sel.micro_step))];
-                if let Some(bench) = &bench {
-                    lists.push(("benchNodeList", list(bench, sel.micro_step)));
-                }
+                // The same for every request on this version of the file: rendered once.
+                let key = format!("node list {} {} {}", sel.step, sel.rank, sel.micro_step);
+                let rendered = sel
+                    .file
+                    .rendered(key, || {
+                        let npu = sel.file.index(sel.graph(Side::Npu))?;
+                        let bench = if compare {
+                            Some(sel.file.index(sel.graph(Side::Bench))?)
+                        } else {
+                            None
+                        };
+                        let mut lists = vec![("npuNodeList", list(&npu, sel.micro_step))];
+                        if let Some(bench) = &bench {
+                            lists.push(("benchNodeList", list(bench, sel.micro_step)));
+                        }
+                        Ok(crate::rawjson::node_list_json(&lists))
+                    })
+                    .context(Msg::LoadNode)?;
                 return Ok(pb::NodeListResponse {
                     success: true,
-                    raw_json: Some(crate::rawjson::node_list_json(&lists)),
+                    raw_json: Some(rendered.to_vec()),
                     ..Default::default()
                 });
             }
