@@ -139,6 +139,11 @@ impl GraphIndex {
         Ok(index)
     }
 
+    /// The length of all names together, in bytes.
+    pub fn names_bytes(&self) -> usize {
+        self.names.text.len()
+    }
+
     /// How many nodes the graph has.
     pub fn len(&self) -> usize {
         self.micro.len()

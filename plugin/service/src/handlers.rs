@@ -896,12 +896,15 @@ fn matched_relations_answer(
                         .context(Msg::LoadMatchedRelations)
                 };
                 let (npu, bench) = (index(Side::Npu)?, index(Side::Bench)?);
-                let npu = crate::rawjson::Relations::split(npu.links(sel.micro_step));
-                let bench = crate::rawjson::Relations::split(bench.links(sel.micro_step));
+                let capacity = 2 * (npu.names_bytes() + bench.names_bytes())
+                    + 8 * (npu.len() + bench.len())
+                    + 128;
                 return Ok(pb::MatchedRelationsResponse {
                     success: true,
                     raw_json: Some(crate::rawjson::matched_relations_json(
-                        &npu, &bench, None, None,
+                        || npu.links(sel.micro_step),
+                        || bench.links(sel.micro_step),
+                        capacity,
                     )),
                     ..Default::default()
                 });

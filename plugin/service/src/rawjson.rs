@@ -74,10 +74,6 @@ fn envelope(capacity: usize, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     out
 }
 
-fn names_size<S: AsRef<str>>(items: &[S]) -> usize {
-    items.iter().map(|s| s.as_ref().len() + 3).sum()
-}
-
 /// `loadGraphAllNodeList`'s JSON from named lists of names.
 pub fn node_list_json<S: AsRef<str>>(lists: &[(&str, Vec<S>)]) -> Vec<u8> {
     let size = lists
@@ -186,9 +182,20 @@ pub fn filter_json<N: AsRef<str>, S: AsRef<str>>(hits: &[(N, S)]) -> Vec<u8> {
     })
 }
 
-fn push_pairs(out: &mut Vec<u8>, pairs: &[(&str, &str)]) {
+fn push_name_iter<'a>(out: &mut Vec<u8>, names: impl Iterator<Item = &'a str>) {
+    out.push(b'[');
+    for (i, name) in names.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_str(out, name);
+    }
+    out.push(b']');
+}
+
+fn push_pair_iter<'a>(out: &mut Vec<u8>, pairs: impl Iterator<Item = (&'a str, &'a str)>) {
     out.push(b'{');
-    for (i, (key, value)) in pairs.iter().enumerate() {
+    for (i, (key, value)) in pairs.enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -198,59 +205,38 @@ fn push_pairs(out: &mut Vec<u8>, pairs: &[(&str, &str)]) {
     out.push(b'}');
 }
 
-/// One side of the matched relations: matched `(name, partner)` pairs and unmatched names.
-#[derive(Default)]
-pub struct Relations<'a> {
-    pub matched: Vec<(&'a str, &'a str)>,
-    pub unmatched: Vec<&'a str>,
-}
-
-impl<'a> Relations<'a> {
-    /// Splits `(name, partner)` rows.
-    pub fn split(rows: impl Iterator<Item = (&'a str, Option<&'a str>)>) -> Relations<'a> {
-        let mut r = Relations::default();
-        for (name, link) in rows {
-            match link {
-                Some(other) => r.matched.push((name, other)),
-                None => r.unmatched.push(name),
-            }
-        }
-        r
+/// `loadGraphMatchedRelations`' JSON from `(name, partner)` rows of each side, which `npu` and
+/// `bench` give anew on each call (each is walked twice: unmatched names, then matched pairs).
+/// `capacity`: the expected size in bytes.
+pub fn matched_relations_json<'a, I, J>(
+    npu: impl Fn() -> I,
+    bench: impl Fn() -> J,
+    capacity: usize,
+) -> Vec<u8>
+where
+    I: Iterator<Item = (&'a str, Option<&'a str>)>,
+    J: Iterator<Item = (&'a str, Option<&'a str>)>,
+{
+    fn unmatched<'a>(
+        rows: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> impl Iterator<Item = &'a str> {
+        rows.filter(|(_, link)| link.is_none())
+            .map(|(name, _)| name)
     }
-
-    fn size(&self) -> usize {
-        self.matched
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 6)
-            .sum::<usize>()
-            + names_size(&self.unmatched)
+    fn matched<'a>(
+        rows: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> impl Iterator<Item = (&'a str, &'a str)> {
+        rows.filter_map(|(name, link)| link.map(|l| (name, l)))
     }
-}
-
-/// `loadGraphMatchedRelations`'s JSON.
-pub fn matched_relations_json(
-    npu: &Relations<'_>,
-    bench: &Relations<'_>,
-    matched_total: Option<i32>,
-    matched_success: Option<i32>,
-) -> Vec<u8> {
-    envelope(npu.size() + bench.size() + 128, |out| {
+    envelope(capacity, |out| {
         out.extend_from_slice(b"{\"npuUnMatchNodes\":");
-        push_strings(out, &npu.unmatched);
+        push_name_iter(out, unmatched(npu()));
         out.extend_from_slice(b",\"benchUnMatchNodes\":");
-        push_strings(out, &bench.unmatched);
+        push_name_iter(out, unmatched(bench()));
         out.extend_from_slice(b",\"npuMatchNodes\":");
-        push_pairs(out, &npu.matched);
+        push_pair_iter(out, matched(npu()));
         out.extend_from_slice(b",\"benchMatchNodes\":");
-        push_pairs(out, &bench.matched);
-        if let Some(total) = matched_total {
-            out.extend_from_slice(b",\"matchedTotal\":");
-            push_int(out, total);
-        }
-        if let Some(success) = matched_success {
-            out.extend_from_slice(b",\"matchedSuccess\":");
-            push_int(out, success);
-        }
+        push_pair_iter(out, matched(bench()));
         out.push(b'}');
     })
 }
