@@ -123,7 +123,7 @@ pub struct NodeDetailRow {
 }
 
 /// The page cache of one connection, in KiB (SQLite's `cache_size` takes negative KiB).
-const PAGE_CACHE_KIB: i64 = -16 * 1024;
+const PAGE_CACHE_KIB: i64 = -8 * 1024;
 
 const NODE_COLUMNS: &str = "node_name, up_node, sub_nodes, node_type, micro_step_id, \
      matched_node_link, precision_index, overflow_level, matched_distributed";
@@ -553,6 +553,12 @@ impl Store {
                 link_last,
             });
         }
+        drop(rows);
+        drop(stmt);
+        // The pass filled this connection's page cache with pages nobody will read soon.
+        self.conn
+            .execute_batch("PRAGMA shrink_memory")
+            .map_err(|e| self.query_err(e))?;
         Ok(())
     }
 
