@@ -14,7 +14,7 @@
 //! timestamp resolution. The precision recomputed by `updatePrecisionError` is not part of the
 //! index: the filter applies it on top ([`crate::edits::PrecisionOverrides`]).
 //!
-//! An index is built on first use, or ahead of it by [`IndexCache::prefetch`] (on a background
+//! An index is built on first use, or ahead of it by [`crate::catalog::GraphFile::prefetch`] (on a background
 //! thread, when the page loads a file's configuration), so that the first search or filter does
 //! not pay for it. Concurrent users of one graph wait for the one build.
 
@@ -306,7 +306,7 @@ impl IndexCache {
     }
 
     /// An answer rendered from the indexes, kept under `key` while the file version lasts (when
-    /// the answers kept stay under [`RENDERED_BYTES`]).
+    /// the answers kept stay under 16 MB).
     pub fn rendered(
         &self,
         key: String,
@@ -349,7 +349,7 @@ const CACHED_ROWS: usize = 50_000;
 
 /// Recently read children lists of one file version (what expanding the root or a module reads),
 /// so that expanding the same node again, or the root after a reset, does not query and parse the
-/// rows again. Bounded by [`CACHED_ROWS`]; when full it starts over.
+/// rows again. Bounded (50 000 rows); when full it starts over.
 #[derive(Default)]
 pub struct RowCache {
     map: Mutex<RowMap>,

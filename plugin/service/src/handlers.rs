@@ -3,7 +3,9 @@
 //! Handlers are synchronous (they run on tokio's blocking pool, see [`crate::service`]) and
 //! answer failures the way msprobe's API does, as `{"success": false, "error": "<text>"}` in the
 //! page's language; only a failure of the server itself becomes a gRPC status (at the edge, in
-//! `service`). Every answer comes from indexed queries on the file; nothing loads a whole graph.
+//! `service`). Answers about a few nodes come from indexed queries on the file; answers about every
+//! node of a graph (node lists, matched relations, precision filter, search) from the file's
+//! in-memory indexes ([`crate::graph_index`]), read once per file version.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -2,9 +2,10 @@
 //!
 //! Every method is one query on one of msprobe's indexes (`index1`: children of a node,
 //! `index2`: a node by name, `index3`/`index5`: a graph in node order), so the cost of a request
-//! depends on what it returns, never on the size of the file. Rows come back as plain structs;
-//! the JSON columns are parsed leniently (see [`crate::json`]) and a column that cannot be read
-//! becomes a [`StoreError::Data`] naming the file, the node and the column.
+//! depends on what it returns, never on the size of the file (except [`Store::scan_index_rows`],
+//! the one pass over a whole graph that the service makes once per file version). Rows come back
+//! as plain structs; the JSON columns are parsed leniently (see [`crate::json`]) and a column that
+//! cannot be read becomes a [`StoreError::Data`] naming the file, the node and the column.
 
 use std::path::{Path, PathBuf};
 
