@@ -280,6 +280,7 @@ def _fill(message, depth: int, variant: int) -> None:
             F.TYPE_FLOAT: [0.1, 2.5, 3.0],
             F.TYPE_INT32: [-1, 7, 0],
             F.TYPE_INT64: [2**40, -3, 0],
+            F.TYPE_BYTES: [b'{"success":true}', b"\x00\xff", b""],
         }
         values = samples.get(field.type, [1, 2, 3])
         if repeated:

@@ -77,6 +77,23 @@ def test_answers_are_gzipped_when_accepted(one_case_logdir, tensorboard):
     assert json.loads(gzip.decompress(zipped.body)) == plain.json()
 
 
+def test_big_answers_come_prerendered_plain_or_gzipped(one_case_logdir, tensorboard):
+    import gzip
+    import json
+
+    logdir, run, tag = one_case_logdir
+    tb = tensorboard(logdir)
+    body = {"metaData": meta_for(run, tag)}
+    plain = tb.plugin("loadGraphAllNodeList", body)
+    assert plain.headers.get("Content-Length") == str(len(plain.body))
+    names = plain.json()["data"]["npuNodeList"]
+    assert names
+    zipped = tb.plugin("loadGraphAllNodeList", body, headers={"Accept-Encoding": "gzip"})
+    assert zipped.headers.get("Content-Encoding") == "gzip"
+    assert json.loads(gzip.decompress(zipped.body)) == plain.json()
+    assert "rawJson" not in plain.json()
+
+
 def test_unknown_route_and_bad_json(one_case_logdir, tensorboard):
     logdir, _, _ = one_case_logdir
     tb = tensorboard(logdir)

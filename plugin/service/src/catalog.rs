@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::{Store, StoreError};
+
+use crate::graph_index::{CachedRows, GraphIndex, IndexCache, RowCache};
 
 /// The file name suffix of the files we serve.
 pub const VIS_DB_SUFFIX: &str = ".vis.db";
@@ -31,6 +34,10 @@ pub struct GraphFile {
     pub path: PathBuf,
     stamp: FileStamp,
     idle: Mutex<Vec<Store>>,
+    /// Indexes of this version of the file (a changed file gets a new `GraphFile`).
+    indexes: IndexCache,
+    /// Children lists recently read for layouts.
+    rows: RowCache,
 }
 
 impl GraphFile {
@@ -52,13 +59,77 @@ impl GraphFile {
         }
         result
     }
+
+    /// The in-memory index of one graph of this file, read on first use.
+    pub fn index(&self, graph: GraphKey) -> Result<Arc<GraphIndex>, StoreError> {
+        self.indexes
+            .get(graph, || self.with_store(|s| GraphIndex::build(s, graph)))
+    }
+
+    /// An answer rendered from this file's indexes, kept while the file version lasts (up to a
+    /// bound; see [`IndexCache::rendered`]).
+    pub fn rendered(
+        &self,
+        key: String,
+        render: impl FnOnce() -> Result<Vec<u8>, StoreError>,
+    ) -> Result<Arc<Vec<u8>>, StoreError> {
+        self.indexes.rendered(key, render)
+    }
+
+    /// Starts building the indexes of `graphs` on a background thread, unless they are built or
+    /// being built already, so that the first filter or search does not wait for them.
+    pub fn prefetch(self: &Arc<Self>, graphs: Vec<GraphKey>) {
+        let missing: Vec<GraphKey> = graphs
+            .into_iter()
+            .filter(|g| !self.indexes.has(*g))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let file = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("graph-ascend-index".into())
+            .spawn(move || {
+                for graph in missing {
+                    if let Err(e) = file.index(graph) {
+                        tracing::debug!("indexing {} failed: {e}", file.path.display());
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::debug!("cannot start an indexing thread: {e}");
+        }
+    }
+
+    /// Runs `f` with a store of this file read through its cache of children lists.
+    pub fn with_cached_rows<T>(
+        &self,
+        f: impl FnOnce(&CachedRows<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.with_store(|store| {
+            f(&CachedRows {
+                store,
+                cache: &self.rows,
+            })
+        })
+    }
+
+    /// Forgets what is cached of this file: its indexes and rows (after an edit). Returns the
+    /// graphs that were indexed.
+    pub fn invalidate_indexes(&self) -> Vec<GraphKey> {
+        self.rows.invalidate();
+        self.indexes.invalidate()
+    }
 }
 
-/// What identifies one version of a file on disk.
+/// What identifies one version of a file on disk: the file's size and modification time, and
+/// those of its write-ahead log (`<file>-wal`), where commits to a file in WAL mode (ours, and
+/// edits by other programs) go until SQLite checkpoints them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FileStamp {
     len: u64,
     modified: Option<SystemTime>,
+    wal: Option<(u64, Option<SystemTime>)>,
 }
 
 /// What a check of one file found.
@@ -76,9 +147,15 @@ impl FileStamp {
 
     fn of(path: &Path) -> std::io::Result<FileStamp> {
         let meta = std::fs::metadata(path)?;
+        let mut wal_path = path.as_os_str().to_owned();
+        wal_path.push("-wal");
+        let wal = std::fs::metadata(PathBuf::from(wal_path))
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()));
         Ok(FileStamp {
             len: meta.len(),
             modified: meta.modified().ok(),
+            wal,
         })
     }
 }
@@ -228,6 +305,9 @@ impl Catalog {
         match opened {
             Ok((_, false)) if stamp.is_recent() => Ok(Check::BeingWritten),
             Ok((store, _)) => {
+                // Opening a file in WAL mode may have created (or, closing the last connection
+                // of the version replaced, checkpointed) its log: stamp what is there now.
+                let stamp = FileStamp::of(path).unwrap_or(stamp);
                 known.failures.remove(path);
                 known.files.insert(
                     path.to_owned(),
@@ -237,6 +317,8 @@ impl Catalog {
                         path: path.to_owned(),
                         stamp,
                         idle: Mutex::new(vec![store]),
+                        indexes: IndexCache::default(),
+                        rows: RowCache::default(),
                     }),
                 );
                 Ok(Check::Ready)

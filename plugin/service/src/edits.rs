@@ -94,6 +94,15 @@ fn edit(
             })
         })
         .context(Msg::UpdateDatabase)?;
+    // Whatever the outcome, the transaction committed: the indexes of the file may be stale.
+    // Those that were in use are rebuilt in the background, for the file as the catalog now
+    // sees it (a file in WAL mode has a new version after any commit).
+    let indexed = sel.file.invalidate_indexes();
+    if !indexed.is_empty() {
+        if let Some(current) = state.catalog.file(&sel.file.run, &sel.file.tag) {
+            current.prefetch(indexed);
+        }
+    }
     if outcome.success == 0 {
         return Err(HandlerError::Invalid(Msg::SelectedNodeCantMatched));
     }

@@ -3,7 +3,9 @@
 //! Handlers are synchronous (they run on tokio's blocking pool, see [`crate::service`]) and
 //! answer failures the way msprobe's API does, as `{"success": false, "error": "<text>"}` in the
 //! page's language; only a failure of the server itself becomes a gRPC status (at the edge, in
-//! `service`). Every answer comes from indexed queries on the file; nothing loads a whole graph.
+//! `service`). Answers about a few nodes come from indexed queries on the file; answers about every
+//! node of a graph (node lists, matched relations, precision filter, search) from the file's
+//! in-memory indexes ([`crate::graph_index`]), read once per file version.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -196,16 +198,37 @@ pub fn load_graph_data(state: &State, req: pb::LoadGraphDataRequest) -> pb::Stat
     };
     answer(
         lang,
-        select(state, Some(&meta)).map(|_| pb::StatusResponse {
-            success: true,
-            error: None,
+        select(state, Some(&meta)).and_then(|sel| {
+            prefetch_indexes(&sel)?;
+            Ok(pb::StatusResponse {
+                success: true,
+                error: None,
+            })
         }),
     )
 }
 
 pub fn load_graph_config_info(state: &State, req: pb::MetaRequest) -> pb::ConfigInfoResponse {
     let lang = lang_of(req.meta_data.as_ref());
+    if let Ok(sel) = select(state, req.meta_data.as_ref()) {
+        let _ = prefetch_indexes(&sel);
+    }
     answer(lang, config_info(state, req.meta_data.as_ref()))
+}
+
+/// Starts indexing the graphs of a selection in the background (see [`crate::graph_index`]).
+fn prefetch_indexes(sel: &Selection) -> Result<()> {
+    let compare = sel
+        .file
+        .with_store(Store::config)
+        .context(Msg::LoadConfig)?
+        .is_compare();
+    let mut graphs = vec![sel.graph(Side::Npu)];
+    if compare {
+        graphs.push(sel.graph(Side::Bench));
+    }
+    sel.file.prefetch(graphs);
+    Ok(())
 }
 
 fn config_info(state: &State, meta: Option<&pb::MetaData>) -> Result<pb::ConfigInfoResponse> {
@@ -271,6 +294,15 @@ fn match_config_files(dir: Option<&Path>) -> Vec<String> {
 // Navigation.
 
 pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::NodeListResponse {
+    node_list(state, req, false)
+}
+
+/// [`load_graph_all_node_list`] with a successful answer rendered as JSON ([`crate::rawjson`]).
+pub fn load_graph_all_node_list_json(state: &State, req: pb::MetaRequest) -> pb::NodeListResponse {
+    node_list(state, req, true)
+}
+
+fn node_list(state: &State, req: pb::MetaRequest, json: bool) -> pb::NodeListResponse {
     let lang = lang_of(req.meta_data.as_ref());
     answer(
         lang,
@@ -281,14 +313,40 @@ pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::Node
                 .with_store(Store::config)
                 .context(Msg::LoadConfig)?
                 .is_compare();
-            let names = |side| {
-                sel.file
-                    .with_store(|s| s.node_names(sel.graph(side), sel.micro_step))
-                    .context(Msg::LoadNode)
-            };
+            let index = |side| sel.file.index(sel.graph(side)).context(Msg::LoadNode);
+            if json {
+                fn list(index: &crate::graph_index::GraphIndex, micro_step: i64) -> Vec<&str> {
+                    index.nodes(micro_step).map(|i| index.name(i)).collect()
+                }
+                // The same for every request on this version of the file: rendered once.
+                let key = format!("node list {} {} {}", sel.step, sel.rank, sel.micro_step);
+                let rendered = sel
+                    .file
+                    .rendered(key, || {
+                        let npu = sel.file.index(sel.graph(Side::Npu))?;
+                        let bench = if compare {
+                            Some(sel.file.index(sel.graph(Side::Bench))?)
+                        } else {
+                            None
+                        };
+                        let mut lists = vec![("npuNodeList", list(&npu, sel.micro_step))];
+                        if let Some(bench) = &bench {
+                            lists.push(("benchNodeList", list(bench, sel.micro_step)));
+                        }
+                        Ok(crate::rawjson::node_list_json(&lists))
+                    })
+                    .context(Msg::LoadNode)?;
+                return Ok(pb::NodeListResponse {
+                    success: true,
+                    raw_json: Some(rendered.to_vec()),
+                    ..Default::default()
+                });
+            }
+            let names = |side| index(side).map(|index| index.names(sel.micro_step));
             Ok(pb::NodeListResponse {
                 success: true,
                 error: None,
+                raw_json: None,
                 data: {
                     let mut lists = vec![pb::NamedNodeList {
                         name: "npuNodeList".into(),
@@ -324,6 +382,24 @@ pub fn change_node_expand_state(
     client: &str,
     req: pb::NodeRequest,
 ) -> pb::HierarchyResponse {
+    expand_answer(state, client, req, false)
+}
+
+/// [`change_node_expand_state`] with a successful answer rendered as JSON ([`crate::rawjson`]).
+pub fn change_node_expand_state_json(
+    state: &State,
+    client: &str,
+    req: pb::NodeRequest,
+) -> pb::HierarchyResponse {
+    expand_answer(state, client, req, true)
+}
+
+fn expand_answer(
+    state: &State,
+    client: &str,
+    req: pb::NodeRequest,
+    json: bool,
+) -> pb::HierarchyResponse {
     let lang = lang_of(req.meta_data.as_ref());
     answer(
         lang,
@@ -341,6 +417,7 @@ pub fn change_node_expand_state(
             let Some((side, prefix, pane_name)) = pane(compare, &node.node_type) else {
                 return Ok(pb::HierarchyResponse {
                     success: true,
+                    raw_json: json.then(|| crate::rawjson::hierarchy_json(std::iter::empty())),
                     ..Default::default()
                 });
             };
@@ -360,9 +437,9 @@ pub fn change_node_expand_state(
             let stale = guard
                 .as_ref()
                 .is_none_or(|h| h.graph() != graph || h.micro_step() != sel.micro_step);
-            let data = sel
+            let names = sel
                 .file
-                .with_store(|store| {
+                .with_cached_rows(|store| {
                     if node.node_name == "root" || stale {
                         *guard = Hierarchy::new(store, graph, sel.micro_step, prefix)?;
                     }
@@ -372,16 +449,29 @@ pub fn change_node_expand_state(
                     if node.node_name != "root" {
                         h.toggle_or_reveal(store, &node.node_name)?;
                     }
-                    Ok(Some(h.visible()))
+                    Ok(Some(h.visible_names()))
                 })
                 .context(Msg::ExpandNode)?
                 .ok_or(HandlerError::Invalid(Msg::ExpandNode))?;
+            let Some(h) = guard.as_ref() else {
+                return Err(HandlerError::Invalid(Msg::ExpandNode));
+            };
+            let boxes = names
+                .iter()
+                .filter_map(|name| h.info(name).map(|info| (name.as_str(), info)));
+            if json {
+                return Ok(pb::HierarchyResponse {
+                    success: true,
+                    raw_json: Some(crate::rawjson::hierarchy_json(boxes)),
+                    ..Default::default()
+                });
+            }
             Ok(pb::HierarchyResponse {
                 success: true,
                 error: None,
-                data: data
-                    .into_iter()
-                    .map(|(key, info)| render_node(key, info, false))
+                raw_json: None,
+                data: boxes
+                    .map(|(key, info)| render_node(key.to_owned(), info.clone(), false))
                     .collect(),
             })
         })(),
@@ -414,6 +504,7 @@ pub fn update_hierarchy_data(
             Ok(pb::HierarchyResponse {
                 success: true,
                 error: None,
+                raw_json: None,
                 data: data
                     .into_iter()
                     .map(|(key, info)| render_node(key, info, true))
@@ -567,6 +658,20 @@ const PRECISION_BANDS: [(&str, f64, f64); 3] = [
 ];
 
 pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNodesResponse {
+    filter_answer(state, req, false)
+}
+
+/// [`filter_nodes`] with a successful answer rendered as JSON ([`crate::rawjson`]).
+pub fn filter_nodes_json(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNodesResponse {
+    filter_answer(state, req, true)
+}
+
+fn filter_answer(
+    state: &State,
+    req: pb::FilterNodesRequest,
+    json: bool,
+) -> pb::FilterNodesResponse {
+    use std::borrow::Cow;
     let lang = lang_of(req.meta_data.as_ref());
     answer(
         lang,
@@ -577,7 +682,7 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                 .as_ref()
                 .map(|l| l.values.iter().map(crate::values::prost_to_json).collect())
                 .unwrap_or_default();
-            let hits = match req.r#type.as_str() {
+            let answer = match req.r#type.as_str() {
                 "precision" => {
                     let want_unmatched = values
                         .iter()
@@ -586,27 +691,22 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                         .iter()
                         .filter(|(name, _, _)| values.iter().any(|v| v.as_str() == Some(name)))
                         .collect();
-                    let mut leaves = sel
+                    let index = sel
                         .file
-                        .with_store(|s| s.leaf_precisions(sel.step, sel.rank, sel.micro_step))
+                        .index(sel.graph(Side::Npu))
                         .context(Msg::SearchNode)?;
                     // Indexes recomputed by updatePrecisionError win until the next root view.
-                    if let Some(over) =
-                        state
-                            .precision_overrides
-                            .get(&sel.file.path, sel.step, sel.rank)
-                    {
-                        for leaf in &mut leaves {
-                            if let Some(v) = over.get(&leaf.name) {
-                                leaf.precision_index = Some(*v);
-                            }
-                        }
-                    }
-                    leaves
-                        .into_iter()
+                    let over = state
+                        .precision_overrides
+                        .get(&sel.file.path, sel.step, sel.rank);
+                    let hits: Vec<(Cow<'_, str>, Cow<'static, str>)> = index
+                        .leaves(sel.micro_step)
                         .filter_map(|leaf| {
-                            let band = leaf
-                                .precision_index
+                            let precision = over
+                                .as_ref()
+                                .and_then(|o| o.get(leaf.name).copied())
+                                .or(leaf.precision_index);
+                            let band = precision
                                 .and_then(|p| bands.iter().find(|(_, lo, hi)| *lo <= p && p < *hi));
                             let status = match (leaf.matched, band) {
                                 (false, _) if want_unmatched => "unmatched",
@@ -614,36 +714,58 @@ pub fn filter_nodes(state: &State, req: pb::FilterNodesRequest) -> pb::FilterNod
                                 (true, Some((name, _, _))) => name,
                                 _ => return None,
                             };
-                            Some(pb::FilterHit {
-                                name: leaf.name,
-                                status: status.to_owned(),
-                            })
+                            Some((Cow::Borrowed(leaf.name), Cow::Borrowed(status)))
                         })
-                        .collect()
+                        .collect();
+                    filter_hits(hits, json)
                 }
                 "overflow" => {
                     let levels: Vec<String> = values
                         .iter()
                         .filter_map(|v| v.as_str().map(str::to_owned))
                         .collect();
-                    sel.file
+                    let hits: Vec<(Cow<'_, str>, Cow<'static, str>)> = sel
+                        .file
                         .with_store(|s| {
                             s.leaf_overflows(sel.step, sel.rank, sel.micro_step, &levels)
                         })
                         .context(Msg::SearchNode)?
                         .into_iter()
-                        .map(|(name, status)| pb::FilterHit { name, status })
-                        .collect()
+                        .map(|(name, status)| (Cow::Owned(name), Cow::Owned(status)))
+                        .collect();
+                    filter_hits(hits, json)
                 }
                 _ => return Err(HandlerError::Invalid(Msg::SearchType)),
             };
-            Ok(pb::FilterNodesResponse {
-                success: true,
-                error: None,
-                data: hits,
-            })
+            Ok(answer)
         })(),
     )
+}
+
+/// The filter's answer: the hits as messages, or rendered as JSON.
+fn filter_hits(
+    hits: Vec<(std::borrow::Cow<'_, str>, std::borrow::Cow<'static, str>)>,
+    json: bool,
+) -> pb::FilterNodesResponse {
+    if json {
+        return pb::FilterNodesResponse {
+            success: true,
+            raw_json: Some(crate::rawjson::filter_json(&hits)),
+            ..Default::default()
+        };
+    }
+    pb::FilterNodesResponse {
+        success: true,
+        error: None,
+        raw_json: None,
+        data: hits
+            .into_iter()
+            .map(|(name, status)| pb::FilterHit {
+                name: name.into_owned(),
+                status: status.into_owned(),
+            })
+            .collect(),
+    }
 }
 
 /// Default and largest number of names a search returns.
@@ -660,15 +782,12 @@ pub fn search_nodes(state: &State, req: pb::SearchNodesRequest) -> pb::SearchNod
             } else {
                 Side::Npu
             };
-            let index = state
-                .names
-                .get(&sel.file, sel.graph(side), sel.micro_step)
-                .context(Msg::SearchNode)?;
+            let index = sel.file.index(sel.graph(side)).context(Msg::SearchNode)?;
             let limit = match usize::try_from(req.limit) {
                 Ok(0) | Err(_) => SEARCH_LIMIT,
                 Ok(n) => n.min(SEARCH_LIMIT * 100),
             };
-            let (names, total) = index.search(&req.query, limit);
+            let (names, total) = index.search(&req.query, limit, sel.micro_step);
             Ok(pb::SearchNodesResponse {
                 success: true,
                 error: None,
@@ -684,7 +803,26 @@ pub fn search_nodes(state: &State, req: pb::SearchNodesRequest) -> pb::SearchNod
 // ---------------------------------------------------------------------------------------------
 // Matching (read side).
 
-/// msprobe's four lists of matched and unmatched nodes of a selection.
+/// Splits `(name, partner)` pairs into msprobe's matched pairs and unmatched names.
+fn split_links<'a>(
+    rows: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> (Vec<pb::NamePair>, Vec<String>) {
+    let mut matched = Vec::new();
+    let mut unmatched = Vec::new();
+    for (name, link) in rows {
+        match link {
+            Some(other) => matched.push(pb::NamePair {
+                key: name.to_owned(),
+                value: other.to_owned(),
+            }),
+            None => unmatched.push(name.to_owned()),
+        }
+    }
+    (matched, unmatched)
+}
+
+/// msprobe's four lists of matched and unmatched nodes of a selection, from the file itself (for
+/// the answers of edits, right after their transaction).
 pub(crate) fn matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
     let links = |side| {
         sel.file
@@ -692,21 +830,31 @@ pub(crate) fn matched_relations(sel: &Selection) -> Result<pb::MatchedRelations>
             .context(Msg::LoadMatchedRelations)
     };
     let split = |rows: Vec<(String, Option<String>)>| {
-        let mut matched = Vec::new();
-        let mut unmatched = Vec::new();
-        for (name, link) in rows {
-            match link {
-                Some(other) => matched.push(pb::NamePair {
-                    key: name,
-                    value: other,
-                }),
-                None => unmatched.push(name),
-            }
-        }
-        (matched, unmatched)
+        split_links(rows.iter().map(|(n, l)| (n.as_str(), l.as_deref())))
     };
     let (npu_match_nodes, npu_un_match_nodes) = split(links(Side::Npu)?);
     let (bench_match_nodes, bench_un_match_nodes) = split(links(Side::Bench)?);
+    Ok(pb::MatchedRelations {
+        npu_match_nodes,
+        bench_match_nodes,
+        npu_un_match_nodes,
+        bench_un_match_nodes,
+        matched_total: None,
+        matched_success: None,
+    })
+}
+
+/// The same lists from the file's indexes.
+fn indexed_matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
+    let index = |side| {
+        sel.file
+            .index(sel.graph(side))
+            .context(Msg::LoadMatchedRelations)
+    };
+    let npu = index(Side::Npu)?;
+    let bench = index(Side::Bench)?;
+    let (npu_match_nodes, npu_un_match_nodes) = split_links(npu.links(sel.micro_step));
+    let (bench_match_nodes, bench_un_match_nodes) = split_links(bench.links(sel.micro_step));
     Ok(pb::MatchedRelations {
         npu_match_nodes,
         bench_match_nodes,
@@ -721,15 +869,53 @@ pub fn load_graph_matched_relations(
     state: &State,
     req: pb::MetaRequest,
 ) -> pb::MatchedRelationsResponse {
+    matched_relations_answer(state, req, false)
+}
+
+/// [`load_graph_matched_relations`] with a successful answer rendered as JSON
+/// ([`crate::rawjson`]).
+pub fn load_graph_matched_relations_json(
+    state: &State,
+    req: pb::MetaRequest,
+) -> pb::MatchedRelationsResponse {
+    matched_relations_answer(state, req, true)
+}
+
+fn matched_relations_answer(
+    state: &State,
+    req: pb::MetaRequest,
+    json: bool,
+) -> pb::MatchedRelationsResponse {
     let lang = lang_of(req.meta_data.as_ref());
     answer(
         lang,
         (|| {
             let sel = select(state, req.meta_data.as_ref())?;
+            if json {
+                let index = |side| {
+                    sel.file
+                        .index(sel.graph(side))
+                        .context(Msg::LoadMatchedRelations)
+                };
+                let (npu, bench) = (index(Side::Npu)?, index(Side::Bench)?);
+                let capacity = 2 * (npu.names_bytes() + bench.names_bytes())
+                    + 8 * (npu.len() + bench.len())
+                    + 128;
+                return Ok(pb::MatchedRelationsResponse {
+                    success: true,
+                    raw_json: Some(crate::rawjson::matched_relations_json(
+                        || npu.links(sel.micro_step),
+                        || bench.links(sel.micro_step),
+                        capacity,
+                    )),
+                    ..Default::default()
+                });
+            }
             Ok(pb::MatchedRelationsResponse {
                 success: true,
                 error: None,
-                data: Some(matched_relations(&sel)?),
+                raw_json: None,
+                data: Some(indexed_matched_relations(&sel)?),
             })
         })(),
     )

@@ -8,8 +8,34 @@
 //! ever fetched, so the cost of a step depends on what is visible, not on the graph's size.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use graph_ascend_visdb::store::{GraphKey, NodeRow, Store, StoreError};
+
+/// Where a hierarchy reads nodes: a [`Store`], or a store behind a cache of children lists
+/// ([`crate::graph_index::CachedRows`]).
+pub trait NodeSource {
+    /// The root of a graph, if the graph exists.
+    fn root(&self, graph: GraphKey) -> Result<Option<NodeRow>, StoreError>;
+    /// The children of `parent` in node order.
+    fn children(&self, graph: GraphKey, parent: &str) -> Result<Arc<Vec<NodeRow>>, StoreError>;
+    /// A node and its ancestors, the node first.
+    fn ancestry(&self, graph: GraphKey, name: &str) -> Result<Vec<NodeRow>, StoreError>;
+}
+
+impl NodeSource for Store {
+    fn root(&self, graph: GraphKey) -> Result<Option<NodeRow>, StoreError> {
+        Store::root(self, graph)
+    }
+
+    fn children(&self, graph: GraphKey, parent: &str) -> Result<Arc<Vec<NodeRow>>, StoreError> {
+        Store::children(self, graph, parent).map(Arc::new)
+    }
+
+    fn ancestry(&self, graph: GraphKey, name: &str) -> Result<Vec<NodeRow>, StoreError> {
+        Store::ancestry(self, graph, name)
+    }
+}
 
 /// Leaf box size.
 const LEAF_WIDTH: i64 = 50;
@@ -60,7 +86,7 @@ pub struct Hierarchy {
 impl Hierarchy {
     /// Builds the hierarchy with the root expanded. `None` if the graph has no root.
     pub fn new(
-        store: &Store,
+        store: &dyn NodeSource,
         graph: GraphKey,
         micro_step: i64,
         prefix: &'static str,
@@ -100,7 +126,11 @@ impl Hierarchy {
 
     /// Toggles a visible node, or (for a node not on screen) expands all its ancestors so that
     /// it becomes visible. Unknown names change nothing.
-    pub fn toggle_or_reveal(&mut self, store: &Store, name: &str) -> Result<(), StoreError> {
+    pub fn toggle_or_reveal(
+        &mut self,
+        store: &dyn NodeSource,
+        name: &str,
+    ) -> Result<(), StoreError> {
         if name == self.root || self.nodes.contains_key(name) {
             self.click_expand(store, name)?;
         } else {
@@ -135,22 +165,36 @@ impl Hierarchy {
     /// The visible boxes in depth-first order (parents before children); also forgets the
     /// nodes of collapsed subtrees, as msprobe does, so they are fetched again when reopened.
     pub fn visible(&mut self) -> Vec<(String, RenderInfo)> {
-        let mut out = Vec::new();
-        let mut stack = vec![self.root.clone()];
+        self.visible_names()
+            .into_iter()
+            .filter_map(|name| self.nodes.get(&name).cloned().map(|info| (name, info)))
+            .collect()
+    }
+
+    /// The names of [`Hierarchy::visible`]'s boxes (read them with [`Hierarchy::info`]); also
+    /// forgets the nodes of collapsed subtrees.
+    pub fn visible_names(&mut self) -> Vec<String> {
+        let mut order: Vec<String> = Vec::new();
+        let mut stack = vec![self.root.as_str()];
         while let Some(name) = stack.pop() {
-            let Some(info) = self.nodes.get(&name) else {
+            let Some(info) = self.nodes.get(name) else {
                 continue;
             };
             if info.expand {
-                stack.extend(info.children.iter().rev().cloned());
+                stack.extend(info.children.iter().rev().map(String::as_str));
             }
-            out.push((name, info.clone()));
+            order.push(name.to_owned());
         }
-        self.nodes = out
-            .iter()
-            .map(|(name, info)| (name.clone(), info.clone()))
-            .collect();
-        out
+        if order.len() < self.nodes.len() {
+            let keep: std::collections::HashSet<&str> = order.iter().map(String::as_str).collect();
+            self.nodes.retain(|name, _| keep.contains(name.as_str()));
+        }
+        order
+    }
+
+    /// The box of a node held.
+    pub fn info(&self, name: &str) -> Option<&RenderInfo> {
+        self.nodes.get(name)
     }
 
     /// Every node currently held, children lists included (msprobe's `updateHierarchyData`).
@@ -173,20 +217,20 @@ impl Hierarchy {
 
     fn render_info(
         &self,
-        store: &Store,
+        store: &dyn NodeSource,
         node: &NodeRow,
         is_root: bool,
     ) -> Result<RenderInfo, StoreError> {
         let children = if is_root {
             store
                 .children(self.graph, &node.name)?
-                .into_iter()
+                .iter()
                 .filter(|child| {
                     self.micro_step == -1
                         || child.micro_step_id == -1
                         || child.micro_step_id == self.micro_step
                 })
-                .map(|child| child.name)
+                .map(|child| child.name.clone())
                 .collect()
         } else {
             node.sub_nodes.clone()
@@ -221,7 +265,7 @@ impl Hierarchy {
 
     /// msprobe's `process_click_expand`: open a closed node (fetching its children), close an
     /// open one; the root never closes.
-    fn click_expand(&mut self, store: &Store, name: &str) -> Result<(), StoreError> {
+    fn click_expand(&mut self, store: &dyn NodeSource, name: &str) -> Result<(), StoreError> {
         let Some(info) = self.nodes.get(name) else {
             return Ok(());
         };
@@ -236,9 +280,9 @@ impl Hierarchy {
             }
             return Ok(());
         }
-        for child in store.children(self.graph, name)? {
+        for child in store.children(self.graph, name)?.iter() {
             if !self.nodes.contains_key(&child.name) {
-                let info = self.render_info(store, &child, false)?;
+                let info = self.render_info(store, child, false)?;
                 self.nodes.insert(child.name.clone(), info);
             }
         }
@@ -250,7 +294,7 @@ impl Hierarchy {
 
     /// msprobe's `process_select_expand`: expand the closed or missing ancestors of `name`,
     /// nearest first, up to the first one that is open (or the root).
-    fn reveal(&mut self, store: &Store, name: &str) -> Result<(), StoreError> {
+    fn reveal(&mut self, store: &dyn NodeSource, name: &str) -> Result<(), StoreError> {
         let chain = store.ancestry(self.graph, name)?;
         let by_name: HashMap<&str, &NodeRow> = chain.iter().map(|n| (n.name.as_str(), n)).collect();
         let Some(target) = by_name.get(name) else {

@@ -4,19 +4,21 @@
 //! selection → [`layout`] (the client's expanded hierarchy, laid out as msprobe lays it out) and
 //! the store's indexed queries → [`handlers`] (one function per RPC, answers in msprobe 26.2's
 //! shapes) → [`service`] (the tonic edge) → [`server`] (a private Unix socket, graceful
-//! shutdown). [`views`] keeps view state per browser client; [`names`] answers name searches.
+//! shutdown). [`views`] keeps view state per browser client; [`graph_index`] keeps what the
+//! whole-graph answers (node lists, matched relations, filters, name search) need, per file.
 
 pub mod catalog;
 pub mod conversions;
 pub mod convert_jobs;
 pub mod edits;
+pub mod graph_index;
 pub mod handlers;
 pub mod layout;
 pub mod matching;
 pub mod messages;
-pub mod names;
 pub mod paths;
 pub mod precision;
+pub mod rawjson;
 pub mod server;
 pub mod service;
 pub mod values;
@@ -29,7 +31,6 @@ use std::path::PathBuf;
 pub struct State {
     pub catalog: catalog::Catalog,
     pub views: views::Views,
-    pub names: names::NameCache,
     pub watch: watch::LogdirWatch,
     pub precision_overrides: edits::PrecisionOverrides,
     pub conversions: convert_jobs::Conversions,
@@ -49,7 +50,6 @@ impl State {
             watch: watch::LogdirWatch::start(&logdir),
             catalog: catalog::Catalog::new(logdir),
             views: views::Views::default(),
-            names: names::NameCache::default(),
         }
     }
 }

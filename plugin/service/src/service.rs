@@ -13,7 +13,14 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 use crate::State;
-use crate::{conversions, edits, handlers};
+use crate::{conversions, edits, handlers, rawjson};
+
+/// Whether the caller asked for big answers as JSON (see [`crate::rawjson`]).
+fn wants_json<T>(req: &Request<T>) -> bool {
+    req.metadata()
+        .get(rawjson::RAW_JSON_HEADER)
+        .is_some_and(|v| v.as_bytes() == b"1")
+}
 
 /// The service object tonic serves.
 #[derive(Clone)]
@@ -127,9 +134,14 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::NodeListResponse>, Status> {
+        let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            handlers::load_graph_all_node_list(s, req)
+            if json {
+                handlers::load_graph_all_node_list_json(s, req)
+            } else {
+                handlers::load_graph_all_node_list(s, req)
+            }
         })
         .await
     }
@@ -138,10 +150,15 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::NodeRequest>,
     ) -> Result<Response<pb::HierarchyResponse>, Status> {
+        let json = wants_json(&req);
         let req = req.into_inner();
         let client = client_of(&req.client_id);
         blocking(&self.state, move |s| {
-            handlers::change_node_expand_state(s, &client, req)
+            if json {
+                handlers::change_node_expand_state_json(s, &client, req)
+            } else {
+                handlers::change_node_expand_state(s, &client, req)
+            }
         })
         .await
     }
@@ -170,8 +187,16 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::FilterNodesRequest>,
     ) -> Result<Response<pb::FilterNodesResponse>, Status> {
+        let json = wants_json(&req);
         let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::filter_nodes(s, req)).await
+        blocking(&self.state, move |s| {
+            if json {
+                handlers::filter_nodes_json(s, req)
+            } else {
+                handlers::filter_nodes(s, req)
+            }
+        })
+        .await
     }
 
     async fn search_nodes(
@@ -186,9 +211,14 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::MatchedRelationsResponse>, Status> {
+        let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            handlers::load_graph_matched_relations(s, req)
+            if json {
+                handlers::load_graph_matched_relations_json(s, req)
+            } else {
+                handlers::load_graph_matched_relations(s, req)
+            }
         })
         .await
     }

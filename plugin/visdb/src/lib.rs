@@ -1,8 +1,8 @@
 //! The `.vis.db` file: msprobe 26.2's SQLite format for hierarchical precision graphs.
 //!
 //! - [`schema`]: the tables and indexes, as msprobe writes them.
-//! - [`store`]: the reader the service uses. Every question is one indexed query; nothing loads a
-//!   whole graph to answer one request.
+//! - [`store`]: the reader the service uses. Every question is one indexed query; the one pass over
+//!   a whole graph ([`store::Store::scan_index_rows`]) feeds the service's per-file indexes.
 //! - [`writer`]: the converter's output side (temporary file, one transaction, atomic rename).
 //! - [`synthetic`]: generated files of any size, for benchmarks.
 

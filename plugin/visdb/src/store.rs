@@ -2,9 +2,10 @@
 //!
 //! Every method is one query on one of msprobe's indexes (`index1`: children of a node,
 //! `index2`: a node by name, `index3`/`index5`: a graph in node order), so the cost of a request
-//! depends on what it returns, never on the size of the file. Rows come back as plain structs;
-//! the JSON columns are parsed leniently (see [`crate::json`]) and a column that cannot be read
-//! becomes a [`StoreError::Data`] naming the file, the node and the column.
+//! depends on what it returns, never on the size of the file (except [`Store::scan_index_rows`],
+//! the one pass over a whole graph that the service makes once per file version). Rows come back
+//! as plain structs; the JSON columns are parsed leniently (see [`crate::json`]) and a column that
+//! cannot be read becomes a [`StoreError::Data`] naming the file, the node and the column.
 
 use std::path::{Path, PathBuf};
 
@@ -122,6 +123,9 @@ pub struct NodeDetailRow {
     pub modified: i64,
 }
 
+/// The page cache of one connection, in KiB (SQLite's `cache_size` takes negative KiB).
+const PAGE_CACHE_KIB: i64 = -8 * 1024;
+
 const NODE_COLUMNS: &str = "node_name, up_node, sub_nodes, node_type, micro_step_id, \
      matched_node_link, precision_index, overflow_level, matched_distributed";
 
@@ -156,6 +160,10 @@ impl Store {
         };
         // Readers wait for a writer (another tab matching nodes) instead of failing at once.
         conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(open_err)?;
+        // A bigger page cache than SQLite's 2 MB default: the rows of `tb_nodes` are large (their
+        // tensor statistics), so expanding a module with a thousand children reads many pages.
+        conn.pragma_update(None, "cache_size", PAGE_CACHE_KIB)
             .map_err(open_err)?;
         let store = Store {
             path: path.to_owned(),
@@ -498,6 +506,63 @@ impl Store {
         Ok(names)
     }
 
+    /// Every node of one graph in node order, with what the per-file indexes of the service keep
+    /// (see [`IndexRow`]); `f` is called once per node. One pass over the graph's rows.
+    pub fn scan_index_rows(
+        &self,
+        graph: GraphKey,
+        mut f: impl FnMut(IndexRow<'_>),
+    ) -> Result<(), StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT node_name, (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]'), \
+                 micro_step_id, precision_index, matched_node_link FROM tb_nodes \
+                 WHERE step=? AND rank=? AND data_source=? ORDER BY node_order",
+            )
+            .map_err(|e| self.query_err(e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![
+                graph.step,
+                graph.rank,
+                graph.side.data_source()
+            ])
+            .map_err(|e| self.query_err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.query_err(e))? {
+            let get = |i: usize| row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e));
+            let name = text(get(0)?);
+            let is_leaf = integer(get(1)?).unwrap_or(0) != 0;
+            let micro_step_id = integer(get(2)?).unwrap_or(0);
+            let precision_index = number(get(3)?);
+            let link = text(get(4)?);
+            let linked = !matches!(link.trim(), "" | "[]");
+            let link_last = if linked {
+                string_list(&link)
+                    .map_err(|reason| {
+                        self.data_err(format!("matched_node_link of node {name}"), reason)
+                    })?
+                    .pop()
+            } else {
+                None
+            };
+            f(IndexRow {
+                name: &name,
+                is_leaf,
+                micro_step_id,
+                precision_index,
+                linked,
+                link_last,
+            });
+        }
+        drop(rows);
+        drop(stmt);
+        // The pass filled this connection's page cache with pages nobody will read soon.
+        self.conn
+            .execute_batch("PRAGMA shrink_memory")
+            .map_err(|e| self.query_err(e))?;
+        Ok(())
+    }
+
     /// `(name, last element of matched_node_link)` of every node of one side in node order,
     /// with `None` for unmatched nodes.
     pub fn match_links(
@@ -833,6 +898,20 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// One node as [`Store::scan_index_rows`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexRow<'a> {
+    pub name: &'a str,
+    /// `sub_nodes` is empty (a candidate of the filters).
+    pub is_leaf: bool,
+    pub micro_step_id: i64,
+    pub precision_index: Option<f64>,
+    /// `matched_node_link` is not empty text or `[]` (the filters' notion of matched).
+    pub linked: bool,
+    /// The last element of `matched_node_link` (the partner, for the matched relations).
+    pub link_last: Option<String>,
 }
 
 /// A candidate of the precision filter.

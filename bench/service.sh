@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Graph service benchmark (not a test): the GRAPH_ASCEND browser API timed in real TensorBoard.
+#
+# 1. compare_big: the real 25k-node-a-side pair (shared/fixtures/big, when present), converted by
+#    our converter; timed for ours and, when msprobe 26.2 is installed (MSPROBE), for msprobe's
+#    plugin in the same TensorBoard, side by side.
+# 2. synth_1m: a synthetic compare file of about 1M nodes (gen-visdb, ~490k a side); ours only
+#    (msprobe's plugin needs minutes per request at this size).
+#
+# Each part runs in its own TensorBoard, so the sidecar's peak memory is per part.
+#
+# Env: GA (binary, default target/release/graph-ascend), BIG_DIR (folder with
+# big_stats_{a,b}.tar.xz), MSPROBE (pip --target folder of mindstudio-probe 26.2.0 and its plugin
+# deps; default tests/artifacts/shim/msprobe-26.2.0-py<ver>), PYTHON (with tensorboard and our
+# shim; default .venv/bin/python), REPEAT (default 20), SYNTH_NODES (per side, default 500000),
+# BENCH_TMP (work folder, default a temporary one, removed at the end), BENCH_OUT (folder for the
+# result tables, default bench/results).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GA=${GA:-target/release/graph-ascend}
+BIG_DIR=${BIG_DIR:-/work/shared/fixtures/big}
+PYTHON=${PYTHON:-.venv/bin/python}
+REPEAT=${REPEAT:-20}
+SYNTH_NODES=${SYNTH_NODES:-500000}
+OUT=${BENCH_OUT:-bench/results}
+if [ -n "${BENCH_TMP:-}" ]; then
+  TMP=$BENCH_TMP
+  mkdir -p "$TMP"
+else
+  TMP=$(mktemp -d)
+  trap 'rm -rf "$TMP"' EXIT
+fi
+
+# The binary, and the shim's copy of it (the plugin runs the package's bin/ unless told otherwise).
+cargo build --release -q --locked -p graph-ascend
+export GRAPH_ASCEND_BINARY=$PWD/$GA
+if [ ! -x "$PYTHON" ]; then
+  make -s venv
+fi
+if ! "$PYTHON" -c 'import tensorboard, graph_ascend_tb' 2>/dev/null; then
+  echo "$PYTHON lacks tensorboard or graph_ascend_tb: run 'make venv shim' first" >&2
+  exit 1
+fi
+make -s shim >/dev/null
+PYVER=$("$PYTHON" -c 'import sys; print(f"{sys.version_info.major}{sys.version_info.minor}")')
+MSPROBE=${MSPROBE:-tests/artifacts/shim/msprobe-26.2.0-py$PYVER}
+mkdir -p "$OUT"
+
+echo "== graph-ascend service benchmark ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $REPEAT repetitions)"
+
+# 1. compare_big, side by side with msprobe.
+if [ -f "$BIG_DIR/big_stats_a.tar.xz" ] && [ -f "$BIG_DIR/big_stats_b.tar.xz" ]; then
+  mkdir -p "$TMP/src" "$TMP/big/compare_big"
+  tar xJf "$BIG_DIR/big_stats_a.tar.xz" -C "$TMP/src"
+  tar xJf "$BIG_DIR/big_stats_b.tar.xz" -C "$TMP/src"
+  A=$(ls -d "$TMP"/src/big_stats_a/step0/*/ | head -n1)
+  B=$(ls -d "$TMP"/src/big_stats_b/step0/*/ | head -n1)
+  "$GA" convert -tp "$B" -gp "$A" -o "$TMP/big/compare_big" >/dev/null
+  rm -rf "$TMP/src"
+  msprobe_args=()
+  if [ -d "$MSPROBE/msprobe" ]; then
+    msprobe_args=(--msprobe "$(cd "$MSPROBE" && pwd)" --msprobe-runs compare_big)
+  else
+    echo "-- msprobe 26.2 not found at $MSPROBE (set MSPROBE): timing ours only"
+  fi
+  echo "-- compare_big (25k nodes a side, real dumps)"
+  "$PYTHON" bench/service_bench.py --logdir "$TMP/big" --repeat "$REPEAT" \
+    --out "$OUT/service_compare_big.md" "${msprobe_args[@]}"
+else
+  echo "-- $BIG_DIR not found: skipping compare_big"
+fi
+
+# 2. A synthetic 1M-node compare file, ours only.
+mkdir -p "$TMP/synth/synth_1m"
+"$GA" gen-visdb --nodes "$SYNTH_NODES" --out "$TMP/synth/synth_1m/synth.vis.db"
+echo "-- synth_1m ($SYNTH_NODES nodes a side requested, synthetic)"
+"$PYTHON" bench/service_bench.py --logdir "$TMP/synth" --repeat "$REPEAT" \
+  --out "$OUT/service_synth_1m.md"

@@ -1,0 +1,205 @@
+//! Times the read-side handlers directly (no gRPC, no TensorBoard) on the first file of a logdir.
+//!
+//! ```text
+//! cargo run --release -p graph-ascend-service --example read_bench -- <logdir> [repeat]
+//! ```
+//! Prints the median and the worst of `repeat` (default 5) runs of each navigation request, the
+//! first call of each separately (it may build the per-file caches), and the encoded answer size.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use graph_ascend_proto as pb;
+use graph_ascend_service::{handlers, State};
+use prost::Message;
+
+fn ms(d: Duration) -> String {
+    format!("{:8.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn time<T: Message>(label: &str, repeat: usize, mut f: impl FnMut() -> T) {
+    let t = Instant::now();
+    let first = f();
+    let first_time = t.elapsed();
+    let mut times = Vec::new();
+    for _ in 0..repeat {
+        let t = Instant::now();
+        let answer = f();
+        let _ = answer.encoded_len();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    println!(
+        "{label:20} first {}  median {}  max {}  {:>10} bytes",
+        ms(first_time),
+        ms(times[times.len() / 2]),
+        ms(times[times.len() - 1]),
+        first.encoded_len()
+    );
+}
+
+/// Resident memory of this process in MB (Linux), 0 elsewhere.
+fn rss_mb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let logdir = args.first().ok_or("usage: read_bench <logdir> [repeat]")?;
+    let repeat: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(5);
+    let state = Arc::new(State::new(logdir.into()));
+    let listing = handlers::load_meta_dir(&state);
+    let run = listing.data.first().ok_or("no runs")?;
+    let meta = pb::MetaData {
+        run: run.run.clone(),
+        tag: run.tags.first().cloned().ok_or("no tags")?,
+        r#type: "db".into(),
+        lang: "en".into(),
+        micro_step: Some(-1),
+        step: Some(0),
+        rank: Some(0),
+    };
+    let mreq = || pb::MetaRequest {
+        meta_data: Some(meta.clone()),
+        ..Default::default()
+    };
+    let rss_before = rss_mb();
+    let t = Instant::now();
+    for side in ["NPU", "Bench"] {
+        handlers::search_nodes(
+            &state,
+            pb::SearchNodesRequest {
+                meta_data: Some(meta.clone()),
+                graph_type: side.into(),
+                query: "no such name".into(),
+                limit: 1,
+                ..Default::default()
+            },
+        );
+    }
+    println!(
+        "indexing both sides: {}  resident memory {} MB -> {} MB",
+        ms(t.elapsed()),
+        rss_before,
+        rss_mb()
+    );
+    let list = handlers::load_graph_all_node_list(&state, mreq());
+    let names = list
+        .data
+        .first()
+        .map(|l| l.names.clone())
+        .unwrap_or_default();
+    let leaves: Vec<&String> = names
+        .iter()
+        .filter(|n| {
+            n.starts_with("Functional.") || n.starts_with("Torch.") || n.starts_with("Tensor.")
+        })
+        .collect();
+    let deep = leaves
+        .get(leaves.len() / 2)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| "root".into());
+    let module = names
+        .iter()
+        .rev()
+        .find(|n| n.starts_with("Module.") && n.contains(".forward."))
+        .cloned()
+        .unwrap_or_default();
+    let node = |name: &str| pb::NodeRequest {
+        meta_data: Some(meta.clone()),
+        node_info: Some(pb::NodeRef {
+            node_name: name.to_owned(),
+            node_type: "NPU".into(),
+        }),
+        ..Default::default()
+    };
+    time("root expansion", repeat, || {
+        handlers::change_node_expand_state(&state, "bench", node("root"))
+    });
+    time("root+module", repeat, || {
+        handlers::change_node_expand_state(&state, "bench", node("root"));
+        handlers::change_node_expand_state(&state, "bench", node(&module))
+    });
+    time("root+deep", repeat, || {
+        handlers::change_node_expand_state(&state, "bench", node("root"));
+        handlers::change_node_expand_state(&state, "bench", node(&deep))
+    });
+    time("node info", repeat, || {
+        handlers::get_node_info(&state, node(&deep))
+    });
+    time("full node list", repeat, || {
+        handlers::load_graph_all_node_list(&state, mreq())
+    });
+    time("full node list json", repeat, || {
+        handlers::load_graph_all_node_list_json(&state, mreq())
+    });
+    time("name search", repeat, || {
+        handlers::search_nodes(
+            &state,
+            pb::SearchNodesRequest {
+                meta_data: Some(meta.clone()),
+                graph_type: "NPU".into(),
+                query: "linear.12".into(),
+                limit: 200,
+                ..Default::default()
+            },
+        )
+    });
+    time("precision filter", repeat, || {
+        handlers::filter_nodes(
+            &state,
+            pb::FilterNodesRequest {
+                meta_data: Some(meta.clone()),
+                r#type: "precision".into(),
+                values: Some(prost_types::ListValue {
+                    values: ["pass", "warning", "error"]
+                        .iter()
+                        .map(|s| prost_types::Value {
+                            kind: Some(prost_types::value::Kind::StringValue((*s).into())),
+                        })
+                        .chain([prost_types::Value {
+                            kind: Some(prost_types::value::Kind::NumberValue(-1.0)),
+                        }])
+                        .collect(),
+                }),
+                ..Default::default()
+            },
+        )
+    });
+    time("precision filter json", repeat, || {
+        handlers::filter_nodes_json(
+            &state,
+            pb::FilterNodesRequest {
+                meta_data: Some(meta.clone()),
+                r#type: "precision".into(),
+                values: Some(prost_types::ListValue {
+                    values: ["pass", "warning", "error"]
+                        .iter()
+                        .map(|s| prost_types::Value {
+                            kind: Some(prost_types::value::Kind::StringValue((*s).into())),
+                        })
+                        .chain([prost_types::Value {
+                            kind: Some(prost_types::value::Kind::NumberValue(-1.0)),
+                        }])
+                        .collect(),
+                }),
+                ..Default::default()
+            },
+        )
+    });
+    time("matched relations", repeat, || {
+        handlers::load_graph_matched_relations(&state, mreq())
+    });
+    time("matched rel. json", repeat, || {
+        handlers::load_graph_matched_relations_json(&state, mreq())
+    });
+    Ok(())
+}
