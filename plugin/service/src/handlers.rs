@@ -108,6 +108,15 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// Whether the selected file is a comparison (two graphs) rather than a single build.
+    pub fn is_compare(&self) -> Result<bool> {
+        Ok(self
+            .file
+            .with_store(Store::config)
+            .context(Msg::LoadConfig)?
+            .is_compare())
+    }
+
     pub fn graph(&self, side: Side) -> GraphKey {
         GraphKey {
             side,
@@ -218,11 +227,7 @@ pub fn load_graph_config_info(state: &State, req: pb::MetaRequest) -> pb::Config
 
 /// Starts indexing the graphs of a selection in the background (see [`crate::graph_index`]).
 fn prefetch_indexes(sel: &Selection) -> Result<()> {
-    let compare = sel
-        .file
-        .with_store(Store::config)
-        .context(Msg::LoadConfig)?
-        .is_compare();
+    let compare = sel.is_compare()?;
     let mut graphs = vec![sel.graph(Side::Npu)];
     if compare {
         graphs.push(sel.graph(Side::Bench));
@@ -308,11 +313,7 @@ fn node_list(state: &State, req: pb::MetaRequest, json: bool) -> pb::NodeListRes
         lang,
         (|| {
             let sel = select(state, req.meta_data.as_ref())?;
-            let compare = sel
-                .file
-                .with_store(Store::config)
-                .context(Msg::LoadConfig)?
-                .is_compare();
+            let compare = sel.is_compare()?;
             let index = |side| sel.file.index(sel.graph(side)).context(Msg::LoadNode);
             if json {
                 fn list(index: &crate::graph_index::GraphIndex, micro_step: i64) -> Vec<&str> {
@@ -409,11 +410,7 @@ fn expand_answer(
                 .as_ref()
                 .ok_or(HandlerError::Invalid(Msg::ExpandNode))?;
             let sel = select(state, req.meta_data.as_ref())?;
-            let compare = sel
-                .file
-                .with_store(Store::config)
-                .context(Msg::LoadConfig)?
-                .is_compare();
+            let compare = sel.is_compare()?;
             let Some((side, prefix, pane_name)) = pane(compare, &node.node_type) else {
                 return Ok(pb::HierarchyResponse {
                     success: true,
@@ -554,11 +551,7 @@ pub fn get_node_info(state: &State, req: pb::NodeRequest) -> pb::NodeInfoRespons
                 .as_ref()
                 .ok_or(HandlerError::Invalid(Msg::GetNodeInfo))?;
             let sel = select(state, req.meta_data.as_ref())?;
-            let compare = sel
-                .file
-                .with_store(Store::config)
-                .context(Msg::LoadConfig)?
-                .is_compare();
+            let compare = sel.is_compare()?;
             let single = !compare || node.node_type == "Single";
             let side = if node.node_type == "Bench" && !single {
                 Side::Bench
