@@ -204,6 +204,23 @@ pub fn compare_graphs_with(
 /// The result columns appended to one item.
 pub type Extra = Vec<(FieldName, PyVal)>;
 
+/// The comparison columns of every row in `mode` (none for md5), in row order.
+pub fn row_columns(
+    mode: CompareMode,
+    rows: &[Row],
+    tensors: Option<&metrics::TensorDirs>,
+) -> Result<Vec<Extra>, ConvertError> {
+    rows.iter()
+        .map(|row| {
+            Ok(match mode {
+                CompareMode::Summary => metrics::summary_columns(row),
+                CompareMode::Md5 => Vec::new(),
+                CompareMode::Tensor => metrics::tensor_columns(row, tensors)?,
+            })
+        })
+        .collect()
+}
+
 /// One side of a pair as item lists: a graph node, or rows read back from a `.vis.db`.
 #[derive(Clone, Copy)]
 pub struct ItemsRef<'a> {
@@ -286,14 +303,7 @@ fn compare_node(
             });
         }
     }
-    let mut extras: Vec<Extra> = Vec::with_capacity(rows.len());
-    for row in &rows {
-        extras.push(match mode {
-            CompareMode::Summary => metrics::summary_columns(row),
-            CompareMode::Md5 => Vec::new(),
-            CompareMode::Tensor => metrics::tensor_columns(row, tensors)?,
-        });
-    }
+    let extras = row_columns(mode, &rows, tensors)?;
     let graded = checkers::grade_with(mode, parallel_merge, npu.id, &rows, &extras);
     let mut worst = checkers::Level::Pass;
     let mut ins: Vec<Extra> = vec![Vec::new(); npu.input.len()];

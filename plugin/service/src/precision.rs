@@ -8,7 +8,7 @@
 //! position as the engine does, and turns the engine's result columns back into JSON.
 
 use graph_ascend_convert::compare::checkers::{self, Level};
-use graph_ascend_convert::compare::{group_of, metrics, CompareMode, Group, Row};
+use graph_ascend_convert::compare::{self, group_of, metrics, CompareMode, Group, Row};
 use graph_ascend_convert::ConvertError;
 use graph_ascend_dump::{Item, PyVal};
 use serde_json::{Map, Value};
@@ -206,14 +206,7 @@ pub fn compare_pair(
             });
         }
     }
-    let mut extras: Vec<Extra> = Vec::with_capacity(rows.len());
-    for row in &rows {
-        extras.push(match mode {
-            CompareMode::Summary => metrics::summary_columns(row),
-            CompareMode::Md5 => Vec::new(),
-            CompareMode::Tensor => metrics::tensor_columns(row, tensors)?,
-        });
-    }
+    let extras = compare::row_columns(mode, &rows, tensors)?;
     let graded = checkers::grade(mode, npu.name, &rows, &extras);
     let mut worst = Level::Pass;
     let mut in_extra: Vec<Extra> = vec![Vec::new(); n_in.len()];

@@ -17,7 +17,7 @@ use graph_ascend_service::values::{json_to_prost, prost_to_json};
 use graph_ascend_service::{edits, handlers, State};
 use serde_json::{json, Map, Value};
 
-use common::{fixtures, unpack};
+use common::{fixtures, slots_json as slots, unpack};
 
 fn sequence() -> Vec<Value> {
     let path = fixtures().join("golden_api26_sequence/matching.json.xz");
@@ -93,22 +93,6 @@ fn hierarchy(r: pb::HierarchyResponse) -> Value {
         })
         .collect();
     json!({"success": r.success, "error": r.error, "data": data})
-}
-
-fn slots(slots: Vec<pb::TensorSlot>) -> Value {
-    Value::Object(
-        slots
-            .into_iter()
-            .map(|s| {
-                let fields: Map<String, Value> = s
-                    .fields
-                    .into_iter()
-                    .map(|f| (f.key, f.value.as_ref().map_or(Value::Null, prost_to_json)))
-                    .collect();
-                (s.name, Value::Object(fields))
-            })
-            .collect(),
-    )
 }
 
 fn relations(d: pb::MatchedRelations) -> Value {

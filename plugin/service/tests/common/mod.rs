@@ -246,7 +246,8 @@ pub fn hierarchy_json(r: pb::HierarchyResponse) -> Value {
     json!({"success": r.success, "error": r.error, "data": data})
 }
 
-fn slots_json(slots: Vec<pb::TensorSlot>) -> Value {
+/// A node's input or output slots as msprobe's JSON object.
+pub fn slots_json(slots: Vec<pb::TensorSlot>) -> Value {
     Value::Object(
         slots
             .into_iter()
