@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use graph_ascend_dump::{
     parse_op, parse_op_fast, Construct, DumpFile, PackedItem, PackedOp, StackMap,
 };
@@ -59,6 +61,9 @@ fn wildcard_prefix(id: &str, pattern: &str) -> bool {
     })
 }
 
+/// Raw JSON per parallel parsing batch of dump.json (memory: one batch plus its parsed ops).
+const PARSE_BATCH_BYTES: usize = 1 << 20;
+
 /// The entries of one dump.json, already flattened into items (see [`DumpOps::read`]).
 #[derive(Debug, Default)]
 pub struct DumpOps {
@@ -82,18 +87,32 @@ impl DumpOps {
         overflow_check: bool,
     ) -> Result<(DumpFile, DumpOps), graph_ascend_dump::DumpError> {
         let mut ops = DumpOps::default();
-        let fast = DumpFile::read_fast(path, &mut |name, entry| {
-            if !ops.md5 && graph_ascend_dump::dumpfile::jval_has_md5(entry) {
-                ops.md5 = true;
-            }
-            if overflow_check {
-                if let Some(level) = crate::overflow::level_of(&entry.to_value()) {
+        // The entries of each batch are parsed and packed in parallel, then taken in file order.
+        let fast = DumpFile::read_fast_batches(path, PARSE_BATCH_BYTES, &mut |batch| {
+            let parsed: Vec<_> = (0..batch.len())
+                .into_par_iter()
+                .map(|i| {
+                    let entry = batch.parse(i)?;
+                    let name = batch.name(i);
+                    let md5 = graph_ascend_dump::dumpfile::jval_has_md5(&entry);
+                    let level = if overflow_check {
+                        crate::overflow::level_of(&entry.to_value())
+                    } else {
+                        None
+                    };
+                    Ok((md5, level, PackedOp::pack(parse_op_fast(name, &entry))))
+                })
+                .collect::<Result<_, graph_ascend_dump::fastjson::FastError>>()?;
+            for (i, (md5, level, data)) in parsed.into_iter().enumerate() {
+                let name = batch.name(i);
+                ops.md5 |= md5;
+                if let Some(level) = level {
                     ops.overflow.insert(name.to_string(), level);
                 }
+                ops.order.push(name.to_string());
+                ops.ops.insert(name.to_string(), data);
             }
-            let data = PackedOp::pack(parse_op_fast(name, entry));
-            ops.order.push(name.to_string());
-            ops.ops.insert(name.to_string(), data);
+            Ok(())
         })?;
         if let Some(header) = fast {
             return Ok((header, ops));

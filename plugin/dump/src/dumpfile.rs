@@ -73,11 +73,30 @@ impl DumpFile {
         path: &Path,
         visit: &mut dyn FnMut(&str, &crate::fastjson::JVal),
     ) -> Result<Option<DumpFile>, DumpError> {
+        Self::read_fast_batches(path, 0, &mut |batch| {
+            for i in 0..batch.len() {
+                visit(batch.name(i), &batch.parse(i)?);
+            }
+            Ok(())
+        })
+    }
+
+    /// [`DumpFile::read_fast`] that hands over the entries unparsed, in file order, in batches
+    /// of about `batch_bytes` of JSON, so that the caller can parse a batch on several threads.
+    /// An entry that fails to parse (the caller returns the batch's error) also means
+    /// `Ok(None)`.
+    pub fn read_fast_batches(
+        path: &Path,
+        batch_bytes: usize,
+        on_batch: &mut dyn FnMut(
+            &crate::fastjson::EntryBatch,
+        ) -> Result<(), crate::fastjson::FastError>,
+    ) -> Result<Option<DumpFile>, DumpError> {
         let file = std::fs::File::open(path).map_err(|source| DumpError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let Ok(h) = crate::fastjson::read_dump_from(file, visit) else {
+        let Ok(h) = crate::fastjson::read_dump_batches(file, batch_bytes, on_batch) else {
             return Ok(None);
         };
         Ok(Some(DumpFile {

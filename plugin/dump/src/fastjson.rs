@@ -671,6 +671,76 @@ pub fn read_dump_from<R: std::io::Read>(
     src: R,
     visit: &mut dyn FnMut(&str, &JVal<'_>),
 ) -> Result<DumpHeader, FastError> {
+    read_dump_batches(src, 0, &mut |batch| {
+        for i in 0..batch.len() {
+            visit(batch.name(i), &batch.parse(i)?);
+        }
+        Ok(())
+    })
+}
+
+/// Entries of `data` copied out of the input as raw JSON, for parsing later (on any thread):
+/// the scan that finds where each entry ends is sequential, parsing them need not be.
+#[derive(Debug, Default)]
+pub struct EntryBatch {
+    arena: Vec<u8>,
+    /// `(name, start, end, offset of the entry in the file)`.
+    entries: Vec<(String, usize, usize, usize)>,
+}
+
+impl EntryBatch {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The op name of entry `i`.
+    pub fn name(&self, i: usize) -> &str {
+        self.entries.get(i).map_or("", |e| e.0.as_str())
+    }
+
+    /// Parses entry `i`; an entry that is not an object or `null` is an error.
+    pub fn parse(&self, i: usize) -> Res<JVal<'_>> {
+        let bad = |message| FastError {
+            offset: self.entries.get(i).map_or(0, |e| e.3),
+            message,
+        };
+        let (_, a, b, _) = self.entries.get(i).ok_or_else(|| bad("no such entry"))?;
+        let mut p = Parser::new(self.arena.get(*a..*b).ok_or_else(|| bad("bad span"))?)
+            .ok_or_else(|| bad("not UTF-8"))?;
+        let v = p.value().map_err(|_| bad("bad value"))?;
+        if !p.at_end() {
+            return Err(bad("bad value"));
+        }
+        if !matches!(v, JVal::Obj(_) | JVal::Null) {
+            return Err(bad("entry is not an object"));
+        }
+        Ok(v)
+    }
+
+    fn push(&mut self, name: String, raw: &[u8], offset: usize) {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(raw);
+        self.entries.push((name, start, self.arena.len(), offset));
+    }
+
+    fn clear(&mut self) {
+        self.arena.clear();
+        self.entries.clear();
+    }
+}
+
+/// Streams `dump.json` like [`read_dump_from`], handing `on_batch` the entries of `data` in
+/// file order, in batches of about `batch_bytes` of JSON (`0`: one entry per batch). Only the
+/// current chunk of input and one batch are in memory.
+pub fn read_dump_batches<R: std::io::Read>(
+    src: R,
+    batch_bytes: usize,
+    on_batch: &mut dyn FnMut(&EntryBatch) -> Res<()>,
+) -> Result<DumpHeader, FastError> {
     let mut w = Window {
         src,
         buf: Vec::new(),
@@ -680,6 +750,7 @@ pub fn read_dump_from<R: std::io::Read>(
     };
     let mut h = DumpHeader::default();
     let mut has_data = false;
+    let mut batch = EntryBatch::default();
     w.expect(b'{')?;
     let mut first = true;
     while w.next_member(first)? {
@@ -695,17 +766,17 @@ pub fn read_dump_from<R: std::io::Read>(
             while w.next_member(first_entry)? {
                 first_entry = false;
                 let name = w.key()?;
-                let ok = w.with_value(|entry| {
-                    if matches!(entry, JVal::Obj(_) | JVal::Null) {
-                        visit(&name, &entry);
-                        true
-                    } else {
-                        false
-                    }
-                })?;
-                if !ok {
-                    return w.err("entry is not an object");
+                let (a, b) = w.value_span()?;
+                batch.push(name, &w.buf[a..b], w.base + a);
+                w.pos = b;
+                if batch.arena.len() >= batch_bytes {
+                    on_batch(&batch)?;
+                    batch.clear();
                 }
+            }
+            if !batch.is_empty() {
+                on_batch(&batch)?;
+                batch.clear();
             }
         } else {
             let text = w.with_value(|v| v.as_str().map(str::to_string))?;

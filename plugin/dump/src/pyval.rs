@@ -171,50 +171,17 @@ pub fn push_float_repr(out: &mut String, f: f64) {
         out.push_str(if f.is_sign_negative() { "-0.0" } else { "0.0" });
         return;
     }
-    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7". Written into a stack
-    // buffer: this runs for every number of every row.
-    use std::io::Write as _;
-    let mut buf = [0u8; 48];
-    let mut len = {
-        let mut cursor = std::io::Cursor::new(&mut buf[..]);
-        let _ = write!(cursor, "{f:e}");
-        cursor.position() as usize
+    // `ryu` gives the shortest round-trip digits, and when several candidates are equally short
+    // it picks the one nearest the exact value, rounding an exact tie half to even, as Python
+    // does (Rust's own `{:e}` can round such a 17-digit tie up). This runs for every number of
+    // every row, so it works on a stack buffer.
+    let mut buf = ryu::Buffer::new();
+    let Some((neg, digits, exp)) = decimal_parts(buf.format_finite(f)) else {
+        out.push_str("nan");
+        return;
     };
-    // When the shortest form needs all 17 digits, Rust's shortest-digit search may round a tie
-    // up (`…313` for …3125) where Python rounds the exact value half to even (`…312`); the exact
-    // 17-digit form is what Python prints then.
-    let digits = buf[..len]
-        .iter()
-        .take_while(|&&b| b != b'e')
-        .filter(|b| b.is_ascii_digit())
-        .count();
-    if digits == 17 {
-        let mut cursor = std::io::Cursor::new(&mut buf[..]);
-        let _ = write!(cursor, "{f:.16e}");
-        len = cursor.position() as usize;
-    }
-    let sci = std::str::from_utf8(&buf[..len]).unwrap_or("0e0");
-    let (mantissa, exp) = match sci.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (sci, 0),
-    };
-    let (neg, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mantissa),
-    };
-    let (lead, rest) = match mantissa.split_once('.') {
-        Some((l, r)) => (l, r),
-        None => (mantissa, ""),
-    };
-    // digits = lead + rest (lead is one digit)
-    let n = (lead.len() + rest.len()) as i32;
-    let digit = |i: usize| -> char {
-        if i < lead.len() {
-            lead.as_bytes()[i] as char
-        } else {
-            rest.as_bytes()[i - lead.len()] as char
-        }
-    };
+    let n = digits.len() as i32;
+    let digit = |i: usize| -> char { char::from(digits[i]) };
     if neg {
         out.push('-');
     }
@@ -242,10 +209,12 @@ pub fn push_float_repr(out: &mut String, f: f64) {
             }
         }
     } else {
-        out.push_str(lead);
-        if !rest.is_empty() {
+        out.push(digit(0));
+        if n > 1 {
             out.push('.');
-            out.push_str(rest);
+            for i in 1..n {
+                out.push(digit(i as usize));
+            }
         }
         out.push('e');
         out.push(if exp < 0 { '-' } else { '+' });
@@ -263,6 +232,64 @@ pub fn push_float_repr(out: &mut String, f: f64) {
     }
 }
 
+/// Sign, significant digits (no leading or trailing zeros) and the decimal exponent of the first
+/// digit of a formatted finite non-zero number (`"-0.00125"`, `"1.5e-7"`, `"1e16"`, `"123.0"`):
+/// `(true, b"125", -3)`. `None` when the text has no non-zero digit.
+fn decimal_parts(text: &str) -> Option<(bool, DigitBuf, i32)> {
+    let (neg, text) = match text.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, text),
+    };
+    let (mantissa, exp) = match text.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().ok()?),
+        None => (text, 0),
+    };
+    let int_len = mantissa.find('.').unwrap_or(mantissa.len()) as i32;
+    let mut digits = DigitBuf::default();
+    let mut leading_zeros = 0;
+    for b in mantissa.bytes().filter(u8::is_ascii_digit) {
+        if digits.len == 0 && b == b'0' {
+            leading_zeros += 1;
+        } else {
+            digits.push(b);
+        }
+    }
+    while digits.len > 0 && digits.bytes[digits.len - 1] == b'0' {
+        digits.len -= 1;
+    }
+    if digits.len == 0 {
+        return None;
+    }
+    Some((neg, digits, int_len - leading_zeros - 1 + exp))
+}
+
+/// Up to 24 ASCII digits on the stack.
+#[derive(Default)]
+struct DigitBuf {
+    bytes: [u8; 24],
+    len: usize,
+}
+
+impl DigitBuf {
+    fn push(&mut self, b: u8) {
+        if self.len < self.bytes.len() {
+            self.bytes[self.len] = b;
+            self.len += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::ops::Index<usize> for DigitBuf {
+    type Output = u8;
+    fn index(&self, i: usize) -> &u8 {
+        &self.bytes[i]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +301,8 @@ mod tests {
         let tie: f64 = "2.12195587158203125".parse().expect("a float");
         assert_eq!(float_repr(-tie), "-2.1219558715820312");
         assert_eq!(float_repr(tie), "2.1219558715820312");
+        // A 16-digit tie (a float32 widened): half to even too.
+        assert_eq!(float_repr(569.83770751953125), "569.8377075195312");
         assert_eq!(float_repr(0.0001), "0.0001");
         assert_eq!(float_repr(2.7939677238464355e-09), "2.7939677238464355e-09");
         assert_eq!(float_repr(1.0), "1.0");
@@ -291,6 +320,55 @@ mod tests {
         assert_eq!(float_repr(123.0), "123.0");
         assert_eq!(float_repr(0.5), "0.5");
         assert_eq!(float_repr(-0.0), "-0.0");
+    }
+
+    /// Python's digits found another way: the shortest length from Rust's `{:e}`, then Rust's
+    /// exact formatting at that length (correctly rounded, ties to even), which is the nearest
+    /// decimal of that length. (`{:e}` alone can round an exact tie up: `569.8377075195313`.)
+    fn reference_parts(f: f64) -> (bool, Vec<u8>, i32) {
+        let shortest = format!("{f:e}");
+        let len = shortest
+            .split('e')
+            .next()
+            .unwrap_or("")
+            .bytes()
+            .filter(u8::is_ascii_digit)
+            .count();
+        let s = format!("{f:.*e}", len.saturating_sub(1));
+        assert_eq!(s.parse::<f64>().unwrap(), f, "{s} round-trips");
+        let (neg, d, e) = decimal_parts(&s).unwrap();
+        (neg, d.bytes[..d.len].to_vec(), e)
+    }
+
+    #[test]
+    fn ryu_digits_match_the_exact_reference() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..300_000 {
+            let bits = next();
+            // Random doubles, float32 values widened (most dump statistics), and short decimals.
+            let f = match i % 3 {
+                0 => f64::from_bits(bits),
+                1 => f64::from(f32::from_bits(bits as u32)),
+                _ => (bits % 2_000_001) as f64 / 1000.0 - 1000.0,
+            };
+            if !f.is_finite() || f == 0.0 {
+                continue;
+            }
+            let mut buf = ryu::Buffer::new();
+            let (neg, d, e) = decimal_parts(buf.format_finite(f)).unwrap();
+            assert_eq!(
+                (neg, d.bytes[..d.len].to_vec(), e),
+                reference_parts(f),
+                "{f:e}"
+            );
+            assert_eq!(float_repr(f).parse::<f64>().unwrap(), f);
+        }
     }
 
     #[test]
