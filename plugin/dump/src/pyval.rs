@@ -302,7 +302,9 @@ mod tests {
         assert_eq!(float_repr(-tie), "-2.1219558715820312");
         assert_eq!(float_repr(tie), "2.1219558715820312");
         // A 16-digit tie (a float32 widened): half to even too.
-        assert_eq!(float_repr(569.83770751953125), "569.8377075195312");
+        let tie16 = f64::from(569.837_7_f32);
+        assert_eq!(tie16, 569.837_707_519_531_2);
+        assert_eq!(float_repr(tie16), "569.8377075195312");
         assert_eq!(float_repr(0.0001), "0.0001");
         assert_eq!(float_repr(2.7939677238464355e-09), "2.7939677238464355e-09");
         assert_eq!(float_repr(1.0), "1.0");
