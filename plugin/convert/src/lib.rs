@@ -21,6 +21,7 @@ pub mod overflow;
 pub mod pyjson;
 pub mod timing;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -217,19 +218,32 @@ pub fn convert_cancellable(
     let dest = opts.output.join(format!("{kind}_{}.vis.db", timestamp()));
     let write_phase = timing::phase(|| "write rows".into());
     let writer = VisDbWriter::create(&dest)?;
+    let plans: Vec<Vec<export::GraphPlan>> = outputs
+        .iter()
+        .map(|o| {
+            o.graphs
+                .iter()
+                .map(|(g, ctx)| export::plan_graph(g, ctx))
+                .collect()
+        })
+        .collect();
+    // Communication links need every rank's Distributed.* rows; they are few, so they are made
+    // (and linked) first, and every row leaves for the file complete.
+    let links = if layout == Layout::Files {
+        HashMap::new()
+    } else {
+        distributed_links(&outputs, &plans, opts.overflow_check)
+    };
     // Rows are made in parallel, chunk by chunk, while a writer thread inserts them: SQLite's
-    // inserts, the link pass and the indexes overlap with formatting. Only Distributed.* rows
-    // are kept for the link pass. Each graph is freed as soon as its rows are made.
-    let keep_distributed = layout != Layout::Files;
+    // inserts and the indexes overlap with formatting. Each graph is freed as soon as its rows
+    // are made.
     let (tx, rx) = std::sync::mpsc::sync_channel::<WriteMsg>(2);
     let path = std::thread::scope(|scope| {
-        let writer_thread = scope
-            .spawn(move || write_rows(writer, rx, keep_distributed, opts.overflow_check, &config));
+        let writer_thread = scope.spawn(move || write_rows(writer, rx, &config));
         let produced = (|| -> Result<(), ConvertError> {
-            for out in outputs {
-                for (graph, ctx) in out.graphs {
+            for (out, plans) in outputs.into_iter().zip(plans) {
+                for ((graph, ctx), mut plan) in out.graphs.into_iter().zip(plans) {
                     check()?;
-                    let mut plan = export::plan_graph(&graph, &ctx);
                     let stacks = std::mem::take(&mut plan.stacks);
                     if tx.send(WriteMsg::Stacks(stacks)).is_err() {
                         return Ok(());
@@ -241,7 +255,13 @@ pub fn convert_cancellable(
                         let hi = (lo + ROW_CHUNK).min(n);
                         let rows: Vec<NodeRow> = (lo..hi)
                             .into_par_iter()
-                            .map(|k| export::node_row(&graph, &ctx, &plan, k))
+                            .map(|k| {
+                                let mut row = export::node_row(&graph, &ctx, &plan, k);
+                                if let Some(link) = links.get(&row.id) {
+                                    row.matched_distributed.clone_from(link);
+                                }
+                                row
+                            })
                             .collect();
                         if tx.send(WriteMsg::Nodes(rows)).is_err() {
                             // The writer failed: its error is returned below.
@@ -270,6 +290,30 @@ pub fn convert_cancellable(
     Ok(path)
 }
 
+/// `matched_distributed` of every linked `Distributed.*` row, by row id (msprobe's
+/// `distributed_analyzer`, across all ranks and steps of the conversion).
+fn distributed_links(
+    outputs: &[JobOutput],
+    plans: &[Vec<export::GraphPlan>],
+    overflow_check: bool,
+) -> HashMap<String, String> {
+    let mut rows: Vec<NodeRow> = Vec::new();
+    for (out, plans) in outputs.iter().zip(plans) {
+        for ((graph, ctx), plan) in out.graphs.iter().zip(plans) {
+            for (k, &n) in plan.order.iter().enumerate() {
+                if graph.nodes[n].id.starts_with("Distributed") {
+                    rows.push(export::node_row(graph, ctx, plan, k));
+                }
+            }
+        }
+    }
+    distributed::link(&mut rows, overflow_check);
+    rows.into_iter()
+        .filter(|r| r.matched_distributed != "{}")
+        .map(|r| (r.id, r.matched_distributed))
+        .collect()
+}
+
 /// Rows formatted per parallel chunk (and per message to the writer thread).
 const ROW_CHUNK: usize = 1024;
 
@@ -277,30 +321,22 @@ const ROW_CHUNK: usize = 1024;
 enum WriteMsg {
     Nodes(Vec<NodeRow>),
     Stacks(Vec<(String, String)>),
-    /// Every row was sent: link, index, commit. A channel closed without it means the run
+    /// Every row was sent: index, commit. A channel closed without it means the run
     /// stopped (cancelled or failed) and the temporary file is dropped.
     Finish,
 }
 
-/// The writer thread: inserts what it receives, then runs the distributed link pass, writes the
-/// config row, builds the indexes, commits and renames.
+/// The writer thread: inserts what it receives, then writes the config row, builds the
+/// indexes, commits and renames.
 fn write_rows(
     mut writer: VisDbWriter,
     rx: std::sync::mpsc::Receiver<WriteMsg>,
-    keep_distributed: bool,
-    overflow_check: bool,
     config: &graph_ascend_visdb::writer::ConfigRow,
 ) -> Result<PathBuf, ConvertError> {
-    let mut distributed_rows: Vec<NodeRow> = Vec::new();
     let mut finished = false;
     for msg in rx {
         match msg {
-            WriteMsg::Nodes(rows) => {
-                writer.insert_nodes(&rows)?;
-                if keep_distributed {
-                    distributed_rows.extend(rows.into_iter().filter(|r| r.is_distributed == 1));
-                }
-            }
+            WriteMsg::Nodes(rows) => writer.insert_nodes(&rows)?,
             WriteMsg::Stacks(stacks) => {
                 writer.insert_stacks(stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
             }
@@ -312,15 +348,6 @@ fn write_rows(
     }
     if !finished {
         return Err(ConvertError::Cancelled);
-    }
-    if keep_distributed {
-        distributed::link(&mut distributed_rows, overflow_check);
-        writer.update_matched_distributed(
-            distributed_rows
-                .iter()
-                .filter(|r| r.matched_distributed != "{}")
-                .map(|r| (r.id.as_str(), r.matched_distributed.as_str())),
-        )?;
     }
     writer.insert_config(config)?;
     let p = timing::phase(|| "indexes + commit".into());

@@ -10,8 +10,14 @@ pub fn push_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
     let bytes = s.as_bytes();
+    let clean = clean_prefix_len(bytes);
+    if clean == bytes.len() {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    for (i, &b) in bytes.iter().enumerate().skip(clean) {
         // Printable ASCII other than `"` and `\` is copied as a run.
         if (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\' {
             continue;
@@ -40,6 +46,37 @@ pub fn push_str(out: &mut String, s: &str) {
     }
     out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// Length of the leading run of bytes that need no escaping (printable ASCII other than `"` and
+/// `\\`), eight bytes at a time: most text in a dump is plain ASCII.
+fn clean_prefix_len(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // A high bit set in the result for each zero byte of `v` (exact for the first zero byte).
+    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let mut i = 0;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let special = x & HIGHS // non-ASCII
+            | x.wrapping_sub(ONES * 0x20) & !x & HIGHS // control characters
+            | zero_bytes(x ^ (ONES * 0x7f))
+            | zero_bytes(x ^ (ONES * u64::from(b'"')))
+            | zero_bytes(x ^ (ONES * u64::from(b'\\')));
+        if special != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while let Some(&b) = bytes.get(i) {
+        if !(0x20..=0x7e).contains(&b) || b == b'"' || b == b'\\' {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 /// `json.dumps(list_of_strings)`.
@@ -118,5 +155,43 @@ mod tests {
         );
         let v = serde_json::json!({"a": [0, 0.3], "b": "比"});
         assert_eq!(value(&v), r#"{"a": [0, 0.3], "b": "\u6bd4"}"#);
+    }
+
+    /// Every ASCII character at every position of a 20-byte run, against a char-by-char escape.
+    #[test]
+    fn word_scan_finds_every_special_byte() {
+        let reference = |s: &str| {
+            let mut out = String::from("\"");
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    '\u{8}' => out.push_str("\\b"),
+                    '\u{c}' => out.push_str("\\f"),
+                    ' '..='~' => out.push(c),
+                    c => {
+                        let mut buf = [0u16; 2];
+                        for unit in c.encode_utf16(&mut buf) {
+                            out.push_str(&format!("\\u{unit:04x}"));
+                        }
+                    }
+                }
+            }
+            out.push('"');
+            out
+        };
+        for c in (0u8..128).map(char::from).chain(['é', '比', '😀']) {
+            for pos in 0..20 {
+                let mut s: String = "abcdefghijklmnopqrst".chars().take(pos).collect();
+                s.push(c);
+                s.push_str(&"xyz".repeat(pos % 4));
+                let mut ours = String::new();
+                push_str(&mut ours, &s);
+                assert_eq!(ours, reference(&s), "{s:?}");
+            }
+        }
     }
 }

@@ -25,9 +25,14 @@ const STATS: [(&str, &str, &str); 4] = [
 
 /// A cell, with msprobe's trailing tab on `inf`/`-inf`/`nan` text.
 fn cell(v: PyVal) -> PyVal {
-    let s = v.py_str();
-    if matches!(s.as_str(), "inf" | "-inf" | "nan") {
-        PyVal::Str(format!("{s}\t"))
+    // Only a float or those very texts print as one of the three; the check formats nothing.
+    let special = match &v {
+        PyVal::Float(f) => !f.is_finite(),
+        PyVal::Str(s) => matches!(s.as_str(), "inf" | "-inf" | "nan"),
+        _ => false,
+    };
+    if special {
+        PyVal::Str(format!("{}\t", v.py_str()))
     } else {
         v
     }
