@@ -59,10 +59,26 @@ pub(crate) const KNOWN_FIELDS: [&str; 37] = [
 
 /// `name` as a [`FieldName`]: borrowed from a static table when it is a known name.
 pub fn field_name(name: &str) -> FieldName {
-    match KNOWN_FIELDS.iter().find(|k| **k == name) {
-        Some(k) => Cow::Borrowed(k),
+    match position_in(&KNOWN_FIELDS, name) {
+        Some(i) => Cow::Borrowed(KNOWN_FIELDS[i]),
         None => Cow::Owned(name.to_string()),
     }
+}
+
+/// Position of `s` in a table of known strings. This runs for every field and string value of
+/// every item, so the cheap tests come first: the very same `&'static str` (a name already
+/// borrowed from the table), then length and first byte before the bytes are compared.
+pub(crate) fn position_in(table: &[&str], s: &str) -> Option<usize> {
+    if let Some(i) = table
+        .iter()
+        .position(|t| std::ptr::eq(t.as_ptr(), s.as_ptr()) && t.len() == s.len())
+    {
+        return Some(i);
+    }
+    let first = s.as_bytes().first();
+    table
+        .iter()
+        .position(|t| t.len() == s.len() && t.as_bytes().first() == first && *t == s)
 }
 
 /// One flattened tensor (or scalar) of a node: ordered `(field, value)` pairs.

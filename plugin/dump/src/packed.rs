@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use crate::items::{FieldName, Item, KNOWN_FIELDS};
+use crate::items::{position_in, FieldName, Item, KNOWN_FIELDS};
 use crate::PyVal;
 
 /// Strings that fill most values (types, dtypes, flags), stored as a one-byte code.
@@ -101,7 +101,7 @@ fn put_value(out: &mut Vec<u8>, v: &PyVal) {
             out.push(T_FLOAT);
             out.extend_from_slice(&f.to_le_bytes());
         }
-        PyVal::Str(s) => match KNOWN_STRS.iter().position(|k| *k == s) {
+        PyVal::Str(s) => match position_in(&KNOWN_STRS, s) {
             Some(i) => out.extend_from_slice(&[T_KNOWN_STR, i as u8]),
             None => {
                 out.push(T_STR);
@@ -313,7 +313,7 @@ impl PackedItem {
     pub fn pack(item: &Item) -> PackedItem {
         let mut out = Vec::with_capacity(16 * item.fields.len());
         for (k, v) in &item.fields {
-            match KNOWN_FIELDS.iter().position(|f| *f == k.as_ref()) {
+            match position_in(&KNOWN_FIELDS, k) {
                 Some(i) => out.push(i as u8),
                 None => {
                     out.push(K_CUSTOM);
