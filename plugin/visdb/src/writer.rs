@@ -32,6 +32,16 @@ pub enum WriteError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: UNIQUE constraint failed: tb_nodes.id {id:?} appears twice")]
+    Duplicate { path: PathBuf, id: String },
+    #[error("the bulk writer cannot build schema.rs's statements: {detail}")]
+    Schema { detail: String },
 }
 
 /// One `tb_nodes` row (columns in msprobe's order).

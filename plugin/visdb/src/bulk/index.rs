@@ -1,0 +1,291 @@
+//! Index b-trees, built from entries sorted in memory.
+//!
+//! An index record is (indexed columns…, rowid), in SQLite's record order. Unlike a table, an
+//! index interior cell holds a real entry (the one between its left child and the next), which is
+//! not repeated in any leaf. Building takes four steps, so that indexes are built side by side
+//! and pages rendered in parallel:
+//! 1. [`IndexRows::push`], as rows arrive: the entry's record, and a sort key whose plain byte
+//!    order is SQLite's order of the indexed values ([`push_sort_key`]);
+//! 2. [`sorted_records`]: sort by (key, rowid), check uniqueness, gather the records;
+//! 3. [`plan`]: cut them into pages bottom-up, numbering pages from 0 (page count known);
+//! 4. [`render`]: write the pages, once the index's first page number in the file is known.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::format::{
+    encode_record, push_sort_key, put_varint, sort_key_text, varint_len, CellArea, Geometry, Value,
+    INDEX_INTERIOR, INDEX_LEAF,
+};
+use super::pack::{group_children, group_leaves};
+
+/// Byte strings back to back.
+#[derive(Debug, Default)]
+pub struct Records {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Records {
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Appends one string, written by `write` at the end of the buffer.
+    pub fn push_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        write(&mut self.bytes);
+        self.ends.push(self.bytes.len());
+    }
+}
+
+/// One index's entries for the rows so far, in rowid order: the memcmp-ordered sort key of the
+/// indexed columns, and the index record (columns…, rowid). Both are made as rows arrive, in
+/// parallel with the table records; the rows themselves are not kept.
+#[derive(Debug, Default)]
+pub struct IndexRows {
+    keys: Records,
+    records: Records,
+}
+
+impl IndexRows {
+    /// Adds the entry (indexed values…, rowid) of one row.
+    pub fn push(&mut self, entry: &[Value<'_>]) {
+        let key = &entry[..entry.len().saturating_sub(1)];
+        self.keys
+            .push_with(|out| key.iter().for_each(|v| push_sort_key(v, out)));
+        self.records.push_with(|out| encode_record(entry, out));
+    }
+}
+
+/// A UNIQUE index got two equal keys: the first column of the key, as text.
+#[derive(Debug)]
+pub struct Duplicate(pub String);
+
+/// The index records in SQLite's order: by key, then rowid. A UNIQUE index fails on equal keys.
+pub fn sorted_records(rows: &IndexRows, unique: bool) -> Result<Records, Duplicate> {
+    let mut order: Vec<(&[u8], usize)> = rows.keys.iter().zip(0..).collect();
+    // Positions (rowid - 1) are distinct: the order is total.
+    order.par_sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+    if unique {
+        if let Some(w) = order.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(Duplicate(sort_key_text(w[0].0)));
+        }
+    }
+    let mut records = Records::default();
+    records.ends.reserve(order.len());
+    for (_, pos) in order {
+        records.push_with(|out| out.extend_from_slice(rows.records.get(pos)));
+    }
+    Ok(records)
+}
+
+/// One page of a planned index.
+enum PlanPage {
+    Leaf(Range<usize>),
+    /// Cells (left child, entry) and the right-most child.
+    Interior {
+        cells: Vec<(u32, usize)>,
+        right: u32,
+    },
+    /// Part `chunk` of the overflow chain of `entry`.
+    Overflow {
+        entry: usize,
+        chunk: usize,
+    },
+}
+
+/// An index cut into pages numbered from 0.
+pub struct Plan {
+    records: Records,
+    pages: Vec<PlanPage>,
+    /// First overflow page of each entry (`NO_OVERFLOW` if it fits on its page).
+    overflow: Vec<u32>,
+    root: u32,
+}
+
+const NO_OVERFLOW: u32 = u32::MAX;
+
+impl Plan {
+    /// The root, counted from the index's first page.
+    pub fn root(&self) -> u32 {
+        self.root
+    }
+}
+
+/// Cuts `records` into leaves and interior levels.
+pub fn plan(records: Records, geo: Geometry) -> Plan {
+    let mut p = Planner {
+        geo,
+        pages: Vec::new(),
+        overflow: vec![NO_OVERFLOW; records.len()],
+        records: &records,
+    };
+    let (mut children, mut dividers) = p.leaves();
+    while children.len() > 1 {
+        (children, dividers) = p.interior_level(&children, &dividers);
+    }
+    let root = children.first().copied().unwrap_or(0);
+    let (pages, overflow) = (p.pages, p.overflow);
+    Plan {
+        records,
+        pages,
+        overflow,
+        root,
+    }
+}
+
+struct Planner<'r> {
+    geo: Geometry,
+    records: &'r Records,
+    pages: Vec<PlanPage>,
+    overflow: Vec<u32>,
+}
+
+impl Planner<'_> {
+    fn add(&mut self, page: PlanPage) -> u32 {
+        self.pages.push(page);
+        (self.pages.len() - 1) as u32
+    }
+
+    /// Length of `entry`'s cell on a leaf (an interior cell adds its 4-byte child pointer).
+    fn cell_len(&self, entry: usize) -> usize {
+        let payload = self.records.get(entry).len();
+        let local = self.geo.index_local(payload);
+        varint_len(payload as u64) + local + if local < payload { 4 } else { 0 }
+    }
+
+    /// Gives `entry` its overflow pages, if it spills.
+    fn place(&mut self, entry: usize) {
+        let payload = self.records.get(entry).len();
+        let local = self.geo.index_local(payload);
+        if local < payload {
+            self.overflow[entry] = self.pages.len() as u32;
+            for chunk in 0..self.geo.overflow_pages(payload, local) {
+                self.add(PlanPage::Overflow { entry, chunk });
+            }
+        }
+    }
+
+    /// The leaves, and the entries dividing them.
+    fn leaves(&mut self) -> (Vec<u32>, Vec<usize>) {
+        let sizes: Vec<usize> = (0..self.records.len()).map(|e| self.cell_len(e)).collect();
+        let ranges = group_leaves(&sizes, self.geo.page_size - 8);
+        let dividers = ranges[..ranges.len() - 1].iter().map(|r| r.end).collect();
+        let mut children = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            children.push(self.add(PlanPage::Leaf(r.clone())));
+            r.for_each(|e| self.place(e));
+        }
+        (children, dividers)
+    }
+
+    /// The interior pages above `children` (divided by `dividers`), with their own dividers.
+    fn interior_level(&mut self, children: &[u32], dividers: &[usize]) -> (Vec<u32>, Vec<usize>) {
+        let sizes: Vec<usize> = dividers.iter().map(|&e| 4 + self.cell_len(e)).collect();
+        let groups = group_children(&sizes, self.geo.page_size - 12);
+        let mut parents = Vec::with_capacity(groups.len());
+        let mut up = Vec::with_capacity(groups.len().saturating_sub(1));
+        for (a, b) in groups {
+            let cells: Vec<(u32, usize)> = (a..b).map(|i| (children[i], dividers[i])).collect();
+            parents.push(self.add(PlanPage::Interior {
+                cells,
+                right: children[b],
+            }));
+            (a..b).for_each(|i| self.place(dividers[i]));
+            if let Some(&d) = dividers.get(b) {
+                up.push(d);
+            }
+        }
+        (parents, up)
+    }
+}
+
+/// The index's pages, numbered from `base` in the file.
+pub fn render(plan: &Plan, geo: Geometry, base: u32) -> Vec<u8> {
+    let r = Renderer { plan, geo, base };
+    let mut out = vec![0u8; plan.pages.len() * geo.page_size];
+    out.par_chunks_mut(geo.page_size)
+        .zip(plan.pages.par_iter())
+        .for_each(|(slot, page)| r.page(page, slot));
+    out
+}
+
+/// Writes planned pages with their final page numbers (`base` + planned number).
+struct Renderer<'p> {
+    plan: &'p Plan,
+    geo: Geometry,
+    base: u32,
+}
+
+impl Renderer<'_> {
+    fn page(&self, page: &PlanPage, slot: &mut [u8]) {
+        match page {
+            PlanPage::Leaf(entries) => {
+                let mut area = CellArea::new(INDEX_LEAF, 0, self.geo.page_size);
+                for e in entries.clone() {
+                    self.entry(e, None, &mut area, slot);
+                }
+                area.finish(slot, 0);
+            }
+            PlanPage::Interior { cells, right } => {
+                let mut area = CellArea::new(INDEX_INTERIOR, 0, self.geo.page_size);
+                for &(child, e) in cells {
+                    self.entry(e, Some(self.base + child), &mut area, slot);
+                }
+                area.finish(slot, self.base + right);
+            }
+            PlanPage::Overflow { entry, chunk } => self.overflow(*entry, *chunk, slot),
+        }
+    }
+
+    /// Writes the cell of entry `e`: (child,) payload size, local payload (, first overflow page).
+    fn entry(&self, e: usize, child: Option<u32>, area: &mut CellArea, slot: &mut [u8]) {
+        let record = self.plan.records.get(e);
+        let payload = record.len();
+        let local = self.geo.index_local(payload);
+        let spills = local < payload;
+        let len = child.map_or(0, |_| 4)
+            + varint_len(payload as u64)
+            + local
+            + if spills { 4 } else { 0 };
+        let cell = area.push(slot, len);
+        let mut at = 0;
+        if let Some(c) = child {
+            cell[..4].copy_from_slice(&c.to_be_bytes());
+            at = 4;
+        }
+        at += put_varint(&mut cell[at..], payload as u64);
+        cell[at..at + local].copy_from_slice(&record[..local]);
+        if spills {
+            let first = self.base + self.plan.overflow[e];
+            cell[at + local..].copy_from_slice(&first.to_be_bytes());
+        }
+    }
+
+    /// Part `chunk` of `entry`'s overflow chain: next page (0 ends it), then payload.
+    fn overflow(&self, entry: usize, chunk: usize, slot: &mut [u8]) {
+        let record = self.plan.records.get(entry);
+        let local = self.geo.index_local(record.len());
+        let count = self.geo.overflow_pages(record.len(), local);
+        let next = if chunk + 1 < count {
+            self.base + self.plan.overflow[entry] + chunk as u32 + 1
+        } else {
+            0
+        };
+        let size = self.geo.overflow_chunk();
+        let start = local + chunk * size;
+        let part = &record[start..record.len().min(start + size)];
+        slot[..4].copy_from_slice(&next.to_be_bytes());
+        slot[4..4 + part.len()].copy_from_slice(part);
+    }
+}
