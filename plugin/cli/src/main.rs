@@ -13,9 +13,32 @@ mod serve_cmd;
 use std::process::ExitCode;
 
 // The converter allocates many small objects from several threads: mimalloc is markedly faster
-// than glibc malloc for that and keeps less memory around.
+// than glibc malloc for that. Two settings keep its memory near what is in use (measured on the
+// 20,758-entry compare: peak 179 MB with mimalloc's defaults, 90 MB with these, 124 MB with glibc;
+// same speed): no transparent huge pages (the `no_thp` build feature: a 2 MiB huge page is
+// resident as soon as one byte of it is touched) and freed memory returned to the OS at once
+// ([`return_freed_memory_promptly`]) instead of after a delay, which kept the graph's freed
+// memory resident while the writer's grew.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `purge_delay` option (its position in `mi_option_e` of the bundled mimalloc 3).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Sets mimalloc's purge delay to 0 ms. The option's number is checked first by its default
+/// (1000 ms in this build; 10 ms in mimalloc's docs): another mimalloc version with another
+/// numbering is left as it is.
+fn return_freed_memory_promptly() {
+    // SAFETY: plain calls into mimalloc's option API, which is thread-safe and takes any value.
+    unsafe {
+        if matches!(
+            libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
+            10 | 1000
+        ) {
+            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
+        }
+    }
+}
 
 use clap::{Parser, Subcommand};
 
@@ -52,6 +75,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    return_freed_memory_promptly();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve_cmd::run(args),

@@ -29,7 +29,8 @@ use rayon::prelude::*;
 
 use graph::DumpOps;
 use graph_ascend_dump::{Construct, DumpFile, StackMap};
-use graph_ascend_visdb::writer::{NodeRow, VisDbWriter};
+use graph_ascend_visdb::bulk::BulkWriter;
+use graph_ascend_visdb::writer::NodeRow;
 
 pub use error::ConvertError;
 use graph::Graph;
@@ -217,7 +218,7 @@ pub fn convert_cancellable(
     let kind = if compare { "compare" } else { "build" };
     let dest = opts.output.join(format!("{kind}_{}.vis.db", timestamp()));
     let write_phase = timing::phase(|| "write rows".into());
-    let writer = VisDbWriter::create(&dest)?;
+    let writer = BulkWriter::create(&dest)?;
     let plans: Vec<Vec<export::GraphPlan>> = outputs
         .iter()
         .map(|o| {
@@ -234,15 +235,16 @@ pub fn convert_cancellable(
     } else {
         distributed_links(&outputs, &plans, opts.overflow_check)
     };
-    // Rows are made in parallel, chunk by chunk, while a writer thread inserts them: SQLite's
-    // inserts and the indexes overlap with formatting. Each graph is freed as soon as its rows
+    // Rows are made in parallel, chunk by chunk, while a writer thread writes them into the
+    // file's pages (`BulkWriter`: the SQLite format without SQLite's one-row-at-a-time inserts
+    // and index builds). Each graph is freed as soon as its rows
     // are made.
     let (tx, rx) = std::sync::mpsc::sync_channel::<WriteMsg>(2);
     let path = std::thread::scope(|scope| {
         let writer_thread = scope.spawn(move || write_rows(writer, rx, &config));
         let produced = (|| -> Result<(), ConvertError> {
             for (out, plans) in outputs.into_iter().zip(plans) {
-                for ((graph, ctx), mut plan) in out.graphs.into_iter().zip(plans) {
+                for ((mut graph, ctx), mut plan) in out.graphs.into_iter().zip(plans) {
                     check()?;
                     let stacks = std::mem::take(&mut plan.stacks);
                     if tx.send(WriteMsg::Stacks(stacks)).is_err() {
@@ -266,6 +268,13 @@ pub fn convert_cancellable(
                         if tx.send(WriteMsg::Nodes(rows)).is_err() {
                             // The writer failed: its error is returned below.
                             return Ok(());
+                        }
+                        // A node's items (most of a graph's memory) are only in its own row:
+                        // free them now, to make room for the writer's index entries.
+                        for &n in &plan.order[lo..hi] {
+                            let node = &mut graph.nodes[n];
+                            node.input = Vec::new();
+                            node.output = Vec::new();
                         }
                         lo = hi;
                     }
@@ -329,7 +338,7 @@ enum WriteMsg {
 /// The writer thread: inserts what it receives, then writes the config row, builds the
 /// indexes, commits and renames.
 fn write_rows(
-    mut writer: VisDbWriter,
+    mut writer: BulkWriter,
     rx: std::sync::mpsc::Receiver<WriteMsg>,
     config: &graph_ascend_visdb::writer::ConfigRow,
 ) -> Result<PathBuf, ConvertError> {

@@ -70,6 +70,12 @@ fn run_case_messages(
     let messages = std::sync::Mutex::new(Vec::new());
     let ours = convert(&opts, &|p| messages.lock().unwrap().push(p.message.clone()))
         .unwrap_or_else(|e| panic!("{case}: conversion failed: {e}"));
+    // Our writer lays out the SQLite pages itself: SQLite must find the file sound.
+    let check: String = rusqlite::Connection::open(&ours)
+        .unwrap()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok", "{case}: integrity_check");
     let theirs = upstream_db(case, tmp.path());
     let report = diff_files(&ours, &theirs, DiffOptions::default()).unwrap();
     assert!(

@@ -258,13 +258,13 @@ impl BulkWriter {
             roots.insert(name.to_owned(), tree.finish(&mut file).map_err(io)?);
         }
         let (stack_name, config_name) = (autoindex_name("tb_stack"), autoindex_name("tb_config"));
-        let mut jobs: Vec<(&str, &IndexRows, bool)> = (schema.node_indexes.iter())
-            .zip(&node_indexes)
+        let mut jobs: Vec<(&str, IndexRows, bool)> = (schema.node_indexes.iter())
+            .zip(node_indexes)
             .map(|(ix, rows)| (ix.name.as_str(), rows, ix.unique))
             .collect();
-        jobs.push((&stack_name, &stack_index, true));
-        jobs.push((&config_name, &config_index, true));
-        write_indexes(&jobs, geo, &mut file, &mut roots).map_err(|e| match e {
+        jobs.push((&stack_name, stack_index, true));
+        jobs.push((&config_name, config_index, true));
+        write_indexes(jobs, geo, &mut file, &mut roots).map_err(|e| match e {
             IndexError::Io(source) => io(source),
             IndexError::Duplicate(id) => WriteError::Duplicate {
                 path: dest.clone(),
@@ -353,24 +353,25 @@ enum IndexError {
     Duplicate(String),
 }
 
-/// Sorts and plans every index in parallel, then appends each (pages rendered in parallel) in
-/// the order given, recording its root page in `roots`.
+/// Sorts, plans and appends each index in turn (the sort and the page rendering are parallel),
+/// recording its root page in `roots`. One index at a time, each freed once written: the
+/// writer's memory peaks at the entries plus one index's records.
 fn write_indexes(
-    jobs: &[(&str, &IndexRows, bool)],
+    jobs: Vec<(&str, IndexRows, bool)>,
     geo: Geometry,
     file: &mut PageFile,
     roots: &mut HashMap<String, u32>,
 ) -> Result<(), IndexError> {
-    let plans: Vec<_> = jobs
-        .par_iter()
-        .map(|&(_, rows, unique)| index::sorted_records(rows, unique).map(|r| index::plan(r, geo)))
-        .collect();
-    for (&(name, _, _), plan) in jobs.iter().zip(plans) {
-        let plan = plan.map_err(|index::Duplicate(id)| IndexError::Duplicate(id))?;
+    for (name, rows, unique) in jobs {
+        let records = index::sorted_records(rows, unique)
+            .map_err(|index::Duplicate(id)| IndexError::Duplicate(id))?;
+        let plan = index::plan(records, geo);
         let base = file.next_page();
         let pages = index::render(&plan, geo, base);
+        let root = base + plan.root();
+        drop(plan);
         file.append(&pages).map_err(IndexError::Io)?;
-        roots.insert(name.to_owned(), base + plan.root());
+        roots.insert(name.to_owned(), root);
     }
     Ok(())
 }

@@ -194,6 +194,102 @@ pub fn push_sort_key(v: &Value<'_>, out: &mut Vec<u8>) {
     }
 }
 
+/// One value read back from a sort key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded<'k> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(std::borrow::Cow<'k, str>),
+}
+
+impl Decoded<'_> {
+    pub fn value(&self) -> Value<'_> {
+        match self {
+            Decoded::Null => Value::Null,
+            Decoded::Int(i) => Value::Int(*i),
+            Decoded::Real(r) => Value::Real(*r),
+            Decoded::Text(t) => Value::Text(t),
+        }
+    }
+}
+
+/// The values of a key made by [`push_sort_key`] (`reals`: a bit for each column that was a
+/// REAL); `false` if the bytes are not such a key.
+pub fn decode_sort_key<'k>(mut key: &'k [u8], reals: u64, out: &mut Vec<Decoded<'k>>) -> bool {
+    while let Some((&tag, rest)) = key.split_first() {
+        let column = out.len();
+        match tag {
+            0 => {
+                out.push(Decoded::Null);
+                key = rest;
+            }
+            1 => {
+                let (Some(num), Some(diff)) = (rest.get(..8), rest.get(8..10)) else {
+                    return false;
+                };
+                let mut b = [0u8; 8];
+                b.copy_from_slice(num);
+                let f = f64_from_ordered(u64::from_be_bytes(b));
+                let rest16 = (u16::from_be_bytes([diff[0], diff[1]]) ^ 0x8000) as i16;
+                if column < 64 && reals >> column & 1 == 1 {
+                    out.push(Decoded::Real(f));
+                } else {
+                    out.push(Decoded::Int((f as i128 + i128::from(rest16)) as i64));
+                }
+                key = &rest[10..];
+            }
+            2 => {
+                // Up to the 0x00 0x00 terminator; 0x00 0xFF is an escaped NUL.
+                let mut i = 0;
+                let mut escaped = false;
+                let end = loop {
+                    match (rest.get(i), rest.get(i + 1)) {
+                        (Some(0), Some(0)) => break i,
+                        (Some(0), Some(0xff)) => {
+                            escaped = true;
+                            i += 2;
+                        }
+                        (Some(0), _) | (None, _) => return false,
+                        _ => i += 1,
+                    }
+                };
+                let raw = &rest[..end];
+                let text = if escaped {
+                    let mut bytes = Vec::with_capacity(raw.len());
+                    let mut j = 0;
+                    while j < raw.len() {
+                        bytes.push(raw[j]);
+                        j += if raw[j] == 0 { 2 } else { 1 };
+                    }
+                    match String::from_utf8(bytes) {
+                        Ok(t) => std::borrow::Cow::Owned(t),
+                        Err(_) => return false,
+                    }
+                } else {
+                    match std::str::from_utf8(raw) {
+                        Ok(t) => std::borrow::Cow::Borrowed(t),
+                        Err(_) => return false,
+                    }
+                };
+                out.push(Decoded::Text(text));
+                key = &rest[end + 2..];
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The inverse of [`ordered_f64`] (0.0 for either zero).
+fn f64_from_ordered(bits: u64) -> f64 {
+    if bits >> 63 == 1 {
+        f64::from_bits(bits & !(1 << 63))
+    } else {
+        f64::from_bits(!bits)
+    }
+}
+
 /// f64 bits whose unsigned order is the numeric order (0.0 and -0.0 alike; no NaN is stored).
 fn ordered_f64(r: f64) -> u64 {
     let bits = if r == 0.0 { 0 } else { r.to_bits() };
@@ -645,5 +741,56 @@ mod tests {
         assert_eq!(g.index_local(8_199), 4_087);
         assert_eq!(g.index_local(20_000), 4_087);
         assert_eq!(g.overflow_pages(40_000, 7_236), 1);
+    }
+
+    /// Index records are written again from their sort keys: every value must come back.
+    #[test]
+    fn sort_keys_decode_to_their_values() {
+        let texts = [
+            "",
+            "a",
+            "NPU_0_0_Module.layer",
+            "nul\0inside\0",
+            "\0",
+            "é比😀",
+        ];
+        let mut values: Vec<Value<'_>> = vec![Value::Null];
+        for i in [
+            0,
+            1,
+            -1,
+            255,
+            1 << 53,
+            (1 << 53) + 1,
+            -(1 << 53) - 1,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            values.push(Value::Int(i));
+        }
+        for r in [0.5, -2.25, 1e300, -1e-300, 3.0] {
+            values.push(Value::Real(r));
+        }
+        values.extend(texts.iter().map(|t| Value::Text(t)));
+        for window in values.windows(3) {
+            let mut key = Vec::new();
+            window.iter().for_each(|v| push_sort_key(v, &mut key));
+            let reals = window
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| matches!(v, Value::Real(_)))
+                .fold(0u64, |m, (i, _)| m | 1 << i);
+            let mut out = Vec::new();
+            assert!(decode_sort_key(&key, reals, &mut out), "{window:?}");
+            let back: Vec<Value<'_>> = out.iter().map(Decoded::value).collect();
+            assert_eq!(back, window, "{key:02x?}");
+        }
+        let mut out = Vec::new();
+        assert!(
+            !decode_sort_key(&[2, b'a', 0], 0, &mut out),
+            "unterminated text"
+        );
+        assert!(!decode_sort_key(&[1, 0, 0], 0, &mut out), "short number");
+        assert!(!decode_sort_key(&[7], 0, &mut out), "unknown tag");
     }
 }

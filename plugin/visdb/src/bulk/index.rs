@@ -4,9 +4,9 @@
 //! index interior cell holds a real entry (the one between its left child and the next), which is
 //! not repeated in any leaf. Building takes four steps, so that indexes are built side by side
 //! and pages rendered in parallel:
-//! 1. [`IndexRows::push`], as rows arrive: the entry's record, and a sort key whose plain byte
-//!    order is SQLite's order of the indexed values ([`push_sort_key`]);
-//! 2. [`sorted_records`]: sort by (key, rowid), check uniqueness, gather the records;
+//! 1. [`IndexRows::push`], as rows arrive: a sort key whose plain byte order is SQLite's order of
+//!    the indexed values ([`push_sort_key`]);
+//! 2. [`sorted_records`]: sort by (key, rowid), check uniqueness, write the records from the keys;
 //! 3. [`plan`]: cut them into pages bottom-up, numbering pages from 0 (page count known);
 //! 4. [`render`]: write the pages, once the index's first page number in the file is known.
 
@@ -15,8 +15,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::format::{
-    encode_record, push_sort_key, put_varint, sort_key_text, varint_len, CellArea, Geometry, Value,
-    INDEX_INTERIOR, INDEX_LEAF,
+    decode_sort_key, encode_record, push_sort_key, put_varint, sort_key_text, varint_len, CellArea,
+    Decoded, Geometry, Value, INDEX_INTERIOR, INDEX_LEAF,
 };
 use super::pack::{group_children, group_leaves};
 
@@ -48,22 +48,40 @@ impl Records {
     }
 }
 
-/// One index's entries for the rows so far, in rowid order: the memcmp-ordered sort key of the
-/// indexed columns, and the index record (columns…, rowid). Both are made as rows arrive, in
-/// parallel with the table records; the rows themselves are not kept.
+/// One index's entries for the rows so far, in rowid order: only the memcmp-ordered sort key of
+/// the indexed columns ([`push_sort_key`]), which is also all that is needed to write the entry's
+/// record again after sorting ([`decode_sort_key`]); the rowid of entry `i` is `i + 1`. Keeping
+/// one form instead of key and record halves the writer's memory.
 #[derive(Debug, Default)]
 pub struct IndexRows {
     keys: Records,
-    records: Records,
+    /// Per entry, a bit per column stored as REAL (empty while there is none: numbers in a sort
+    /// key do not say whether they were INTEGER or REAL).
+    reals: Vec<u64>,
 }
 
 impl IndexRows {
-    /// Adds the entry (indexed values…, rowid) of one row.
+    /// Adds the entry (indexed values…, rowid) of one row; its rowid must be the entry count + 1.
     pub fn push(&mut self, entry: &[Value<'_>]) {
         let key = &entry[..entry.len().saturating_sub(1)];
+        debug_assert!(
+            matches!(entry.last(), Some(Value::Int(r)) if *r == self.keys.len() as i64 + 1),
+            "index entries arrive in rowid order"
+        );
         self.keys
             .push_with(|out| key.iter().for_each(|v| push_sort_key(v, out)));
-        self.records.push_with(|out| encode_record(entry, out));
+        let mask = key
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, v)| matches!(v, Value::Real(_)))
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        if mask != 0 && self.reals.is_empty() {
+            self.reals = vec![0; self.keys.len() - 1];
+        }
+        if mask != 0 || !self.reals.is_empty() {
+            self.reals.push(mask);
+        }
     }
 }
 
@@ -72,7 +90,8 @@ impl IndexRows {
 pub struct Duplicate(pub String);
 
 /// The index records in SQLite's order: by key, then rowid. A UNIQUE index fails on equal keys.
-pub fn sorted_records(rows: &IndexRows, unique: bool) -> Result<Records, Duplicate> {
+/// Consumes the entries, so that their memory goes as the records come.
+pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, Duplicate> {
     let mut order: Vec<(&[u8], usize)> = rows.keys.iter().zip(0..).collect();
     // Positions (rowid - 1) are distinct: the order is total.
     order.par_sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
@@ -83,8 +102,19 @@ pub fn sorted_records(rows: &IndexRows, unique: bool) -> Result<Records, Duplica
     }
     let mut records = Records::default();
     records.ends.reserve(order.len());
-    for (_, pos) in order {
-        records.push_with(|out| out.extend_from_slice(rows.records.get(pos)));
+    let mut values = Vec::new();
+    for (key, pos) in order {
+        let reals = rows.reals.get(pos).copied().unwrap_or(0);
+        values.clear();
+        if !decode_sort_key(key, reals, &mut values) {
+            // Keys are only ever made by `push_sort_key`.
+            return Err(Duplicate(format!(
+                "internal: undecodable index key {key:02x?}"
+            )));
+        }
+        let mut entry: Vec<Value<'_>> = values.iter().map(Decoded::value).collect();
+        entry.push(Value::Int(pos as i64 + 1));
+        records.push_with(|out| encode_record(&entry, out));
     }
     Ok(records)
 }
