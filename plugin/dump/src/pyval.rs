@@ -176,7 +176,19 @@ pub fn push_float_repr(out: &mut String, f: f64) {
     // does (Rust's own `{:e}` can round such a 17-digit tie up). This runs for every number of
     // every row, so it works on a stack buffer.
     let mut buf = ryu::Buffer::new();
-    let Some((neg, digits, exp)) = decimal_parts(buf.format_finite(f)) else {
+    let text = buf.format_finite(f);
+    // ryu's plain decimal form ("123.0", "0.00125") is Python's too, except below 1e-4, where
+    // Python switches to an exponent: the common case is a copy.
+    if !text.contains('e') && !text.trim_start_matches('-').starts_with("0.0000") {
+        out.push_str(text);
+        return;
+    }
+    push_python_layout(out, text);
+}
+
+/// Lays out the digits of a formatted finite non-zero number as Python's `repr` does.
+fn push_python_layout(out: &mut String, text: &str) {
+    let Some((neg, digits, exp)) = decimal_parts(text) else {
         out.push_str("nan");
         return;
     };
@@ -370,6 +382,10 @@ mod tests {
                 "{f:e}"
             );
             assert_eq!(float_repr(f).parse::<f64>().unwrap(), f);
+            // ryu's own decimal layout, where it is used as is, is Python's.
+            let mut slow = String::new();
+            push_python_layout(&mut slow, buf.format_finite(f));
+            assert_eq!(float_repr(f), slow, "{f:e}");
         }
     }
 

@@ -353,28 +353,44 @@ enum IndexError {
     Duplicate(String),
 }
 
-/// Sorts, plans and appends each index in turn (the sort and the page rendering are parallel),
-/// recording its root page in `roots`. One index at a time, each freed once written: the
-/// writer's memory peaks at the entries plus one index's records.
+/// Sorts, plans and appends the indexes, [`INDEXES_AT_ONCE`] at a time (sorting and planning
+/// side by side, rendering pages in parallel), recording each root page in `roots`. Each index is
+/// freed once written: the writer's memory peaks at the entries plus a couple of indexes'
+/// records and pages.
 fn write_indexes(
     jobs: Vec<(&str, IndexRows, bool)>,
     geo: Geometry,
     file: &mut PageFile,
     roots: &mut HashMap<String, u32>,
 ) -> Result<(), IndexError> {
-    for (name, rows, unique) in jobs {
-        let records = index::sorted_records(rows, unique)
-            .map_err(|index::Duplicate(id)| IndexError::Duplicate(id))?;
-        let plan = index::plan(records, geo);
-        let base = file.next_page();
-        let pages = index::render(&plan, geo, base);
-        let root = base + plan.root();
-        drop(plan);
-        file.append(&pages).map_err(IndexError::Io)?;
-        roots.insert(name.to_owned(), root);
+    let mut jobs = jobs.into_iter();
+    loop {
+        let batch: Vec<_> = jobs.by_ref().take(INDEXES_AT_ONCE).collect();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let plans: Vec<_> = batch
+            .into_par_iter()
+            .map(|(name, rows, unique)| {
+                index::sorted_records(rows, unique)
+                    .map(|records| (name, index::plan(records, geo)))
+                    .map_err(|index::Duplicate(id)| IndexError::Duplicate(id))
+            })
+            .collect::<Result<_, _>>()?;
+        for (name, plan) in plans {
+            let base = file.next_page();
+            let pages = index::render(&plan, geo, base);
+            let root = base + plan.root();
+            drop(plan);
+            file.append(&pages).map_err(IndexError::Io)?;
+            roots.insert(name.to_owned(), root);
+        }
     }
-    Ok(())
 }
+
+/// Indexes finished side by side (the converter's machines have a few cores; each index in
+/// flight holds its records and pages).
+const INDEXES_AT_ONCE: usize = 2;
 
 fn autoindex_name(table: &str) -> String {
     format!("sqlite_autoindex_{table}_1")
