@@ -3,7 +3,7 @@
 //! `node_order` is the post-order index; stacks are de-duplicated per graph in that order
 //! (`stack_id = <graph_id>_<k>`); JSON columns are written with Python's `json.dumps` layout.
 
-use std::collections::HashMap;
+use graph_ascend_dump::FastMap;
 
 use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 use serde_json::json;
@@ -36,8 +36,8 @@ pub struct GraphPlan {
 /// stack.json format) are printed once; equal stacks of different nodes get one id.
 pub fn plan_graph(g: &Graph, ctx: &ExportContext) -> GraphPlan {
     let graph_id = format!("{}_{}_{}", ctx.data_source, ctx.step, ctx.rank);
-    let mut by_text: HashMap<String, std::sync::Arc<str>> = HashMap::new();
-    let mut by_ptr: HashMap<*const Vec<String>, std::sync::Arc<str>> = HashMap::new();
+    let mut by_text: FastMap<String, std::sync::Arc<str>> = FastMap::default();
+    let mut by_ptr: FastMap<*const Vec<String>, std::sync::Arc<str>> = FastMap::default();
     let mut stacks = Vec::new();
     let order = g.post_order();
     let mut stack_ids = Vec::with_capacity(order.len());

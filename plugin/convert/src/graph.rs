@@ -7,13 +7,12 @@
 //! repaired from their forward twin, runs of root-level APIs are wrapped in
 //! `Apis_Between_Modules.N`, and parameter gradients hang under their module's last backward call.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use graph_ascend_dump::{
-    parse_op, parse_op_fast, Construct, DumpFile, PackedItem, PackedOp, StackMap,
+    parse_op, parse_op_fast, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
 };
 
 /// msprobe's `NodeOp`.
@@ -68,11 +67,11 @@ const PARSE_BATCH_BYTES: usize = 1 << 20;
 #[derive(Debug, Default)]
 pub struct DumpOps {
     /// `op name → items` (packed); the graph takes each op's items when it creates the node.
-    pub ops: HashMap<String, PackedOp>,
+    pub ops: FastMap<String, PackedOp>,
     /// Op names in file order.
     pub order: Vec<String>,
     /// Overflow level of each anomalous op (filled only when asked for).
-    pub overflow: HashMap<String, &'static str>,
+    pub overflow: FastMap<String, &'static str>,
     /// Whether any tensor carries an `md5` (msprobe's md5 summary mode).
     pub md5: bool,
 }
@@ -201,7 +200,7 @@ impl Node {
 #[derive(Debug, Clone)]
 pub struct Graph {
     pub nodes: Vec<Node>,
-    pub index: HashMap<String, usize>,
+    pub index: FastMap<String, usize>,
     pub root: usize,
     /// `megatron_micro_step_number` (Megatron construct.json).
     pub micro_step_num: Option<i64>,
@@ -215,7 +214,7 @@ impl Graph {
     fn empty() -> Graph {
         let mut g = Graph {
             nodes: vec![Node::new(ROOT_ID)],
-            index: HashMap::new(),
+            index: FastMap::default(),
             root: 0,
             micro_step_num: None,
         };
@@ -249,7 +248,7 @@ impl Graph {
     pub fn build(construct: &Construct, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
         let mut g = Graph::empty();
         g.micro_step_num = construct.micro_step_num;
-        let parents: HashMap<&str, Option<&str>> = construct
+        let parents: FastMap<&str, Option<&str>> = construct
             .entries
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_deref()))
@@ -329,7 +328,7 @@ impl Graph {
     /// Dump keys `<prefix>.parameters_grad[.N]` not yet in the graph become nodes under the
     /// module's last backward call `<prefix>.backward.<max N>`.
     fn add_parameters_grad(&mut self, dump: &mut DumpOps, stacks: &StackMap) {
-        let mut backward_max: HashMap<String, (u64, usize)> = HashMap::new();
+        let mut backward_max: FastMap<String, (u64, usize)> = FastMap::default();
         for (i, n) in self.nodes.iter().enumerate() {
             if let Some((prefix, num)) = n.id.rsplit_once(".backward.") {
                 if let Ok(num) = num.parse::<u64>() {
@@ -524,7 +523,7 @@ fn backward_of_parent(parent: &str) -> String {
 }
 
 /// msprobe's `_handle_backward_upnode_missing`.
-fn backward_upnode_missing(parents: &HashMap<&str, Option<&str>>, sub: &str) -> Option<String> {
+fn backward_upnode_missing(parents: &FastMap<&str, Option<&str>>, sub: &str) -> Option<String> {
     let forward = forward_twin(sub)?;
     let fparent = (*parents.get(forward.as_str())?)?;
     let candidate = backward_of_parent(fparent);
@@ -534,7 +533,7 @@ fn backward_upnode_missing(parents: &HashMap<&str, Option<&str>>, sub: &str) -> 
 }
 
 /// msprobe's `_handle_backward_inplace`.
-fn backward_inplace(parents: &HashMap<&str, Option<&str>>, sub: &str, up: &str) -> Option<String> {
+fn backward_inplace(parents: &FastMap<&str, Option<&str>>, sub: &str, up: &str) -> Option<String> {
     let sub_segs: Vec<&str> = sub.split('.').collect();
     let up_segs: Vec<&str> = up.split('.').collect();
     let is_backward = sub_segs.len() >= 2 && sub_segs[sub_segs.len() - 2] == "backward";

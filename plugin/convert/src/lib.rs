@@ -21,14 +21,13 @@ pub mod overflow;
 pub mod pyjson;
 pub mod timing;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
 use graph::DumpOps;
-use graph_ascend_dump::{Construct, DumpFile, StackMap};
+use graph_ascend_dump::{Construct, DumpFile, FastMap, StackMap};
 use graph_ascend_visdb::bulk::BulkWriter;
 use graph_ascend_visdb::writer::NodeRow;
 
@@ -231,7 +230,7 @@ pub fn convert_cancellable(
     // Communication links need every rank's Distributed.* rows; they are few, so they are made
     // (and linked) first, and every row leaves for the file complete.
     let links = if layout == Layout::Files {
-        HashMap::new()
+        FastMap::default()
     } else {
         distributed_links(&outputs, &plans, opts.overflow_check)
     };
@@ -305,7 +304,7 @@ fn distributed_links(
     outputs: &[JobOutput],
     plans: &[Vec<export::GraphPlan>],
     overflow_check: bool,
-) -> HashMap<String, String> {
+) -> FastMap<String, String> {
     let mut rows: Vec<NodeRow> = Vec::new();
     for (out, plans) in outputs.iter().zip(plans) {
         for ((graph, ctx), plan) in out.graphs.iter().zip(plans) {
@@ -485,9 +484,14 @@ impl RankDump {
             file("construct.json")?,
             file("stack.json")?,
         );
-        let construct = Construct::read(&construct_p)?;
-        let (dump, ops) = DumpOps::read(&dump_p, overflow_check)?;
-        let stacks = StackMap::read(&stack_p)?;
+        // The two small files are read while dump.json is.
+        let (dump_side, (construct, stacks)) = rayon::join(
+            || DumpOps::read(&dump_p, overflow_check),
+            || (Construct::read(&construct_p), StackMap::read(&stack_p)),
+        );
+        let construct = construct?;
+        let (dump, ops) = dump_side?;
+        let stacks = stacks?;
         Ok(RankDump {
             dir: dir.to_path_buf(),
             dump,

@@ -4,7 +4,6 @@
 //! makes each value `[parent, micro_step_id]`. An empty file (level L1 dumps) cannot give a
 //! hierarchy and is refused, as msprobe does.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -18,7 +17,7 @@ pub struct Construct {
     /// `(node, parent)` in file order.
     pub entries: Vec<(String, Option<String>)>,
     /// Micro step of each node (Megatron form only).
-    pub micro_step: HashMap<String, i64>,
+    pub micro_step: crate::FastMap<String, i64>,
     /// `megatron_micro_step_number`, when present.
     pub micro_step_num: Option<i64>,
 }

@@ -25,3 +25,8 @@ pub use items::{field_name, parse_op, parse_op_fast, FieldName, Item, OpData};
 pub use packed::{PackedItem, PackedOp, ValRef};
 pub use pyval::PyVal;
 pub use stack::StackMap;
+
+/// A `HashMap` with a fast non-cryptographic hash (foldhash): the readers and the graph builder
+/// look up every op and node name several times, and SipHash was a tenth of building a graph.
+/// Names come from local files, not from the network, so flooding is not a concern.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

@@ -3,7 +3,6 @@
 //! Old form `{node: [frames]}`; new form (key `"0"` present) `{"<i>": [[nodes], [frames]]}`,
 //! where one frame list is shared by several nodes. Shared lists are kept once (`Arc`).
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,7 +14,7 @@ use crate::DumpError;
 /// `node → frames`.
 #[derive(Debug, Clone, Default)]
 pub struct StackMap {
-    pub stacks: HashMap<String, Arc<Vec<String>>>,
+    pub stacks: crate::FastMap<String, Arc<Vec<String>>>,
 }
 
 impl StackMap {

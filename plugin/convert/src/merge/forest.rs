@@ -264,7 +264,7 @@ impl Forest {
         if let Some(r) = nodes.first_mut() {
             r.parent = None;
         }
-        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut index: graph_ascend_dump::FastMap<String, usize> = Default::default();
         for (id, n) in g.map.iter() {
             if let Some(&l) = local.get(&n) {
                 index.insert(id.to_string(), l);
