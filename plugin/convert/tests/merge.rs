@@ -60,6 +60,11 @@ fn run_db(
         ..Default::default()
     };
     let ours = convert(&opts, &|_| {}).unwrap_or_else(|e| panic!("conversion failed: {e}"));
+    let check: String = rusqlite::Connection::open(&ours)
+        .unwrap()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok", "integrity_check of {}", ours.display());
     let theirs = golden_db(expected, tmp.path());
     let report = diff_files(&ours, &theirs, DiffOptions::default()).unwrap();
     assert!(

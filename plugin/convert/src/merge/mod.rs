@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
-use graph_ascend_visdb::writer::{NodeRow, VisDbWriter};
+use graph_ascend_visdb::bulk::BulkWriter;
+use graph_ascend_visdb::writer::NodeRow;
 
 pub use params::ParallelParams;
 
@@ -646,7 +647,7 @@ pub(crate) fn convert_merged(
         &rank_list,
         &step_list,
     );
-    let mut writer = VisDbWriter::create(&dest)?;
+    let mut writer = BulkWriter::create(&dest)?;
     let mut batch: Vec<NodeRow> = Vec::with_capacity(1000);
     for r in ready {
         for (graph, ctx) in r.graphs {
