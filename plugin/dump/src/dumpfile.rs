@@ -64,27 +64,12 @@ impl DumpFile {
         })
     }
 
-    /// Reads `dump.json` with the fast reader ([`crate::fastjson`]): `visit(name, entry)` gets
-    /// every entry of `data` in file order, borrowed from the file's bytes. `Ok(None)` when the
-    /// fast reader does not accept the file (bad JSON or an unexpected shape): the caller then
-    /// uses [`DumpFile::read_streaming`], which reports the problem (or reads what the fast
-    /// reader could not).
-    pub fn read_fast(
-        path: &Path,
-        visit: &mut dyn FnMut(&str, &crate::fastjson::JVal),
-    ) -> Result<Option<DumpFile>, DumpError> {
-        Self::read_fast_batches(path, 0, &mut |batch| {
-            for i in 0..batch.len() {
-                visit(batch.name(i), &batch.parse(i)?);
-            }
-            Ok(())
-        })
-    }
-
-    /// [`DumpFile::read_fast`] that hands over the entries unparsed, in file order, in batches
-    /// of about `batch_bytes` of JSON, so that the caller can parse a batch on several threads.
-    /// An entry that fails to parse (the caller returns the batch's error) also means
-    /// `Ok(None)`.
+    /// Reads `dump.json` with the fast reader ([`crate::fastjson`]), handing over the entries
+    /// of `data` unparsed, in file order, in batches of about `batch_bytes` of JSON, so that the
+    /// caller can parse a batch on several threads. `Ok(None)` when the fast reader does not
+    /// accept the file (bad JSON, an unexpected shape, or an entry the caller could not parse:
+    /// it returns the batch's error): the caller then uses [`DumpFile::read_streaming`], which
+    /// reports the problem (or reads what the fast reader could not).
     pub fn read_fast_batches(
         path: &Path,
         batch_bytes: usize,

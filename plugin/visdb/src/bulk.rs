@@ -374,7 +374,12 @@ fn write_indexes(
             .map(|(name, rows, unique)| {
                 index::sorted_records(rows, unique)
                     .map(|records| (name, index::plan(records, geo)))
-                    .map_err(|index::Duplicate(id)| IndexError::Duplicate(id))
+                    .map_err(|e| match e {
+                        index::SortError::Duplicate(id) => IndexError::Duplicate(id),
+                        index::SortError::BadKey => IndexError::Io(std::io::Error::other(
+                            "internal error: an index key could not be read back",
+                        )),
+                    })
             })
             .collect::<Result<_, _>>()?;
         for (name, plan) in plans {

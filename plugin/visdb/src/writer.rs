@@ -213,25 +213,6 @@ impl VisDbWriter {
         Ok(())
     }
 
-    /// Sets `matched_distributed` of rows already inserted (`(row id, JSON)`).
-    pub fn update_matched_distributed<'a>(
-        &mut self,
-        rows: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<(), WriteError> {
-        let mut stmt = self
-            .conn()
-            .prepare_cached("UPDATE tb_nodes SET matched_distributed = ?2 WHERE id = ?1")
-            .map_err(|e| self.sql_err(e))?;
-        for (id, text) in rows {
-            stmt.execute(params![id, text])
-                .map_err(|e| WriteError::Sql {
-                    path: self.dest.clone(),
-                    source: e,
-                })?;
-        }
-        Ok(())
-    }
-
     /// Inserts the `tb_config` row (`id = '1'`; the first writer wins, as in msprobe).
     pub fn insert_config(&mut self, c: &ConfigRow) -> Result<(), WriteError> {
         self.conn()

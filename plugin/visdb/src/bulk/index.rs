@@ -85,19 +85,24 @@ impl IndexRows {
     }
 }
 
-/// A UNIQUE index got two equal keys: the first column of the key, as text.
+/// Why an index could not be sorted: a UNIQUE index got two equal keys (the first column of the
+/// key, as text), or a key could not be read back.
 #[derive(Debug)]
-pub struct Duplicate(pub String);
+pub enum SortError {
+    Duplicate(String),
+    /// A key that `push_sort_key` did not make (a bug, not bad input).
+    BadKey,
+}
 
 /// The index records in SQLite's order: by key, then rowid. A UNIQUE index fails on equal keys.
 /// Consumes the entries, so that their memory goes as the records come.
-pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, Duplicate> {
+pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, SortError> {
     let mut order: Vec<(&[u8], usize)> = rows.keys.iter().zip(0..).collect();
     // Positions (rowid - 1) are distinct: the order is total.
     order.par_sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
     if unique {
         if let Some(w) = order.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(Duplicate(sort_key_text(w[0].0)));
+            return Err(SortError::Duplicate(sort_key_text(w[0].0)));
         }
     }
     let mut records = Records::default();
@@ -108,9 +113,7 @@ pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, Duplicat
         values.clear();
         if !decode_sort_key(key, reals, &mut values) {
             // Keys are only ever made by `push_sort_key`.
-            return Err(Duplicate(format!(
-                "internal: undecodable index key {key:02x?}"
-            )));
+            return Err(SortError::BadKey);
         }
         let mut entry: Vec<Value<'_>> = values.iter().map(Decoded::value).collect();
         entry.push(Value::Int(pos as i64 + 1));
