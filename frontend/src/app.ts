@@ -488,7 +488,19 @@ export class App {
     void loop();
   }
 
+  /** How many file loads are under way (tests wait for 0 before they click on boxes). */
+  fileLoads = 0;
+
   async selectFile(run: string, tag: string, want: { step?: number; rank?: number; micro?: number; node?: string; side?: string } = {}): Promise<void> {
+    this.fileLoads++;
+    try {
+      await this.loadFile(run, tag, want);
+    } finally {
+      this.fileLoads--;
+    }
+  }
+
+  private async loadFile(run: string, tag: string, want: { step?: number; rank?: number; micro?: number; node?: string; side?: string }): Promise<void> {
     const seq = ++this.loadSeq;
     this.meta = { ...this.meta, run, tag, lang: lang(), microStep: -1, step: 0, rank: 0 };
     this.config = null;
@@ -645,7 +657,9 @@ export class App {
   }
 
   async selectNode(side: PaneSide, key: string, reveal = false): Promise<void> {
-    this.selected = { side, key };
+    // The answer below is stale once anything else is selected, even the same name on the other side.
+    const selection = { side, key };
+    this.selected = selection;
     this.detailError = '';
     this.lastInfo = null;
     this.renderDetails(); // never show the previous node's numbers under the new selection
@@ -660,7 +674,7 @@ export class App {
     this.saveSelection();
     this.renderPanelSelection();
     const r = await post<NodeInfo>('getNodeInfo', { nodeInfo: { nodeName: key, nodeType: this.sideName(side) }, metaData: this.meta });
-    if (this.selected?.key !== key) return;
+    if (this.selected !== selection) return;
     if (!r.success) {
       this.lastInfo = null;
       this.detailError = tidyError(`getNodeInfo (${key}): ${r.error}`);
@@ -736,7 +750,7 @@ export class App {
       if (!r.success || !r.data) return;
       this.setHierarchy(other, r.data);
     }
-    if (this.selected?.key !== key || !this.hier[other][m]) return;
+    if (this.selected?.side !== side || this.selected.key !== key || !this.hier[other][m]) return;
     this.panes[other].selected = m;
     this.panes[other].reveal(m);
   }
@@ -765,7 +779,7 @@ export class App {
       }
     }
     if (!items.length) return;
-    const menu = h('div.ctxmenu', { testid: 'contextMenu', style: { left: `${x}px`, top: `${y}px` } }, ...items);
+    const menu = h('div.ctxmenu', { testid: 'contextMenu', 'data-side': side, 'data-node': key, style: { left: `${x}px`, top: `${y}px` } }, ...items);
     document.body.append(menu);
     setTimeout(() => window.addEventListener('click', close, { once: true }), 0);
   }

@@ -35,6 +35,8 @@ export class GraphPane {
   private miniMap = { scale: 1, ox: 0, oy: 0 };
   scene: Scene | null = null;
   view: View = { tx: 20, ty: 20, scale: 1.5 };
+  /** The view is still the automatic fit (nobody panned, zoomed or revealed since): a resize fits again. */
+  private fitted = false;
   selected: string | undefined;
   highlighted = new Set<string>();
   overflowMode = false;
@@ -93,6 +95,7 @@ export class GraphPane {
     const v = fitView(b, this.width, this.height, 16, 2);
     const wScale = clampScale(Math.min(2, (this.width - 32) / Math.max(1, b.x1 - b.x0)));
     this.view = wScale > v.scale ? { scale: wScale, tx: (this.width - (b.x1 - b.x0) * wScale) / 2 - b.x0 * wScale, ty: 16 - b.y0 * wScale } : v;
+    this.fitted = true;
     this.invalidate();
   }
 
@@ -102,6 +105,7 @@ export class GraphPane {
     if (!b) return;
     const scale = Math.max(this.view.scale, 0.8);
     this.view = centerOn(b.x + b.w / 2, b.y + 7.5, clampScale(scale), this.width / 2, this.height / 3);
+    this.fitted = false;
     this.invalidate();
   }
 
@@ -172,8 +176,15 @@ export class GraphPane {
 
   private resize(): void {
     const rect = this.el.getBoundingClientRect();
+    const oldWidth = this.width;
     this.width = Math.max(1, Math.floor(rect.width));
     this.height = Math.max(1, Math.floor(rect.height));
+    // A side panel opening or the golden pane appearing must not push the graph out of sight:
+    // an automatic fit is redone, a view the user chose keeps its centre column in the middle.
+    if (this.scene && this.width > 1 && this.width !== oldWidth) {
+      if (this.fitted) this.fit();
+      else if (oldWidth > 1) this.view = { ...this.view, tx: this.view.tx + (this.width - oldWidth) / 2 };
+    }
     this.dpr = window.devicePixelRatio || 1;
     this.canvas.width = Math.round(this.width * this.dpr);
     this.canvas.height = Math.round(this.height * this.dpr);
@@ -210,11 +221,13 @@ export class GraphPane {
 
   pan(dx: number, dy: number): void {
     this.view = { ...this.view, tx: this.view.tx + dx, ty: this.view.ty + dy };
+    this.fitted = false;
     this.invalidate();
   }
 
   zoom(factor: number, sx = this.width / 2, sy = this.height / 2): void {
     this.view = zoomAt(this.view, factor, sx, sy);
+    this.fitted = false;
     this.invalidate();
   }
 
@@ -328,6 +341,7 @@ export class GraphPane {
       const gx = (e.clientX - r.left - ox) / scale;
       const gy = (e.clientY - r.top - oy) / scale;
       this.view = centerOn(gx, gy, this.view.scale, this.width / 2, this.height / 2);
+      this.fitted = false;
       this.invalidate();
     };
     this.mini.addEventListener('mousedown', (e) => {

@@ -199,15 +199,16 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             raise ShimError(503, str(exc), "UNAVAILABLE") from exc
 
     def _retry_unavailable(self, exc: grpc.RpcError, attempt: int, route: Route) -> bool:
-        """On UNAVAILABLE from a dead or unreachable sidecar, restart it (once); True to retry."""
+        """On a first UNAVAILABLE, True to retry once: after a restart if the sidecar is dead or its
+        socket does not answer, else on the same channel (a dropped connection that has recovered).
+        The sidecar itself never answers UNAVAILABLE, so the code always means the transport."""
         if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt > 0:
             return False
-        if not self.sidecar.connection_broken():
-            return False  # the sidecar itself answered UNAVAILABLE
-        try:
-            self.sidecar.restart(f"{route.name}: {exc.details()}")
-        except SidecarError as err:
-            raise ShimError(503, str(err), "UNAVAILABLE") from err
+        if self.sidecar.connection_broken():
+            try:
+                self.sidecar.restart(f"{route.name}: {exc.details()}")
+            except SidecarError as err:
+                raise ShimError(503, str(err), "UNAVAILABLE") from err
         return True
 
     def _multicallable(self, channel: grpc.Channel, route: Route):

@@ -127,7 +127,7 @@ class Sidecar:
 
     def alive(self) -> bool:
         proc = self._proc
-        return proc is not None and proc.poll() is None
+        return proc is not None and proc.poll() is None and not _exiting(proc.pid)
 
     def channel(self) -> grpc.Channel:
         """A channel to a running sidecar, starting (or restarting) it when needed."""
@@ -270,6 +270,21 @@ class Sidecar:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
         self._target = None
+
+
+def _exiting(pid: int) -> bool:
+    """Whether a child that ``poll()`` still reports running is already dying (Linux only).
+
+    After SIGKILL the thread-group leader shows as a zombie a few milliseconds before the process can
+    be reaped, while its other threads finish exiting; its socket is already closed by then. Without
+    procfs this is False, and ``poll()`` alone decides.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"Z", b"X")
 
 
 def _read_bytes(path: str) -> bytes:

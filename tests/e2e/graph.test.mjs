@@ -56,7 +56,7 @@ async function steps(page, frame, shotName) {
     const runs = await frame.$$eval('[data-testid=runSelect] option', (os) => os.map((o) => o.value));
     assert.deepEqual(runs, [SINGLE, COMPARE]);
     await frame.selectOption('[data-testid=runSelect]', COMPARE);
-    await until(frame, () => Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1);
+    await until(frame, () => window.__graphAscend.fileLoads === 0 && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1);
     assert.ok(await frame.isVisible('[data-testid=benchGraph]'), 'a compare file shows the golden pane');
     const drawn = await frame.$eval('[data-testid=debugCanvas]', (c) => Number(c.dataset.drawn));
     assert.ok(drawn > 1, `boxes drawn on the canvas: ${drawn}`);

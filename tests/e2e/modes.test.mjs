@@ -17,7 +17,7 @@ async function openRun(page, base, run) {
   await frame.click('[data-testid=dataSiderButton]');
   if ((await frame.inputValue('[data-testid=runSelect]')) !== run) {
     await frame.selectOption('[data-testid=runSelect]', run);
-    await until(frame, (r) => window.__graphAscend.meta.run === r && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, run);
+    await until(frame, (r) => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run === r && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, run);
   }
   return frame;
 }
