@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use graph_ascend_dump::{
-    parse_op, parse_op_fast, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
+    parse_op, parse_op_packed, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
 };
 
 /// msprobe's `NodeOp`.
@@ -99,7 +99,7 @@ impl DumpOps {
                     } else {
                         None
                     };
-                    Ok((md5, level, PackedOp::pack(parse_op_fast(name, &entry))))
+                    Ok((md5, level, parse_op_packed(name, &entry)))
                 })
                 .collect::<Result<_, graph_ascend_dump::fastjson::FastError>>()?;
             for (i, (md5, level, data)) in parsed.into_iter().enumerate() {

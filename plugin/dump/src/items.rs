@@ -135,9 +135,44 @@ pub fn parse_op(op_name: &str, entry: &Value) -> OpData {
 
 /// [`parse_op`] of an entry read by the fast reader ([`crate::fastjson`]).
 pub fn parse_op_fast(op_name: &str, entry: &JVal) -> OpData {
-    let mut items: Vec<(String, Item)> = Vec::new();
+    let (input, output) = flatten(
+        op_name,
+        entry,
+        &|name, leaf| leaf_item(name, leaf),
+        &placeholder_item,
+    );
+    OpData { input, output }
+}
+
+/// [`parse_op_fast`] with each item packed as it is made (for the usual tensor leaf, straight
+/// from the JSON: see [`crate::packed::pack_leaf`]).
+pub fn parse_op_packed(op_name: &str, entry: &JVal) -> crate::PackedOp {
+    let placeholder = || crate::PackedItem::pack(&placeholder_item());
+    let (input, output) = flatten(op_name, entry, &crate::packed::pack_leaf, &placeholder);
+    crate::PackedOp { input, output }
+}
+
+/// Makes the item of one leaf dict: `(position name, its fields)`.
+type LeafFn<'w, T> = dyn Fn(&str, &[(Cow<str>, JVal)]) -> T + 'w;
+
+/// Named items of one op.
+type Named<T> = Vec<(String, T)>;
+
+/// Inputs and outputs of one entry: its leaves, each made by `leaf` (a `null` by `placeholder`).
+fn flatten<T>(
+    op_name: &str,
+    entry: &JVal,
+    leaf: &LeafFn<'_, T>,
+    placeholder: &dyn Fn() -> T,
+) -> (Named<T>, Named<T>) {
+    let mut items: Vec<(String, T)> = Vec::new();
+    let mut walker = Walker {
+        leaf,
+        placeholder,
+        out: &mut items,
+    };
     if is_parameters_grad(op_name) {
-        walk(op_name, entry, true, &mut items);
+        walker.walk(op_name, entry, true);
     } else if let JVal::Obj(map) = entry {
         let mut prefix = String::with_capacity(op_name.len() + 12);
         for (key, value) in map {
@@ -151,22 +186,21 @@ pub fn parse_op_fast(op_name: &str, entry: &JVal) -> OpData {
             prefix.push_str(op_name);
             prefix.push('.');
             prefix.push_str(io);
-            walk(&prefix, value, false, &mut items);
+            walker.walk(&prefix, value, false);
         }
     }
-    let mut data = OpData::default();
     let is_output = |n: &str| n.contains(".output.") && !n.contains(".input.");
     let outputs = items.iter().filter(|(n, _)| is_output(n)).count();
-    data.output.reserve_exact(outputs);
-    data.input.reserve_exact(items.len() - outputs);
+    let mut output = Vec::with_capacity(outputs);
+    let mut input = Vec::with_capacity(items.len() - outputs);
     for (name, item) in items {
         if is_output(&name) {
-            data.output.push((name, item));
+            output.push((name, item));
         } else {
-            data.input.push((name, item));
+            input.push((name, item));
         }
     }
-    data
+    (input, output)
 }
 
 /// `true` for `…parameters_grad` and `…parameters_grad.N` op names.
@@ -185,42 +219,57 @@ fn child_name(name: &str, part: &str) -> String {
     s
 }
 
-fn walk(name: &str, value: &JVal, grad_state: bool, out: &mut Vec<(String, Item)>) {
-    match value {
-        JVal::Null => out.push((name.to_string(), placeholder_item())),
-        JVal::Obj(map) if value.get("type").is_some_and(JVal::is_string) => {
-            let item = leaf_item(name, map);
-            let key = match item.get("data_name") {
-                Some(PyVal::Str(dn)) if dn != "-1" => dn
-                    .rsplit_once('.')
-                    .map_or(dn.clone(), |(a, _)| a.to_string()),
-                _ => name.to_string(),
-            };
-            out.push((key, item));
-        }
-        JVal::Obj(map) => {
-            for (k, v) in map {
-                walk(&child_name(name, k), v, grad_state, out);
+/// msprobe's recursive flattening of one input/output/parameters value into named leaves.
+struct Walker<'w, T> {
+    leaf: &'w LeafFn<'w, T>,
+    placeholder: &'w dyn Fn() -> T,
+    out: &'w mut Vec<(String, T)>,
+}
+
+impl<T> Walker<'_, T> {
+    fn walk(&mut self, name: &str, value: &JVal, grad_state: bool) {
+        match value {
+            JVal::Null => self.out.push((name.to_string(), (self.placeholder)())),
+            JVal::Obj(map) if value.get("type").is_some_and(JVal::is_string) => {
+                let item = (self.leaf)(name, map);
+                self.out.push((leaf_key(name, map), item));
             }
-        }
-        JVal::Arr(list) => {
-            for (i, v) in list.iter().enumerate() {
-                if grad_state {
-                    walk(name, v, grad_state, out);
-                } else {
-                    let mut buf = [0u8; 20];
-                    walk(&child_name(name, itoa_str(&mut buf, i)), v, grad_state, out);
+            JVal::Obj(map) => {
+                for (k, v) in map {
+                    self.walk(&child_name(name, k), v, grad_state);
                 }
             }
+            JVal::Arr(list) => {
+                for (i, v) in list.iter().enumerate() {
+                    if grad_state {
+                        self.walk(name, v, grad_state);
+                    } else {
+                        let mut buf = [0u8; 20];
+                        self.walk(&child_name(name, itoa_str(&mut buf, i)), v, grad_state);
+                    }
+                }
+            }
+            other => {
+                // A bare scalar where a leaf dict was expected: keep it as a value leaf.
+                let map = vec![
+                    (Cow::Borrowed("type"), JVal::Str(Cow::Borrowed("unknown"))),
+                    (Cow::Borrowed("value"), other.clone()),
+                ];
+                let item = (self.leaf)(name, &map);
+                self.out.push((leaf_key(name, &map), item));
+            }
         }
-        other => {
-            // A bare scalar where a leaf dict was expected: keep it as a value leaf.
-            let map = vec![
-                (Cow::Borrowed("type"), JVal::Str(Cow::Borrowed("unknown"))),
-                (Cow::Borrowed("value"), other.clone()),
-            ];
-            out.push((name.to_string(), leaf_item(name, &map)));
-        }
+    }
+}
+
+/// The name a leaf is listed under: its `data_name` without the file extension when it has a
+/// real one (not empty, not `-1`), else its position name.
+fn leaf_key(name: &str, leaf: &[(Cow<str>, JVal)]) -> String {
+    match leaf.iter().find(|(k, _)| k == "data_name").map(|(_, v)| v) {
+        Some(JVal::Str(dn)) if !dn.is_empty() && dn != "-1" => dn
+            .rsplit_once('.')
+            .map_or_else(|| dn.to_string(), |(a, _)| a.to_string()),
+        _ => name.to_string(),
     }
 }
 
@@ -254,7 +303,7 @@ fn placeholder_item() -> Item {
 const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 
 /// msprobe's `gen_op_item` for one leaf dict.
-fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
+pub(crate) fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
     let mut item = Item {
         fields: Vec::with_capacity(leaf.len() + 3),
     };
@@ -378,6 +427,25 @@ mod tests {
         assert_eq!(bool_item.text("dtype").unwrap(), "<class 'bool'>");
         assert_eq!(d.input[0].1.text("requires_grad").unwrap(), "False");
         assert_eq!(d.input[0].1.text("md5").unwrap(), "00000000");
+    }
+
+    #[test]
+    fn packed_flattening_equals_packing_the_flattened_items() {
+        let text = br#"{"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false, "data_name": "Functional.f.0.forward.input.0.pt"}, [{"type": "int", "value": 64}, null, 3]],
+            "input_kwargs": {"inplace": {"type": "bool", "value": false}, "dim": {"type": "torch.Size", "value": [1]}},
+            "output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": true}],
+            "parameters": {"weight": null}, "stack": "ignored"}"#;
+        let entry = crate::fastjson::Parser::new(text).unwrap().value().unwrap();
+        for name in [
+            "Functional.f.0.forward",
+            "Module.fc.Linear.parameters_grad.0",
+        ] {
+            assert_eq!(
+                parse_op_packed(name, &entry),
+                crate::PackedOp::pack(parse_op_fast(name, &entry)),
+                "{name}"
+            );
+        }
     }
 
     #[test]

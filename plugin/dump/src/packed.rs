@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use crate::fastjson::JVal;
 use crate::items::{position_in, FieldName, Item, KNOWN_FIELDS};
 use crate::PyVal;
 
@@ -124,6 +125,126 @@ fn put_value(out: &mut Vec<u8>, v: &PyVal) {
             }
         }
     }
+}
+
+/// The packed form of `PyVal::from_jval(v)`, written without building the `PyVal`.
+fn put_jval(out: &mut Vec<u8>, v: &JVal) {
+    match v {
+        JVal::Null => out.push(T_NONE),
+        JVal::Bool(false) => out.push(T_FALSE),
+        JVal::Bool(true) => out.push(T_TRUE),
+        JVal::Int(i) => {
+            out.push(T_INT);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        JVal::BigUint(u) => {
+            out.push(T_BIGINT);
+            put_text(out, &u.to_string());
+        }
+        JVal::Float(f) | JVal::NonFinite(f) => {
+            out.push(T_FLOAT);
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+        JVal::Str(s) => put_str(out, s),
+        JVal::Arr(items) => {
+            out.push(T_LIST);
+            put_len(out, items.len());
+            for x in items {
+                put_jval(out, x);
+            }
+        }
+        JVal::Obj(items) => {
+            out.push(T_DICT);
+            put_len(out, items.len());
+            for (k, x) in items {
+                put_text(out, k);
+                put_jval(out, x);
+            }
+        }
+    }
+}
+
+/// A string value: a one-byte code when it is a known string.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    match position_in(&KNOWN_STRS, s) {
+        Some(i) => out.extend_from_slice(&[T_KNOWN_STR, i as u8]),
+        None => {
+            out.push(T_STR);
+            put_text(out, s);
+        }
+    }
+}
+
+/// Position of a known field name (the [`KNOWN_FIELDS`] index) as its key byte.
+fn field_index(name: &str) -> Option<u8> {
+    position_in(&KNOWN_FIELDS, name).map(|i| i as u8)
+}
+
+fn put_key(out: &mut Vec<u8>, name: &str, index: Option<u8>) {
+    match index {
+        Some(i) => out.push(i),
+        None => {
+            out.push(K_CUSTOM);
+            put_text(out, name);
+        }
+    }
+}
+
+/// Field indexes [`pack_leaf`] looks for.
+const F_DTYPE: u8 = 1;
+const F_REQUIRES_GRAD: u8 = 7;
+const F_DATA_NAME: u8 = 8;
+const F_MD5: u8 = 9;
+const F_VALUE: u8 = 10;
+const F_STATS: [u8; 4] = [3, 4, 5, 6];
+
+/// `PackedItem::pack(&leaf_item(name, leaf))`, straight from the parsed JSON for the usual
+/// leaf (one with a `dtype`, and an `md5` unless it has no `value`): no `Item`, no `PyVal`.
+/// Other leaves (scalars, sizes, slices, process groups…) take the general path.
+pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
+    let mut keys = [None; 16];
+    let mut present = 0u64;
+    if leaf.len() > keys.len() {
+        return PackedItem::pack(&crate::items::leaf_item(name, leaf));
+    }
+    for ((k, _), slot) in leaf.iter().zip(keys.iter_mut()) {
+        *slot = field_index(k);
+        if let Some(i) = *slot {
+            present |= 1 << i;
+        }
+    }
+    let has = |i: u8| present & (1 << i) != 0;
+    if !has(F_DTYPE) || (!has(F_MD5) && has(F_VALUE)) {
+        return PackedItem::pack(&crate::items::leaf_item(name, leaf));
+    }
+    let mut out = Vec::with_capacity(16 * (leaf.len() + 3));
+    for ((k, v), &index) in leaf.iter().zip(keys.iter()) {
+        put_key(&mut out, k, index);
+        match (index, v) {
+            // msprobe keeps a non-empty data_name, else "-1".
+            (Some(F_DATA_NAME), JVal::Str(s)) if !s.is_empty() => put_str(&mut out, s),
+            (Some(F_DATA_NAME), _) => put_str(&mut out, "-1"),
+            (Some(F_REQUIRES_GRAD), JVal::Bool(b)) => {
+                put_str(&mut out, if *b { "True" } else { "False" })
+            }
+            _ => put_jval(&mut out, v),
+        }
+    }
+    if !has(F_DATA_NAME) {
+        out.extend_from_slice(&[F_DATA_NAME]);
+        put_str(&mut out, "-1");
+    }
+    for i in std::iter::once(F_REQUIRES_GRAD).chain(F_STATS) {
+        if !has(i) {
+            out.extend_from_slice(&[i, T_NONE]);
+        }
+    }
+    if !has(F_MD5) {
+        // The CRC of an absent value is the CRC of the empty string.
+        out.push(F_MD5);
+        put_str(&mut out, "00000000");
+    }
+    PackedItem(out.into_boxed_slice())
 }
 
 /// A value read in place from a [`PackedItem`].
@@ -490,5 +611,43 @@ mod tests {
         assert_eq!(p.get("Min"), Some(ValRef::Int(-3)));
         assert_eq!(p.get("nope"), None);
         assert!(p.heap_size() < 150, "{}", p.heap_size());
+    }
+
+    /// The direct packing of a leaf must equal packing msprobe's item for it, field by field and
+    /// byte by byte, for the usual tensors and for every leaf that leaves the fast path.
+    #[test]
+    fn pack_leaf_equals_packing_the_item() {
+        let leaves = [
+            r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 16], "Max": 1.5, "Min": -3, "Mean": 0.25, "Norm": 7.0, "requires_grad": true, "data_name": "Module.a.forward.0.input.0.pt"}"#,
+            r#"{"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [], "Max": NaN, "Min": -Infinity, "Mean": Infinity, "Norm": 18446744073709551615, "requires_grad": false}"#,
+            r#"{"type": "torch.Tensor", "dtype": "torch.float16", "shape": [1], "data_name": "", "requires_grad": "True", "md5": "0badf00d"}"#,
+            r#"{"type": "torch.Tensor", "dtype": "torch.int64", "shape": [3], "Max": null, "data_name": -1, "extra": {"nested": [1, "x", null, true]}}"#,
+            r#"{"dtype": "torch.float32", "type": "torch.Tensor", "Norm": 1e-300, "Mean": 5e-324, "requires_grad": null, "md5": "00000000", "value": 3}"#,
+            r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "md5": "12345678", "data_name": "x.npy", "Max": 1, "Min": 1, "Mean": 1, "Norm": 2}"#,
+            // General path: no dtype, or a value without md5.
+            r#"{"type": "int", "value": 64}"#,
+            r#"{"type": "torch.Size", "value": [2, 3]}"#,
+            r#"{"type": "slice", "value": [0, null, 2]}"#,
+            r#"{"type": "ellipsis", "value": "..."}"#,
+            r#"{"type": "torch.ProcessGroup", "group_ranks": [0, 1], "group_id": 7}"#,
+            r#"{"type": "torch.Tensor", "dtype": "torch.float32", "value": 1.0}"#,
+        ];
+        for text in leaves {
+            let mut parser = crate::fastjson::Parser::new(text.as_bytes()).unwrap();
+            let JVal::Obj(map) = parser.value().unwrap() else {
+                panic!("not an object: {text}")
+            };
+            for name in [
+                "Functional.f.0.forward.input.0",
+                "Distributed.send.0.forward.input.dst",
+            ] {
+                let direct = pack_leaf(name, &map);
+                let general = PackedItem::pack(&crate::items::leaf_item(name, &map));
+                assert_eq!(
+                    direct.0, general.0,
+                    "{name}: {text}\n{direct:?}\n{general:?}"
+                );
+            }
+        }
     }
 }
