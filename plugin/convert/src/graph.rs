@@ -196,6 +196,31 @@ impl Node {
     }
 }
 
+/// A graph made from construct.json and stack.json, waiting for dump.json's items.
+#[derive(Debug)]
+pub struct Skeleton {
+    graph: Graph,
+    /// The nodes made for construct.json ids: each takes its dump entry's items.
+    dumped: Vec<usize>,
+}
+
+impl Skeleton {
+    /// Gives each node its items and overflow level, and adds the parameter-gradient nodes.
+    pub fn attach(self, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
+        let Skeleton { mut graph, dumped } = self;
+        for i in dumped {
+            let node = &mut graph.nodes[i];
+            if let Some(d) = dump.ops.remove(node.id.as_str()) {
+                node.input = d.input;
+                node.output = d.output;
+            }
+            node.overflow_level = dump.overflow.get(node.id.as_str()).copied();
+        }
+        graph.add_parameters_grad(dump, stacks);
+        graph
+    }
+}
+
 /// The graph of one rank.
 #[derive(Debug, Clone)]
 pub struct Graph {
@@ -246,6 +271,13 @@ impl Graph {
 
     /// Builds the graph of one dump folder.
     pub fn build(construct: &Construct, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
+        Graph::skeleton(construct, stacks).attach(dump, stacks)
+    }
+
+    /// The graph of one dump folder before its items: hierarchy, stacks, micro steps and
+    /// `Apis_Between_Modules`, from construct.json and stack.json alone, so it can be made while
+    /// dump.json is still being read. [`Skeleton::attach`] completes it.
+    pub fn skeleton(construct: &Construct, stacks: &StackMap) -> Skeleton {
         let mut g = Graph::empty();
         g.micro_step_num = construct.micro_step_num;
         let parents: FastMap<&str, Option<&str>> = construct
@@ -253,40 +285,38 @@ impl Graph {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_deref()))
             .collect();
+        let mut dumped = Vec::with_capacity(construct.entries.len());
         for (sub, up) in &construct.entries {
             let up = match up {
                 Some(up) => backward_inplace(&parents, sub, up),
                 None => backward_upnode_missing(&parents, sub),
             };
             let parent = match up {
-                Some(up) => g.create_node(&up, dump, stacks, construct),
+                Some(up) => g.create_node(&up, stacks, construct, &mut dumped),
                 None => g.root,
             };
-            let node = g.create_node(sub, dump, stacks, construct);
+            let node = g.create_node(sub, stacks, construct, &mut dumped);
             g.set_parent(node, parent);
         }
         g.collect_apis_between_modules();
-        g.add_parameters_grad(dump, stacks);
-        g
+        Skeleton { graph: g, dumped }
     }
 
+    /// A node of the hierarchy (made once; later calls return it); its items come from the dump
+    /// in [`Skeleton::attach`].
     fn create_node(
         &mut self,
         id: &str,
-        dump: &mut DumpOps,
         stacks: &StackMap,
         construct: &Construct,
+        dumped: &mut Vec<usize>,
     ) -> usize {
         if let Some(i) = self.get(id) {
             return i;
         }
         let i = self.add_node(id);
+        dumped.push(i);
         let node = &mut self.nodes[i];
-        if let Some(d) = dump.ops.remove(id) {
-            node.input = d.input;
-            node.output = d.output;
-        }
-        node.overflow_level = dump.overflow.get(id).copied();
         node.stack = stack_of(id, stacks);
         node.micro_step_id = construct.micro_step.get(id).copied();
         i

@@ -466,6 +466,31 @@ pub struct RankDump {
 impl RankDump {
     /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`).
     pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
+        RankDump::read_parts(dir, overflow_check, false).map(|(dump, _)| dump)
+    }
+
+    /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
+    /// stack.json while dump.json is still being read, then the items are attached.
+    pub fn read_and_build(
+        dir: &Path,
+        overflow_check: bool,
+    ) -> Result<(RankDump, Graph), ConvertError> {
+        let (mut dump, skeleton) = RankDump::read_parts(dir, overflow_check, true)?;
+        let p = timing::phase(|| format!("attach items {}", dir.display()));
+        let skeleton = match skeleton {
+            Some(s) => s,
+            None => Graph::skeleton(&dump.construct, &dump.stacks),
+        };
+        let graph = skeleton.attach(&mut dump.ops, &dump.stacks);
+        p.done();
+        Ok((dump, graph))
+    }
+
+    fn read_parts(
+        dir: &Path,
+        overflow_check: bool,
+        skeleton: bool,
+    ) -> Result<(RankDump, Option<graph::Skeleton>), ConvertError> {
         let file = |name: &str| {
             let p = dir.join(name);
             if p.is_file() {
@@ -484,21 +509,35 @@ impl RankDump {
             file("construct.json")?,
             file("stack.json")?,
         );
-        // The two small files are read while dump.json is.
-        let (dump_side, (construct, stacks)) = rayon::join(
+        // The two small files are read (and the graph's skeleton made) while dump.json is.
+        let (dump_side, (construct, stacks, sk)) = rayon::join(
             || DumpOps::read(&dump_p, overflow_check),
-            || (Construct::read(&construct_p), StackMap::read(&stack_p)),
+            || {
+                let construct = Construct::read(&construct_p);
+                let stacks = StackMap::read(&stack_p);
+                let sk = match (&construct, &stacks) {
+                    (Ok(c), Ok(s)) if skeleton => {
+                        let p = timing::phase(|| format!("skeleton {}", dir.display()));
+                        let sk = Graph::skeleton(c, s);
+                        p.done();
+                        Some(sk)
+                    }
+                    _ => None,
+                };
+                (construct, stacks, sk)
+            },
         );
         let construct = construct?;
         let (dump, ops) = dump_side?;
         let stacks = stacks?;
-        Ok(RankDump {
+        let dump = RankDump {
             dir: dir.to_path_buf(),
             dump,
             ops,
             construct,
             stacks,
-        })
+        };
+        Ok((dump, sk))
     }
 
     /// The tensor folder msprobe records in `dump_data_dir` (`None` for statistics dumps):
@@ -600,11 +639,8 @@ pub(crate) fn read_and_build(
     opts: &ConvertOptions,
     dir: &Path,
 ) -> Result<(RankDump, Graph, bool), ConvertError> {
-    let p = timing::phase(|| format!("read {}", dir.display()));
-    let mut dump = RankDump::read(dir, opts.overflow_check)?;
-    p.done();
-    let p = timing::phase(|| format!("build {}", dir.display()));
-    let graph = Graph::build(&dump.construct, &mut dump.ops, &dump.stacks);
+    let p = timing::phase(|| format!("read and build {}", dir.display()));
+    let (mut dump, graph) = RankDump::read_and_build(dir, opts.overflow_check)?;
     p.done();
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();

@@ -59,26 +59,47 @@ pub(crate) const KNOWN_FIELDS: [&str; 37] = [
 
 /// `name` as a [`FieldName`]: borrowed from a static table when it is a known name.
 pub fn field_name(name: &str) -> FieldName {
-    match position_in(&KNOWN_FIELDS, name) {
+    match known_field(name) {
         Some(i) => Cow::Borrowed(KNOWN_FIELDS[i]),
         None => Cow::Owned(name.to_string()),
     }
 }
 
-/// Position of `s` in a table of known strings. This runs for every field and string value of
-/// every item, so the cheap tests come first: the very same `&'static str` (a name already
-/// borrowed from the table), then length and first byte before the bytes are compared.
-pub(crate) fn position_in(table: &[&str], s: &str) -> Option<usize> {
-    if let Some(i) = table
-        .iter()
-        .position(|t| std::ptr::eq(t.as_ptr(), s.as_ptr()) && t.len() == s.len())
-    {
-        return Some(i);
+/// Position of `name` in [`KNOWN_FIELDS`].
+pub(crate) fn known_field(name: &str) -> Option<usize> {
+    static LOOKUP: std::sync::OnceLock<Lookup> = std::sync::OnceLock::new();
+    LOOKUP
+        .get_or_init(|| Lookup::new(&KNOWN_FIELDS))
+        .find(&KNOWN_FIELDS, name)
+}
+
+/// Finds a string in a small fixed table. This runs for every field and string value of every
+/// item, so candidates are kept by length and first byte, and bytes are compared only for those.
+pub(crate) struct Lookup {
+    /// `by_len[n]`: `(first byte, index)` of the table's strings of `n` bytes.
+    by_len: Vec<Vec<(u8, usize)>>,
+}
+
+impl Lookup {
+    pub(crate) fn new(table: &[&str]) -> Lookup {
+        let longest = table.iter().map(|t| t.len()).max().unwrap_or(0);
+        let mut by_len = vec![Vec::new(); longest + 1];
+        for (i, t) in table.iter().enumerate() {
+            by_len[t.len()].push((t.as_bytes().first().copied().unwrap_or(0), i));
+        }
+        Lookup { by_len }
     }
-    let first = s.as_bytes().first();
-    table
-        .iter()
-        .position(|t| t.len() == s.len() && t.as_bytes().first() == first && *t == s)
+
+    /// Position of `s` in `table` (the table this lookup was made from).
+    #[inline]
+    pub(crate) fn find(&self, table: &[&str], s: &str) -> Option<usize> {
+        let candidates = self.by_len.get(s.len())?;
+        let first = s.as_bytes().first().copied().unwrap_or(0);
+        candidates
+            .iter()
+            .find(|&&(f, i)| f == first && table[i] == s)
+            .map(|&(_, i)| i)
+    }
 }
 
 /// One flattened tensor (or scalar) of a node: ordered `(field, value)` pairs.

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 
 use crate::fastjson::JVal;
-use crate::items::{position_in, FieldName, Item, KNOWN_FIELDS};
+use crate::items::{known_field, FieldName, Item, Lookup, KNOWN_FIELDS};
 use crate::PyVal;
 
 /// Strings that fill most values (types, dtypes, flags), stored as a one-byte code.
@@ -44,6 +44,14 @@ const KNOWN_STRS: [&str; 28] = [
     "torch.Size",
     "slice",
 ];
+
+/// Position of `s` in [`KNOWN_STRS`].
+fn known_str(s: &str) -> Option<usize> {
+    static LOOKUP: std::sync::OnceLock<Lookup> = std::sync::OnceLock::new();
+    LOOKUP
+        .get_or_init(|| Lookup::new(&KNOWN_STRS))
+        .find(&KNOWN_STRS, s)
+}
 
 const T_NONE: u8 = 0;
 const T_FALSE: u8 = 1;
@@ -102,7 +110,7 @@ fn put_value(out: &mut Vec<u8>, v: &PyVal) {
             out.push(T_FLOAT);
             out.extend_from_slice(&f.to_le_bytes());
         }
-        PyVal::Str(s) => match position_in(&KNOWN_STRS, s) {
+        PyVal::Str(s) => match known_str(s) {
             Some(i) => out.extend_from_slice(&[T_KNOWN_STR, i as u8]),
             None => {
                 out.push(T_STR);
@@ -166,7 +174,7 @@ fn put_jval(out: &mut Vec<u8>, v: &JVal) {
 
 /// A string value: a one-byte code when it is a known string.
 fn put_str(out: &mut Vec<u8>, s: &str) {
-    match position_in(&KNOWN_STRS, s) {
+    match known_str(s) {
         Some(i) => out.extend_from_slice(&[T_KNOWN_STR, i as u8]),
         None => {
             out.push(T_STR);
@@ -177,7 +185,7 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 
 /// Position of a known field name (the [`KNOWN_FIELDS`] index) as its key byte.
 fn field_index(name: &str) -> Option<u8> {
-    position_in(&KNOWN_FIELDS, name).map(|i| i as u8)
+    known_field(name).map(|i| i as u8)
 }
 
 fn put_key(out: &mut Vec<u8>, name: &str, index: Option<u8>) {
@@ -434,7 +442,7 @@ impl PackedItem {
     pub fn pack(item: &Item) -> PackedItem {
         let mut out = Vec::with_capacity(16 * item.fields.len());
         for (k, v) in &item.fields {
-            match position_in(&KNOWN_FIELDS, k) {
+            match known_field(k) {
                 Some(i) => out.push(i as u8),
                 None => {
                     out.push(K_CUSTOM);
@@ -611,6 +619,43 @@ mod tests {
         assert_eq!(p.get("Min"), Some(ValRef::Int(-3)));
         assert_eq!(p.get("nope"), None);
         assert!(p.heap_size() < 150, "{}", p.heap_size());
+    }
+
+    #[test]
+    fn lookups_find_every_known_string_and_nothing_else() {
+        for (i, s) in KNOWN_STRS.iter().enumerate() {
+            assert_eq!(known_str(s), Some(i), "{s}");
+        }
+        for (i, s) in KNOWN_FIELDS.iter().enumerate() {
+            assert_eq!(known_field(s), Some(i), "{s}");
+        }
+        for s in [
+            "",
+            "torch.float64",
+            "Torch.Tensor",
+            "-2",
+            "Maxx",
+            "max",
+            "data_nam",
+            "md6",
+        ] {
+            assert_eq!(known_str(s), None, "{s}");
+            assert_eq!(known_field(s), None, "{s}");
+        }
+        for (i, name) in [
+            (F_DTYPE, "dtype"),
+            (F_REQUIRES_GRAD, "requires_grad"),
+            (F_DATA_NAME, "data_name"),
+            (F_MD5, "md5"),
+            (F_VALUE, "value"),
+        ] {
+            assert_eq!(KNOWN_FIELDS[usize::from(i)], name);
+        }
+        let stats: Vec<&str> = F_STATS
+            .iter()
+            .map(|&i| KNOWN_FIELDS[usize::from(i)])
+            .collect();
+        assert_eq!(stats, ["Max", "Min", "Mean", "Norm"]);
     }
 
     /// The direct packing of a leaf must equal packing msprobe's item for it, field by field and

@@ -107,6 +107,11 @@ pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, SortErro
     }
     let mut records = Records::default();
     records.ends.reserve(order.len());
+    // A record is at most its key (a text loses 3 bytes, a number 2) plus the rowid and a header
+    // byte per column: sized once, the buffer is never copied as it grows.
+    records
+        .bytes
+        .reserve(rows.keys.bytes.len() + order.len() * RECORD_SLACK);
     let mut values = Vec::new();
     for (key, pos) in order {
         let reals = rows.reals.get(pos).copied().unwrap_or(0);
@@ -115,12 +120,30 @@ pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, SortErro
             // Keys are only ever made by `push_sort_key`.
             return Err(SortError::BadKey);
         }
-        let mut entry: Vec<Value<'_>> = values.iter().map(Decoded::value).collect();
-        entry.push(Value::Int(pos as i64 + 1));
-        records.push_with(|out| encode_record(&entry, out));
+        let rowid = Value::Int(pos as i64 + 1);
+        // The entry (values…, rowid) without an allocation for the usual few columns.
+        let mut small = [Value::Null; SMALL_ENTRY];
+        let large: Vec<Value<'_>>;
+        let entry: &[Value<'_>] = if values.len() < SMALL_ENTRY {
+            for (slot, v) in small.iter_mut().zip(&values) {
+                *slot = v.value();
+            }
+            small[values.len()] = rowid;
+            &small[..=values.len()]
+        } else {
+            large = values.iter().map(Decoded::value).chain([rowid]).collect();
+            &large
+        };
+        records.push_with(|out| encode_record(entry, out));
     }
     Ok(records)
 }
+
+/// Entries of up to this many values (rowid included) are assembled on the stack.
+const SMALL_ENTRY: usize = 8;
+
+/// Bytes a record may need beyond its key: the rowid (9) and header bytes.
+const RECORD_SLACK: usize = 24;
 
 /// One page of a planned index.
 enum PlanPage {
