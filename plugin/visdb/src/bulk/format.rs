@@ -214,55 +214,101 @@ impl Decoded<'_> {
     }
 }
 
+/// One column of a sort key, as read in place.
+#[derive(Debug, Clone, Copy)]
+enum KeyColumn<'k> {
+    Null,
+    Number {
+        f: f64,
+        rest: i16,
+    },
+    /// Text bytes; `escaped` when they hold 0x00 0xFF pairs (each an escaped NUL).
+    Text {
+        raw: &'k [u8],
+        escaped: bool,
+    },
+}
+
+impl KeyColumn<'_> {
+    /// The column's value as stored: an integer unless `real` (numbers in a key do not say).
+    fn number(f: f64, rest: i16, real: bool) -> Value<'static> {
+        if real {
+            Value::Real(f)
+        } else {
+            Value::Int((f as i128 + i128::from(rest)) as i64)
+        }
+    }
+}
+
+/// Splits the first column off a key made by [`push_sort_key`]; `None` if the bytes are not
+/// such a key.
+fn next_key_column(key: &[u8]) -> Option<(KeyColumn<'_>, &[u8])> {
+    let (&tag, rest) = key.split_first()?;
+    match tag {
+        0 => Some((KeyColumn::Null, rest)),
+        1 => {
+            let num = rest.get(..8)?;
+            let diff = rest.get(8..10)?;
+            let mut b = [0u8; 8];
+            b.copy_from_slice(num);
+            let f = f64_from_ordered(u64::from_be_bytes(b));
+            let rest16 = (u16::from_be_bytes([diff[0], diff[1]]) ^ 0x8000) as i16;
+            Some((KeyColumn::Number { f, rest: rest16 }, &rest[10..]))
+        }
+        2 => {
+            // Up to the 0x00 0x00 terminator; 0x00 0xFF is an escaped NUL.
+            let mut i = 0;
+            let mut escaped = false;
+            loop {
+                let zero = i + rest.get(i..)?.iter().position(|&b| b == 0)?;
+                match rest.get(zero + 1) {
+                    Some(0) => {
+                        let raw = &rest[..zero];
+                        return Some((KeyColumn::Text { raw, escaped }, &rest[zero + 2..]));
+                    }
+                    Some(0xff) => {
+                        escaped = true;
+                        i = zero + 2;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The text of an escaped key column (each 0x00 0xFF back to 0x00).
+fn unescape(raw: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut j = 0;
+    while j < raw.len() {
+        bytes.push(raw[j]);
+        j += if raw[j] == 0 { 2 } else { 1 };
+    }
+    bytes
+}
+
 /// The values of a key made by [`push_sort_key`] (`reals`: a bit for each column that was a
 /// REAL); `false` if the bytes are not such a key.
 pub fn decode_sort_key<'k>(mut key: &'k [u8], reals: u64, out: &mut Vec<Decoded<'k>>) -> bool {
-    while let Some((&tag, rest)) = key.split_first() {
+    while !key.is_empty() {
         let column = out.len();
-        match tag {
-            0 => {
-                out.push(Decoded::Null);
-                key = rest;
-            }
-            1 => {
-                let (Some(num), Some(diff)) = (rest.get(..8), rest.get(8..10)) else {
-                    return false;
-                };
-                let mut b = [0u8; 8];
-                b.copy_from_slice(num);
-                let f = f64_from_ordered(u64::from_be_bytes(b));
-                let rest16 = (u16::from_be_bytes([diff[0], diff[1]]) ^ 0x8000) as i16;
-                if column < 64 && reals >> column & 1 == 1 {
-                    out.push(Decoded::Real(f));
-                } else {
-                    out.push(Decoded::Int((f as i128 + i128::from(rest16)) as i64));
+        let Some((col, rest)) = next_key_column(key) else {
+            return false;
+        };
+        out.push(match col {
+            KeyColumn::Null => Decoded::Null,
+            KeyColumn::Number { f, rest } => {
+                match KeyColumn::number(f, rest, column < 64 && reals >> column & 1 == 1) {
+                    Value::Real(r) => Decoded::Real(r),
+                    Value::Int(i) => Decoded::Int(i),
+                    _ => return false,
                 }
-                key = &rest[10..];
             }
-            2 => {
-                // Up to the 0x00 0x00 terminator; 0x00 0xFF is an escaped NUL.
-                let mut i = 0;
-                let mut escaped = false;
-                let end = loop {
-                    match (rest.get(i), rest.get(i + 1)) {
-                        (Some(0), Some(0)) => break i,
-                        (Some(0), Some(0xff)) => {
-                            escaped = true;
-                            i += 2;
-                        }
-                        (Some(0), _) | (None, _) => return false,
-                        _ => i += 1,
-                    }
-                };
-                let raw = &rest[..end];
+            KeyColumn::Text { raw, escaped } => {
                 let text = if escaped {
-                    let mut bytes = Vec::with_capacity(raw.len());
-                    let mut j = 0;
-                    while j < raw.len() {
-                        bytes.push(raw[j]);
-                        j += if raw[j] == 0 { 2 } else { 1 };
-                    }
-                    match String::from_utf8(bytes) {
+                    match String::from_utf8(unescape(raw)) {
                         Ok(t) => std::borrow::Cow::Owned(t),
                         Err(_) => return false,
                     }
@@ -272,13 +318,100 @@ pub fn decode_sort_key<'k>(mut key: &'k [u8], reals: u64, out: &mut Vec<Decoded<
                         Err(_) => return false,
                     }
                 };
-                out.push(Decoded::Text(text));
-                key = &rest[end + 2..];
+                Decoded::Text(text)
             }
-            _ => return false,
-        }
+        });
+        key = rest;
     }
     true
+}
+
+/// Appends the index record (the key's values…, `rowid`) of a key made by [`push_sort_key`],
+/// straight from the key's bytes: the same record as [`encode_record`] of the decoded values
+/// and the rowid, without building them. `false` (nothing appended) if the bytes are not such a
+/// key or have more than 16 columns (more than any index of ours: [`decode_sort_key`] then).
+pub fn key_record(mut key: &[u8], reals: u64, rowid: i64, out: &mut Vec<u8>) -> bool {
+    const MAX: usize = 16;
+    let mut cols = [KeyColumn::Null; MAX];
+    let mut n = 0;
+    while !key.is_empty() {
+        let Some((col, rest)) = next_key_column(key) else {
+            return false;
+        };
+        if n == MAX {
+            return false;
+        }
+        cols[n] = col;
+        n += 1;
+        key = rest;
+    }
+    let cols = &cols[..n];
+    // (serial type, body length) of each column, then of the rowid.
+    let real = |i: usize| i < 64 && reals >> i & 1 == 1;
+    let mut types_len = 0;
+    let mut body_len = 0;
+    for (i, c) in cols.iter().enumerate() {
+        let (t, b) = serial_of(*c, real(i));
+        types_len += varint_len(t);
+        body_len += b;
+    }
+    let rowid_value = Value::Int(rowid);
+    types_len += varint_len(rowid_value.serial_type());
+    body_len += rowid_value.body_len();
+    let mut size_len = 1;
+    while varint_len((types_len + size_len) as u64) > size_len {
+        size_len += 1;
+    }
+    let header = types_len + size_len;
+    let start = out.len();
+    out.resize(start + header + body_len, 0);
+    let rec = &mut out[start..];
+    let mut at = put_varint(rec, header as u64);
+    for (i, c) in cols.iter().enumerate() {
+        at += put_varint(&mut rec[at..], serial_of(*c, real(i)).0);
+    }
+    at += put_varint(&mut rec[at..], rowid_value.serial_type());
+    for (i, c) in cols.iter().enumerate() {
+        match *c {
+            KeyColumn::Null => {}
+            KeyColumn::Number { f, rest } => {
+                at += KeyColumn::number(f, rest, real(i)).put_body(&mut rec[at..]);
+            }
+            KeyColumn::Text {
+                raw,
+                escaped: false,
+            } => {
+                rec[at..at + raw.len()].copy_from_slice(raw);
+                at += raw.len();
+            }
+            KeyColumn::Text { raw, escaped: true } => {
+                let bytes = unescape(raw);
+                rec[at..at + bytes.len()].copy_from_slice(&bytes);
+                at += bytes.len();
+            }
+        }
+    }
+    rowid_value.put_body(&mut rec[at..]);
+    true
+}
+
+/// Serial type and body length of a key column.
+fn serial_of(c: KeyColumn<'_>, real: bool) -> (u64, usize) {
+    match c {
+        KeyColumn::Null => (0, 0),
+        KeyColumn::Number { f, rest } => {
+            let v = KeyColumn::number(f, rest, real);
+            (v.serial_type(), v.body_len())
+        }
+        KeyColumn::Text { raw, escaped } => {
+            let len = if escaped {
+                raw.len() - raw.iter().filter(|&&b| b == 0).count()
+            } else {
+                raw.len()
+            };
+            (13 + 2 * len as u64, len)
+        }
+    }
 }
 
 /// The inverse of [`ordered_f64`] (0.0 for either zero).
@@ -792,5 +925,74 @@ mod tests {
         );
         assert!(!decode_sort_key(&[1, 0, 0], 0, &mut out), "short number");
         assert!(!decode_sort_key(&[7], 0, &mut out), "unknown tag");
+    }
+
+    /// The record written straight from a key is the record of its decoded values and the rowid.
+    #[test]
+    fn key_records_equal_encoded_records() {
+        let long = "x".repeat(300);
+        let texts = [
+            "",
+            "a",
+            "NPU_0_0_Module.layer",
+            "nul\0inside\0",
+            "\0",
+            "é比😀",
+            &long,
+        ];
+        let mut values: Vec<Value<'_>> = vec![Value::Null];
+        for i in [
+            0,
+            1,
+            -1,
+            127,
+            128,
+            255,
+            40_000,
+            1 << 40,
+            (1 << 53) + 1,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            values.push(Value::Int(i));
+        }
+        for r in [0.5, -2.25, 1e300, 3.0] {
+            values.push(Value::Real(r));
+        }
+        values.extend(texts.iter().map(|t| Value::Text(t)));
+        for width in 1..=5 {
+            for window in values.windows(width) {
+                for rowid in [1, 200, 1 << 33] {
+                    let mut key = Vec::new();
+                    window.iter().for_each(|v| push_sort_key(v, &mut key));
+                    let reals = window
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, v)| matches!(v, Value::Real(_)))
+                        .fold(0u64, |m, (i, _)| m | 1 << i);
+                    let mut direct = vec![0xAA];
+                    assert!(key_record(&key, reals, rowid, &mut direct), "{window:?}");
+                    let mut entry = window.to_vec();
+                    entry.push(Value::Int(rowid));
+                    let mut expected = vec![0xAA];
+                    encode_record(&entry, &mut expected);
+                    assert_eq!(direct, expected, "{window:?} rowid {rowid}");
+                }
+            }
+        }
+        let mut out = Vec::new();
+        assert!(
+            !key_record(&[2, b'a', 0], 0, 1, &mut out),
+            "unterminated text"
+        );
+        assert!(!key_record(&[1, 0, 0], 0, 1, &mut out), "short number");
+        assert!(!key_record(&[7], 0, 1, &mut out), "unknown tag");
+        let mut wide = Vec::new();
+        (0..17).for_each(|i| push_sort_key(&Value::Int(i), &mut wide));
+        assert!(
+            !key_record(&wide, 0, 1, &mut out),
+            "more columns than it takes"
+        );
+        assert!(out.is_empty());
     }
 }

@@ -15,8 +15,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::format::{
-    decode_sort_key, encode_record, push_sort_key, put_varint, sort_key_text, varint_len, CellArea,
-    Decoded, Geometry, Value, INDEX_INTERIOR, INDEX_LEAF,
+    decode_sort_key, encode_record, key_record, push_sort_key, put_varint, sort_key_text,
+    varint_len, CellArea, Decoded, Geometry, Value, INDEX_INTERIOR, INDEX_LEAF,
 };
 use super::pack::{group_children, group_leaves};
 
@@ -45,6 +45,18 @@ impl Records {
     pub fn push_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
         write(&mut self.bytes);
         self.ends.push(self.bytes.len());
+    }
+
+    /// Appends the string `write` writes, if it says it did (`true`); nothing otherwise.
+    pub fn push_with_ok(&mut self, write: impl FnOnce(&mut Vec<u8>) -> bool) -> bool {
+        let start = self.bytes.len();
+        if write(&mut self.bytes) {
+            self.ends.push(self.bytes.len());
+            true
+        } else {
+            self.bytes.truncate(start);
+            false
+        }
     }
 }
 
@@ -115,32 +127,25 @@ pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, SortErro
     let mut values = Vec::new();
     for (key, pos) in order {
         let reals = rows.reals.get(pos).copied().unwrap_or(0);
+        let rowid = pos as i64 + 1;
+        if records.push_with_ok(|out| key_record(key, reals, rowid, out)) {
+            continue;
+        }
+        // Not a key `key_record` reads (too many columns): decode, then encode.
         values.clear();
         if !decode_sort_key(key, reals, &mut values) {
             // Keys are only ever made by `push_sort_key`.
             return Err(SortError::BadKey);
         }
-        let rowid = Value::Int(pos as i64 + 1);
-        // The entry (values…, rowid) without an allocation for the usual few columns.
-        let mut small = [Value::Null; SMALL_ENTRY];
-        let large: Vec<Value<'_>>;
-        let entry: &[Value<'_>] = if values.len() < SMALL_ENTRY {
-            for (slot, v) in small.iter_mut().zip(&values) {
-                *slot = v.value();
-            }
-            small[values.len()] = rowid;
-            &small[..=values.len()]
-        } else {
-            large = values.iter().map(Decoded::value).chain([rowid]).collect();
-            &large
-        };
-        records.push_with(|out| encode_record(entry, out));
+        let entry: Vec<Value<'_>> = values
+            .iter()
+            .map(Decoded::value)
+            .chain([Value::Int(rowid)])
+            .collect();
+        records.push_with(|out| encode_record(&entry, out));
     }
     Ok(records)
 }
-
-/// Entries of up to this many values (rowid included) are assembled on the stack.
-const SMALL_ENTRY: usize = 8;
 
 /// Bytes a record may need beyond its key: the rowid (9) and header bytes.
 const RECORD_SLACK: usize = 24;
@@ -343,5 +348,39 @@ impl Renderer<'_> {
         let part = &record[start..record.len().min(start + size)];
         slot[..4].copy_from_slice(&next.to_be_bytes());
         slot[4..4 + part.len()].copy_from_slice(part);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records come out in (key, rowid) order whichever way they are written: straight from the
+    /// key, or (for keys wider than `key_record` takes) decoded and encoded again.
+    #[test]
+    fn sorted_records_are_the_entries_records_in_order() {
+        for width in [2usize, 20] {
+            let mut rows = IndexRows::default();
+            let mut expected = Vec::new();
+            for rowid in 1..=50i64 {
+                let text = format!("name{}", (rowid * 7) % 13);
+                let mut entry: Vec<Value<'_>> = vec![Value::Text(&text)];
+                entry.extend((1..width).map(|c| Value::Int(rowid % 3 + c as i64)));
+                entry.push(Value::Int(rowid));
+                rows.push(&entry);
+                let mut record = Vec::new();
+                encode_record(&entry, &mut record);
+                let mut key = Vec::new();
+                entry[..width]
+                    .iter()
+                    .for_each(|v| push_sort_key(v, &mut key));
+                expected.push((key, rowid, record));
+            }
+            expected.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+            let records = sorted_records(rows, false).unwrap_or_else(|_| panic!("width {width}"));
+            let got: Vec<&[u8]> = records.iter().collect();
+            let want: Vec<&[u8]> = expected.iter().map(|e| e.2.as_slice()).collect();
+            assert_eq!(got, want, "width {width}");
+        }
     }
 }
