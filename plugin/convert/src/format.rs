@@ -55,34 +55,103 @@ fn is_null_text(v: ValRef) -> bool {
     }
 }
 
+/// Codes of the field names the formatter tests, and each known name as it is written.
+struct Codes {
+    type_: Option<u8>,
+    max: Option<u8>,
+    /// Always dropped: `state`, `full_op_name`.
+    dropped: u64,
+    md5: u64,
+    /// Dropped from `batch_isend_irecv` nodes: `op`, `peer`, `tag`, `group_id`.
+    p2p: u64,
+    /// Kept for process groups: [`PROCESS_GROUP_KEYS`].
+    group_kept: u64,
+    /// `"<name>": ` of each known name, by code.
+    quoted: Vec<String>,
+}
+
+fn codes() -> &'static Codes {
+    static CODES: std::sync::OnceLock<Codes> = std::sync::OnceLock::new();
+    CODES.get_or_init(|| {
+        let mask = |names: &[&str]| {
+            names
+                .iter()
+                .filter_map(|n| graph_ascend_dump::packed::field_code(n))
+                .fold(0u64, |m, c| m | 1 << c)
+        };
+        Codes {
+            type_: graph_ascend_dump::packed::field_code("type"),
+            max: graph_ascend_dump::packed::field_code("Max"),
+            dropped: mask(&["state", "full_op_name"]),
+            md5: mask(&["md5"]),
+            p2p: mask(&["op", "peer", "tag", "group_id"]),
+            group_kept: mask(&PROCESS_GROUP_KEYS),
+            quoted: graph_ascend_dump::packed::known_field_names()
+                .iter()
+                .map(|name| {
+                    let mut q = String::new();
+                    push_str(&mut q, name);
+                    q.push_str(": ");
+                    q
+                })
+                .collect(),
+        }
+    })
+}
+
 fn push_item(out: &mut String, item: &PackedItem, opts: FormatOptions, scratch: &mut String) {
-    let is_group = item.get("type").and_then(ValRef::as_str) == Some("torch.ProcessGroup");
-    let keep = |k: &str| {
-        !(k == "state"
-            || k == "full_op_name"
-            || (k == "md5" && !opts.keep_md5)
-            || (opts.batch_p2p && matches!(k, "op" | "peer" | "tag" | "group_id"))
-            || (is_group && !PROCESS_GROUP_KEYS.contains(&k)))
-    };
-    let null_max = item
-        .fields()
-        .any(|(k, v)| k == "Max" && keep(k) && is_null_text(v));
-    if null_max {
+    let c = codes();
+    // The item's type (its first `type` field) and whether a `Max` is msprobe's "null".
+    let mut type_seen = false;
+    let mut is_group = false;
+    let mut null_max = false;
+    for (k, v) in item.coded_fields() {
+        if k.code.is_none() {
+            continue;
+        }
+        if k.code == c.type_ && !type_seen {
+            type_seen = true;
+            is_group = v.as_str() == Some("torch.ProcessGroup");
+        } else if k.code == c.max && !null_max {
+            null_max = is_null_text(v);
+        }
+    }
+    // A process group keeps only its own fields, `Max` among the dropped ones.
+    if null_max && !is_group {
         out.push_str("{\"value\": \"null\"}");
         return;
     }
+    let mut drop = c.dropped;
+    if !opts.keep_md5 {
+        drop |= c.md5;
+    }
+    if opts.batch_p2p {
+        drop |= c.p2p;
+    }
+    if is_group {
+        drop |= !c.group_kept;
+    }
     out.push('{');
     let mut first = true;
-    for (k, v) in item.fields() {
-        if !keep(k) {
+    for (k, v) in item.coded_fields() {
+        let kept = match k.code {
+            Some(code) => code >= 64 || drop & (1 << code) == 0,
+            None => !is_group,
+        };
+        if !kept {
             continue;
         }
         if !first {
             out.push_str(", ");
         }
         first = false;
-        push_str(out, k);
-        out.push_str(": ");
+        match k.code.and_then(|code| c.quoted.get(usize::from(code))) {
+            Some(q) => out.push_str(q),
+            None => {
+                push_str(out, k.name);
+                out.push_str(": ");
+            }
+        }
         match v {
             // Common cases without an intermediate string.
             ValRef::Float(f) => {
@@ -168,6 +237,58 @@ mod tests {
         assert_eq!(value_text(&PyVal::Float(1e-5)), "1e-05");
         assert_eq!(value_text(&PyVal::Bool(false)), "False");
         assert_eq!(value_text(&PyVal::None), "null");
+    }
+
+    #[test]
+    fn dropped_fields_follow_the_item_kind_and_options() {
+        let group = Item {
+            fields: vec![
+                ("type".into(), PyVal::Str("torch.ProcessGroup".into())),
+                (
+                    "group_ranks".into(),
+                    PyVal::List(vec![PyVal::Int(0), PyVal::Int(1)]),
+                ),
+                ("Max".into(), PyVal::None),
+                ("extra key".into(), PyVal::Int(1)),
+                ("group_id".into(), PyVal::Int(7)),
+                ("md5".into(), PyVal::Str("0badf00d".into())),
+                ("data_name".into(), PyVal::Str("-1".into())),
+            ],
+        };
+        let p2p = Item {
+            fields: vec![
+                ("op".into(), PyVal::Str("isend".into())),
+                ("Max".into(), PyVal::Float(1.0)),
+                ("peer".into(), PyVal::Int(1)),
+                ("tag".into(), PyVal::Int(0)),
+                ("group_id".into(), PyVal::Int(3)),
+                ("state".into(), PyVal::Str("x".into())),
+                ("full_op_name".into(), PyVal::Str("y".into())),
+                ("md5".into(), PyVal::Str("abc".into())),
+                ("extra key".into(), PyVal::Bool(true)),
+            ],
+        };
+        let json = |item: &Item, keep_md5, batch_p2p| {
+            items_data_json(
+                &[("n".into(), item.clone())],
+                FormatOptions {
+                    keep_md5,
+                    batch_p2p,
+                },
+            )
+        };
+        assert_eq!(
+            json(&group, true, false),
+            r#"{"n": {"type": "torch.ProcessGroup", "group_ranks": "[0, 1]", "group_id": "7", "data_name": "-1"}}"#
+        );
+        assert_eq!(
+            json(&p2p, false, true),
+            r#"{"n": {"Max": "1.0", "extra key": "True"}}"#
+        );
+        assert_eq!(
+            json(&p2p, true, false),
+            r#"{"n": {"op": "isend", "Max": "1.0", "peer": "1", "tag": "0", "group_id": "3", "md5": "abc", "extra key": "True"}}"#
+        );
     }
 
     #[test]

@@ -437,7 +437,50 @@ impl<'a> Iterator for Fields<'a> {
     }
 }
 
+/// A field name of a packed item: its code when it is a known name ([`field_code`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FieldKey<'a> {
+    pub code: Option<u8>,
+    pub name: &'a str,
+}
+
+/// The fields of a packed item with their name codes, in order.
+pub struct CodedFields<'a> {
+    r: Reader<'a>,
+}
+
+impl<'a> Iterator for CodedFields<'a> {
+    type Item = (FieldKey<'a>, ValRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.r.pos >= self.r.b.len() {
+            return None;
+        }
+        let code = self.r.b[self.r.pos];
+        let name = self.r.key();
+        let code = (code != K_CUSTOM).then_some(code);
+        Some((FieldKey { code, name }, self.r.value()))
+    }
+}
+
+/// The code of a known field name (the same for every item; `None` for other names).
+pub fn field_code(name: &str) -> Option<u8> {
+    known_field(name).map(|i| i as u8)
+}
+
+/// The known field names, indexed by code.
+pub fn known_field_names() -> &'static [&'static str] {
+    &KNOWN_FIELDS
+}
+
 impl PackedItem {
+    /// The fields in order, read in place, each name with its code.
+    pub fn coded_fields(&self) -> CodedFields<'_> {
+        CodedFields {
+            r: Reader { b: &self.0, pos: 0 },
+        }
+    }
+
     /// Packs an item (fields in order, values with their Python types).
     pub fn pack(item: &Item) -> PackedItem {
         let mut out = Vec::with_capacity(16 * item.fields.len());
