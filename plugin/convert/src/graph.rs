@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use graph_ascend_dump::fastjson::EntryBatch;
 use graph_ascend_dump::{
     parse_op, parse_op_packed, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
 };
@@ -60,8 +61,12 @@ fn wildcard_prefix(id: &str, pattern: &str) -> bool {
     })
 }
 
-/// Raw JSON per parallel parsing batch of dump.json (memory: one batch plus its parsed ops).
+/// Raw JSON per parallel parsing batch of dump.json (memory: a few batches plus their parsed
+/// ops).
 const PARSE_BATCH_BYTES: usize = 1 << 20;
+
+/// Batches the scanner may cut ahead of the parser.
+const BATCHES_AHEAD: usize = 2;
 
 /// The entries of one dump.json, already flattened into items (see [`DumpOps::read`]).
 #[derive(Debug, Default)]
@@ -86,33 +91,37 @@ impl DumpOps {
         overflow_check: bool,
     ) -> Result<(DumpFile, DumpOps), graph_ascend_dump::DumpError> {
         let mut ops = DumpOps::default();
-        // The entries of each batch are parsed and packed in parallel, then taken in file order.
-        let fast = DumpFile::read_fast_batches(path, PARSE_BATCH_BYTES, &mut |batch| {
-            let parsed: Vec<_> = (0..batch.len())
-                .into_par_iter()
-                .map(|i| {
-                    let entry = batch.parse(i)?;
-                    let name = batch.name(i);
-                    let md5 = graph_ascend_dump::dumpfile::jval_has_md5(&entry);
-                    let level = if overflow_check {
-                        crate::overflow::level_of(&entry.to_value())
-                    } else {
-                        None
-                    };
-                    Ok((md5, level, parse_op_packed(name, &entry)))
+        // A scanner thread cuts the file into batches of entries (a sequential walk over the
+        // JSON) while this one parses and packs the previous batch on every core, then takes
+        // its entries in file order.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<EntryBatch>(BATCHES_AHEAD);
+        let (scanned, parsed) = std::thread::scope(|scope| {
+            let scanner = scope.spawn(move || {
+                DumpFile::read_fast_batches(path, PARSE_BATCH_BYTES, &mut |batch| {
+                    tx.send(batch.take(PARSE_BATCH_BYTES + PARSE_BATCH_BYTES / 4))
+                        .map_err(|_| graph_ascend_dump::fastjson::FastError {
+                            offset: 0,
+                            message: "the parser stopped",
+                        })
                 })
-                .collect::<Result<_, graph_ascend_dump::fastjson::FastError>>()?;
-            for (i, (md5, level, data)) in parsed.into_iter().enumerate() {
-                let name = batch.name(i);
-                ops.md5 |= md5;
-                if let Some(level) = level {
-                    ops.overflow.insert(name.to_string(), level);
+            });
+            let mut parsed = Ok(());
+            for batch in rx.iter() {
+                if let Err(e) = ops.add_batch(&batch, overflow_check) {
+                    // Dropping the receiver stops the scanner at its next batch.
+                    parsed = Err(e);
+                    break;
                 }
-                ops.order.push(name.to_string());
-                ops.ops.insert(name.to_string(), data);
             }
-            Ok(())
-        })?;
+            drop(rx);
+            let scanned = scanner.join().unwrap_or(Ok(None));
+            (scanned, parsed)
+        });
+        let fast = match (scanned?, parsed) {
+            (Some(header), Ok(())) => Some(header),
+            // The fast reader refused the file, or the parser an entry: the full reader decides.
+            _ => None,
+        };
         if let Some(header) = fast {
             return Ok((header, ops));
         }
@@ -131,6 +140,38 @@ impl DumpOps {
             ops.ops.insert(name, data);
         })?;
         Ok((header, ops))
+    }
+
+    /// Parses and packs a batch of entries in parallel, then adds them in file order.
+    fn add_batch(
+        &mut self,
+        batch: &EntryBatch,
+        overflow_check: bool,
+    ) -> Result<(), graph_ascend_dump::fastjson::FastError> {
+        let parsed: Vec<_> = (0..batch.len())
+            .into_par_iter()
+            .map(|i| {
+                let entry = batch.parse(i)?;
+                let name = batch.name(i);
+                let md5 = graph_ascend_dump::dumpfile::jval_has_md5(&entry);
+                let level = if overflow_check {
+                    crate::overflow::level_of(&entry.to_value())
+                } else {
+                    None
+                };
+                Ok((md5, level, parse_op_packed(name, &entry)))
+            })
+            .collect::<Result<_, graph_ascend_dump::fastjson::FastError>>()?;
+        for (i, (md5, level, data)) in parsed.into_iter().enumerate() {
+            let name = batch.name(i);
+            self.md5 |= md5;
+            if let Some(level) = level {
+                self.overflow.insert(name.to_string(), level);
+            }
+            self.order.push(name.to_string());
+            self.ops.insert(name.to_string(), data);
+        }
+        Ok(())
     }
 
     /// Parsed from an in-memory `DumpFile` (tests and callers that already hold the JSON).
@@ -598,6 +639,57 @@ fn parameters_grad_prefix(key: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A dump.json of `n` entries (several parsing batches for a few thousand).
+    fn big_dump(n: usize, bad_entry: Option<usize>) -> String {
+        let mut text = String::from("{\"task\": \"statistics\", \"level\": \"mix\", \"data\": {");
+        for i in 0..n {
+            if i > 0 {
+                text.push_str(", ");
+            }
+            if bad_entry == Some(i) {
+                text.push_str(&format!("\"Torch.bad.{i}.forward\": 5"));
+                continue;
+            }
+            text.push_str(&format!(
+                "\"Functional.linear.{i}.forward\": {{\"input_args\": [{{\"type\": \"torch.Tensor\", \"dtype\": \"torch.float32\", \"shape\": [{i}, 64], \"Max\": {}.5, \"Min\": -1.25, \"Mean\": 0.1, \"Norm\": 3.0, \"requires_grad\": true, \"data_name\": \"-1\"}}, {{\"type\": \"int\", \"value\": {i}}}], \"output\": [{{\"type\": \"torch.Tensor\", \"dtype\": \"torch.bfloat16\", \"shape\": [64], \"Max\": 1e-{}, \"Min\": null, \"Mean\": NaN, \"Norm\": Infinity, \"requires_grad\": false}}], \"padding\": \"{}\"}}",
+                i % 97,
+                i % 300,
+                "x".repeat(200)
+            ));
+        }
+        text.push_str("}}");
+        text
+    }
+
+    /// Regression for the pipelined reader: many batches arrive in file order and equal the
+    /// entry-by-entry reader's items; an entry the fast reader refuses, far into the file, gets
+    /// the full reader's error.
+    #[test]
+    fn pipelined_reading_equals_the_full_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dump.json");
+        let text = big_dump(12_000, None);
+        assert!(text.len() > 4 * PARSE_BATCH_BYTES, "{}", text.len());
+        std::fs::write(&path, &text).unwrap();
+        let (_, fast) = DumpOps::read(&path, false).unwrap();
+        let mut full = DumpOps::default();
+        DumpFile::read_streaming(&path, &mut |name, entry| {
+            full.md5 |= graph_ascend_dump::dumpfile::entry_has_md5(&entry);
+            full.order.push(name.clone());
+            full.ops
+                .insert(name.clone(), PackedOp::pack(parse_op(&name, &entry)));
+        })
+        .unwrap();
+        assert_eq!(full.order.len(), 12_000);
+        assert_eq!(fast.order, full.order);
+        assert_eq!(fast.ops, full.ops);
+        assert_eq!(fast.md5, full.md5);
+
+        std::fs::write(&path, big_dump(12_000, Some(11_000))).unwrap();
+        let err = DumpOps::read(&path, false).expect_err("an entry that is a number");
+        assert!(err.to_string().contains("dump.json"), "{err}");
+    }
 
     #[test]
     fn classifies_like_msprobe() {

@@ -74,7 +74,7 @@ impl DumpFile {
         path: &Path,
         batch_bytes: usize,
         on_batch: &mut dyn FnMut(
-            &crate::fastjson::EntryBatch,
+            &mut crate::fastjson::EntryBatch,
         ) -> Result<(), crate::fastjson::FastError>,
     ) -> Result<Option<DumpFile>, DumpError> {
         let file = std::fs::File::open(path).map_err(|source| DumpError::Io {

@@ -731,6 +731,16 @@ impl EntryBatch {
         self.arena.clear();
         self.entries.clear();
     }
+
+    /// Takes the batch's entries, leaving it empty with room for `bytes` of JSON (for a caller
+    /// that hands batches to another thread).
+    pub fn take(&mut self, bytes: usize) -> EntryBatch {
+        let fresh = EntryBatch {
+            arena: Vec::with_capacity(bytes),
+            entries: Vec::with_capacity(self.entries.len()),
+        };
+        std::mem::replace(self, fresh)
+    }
 }
 
 /// Streams `dump.json` like [`read_dump_from`], handing `on_batch` the entries of `data` in
@@ -739,7 +749,7 @@ impl EntryBatch {
 pub fn read_dump_batches<R: std::io::Read>(
     src: R,
     batch_bytes: usize,
-    on_batch: &mut dyn FnMut(&EntryBatch) -> Res<()>,
+    on_batch: &mut dyn FnMut(&mut EntryBatch) -> Res<()>,
 ) -> Result<DumpHeader, FastError> {
     let mut w = Window {
         src,
@@ -770,12 +780,12 @@ pub fn read_dump_batches<R: std::io::Read>(
                 batch.push(name, &w.buf[a..b], w.base + a);
                 w.pos = b;
                 if batch.arena.len() >= batch_bytes {
-                    on_batch(&batch)?;
+                    on_batch(&mut batch)?;
                     batch.clear();
                 }
             }
             if !batch.is_empty() {
-                on_batch(&batch)?;
+                on_batch(&mut batch)?;
                 batch.clear();
             }
         } else {
