@@ -399,24 +399,42 @@ impl Graph {
     /// Dump keys `<prefix>.parameters_grad[.N]` not yet in the graph become nodes under the
     /// module's last backward call `<prefix>.backward.<max N>`.
     fn add_parameters_grad(&mut self, dump: &mut DumpOps, stacks: &StackMap) {
+        // Only the modules that have gradient entries matter.
+        let wanted: FastMap<&str, ()> = dump
+            .order
+            .iter()
+            .filter_map(|k| parameters_grad_prefix(k))
+            .map(|p| (p, ()))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
         let mut backward_max: FastMap<String, (u64, usize)> = FastMap::default();
         for (i, n) in self.nodes.iter().enumerate() {
-            if let Some((prefix, num)) = n.id.rsplit_once(".backward.") {
-                if let Ok(num) = num.parse::<u64>() {
-                    let e = backward_max.entry(prefix.to_string()).or_insert((num, i));
-                    if num >= e.0 {
-                        *e = (num, i);
+            let Some((prefix, num)) = n.id.rsplit_once(".backward.") else {
+                continue;
+            };
+            if !wanted.contains_key(prefix) {
+                continue;
+            }
+            if let Ok(num) = num.parse::<u64>() {
+                match backward_max.get_mut(prefix) {
+                    Some(e) if num >= e.0 => *e = (num, i),
+                    Some(_) => {}
+                    None => {
+                        backward_max.insert(prefix.to_string(), (num, i));
                     }
                 }
             }
         }
+        drop(wanted);
         for key in &dump.order {
-            if self.index.contains_key(key) {
-                continue;
-            }
             let Some(prefix) = parameters_grad_prefix(key) else {
                 continue;
             };
+            if self.index.contains_key(key) {
+                continue;
+            }
             let Some(&(_, parent)) = backward_max.get(prefix) else {
                 continue;
             };

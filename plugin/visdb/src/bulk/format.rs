@@ -234,6 +234,9 @@ impl KeyColumn<'_> {
     fn number(f: f64, rest: i16, real: bool) -> Value<'static> {
         if real {
             Value::Real(f)
+        } else if rest == 0 {
+            // Exact below 2^53, and saturating like the wide sum at the extremes.
+            Value::Int(f as i64)
         } else {
             Value::Int((f as i128 + i128::from(rest)) as i64)
         }
@@ -346,52 +349,45 @@ pub fn key_record(mut key: &[u8], reals: u64, rowid: i64, out: &mut Vec<u8>) -> 
         key = rest;
     }
     let cols = &cols[..n];
-    // (serial type, body length) of each column, then of the rowid.
+    // The header (its size, then each column's serial type and the rowid's) is assembled on the
+    // stack, then the bodies are appended.
     let real = |i: usize| i < 64 && reals >> i & 1 == 1;
+    let rowid_value = Value::Int(rowid);
+    let mut types = [0u8; MAX * 9 + 9];
     let mut types_len = 0;
-    let mut body_len = 0;
+    let mut body_len = rowid_value.body_len();
     for (i, c) in cols.iter().enumerate() {
         let (t, b) = serial_of(*c, real(i));
-        types_len += varint_len(t);
+        types_len += put_varint(&mut types[types_len..], t);
         body_len += b;
     }
-    let rowid_value = Value::Int(rowid);
-    types_len += varint_len(rowid_value.serial_type());
-    body_len += rowid_value.body_len();
+    types_len += put_varint(&mut types[types_len..], rowid_value.serial_type());
     let mut size_len = 1;
     while varint_len((types_len + size_len) as u64) > size_len {
         size_len += 1;
     }
-    let header = types_len + size_len;
-    let start = out.len();
-    out.resize(start + header + body_len, 0);
-    let rec = &mut out[start..];
-    let mut at = put_varint(rec, header as u64);
-    for (i, c) in cols.iter().enumerate() {
-        at += put_varint(&mut rec[at..], serial_of(*c, real(i)).0);
-    }
-    at += put_varint(&mut rec[at..], rowid_value.serial_type());
+    out.reserve(size_len + types_len + body_len);
+    let mut size = [0u8; 9];
+    let n = put_varint(&mut size, (types_len + size_len) as u64);
+    out.extend_from_slice(&size[..n]);
+    out.extend_from_slice(&types[..types_len]);
+    let mut number = [0u8; 8];
     for (i, c) in cols.iter().enumerate() {
         match *c {
             KeyColumn::Null => {}
             KeyColumn::Number { f, rest } => {
-                at += KeyColumn::number(f, rest, real(i)).put_body(&mut rec[at..]);
+                let n = KeyColumn::number(f, rest, real(i)).put_body(&mut number);
+                out.extend_from_slice(&number[..n]);
             }
             KeyColumn::Text {
                 raw,
                 escaped: false,
-            } => {
-                rec[at..at + raw.len()].copy_from_slice(raw);
-                at += raw.len();
-            }
-            KeyColumn::Text { raw, escaped: true } => {
-                let bytes = unescape(raw);
-                rec[at..at + bytes.len()].copy_from_slice(&bytes);
-                at += bytes.len();
-            }
+            } => out.extend_from_slice(raw),
+            KeyColumn::Text { raw, escaped: true } => out.extend_from_slice(&unescape(raw)),
         }
     }
-    rowid_value.put_body(&mut rec[at..]);
+    let n = rowid_value.put_body(&mut number);
+    out.extend_from_slice(&number[..n]);
     true
 }
 
