@@ -12,7 +12,8 @@
 # machine's speed varies from hour to hour, so only same-minute ratios mean much.
 #
 # Env: GA (binary, default target/release/graph-ascend), BIG_DIR (folder with
-# big_stats_{a,b}.tar.xz), BENCH_SIZES, BENCH_TMP, MSPROBE_DIR, MSPROBE_DEPS, PYTHON.
+# big_stats_{a,b}.tar.xz), BENCH_SIZES, BENCH_TMP, MSPROBE_DIR, MSPROBE_DEPS, PYTHON, OURS_RUNS,
+# MSPROBE_RUNS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GA=${GA:-target/release/graph-ascend}
@@ -47,6 +48,10 @@ best_of() { # n label command...: the run with the least wall time of n
   printf "%-28s %8.2f s %8.0f MB  (best of %s)\n" "$label" "$WALL" "$((KB / 1024))" "$n"
 }
 
+# Each side's best run counts (this machine's speed wanders by tens of percent from one run to
+# the next): ours of OURS_RUNS (default 5), msprobe's of MSPROBE_RUNS (default 2).
+OURS_RUNS=${OURS_RUNS:-5}
+MSPROBE_RUNS=${MSPROBE_RUNS:-2}
 MSPROBE_DIR=${MSPROBE_DIR:-tests/artifacts/shim/msprobe-26.2.0-py311}
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 msprobe_ok() {
@@ -64,17 +69,17 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
   A=$(ls -d "$TMP"/big/big_stats_a/step0/*/)
   B=$(ls -d "$TMP"/big/big_stats_b/step0/*/)
   echo "-- real dumps, 20,758 entries a side (msprobe: build 3.0 s / 253 MB, compare 13.3 s / 474 MB)"
-  best_of 3 "big build" "$GA" convert -tp "$A" -o "$TMP/out"
+  best_of "$OURS_RUNS" "big build" "$GA" convert -tp "$A" -o "$TMP/out"
   OURS_BUILD=$WALL; OURS_BUILD_KB=$KB
-  best_of 3 "big compare" "$GA" convert -tp "$B" -gp "$A" -o "$TMP/out"
+  best_of "$OURS_RUNS" "big compare" "$GA" convert -tp "$B" -gp "$A" -o "$TMP/out"
   OURS_COMPARE=$WALL; OURS_COMPARE_KB=$KB
   rm -rf "$TMP/out"
   if msprobe_ok; then
     echo "-- msprobe 26.2 side by side ($MSPROBE_DIR)"
-    measure "msprobe big build" "${MSPROBE_RUN[@]}" -tp "$A" -o "$TMP/out"
+    best_of "$MSPROBE_RUNS" "msprobe big build" "${MSPROBE_RUN[@]}" -tp "$A" -o "$TMP/out"
     awk -v m="$WALL" -v o="$OURS_BUILD" -v mk="$KB" -v ok="$OURS_BUILD_KB" \
       'BEGIN{printf "   build:   %.1fx faster, %.0f%% of its memory\n", m/o, 100*ok/mk}'
-    measure "msprobe big compare" "${MSPROBE_RUN[@]}" -tp "$B" -gp "$A" -o "$TMP/out"
+    best_of "$MSPROBE_RUNS" "msprobe big compare" "${MSPROBE_RUN[@]}" -tp "$B" -gp "$A" -o "$TMP/out"
     awk -v m="$WALL" -v o="$OURS_COMPARE" -v mk="$KB" -v ok="$OURS_COMPARE_KB" \
       'BEGIN{printf "   compare: %.1fx faster, %.0f%% of its memory\n", m/o, 100*ok/mk}'
     rm -rf "$TMP/out"
