@@ -872,23 +872,19 @@ mod tests {
         assert_eq!(g.overflow_pages(40_000, 7_236), 1);
     }
 
-    /// Index records are written again from their sort keys: every value must come back.
-    #[test]
-    fn sort_keys_decode_to_their_values() {
-        let texts = [
-            "",
-            "a",
-            "NPU_0_0_Module.layer",
-            "nul\0inside\0",
-            "\0",
-            "é比😀",
-        ];
+    /// Values of every kind and edge for the sort key tests: NULL, integers of each serial type
+    /// and around 2^53, REALs, texts with NULs, non-ASCII and overflow length.
+    fn key_test_values(long: &str) -> Vec<Value<'_>> {
         let mut values: Vec<Value<'_>> = vec![Value::Null];
         for i in [
             0,
             1,
             -1,
+            127,
+            128,
             255,
+            40_000,
+            1 << 40,
             1 << 53,
             (1 << 53) + 1,
             -(1 << 53) - 1,
@@ -900,15 +896,39 @@ mod tests {
         for r in [0.5, -2.25, 1e300, -1e-300, 3.0] {
             values.push(Value::Real(r));
         }
-        values.extend(texts.iter().map(|t| Value::Text(t)));
+        for t in [
+            "",
+            "a",
+            "NPU_0_0_Module.layer",
+            "nul\0inside\0",
+            "\0",
+            "é比😀",
+            long,
+        ] {
+            values.push(Value::Text(t));
+        }
+        values
+    }
+
+    /// The sort key of `values` and its REAL mask.
+    fn key_of(values: &[Value<'_>]) -> (Vec<u8>, u64) {
+        let mut key = Vec::new();
+        values.iter().for_each(|v| push_sort_key(v, &mut key));
+        let reals = values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| matches!(v, Value::Real(_)))
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        (key, reals)
+    }
+
+    /// Index records are written again from their sort keys: every value must come back.
+    #[test]
+    fn sort_keys_decode_to_their_values() {
+        let long = "x".repeat(300);
+        let values = key_test_values(&long);
         for window in values.windows(3) {
-            let mut key = Vec::new();
-            window.iter().for_each(|v| push_sort_key(v, &mut key));
-            let reals = window
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| matches!(v, Value::Real(_)))
-                .fold(0u64, |m, (i, _)| m | 1 << i);
+            let (key, reals) = key_of(window);
             let mut out = Vec::new();
             assert!(decode_sort_key(&key, reals, &mut out), "{window:?}");
             let back: Vec<Value<'_>> = out.iter().map(Decoded::value).collect();
@@ -927,45 +947,11 @@ mod tests {
     #[test]
     fn key_records_equal_encoded_records() {
         let long = "x".repeat(300);
-        let texts = [
-            "",
-            "a",
-            "NPU_0_0_Module.layer",
-            "nul\0inside\0",
-            "\0",
-            "é比😀",
-            &long,
-        ];
-        let mut values: Vec<Value<'_>> = vec![Value::Null];
-        for i in [
-            0,
-            1,
-            -1,
-            127,
-            128,
-            255,
-            40_000,
-            1 << 40,
-            (1 << 53) + 1,
-            i64::MAX,
-            i64::MIN,
-        ] {
-            values.push(Value::Int(i));
-        }
-        for r in [0.5, -2.25, 1e300, 3.0] {
-            values.push(Value::Real(r));
-        }
-        values.extend(texts.iter().map(|t| Value::Text(t)));
+        let values = key_test_values(&long);
         for width in 1..=5 {
             for window in values.windows(width) {
                 for rowid in [1, 200, 1 << 33] {
-                    let mut key = Vec::new();
-                    window.iter().for_each(|v| push_sort_key(v, &mut key));
-                    let reals = window
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, v)| matches!(v, Value::Real(_)))
-                        .fold(0u64, |m, (i, _)| m | 1 << i);
+                    let (key, reals) = key_of(window);
                     let mut direct = vec![0xAA];
                     assert!(key_record(&key, reals, rowid, &mut direct), "{window:?}");
                     let mut entry = window.to_vec();
