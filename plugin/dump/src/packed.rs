@@ -110,13 +110,7 @@ fn put_value(out: &mut Vec<u8>, v: &PyVal) {
             out.push(T_FLOAT);
             out.extend_from_slice(&f.to_le_bytes());
         }
-        PyVal::Str(s) => match known_str(s) {
-            Some(i) => out.extend_from_slice(&[T_KNOWN_STR, i as u8]),
-            None => {
-                out.push(T_STR);
-                put_text(out, s);
-            }
-        },
+        PyVal::Str(s) => put_str(out, s),
         PyVal::List(items) => {
             out.push(T_LIST);
             put_len(out, items.len());
@@ -183,11 +177,6 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// Position of a known field name (the [`KNOWN_FIELDS`] index) as its key byte.
-fn field_index(name: &str) -> Option<u8> {
-    known_field(name).map(|i| i as u8)
-}
-
 fn put_key(out: &mut Vec<u8>, name: &str, index: Option<u8>) {
     match index {
         Some(i) => out.push(i),
@@ -216,7 +205,7 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
         return PackedItem::pack(&crate::items::leaf_item(name, leaf));
     }
     for ((k, _), slot) in leaf.iter().zip(keys.iter_mut()) {
-        *slot = field_index(k);
+        *slot = field_code(k);
         if let Some(i) = *slot {
             present |= 1 << i;
         }
