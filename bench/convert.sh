@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Converter benchmark (not a test): wall time and peak memory of `graph-ascend convert`.
 #
-# 1. The real 20,758-entry pair (shared/fixtures/big, when present): build and compare, against
-#    msprobe's figures on this machine class (3.0 s / 253 MB build, 13.3 s / 474 MB compare).
+# 1. The real 20,758-entry pair (BIG_DIR, by default ../shared/fixtures/big beside the
+#    repository, when present): build, compare, and a TP 2 merge with the two sides as two ranks.
 # 2. Synthetic dumps from `gen_dump` at growing sizes (BENCH_SIZES, default 20k 100k 300k
 #    entries a side; add 1000000 for the 1M point): how time and memory grow with size.
 #
@@ -12,12 +12,18 @@
 # machine's speed varies from hour to hour, so only same-minute ratios mean much.
 #
 # Env: GA (binary, default target/release/graph-ascend), BIG_DIR (folder with
-# big_stats_{a,b}.tar.xz), BENCH_SIZES, BENCH_TMP, MSPROBE_DIR, MSPROBE_DEPS, PYTHON, OURS_RUNS,
-# MSPROBE_RUNS.
+# big_stats_{a,b}.tar.xz), BENCH_SIZES, BENCH_TMP, BENCH_OUT (folder for the printed results,
+# default bench/results), MSPROBE_DIR, MSPROBE_DEPS, PYTHON, OURS_RUNS, MSPROBE_RUNS.
 set -euo pipefail
+# Paths given relative to the caller's folder stay valid after the cd below.
+[ -n "${BIG_DIR:-}" ] && BIG_DIR=$(realpath -m -- "$BIG_DIR")
+[ -n "${BENCH_OUT:-}" ] && BENCH_OUT=$(realpath -m -- "$BENCH_OUT")
 cd "$(dirname "$0")/.."
 GA=${GA:-target/release/graph-ascend}
-BIG_DIR=${BIG_DIR:-/work/shared/fixtures/big}
+BIG_DIR=${BIG_DIR:-$(realpath -m -- ../shared/fixtures/big)}
+OUT=${BENCH_OUT:-bench/results}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/convert.txt") 2>&1
 SIZES=${BENCH_SIZES:-"20000 100000 300000"}
 TMP=${BENCH_TMP:-$(mktemp -d)}
 trap 'rm -rf "$TMP"' EXIT
@@ -68,12 +74,19 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
   tar xJf "$BIG_DIR/big_stats_b.tar.xz" -C "$TMP/big"
   A=$(ls -d "$TMP"/big/big_stats_a/step0/*/)
   B=$(ls -d "$TMP"/big/big_stats_b/step0/*/)
-  echo "-- real dumps, 20,758 entries a side (msprobe: build 3.0 s / 253 MB, compare 13.3 s / 474 MB)"
+  echo "-- real dumps, 20,758 entries a side ($BIG_DIR)"
   best_of "$OURS_RUNS" "big build" "$GA" convert -tp "$A" -o "$TMP/out"
   OURS_BUILD=$WALL; OURS_BUILD_KB=$KB
   best_of "$OURS_RUNS" "big compare" "$GA" convert -tp "$B" -gp "$A" -o "$TMP/out"
   OURS_COMPARE=$WALL; OURS_COMPARE_KB=$KB
   rm -rf "$TMP/out"
+  # The two sides as the two ranks of one TP 2 run (a parallel merge of the real dumps).
+  mkdir -p "$TMP/merge/step0"
+  cp -r "$A" "$TMP/merge/step0/rank0"
+  cp -r "$B" "$TMP/merge/step0/rank1"
+  best_of "$OURS_RUNS" "big TP 2 merge" "$GA" convert -tp "$TMP/merge/step0" -o "$TMP/out" \
+    --rank_size 2 --tp 2 --pp 1
+  rm -rf "$TMP/out" "$TMP/merge"
   if msprobe_ok; then
     echo "-- msprobe 26.2 side by side ($MSPROBE_DIR)"
     best_of "$MSPROBE_RUNS" "msprobe big build" "${MSPROBE_RUN[@]}" -tp "$A" -o "$TMP/out"

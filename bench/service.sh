@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Graph service benchmark (not a test): the GRAPH_ASCEND browser API timed in real TensorBoard.
 #
-# 1. compare_big: the real 25k-node-a-side pair (shared/fixtures/big, when present), converted by
-#    our converter; timed for ours and, when msprobe 26.2 is installed (MSPROBE), for msprobe's
-#    plugin in the same TensorBoard, side by side.
+# 1. compare_big: the real 25k-node-a-side pair (BIG_DIR, by default ../shared/fixtures/big beside
+#    the repository, when present), converted by our converter; timed for ours and, when msprobe
+#    26.2 is installed (MSPROBE), for msprobe's plugin in the same TensorBoard, side by side.
 # 2. synth_1m: a synthetic compare file of about 1M nodes (gen-visdb, ~490k a side); ours only
 #    (msprobe's plugin needs minutes per request at this size).
 #
@@ -16,9 +16,11 @@
 # BENCH_TMP (work folder, default a temporary one, removed at the end), BENCH_OUT (folder for the
 # result tables, default bench/results).
 set -euo pipefail
+# Paths given relative to the caller's folder stay valid after the cd below.
+[ -n "${BIG_DIR:-}" ] && BIG_DIR=$(realpath -m -- "$BIG_DIR")
 cd "$(dirname "$0")/.."
 GA=${GA:-target/release/graph-ascend}
-BIG_DIR=${BIG_DIR:-/work/shared/fixtures/big}
+BIG_DIR=${BIG_DIR:-$(realpath -m -- ../shared/fixtures/big)}
 PYTHON=${PYTHON:-.venv/bin/python}
 REPEAT=${REPEAT:-20}
 SYNTH_NODES=${SYNTH_NODES:-500000}

@@ -1,5 +1,6 @@
 // Dev-only: serves the built page and replays msprobe's recorded answers
-// (shared/fixtures/golden_api26_sequence) so the page can be looked at before the real backend runs.
+// (../shared/fixtures/golden_api26_sequence beside the repository, one JSON file per request) so the
+// page can be looked at before the real backend runs.
 // Never used by the tests of record, which run against real TensorBoard + the real sidecar.
 // Usage: node dev/replay-server.mjs [port] [sequence dir]
 import http from 'node:http';
@@ -9,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const port = Number(process.argv[2] || 6199);
-const seqDir = process.argv[3] || '/work/shared/fixtures/golden_api26_sequence';
+const seqDir = process.argv[3] || path.resolve(here, '../../../shared/fixtures/golden_api26_sequence');
 const staticDir = path.resolve(here, '../../python_shim/graph_ascend_tb/static');
 const records = fs
   .readdirSync(seqDir)

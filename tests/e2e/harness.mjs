@@ -59,7 +59,8 @@ export async function startTensorBoard(logdir, { pathPrefix = '', env: extraEnv 
   const args = ['-m', 'tensorboard.main', '--logdir', logdir, '--port', String(port), '--host', '127.0.0.1'];
   if (pathPrefix) args.push('--path_prefix', pathPrefix);
   const env = { ...process.env };
-  if (!env.GRAPH_ASCEND_BINARY && fs.existsSync('/tmp/ga-bin/graph-ascend')) env.GRAPH_ASCEND_BINARY = '/tmp/ga-bin/graph-ascend';
+  const built = path.join(repo, 'target/release/graph-ascend');
+  if (!env.GRAPH_ASCEND_BINARY && fs.existsSync(built)) env.GRAPH_ASCEND_BINARY = built;
   Object.assign(env, extraEnv);
   const proc = spawn(PYTHON, args, { cwd: repo, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   let log = '';

@@ -2,7 +2,7 @@
 //!
 //! Nodes live in an arena (`Vec<Node>`, children as indexes) so that a graph of a million nodes
 //! is a few flat allocations. The rules that decide the shape are msprobe's and are documented in
-//! `shared/spec/converter-graph-visualize.md` §3: construct.json order decides child order, a
+//! `docs/msprobe-converter.md` §3: construct.json order decides child order, a
 //! node only ever takes its first parent, backward nodes with a missing or wrong parent are
 //! repaired from their forward twin, runs of root-level APIs are wrapped in
 //! `Apis_Between_Modules.N`, and parameter gradients hang under their module's last backward call.

@@ -5,7 +5,7 @@
 //! - synthetic Megatron-style layouts (`tests/fixtures/merge_synth/`, made by its
 //!   `generate.py`): TP 4, TP 2 × PP 2, PP 2 × VPP 2, TP 2 × PP 2 × DP 2, and a compare of two
 //!   different layouts, each against what msprobe 26.2 wrote for them, plus the hierarchy the
-//!   spec describes (§7);
+//!   rules describe (`docs/msprobe-converter.md` §7);
 //! - bad parameters and unsuitable dumps, each refused with a message naming the problem and
 //!   nothing left in the output folder.
 

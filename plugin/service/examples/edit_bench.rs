@@ -4,7 +4,7 @@
 //! cargo run --release -p graph-ascend-service --example edit_bench -- <logdir> <npu dump> <bench dump>
 //! ```
 //! `<npu dump>` and `<bench dump>` are folders relative to `<logdir>` (e.g. the two
-//! `shared/fixtures/big/big_stats_*.tar.xz` unpacked into it). The example converts them through
+//! `../shared/fixtures/big/big_stats_*.tar.xz` unpacked into it). The example converts them through
 //! the job table (as `convertToGraph` does), then times, on the result: the matched relations,
 //! unmatching and rematching a leaf (with its twin), and unmatching and rematching the largest
 //! top-level module with all its descendants. Every timing is the median of five runs.

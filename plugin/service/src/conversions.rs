@@ -1,4 +1,4 @@
-//! The conversion routes (`shared/spec/http-api-msprobe26.md` §1.17) over [`crate::convert_jobs`].
+//! The conversion routes (`docs/msprobe-api.md` §5) over [`crate::convert_jobs`].
 //!
 //! `getConvertProgress` is a server-streaming RPC (the shim renders it as server-sent events):
 //! the job's state now, then every change, ending after the final state. Fixes over msprobe: a

@@ -1,5 +1,5 @@
 //! The write side of the API: matching, the match configuration file, colours, precision
-//! recomputation and `saveData` (`shared/spec/http-api-msprobe26.md` §1.11–§1.16, §4).
+//! recomputation and `saveData` (`docs/msprobe-api.md` §4).
 //!
 //! Every edit of a `.vis.db` is one write transaction ([`Store::write`]) and is committed before
 //! the answer goes out, so edits survive a restart and two clients editing one file at once are

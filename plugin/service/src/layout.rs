@@ -1,7 +1,7 @@
 //! The laid-out hierarchy of one graph as one client sees it: which modules are expanded, and
 //! where every visible box goes.
 //!
-//! This reproduces msprobe's plugin (`shared/spec/http-api-msprobe26.md` §3) exactly, because
+//! This reproduces msprobe's plugin (`docs/msprobe-api.md` §3) exactly, because
 //! existing pages and users' eyes expect the same boxes: the same constants, the same integer
 //! arithmetic (floor division when centring), the same grouping of consecutive children of one
 //! kind, and the same forgetting of collapsed subtrees. Only the children of expanded nodes are

@@ -1,7 +1,7 @@
 //! Manual matching: add and delete pairs (with their forward/backward twin and, on request,
 //! their descendants), match from a `.vis.config` file, and save one.
 //!
-//! Semantics follow msprobe's plugin (`shared/spec/http-api-msprobe26.md` §4.1): a new pair's
+//! Semantics follow msprobe's plugin (`docs/msprobe-api.md` §4): a new pair's
 //! precision is recomputed by the converter's comparison ([`crate::precision`]); the target gets
 //! `matched_node_link = [golden parent, golden]`, the golden side the mirror image; both rows are
 //! marked `modified = 1`. Unlike msprobe, one request's edits are one SQLite transaction (two

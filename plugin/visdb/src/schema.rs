@@ -1,5 +1,5 @@
 //! msprobe 26.2's `.vis.db` schema, exactly as its writer creates it
-//! (`shared/spec/http-api-tb832-and-visdb.md` §3, `shared/spec/visdb-sample-rows.txt`).
+//! (`docs/visdb.md`; real files in `tests/fixtures/upstream_vis/`).
 //!
 //! Files we write must open in msprobe's plugin, so tables, column order, types and index names
 //! are kept byte for byte.

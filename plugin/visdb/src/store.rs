@@ -689,7 +689,7 @@ pub struct OutputRow {
     pub precision_index: Option<f64>,
 }
 
-/// The writes of matching, colours and precision (msprobe's §2.3 item 16).
+/// The writes of matching, colours and precision (`docs/visdb.md` §4).
 ///
 /// Every write runs inside [`Store::write`], one `BEGIN IMMEDIATE` transaction: two clients
 /// editing one file at once are serialized by SQLite's write lock (the other waits up to the
