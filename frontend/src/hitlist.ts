@@ -2,6 +2,7 @@
  * A result list of node names (filter hits, search hits): a count, previous/next with top/bottom
  * notices, an optional filter box, and a virtualized list whose rows jump to the node.
  */
+import type { PageCtx } from './ctx';
 import { clear, h } from './dom';
 import { t } from './i18n';
 import { VList } from './vlist';
@@ -11,6 +12,11 @@ type Side = 'NPU' | 'Bench';
 export interface HitHost {
   jump(side: Side, name: string): void;
   toast(text: string): void;
+}
+
+/** The page's jump and toast, as a result list wants them. */
+export function hitHostOf(ctx: PageCtx): HitHost {
+  return { jump: (side, name) => void ctx.jumpTo(side, name), toast: (text) => ctx.toast(text) };
 }
 
 /** A counted, filterable, virtualized list of node names with previous/next. */
