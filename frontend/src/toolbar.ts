@@ -6,6 +6,7 @@ import { LEVEL_COLORS, OVERFLOW_COLORS } from './colors';
 import type { PageCtx } from './ctx';
 import { clear, h } from './dom';
 import { t, type Key } from './i18n';
+import { icon, type IconName } from './icons';
 
 export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
   const s = ctx.store;
@@ -27,31 +28,31 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
       colors.append(h('span.legend-item', { title: b.description ?? '' }, h('span.swatch', { style: { background: b.color } }), `${b.level ? t((b.level in LEVEL_COLORS ? b.level : 'pass') as Key) : ''} [${b.lo}, ${b.hi})`));
     colors.append(h('span.legend-item', { title: s.colors.unmatchedDescription ?? '' }, h('span.swatch', { style: { background: s.colors.unmatched } }), t('unmatched')));
   }
-  const toggle = (testid: string, label: string, title: Key, on: boolean, click: () => void) =>
-    h('button.toggle', { testid, title: t(title), 'aria-pressed': String(on), class: on ? 'on' : '', on: { click } }, label);
+  const toggle = (testid: string, glyph: IconName, title: Key, on: boolean, click: () => void, badge = '') =>
+    h('button.toggle', { testid, title: t(title), 'aria-label': t(title), 'aria-pressed': String(on), class: on ? 'on' : '', 'data-badge': badge || null, on: { click } }, icon(glyph));
   const tools = h('div.tools', null,
-    toggle('npuMiniMapToggle', '▣', 'header.debugMap', s.showMini.NPU, () => {
+    toggle('npuMiniMapToggle', 'minimap', 'header.debugMap', s.showMini.NPU, () => {
       s.showMini.NPU = !s.showMini.NPU;
       s.changed('toolbar', 'layout');
-    }),
-    single ? null : toggle('benchMiniMapToggle', '▣', 'header.benchMap', s.showMini.Bench, () => {
+    }, single ? '' : 'D'),
+    single ? null : toggle('benchMiniMapToggle', 'minimap', 'header.benchMap', s.showMini.Bench, () => {
       s.showMini.Bench = !s.showMini.Bench;
       s.changed('toolbar', 'layout');
-    }),
-    single ? null : toggle('syncExpandToggle', '⇆', 'header.syncExpand', s.syncExpand, () => {
+    }, 'B'),
+    single ? null : toggle('syncExpandToggle', 'sync', 'header.syncExpand', s.syncExpand, () => {
       s.syncExpand = !s.syncExpand;
       s.changed('toolbar');
     }),
-    single ? null : toggle('benchCollapseToggle', s.benchCollapsed ? '◧' : '◨', 'bench', !s.benchCollapsed, () => {
+    single ? null : toggle('benchCollapseToggle', s.benchCollapsed ? 'showBench' : 'hideBench', 'header.benchPane', !s.benchCollapsed, () => {
       s.benchCollapsed = !s.benchCollapsed;
       s.changed('toolbar', 'layout');
     }),
-    toggle('detailsToggle', s.detailsCollapsed ? '▴' : '▾', 'nodeInfo', !s.detailsCollapsed, () => {
+    toggle('detailsToggle', s.detailsCollapsed ? 'showDetails' : 'hideDetails', 'header.details', !s.detailsCollapsed, () => {
       s.detailsCollapsed = !s.detailsCollapsed;
       s.changed('toolbar', 'layout');
     }),
     shortcutsButton(),
-    toggle('fitScreenButton', '⤢', 'header.fit', false, () => {
+    toggle('fitScreenButton', 'fit', 'header.fit', false, () => {
       ctx.panes.NPU.fit();
       ctx.panes.Bench.fit();
     }));
@@ -74,6 +75,6 @@ function shortcutsButton(): HTMLElement {
   const pop = h('div.popover.shortcuts', { testid: 'shortcutsList' },
     h('table', null, ...rows.map(([k, d]) => h('tr', null, h('td', null, h('kbd', null, k)), h('td', null, t(d))))));
   pop.style.display = 'none';
-  const b = h('button.toggle', { testid: 'shortcutsButton', title: t('header.shortcuts'), on: { click: () => (pop.style.display = pop.style.display === 'none' ? '' : 'none') } }, '⌨');
+  const b = h('button.toggle', { testid: 'shortcutsButton', title: t('header.shortcuts'), 'aria-label': t('header.shortcuts'), on: { click: () => (pop.style.display = pop.style.display === 'none' ? '' : 'none') } }, icon('shortcuts'));
   return h('span.popover-anchor', null, b, pop);
 }

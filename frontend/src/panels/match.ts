@@ -6,11 +6,14 @@ import { post } from '../api';
 import type { PageCtx } from '../ctx';
 import { clear, h, option } from '../dom';
 import { t } from '../i18n';
+import { icon } from '../icons';
 import { metaKey } from '../state';
 import type { MatchedRelations, RenderNode } from '../types';
 
 export class MatchPanel {
   private picked = { npuUn: '', benchUn: '', npuM: '', benchM: '', children: false, unChildren: false };
+  /** What a Match / Unmatch click without both nodes chosen asks for, shown under its button. */
+  private hint: { add: boolean } | null = null;
 
   constructor(private ctx: PageCtx) {}
 
@@ -78,8 +81,8 @@ export class MatchPanel {
       }
     };
     return h('div.picker-row', null, input, dl,
-      h('button.icon', { testid: `${id}Up`, on: { click: () => move(-1) } }, '↑'),
-      h('button.icon', { testid: `${id}Down`, on: { click: () => move(1) } }, '↓'));
+      h('button.icon', { testid: `${id}Up`, title: t('previous'), 'aria-label': t('previous'), on: { click: () => move(-1) } }, icon('up')),
+      h('button.icon', { testid: `${id}Down`, title: t('next'), 'aria-label': t('next'), on: { click: () => move(1) } }, icon('down')));
   }
 
   render(): HTMLElement {
@@ -104,14 +107,16 @@ export class MatchPanel {
         h('div.field-label', { testid: 'benchUnmatchedCount' }, t('benchUnmatched', { count: rel.benchUnMatchNodes.length })),
         this.picker('benchUnmatched', rel.benchUnMatchNodes, ms.benchUn, (v) => (ms.benchUn = v)),
         childBox('matchDesendantCheckbox', 'children'),
-        h('button.primary', { testid: 'matchButton', on: { click: () => void this.match(true) } }, t('matchNodes'))),
+        h('button.primary', { testid: 'matchButton', on: { click: () => void this.match(true) } }, t('matchNodes')),
+        this.hint?.add ? h('p.hint', { testid: 'matchHint', role: 'status' }, t('match.pickBoth')) : null),
       h('div.match-block', null, h('h4', null, t('unmatchNodes')),
         h('div.field-label', { testid: 'debugMatchedCount' }, t('debugMatched', { count: matchedNpu.length })),
         this.picker('debugMatched', matchedNpu, ms.npuM, (v) => { ms.npuM = v; if (rel.npuMatchNodes[v]) { ms.benchM = rel.npuMatchNodes[v]; s.changed('panel'); } }),
         h('div.field-label', { testid: 'benchMatchedCount' }, t('benchMatched', { count: matchedBench.length })),
         this.picker('benchMatched', matchedBench, ms.benchM, (v) => { ms.benchM = v; if (rel.benchMatchNodes[v]) { ms.npuM = rel.benchMatchNodes[v]; s.changed('panel'); } }),
         childBox('unmatchDesendantCheckbox', 'unChildren'),
-        h('button', { testid: 'unmatchButton', on: { click: () => void this.match(false) } }, t('unmatchNodes'))));
+        h('button', { testid: 'unmatchButton', on: { click: () => void this.match(false) } }, t('unmatchNodes')),
+        this.hint && !this.hint.add ? h('p.hint', { testid: 'unmatchHint', role: 'status' }, t('unmatch.pickBoth')) : null));
   }
 
   private async match(add: boolean): Promise<void> {
@@ -119,8 +124,10 @@ export class MatchPanel {
     const ms = this.picked;
     const npu = add ? ms.npuUn : ms.npuM;
     const bench = add ? ms.benchUn : ms.benchM;
-    if (!npu || !bench) {
-      this.ctx.toast(t('selectNode'), 'error');
+    // Nothing to send yet: say what to choose beside the button (not an error, nothing failed).
+    this.hint = !npu || !bench ? { add } : null;
+    if (this.hint) {
+      s.changed('panel');
       return;
     }
     const body = add

@@ -56,7 +56,7 @@ export class SearchPanel {
       const found = new Array<string>(hits.length);
       for (let i = 0; i < hits.length; i++) found[i] = names[hits[i]];
       listHost.dataset.searchMs = (performance.now() - t0).toFixed(1);
-      listHost.append(hitList(hitHostOf(this.ctx), found, null, 'search', () => this.side));
+      listHost.append(hitList(hitHostOf(this.ctx), found, null, 'search', () => this.side, this.query));
     };
     input.addEventListener('input', update);
     update();
