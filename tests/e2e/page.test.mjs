@@ -8,50 +8,26 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, launchBrowser, makeLogdir, PYTHON, repo, screenshot, startTensorBoard, until } from './harness.mjs';
+import { appFrame, makeLogdir, PYTHON, repo, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
 
 const COMPARE = 'compare_tf_stats';
 const MS = 'compare_ms_stats';
 const BIG = 'big48';
 
 describe('GRAPH_ASCEND page (issue 13)', () => {
-  let logdir, tb, browser;
-  before(async () => {
-    logdir = makeLogdir([COMPARE, MS], (dir) => {
+  const stack = sharedStack(before, after, () =>
+    makeLogdir([COMPARE, MS], (dir) => {
       // A 48-layer compare file (the shape of a large transformer), made by the benchmark's generator.
       fs.mkdirSync(path.join(dir, BIG));
       const gen = spawnSync(PYTHON, [path.join(repo, 'frontend/bench/make_big_visdb.py'), path.join(dir, BIG, 'compare_48.vis.db'), '48', '6', '4', '20']);
       if (gen.status !== 0) throw new Error(`make_big_visdb.py: ${gen.stderr}`);
-    });
-    tb = await startTensorBoard(logdir);
-    browser = await launchBrowser();
-  });
-  after(async () => {
-    await browser?.close();
-    tb?.stop();
-    fs.rmSync(logdir, { recursive: true, force: true });
-  });
+    }));
 
-  const withPage = async (name, viewport, fn) => {
-    const page = await browser.newPage({ viewport });
-    page.setDefaultTimeout(15_000);
-    const errors = [];
-    page.on('pageerror', (e) => errors.push(e.message));
-    try {
-      await fn(page);
-      assert.deepEqual(errors, []);
-    } catch (e) {
-      await screenshot(page, `issue13-${name}-failure`).catch(() => {});
-      e.message += `\n--- TensorBoard log ---\n${tb.log().slice(-1500)}`;
-      throw e;
-    } finally {
-      await page.close();
-    }
-  };
+  const withPage = (name, viewport, fn) => withStackPage(stack, `issue13-${name}`, viewport, fn);
 
   /** Open run `run` (its only file) and wait until every pane has drawn. */
   async function open(page, run) {
-    await page.goto(`${tb.base}/#graph_ascend`);
+    await page.goto(`${stack.tb.base}/#graph_ascend`);
     const frame = await appFrame(page);
     await until(frame, () => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run !== '');
     if ((await frame.evaluate(() => window.__graphAscend.meta.run)) !== run) {
