@@ -35,7 +35,9 @@ export class GraphPane {
   private miniCtx: CanvasRenderingContext2D;
   private miniBase: HTMLCanvasElement | null = null;
   private miniMap: MiniMapping = { sx: 1, sy: 1, ox: 0, oy: 0 };
+  /** The minimap's height now (fits the graph) and the most the pane allows. */
   private miniH = MINI_H;
+  private miniMaxH = MINI_H;
   private miniShown = true;
   scene: Scene | null = null;
   view: View = { tx: 20, ty: 20, scale: 1.5 };
@@ -167,6 +169,14 @@ export class GraphPane {
   private drawMini(): void {
     const dpr = this.dpr;
     if (!this.miniBase) {
+      // As tall as the graph at the minimap's width, within [40, miniMaxH]: no empty frame below a short graph.
+      const b = this.scene?.bounds;
+      const natural = b ? Math.ceil(((b.y1 - b.y0) * MINI_W) / Math.max(1, b.x1 - b.x0)) : this.miniMaxH;
+      this.miniH = Math.max(Math.min(40, this.miniMaxH), Math.min(this.miniMaxH, natural));
+      this.mini.width = MINI_W * dpr;
+      this.mini.height = this.miniH * dpr;
+      this.mini.style.width = `${MINI_W}px`;
+      this.mini.style.height = `${this.miniH}px`;
       this.miniBase = document.createElement('canvas');
       this.miniBase.width = MINI_W * dpr;
       this.miniBase.height = this.miniH * dpr;
@@ -222,12 +232,8 @@ export class GraphPane {
     this.canvas.height = Math.round(this.height * this.dpr);
     this.canvas.style.width = `${this.width}px`;
     this.canvas.style.height = `${this.height}px`;
-    // As tall as fits the pane (a short pane after the details panel grows keeps a whole minimap).
-    this.miniH = Math.max(60, Math.min(MINI_H, Math.floor(this.height - 2 * MINI_GAP)));
-    this.mini.width = MINI_W * this.dpr;
-    this.mini.height = this.miniH * this.dpr;
-    this.mini.style.width = `${MINI_W}px`;
-    this.mini.style.height = `${this.miniH}px`;
+    // No taller than the pane allows (a short pane after the details panel grows keeps a whole minimap).
+    this.miniMaxH = Math.max(60, Math.min(MINI_H, Math.floor(this.height - 2 * MINI_GAP)));
     this.miniBase = null;
     this.invalidate();
   }

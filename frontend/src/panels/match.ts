@@ -38,6 +38,7 @@ export class MatchPanel {
     const d = s.relations.data;
     const { side, key } = s.selected;
     const ms = this.picked;
+    this.hint = null;
     if (side === 'NPU') {
       if (d.npuUnMatchNodes.includes(key)) ms.npuUn = key;
       else if (d.npuMatchNodes[key]) {
