@@ -6,7 +6,7 @@
  */
 import { followSse, get, post, tidyError } from './api';
 import { clear, h, option } from './dom';
-import { t } from './i18n';
+import { t, type Key } from './i18n';
 import type { ConvertCandidates, ConvertProgress } from './types';
 
 interface Host {
@@ -29,6 +29,15 @@ interface Params {
 
 export function defaultOutput(hasBench: boolean, now = Date.now()): string {
   return `${hasBench ? 'compare' : 'build'}_${now}`;
+}
+
+/** msprobe's graph_visualize documentation (a link in the form; nothing is loaded from it). */
+const DOCS_URL = 'https://gitee.com/ascend/mstt/tree/master/debug/accuracy_tools/msprobe/docs';
+
+/** The file a conversion writes: `<output>/{build|compare}_<YYYYMMDDhhmmss>.vis.db`, as msprobe names it. */
+export function resultName(output: string, hasBench: boolean): string {
+  const dir = output.trim().replace(/\/+$/, '') || '…';
+  return `${dir}/${hasBench ? 'compare' : 'build'}_YYYYMMDDhhmmss.vis.db`;
 }
 
 /** The request body: parallel parameters only when merging, bench ones only with a golden folder. */
@@ -105,32 +114,41 @@ export class ConvertPage {
       const s = h('select', { testid, on: { change: () => on(s.value) } }, allowNone ? option('', t('none'), !value) : option('', '—', !value), ...items.map((d) => option(d, d, d === value)));
       return s;
     };
-    const check = (testid: string, label: string, value: boolean, on: (v: boolean) => void) =>
-      h('label.check', null, h('input', { type: 'checkbox', testid, checked: value, on: { change: (e: Event) => on((e.target as HTMLInputElement).checked) } }), label);
+    const check = (testid: string, label: string, help: Key, value: boolean, on: (v: boolean) => void) =>
+      h('label.check', null, h('input', { type: 'checkbox', testid, checked: value, on: { change: (e: Event) => on((e.target as HTMLInputElement).checked) } }), label,
+        h('span.help.inline', { testid: `${testid}Help` }, t(help)));
+    const field = (label: string, control: HTMLElement, help: Key, testid: string) =>
+      h('label.field', null, h('span.field-label', null, label), control, h('span.help', { testid }, t(help)));
     const num = (side: 'npu' | 'bench', key: 'rank_size' | 'tp' | 'pp' | 'vpp', label: string) =>
       h('label.field.inline', null, h('span.field-label', null, label),
         h('input', { type: 'number', min: 1, value: String(p[side][key]), testid: `${side}_${key}`, on: { change: (e: Event) => (p[side][key] = Math.max(1, Math.floor(Number((e.target as HTMLInputElement).value) || 1))) } }));
     const merge = (side: 'npu' | 'bench', title: string) =>
       h('fieldset.merge', null, h('legend', null, title), num(side, 'rank_size', t('rank_size')), num(side, 'tp', 'TP'), num(side, 'pp', 'PP'), num(side, 'vpp', 'VPP'),
         h('label.field.inline', null, h('span.field-label', null, t('order')), h('input', { type: 'text', value: p[side].order, maxLength: 64, testid: `${side}_order`, on: { change: (e: Event) => (p[side].order = (e.target as HTMLInputElement).value) } })));
-    const out = h('input', { type: 'text', value: p.output_path, testid: 'outputPathInput', maxLength: 255, on: { input: () => (p.output_path = out.value) } });
+    const preview = h('p.help.result-name', { testid: 'conversionResultName' }, t('resultName', { file: resultName(p.output_path, Boolean(p.bench_path)) }));
+    const out = h('input', { type: 'text', value: p.output_path, testid: 'outputPathInput', maxLength: 255, on: { input: () => {
+      p.output_path = out.value;
+      preview.textContent = t('resultName', { file: resultName(p.output_path, Boolean(p.bench_path)) });
+    } } });
     const start = h('button.primary', { testid: 'startConversionButton', on: { click: () => void this.start() } }, t('button_start_conversion'));
     return h('div.convert-form', { testid: 'conversionForm' }, h('h2', null, t('convertTitle')),
+      h('p.help', null, h('a', { href: DOCS_URL, target: '_blank', rel: 'noopener noreferrer', testid: 'conversionDocsLink' }, t('docsLink'))),
       this.error ? h('div.error-box', { testid: 'conversionLoadError' }, this.error) : null,
-      h('label.field', null, h('span.field-label', null, `${t('label_npu_path')} *`), sel('npuPathSelect', this.cands.dirs, p.npu_path, false, (v) => { p.npu_path = v; })),
-      h('label.field', null, h('span.field-label', null, t('label_bench_path')), sel('benchPathSelect', this.cands.dirs, p.bench_path, true, (v) => {
+      field(`${t('label_npu_path')} *`, sel('npuPathSelect', this.cands.dirs, p.npu_path, false, (v) => { p.npu_path = v; }), 'help.npuPath', 'npuPathHelp'),
+      field(t('label_bench_path'), sel('benchPathSelect', this.cands.dirs, p.bench_path, true, (v) => {
         const wasDefault = /^(build|compare)_\d+$/.test(p.output_path);
         p.bench_path = v;
         if (wasDefault) p.output_path = defaultOutput(Boolean(v));
         this.rerender();
-      })),
-      h('label.field', null, h('span.field-label', null, `${t('label_output_path')} *`), out),
-      h('label.field', null, h('span.field-label', null, t('label_layer_mapping')), sel('layerMappingSelect', this.cands.yaml_files, p.layer_mapping, true, (v) => (p.layer_mapping = v))),
+      }), 'help.benchPath', 'benchPathHelp'),
+      field(`${t('label_output_path')} *`, out, 'help.outputPath', 'outputPathHelp'),
+      preview,
+      field(t('label_layer_mapping'), sel('layerMappingSelect', this.cands.yaml_files, p.layer_mapping, true, (v) => (p.layer_mapping = v)), 'help.layerMapping', 'layerMappingHelp'),
       h('div.checks', null,
-        check('printLogCheckbox', t('checkbox_print_log'), p.is_print_compare_log, (v) => (p.is_print_compare_log = v)),
-        check('overflowCheckCheckbox', t('checkbox_overflow_check'), p.overflow_check, (v) => (p.overflow_check = v)),
-        check('fuzzyMatchCheckbox', t('checkbox_fuzzy_match'), p.fuzzy_match, (v) => (p.fuzzy_match = v)),
-        check('parallelMergeCheckbox', t('checkbox_parallel_merge'), p.is_parallel_merge, (v) => { p.is_parallel_merge = v; this.rerender(); })),
+        check('printLogCheckbox', t('checkbox_print_log'), 'help.printLog', p.is_print_compare_log, (v) => (p.is_print_compare_log = v)),
+        check('overflowCheckCheckbox', t('checkbox_overflow_check'), 'help.overflow', p.overflow_check, (v) => (p.overflow_check = v)),
+        check('fuzzyMatchCheckbox', t('checkbox_fuzzy_match'), 'help.fuzzy', p.fuzzy_match, (v) => (p.fuzzy_match = v)),
+        check('parallelMergeCheckbox', t('checkbox_parallel_merge'), 'help.merge', p.is_parallel_merge, (v) => { p.is_parallel_merge = v; this.rerender(); })),
       p.is_parallel_merge ? merge('npu', t('debug_side')) : null,
       p.is_parallel_merge && p.bench_path ? merge('bench', t('benchmark_side')) : null,
       h('div.actions', null, start));

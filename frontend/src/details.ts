@@ -61,16 +61,33 @@ export function pairRows(npu: NodeDetail | null | undefined, bench: NodeDetail |
   return [...rows, ...tailN, ...tailB];
 }
 
+/**
+ * The columns msprobe's dumps and compare results use, in the order the table shows them (the
+ * converter's field order: statistics, then distributed fields, then compare metrics). A table
+ * keeps this order whatever its first row holds, so columns do not move between nodes.
+ */
+export const KNOWN_COLUMNS = [
+  'type', 'dtype', 'shape', 'Max', 'Min', 'Mean', 'Norm', 'requires_grad', 'md5',
+  'group_ranks', 'group_id', 'state', 'full_op_name', 'op', 'peer', 'tag',
+  'Max diff', 'Min diff', 'Mean diff', 'L2norm diff', 'MaxRelativeErr', 'MinRelativeErr', 'MeanRelativeErr', 'NormRelativeErr',
+  'Cosine', 'EucDist', 'MaxAbsErr', 'One Thousandth Err Ratio', 'Five Thousandths Err Ratio',
+  'Requires_grad Consistent', 'Result', 'Err_message', 'Accuracy Reached or Not', 'src', 'dst',
+];
+const KNOWN_RANK = new Map(KNOWN_COLUMNS.map((c, i) => [c, i]));
+
+/** The columns the rows have: the known ones in their fixed order, then any others (user-defined metrics) in the order they first appear. */
 export function columnsOf(rows: DetailRow[]): string[] {
-  const cols: string[] = [];
+  const known: string[] = [];
+  const others: string[] = [];
   const seen = new Set<string>();
   for (const r of rows)
     for (const k of Object.keys(r.cells))
       if (!seen.has(k)) {
         seen.add(k);
-        cols.push(k);
+        (KNOWN_RANK.has(k) ? known : others).push(k);
       }
-  return cols;
+  known.sort((a, b) => (KNOWN_RANK.get(a) ?? 0) - (KNOWN_RANK.get(b) ?? 0));
+  return [...known, ...others];
 }
 
 /** A metric value as a number: "12.5%" -> 12.5, "N/A"/"-" -> NaN. */

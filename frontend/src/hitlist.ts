@@ -2,8 +2,10 @@
  * A result list of node names (filter hits, search hits): a count, previous/next with top/bottom
  * notices, an optional filter box, and a virtualized list whose rows jump to the node.
  */
+import type { PageCtx } from './ctx';
 import { clear, h } from './dom';
 import { t } from './i18n';
+import { icon } from './icons';
 import { VList } from './vlist';
 
 type Side = 'NPU' | 'Bench';
@@ -13,11 +15,19 @@ export interface HitHost {
   toast(text: string): void;
 }
 
-/** A counted, filterable, virtualized list of node names with previous/next. */
-export function hitList(host: HitHost, names: string[], colorOf: ((name: string) => string) | null, id: string, side: Side | (() => Side)): HTMLElement {
+/** The page's jump and toast, as a result list wants them. */
+export function hitHostOf(ctx: PageCtx): HitHost {
+  return { jump: (side, name) => void ctx.jumpTo(side, name), toast: (text) => ctx.toast(text) };
+}
+
+/**
+ * A counted, filterable, virtualized list of node names with previous/next. `found` is the query
+ * the names were found by (search): it is highlighted in every row, as is the filter box's text.
+ */
+export function hitList(host: HitHost, names: string[], colorOf: ((name: string) => string) | null, id: string, side: Side | (() => Side), found = ''): HTMLElement {
   const sideOf = () => (typeof side === 'function' ? side() : side);
   let shown = names;
-  let q = '';
+  let q = found.trim().toLowerCase();
   let lower: string[] | null = null; // built on the first use of the filter box
   const vl = new VList<string>({
     rowHeight: 28,
@@ -61,8 +71,8 @@ export function hitList(host: HitHost, names: string[], colorOf: ((name: string)
     vl.setItems(shown);
   } } });
   const head = h('div.list-head', null, count,
-    h('button.icon', { testid: `${id}Prev`, title: t('previous'), on: { click: () => step(-1) } }, '↑'),
-    h('button.icon', { testid: `${id}Next`, title: t('next'), on: { click: () => step(1) } }, '↓'));
+    h('button.icon', { testid: `${id}Prev`, title: t('previous'), 'aria-label': t('previous'), on: { click: () => step(-1) } }, icon('up')),
+    h('button.icon', { testid: `${id}Next`, title: t('next'), 'aria-label': t('next'), on: { click: () => step(1) } }, icon('down')));
   vl.setItems(shown);
   const wrap = h('div.hit-list', null, head, id === 'search' ? null : filter, vl.el);
   requestAnimationFrame(() => vl.paint());

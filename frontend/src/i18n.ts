@@ -130,6 +130,20 @@ const en = {
   nodeNotFound: '{node}: not found in this graph',
   rankMissing: 'rank {rank} is not in this file',
   notListed: '{file}: not listed in the log directory',
+  'match.pickBoth': 'Choose an unmatched debug node and an unmatched bench node above (or click them in the graphs), then press Match.',
+  'unmatch.pickBoth': 'Choose a matched debug node or bench node above (its partner is filled in), or click one in the graphs, then press Unmatch.',
+  'header.benchPane': 'Show or hide the bench pane',
+  'header.details': 'Show or hide the node details',
+  'help.npuPath': 'The dump of the run to check (msprobe -tp / --target_path): a rank folder (dump.json inside), a step folder (rank0, rank1… inside) or the dump root (step0, step1… inside). Folders under the log directory are listed.',
+  'help.benchPath': 'Optional (-gp / --golden_path): the same kind of folder from the reference run. With it the result compares both sides; without it, it shows one graph.',
+  'help.outputPath': 'A folder under the log directory (-o / --output_path), created if missing; the data panel lists it as a directory.',
+  'help.layerMapping': 'Optional (-lm / --layer_mapping): a YAML file that maps module names between the two runs (MindSpore ↔ PyTorch, renamed layers).',
+  'help.printLog': 'Log every tensor comparison (-tensor_log).',
+  'help.overflow': 'Mark the overflow level of each node (-oc / --overflow_check).',
+  'help.fuzzy': 'Match nodes by call order when their names differ (-fm / --fuzzy_match).',
+  'help.merge': 'Merge the ranks of a tensor/pipeline-parallel run into one graph (--rank_size --tp --pp --vpp --order).',
+  resultName: 'The result will be {file} (all steps and ranks in one file).',
+  docsLink: 'msprobe documentation',
 } as const;
 
 export type Key = keyof typeof en;
@@ -263,6 +277,20 @@ const zh: Record<Key, string> = {
   nodeNotFound: '{node}：图中没有该节点',
   rankMissing: '该文件中没有 rank {rank}',
   notListed: '{file}：日志目录中没有该文件',
+  'match.pickBoth': '请先在上方选择一个未匹配的调试侧节点和一个未匹配的标杆侧节点（或在图中单击），再点击匹配。',
+  'unmatch.pickBoth': '请先在上方选择一个已匹配的调试侧或标杆侧节点（另一侧会自动填入），或在图中单击，再点击取消匹配。',
+  'header.benchPane': '显示或隐藏标杆侧图',
+  'header.details': '显示或隐藏节点详情',
+  'help.npuPath': '待检查运行的 dump（msprobe -tp / --target_path）：rank 目录（内含 dump.json）、step 目录（内含 rank0、rank1…）或 dump 根目录（内含 step0、step1…）。列出的是日志目录下的目录。',
+  'help.benchPath': '可选（-gp / --golden_path）：标杆运行的同类目录。选择后结果为两侧比对，否则为单图。',
+  'help.outputPath': '日志目录下的输出目录（-o / --output_path），不存在时创建；数据选择面板中以目录列出。',
+  'help.layerMapping': '可选（-lm / --layer_mapping）：映射两次运行模块名的 YAML 文件（MindSpore ↔ PyTorch、层改名）。',
+  'help.printLog': '记录每个张量的比对日志（-tensor_log）。',
+  'help.overflow': '标出每个节点的溢出等级（-oc / --overflow_check）。',
+  'help.fuzzy': '名称不同时按调用顺序匹配节点（-fm / --fuzzy_match）。',
+  'help.merge': '将张量/流水线并行运行的各 rank 合并为一张图（--rank_size --tp --pp --vpp --order）。',
+  resultName: '结果文件为 {file}（所有 step 与 rank 在同一文件中）。',
+  docsLink: 'msprobe 文档',
 };
 
 const tables: Record<Lang, Record<Key, string>> = { en, zh };

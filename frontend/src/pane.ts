@@ -4,7 +4,7 @@
  * A D pan, right-click menu) and a minimap with the viewport (click or drag to move).
  * Frames are drawn on demand, at most one per animation frame.
  */
-import { drawFrame, drawMinimap, type Theme } from './render';
+import { drawFrame, drawMinimap, minimapMapping, minimapRect, type MiniMapping, type Theme } from './render';
 import {
   centerOn,
   clampScale,
@@ -22,8 +22,10 @@ export interface PaneEvents {
   context(key: string, clientX: number, clientY: number): void;
 }
 
+/** The minimap's width, its tallest height, and its gap to the pane's edges (CSS px). */
 const MINI_W = 96;
 const MINI_H = 260;
+const MINI_GAP = 8;
 
 export class GraphPane {
   readonly el: HTMLElement;
@@ -32,7 +34,11 @@ export class GraphPane {
   private mini: HTMLCanvasElement;
   private miniCtx: CanvasRenderingContext2D;
   private miniBase: HTMLCanvasElement | null = null;
-  private miniMap = { scale: 1, ox: 0, oy: 0 };
+  private miniMap: MiniMapping = { sx: 1, sy: 1, ox: 0, oy: 0 };
+  /** The minimap's height now (fits the graph) and the most the pane allows. */
+  private miniH = MINI_H;
+  private miniMaxH = MINI_H;
+  private miniShown = true;
   scene: Scene | null = null;
   view: View = { tx: 20, ty: 20, scale: 1.5 };
   /** The view is still the automatic fit (nobody panned, zoomed or revealed since): a resize fits again. */
@@ -77,6 +83,10 @@ export class GraphPane {
   }
 
   setMinimap(show: boolean): void {
+    if (show !== this.miniShown) {
+      this.miniShown = show;
+      if (this.fitted) this.fit();
+    }
     this.mini.style.display = show ? '' : 'none';
     this.invalidate();
   }
@@ -91,10 +101,11 @@ export class GraphPane {
   fit(): void {
     if (!this.scene) return;
     const b = this.scene.bounds;
-    // Fit the width (boxes are narrow and tall): show the top of the graph, readable.
-    const v = fitView(b, this.width, this.height, 16, 2);
-    const wScale = clampScale(Math.min(2, (this.width - 32) / Math.max(1, b.x1 - b.x0)));
-    this.view = wScale > v.scale ? { scale: wScale, tx: (this.width - (b.x1 - b.x0) * wScale) / 2 - b.x0 * wScale, ty: 16 - b.y0 * wScale } : v;
+    // Fit the width (boxes are narrow and tall): show the top of the graph, readable, left of the minimap.
+    const width = this.graphWidth();
+    const v = fitView(b, width, this.height, 16, 2);
+    const wScale = clampScale(Math.min(2, (width - 32) / Math.max(1, b.x1 - b.x0)));
+    this.view = wScale > v.scale ? { scale: wScale, tx: (width - (b.x1 - b.x0) * wScale) / 2 - b.x0 * wScale, ty: 16 - b.y0 * wScale } : v;
     this.fitted = true;
     this.invalidate();
   }
@@ -104,7 +115,7 @@ export class GraphPane {
     const b = this.scene?.byKey.get(key);
     if (!b) return;
     const scale = Math.max(this.view.scale, 0.8);
-    this.view = centerOn(b.x + b.w / 2, b.y + 7.5, clampScale(scale), this.width / 2, this.height / 3);
+    this.view = centerOn(b.x + b.w / 2, b.y + 7.5, clampScale(scale), this.graphWidth() / 2, this.height / 3);
     this.fitted = false;
     this.invalidate();
   }
@@ -150,29 +161,60 @@ export class GraphPane {
     this.canvas.dataset.drawn = String(this.lastDrawn);
   }
 
+  /** The width the graph is fitted and centred in: the pane less the minimap's column. */
+  private graphWidth(): number {
+    return this.miniShown ? Math.max(120, this.width - MINI_W - 2 * MINI_GAP) : this.width;
+  }
+
   private drawMini(): void {
     const dpr = this.dpr;
     if (!this.miniBase) {
+      // As tall as the graph at the minimap's width, within [40, miniMaxH]: no empty frame below a short graph.
+      const b = this.scene?.bounds;
+      const natural = b ? Math.ceil(((b.y1 - b.y0) * MINI_W) / Math.max(1, b.x1 - b.x0)) : this.miniMaxH;
+      this.miniH = Math.max(Math.min(40, this.miniMaxH), Math.min(this.miniMaxH, natural));
+      this.mini.width = MINI_W * dpr;
+      this.mini.height = this.miniH * dpr;
+      this.mini.style.width = `${MINI_W}px`;
+      this.mini.style.height = `${this.miniH}px`;
       this.miniBase = document.createElement('canvas');
       this.miniBase.width = MINI_W * dpr;
-      this.miniBase.height = MINI_H * dpr;
+      this.miniBase.height = this.miniH * dpr;
       const c = this.miniBase.getContext('2d');
-      if (c) this.miniMap = drawMinimap(c, this.scene, MINI_W, MINI_H, dpr, this.theme(), null);
+      if (c) this.miniMap = drawMinimap(c, this.scene, MINI_W, this.miniH, dpr, this.theme());
     }
     const m = this.miniCtx;
     m.setTransform(1, 0, 0, 1, 0, 0);
     m.drawImage(this.miniBase, 0, 0);
-    const r = visibleRect(this.view, this.width, this.height);
-    const { scale, ox, oy } = this.miniMap;
+    const r = minimapRect(this.miniMap, visibleRect(this.view, this.width, this.height), MINI_W, this.miniH);
     m.setTransform(dpr, 0, 0, dpr, 0, 0);
     m.fillStyle = 'rgba(38,143,50,0.24)';
     m.strokeStyle = 'rgba(38,143,50,0.9)';
-    const x = r.x0 * scale + ox, y = r.y0 * scale + oy;
-    const w = (r.x1 - r.x0) * scale, h = (r.y1 - r.y0) * scale;
-    m.fillRect(x, y, w, h);
+    m.fillRect(r.x0, r.y0, r.x1 - r.x0, r.y1 - r.y0);
     m.lineWidth = 1;
-    m.strokeRect(x, y, w, h);
+    m.strokeRect(r.x0 + 0.5, r.y0 + 0.5, Math.max(1, r.x1 - r.x0 - 1), Math.max(1, r.y1 - r.y0 - 1));
   }
+
+  /**
+   * Where the minimap and the graph are, for the tests: the minimap's frame, the graph and the
+   * viewport box inside it (minimap px), the graph's aspect (height / width), and the graph's and
+   * the minimap's horizontal extent in the pane (CSS px).
+   */
+  minimapReport() {
+    if (!this.scene) return null;
+    const b = this.scene.bounds;
+    const mm = minimapMapping(b, MINI_W, this.miniH);
+    return {
+      opacity: Number(getComputedStyle(this.mini).opacity),
+      frame: { w: MINI_W, h: this.miniH },
+      graph: minimapRect(mm, b, MINI_W, this.miniH),
+      viewport: minimapRect(mm, visibleRect(this.view, this.width, this.height), MINI_W, this.miniH),
+      graphAspect: (b.y1 - b.y0) / Math.max(1, b.x1 - b.x0),
+      graphOnScreen: { x0: b.x0 * this.view.scale + this.view.tx, x1: b.x1 * this.view.scale + this.view.tx },
+      minimapOnScreen: { x0: this.mini.offsetLeft, x1: this.mini.offsetLeft + this.mini.offsetWidth },
+    };
+  }
+
 
   private resize(): void {
     const rect = this.el.getBoundingClientRect();
@@ -190,10 +232,8 @@ export class GraphPane {
     this.canvas.height = Math.round(this.height * this.dpr);
     this.canvas.style.width = `${this.width}px`;
     this.canvas.style.height = `${this.height}px`;
-    this.mini.width = MINI_W * this.dpr;
-    this.mini.height = MINI_H * this.dpr;
-    this.mini.style.width = `${MINI_W}px`;
-    this.mini.style.height = `${MINI_H}px`;
+    // No taller than the pane allows (a short pane after the details panel grows keeps a whole minimap).
+    this.miniMaxH = Math.max(60, Math.min(MINI_H, Math.floor(this.height - 2 * MINI_GAP)));
     this.miniBase = null;
     this.invalidate();
   }
@@ -337,9 +377,9 @@ export class GraphPane {
     let miniDrag = false;
     const moveTo = (e: MouseEvent) => {
       const r = this.mini.getBoundingClientRect();
-      const { scale, ox, oy } = this.miniMap;
-      const gx = (e.clientX - r.left - ox) / scale;
-      const gy = (e.clientY - r.top - oy) / scale;
+      const { sx, sy, ox, oy } = this.miniMap;
+      const gx = (e.clientX - r.left - ox) / sx;
+      const gy = (e.clientY - r.top - oy) / sy;
       this.view = centerOn(gx, gy, this.view.scale, this.width / 2, this.height / 2);
       this.fitted = false;
       this.invalidate();

@@ -199,47 +199,59 @@ export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number 
   return boxes.length;
 }
 
-/** The minimap: every box, scaled to fit, plus the viewport rectangle. */
-export function drawMinimap(
-  ctx: CanvasRenderingContext2D,
-  scene: Scene | null,
-  w: number,
-  h: number,
-  dpr: number,
-  theme: Theme,
-  viewport: { x0: number; y0: number; x1: number; y1: number } | null,
-): { scale: number; ox: number; oy: number } {
+/**
+ * How a minimap maps graph units to its pixels: the graph's width always fills the minimap's
+ * width; its height fills the minimap's height when the graph is taller than that (a 48-layer
+ * model stays a readable column, not a 1-px line), else it keeps the same scale as the width.
+ */
+export interface MiniMapping {
+  sx: number;
+  sy: number;
+  ox: number;
+  oy: number;
+}
+
+export function minimapMapping(bounds: { x0: number; y0: number; x1: number; y1: number }, w: number, h: number): MiniMapping {
+  const bw = Math.max(1, bounds.x1 - bounds.x0);
+  const bh = Math.max(1, bounds.y1 - bounds.y0);
+  const sx = w / bw;
+  const sy = Math.min(sx, h / bh);
+  return { sx, sy, ox: -bounds.x0 * sx, oy: -bounds.y0 * sy };
+}
+
+/** A graph-unit rectangle in minimap pixels, clipped to the minimap (at least 2 px each way). */
+export function minimapRect(m: MiniMapping, r: { x0: number; y0: number; x1: number; y1: number }, w: number, h: number): { x0: number; y0: number; x1: number; y1: number } {
+  const clip = (v: number, hi: number) => Math.max(0, Math.min(hi, v));
+  let x0 = clip(r.x0 * m.sx + m.ox, w), x1 = clip(r.x1 * m.sx + m.ox, w);
+  let y0 = clip(r.y0 * m.sy + m.oy, h), y1 = clip(r.y1 * m.sy + m.oy, h);
+  if (x1 - x0 < 2) [x0, x1] = x0 + 2 > w ? [w - 2, w] : [x0, x0 + 2];
+  if (y1 - y0 < 2) [y0, y1] = y0 + 2 > h ? [h - 2, h] : [y0, y0 + 2];
+  return { x0, y0, x1, y1 };
+}
+
+/** Every box into the minimap once (label bars at least 1 px tall, expanded modules outlined). */
+export function drawMinimap(ctx: CanvasRenderingContext2D, scene: Scene | null, w: number, h: number, dpr: number, theme: Theme): MiniMapping {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = theme.background;
   ctx.fillRect(0, 0, w, h);
-  if (!scene) return { scale: 1, ox: 0, oy: 0 };
-  const bw = scene.bounds.x1 - scene.bounds.x0;
-  const bh = scene.bounds.y1 - scene.bounds.y0;
-  const scale = Math.min(w / Math.max(1, bw), h / Math.max(1, bh));
-  const ox = (w - bw * scale) / 2 - scene.bounds.x0 * scale;
-  const oy = -scene.bounds.y0 * scale;
-  ctx.setTransform(dpr * scale, 0, 0, dpr * scale, dpr * ox, dpr * oy);
+  if (!scene) return { sx: 1, sy: 1, ox: 0, oy: 0 };
+  const m = minimapMapping(scene.bounds, w, h);
   const fills = new Map<string, Path2D>();
   const outline = new Path2D();
+  const bar = Math.max(1, BAR_HEIGHT * m.sy);
   for (const b of scene.boxes) {
-    if (b.container) outline.rect(b.x, b.y, b.w, b.h);
+    const x = b.x * m.sx + m.ox, y = b.y * m.sy + m.oy, bw = Math.max(1, b.w * m.sx);
+    if (b.container) outline.rect(Math.round(x) + 0.5, Math.round(y) + 0.5, Math.max(1, Math.round(bw) - 1), Math.max(1, Math.round(b.h * m.sy) - 1));
     let p = fills.get(b.fill);
     if (!p) fills.set(b.fill, (p = new Path2D()));
-    p.rect(b.x, b.y, b.w, BAR_HEIGHT);
+    p.rect(x, y, bw, bar);
   }
   for (const [fill, p] of fills) {
     ctx.fillStyle = fill;
     ctx.fill(p);
   }
-  ctx.lineWidth = 1 / scale;
+  ctx.lineWidth = 1;
   ctx.strokeStyle = '#999999';
   ctx.stroke(outline);
-  if (viewport) {
-    ctx.fillStyle = 'rgba(38,143,50,0.24)';
-    ctx.strokeStyle = 'rgba(38,143,50,0.9)';
-    const r = { x: viewport.x0, y: viewport.y0, w: viewport.x1 - viewport.x0, h: viewport.y1 - viewport.y0 };
-    ctx.fillRect(r.x, r.y, r.w, r.h);
-    ctx.strokeRect(r.x, r.y, r.w, r.h);
-  }
-  return { scale, ox, oy };
+  return m;
 }

@@ -37,6 +37,12 @@ describe('details table', () => {
     const rows = pairRows(npu, bench);
     expect(columnsOf(rows)).toEqual(['dtype', 'Max', 'MaxRelativeErr']);
   });
+  it('keeps the known columns in one order whatever the first row holds, then the others as they come', () => {
+    const scalar: NodeDetail = { node_name: 'n', input_data: { 'n.input.0': { type: 'int', value: '16', requires_grad: 'null', Max: '16', MyMetric: '1', dtype: 'int', shape: '[]', 'Max diff': '0' } } };
+    const tensor: NodeDetail = { node_name: 'n', input_data: { 'n.input.0': { type: 'torch.Tensor', dtype: 'f32', shape: '[2]', Max: '1', requires_grad: 'True', 'Max diff': '0', Other: 'x', MyMetric: '2' } } };
+    expect(columnsOf(pairRows(scalar, null))).toEqual(['type', 'dtype', 'shape', 'Max', 'requires_grad', 'Max diff', 'MyMetric']);
+    expect(columnsOf(pairRows(tensor, null))).toEqual(['type', 'dtype', 'shape', 'Max', 'requires_grad', 'Max diff', 'Other', 'MyMetric']);
+  });
   it('pairs by position when names differ', () => {
     const b2: NodeDetail = { node_name: 'x', input_data: { 'x.input.a': { Max: '1' } } };
     const n2: NodeDetail = { node_name: 'y', input_data: { 'y.input.b': { Max: '1' } } };

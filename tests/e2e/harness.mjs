@@ -132,3 +132,46 @@ export async function until(frame, fn, arg, timeout = 15_000) {
   const h = await frame.waitForFunction(fn, arg, { timeout, polling: 100 });
   return h.jsonValue();
 }
+
+/**
+ * One TensorBoard over a fresh logdir and one browser for a `describe` block: registers its
+ * before/after hooks and returns the object they fill ({ logdir, tb, browser }).
+ */
+export function sharedStack(before, after, makeDir) {
+  const stack = { logdir: null, tb: null, browser: null };
+  before(async () => {
+    stack.logdir = makeDir();
+    stack.tb = await startTensorBoard(stack.logdir);
+    stack.browser = await launchBrowser();
+  });
+  after(async () => {
+    await stack.browser?.close();
+    stack.tb?.stop();
+    if (stack.logdir) fs.rmSync(stack.logdir, { recursive: true, force: true });
+  });
+  return stack;
+}
+
+/**
+ * Run `fn(page)` in a new page of the stack's browser: uncaught page errors fail the test; on a
+ * failure the page is kept as `<name>-failure.png` and the message gets the errors the page showed
+ * and the end of TensorBoard's log.
+ */
+export async function withStackPage(stack, name, viewport, fn) {
+  const page = await stack.browser.newPage({ viewport });
+  page.setDefaultTimeout(15_000);
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await fn(page);
+    if (errors.length) throw new Error(`errors in the page: ${errors.join('\n')}`);
+  } catch (e) {
+    await screenshot(page, `${name}-failure`).catch(() => {});
+    const shown = await page.frames().find((f) => /graph_ascend\/index\.html/.test(f.url()))?.evaluate(() => window.__graphAscend?.errors ?? []).catch(() => []);
+    if (shown?.length) e.message += `\n--- errors the page showed ---\n${shown.join('\n')}`;
+    e.message += `\n--- TensorBoard log ---\n${stack.tb.log().slice(-1500)}`;
+    throw e;
+  } finally {
+    await page.close();
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * What a page module may ask of the page: the store, the graph panes, and the few actions that
+ * cross modules (load a file, jump to a node, say something). The app implements it; modules take
+ * it in their constructor, so none of them imports another panel.
+ */
+import type { GraphPane } from './pane';
+import type { PageName, PaneSide, Store, Tab } from './store';
+import type { MetaData, RenderNode } from './types';
+
+export type ToastKind = 'info' | 'error' | 'success';
+
+export interface Want {
+  step?: number;
+  rank?: number;
+  micro?: number;
+  node?: string;
+  side?: string;
+}
+
+export interface PageCtx {
+  readonly store: Store;
+  readonly panes: Record<PaneSide, GraphPane>;
+  toast(message: string, kind?: ToastKind): void;
+  openTab(tab: Tab): void;
+  showPage(page: PageName): void;
+  /** Open a file (run/tag), optionally at a step, rank, micro step and node. */
+  selectFile(run: string, tag: string, want?: Want): Promise<void>;
+  /** Step, rank or micro step changed: the same file, another graph. */
+  changeView(patch: Partial<Pick<MetaData, 'step' | 'rank' | 'microStep'>>): Promise<void>;
+  selectNode(side: PaneSide, key: string, reveal?: boolean): Promise<void>;
+  /** Select a node by name, expanding its ancestors when it is not shown. */
+  jumpTo(side: PaneSide, name: string): Promise<void>;
+  setHierarchy(side: PaneSide, data: Record<string, RenderNode>, how?: 'fit' | 'keep'): void;
+  /** The colour mode changed: paint the boxes again. */
+  recolor(): void;
+}

@@ -1,0 +1,80 @@
+/**
+ * The header above the graphs: the shape legend, the colour legend of the current mode, and the
+ * toolbar (minimaps, synchronized expansion, bench pane, details, shortcuts, fit).
+ */
+import { LEVEL_COLORS, OVERFLOW_COLORS } from './colors';
+import type { PageCtx } from './ctx';
+import { clear, h } from './dom';
+import { t, type Key } from './i18n';
+import { icon, type IconName } from './icons';
+
+export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
+  const s = ctx.store;
+  clear(el);
+  const single = s.single;
+  const legendItem = (cls: string, label: Key, tip?: Key) =>
+    h('span.legend-item', { title: tip ? t(tip) : '' }, h(`span.legend-shape.${cls}`), t(label));
+  const legend = h('div.legend', { testid: 'legend' },
+    legendItem('module', 'legend.module'),
+    legendItem('leaf', 'legend.leaf', 'tooltip.leaf'),
+    legendItem('apilist', 'legend.apiList', 'tooltip.apiList'),
+    legendItem('fused', 'legend.fused', 'tooltip.fused'));
+  const colors = h('div.legend.colors', { testid: 'colorLegend' });
+  if (s.mode === 'overflow') {
+    for (const lvl of ['medium', 'high', 'critical'] as const)
+      colors.append(h('span.legend-item', null, h('span.swatch', { style: { background: OVERFLOW_COLORS[lvl] } }), t(lvl)));
+  } else if (!single) {
+    for (const b of s.colors.buckets)
+      colors.append(h('span.legend-item', { title: b.description ?? '' }, h('span.swatch', { style: { background: b.color } }), `${b.level ? t((b.level in LEVEL_COLORS ? b.level : 'pass') as Key) : ''} [${b.lo}, ${b.hi})`));
+    colors.append(h('span.legend-item', { title: s.colors.unmatchedDescription ?? '' }, h('span.swatch', { style: { background: s.colors.unmatched } }), t('unmatched')));
+  }
+  const toggle = (testid: string, glyph: IconName, title: Key, on: boolean, click: () => void, badge = '') =>
+    h('button.toggle', { testid, title: t(title), 'aria-label': t(title), 'aria-pressed': String(on), class: on ? 'on' : '', 'data-badge': badge || null, on: { click } }, icon(glyph));
+  const tools = h('div.tools', null,
+    toggle('npuMiniMapToggle', 'minimap', 'header.debugMap', s.showMini.NPU, () => {
+      s.showMini.NPU = !s.showMini.NPU;
+      s.changed('toolbar', 'layout');
+    }, single ? '' : 'D'),
+    single ? null : toggle('benchMiniMapToggle', 'minimap', 'header.benchMap', s.showMini.Bench, () => {
+      s.showMini.Bench = !s.showMini.Bench;
+      s.changed('toolbar', 'layout');
+    }, 'B'),
+    single ? null : toggle('syncExpandToggle', 'sync', 'header.syncExpand', s.syncExpand, () => {
+      s.syncExpand = !s.syncExpand;
+      s.changed('toolbar');
+    }),
+    single ? null : toggle('benchCollapseToggle', s.benchCollapsed ? 'showBench' : 'hideBench', 'header.benchPane', !s.benchCollapsed, () => {
+      s.benchCollapsed = !s.benchCollapsed;
+      s.changed('toolbar', 'layout');
+    }),
+    toggle('detailsToggle', s.detailsCollapsed ? 'showDetails' : 'hideDetails', 'header.details', !s.detailsCollapsed, () => {
+      s.detailsCollapsed = !s.detailsCollapsed;
+      s.changed('toolbar', 'layout');
+    }),
+    shortcutsButton(),
+    toggle('fitScreenButton', 'fit', 'header.fit', false, () => {
+      ctx.panes.NPU.fit();
+      ctx.panes.Bench.fit();
+    }));
+  el.append(legend, colors, tools);
+}
+
+function shortcutsButton(): HTMLElement {
+  const rows: [string, Key][] = [
+    ['W', 'shortcut.zoomIn'],
+    ['S', 'shortcut.zoomOut'],
+    ['A', 'shortcut.left'],
+    ['D', 'shortcut.right'],
+    ['↑ ↓', 'shortcut.upDown'],
+    ['F', 'shortcut.fit'],
+    [t('key.wheel'), 'shortcut.wheel'],
+    [t('key.drag'), 'shortcut.drag'],
+    [t('key.dbl'), 'shortcut.dbl'],
+    ['/', 'shortcut.search'],
+  ];
+  const pop = h('div.popover.shortcuts', { testid: 'shortcutsList' },
+    h('table', null, ...rows.map(([k, d]) => h('tr', null, h('td', null, h('kbd', null, k)), h('td', null, t(d))))));
+  pop.style.display = 'none';
+  const b = h('button.toggle', { testid: 'shortcutsButton', title: t('header.shortcuts'), 'aria-label': t('header.shortcuts'), on: { click: () => (pop.style.display = pop.style.display === 'none' ? '' : 'none') } }, icon('shortcuts'));
+  return h('span.popover-anchor', null, b, pop);
+}
