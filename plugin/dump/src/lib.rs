@@ -21,7 +21,9 @@ pub mod tensor;
 pub use construct::Construct;
 pub use dumpfile::DumpFile;
 pub use error::DumpError;
-pub use items::{field_name, parse_op, parse_op_fast, parse_op_packed, FieldName, Item, OpData};
+pub use items::{
+    field_name, parse_op, parse_op_fast, parse_op_packed, FieldName, Item, OpData, COMPARE_COLUMNS,
+};
 pub use packed::{PackedItem, PackedOp, ValRef};
 pub use pyval::PyVal;
 pub use stack::StackMap;
