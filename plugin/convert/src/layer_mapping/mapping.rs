@@ -6,7 +6,11 @@ use super::*;
 pub type ApiMapping = HashMap<String, Option<String>>;
 
 /// msprobe's `generate_api_mapping_by_layer_mapping` on two read sides.
-pub fn api_mapping(npu: &Side, bench: &Side, rules: &Rules) -> Result<ApiMapping, String> {
+pub fn api_mapping(
+    npu: &Side,
+    bench: &Side,
+    rules: &Rules,
+) -> Result<ApiMapping, LayerMappingError> {
     let mut out = HashMap::with_capacity(npu.entries.len());
     for (i, e) in npu.entries.iter().enumerate() {
         let scope = npu.translate(i, rules)?;
@@ -25,15 +29,15 @@ pub fn mapping_for(
     npu: &RankDump,
     bench: &RankDump,
 ) -> Result<ApiMapping, ConvertError> {
-    // Content problems were already reported by `preflight`: the mapping is then empty.
-    let Ok(rules) = load_rules(lm)? else {
-        return Ok(ApiMapping::new());
+    let rules = match load_rules(lm) {
+        Ok(rules) => rules,
+        // Content problems were already reported by `preflight`: the mapping is then empty.
+        Err(e) if e.drops_mapping() => return Ok(ApiMapping::new()),
+        Err(e) => return Err(e.into()),
     };
-    let made = (|| {
-        let n = Side::read(npu).map_err(|e| e.to_string())?;
-        let b = Side::read(bench).map_err(|e| e.to_string())?;
-        api_mapping(&n, &b, &rules)
-    })();
+    let made = Side::read(npu)
+        .and_then(|n| Ok((n, Side::read(bench)?)))
+        .and_then(|(n, b)| api_mapping(&n, &b, &rules));
     match made {
         Ok(m) => Ok(m),
         Err(why) => {

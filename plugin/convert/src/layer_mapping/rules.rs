@@ -18,13 +18,14 @@ pub struct Rules {
 impl Rules {
     /// The rules of a YAML text. `Err` says why the text is not a mapping of mappings of
     /// strings (msprobe then drops the mapping).
-    pub fn parse(text: &str) -> Result<Rules, String> {
-        let doc: Yaml = serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
+    pub fn parse(text: &str) -> Result<Rules, LayerMappingError> {
+        let doc: Yaml = serde_norway::from_str(text)
+            .map_err(|e| LayerMappingError::Content(format!("not valid YAML: {e}")))?;
         let Yaml::Map(top) = doc else {
-            return Err(format!(
+            return Err(LayerMappingError::Content(format!(
                 "expected a mapping {{Class: {{child: golden_child}}}}, found {}",
                 doc.describe()
-            ));
+            )));
         };
         let mut top = dedup(top);
         // `Cell` is the old name of the top level: a non-null `Cell` replaces `TopLayer`.
@@ -40,21 +41,21 @@ impl Rules {
         let mut rules = Rules::default();
         for (class, children) in top {
             let Yaml::Map(children) = children else {
-                return Err(format!(
+                return Err(LayerMappingError::Content(format!(
                     "the rules of {} must be a mapping {{child: golden_child}}, found {}",
                     class.describe(),
                     children.describe()
-                ));
+                )));
             };
             let mut by_first: HashMap<String, Vec<Rule>> = HashMap::new();
             for (from, to) in dedup(children) {
                 let (Some(from_text), Some(to_text)) = (from.text(), to.text()) else {
-                    return Err(format!(
+                    return Err(LayerMappingError::Content(format!(
                         "{}: rule {} -> {} is not text -> text",
                         class.describe(),
                         from.describe(),
                         to.describe()
-                    ));
+                    )));
                 };
                 let from: Vec<String> = from_text.split('.').map(str::to_string).collect();
                 // A target may carry a call suffix, `name(...)`: only the name counts.
@@ -191,11 +192,12 @@ impl<'de> Deserialize<'de> for Yaml {
     }
 }
 
-/// What `-lm` asks for: `Ok(rules)`, or the reason the file's content is ignored (msprobe's
-/// warning case). A missing, unreadable or wrongly named file is an error.
-pub fn load_rules(lm: &LayerMapping) -> Result<Result<Rules, String>, LayerMappingError> {
+/// What `-lm` asks for: its rules, or why not. A missing, unreadable or wrongly named file
+/// ([`LayerMappingError::File`]) stops the conversion; content msprobe cannot use
+/// ([`LayerMappingError::Content`]) only drops the mapping.
+pub fn load_rules(lm: &LayerMapping) -> Result<Rules, LayerMappingError> {
     let path = match lm {
-        LayerMapping::None | LayerMapping::Bare => return Ok(Ok(Rules::default())),
+        LayerMapping::None | LayerMapping::Bare => return Ok(Rules::default()),
         LayerMapping::File(p) => p,
     };
     let file_error = |message: String| LayerMappingError::File {
@@ -209,18 +211,25 @@ pub fn load_rules(lm: &LayerMapping) -> Result<Result<Rules, String>, LayerMappi
     }
     let bytes = std::fs::read(path)
         .map_err(|e| file_error(format!("cannot read the layer mapping file: {e}")))?;
-    let Ok(text) = String::from_utf8(bytes) else {
-        return Ok(Err(format!("{}: not UTF-8 text", path.display())));
+    let content = |why: &dyn std::fmt::Display| {
+        LayerMappingError::Content(format!("{}: {why}", path.display()))
     };
-    Ok(Rules::parse(&text).map_err(|why| format!("{}: {why}", path.display())))
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Err(content(&"not UTF-8 text"));
+    };
+    Rules::parse(&text).map_err(|why| content(&why))
 }
 
 /// Checks `-lm FILE` before any dump is read: an error for a missing or unreadable file, a
 /// warning text (msprobe's "mapping is not effective") when its content cannot be used.
 pub fn preflight(lm: &LayerMapping) -> Result<Option<String>, ConvertError> {
-    Ok(load_rules(lm)?.err().map(|why| ignored_warning(&why)))
+    match load_rules(lm) {
+        Ok(_) => Ok(None),
+        Err(e) if e.drops_mapping() => Ok(Some(ignored_warning(&e))),
+        Err(e) => Err(e.into()),
+    }
 }
 
-pub(super) fn ignored_warning(why: &str) -> String {
+pub(super) fn ignored_warning(why: &LayerMappingError) -> String {
     format!("the layer mapping could not be used, mapping is not effective: {why}")
 }

@@ -29,13 +29,13 @@ impl Entry {
         parent: Option<&str>,
         stack: Option<&Value>,
         framework: Framework,
-    ) -> Result<Entry, String> {
+    ) -> Result<Entry, LayerMappingError> {
         let parts: Vec<&str> = name.split('.').collect();
         let n = parts.len();
         if n < 4 {
-            return Err(format!(
+            return Err(LayerMappingError::Scope(format!(
                 "dump entry {name:?} has fewer than the four dotted fields layer mapping needs"
-            ));
+            )));
         }
         let is_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
         let kind = if parts[n - 1] == PARAMS_GRAD {
@@ -73,9 +73,9 @@ impl Entry {
         };
         if let Some(p) = parent {
             if p.contains('.') && p.split('.').count() < 4 {
-                return Err(format!(
+                return Err(LayerMappingError::Scope(format!(
                     "parent {p:?} of {name:?} has fewer than four dotted fields"
-                ));
+                )));
             }
         }
         let mut scope = if scope_fields.is_empty() {
@@ -119,7 +119,7 @@ pub(super) enum Kind {
 pub(super) fn stack_frames(
     name: &str,
     stack: Option<&Value>,
-) -> Result<Option<Vec<String>>, String> {
+) -> Result<Option<Vec<String>>, LayerMappingError> {
     let list = match stack {
         None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
         Some(Value::String(s)) if s.is_empty() => return Ok(None),
@@ -127,12 +127,18 @@ pub(super) fn stack_frames(
         Some(Value::Number(x)) if x.as_f64() == Some(0.0) => return Ok(None),
         Some(Value::Array(a)) if a.is_empty() => return Ok(None),
         Some(Value::Array(a)) => a,
-        Some(_) => return Err(format!("stack of {name:?} must be a list of strings")),
+        Some(_) => {
+            return Err(LayerMappingError::Scope(format!(
+                "stack of {name:?} must be a list of strings"
+            )))
+        }
     };
     list.iter()
         .map(|f| match f {
             Value::String(s) => Ok(s.clone()),
-            _ => Err(format!("stack of {name:?} must be a list of strings")),
+            _ => Err(LayerMappingError::Scope(format!(
+                "stack of {name:?} must be a list of strings"
+            ))),
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
@@ -141,7 +147,10 @@ pub(super) fn stack_frames(
 /// The framework function an API was called from: within the frames between the wrapper
 /// (`Template`) and the module's `forward`/`backward` (`construct` for MindSpore), the last of
 /// the leading framework frames.
-pub(super) fn frame_function(frames: &[String], framework: Framework) -> Result<String, String> {
+pub(super) fn frame_function(
+    frames: &[String],
+    framework: Framework,
+) -> Result<String, LayerMappingError> {
     let ends_region = |f: &str| match framework {
         Framework::PyTorch => f.contains("in forward,") || f.contains("in backward,"),
         Framework::MindSpore => f.contains("construct"),
@@ -176,7 +185,7 @@ pub(super) fn frame_function(frames: &[String], framework: Framework) -> Result<
 
 /// The function name of a frame `File <path>, line <n>, in <func>, …`; `None` for frames of
 /// skipped files and functions.
-pub(super) fn frame_name(frame: &str) -> Result<Option<String>, String> {
+pub(super) fn frame_name(frame: &str) -> Result<Option<String>, LayerMappingError> {
     if frame.is_empty() {
         return Ok(None);
     }
@@ -185,14 +194,18 @@ pub(super) fn frame_name(frame: &str) -> Result<Option<String>, String> {
         return Ok(None);
     }
     let Some(func) = fields.get(2) else {
-        return Err(format!("stack frame {frame:?} has no function field"));
+        return Err(LayerMappingError::Scope(format!(
+            "stack frame {frame:?} has no function field"
+        )));
     };
     if SKIPPED_FUNCS.iter().any(|s| func.contains(s)) {
         return Ok(None);
     }
     match func.split_whitespace().nth(1) {
         Some(name) => Ok(Some(name.to_string())),
-        None => Err(format!("stack frame {frame:?} has no function name")),
+        None => Err(LayerMappingError::Scope(format!(
+            "stack frame {frame:?} has no function name"
+        ))),
     }
 }
 
@@ -341,12 +354,12 @@ impl Side {
         let mut entries = Vec::with_capacity(names.len());
         for name in &names {
             let parent = parents.get(name.as_str()).copied().flatten();
-            let e = Entry::new(name, parent, stacks.by_name.get(name), framework).map_err(
-                |message| LayerMappingError::Dump {
+            let e = Entry::new(name, parent, stacks.by_name.get(name), framework).map_err(|e| {
+                LayerMappingError::Dump {
                     path: dump_path.clone(),
-                    message,
-                },
-            )?;
+                    message: e.to_string(),
+                }
+            })?;
             entries.push(e);
         }
         Ok(Side::from_entries(entries))
@@ -386,7 +399,7 @@ impl Side {
     }
 
     /// The scope of entry `i` with each child name rewritten by the rules of its parent's class.
-    pub(super) fn translate(&self, i: usize, rules: &Rules) -> Result<String, String> {
+    pub(super) fn translate(&self, i: usize, rules: &Rules) -> Result<String, LayerMappingError> {
         let e = &self.entries[i];
         let parts: Vec<&str> = e.scope.split('.').collect();
         let mut out = String::from(TOP_LAYER);
@@ -407,7 +420,10 @@ impl Side {
             out.push_str(to);
             for _ in 0..levels {
                 node = *self.trie[node].children.get(parts[k]).ok_or_else(|| {
-                    format!("scope {:?} of {:?} is not in its trie", e.scope, e.name)
+                    LayerMappingError::Scope(format!(
+                        "scope {:?} of {:?} is not in its trie",
+                        e.scope, e.name
+                    ))
                 })?;
                 k += 1;
             }

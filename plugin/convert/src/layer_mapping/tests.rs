@@ -62,7 +62,7 @@ fn unusable_yaml_is_refused_with_a_reason() {
         ("Block: {a: b\n", "not valid YAML"),
         ("a: b\n---\nc: d\n", "not valid YAML"),
     ] {
-        let err = Rules::parse(text).expect_err(text);
+        let err = Rules::parse(text).expect_err(text).to_string();
         assert!(err.contains(needle), "{text:?}: {err:?} lacks {needle:?}");
     }
     // Non-text class names are allowed (they never match) when their rules are sound.
