@@ -1,11 +1,12 @@
 //! `graph-ascend serve`: the sidecar's launch contract with the Python shim.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
 use graph_ascend_service::server::{self, PrivateSocket};
 use graph_ascend_service::State;
+use graph_ascend_visdb::files::write_atomically;
 
 /// Launch contract (kept stable for `python_shim`): the sidecar binds a Unix socket in a fresh
 /// private directory (0700, socket 0600), writes `<socket path>\n` to `--ready-file` once it
@@ -129,12 +130,6 @@ fn announce(args: &ServeArgs, address: &str) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// Completes on Ctrl-C, SIGTERM, or (with `--die-after-stdin`) when standard input closes.

@@ -105,20 +105,10 @@ pub struct Row<'a> {
     pub index: usize,
 }
 
-/// Compares every matched pair and sets `precision_index` on the target graph.
-pub fn compare_graphs(
-    mode: CompareMode,
-    npu_dump: &RankDump,
-    bench_dump: &RankDump,
-    npu: &mut Graph,
-    bench: &Graph,
-) -> Result<(), ConvertError> {
-    compare_graphs_with(mode, false, npu_dump, bench_dump, npu, bench)
-}
-
-/// [`compare_graphs`]; `parallel_merge`: graphs merged across ranks (msprobe then skips the
-/// shape checker and reads API names without their `_rank<N>` suffix).
-pub fn compare_graphs_with(
+/// Compares every matched pair and sets `precision_index` on the target graph;
+/// `parallel_merge`: graphs merged across ranks (msprobe then skips the shape checker and reads
+/// API names without their `_rank<N>` suffix).
+pub(crate) fn compare_graphs(
     mode: CompareMode,
     parallel_merge: bool,
     npu_dump: &RankDump,

@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::format::{node_data_json, FormatOptions};
 use crate::graph::Graph;
 use crate::pyjson;
+use crate::RankDump;
 
 /// Where a graph's rows go.
 pub struct ExportContext {
@@ -19,6 +20,25 @@ pub struct ExportContext {
     pub rank: i64,
     pub dump_data_dir: Option<String>,
     pub keep_md5: bool,
+}
+
+impl ExportContext {
+    /// The rows of a graph built from `dump`, on side `data_source` of step `step`, rank `rank`.
+    pub fn of(
+        dump: &RankDump,
+        data_source: &'static str,
+        step: i64,
+        rank: i64,
+        keep_md5: bool,
+    ) -> ExportContext {
+        ExportContext {
+            data_source,
+            step,
+            rank,
+            dump_data_dir: dump.tensor_dir(),
+            keep_md5,
+        }
+    }
 }
 
 /// The rows of one graph in export order: post-order node indexes, each node's `stack_id`, and
@@ -125,24 +145,6 @@ pub fn node_row(g: &Graph, ctx: &ExportContext, plan: &GraphPlan, k: usize) -> N
         rank: ctx.rank,
         is_distributed: i64::from(node.id.starts_with("Distributed")),
     }
-}
-
-/// Streams the rows of one graph: `node(row)` for every node in post-order, `stack(id, text)`
-/// for every distinct stack (each before the first row that uses it).
-pub fn export_graph<E>(
-    g: &Graph,
-    ctx: &ExportContext,
-    node_sink: &mut dyn FnMut(NodeRow) -> Result<(), E>,
-    stack_sink: &mut dyn FnMut(&str, &str) -> Result<(), E>,
-) -> Result<(), E> {
-    let plan = plan_graph(g, ctx);
-    for (id, text) in &plan.stacks {
-        stack_sink(id, text)?;
-    }
-    for k in 0..plan.order.len() {
-        node_sink(node_row(g, ctx, &plan, k))?;
-    }
-    Ok(())
 }
 
 const UNMATCHED: (&str, &str) = ("比对过程中节点未匹配上", "unmatched node");

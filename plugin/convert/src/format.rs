@@ -5,7 +5,7 @@
 //! Python's `str()`. An item whose `Max` ends up `"null"` (a `None` in the dump) collapses to
 //! `{"value": "null"}`.
 
-use graph_ascend_dump::{Item, PackedItem, PyVal, ValRef};
+use graph_ascend_dump::{PackedItem, ValRef};
 
 use crate::pyjson::push_str;
 
@@ -35,15 +35,6 @@ pub fn node_data_json(items: &[(String, PackedItem)], opts: FormatOptions) -> St
     }
     out.push('}');
     out
-}
-
-/// [`node_data_json`] of unpacked items.
-pub fn items_data_json(items: &[(String, Item)], opts: FormatOptions) -> String {
-    let packed: Vec<(String, PackedItem)> = items
-        .iter()
-        .map(|(n, it)| (n.clone(), PackedItem::pack(it)))
-        .collect();
-    node_data_json(&packed, opts)
 }
 
 /// `true` when msprobe writes the value as `"null"`.
@@ -172,7 +163,7 @@ fn push_item(out: &mut String, item: &PackedItem, opts: FormatOptions, scratch: 
     out.push('}');
 }
 
-/// [`value_text`] of a packed value, written into `out`.
+/// One value as msprobe writes it, into `out`.
 fn value_text_into(out: &mut String, v: ValRef) {
     match v {
         ValRef::None => out.push_str("null"),
@@ -188,21 +179,6 @@ fn value_text_into(out: &mut String, v: ValRef) {
             }
         }
         other => graph_ascend_dump::packed::write_py_str(out, other),
-    }
-}
-
-/// One value as msprobe writes it.
-pub fn value_text(v: &PyVal) -> String {
-    match v {
-        PyVal::None => "null".into(),
-        PyVal::Str(s) => {
-            let s = s.replace('\'', "");
-            if s == "None" {
-                return "null".into();
-            }
-            round_decimal(&s).unwrap_or(s)
-        }
-        other => other.py_str(),
     }
 }
 
@@ -224,6 +200,29 @@ fn round_decimal(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use graph_ascend_dump::{Item, PyVal};
+
+    /// [`node_data_json`] of unpacked items.
+    fn items_data_json(items: &[(String, Item)], opts: FormatOptions) -> String {
+        let packed: Vec<(String, PackedItem)> = items
+            .iter()
+            .map(|(n, it)| (n.clone(), PackedItem::pack(it)))
+            .collect();
+        node_data_json(&packed, opts)
+    }
+
+    /// [`value_text_into`] of an unpacked value (through a packed item, as rows are written).
+    fn value_text(v: &PyVal) -> String {
+        let item = Item {
+            fields: vec![("Max".into(), v.clone())],
+        };
+        let packed = PackedItem::pack(&item);
+        let mut out = String::new();
+        if let Some(v) = packed.get("Max") {
+            value_text_into(&mut out, v);
+        }
+        out
+    }
 
     #[test]
     fn values_become_msprobe_text() {

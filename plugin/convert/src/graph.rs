@@ -173,25 +173,6 @@ impl DumpOps {
         }
         Ok(())
     }
-
-    /// Parsed from an in-memory `DumpFile` (tests and callers that already hold the JSON).
-    pub fn from_dump(dump: &DumpFile, overflow_check: bool) -> DumpOps {
-        let mut ops = DumpOps {
-            md5: dump.has_md5(),
-            ..Default::default()
-        };
-        for (name, entry) in &dump.data {
-            if overflow_check {
-                if let Some(level) = crate::overflow::level_of(entry) {
-                    ops.overflow.insert(name.clone(), level);
-                }
-            }
-            ops.order.push(name.clone());
-            ops.ops
-                .insert(name.clone(), PackedOp::pack(parse_op(name, entry)));
-        }
-        ops
-    }
 }
 
 /// One node.

@@ -16,8 +16,31 @@ use crate::PyVal;
 /// A field name: the names msprobe uses are static (no allocation per item), others owned.
 pub type FieldName = Cow<'static, str>;
 
-/// The field names that occur in dumps and in compare results, shared by every item.
-pub(crate) const KNOWN_FIELDS: [&str; 37] = [
+/// The columns a comparison adds to an item, in the order msprobe writes them (the service
+/// removes them again when a match is undone).
+pub const COMPARE_COLUMNS: [&str; 17] = [
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+    "Requires_grad Consistent",
+    "Result",
+    "Err_message",
+    "Accuracy Reached or Not",
+];
+
+/// The field names that occur in dumps, before and after [`COMPARE_COLUMNS`] in
+/// [`KNOWN_FIELDS`].
+const DUMP_FIELDS: [&str; 18] = [
     "type",
     "dtype",
     "shape",
@@ -36,26 +59,31 @@ pub(crate) const KNOWN_FIELDS: [&str; 37] = [
     "op",
     "peer",
     "tag",
-    "Max diff",
-    "Min diff",
-    "Mean diff",
-    "L2norm diff",
-    "MaxRelativeErr",
-    "MinRelativeErr",
-    "MeanRelativeErr",
-    "NormRelativeErr",
-    "Cosine",
-    "EucDist",
-    "MaxAbsErr",
-    "One Thousandth Err Ratio",
-    "Five Thousandths Err Ratio",
-    "Requires_grad Consistent",
-    "Result",
-    "Err_message",
-    "Accuracy Reached or Not",
-    "src",
-    "dst",
 ];
+const DUMP_FIELDS_LAST: [&str; 2] = ["src", "dst"];
+
+/// The field names that occur in dumps and in compare results, shared by every item (an
+/// item's packed form stores a name as its index here).
+pub(crate) const KNOWN_FIELDS: [&str; 37] =
+    concat_names([&DUMP_FIELDS, &COMPARE_COLUMNS, &DUMP_FIELDS_LAST]);
+
+/// The name lists `parts` one after the other (`N` must be their total length).
+const fn concat_names<const N: usize>(parts: [&[&'static str]; 3]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut k = 0;
+    let mut p = 0;
+    while p < parts.len() {
+        let mut i = 0;
+        while i < parts[p].len() {
+            out[k] = parts[p][i];
+            k += 1;
+            i += 1;
+        }
+        p += 1;
+    }
+    assert!(k == N, "KNOWN_FIELDS: the parts do not add up");
+    out
+}
 
 /// `name` as a [`FieldName`]: borrowed from a static table when it is a known name.
 pub fn field_name(name: &str) -> FieldName {

@@ -3,7 +3,8 @@
 //! msprobe dumps contain bare `NaN`, `Infinity` and `-Infinity` tokens (overflowing statistics),
 //! which strict JSON parsers refuse. Before parsing, such tokens outside strings are replaced by
 //! marker strings that cannot occur in real data; [`non_finite_marker`] turns them back into
-//! floats when values are converted to [`crate::PyVal`].
+//! floats when values are converted to [`crate::PyVal`]. The same scanner reads `.vis.db`
+//! columns (`graph_ascend_visdb::json`), where the tokens become their own text.
 
 use std::path::Path;
 
@@ -31,7 +32,7 @@ pub fn read_python_json_bytes(path: &Path) -> Result<Vec<u8>, DumpError> {
         path: path.to_path_buf(),
         source,
     })?;
-    Ok(quote_non_finite(&bytes).unwrap_or(bytes))
+    Ok(quote_non_finite(&bytes, NonFinite::Marker).unwrap_or(bytes))
 }
 
 /// Parses JSON text that may contain bare `NaN` / `Infinity` / `-Infinity`.
@@ -39,7 +40,7 @@ pub fn parse_python_json(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     match serde_json::from_slice(bytes) {
         Ok(v) => Ok(v),
         Err(first) => {
-            let Some(quoted) = quote_non_finite(bytes) else {
+            let Some(quoted) = quote_non_finite(bytes, NonFinite::Marker) else {
                 return Err(first);
             };
             serde_json::from_slice(&quoted)
@@ -70,8 +71,23 @@ pub fn marker_of(f: f64) -> String {
     format!("{MARK}{token}")
 }
 
-/// Rewrites bare non-finite tokens as marker strings; `None` when there is none.
-fn quote_non_finite(text: &[u8]) -> Option<Vec<u8>> {
+/// What [`quote_non_finite`] makes of a bare `NaN`, `Infinity` or `-Infinity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NonFinite {
+    /// A marker string that cannot occur in real data, read back as the float by
+    /// [`non_finite_marker`] (dump files: the value stays a number).
+    Marker,
+    /// The string of the token's own text, `"NaN"` (`.vis.db` columns: the text TensorBoard's
+    /// JSON cleanser sends to browsers).
+    Text,
+}
+
+/// Rewrites bare non-finite tokens outside strings as JSON strings; `None` when there is none.
+pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
+    let prefix: &[u8] = match quote_as {
+        NonFinite::Marker => b"\\u0001",
+        NonFinite::Text => b"",
+    };
     let mut out = Vec::with_capacity(text.len() + 64);
     let mut in_string = false;
     let mut escaped = false;
@@ -93,7 +109,8 @@ fn quote_non_finite(text: &[u8]) -> Option<Vec<u8>> {
             .into_iter()
             .find(|t| text[i..].starts_with(t))
         {
-            out.extend_from_slice(b"\"\\u0001");
+            out.push(b'"');
+            out.extend_from_slice(prefix);
             out.extend_from_slice(token);
             out.push(b'"');
             i += token.len();

@@ -6,6 +6,30 @@
 //!
 //! Every reader returns a [`DumpError`] that names the file and the problem, so a bad dump is a
 //! clear message for the user and never a panic.
+//!
+//! # Which value type is for what
+//!
+//! A dump value passes through these types, each for one job, in the order data flows:
+//!
+//! - [`fastjson::JVal`]: `dump.json` parsed in place (borrowed strings, bare `NaN` as floats).
+//!   The fast path: every entry of a conversion is read as a `JVal` and flattened at once.
+//! - [`serde_json::Value`]: the full reader's values ([`DumpFile::read`], `construct.json`,
+//!   `stack.json`). It decides what a bad `dump.json` means (the fast path falls back to it and
+//!   never words an error itself), reads the small files, and serves the few callers that need
+//!   a whole entry or file (`--file_type json` output, overflow levels on the fallback path,
+//!   layer mapping's raw stacks).
+//! - [`PyVal`]: one field's value as Python holds it (`int`, `float`, `str`, `None`, lists,
+//!   dicts), so that `str()` of it is exactly msprobe's text in a `.vis.db` column.
+//! - [`Item`]: one flattened input/output/parameter of an op (`<op>.input.0`): its fields, in
+//!   msprobe's order, as `(name, PyVal)`. What the comparison reads and extends (the
+//!   converter's `compare` and the service's manual matches).
+//! - [`PackedItem`] (and [`PackedOp`], an op's items): the same item in one small byte buffer,
+//!   how a graph holds its items between reading and writing (a sixth of the memory);
+//!   [`ValRef`] is a field read in place from it, for the row formatter. Packing is lossless:
+//!   [`PackedItem::unpack`] gives the `Item` back.
+//!
+//! All five stay: `JVal` and `Value` are the two readers (fast and authoritative), `PyVal`/`Item`
+//! are what the comparison works on, `PackedItem`/`ValRef` what a big graph can afford to keep.
 
 pub mod construct;
 pub mod dumpfile;
@@ -21,7 +45,9 @@ pub mod tensor;
 pub use construct::Construct;
 pub use dumpfile::DumpFile;
 pub use error::DumpError;
-pub use items::{field_name, parse_op, parse_op_fast, parse_op_packed, FieldName, Item, OpData};
+pub use items::{
+    field_name, parse_op, parse_op_fast, parse_op_packed, FieldName, Item, OpData, COMPARE_COLUMNS,
+};
 pub use packed::{PackedItem, PackedOp, ValRef};
 pub use pyval::PyVal;
 pub use stack::StackMap;

@@ -7,11 +7,11 @@
 //! (msprobe patched its single global view), so boxes show the new colours without a reload.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use graph_ascend_proto as pb;
+use graph_ascend_visdb::files::write_atomically;
 use graph_ascend_visdb::store::Side;
 use graph_ascend_visdb::Store;
 use serde_json::Value;
@@ -243,17 +243,6 @@ pub fn add_match_nodes_by_config(
             })
         })(),
     )
-}
-
-/// Writes `text` to `path` through a temporary file in the same folder and a rename, so a
-/// reader never sees half a file.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 pub fn save_matched_relations(

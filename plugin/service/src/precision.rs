@@ -4,35 +4,13 @@
 //! job is done by `graph_ascend_convert::compare` (its metrics and its checkers' `grade`), so a
 //! pair matched by hand gets exactly the columns and `precision_index` a conversion would have
 //! given it. This module is only the adapter: it turns the stored JSON (every statistic is text
-//! in a `.vis.db`) back into the dump items the engine compares, pairs items by group and
-//! position as the engine does, and turns the engine's result columns back into JSON.
+//! in a `.vis.db`) back into the dump items the engine compares ([`compare::compare_items`]
+//! pairs them and grades the pair), and turns the engine's result columns back into JSON.
 
-use graph_ascend_convert::compare::checkers::{self, Level};
-use graph_ascend_convert::compare::{self, group_of, metrics, CompareMode, Group, Row};
+use graph_ascend_convert::compare::{self, metrics, CompareMode, Extra, ItemsRef};
 use graph_ascend_convert::ConvertError;
-use graph_ascend_dump::{Item, PyVal};
+use graph_ascend_dump::{Item, PyVal, COMPARE_COLUMNS};
 use serde_json::{Map, Value};
-
-/// The columns a comparison adds to an item (removed again by an unmatch).
-pub const COMPARE_KEYS: [&str; 17] = [
-    "Max diff",
-    "Min diff",
-    "Mean diff",
-    "L2norm diff",
-    "MaxRelativeErr",
-    "MinRelativeErr",
-    "MeanRelativeErr",
-    "NormRelativeErr",
-    "Cosine",
-    "EucDist",
-    "MaxAbsErr",
-    "One Thousandth Err Ratio",
-    "Five Thousandths Err Ratio",
-    "Requires_grad Consistent",
-    "Result",
-    "Err_message",
-    "Accuracy Reached or Not",
-];
 
 /// The statistics stored as text that the comparison needs as numbers.
 const NUMERIC_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
@@ -95,7 +73,7 @@ fn items(data: &Value) -> Vec<(String, Item)> {
             let fields = match fields {
                 Value::Object(map) => map
                     .iter()
-                    .filter(|(k, _)| !COMPARE_KEYS.contains(&k.as_str()))
+                    .filter(|(k, _)| !COMPARE_COLUMNS.contains(&k.as_str()))
                     .map(|(k, v)| (graph_ascend_dump::field_name(k), stored_to_pyval(k, v)))
                     .collect(),
                 other => vec![("value".into(), PyVal::from_json(other))],
@@ -130,7 +108,7 @@ pub fn strip_compare_columns(data: &Value) -> Value {
                 let fields = match fields {
                     Value::Object(map) => Value::Object(
                         map.iter()
-                            .filter(|(k, _)| !COMPARE_KEYS.contains(&k.as_str()))
+                            .filter(|(k, _)| !COMPARE_COLUMNS.contains(&k.as_str()))
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect(),
                     ),
@@ -142,96 +120,30 @@ pub fn strip_compare_columns(data: &Value) -> Value {
     )
 }
 
-type Extra = Vec<(graph_ascend_dump::FieldName, PyVal)>;
-
-/// The `i`-th input or output item.
-fn pick<'a>(
-    ins: &'a [(String, Item)],
-    outs: &'a [(String, Item)],
-    i: usize,
-    out: bool,
-) -> Option<(&'a str, &'a Item)> {
-    let list = if out { outs } else { ins };
-    list.get(i).map(|(n, it)| (n.as_str(), it))
-}
-
-/// Compares a matched pair as the converter compares one (`compare_node`): items paired by
-/// group and position, the mode's columns computed, every row graded, the node's index the
-/// worst grade (forced for the APIs msprobe ignores).
+/// Compares a matched pair as the converter compares one ([`compare::compare_items`]): the
+/// target's data with the mode's columns added, and its `precision_index`.
 pub fn compare_pair(
     mode: CompareMode,
     npu: &NodeData,
     bench: &NodeData,
     tensors: Option<&metrics::TensorDirs>,
 ) -> Result<PairResult, ConvertError> {
-    let n_in = items(npu.input);
-    let n_out = items(npu.output);
-    let b_in = items(bench.input);
-    let b_out = items(bench.output);
-    let groups = |id: &str, ins: &[(String, Item)], outs: &[(String, Item)]| {
-        let mut g: Vec<(Group, usize, bool)> = Vec::new();
-        for (i, (name, _)) in ins.iter().enumerate() {
-            g.push((group_of(id, name, false), i, false));
-        }
-        for (i, (name, _)) in outs.iter().enumerate() {
-            g.push((group_of(id, name, true), i, true));
-        }
-        g
-    };
-    let ng = groups(npu.name, &n_in, &n_out);
-    let bg = groups(bench.name, &b_in, &b_out);
-    let mut rows: Vec<Row> = Vec::with_capacity(ng.len());
-    for group in [
-        Group::Input,
-        Group::Params,
-        Group::Output,
-        Group::ParamsGrad,
-    ] {
-        let bench_items: Vec<&(Group, usize, bool)> =
-            bg.iter().filter(|(g, _, _)| *g == group).collect();
-        for (k, &(_, i, out)) in ng.iter().filter(|(g, _, _)| *g == group).enumerate() {
-            let Some((name, item)) = pick(&n_in, &n_out, i, out) else {
-                continue;
-            };
-            let b = bench_items
-                .get(k)
-                .and_then(|&&(_, j, bout)| pick(&b_in, &b_out, j, bout));
-            rows.push(Row {
-                npu_name: name,
-                npu: item,
-                bench_name: b.map(|(n, _)| n),
-                bench: b.map(|(_, it)| it),
-                is_output: out,
-                index: i,
-            });
-        }
-    }
-    let extras = compare::row_columns(mode, &rows, tensors)?;
-    let graded = checkers::grade(mode, npu.name, &rows, &extras);
-    let mut worst = Level::Pass;
-    let mut in_extra: Vec<Extra> = vec![Vec::new(); n_in.len()];
-    let mut out_extra: Vec<Extra> = vec![Vec::new(); n_out.len()];
-    for ((mut extra, (level, messages)), row) in extras.into_iter().zip(graded).zip(&rows) {
-        worst = worst.max(level);
-        let rg = requires_grad_consistent(row);
-        let msg = PyVal::Str(graph_ascend_convert::pyjson::str_list(&messages));
-        extra.push(("Requires_grad Consistent".into(), rg));
-        extra.push(("Result".into(), PyVal::Str(level.name().into())));
-        extra.push(("Err_message".into(), msg));
-        let slot = if row.is_output {
-            out_extra.get_mut(row.index)
-        } else {
-            in_extra.get_mut(row.index)
-        };
-        if let Some(slot) = slot {
-            *slot = extra;
-        }
-    }
-    let mut p = worst.index();
-    let api = npu.name.split('.').nth(1).unwrap_or("");
-    if checkers::IGNORE_PRECISION.contains(&api) {
-        p = if mode == CompareMode::Md5 { 1.0 } else { 0.0 };
-    }
+    let (n_in, n_out) = (items(npu.input), items(npu.output));
+    let (b_in, b_out) = (items(bench.input), items(bench.output));
+    let (in_extra, out_extra, p) = compare::compare_items(
+        mode,
+        ItemsRef {
+            id: npu.name,
+            input: &n_in,
+            output: &n_out,
+        },
+        ItemsRef {
+            id: bench.name,
+            input: &b_in,
+            output: &b_out,
+        },
+        tensors,
+    )?;
     let merge = |data: &Value, extras: &[Extra]| -> Value {
         if mode == CompareMode::Md5 {
             return data.clone();
@@ -260,15 +172,6 @@ pub fn compare_pair(
         input: merge(npu.input, &in_extra),
         output: merge(npu.output, &out_extra),
     })
-}
-
-fn requires_grad_consistent(row: &Row) -> PyVal {
-    let n = row.npu.get("requires_grad").cloned().unwrap_or(PyVal::None);
-    let b = row
-        .bench
-        .map(|b| b.get("requires_grad").cloned().unwrap_or(PyVal::None))
-        .unwrap_or(PyVal::Str("Nan".into()));
-    PyVal::Bool(n == b)
 }
 
 #[cfg(test)]

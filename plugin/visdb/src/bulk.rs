@@ -227,8 +227,9 @@ impl BulkWriter {
     }
 
     /// Builds the indexes, writes `sqlite_schema` and the header on page 1, and moves the file
-    /// to its final name (mode 0644). A repeated `tb_nodes.id` fails here, as SQLite's UNIQUE
-    /// constraint would, and leaves nothing behind.
+    /// to its final name (mode 0644): `dest`, or the next free numbered name when `dest` is
+    /// taken ([`crate::files::persist_new`]; returned). A repeated `tb_nodes.id` fails here, as
+    /// SQLite's UNIQUE constraint would, and leaves nothing behind.
     pub fn finish(self) -> Result<PathBuf, WriteError> {
         self.check()?;
         let BulkWriter {
@@ -283,11 +284,10 @@ impl BulkWriter {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644));
         }
-        temp.persist(&dest).map_err(|e| WriteError::Persist {
+        crate::files::persist_new(temp, &dest).map_err(|source| WriteError::Persist {
             path: dest.clone(),
-            source: e.error,
-        })?;
-        Ok(dest)
+            source,
+        })
     }
 }
 

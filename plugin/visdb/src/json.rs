@@ -3,8 +3,10 @@
 //! Python's `json.dumps` writes bare `NaN`, `Infinity` and `-Infinity` tokens, which strict JSON
 //! parsers refuse. [`parse_lenient`] reads them (as the strings `"NaN"`, `"Infinity"`,
 //! `"-Infinity"`, the same text TensorBoard's JSON cleanser sends to browsers), so a column with
-//! such a token never makes a node unreadable.
+//! such a token never makes a node unreadable. The scanner is the dump reader's
+//! ([`graph_ascend_dump::json::quote_non_finite`]), one for both.
 
+use graph_ascend_dump::json::{quote_non_finite, NonFinite};
 use serde_json::Value;
 
 /// Parses a JSON column. Empty text is `None`; bare NaN/Infinity tokens become strings.
@@ -15,47 +17,11 @@ pub fn parse_lenient(text: &str) -> Result<Option<Value>, serde_json::Error> {
     }
     match serde_json::from_str(trimmed) {
         Ok(v) => Ok(Some(v)),
-        Err(first) => {
-            let quoted = quote_bare_non_finite(trimmed);
-            if quoted.len() == trimmed.len() {
-                return Err(first);
-            }
-            serde_json::from_str(&quoted).map(Some)
-        }
+        Err(first) => match quote_non_finite(trimmed.as_bytes(), NonFinite::Text) {
+            Some(quoted) => serde_json::from_slice(&quoted).map(Some),
+            None => Err(first),
+        },
     }
-}
-
-/// Rewrites bare `NaN`, `Infinity` and `-Infinity` outside strings as JSON strings.
-fn quote_bare_non_finite(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if let Some(token) = ["-Infinity", "Infinity", "NaN"]
-            .into_iter()
-            .find(|t| rest.starts_with(t))
-        {
-            out.push('"');
-            out.push_str(token);
-            out.push('"');
-            rest = &rest[token.len()..];
-            continue;
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    out
 }
 
 #[cfg(test)]

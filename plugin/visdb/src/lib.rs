@@ -6,9 +6,12 @@
 //! - [`writer`]: the converter's output side (temporary file, one transaction, atomic rename).
 //! - [`bulk`]: the same file written directly in SQLite's format, in parallel and much faster.
 //! - [`synthetic`]: generated files of any size, for benchmarks.
+//! - [`files`]: finished files put in place whole, new outputs never over an existing file.
+//! - [`json`]: JSON text as Python writes it (bare `NaN`, `Infinity`), read.
 
 pub mod bulk;
 pub mod diff;
+pub mod files;
 pub mod json;
 pub mod schema;
 pub mod store;

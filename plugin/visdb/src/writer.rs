@@ -235,7 +235,8 @@ impl VisDbWriter {
         Ok(())
     }
 
-    /// Adds the indexes, commits and moves the file to its final name.
+    /// Adds the indexes, commits and moves the file to its final name: `dest`, or the next free
+    /// numbered name when `dest` is taken ([`crate::files::persist_new`]; returned).
     pub fn finish(mut self) -> Result<PathBuf, WriteError> {
         let conn = self.conn.take().expect("connection present until finish");
         let sql = |source| WriteError::Sql {
@@ -252,11 +253,10 @@ impl VisDbWriter {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644));
         }
-        temp.persist(&self.dest).map_err(|e| WriteError::Persist {
+        crate::files::persist_new(temp, &self.dest).map_err(|source| WriteError::Persist {
             path: self.dest.clone(),
-            source: e.error,
-        })?;
-        Ok(self.dest.clone())
+            source,
+        })
     }
 }
 

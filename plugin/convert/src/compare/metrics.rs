@@ -4,6 +4,15 @@
 //! relative error `|diff / bench * 100|%` (`N/A` for a zero bench value or non-numbers, `Nan`
 //! when the difference is NaN). Tensor metrics follow msprobe's `npy_compare` and builtin
 //! algorithms: Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the one/five-thousandths ratios.
+//!
+//! Why plain slices and not `ndarray` (issue 11 asked): every metric is one pass over two
+//! contiguous `f64` slices of equal length (a sum, a maximum or a count), so an array type adds
+//! views and shapes that nothing here uses, and without a BLAS backend its `dot`/`sum` are
+//! its own unrolled loops, not faster kernels. Those loops add in another order (several
+//! accumulators, pairwise sums), which moves the last bits of Cosine and EucDist; the values
+//! are kept to 12 decimals ([`format_value`]), so a reordered sum can change a stored digit and
+//! the parity tests pin the sequential sums. The unused `ndarray` entry was removed from the
+//! workspace's dependencies.
 
 use graph_ascend_dump::{FieldName, PyVal};
 

@@ -135,10 +135,6 @@ impl Forest {
         }
     }
 
-    pub fn id(&self, n: usize) -> &str {
-        &self.nodes[n].id
-    }
-
     /// Replaces a child list (a new list object in msprobe's terms).
     pub fn set_children(&mut self, n: usize, children: Vec<usize>) {
         self.nodes[n].children = children;
@@ -277,11 +273,6 @@ impl Forest {
             micro_step_num: g.micro_step_num,
         }
     }
-}
-
-/// Position of an item by key.
-pub fn item_index(items: &[(String, Item)], key: &str) -> Option<usize> {
-    items.iter().position(|(k, _)| k == key)
 }
 
 /// A Python number (`int`, `float`, `bool`) as f64, `None` for anything else.

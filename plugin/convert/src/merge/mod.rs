@@ -13,27 +13,30 @@
 //! (with data parallelism). The merged graph of each replica is written under the first rank of
 //! its group, with `parallel_merge_info` notes; no communication links are computed.
 
-pub mod forest;
-pub mod json_out;
+pub(crate) mod forest;
+pub(crate) mod json_out;
 pub mod params;
-pub mod pp;
-pub mod tp;
+pub(crate) mod pp;
+pub(crate) mod tp;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use rayon::prelude::*;
 
-use graph_ascend_visdb::bulk::BulkWriter;
-use graph_ascend_visdb::writer::NodeRow;
+use graph_ascend_visdb::schema::NPU;
 
 pub use params::ParallelParams;
 
+use crate::export::{self, ExportContext};
 use crate::graph::{Graph, NodeOp};
 use crate::layout::{self, Layout};
-use crate::{
-    compare, export, matcher, ConvertError, ConvertOptions, Progress, ProgressFn, RankDump, Stage,
-};
+use crate::stage::build::{read_and_build, Built};
+use crate::stage::pair::{pair, Side};
+use crate::stage::plan::{self, StepDirs};
+use crate::stage::write::{self, Graphs};
+use crate::stage::Run;
+use crate::{ConvertError, ConvertOptions, ProgressFn, RankDump, Stage};
 use forest::{Forest, MGraph};
 
 const ALL_RANKS: &str = "Apis_Between_Modules_All_Ranks";
@@ -247,9 +250,7 @@ fn take_groups(graphs: Vec<MGraph>, groups: &[Vec<i64>]) -> Result<Vec<Vec<MGrap
 /// One rank folder read and built.
 struct RankGraph {
     rank: i64,
-    dump: RankDump,
-    md5: bool,
-    graph: Graph,
+    built: Built,
     micro_steps: i64,
 }
 
@@ -259,33 +260,28 @@ fn build_side(
     dir: &Path,
     params: &ParallelParams,
     side: &str,
-    tick: &(dyn Fn(String) + Sync),
-    cancel: &AtomicBool,
+    run: &Run,
 ) -> Result<Vec<RankGraph>, ConvertError> {
     let ranks = rank_folders(dir)?;
     params::validate(params, ranks.len(), side)?;
     ranks
         .par_iter()
         .map(|(rank, path)| {
-            if cancel.load(Ordering::Relaxed) {
-                return Err(ConvertError::Cancelled);
-            }
-            let (dump, mut graph, md5) = crate::read_and_build(opts, path)?;
-            if dump.dump.task == "tensor" {
+            run.check()?;
+            let mut built = read_and_build(opts, path)?;
+            if built.dump.dump.task == "tensor" {
                 return Err(ConvertError::Input {
-                    path: dump.dump.path.clone(),
+                    path: built.dump.dump.path.clone(),
                     message: "parallel merge needs statistics dumps (task \"statistics\"); this \
                               is a tensor dump"
                         .into(),
                 });
             }
-            let micro_steps = graph.paging_by_micro_step(None);
-            tick(format!("built {}", path.display()));
+            let micro_steps = built.graph.paging_by_micro_step(None);
+            run.note(Stage::Building, format!("built {}", path.display()));
             Ok(RankGraph {
                 rank: *rank,
-                dump,
-                md5,
-                graph,
+                built,
                 micro_steps,
             })
         })
@@ -322,17 +318,29 @@ fn rank_folders(dir: &Path) -> Result<Vec<(i64, PathBuf)>, ConvertError> {
 }
 
 /// The merged graphs of one side: the forest, the merged graphs, and the rank dumps.
-struct Side<'a> {
+struct MergedSide<'a> {
     merger: Merger<'a>,
     graphs: Vec<MGraph>,
     dumps: Vec<RankDump>,
     md5: Vec<bool>,
 }
 
+impl MergedSide<'_> {
+    /// The `i`-th merged graph as a plain graph, with its dump, ready to pair.
+    fn side(&self, i: usize) -> Side<'_> {
+        let mg = &self.graphs[i];
+        Side {
+            dump: &self.dumps[mg.dump],
+            md5: self.md5[mg.dump],
+            graph: self.merger.forest.to_graph(mg),
+        }
+    }
+}
+
 fn merge_side<'a>(
     built: Vec<RankGraph>,
     params: &'a ParallelParams,
-) -> Result<Side<'a>, ConvertError> {
+) -> Result<MergedSide<'a>, ConvertError> {
     let mut merger = Merger {
         forest: Forest::default(),
         params,
@@ -344,18 +352,30 @@ fn merge_side<'a>(
         graphs.push(
             merger
                 .forest
-                .add_graph(rg.graph, rg.rank, rg.micro_steps, i),
+                .add_graph(rg.built.graph, rg.rank, rg.micro_steps, i),
         );
-        dumps.push(rg.dump);
-        md5.push(rg.md5);
+        dumps.push(rg.built.dump);
+        md5.push(rg.built.md5);
     }
     let graphs = merger.merge(graphs)?;
-    Ok(Side {
+    Ok(MergedSide {
         merger,
         graphs,
         dumps,
         md5,
     })
+}
+
+/// One step's merged graphs, ready to write.
+struct MergedStep {
+    step: i64,
+    /// The rows to write (`.vis.db` output).
+    graphs: Graphs,
+    /// `(rank, files)` of each merged graph (`--file_type json` output).
+    json: Vec<(i64, json_out::JsonGraph)>,
+    micro_steps: i64,
+    task: &'static str,
+    ranks: Vec<i64>,
 }
 
 /// Runs a conversion with parallel merge (`opts.parallel` set).
@@ -384,20 +404,7 @@ pub(crate) fn convert_merged(
             message: "layer mapping YAML files are not supported yet (bare -lm is)".into(),
         });
     }
-    let layout = layout::classify(&opts.target)?;
-    if let Some(g) = &opts.golden {
-        if layout::classify(g)? != layout {
-            return Err(ConvertError::Usage(format!(
-                "the directory structures of {} and {} are inconsistent",
-                opts.target.display(),
-                g.display()
-            )));
-        }
-    }
-    // (step, target step folder, golden step folder)
-    let mut steps: Vec<(i64, PathBuf, Option<PathBuf>)> = Vec::new();
-    let step_list: Vec<i64>;
-    match layout {
+    let (steps, step_list) = match plan::layout(opts)? {
         Layout::Files => {
             return Err(ConvertError::Input {
                 path: opts.target.clone(),
@@ -418,204 +425,36 @@ pub(crate) fn convert_merged(
                     .and_then(|d| d.parse().ok())
                     .unwrap_or(0)
             };
-            steps.push((step, opts.target.clone(), opts.golden.clone()));
-            step_list = vec![0];
+            let one = StepDirs {
+                step,
+                target: opts.target.clone(),
+                golden: opts.golden.clone(),
+            };
+            (vec![one], vec![0])
         }
         Layout::Steps => {
-            let ts = layout::steps(&opts.target)?;
-            let gs = match &opts.golden {
-                Some(g) => Some(layout::steps(g)?),
-                None => None,
-            };
-            for (s, d) in ts {
-                match &gs {
-                    None => steps.push((s, d, None)),
-                    Some(gs) => {
-                        if let Some((_, gd)) = gs.iter().find(|(x, _)| *x == s) {
-                            steps.push((s, d, Some(gd.clone())));
-                        }
-                    }
-                }
-            }
-            if steps.is_empty() {
-                return Err(ConvertError::Usage(
-                    "no step in common between the two dumps".into(),
-                ));
-            }
-            step_list = steps.iter().map(|(s, _, _)| *s).collect();
-        }
-    }
-    let check = || {
-        if cancel.load(Ordering::Relaxed) {
-            Err(ConvertError::Cancelled)
-        } else {
-            Ok(())
+            let steps = plan::common_steps(opts)?;
+            let list = steps.iter().map(|s| s.step).collect();
+            (steps, list)
         }
     };
-    let total = steps.len() as u64 * 3 + 1;
-    let counter = AtomicU64::new(0);
-    let report = |stage: Stage, message: String| {
-        let done = counter.fetch_add(1, Ordering::Relaxed) + 1;
-        progress(&Progress {
-            stage,
-            done: done.min(total),
-            total,
-            message,
-        });
-    };
-    let tick = |m: String| {
-        progress(&Progress {
-            stage: Stage::Building,
-            done: counter.load(Ordering::Relaxed),
-            total,
-            message: m,
-        })
-    };
-    progress(&Progress {
-        stage: Stage::Reading,
-        done: 0,
-        total,
-        message: format!("{} step(s) to merge", steps.len()),
-    });
-
-    // Every step's graphs, merged, ready to write.
-    struct Ready {
-        step: i64,
-        /// (npu graph, ctx, bench graph+ctx, json files)
-        graphs: Vec<(Graph, export::ExportContext)>,
-        json: Vec<(i64, json_out::JsonGraph)>,
-        micro_steps: i64,
-        task: String,
-        ranks: Vec<i64>,
+    let run = Run::start(
+        progress,
+        cancel,
+        steps.len() as u64 * 3 + 1,
+        format!("{} step(s) to merge", steps.len()),
+    );
+    let mut ready: Vec<MergedStep> = Vec::new();
+    for step in &steps {
+        run.check()?;
+        ready.push(merge_step(opts, step, &run)?);
     }
-    let mut ready: Vec<Ready> = Vec::new();
-    for (step, tdir, gdir) in &steps {
-        check()?;
-        let (t, g) = rayon::join(
-            || build_side(opts, tdir, &opts.parallel[0], "target", &tick, cancel),
-            || {
-                gdir.as_ref()
-                    .map(|g| build_side(opts, g, &opts.parallel[1], "golden", &tick, cancel))
-            },
-        );
-        let t = t?;
-        let g = g.transpose()?;
-        report(Stage::Building, format!("step {step}: ranks built"));
-        let npu = merge_side(t, &opts.parallel[0])?;
-        let bench = match g {
-            Some(g) => Some(merge_side(g, &opts.parallel[1])?),
-            None => None,
-        };
-        report(Stage::Building, format!("step {step}: ranks merged"));
-        check()?;
-        let mut r = Ready {
-            step: *step,
-            graphs: Vec::new(),
-            json: Vec::new(),
-            micro_steps: 1,
-            task: String::new(),
-            ranks: npu.graphs.iter().map(|g| g.rank).collect(),
-        };
-        match bench {
-            None => {
-                r.micro_steps = npu.graphs.first().map_or(1, |g| g.micro_steps);
-                for mg in &npu.graphs {
-                    let graph = npu.merger.forest.to_graph(mg);
-                    let dump = &npu.dumps[mg.dump];
-                    if opts.json_output {
-                        let raw = graph_ascend_dump::DumpFile::read(&dump.dir.join("dump.json"))?;
-                        let header = json_out::DumpHeader {
-                            task: &dump.dump.task,
-                            level: &dump.dump.level,
-                            framework: &dump.dump.framework,
-                            dump_data_dir: dump.dump.dump_data_dir.as_deref(),
-                        };
-                        r.json
-                            .push((mg.rank, json_out::render(&graph, &raw.data, &header)));
-                    } else {
-                        let ctx = export::ExportContext {
-                            data_source: graph_ascend_visdb::schema::NPU,
-                            step: *step,
-                            rank: mg.rank,
-                            dump_data_dir: dump.tensor_dir(),
-                            keep_md5: false,
-                        };
-                        r.graphs.push((graph, ctx));
-                    }
-                }
-            }
-            Some(bench) => {
-                if npu.graphs.len() != bench.graphs.len() {
-                    return Err(ConvertError::Usage(format!(
-                        "parallel merge: the target merges into {} data-parallel graph(s) but the \
-                         golden into {}; both sides need the same data parallelism \
-                         (rank_size / (tp × pp))",
-                        npu.graphs.len(),
-                        bench.graphs.len()
-                    )));
-                }
-                let mut match_opts = opts.clone();
-                match_opts.fuzzy_match = true;
-                match_opts.layer_mapping = crate::LayerMapping::None;
-                let pairs: Vec<(Graph, Graph, usize, usize, i64)> = npu
-                    .graphs
-                    .iter()
-                    .zip(&bench.graphs)
-                    .map(|(a, b)| {
-                        (
-                            npu.merger.forest.to_graph(a),
-                            bench.merger.forest.to_graph(b),
-                            a.dump,
-                            b.dump,
-                            a.rank,
-                        )
-                    })
-                    .collect();
-                let compared: Vec<_> = pairs
-                    .into_par_iter()
-                    .map(|(mut ng, mut bg, nd, bd, rank)| {
-                        let (nm, bm) = (npu.md5[nd], bench.md5[bd]);
-                        let (nd, bd) = (&npu.dumps[nd], &bench.dumps[bd]);
-                        let mode = compare::CompareMode::detect(&nd.dump, &bd.dump, nm, bm)?;
-                        matcher::match_graphs(&match_opts, nd, bd, &mut ng, &mut bg)?;
-                        compare::compare_graphs_with(mode, true, nd, bd, &mut ng, &bg)?;
-                        all_ranks_index(&mut ng);
-                        let micro = paging(&mut ng, &mut bg);
-                        Ok::<_, ConvertError>((ng, bg, nd, bd, rank, mode, micro))
-                    })
-                    .collect::<Result<_, _>>()?;
-                for (ng, bg, nd, bd, rank, mode, micro) in compared {
-                    let keep_md5 = mode == compare::CompareMode::Md5;
-                    if r.task.is_empty() {
-                        r.task = mode.task_name().to_string();
-                        r.micro_steps = micro;
-                    }
-                    let ctx = |data_source, d: &RankDump| export::ExportContext {
-                        data_source,
-                        step: *step,
-                        rank,
-                        dump_data_dir: d.tensor_dir(),
-                        keep_md5,
-                    };
-                    r.graphs
-                        .push((ng, ctx(graph_ascend_visdb::schema::NPU, nd)));
-                    r.graphs
-                        .push((bg, ctx(graph_ascend_visdb::schema::BENCH, bd)));
-                }
-            }
-        }
-        report(
-            Stage::Comparing,
-            format!("step {step}: merged graphs ready"),
-        );
-        ready.push(r);
-    }
-    check()?;
-    std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
-        path: opts.output.clone(),
-        source,
-    })?;
+    run.check()?;
     if opts.json_output {
+        std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
+            path: opts.output.clone(),
+            source,
+        })?;
         let mut written: Vec<PathBuf> = Vec::new();
         for r in &ready {
             for (rank, files) in &r.json {
@@ -630,60 +469,114 @@ pub(crate) fn convert_merged(
                 }
             }
         }
-        report(Stage::Done, format!("written {}", opts.output.display()));
+        run.tick(Stage::Done, format!("written {}", opts.output.display()));
         return Ok(opts.output.clone());
     }
-    let kind = if compare { "compare" } else { "build" };
-    let dest = opts
-        .output
-        .join(format!("{kind}_{}.vis.db", crate::timestamp()));
-    let rank_list = ready.first().map(|r| r.ranks.clone()).unwrap_or_default();
     let first = ready.first();
     let config = export::config_row(
         compare,
-        first.map_or("", |r| r.task.as_str()),
+        first.map_or("", |r| r.task),
         first.map_or(1, |r| r.micro_steps),
         opts.overflow_check,
-        &rank_list,
+        first.map_or(&[][..], |r| &r.ranks),
         &step_list,
     );
-    let mut writer = BulkWriter::create(&dest)?;
-    let mut batch: Vec<NodeRow> = Vec::with_capacity(1000);
-    for r in ready {
-        for (graph, ctx) in r.graphs {
-            check()?;
-            let mut stacks: Vec<(String, String)> = Vec::new();
-            export::export_graph::<ConvertError>(
-                &graph,
-                &ctx,
-                &mut |row| {
-                    batch.push(row);
-                    if batch.len() >= 1000 {
-                        writer.insert_nodes(&batch)?;
-                        batch.clear();
-                    }
-                    Ok(())
-                },
-                &mut |id, text| {
-                    stacks.push((id.to_string(), text.to_string()));
-                    Ok(())
-                },
-            )?;
-            writer.insert_nodes(&batch)?;
-            batch.clear();
-            writer.insert_stacks(stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
+    let graphs: Graphs = ready.into_iter().flat_map(|r| r.graphs).collect();
+    write::write(&run, opts, graphs, &config, false)
+}
+
+/// One step: both sides' ranks built and merged, then (in a compare) each data-parallel pair of
+/// merged graphs matched and compared.
+fn merge_step(
+    opts: &ConvertOptions,
+    dirs: &StepDirs,
+    run: &Run,
+) -> Result<MergedStep, ConvertError> {
+    let step = dirs.step;
+    let (t, g) = rayon::join(
+        || build_side(opts, &dirs.target, &opts.parallel[0], "target", run),
+        || {
+            dirs.golden
+                .as_ref()
+                .map(|g| build_side(opts, g, &opts.parallel[1], "golden", run))
+        },
+    );
+    let t = t?;
+    let g = g.transpose()?;
+    run.tick(Stage::Building, format!("step {step}: ranks built"));
+    let npu = merge_side(t, &opts.parallel[0])?;
+    let bench = match g {
+        Some(g) => Some(merge_side(g, &opts.parallel[1])?),
+        None => None,
+    };
+    run.tick(Stage::Building, format!("step {step}: ranks merged"));
+    run.check()?;
+    let mut r = MergedStep {
+        step,
+        graphs: Vec::new(),
+        json: Vec::new(),
+        micro_steps: 1,
+        task: "",
+        ranks: npu.graphs.iter().map(|g| g.rank).collect(),
+    };
+    match bench {
+        None => {
+            r.micro_steps = npu.graphs.first().map_or(1, |g| g.micro_steps);
+            for mg in &npu.graphs {
+                let graph = npu.merger.forest.to_graph(mg);
+                let dump = &npu.dumps[mg.dump];
+                if opts.json_output {
+                    let raw = graph_ascend_dump::DumpFile::read(&dump.dir.join("dump.json"))?;
+                    let header = json_out::DumpHeader {
+                        task: &dump.dump.task,
+                        level: &dump.dump.level,
+                        framework: &dump.dump.framework,
+                        dump_data_dir: dump.dump.dump_data_dir.as_deref(),
+                    };
+                    r.json
+                        .push((mg.rank, json_out::render(&graph, &raw.data, &header)));
+                } else {
+                    let ctx = ExportContext::of(dump, NPU, step, mg.rank, false);
+                    r.graphs.push((graph, ctx));
+                }
+            }
+        }
+        Some(bench) => {
+            if npu.graphs.len() != bench.graphs.len() {
+                return Err(ConvertError::Usage(format!(
+                    "parallel merge: the target merges into {} data-parallel graph(s) but the \
+                     golden into {}; both sides need the same data parallelism \
+                     (rank_size / (tp × pp))",
+                    npu.graphs.len(),
+                    bench.graphs.len()
+                )));
+            }
+            let sides: Vec<(Side, Side, i64)> = (0..npu.graphs.len())
+                .map(|i| (npu.side(i), bench.side(i), npu.graphs[i].rank))
+                .collect();
+            let compared: Vec<_> = sides
+                .into_par_iter()
+                .map(|(n, b, rank)| pair(opts, true, step, rank, n, b))
+                .collect::<Result<_, _>>()?;
+            for paired in compared {
+                if r.task.is_empty() {
+                    r.task = paired.task;
+                    r.micro_steps = paired.micro_steps;
+                }
+                r.graphs.extend(paired.graphs);
+            }
         }
     }
-    writer.insert_config(&config)?;
-    check()?;
-    let path = writer.finish()?;
-    report(Stage::Done, format!("written {}", path.display()));
-    Ok(path)
+    run.tick(
+        Stage::Comparing,
+        format!("step {step}: merged graphs ready"),
+    );
+    Ok(r)
 }
 
 /// `_handle_api_collection_index` for merged graphs: each `Apis_Between_Modules_Rank<r>.k`
 /// takes the worst of its APIs, then `…_All_Ranks.k` the worst of those.
-fn all_ranks_index(g: &mut Graph) {
+pub(crate) fn all_ranks_index(g: &mut Graph) {
     let worst = |g: &Graph, n: usize| {
         g.nodes[n]
             .children
@@ -705,7 +598,7 @@ fn all_ranks_index(g: &mut Graph) {
 
 /// msprobe's `paging_by_micro_step(graph_b)` on merged graphs: root children get their batch
 /// (and their matched golden nodes too); nodes without one inherit their parent's.
-fn paging(npu: &mut Graph, bench: &mut Graph) -> i64 {
+pub(crate) fn paging(npu: &mut Graph, bench: &mut Graph) -> i64 {
     if let Some(n) = npu.micro_step_num {
         return n + 1;
     }

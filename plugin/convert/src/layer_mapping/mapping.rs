@@ -1,0 +1,72 @@
+//! The mapping of a target/golden pair, and the matching of graph nodes through it.
+
+use super::*;
+
+/// Target entry name → golden entry name (`None`: no golden entry at the translated scope).
+pub type ApiMapping = HashMap<String, Option<String>>;
+
+/// msprobe's `generate_api_mapping_by_layer_mapping` on two read sides.
+pub fn api_mapping(
+    npu: &Side,
+    bench: &Side,
+    rules: &Rules,
+) -> Result<ApiMapping, LayerMappingError> {
+    let mut out = HashMap::with_capacity(npu.entries.len());
+    for (i, e) in npu.entries.iter().enumerate() {
+        let scope = npu.translate(i, rules)?;
+        let golden = bench
+            .lookup(&scope, &e.direction, npu.positions[i])
+            .map(str::to_string);
+        out.insert(e.name.clone(), golden);
+    }
+    Ok(out)
+}
+
+/// The mapping of one target/golden rank pair, or an empty one (with a warning on stderr) when
+/// msprobe would drop it. Errors only for a missing or unreadable mapping file.
+pub fn mapping_for(
+    lm: &LayerMapping,
+    npu: &RankDump,
+    bench: &RankDump,
+) -> Result<ApiMapping, ConvertError> {
+    let rules = match load_rules(lm) {
+        Ok(rules) => rules,
+        // Content problems were already reported by `preflight`: the mapping is then empty.
+        Err(e) if e.drops_mapping() => return Ok(ApiMapping::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let made = Side::read(npu)
+        .and_then(|n| Ok((n, Side::read(bench)?)))
+        .and_then(|(n, b)| api_mapping(&n, &b, &rules));
+    match made {
+        Ok(m) => Ok(m),
+        Err(why) => {
+            eprintln!("graph-ascend: warning: {}", ignored_warning(&why));
+            Ok(ApiMapping::new())
+        }
+    }
+}
+
+/// Pairs nodes through `mapping` (msprobe's `Graph.mapping_match`), breadth-first from the
+/// target root: each side's link is the other side's ancestors and id.
+pub fn match_graphs(npu: &mut Graph, bench: &mut Graph, mapping: &ApiMapping) {
+    for n in npu.bfs() {
+        let id = &npu.nodes[n].id;
+        let golden = match mapping.get(id) {
+            Some(Some(g)) => bench.get(g),
+            Some(None) => None,
+            None => bench.get(id),
+        };
+        let Some(b) = golden else {
+            continue;
+        };
+        let mut npu_link = bench.ancestors(b);
+        npu_link.push(bench.nodes[b].id.clone());
+        let mut bench_link = npu.ancestors(n);
+        bench_link.push(npu.nodes[n].id.clone());
+        npu.nodes[n].matched = Some(b);
+        npu.nodes[n].matched_link = npu_link;
+        bench.nodes[b].matched = Some(n);
+        bench.nodes[b].matched_link = bench_link;
+    }
+}

@@ -1,0 +1,235 @@
+//! The mapping file: its YAML read as msprobe reads it, and the rewrite rules it gives.
+
+use super::*;
+
+/// One rewrite: the child path `from` (one or more levels) under a class becomes `to`.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Rule {
+    pub(super) from: Vec<String>,
+    pub(super) to: String,
+}
+
+/// The rules of a mapping file: class → first child name → rules, longest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rules {
+    pub(super) by_class: HashMap<String, HashMap<String, Vec<Rule>>>,
+}
+
+impl Rules {
+    /// The rules of a YAML text. `Err` says why the text is not a mapping of mappings of
+    /// strings (msprobe then drops the mapping).
+    pub fn parse(text: &str) -> Result<Rules, LayerMappingError> {
+        let doc: Yaml = serde_norway::from_str(text)
+            .map_err(|e| LayerMappingError::Content(format!("not valid YAML: {e}")))?;
+        let Yaml::Map(top) = doc else {
+            return Err(LayerMappingError::Content(format!(
+                "expected a mapping {{Class: {{child: golden_child}}}}, found {}",
+                doc.describe()
+            )));
+        };
+        let mut top = dedup(top);
+        // `Cell` is the old name of the top level: a non-null `Cell` replaces `TopLayer`.
+        if let Some(i) = top.iter().position(|(k, _)| k.text() == Some(OLD_TOP_KEY)) {
+            let (_, old_top) = top.remove(i);
+            if !matches!(old_top, Yaml::Null) {
+                match top.iter_mut().find(|(k, _)| k.text() == Some(TOP_LAYER)) {
+                    Some((_, v)) => *v = old_top,
+                    None => top.push((Yaml::Text(TOP_LAYER.into()), old_top)),
+                }
+            }
+        }
+        let mut rules = Rules::default();
+        for (class, children) in top {
+            let Yaml::Map(children) = children else {
+                return Err(LayerMappingError::Content(format!(
+                    "the rules of {} must be a mapping {{child: golden_child}}, found {}",
+                    class.describe(),
+                    children.describe()
+                )));
+            };
+            let mut by_first: HashMap<String, Vec<Rule>> = HashMap::new();
+            for (from, to) in dedup(children) {
+                let (Some(from_text), Some(to_text)) = (from.text(), to.text()) else {
+                    return Err(LayerMappingError::Content(format!(
+                        "{}: rule {} -> {} is not text -> text",
+                        class.describe(),
+                        from.describe(),
+                        to.describe()
+                    )));
+                };
+                let from: Vec<String> = from_text.split('.').map(str::to_string).collect();
+                // A target may carry a call suffix, `name(...)`: only the name counts.
+                let to = to_text.split('(').next().unwrap_or_default().to_string();
+                by_first
+                    .entry(from[0].clone())
+                    .or_default()
+                    .push(Rule { from, to });
+            }
+            for list in by_first.values_mut() {
+                // Longest rule first; equal lengths keep the file's order.
+                list.sort_by_key(|r| std::cmp::Reverse(r.from.len()));
+            }
+            // Only text class names can ever match a scope's class.
+            if let Some(name) = class.text() {
+                rules.by_class.insert(name.to_string(), by_first);
+            }
+        }
+        Ok(rules)
+    }
+
+    /// The rules for `child` under a node of class `class`, longest first.
+    pub(super) fn for_child(&self, class: &str, child: &str) -> &[Rule] {
+        self.by_class
+            .get(class)
+            .and_then(|m| m.get(child))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// A YAML node, as much of it as the rules need. Mappings keep their entries in file order and
+/// keep duplicate keys (PyYAML lets a later one replace an earlier one, see [`dedup`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Yaml {
+    Null,
+    Text(String),
+    Map(Vec<(Yaml, Yaml)>),
+    /// Any other scalar or a list: its kind and, for scalars, its text.
+    Other(&'static str, String),
+}
+
+impl Yaml {
+    pub(super) fn text(&self) -> Option<&str> {
+        match self {
+            Yaml::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(super) fn describe(&self) -> String {
+        match self {
+            Yaml::Null => "nothing".into(),
+            Yaml::Text(s) => format!("{s:?}"),
+            Yaml::Map(_) => "a mapping".into(),
+            Yaml::Other(kind, text) if text.is_empty() => (*kind).into(),
+            Yaml::Other(kind, text) => format!("{kind} {text}"),
+        }
+    }
+
+    /// Identity of a mapping key, for duplicates.
+    pub(super) fn key_id(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Yaml::Null => Some(("null", "")),
+            Yaml::Text(s) => Some(("text", s)),
+            Yaml::Other(kind, text) if !text.is_empty() => Some((kind, text)),
+            _ => None,
+        }
+    }
+}
+
+/// PyYAML's mapping semantics: a repeated key keeps its first place and takes its last value.
+pub(super) fn dedup(entries: Vec<(Yaml, Yaml)>) -> Vec<(Yaml, Yaml)> {
+    let mut out: Vec<(Yaml, Yaml)> = Vec::with_capacity(entries.len());
+    for (k, v) in entries {
+        let same = k
+            .key_id()
+            .and_then(|id| out.iter().position(|(o, _)| o.key_id() == Some(id)));
+        match same {
+            Some(i) => out[i].1 = v,
+            None => out.push((k, v)),
+        }
+    }
+    out
+}
+
+impl<'de> Deserialize<'de> for Yaml {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Yaml;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a YAML value")
+            }
+            fn visit_unit<E>(self) -> Result<Yaml, E> {
+                Ok(Yaml::Null)
+            }
+            fn visit_none<E>(self) -> Result<Yaml, E> {
+                Ok(Yaml::Null)
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Yaml, D::Error> {
+                Yaml::deserialize(d)
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Yaml, E> {
+                Ok(Yaml::Other("a boolean", v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Yaml, E> {
+                Ok(Yaml::Other("a number", v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Yaml, E> {
+                Ok(Yaml::Other("a number", v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Yaml, E> {
+                Ok(Yaml::Other("a number", v.to_string()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Yaml, E> {
+                Ok(Yaml::Text(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Yaml, E> {
+                Ok(Yaml::Text(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Yaml, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Yaml::Other("a list", String::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Yaml, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((k, v)) = map.next_entry::<Yaml, Yaml>()? {
+                    entries.push((k, v));
+                }
+                Ok(Yaml::Map(entries))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// What `-lm` asks for: its rules, or why not. A missing, unreadable or wrongly named file
+/// ([`LayerMappingError::File`]) stops the conversion; content msprobe cannot use
+/// ([`LayerMappingError::Content`]) only drops the mapping.
+pub fn load_rules(lm: &LayerMapping) -> Result<Rules, LayerMappingError> {
+    let path = match lm {
+        LayerMapping::None | LayerMapping::Bare => return Ok(Rules::default()),
+        LayerMapping::File(p) => p,
+    };
+    let file_error = |message: String| LayerMappingError::File {
+        path: path.clone(),
+        message,
+    };
+    if !path.to_string_lossy().ends_with(".yaml") {
+        return Err(file_error(
+            "a layer mapping file must be a .yaml file (as msprobe requires)".into(),
+        ));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| file_error(format!("cannot read the layer mapping file: {e}")))?;
+    let content = |why: &dyn std::fmt::Display| {
+        LayerMappingError::Content(format!("{}: {why}", path.display()))
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Err(content(&"not UTF-8 text"));
+    };
+    Rules::parse(&text).map_err(|why| content(&why))
+}
+
+/// Checks `-lm FILE` before any dump is read: an error for a missing or unreadable file, a
+/// warning text (msprobe's "mapping is not effective") when its content cannot be used.
+pub fn preflight(lm: &LayerMapping) -> Result<Option<String>, ConvertError> {
+    match load_rules(lm) {
+        Ok(_) => Ok(None),
+        Err(e) if e.drops_mapping() => Ok(Some(ignored_warning(&e))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub(super) fn ignored_warning(why: &LayerMappingError) -> String {
+    format!("the layer mapping could not be used, mapping is not effective: {why}")
+}

@@ -1,0 +1,36 @@
+//! What a conversion is asked to do: the options of `msprobe graph_visualize`.
+
+use std::path::PathBuf;
+
+use crate::merge;
+
+/// `-lm`: none, bare (empty mapping) or a YAML file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum LayerMapping {
+    #[default]
+    None,
+    Bare,
+    File(PathBuf),
+}
+
+/// The options of `msprobe graph_visualize` that this engine implements.
+#[derive(Debug, Clone, Default)]
+pub struct ConvertOptions {
+    /// `-tp`: target ("NPU") dump folder.
+    pub target: PathBuf,
+    /// `-gp`: golden ("Bench") dump folder; compare mode when set.
+    pub golden: Option<PathBuf>,
+    /// `-o`: output folder (created if missing).
+    pub output: PathBuf,
+    /// `-lm`.
+    pub layer_mapping: LayerMapping,
+    /// `-oc`.
+    pub overflow_check: bool,
+    /// `-fm`.
+    pub fuzzy_match: bool,
+    /// `--rank_size/--tp/--pp/--vpp/--order`: empty, or the parallel layout of the target (and
+    /// of the golden in a compare); see [`merge`].
+    pub parallel: Vec<merge::ParallelParams>,
+    /// `--file_type json` (merged builds only): JSON dump folders instead of a `.vis.db`.
+    pub json_output: bool,
+}

@@ -1,0 +1,29 @@
+//! Step 2, build: a rank folder's graph, its items attached (with overflow levels under
+//! `-oc`). Reading and building overlap: see [`RankDump::read_and_build`].
+
+use std::path::Path;
+
+use graph_ascend_dump::StackMap;
+
+use crate::graph::{DumpOps, Graph};
+use crate::{timing, ConvertError, ConvertOptions, RankDump};
+
+/// A rank folder read and its graph built.
+pub(crate) struct Built {
+    pub dump: RankDump,
+    pub graph: Graph,
+    /// The dump is an md5 one.
+    pub md5: bool,
+}
+
+/// Reads a rank folder and builds its graph; the graph takes the dump's items, and the stacks
+/// are freed once the nodes hold theirs.
+pub(crate) fn read_and_build(opts: &ConvertOptions, dir: &Path) -> Result<Built, ConvertError> {
+    let p = timing::phase(|| format!("read and build {}", dir.display()));
+    let (mut dump, graph) = RankDump::read_and_build(dir, opts.overflow_check)?;
+    p.done();
+    let md5 = dump.ops.md5;
+    dump.ops = DumpOps::default();
+    dump.stacks = StackMap::default();
+    Ok(Built { dump, graph, md5 })
+}

@@ -1,0 +1,81 @@
+//! Step 3, match and compare: the target ("NPU") and golden ("Bench") graphs of one unit are
+//! paired node by node ([`crate::matcher`]), their matched items compared
+//! ([`crate::compare`]), and their nodes given micro-step batches. A merged pair (parallel
+//! merge) is matched fuzzily and compared as msprobe compares merged graphs.
+
+use graph_ascend_visdb::schema::{BENCH, NPU};
+
+use crate::compare::{self, CompareMode};
+use crate::export::ExportContext;
+use crate::graph::Graph;
+use crate::{matcher, merge, timing, ConvertError, ConvertOptions, LayerMapping, RankDump};
+
+/// One side of a pair: its graph, and the dump it was built from.
+pub(crate) struct Side<'a> {
+    pub dump: &'a RankDump,
+    /// The dump is an md5 one.
+    pub md5: bool,
+    pub graph: Graph,
+}
+
+/// A compared pair, ready to write.
+pub(crate) struct Paired {
+    /// The target's graph then the golden's, with where their rows go.
+    pub graphs: [(Graph, ExportContext); 2],
+    /// `tb_config.task`: `md5`, `summary` or `all`.
+    pub task: &'static str,
+    /// Micro-step batches of the target graph.
+    pub micro_steps: i64,
+}
+
+/// Matches and compares one pair of step `step`, rank `rank`; `merged`: graphs merged across
+/// ranks by [`crate::merge`].
+pub(crate) fn pair(
+    opts: &ConvertOptions,
+    merged: bool,
+    step: i64,
+    rank: i64,
+    npu: Side,
+    bench: Side,
+) -> Result<Paired, ConvertError> {
+    let Side {
+        dump: nd,
+        md5: nm,
+        graph: mut ng,
+    } = npu;
+    let Side {
+        dump: bd,
+        md5: bm,
+        graph: mut bg,
+    } = bench;
+    let mode = CompareMode::detect(&nd.dump, &bd.dump, nm, bm)?;
+    let p = timing::phase(|| "match".into());
+    if merged {
+        // msprobe matches merged graphs fuzzily, without a layer mapping.
+        let mut match_opts = opts.clone();
+        match_opts.fuzzy_match = true;
+        match_opts.layer_mapping = LayerMapping::None;
+        matcher::match_graphs(&match_opts, nd, bd, &mut ng, &mut bg)?;
+    } else {
+        matcher::match_graphs(opts, nd, bd, &mut ng, &mut bg)?;
+    }
+    p.done();
+    let p = timing::phase(|| "compare".into());
+    compare::compare_graphs(mode, merged, nd, bd, &mut ng, &bg)?;
+    p.done();
+    let micro_steps = if merged {
+        merge::all_ranks_index(&mut ng);
+        merge::paging(&mut ng, &mut bg)
+    } else {
+        ng.paging_by_micro_step(Some(&mut bg))
+    };
+    let keep_md5 = mode == CompareMode::Md5;
+    Ok(Paired {
+        graphs: [
+            (ng, ExportContext::of(nd, NPU, step, rank, keep_md5)),
+            (bg, ExportContext::of(bd, BENCH, step, rank, keep_md5)),
+        ],
+        task: mode.task_name(),
+        micro_steps,
+    })
+}

@@ -1,0 +1,153 @@
+//! Step 1, plan: which rank folders a conversion reads, as msprobe classifies its inputs (see
+//! [`crate::layout`]). A compare needs the same layout on both sides and uses the steps and
+//! ranks present on both.
+
+use std::path::{Path, PathBuf};
+
+use crate::layout::{self, Layout};
+use crate::{ConvertError, ConvertOptions};
+
+/// One unit of work of a plain conversion: one rank of one step (one side or both).
+pub(crate) struct Job {
+    pub step: i64,
+    pub rank: i64,
+    pub target: PathBuf,
+    pub golden: Option<PathBuf>,
+}
+
+/// The units of a plain conversion and the rank and step lists of its output.
+pub(crate) struct Plan {
+    pub jobs: Vec<Job>,
+    pub layout: Layout,
+    pub ranks: Vec<i64>,
+    pub steps: Vec<i64>,
+}
+
+/// One step of a conversion: its number and its folder on each side.
+pub(crate) struct StepDirs {
+    pub step: i64,
+    pub target: PathBuf,
+    pub golden: Option<PathBuf>,
+}
+
+/// The layout of the target, checked to be the golden's too.
+pub(crate) fn layout(opts: &ConvertOptions) -> Result<Layout, ConvertError> {
+    let layout = layout::classify(&opts.target)?;
+    if let Some(g) = &opts.golden {
+        if layout::classify(g)? != layout {
+            return Err(ConvertError::Usage(format!(
+                "the directory structures of {} and {} are inconsistent",
+                opts.target.display(),
+                g.display()
+            )));
+        }
+    }
+    Ok(layout)
+}
+
+/// The step folders of a `Steps` layout: every target step, or in a compare the steps that
+/// both sides have (an error when there is none).
+pub(crate) fn common_steps(opts: &ConvertOptions) -> Result<Vec<StepDirs>, ConvertError> {
+    let golden = match &opts.golden {
+        Some(g) => Some(layout::steps(g)?),
+        None => None,
+    };
+    let mut out = Vec::new();
+    for (step, target) in layout::steps(&opts.target)? {
+        let golden = match &golden {
+            None => None,
+            Some(gs) => match gs.iter().find(|(s, _)| *s == step) {
+                Some((_, d)) => Some(d.clone()),
+                None => continue,
+            },
+        };
+        out.push(StepDirs {
+            step,
+            target,
+            golden,
+        });
+    }
+    if out.is_empty() {
+        return Err(ConvertError::Usage(
+            "no step in common between the two dumps".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// The units of a plain conversion: one per rank folder (per step), paired by rank number.
+pub(crate) fn plan(opts: &ConvertOptions) -> Result<Plan, ConvertError> {
+    let layout = layout(opts)?;
+    let mut jobs = Vec::new();
+    match layout {
+        Layout::Files => jobs.push(Job {
+            step: 0,
+            rank: 0,
+            target: opts.target.clone(),
+            golden: opts.golden.clone(),
+        }),
+        Layout::Ranks => rank_jobs(0, &opts.target, opts.golden.as_deref(), &mut jobs)?,
+        Layout::Steps => {
+            for s in common_steps(opts)? {
+                rank_jobs(s.step, &s.target, s.golden.as_deref(), &mut jobs)?;
+            }
+        }
+    }
+    let mut ranks: Vec<i64> = jobs.iter().map(|j| j.rank).collect();
+    ranks.sort();
+    ranks.dedup();
+    let mut steps: Vec<i64> = jobs.iter().map(|j| j.step).collect();
+    steps.sort();
+    steps.dedup();
+    Ok(Plan {
+        jobs,
+        layout,
+        ranks,
+        steps,
+    })
+}
+
+/// The jobs of one step folder: its ranks, or in a compare the ranks both sides have.
+fn rank_jobs(
+    step: i64,
+    target: &Path,
+    golden: Option<&Path>,
+    jobs: &mut Vec<Job>,
+) -> Result<(), ConvertError> {
+    let target_ranks = layout::ranks(target)?;
+    let ranks: Vec<(i64, PathBuf, Option<PathBuf>)> = match golden {
+        None => target_ranks
+            .into_iter()
+            .map(|(r, p)| (r, p, None))
+            .collect(),
+        Some(g) => {
+            let golden_ranks = layout::ranks(g)?;
+            let both: Vec<_> = target_ranks
+                .into_iter()
+                .filter_map(|(r, p)| {
+                    golden_ranks
+                        .iter()
+                        .find(|(r2, _)| *r2 == r)
+                        .map(|(_, gp)| (r, p, Some(gp.clone())))
+                })
+                .collect();
+            if both.is_empty() {
+                return Err(ConvertError::Usage(format!(
+                    "{} and {} have no rank in common",
+                    target.display(),
+                    g.display()
+                )));
+            }
+            both
+        }
+    };
+    for (rank, target, golden) in ranks {
+        jobs.push(Job {
+            step,
+            rank,
+            target,
+            golden,
+        });
+    }
+    Ok(())
+}

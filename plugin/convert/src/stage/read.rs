@@ -1,0 +1,121 @@
+//! Step 2, read: the three files of a rank folder (`dump.json`, `construct.json`,
+//! `stack.json`). The two small files are read, and the graph's skeleton made, while dump.json
+//! is read (see [`super::build`]).
+
+use std::path::{Path, PathBuf};
+
+use graph_ascend_dump::{Construct, DumpFile, StackMap};
+
+use crate::graph::{self, DumpOps, Graph};
+use crate::{timing, ConvertError};
+
+/// A rank folder read from disk.
+pub struct RankDump {
+    pub dir: PathBuf,
+    /// dump.json's header (task, framework, …); its entries are in `ops`.
+    pub dump: DumpFile,
+    pub ops: DumpOps,
+    pub construct: Construct,
+    pub stacks: StackMap,
+}
+
+impl RankDump {
+    /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`).
+    pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
+        RankDump::read_parts(dir, overflow_check, false).map(|(dump, _)| dump)
+    }
+
+    /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
+    /// stack.json while dump.json is still being read, then the items are attached.
+    pub fn read_and_build(
+        dir: &Path,
+        overflow_check: bool,
+    ) -> Result<(RankDump, Graph), ConvertError> {
+        let (mut dump, skeleton) = RankDump::read_parts(dir, overflow_check, true)?;
+        let p = timing::phase(|| format!("attach items {}", dir.display()));
+        let skeleton = match skeleton {
+            Some(s) => s,
+            None => Graph::skeleton(&dump.construct, &dump.stacks),
+        };
+        let graph = skeleton.attach(&mut dump.ops, &dump.stacks);
+        p.done();
+        Ok((dump, graph))
+    }
+
+    fn read_parts(
+        dir: &Path,
+        overflow_check: bool,
+        skeleton: bool,
+    ) -> Result<(RankDump, Option<graph::Skeleton>), ConvertError> {
+        let file = |name: &str| {
+            let p = dir.join(name);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(ConvertError::Input {
+                    path: p,
+                    message:
+                        "missing (every rank folder needs dump.json, construct.json and stack.json)"
+                            .into(),
+                })
+            }
+        };
+        let (dump_p, construct_p, stack_p) = (
+            file("dump.json")?,
+            file("construct.json")?,
+            file("stack.json")?,
+        );
+        // The two small files are read (and the graph's skeleton made) while dump.json is.
+        let (dump_side, (construct, stacks, sk)) = rayon::join(
+            || DumpOps::read(&dump_p, overflow_check),
+            || {
+                let construct = Construct::read(&construct_p);
+                let stacks = StackMap::read(&stack_p);
+                let sk = match (&construct, &stacks) {
+                    (Ok(c), Ok(s)) if skeleton => {
+                        let p = timing::phase(|| format!("skeleton {}", dir.display()));
+                        let sk = Graph::skeleton(c, s);
+                        p.done();
+                        Some(sk)
+                    }
+                    _ => None,
+                };
+                (construct, stacks, sk)
+            },
+        );
+        let construct = construct?;
+        let (dump, ops) = dump_side?;
+        let stacks = stacks?;
+        let dump = RankDump {
+            dir: dir.to_path_buf(),
+            dump,
+            ops,
+            construct,
+            stacks,
+        };
+        Ok((dump, sk))
+    }
+
+    /// The tensor folder msprobe records in `dump_data_dir` (`None` for statistics dumps):
+    /// the recorded one when it is this rank folder's, else `<rank folder>/dump_tensor_data`
+    /// (dumps moved to another place).
+    pub fn tensor_dir(&self) -> Option<String> {
+        let d = self
+            .dump
+            .dump_data_dir
+            .as_deref()
+            .filter(|d| !d.is_empty())?;
+        let recorded = Path::new(d).parent().and_then(|p| p.canonicalize().ok());
+        let here = self.dir.canonicalize().ok();
+        if recorded.is_some() && recorded == here {
+            Some(d.to_string())
+        } else {
+            Some(
+                self.dir
+                    .join("dump_tensor_data")
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        }
+    }
+}

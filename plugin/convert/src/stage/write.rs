@@ -1,0 +1,212 @@
+//! Step 4, write: graphs → rows → one `.vis.db`, named once here
+//! (`{build|compare}_{YYYYmmddHHMMSS}.vis.db`, as msprobe names it) and never replacing a file
+//! (a second conversion of the same second gets `…_2.vis.db`, see
+//! [`graph_ascend_visdb::bulk::BulkWriter::finish`]).
+//!
+//! Rows are made in parallel, chunk by chunk, while a writer thread writes them into the file's
+//! pages (`BulkWriter`: the SQLite format without SQLite's one-row-at-a-time inserts and index
+//! builds). Each graph is freed as soon as its rows are made.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver};
+
+use rayon::prelude::*;
+
+use graph_ascend_dump::FastMap;
+use graph_ascend_visdb::bulk::BulkWriter;
+use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
+
+use super::Run;
+use crate::export::{self, ExportContext, GraphPlan};
+use crate::graph::Graph;
+use crate::{distributed, timing, ConvertError, ConvertOptions, Stage};
+
+/// The graphs of a conversion, in the order their rows are written.
+pub(crate) type Graphs = Vec<(Graph, ExportContext)>;
+
+/// The output folder (created if missing) and the name of the file in it.
+pub(crate) fn output_path(opts: &ConvertOptions) -> Result<PathBuf, ConvertError> {
+    std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
+        path: opts.output.clone(),
+        source,
+    })?;
+    let kind = if opts.golden.is_some() {
+        "compare"
+    } else {
+        "build"
+    };
+    Ok(opts.output.join(format!("{kind}_{}.vis.db", timestamp())))
+}
+
+/// Writes `graphs` and `config` into a new `.vis.db` in the output folder and returns its path;
+/// `link_distributed`: compute the communication links across ranks (msprobe's
+/// `distributed_analyzer`) first.
+pub(crate) fn write(
+    run: &Run,
+    opts: &ConvertOptions,
+    graphs: Graphs,
+    config: &ConfigRow,
+    link_distributed: bool,
+) -> Result<PathBuf, ConvertError> {
+    run.check()?;
+    let dest = output_path(opts)?;
+    let write_phase = timing::phase(|| "write rows".into());
+    let writer = BulkWriter::create(&dest)?;
+    let plans: Vec<GraphPlan> = graphs
+        .iter()
+        .map(|(g, ctx)| export::plan_graph(g, ctx))
+        .collect();
+    // Communication links need every rank's Distributed.* rows; they are few, so they are made
+    // (and linked) first, and every row leaves for the file complete.
+    let links = if link_distributed {
+        distributed_links(&graphs, &plans, opts.overflow_check)
+    } else {
+        FastMap::default()
+    };
+    let (tx, rx) = sync_channel::<WriteMsg>(2);
+    let path = std::thread::scope(|scope| {
+        let writer_thread = scope.spawn(move || write_rows(writer, rx, config));
+        let produced = (|| -> Result<(), ConvertError> {
+            for ((mut graph, ctx), mut plan) in graphs.into_iter().zip(plans) {
+                run.check()?;
+                let stacks = std::mem::take(&mut plan.stacks);
+                if tx.send(WriteMsg::Stacks(stacks)).is_err() {
+                    return Ok(());
+                }
+                let n = plan.order.len();
+                let mut lo = 0;
+                while lo < n {
+                    run.check()?;
+                    let hi = (lo + ROW_CHUNK).min(n);
+                    let rows: Vec<NodeRow> = (lo..hi)
+                        .into_par_iter()
+                        .map(|k| {
+                            let mut row = export::node_row(&graph, &ctx, &plan, k);
+                            if let Some(link) = links.get(&row.id) {
+                                row.matched_distributed.clone_from(link);
+                            }
+                            row
+                        })
+                        .collect();
+                    if tx.send(WriteMsg::Nodes(rows)).is_err() {
+                        // The writer failed: its error is returned below.
+                        return Ok(());
+                    }
+                    // A node's items (most of a graph's memory) are only in its own row:
+                    // free them now, to make room for the writer's index entries.
+                    for &n in &plan.order[lo..hi] {
+                        let node = &mut graph.nodes[n];
+                        node.input = Vec::new();
+                        node.output = Vec::new();
+                    }
+                    lo = hi;
+                }
+                drop(graph);
+            }
+            run.check()?;
+            let _ = tx.send(WriteMsg::Finish);
+            Ok(())
+        })();
+        drop(tx);
+        let written = writer_thread.join().unwrap_or_else(|_| {
+            Err(ConvertError::Usage(
+                "internal: the writer thread panicked".into(),
+            ))
+        });
+        produced?;
+        written
+    })?;
+    write_phase.done();
+    run.tick(Stage::Done, format!("written {}", path.display()));
+    Ok(path)
+}
+
+/// `matched_distributed` of every linked `Distributed.*` row, by row id (msprobe's
+/// `distributed_analyzer`, across all ranks and steps of the conversion).
+fn distributed_links(
+    graphs: &Graphs,
+    plans: &[GraphPlan],
+    overflow_check: bool,
+) -> FastMap<String, String> {
+    let mut rows: Vec<NodeRow> = Vec::new();
+    for ((graph, ctx), plan) in graphs.iter().zip(plans) {
+        for (k, &n) in plan.order.iter().enumerate() {
+            if graph.nodes[n].id.starts_with("Distributed") {
+                rows.push(export::node_row(graph, ctx, plan, k));
+            }
+        }
+    }
+    distributed::link(&mut rows, overflow_check);
+    rows.into_iter()
+        .filter(|r| r.matched_distributed != "{}")
+        .map(|r| (r.id, r.matched_distributed))
+        .collect()
+}
+
+/// Rows formatted per parallel chunk (and per message to the writer thread).
+const ROW_CHUNK: usize = 1024;
+
+/// What the row producer sends to the writer thread.
+enum WriteMsg {
+    Nodes(Vec<NodeRow>),
+    Stacks(Vec<(String, String)>),
+    /// Every row was sent: index, commit. A channel closed without it means the run
+    /// stopped (cancelled or failed) and the temporary file is dropped.
+    Finish,
+}
+
+/// The writer thread: inserts what it receives, then writes the config row, builds the
+/// indexes, commits and renames.
+fn write_rows(
+    mut writer: BulkWriter,
+    rx: Receiver<WriteMsg>,
+    config: &ConfigRow,
+) -> Result<PathBuf, ConvertError> {
+    let mut finished = false;
+    for msg in rx {
+        match msg {
+            WriteMsg::Nodes(rows) => writer.insert_nodes(&rows)?,
+            WriteMsg::Stacks(stacks) => {
+                writer.insert_stacks(stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
+            }
+            WriteMsg::Finish => {
+                finished = true;
+                break;
+            }
+        }
+    }
+    if !finished {
+        return Err(ConvertError::Cancelled);
+    }
+    writer.insert_config(config)?;
+    let p = timing::phase(|| "indexes + commit".into());
+    let path = writer.finish()?;
+    p.done();
+    Ok(path)
+}
+
+/// `YYYYmmddHHMMSS` of now (UTC), as in msprobe's output names.
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
