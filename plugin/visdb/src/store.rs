@@ -719,6 +719,43 @@ impl Store {
         }
     }
 
+    /// Every node of one graph in node order with its raw `input_data` and `output_data` texts,
+    /// handed to `f` one at a time (the texts of a large graph are too big to hold at once).
+    /// The one full read that diagnosis makes of a graph.
+    pub fn scan_data_rows<E: From<StoreError>>(
+        &self,
+        graph: GraphKey,
+        mut f: impl FnMut(DataRow) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS}, input_data, output_data FROM tb_nodes \
+             WHERE step=? AND rank=? AND data_source=? ORDER BY node_order"
+        );
+        let mut stmt = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(|e| self.query_err(e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![
+                graph.step,
+                graph.rank,
+                graph.side.data_source()
+            ])
+            .map_err(|e| self.query_err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.query_err(e))? {
+            let node = self.node_from_row(row)?;
+            let get = |i: usize| row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e));
+            let input_data = text(get(9)?);
+            let output_data = text(get(10)?);
+            f(DataRow {
+                node,
+                input_data,
+                output_data,
+            })?;
+        }
+        Ok(())
+    }
+
     /// The raw `input_data` and `output_data` texts of a node (for rewriting them in order).
     pub fn node_data_text(
         &self,
@@ -898,6 +935,14 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// One node as [`Store::scan_data_rows`] reads it: the navigation columns and the raw JSON texts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataRow {
+    pub node: NodeRow,
+    pub input_data: String,
+    pub output_data: String,
 }
 
 /// One node as [`Store::scan_index_rows`] reads it.
