@@ -122,10 +122,9 @@ fn lookup(
     api: &str,
     position: u32,
 ) -> Option<&'static str> {
-    let api = api.to_ascii_lowercase();
     table
         .iter()
-        .find(|(name, _)| *name == api)
+        .find(|(name, _)| name.eq_ignore_ascii_case(api))
         .and_then(|(_, args)| args.iter().find(|(i, _)| *i == position))
         .map(|(_, name)| *name)
 }
@@ -139,14 +138,11 @@ pub fn weight_argument(api: &str, key: &str) -> Option<&'static str> {
 }
 
 /// A readable name for non-tensor input `key` of `api` (`eps` for `layer_norm`'s `input.4`).
-pub fn argument_name<'k>(api: &str, key: &'k str) -> std::borrow::Cow<'k, str> {
+pub fn argument_name<'k>(api: &str, key: &'k str) -> &'k str {
     match argument(key) {
-        Some(Arg::Position(i)) => match lookup(ARGUMENTS, api, i) {
-            Some(name) => name.into(),
-            None => key.into(),
-        },
-        Some(Arg::Keyword(k)) => k.into(),
-        None => key.into(),
+        Some(Arg::Position(i)) => lookup(ARGUMENTS, api, i).unwrap_or(key),
+        Some(Arg::Keyword(k)) => k,
+        None => key,
     }
 }
 

@@ -16,35 +16,9 @@ use foldhash::HashMap;
 use crate::entry::Role;
 use crate::error::DiagnoseError;
 use crate::judge::{self, Cause, Judgement, Level};
+pub use crate::load::Direction;
 use crate::load::{CompareFile, Mode, RankData};
 use crate::options::Options;
-
-/// Forward or backward pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    Forward,
-    Backward,
-    /// The optimizer's step and gradient clipping (msprobe's `optimizer` and `clip_grad`
-    /// nodes): after backward, fed by the gradients.
-    Update,
-}
-
-impl Direction {
-    /// The pass of target node `i`: by its name, or by the update node it sits in.
-    fn of(data: &RankData, i: u32) -> Direction {
-        let in_update = std::iter::once(i)
-            .chain(data.npu.ancestors(i))
-            .any(|a| matches!(&*data.npu.nodes[a as usize].name, "optimizer" | "clip_grad"));
-        if in_update {
-            Direction::Update
-        } else if data.npu.nodes[i as usize].name.contains(".backward") {
-            Direction::Backward
-        } else {
-            Direction::Forward
-        }
-    }
-}
 
 /// Why a node is a source.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -70,11 +44,11 @@ pub struct Source {
     pub direction: Direction,
     pub kind: SourceKind,
     /// The differing weights and arguments.
-    pub causes: Vec<Cause>,
+    pub causes: Vec<Cause<'static>>,
     /// How many times worse the outputs are than the inputs (`None` in md5 mode).
     pub score: Option<f64>,
-    pub input: Option<Level>,
-    pub output: Option<Level>,
+    pub input: Option<Level<'static>>,
+    pub output: Option<Level<'static>>,
     /// Enclosing modules that are sources only through this node, innermost first.
     pub enclosing: Vec<String>,
     /// The reason in words.
@@ -137,7 +111,8 @@ pub struct Diagnosis {
 struct RankJudgements<'a> {
     data: &'a RankData,
     order: Vec<u32>,
-    judged: Vec<Option<Judgement>>,
+    judged: Vec<Option<Judgement<'a>>>,
+    first_non_finite: Option<NonFinite>,
 }
 
 fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
@@ -145,7 +120,7 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
     let judged = (0..data.npu.nodes.len() as u32)
         .map(|i| {
             let n = &data.npu.nodes[i as usize];
-            if n.name.contains(".parameters_grad") {
+            if n.param_grad {
                 return None;
             }
             let b = &data.bench.nodes[data.partner(i)? as usize];
@@ -153,10 +128,12 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
             Some(judge::judge(mode, opts, n, parent, b))
         })
         .collect();
+    let first_non_finite = first_non_finite(data, &order);
     RankJudgements {
         data,
         order,
         judged,
+        first_non_finite,
     }
 }
 
@@ -165,7 +142,7 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
 /// PyTorch only modules' gradients compare.
 fn comparable(data: &RankData, i: u32) -> bool {
     let n = &data.npu.nodes[i as usize];
-    !(n.node_type == 1 && Direction::of(data, i) == Direction::Backward && data.cross_framework())
+    !(n.node_type == 1 && n.direction == Direction::Backward && data.cross_framework())
 }
 
 /// The forward twin of a backward node name.
@@ -180,7 +157,7 @@ fn forward_twin(name: &str) -> Option<String> {
 
 /// The kind of source a judgement makes, if any. With `causes_only` (md5 across frameworks,
 /// where no two kernels agree bit for bit) only differing weights and arguments count.
-fn source_kind(j: &Judgement, opts: &Options, causes_only: bool) -> Option<SourceKind> {
+fn source_kind(j: &Judgement<'_>, opts: &Options, causes_only: bool) -> Option<SourceKind> {
     if !j.causes.is_empty() && j.output_differs() {
         Some(SourceKind::Cause)
     } else if causes_only {
@@ -206,12 +183,15 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
             let jumps = j.output_jumps(0.0) || !j.causes.is_empty() && j.output_differs();
             if jumps {
                 any_differs = true;
-                if Direction::of(r.data, i as u32) == Direction::Forward {
+                if r.data.npu.nodes[i].direction == Direction::Forward {
                     forward_differs = true;
                 }
             }
         }
-        if first_non_finite(r).is_some_and(|nf| nf.direction == Direction::Forward) {
+        if r.first_non_finite
+            .as_ref()
+            .is_some_and(|nf| nf.direction == Direction::Forward)
+        {
             forward_differs = true;
             any_differs = true;
         }
@@ -225,11 +205,10 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
 
 /// The first node in execution order whose target outputs hold inf/NaN while its target inputs
 /// do not, and whose golden outputs (if matched) are finite.
-fn first_non_finite(r: &RankJudgements<'_>) -> Option<NonFinite> {
-    let data = r.data;
-    for &i in &r.order {
+fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
+    for &i in order {
         let n = &data.npu.nodes[i as usize];
-        if n.name.contains(".parameters_grad") {
+        if n.param_grad {
             continue;
         }
         if !judge::has_non_finite(&n.outputs, &[Role::Output])
@@ -252,7 +231,7 @@ fn first_non_finite(r: &RankJudgements<'_>) -> Option<NonFinite> {
             step: data.step,
             rank: data.rank,
             node: n.name.to_string(),
-            direction: Direction::of(data, i),
+            direction: n.direction,
             matched: partner.is_some(),
             reason: format!("inputs are finite; {entry} holds inf/NaN"),
         });
@@ -273,7 +252,7 @@ fn fmt_err(err: f64) -> String {
 }
 
 /// The reason in words: "inputs agree to 1e-6; output Norm differs by 3.1%".
-fn reason(mode: Mode, kind: &SourceKind, j: &Judgement) -> String {
+fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> String {
     let mut parts: Vec<String> = Vec::new();
     for c in &j.causes {
         parts.push(match c {
@@ -355,8 +334,8 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
         let data = r.data;
         let causes_only = mode == Mode::Md5 && data.cross_framework();
         nodes_judged += r.judged.iter().filter(|j| j.is_some()).count();
-        if let Some(nf) = first_non_finite(r) {
-            first_nf.push(nf);
+        if let Some(nf) = &r.first_non_finite {
+            first_nf.push(nf.clone());
         }
         // Groups: ancestor node → index in `sources` of the group its innermost source leads.
         let mut group_of: HashMap<u32, usize> = HashMap::default();
@@ -368,7 +347,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
                 continue;
             };
             let n = &data.npu.nodes[i as usize];
-            let direction = Direction::of(data, i);
+            let direction = n.direction;
             if !comparable(data, i) {
                 continue;
             }
@@ -417,10 +396,10 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
                     direction,
                     reason: reason(mode, &kind, j),
                     kind,
-                    causes: j.causes.clone(),
+                    causes: j.causes.iter().cloned().map(Cause::into_owned).collect(),
                     score: j.score(),
-                    input: j.input.clone(),
-                    output: j.output.clone(),
+                    input: j.input.clone().map(Level::into_owned),
+                    output: j.output.clone().map(Level::into_owned),
                     enclosing: Vec::new(),
                 },
             ));

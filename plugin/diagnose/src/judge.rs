@@ -16,6 +16,8 @@
 //! A non-finite statistic on one side only is an infinite error; the same inf/NaN on both sides
 //! agrees.
 
+use std::borrow::Cow;
+
 use crate::api;
 use crate::entry::{DtypeClass, Entry, Kind, Role, Stats};
 use crate::load::{Mode, Node};
@@ -60,49 +62,80 @@ pub struct Deviation {
 
 /// The worst entry of a group, with the tolerance of its dtypes.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Level {
-    pub entry: Box<str>,
+pub struct Level<'a> {
+    pub entry: Cow<'a, str>,
     pub err: f64,
     pub metric: Metric,
     pub tolerance: Tolerance,
     pub dtype: DtypeClass,
 }
 
-impl Level {
+impl Level<'_> {
     pub fn agrees(&self) -> bool {
         self.err <= self.tolerance.agree
+    }
+
+    pub fn into_owned(self) -> Level<'static> {
+        Level {
+            entry: Cow::Owned(self.entry.into_owned()),
+            ..self
+        }
     }
 }
 
 /// A weight or non-tensor argument that differs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Cause {
+pub enum Cause<'a> {
     /// A module parameter or the weight argument of an API.
-    Parameter { name: String, level: Level },
+    Parameter {
+        name: Cow<'a, str>,
+        level: Level<'a>,
+    },
     /// A non-tensor argument (`eps`, a dropout `p`).
     Argument {
-        name: String,
-        target: String,
-        golden: String,
+        name: Cow<'a, str>,
+        target: Cow<'a, str>,
+        golden: Cow<'a, str>,
     },
+}
+
+impl Cause<'_> {
+    pub fn into_owned(self) -> Cause<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        match self {
+            Cause::Parameter { name, level } => Cause::Parameter {
+                name: own(name),
+                level: level.into_owned(),
+            },
+            Cause::Argument {
+                name,
+                target,
+                golden,
+            } => Cause::Argument {
+                name: own(name),
+                target: own(target),
+                golden: own(golden),
+            },
+        }
+    }
 }
 
 /// Everything the rules found about one matched node.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Judgement {
+pub struct Judgement<'a> {
     /// The worst activation input (weights excluded), if any input could be compared.
-    pub input: Option<Level>,
+    pub input: Option<Level<'a>>,
     /// The worst output, if any output could be compared.
-    pub output: Option<Level>,
+    pub output: Option<Level<'a>>,
     /// Differing weights and arguments.
-    pub causes: Vec<Cause>,
+    pub causes: Vec<Cause<'a>>,
     /// Whether the node has anything that decides its output besides activations (so that
     /// "inputs agree" means something for a node without tensor inputs).
     pub has_inputs: bool,
 }
 
-impl Judgement {
+impl Judgement<'_> {
     /// The error of the inputs (0 when none).
     pub fn input_err(&self) -> f64 {
         self.input.as_ref().map_or(0.0, |l| l.err)
@@ -261,25 +294,24 @@ fn same_stats(a: &Stats, b: &Stats) -> bool {
 /// If input `e` of API node `node` is a layer weight, its name: by the API's signature, or
 /// because it is one of the enclosing module's parameters (same statistics: a matmul with a
 /// parameter, a framework's own op).
-fn weight_name(node: &Node, parent: Option<&Node>, e: &Entry) -> Option<String> {
+fn weight_name<'a>(node: &Node, api: &str, parent: Option<&'a Node>, e: &Entry) -> Option<&'a str> {
     if node.node_type != 1 || e.kind != Kind::Tensor {
         return None;
     }
-    if let Some(w) = api::api_name(&node.name).and_then(|api| api::weight_argument(api, &e.name)) {
-        return Some(w.to_owned());
+    if let Some(w) = api::weight_argument(api, &e.name) {
+        return Some(w);
     }
     let parent = parent?;
     of_role(&parent.inputs, Role::Parameter)
         .find(|p| p.stats.norm.is_some() && same_stats(&p.stats, &e.stats))
-        .map(|p| {
-            p.name
-                .strip_prefix("parameters.")
-                .unwrap_or(&p.name)
-                .to_owned()
-        })
+        .map(|p| p.name.strip_prefix("parameters.").unwrap_or(&p.name))
 }
 
-fn worse(current: &mut Option<Level>, candidate: Level, by: impl Fn(&Tolerance) -> f64) {
+fn worse<'a>(
+    current: &mut Option<Level<'a>>,
+    candidate: Level<'a>,
+    by: impl Fn(&Tolerance) -> f64,
+) {
     let ratio = |l: &Level| {
         let t = by(&l.tolerance);
         if l.err == 0.0 {
@@ -303,30 +335,43 @@ fn worse(current: &mut Option<Level>, candidate: Level, by: impl Fn(&Tolerance) 
 }
 
 /// Judges target node `n` against golden node `b`; `parent` is `n`'s parent (for weights).
-pub fn judge(mode: Mode, opts: &Options, n: &Node, parent: Option<&Node>, b: &Node) -> Judgement {
-    let mut input: Option<Level> = None;
-    let mut output: Option<Level> = None;
+pub fn judge<'a>(
+    mode: Mode,
+    opts: &Options,
+    n: &'a Node,
+    parent: Option<&'a Node>,
+    b: &'a Node,
+) -> Judgement<'a> {
+    let mut input: Option<Level<'a>> = None;
+    let mut output: Option<Level<'a>> = None;
     let mut causes = Vec::new();
     let mut has_inputs = false;
-    let level = |ne: &Entry, be: &Entry| -> Option<Level> {
+    let level = |ne: &'a Entry, be: &'a Entry| -> Option<Level<'a>> {
         let d = deviation(mode, ne, be)?;
         Some(Level {
-            entry: ne.name.clone(),
+            entry: Cow::Borrowed(&ne.name),
             err: d.err,
             metric: d.metric,
             tolerance: opts.tolerance(ne.dtype, be.dtype),
             dtype: ne.dtype.coarser(be.dtype),
         })
     };
-    let api = api::api_name(&n.name).unwrap_or("");
+    let api = if n.node_type == 1 {
+        api::api_name(&n.name).unwrap_or("")
+    } else {
+        ""
+    };
     for (ne, be) in of_role(&n.inputs, Role::Input).zip(of_role(&b.inputs, Role::Input)) {
         match ne.kind {
             Kind::Tensor => {
                 has_inputs = true;
                 let Some(l) = level(ne, be) else { continue };
-                if let Some(w) = weight_name(n, parent, ne) {
+                if let Some(w) = weight_name(n, api, parent, ne) {
                     if !l.agrees() {
-                        causes.push(Cause::Parameter { name: w, level: l });
+                        causes.push(Cause::Parameter {
+                            name: Cow::Borrowed(w),
+                            level: l,
+                        });
                     }
                 } else {
                     worse(&mut input, l, |t| t.agree);
@@ -337,9 +382,9 @@ pub fn judge(mode: Mode, opts: &Options, n: &Node, parent: Option<&Node>, b: &No
                 if let (Some(x), Some(y), Kind::Scalar) = (&ne.value, &be.value, be.kind) {
                     if !same_value(x, y) {
                         causes.push(Cause::Argument {
-                            name: api::argument_name(api, &ne.name).into_owned(),
-                            target: x.to_string(),
-                            golden: y.to_string(),
+                            name: Cow::Borrowed(api::argument_name(api, &ne.name)),
+                            target: Cow::Borrowed(x),
+                            golden: Cow::Borrowed(y),
                         });
                     }
                 }
@@ -353,7 +398,7 @@ pub fn judge(mode: Mode, opts: &Options, n: &Node, parent: Option<&Node>, b: &No
             if !l.agrees() {
                 let name = ne.name.strip_prefix("parameters.").unwrap_or(&ne.name);
                 causes.push(Cause::Parameter {
-                    name: name.to_owned(),
+                    name: Cow::Borrowed(name),
                     level: l,
                 });
             }

@@ -38,6 +38,17 @@ impl Mode {
     }
 }
 
+/// The pass a node belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Forward,
+    Backward,
+    /// The optimizer's step and gradient clipping (msprobe's `optimizer` and `clip_grad`
+    /// nodes): after backward, fed by the gradients.
+    Update,
+}
+
 /// One node of one side.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
@@ -55,6 +66,10 @@ pub struct Node {
     pub outputs: Vec<Entry>,
     /// Communication peers from `matched_distributed`: `(rank, node on that rank)`.
     pub peers: Vec<(i64, Box<str>)>,
+    /// Its pass: `.backward` in the name, or inside an update node, else forward.
+    pub direction: Direction,
+    /// A `parameters_grad` node (the gradients of a module's parameters).
+    pub param_grad: bool,
 }
 
 /// All nodes of one side of one step and rank.
@@ -134,6 +149,8 @@ pub struct RankData {
     pub rank: i64,
     pub npu: SideGraph,
     pub bench: SideGraph,
+    /// The golden partner of each target node (by `matched_node_link`), if it exists.
+    pub partners: Vec<Option<u32>>,
 }
 
 impl RankData {
@@ -144,8 +161,7 @@ impl RankData {
 
     /// The golden partner of target node `i`, if it is matched and the partner exists.
     pub fn partner(&self, i: u32) -> Option<u32> {
-        let link = self.npu.nodes[i as usize].link.as_deref()?;
-        self.bench.find(link)
+        self.partners[i as usize]
     }
 }
 
@@ -238,11 +254,17 @@ impl CompareFile {
     pub fn load(&self, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
         let side = |side| load_side(&self.store, GraphKey { side, step, rank });
         let (npu, bench) = (side(Side::Npu)?, side(Side::Bench)?);
+        let partners = npu
+            .nodes
+            .iter()
+            .map(|n| n.link.as_deref().and_then(|l| bench.find(l)))
+            .collect();
         Ok(RankData {
             step,
             rank,
             npu,
             bench,
+            partners,
         })
     }
 
@@ -303,6 +325,12 @@ fn parse_row(path: &Path, row: DataRow) -> Result<Parsed, DiagnoseError> {
             inputs,
             outputs,
             peers,
+            direction: if name.contains(".backward") {
+                Direction::Backward
+            } else {
+                Direction::Forward
+            },
+            param_grad: name.contains(".parameters_grad"),
             name: name.into(),
         },
         up_node: row.node.up_node,
@@ -378,6 +406,26 @@ fn link(parsed: Vec<Parsed>) -> SideGraph {
             .filter(|&c| c as usize != i)
             .collect();
         nodes.push(node);
+    }
+    // Everything inside an update node is an update, whatever its name says.
+    let in_update: Vec<bool> = (0..nodes.len())
+        .map(|i| {
+            let mut next = Some(i as u32);
+            let mut left = nodes.len();
+            while let (Some(k), true) = (next, left > 0) {
+                if matches!(&*nodes[k as usize].name, "optimizer" | "clip_grad") {
+                    return true;
+                }
+                next = nodes[k as usize].parent;
+                left -= 1;
+            }
+            false
+        })
+        .collect();
+    for (node, update) in nodes.iter_mut().zip(in_update) {
+        if update {
+            node.direction = Direction::Update;
+        }
     }
     let torch = nodes
         .iter()
