@@ -1,6 +1,6 @@
 //! Times diagnosis of one file: the load (reading and parsing both sides of every rank of the
 //! first step) and the rules after load (best of N runs), as the service would cache the one
-//! and repeat the other. The rules' time is given as wall time and as the thread's CPU time
+//! and repeat the other. The rules' time is given as wall time and as CPU time summed over threads
 //! (on a shared machine the wall time includes waiting for a core).
 //!
 //! `cargo run --release -p graph-ascend-diagnose --example diagnose_bench -- FILE.vis.db [RUNS]`
@@ -9,14 +9,14 @@ use std::time::Instant;
 
 use graph_ascend_diagnose::{diagnose_step, CompareFile, Options, RankData};
 
-/// CPU time of the calling thread, in seconds.
+/// CPU time of the process (all threads), in seconds.
 fn thread_cpu() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec into the valid, exclusively borrowed `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 

@@ -12,6 +12,7 @@
 //! 5. The first step whose forward differs beyond noise is the one reported.
 
 use foldhash::HashMap;
+use rayon::prelude::*;
 
 use crate::entry::Role;
 use crate::error::DiagnoseError;
@@ -117,7 +118,9 @@ struct RankJudgements<'a> {
 
 fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
     let order = data.npu.execution_order();
+    // Nodes are judged independently: on every core.
     let judged = (0..data.npu.nodes.len() as u32)
+        .into_par_iter()
         .map(|i| {
             let n = &data.npu.nodes[i as usize];
             if n.param_grad {
