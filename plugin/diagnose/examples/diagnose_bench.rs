@@ -9,6 +9,10 @@ use std::time::Instant;
 
 use graph_ascend_diagnose::{diagnose_step, CompareFile, Options, RankData};
 
+// The allocator of the `graph-ascend` binary (and so of the sidecar).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// CPU time of the process (all threads), in seconds.
 fn thread_cpu() -> f64 {
     let mut ts = libc::timespec {

@@ -123,12 +123,24 @@ pub struct Entry {
     pub value: Option<Box<str>>,
     /// The md5 (CRC32) text in md5 mode.
     pub md5: Option<Box<str>>,
-    /// Tensor-mode metrics, when stored.
-    pub metrics: Option<TensorMetrics>,
-    /// The shape as written (`[2, 16]`), compared as text without spaces.
-    pub shape: Box<str>,
+    /// Tensor-mode metrics, when stored (boxed: most files have none, and a 1M-node file holds
+    /// millions of entries).
+    pub metrics: Option<Box<TensorMetrics>>,
+    /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent. Only compared
+    /// for equality.
+    pub shape: u64,
     /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
     pub torch_dtype: bool,
+}
+
+/// A hash of a shape's text without whitespace (never 0).
+pub fn shape_hash(shape: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0x5ea9e).build_hasher();
+    for b in shape.bytes().filter(|b| !b.is_ascii_whitespace()) {
+        h.write_u8(b);
+    }
+    h.finish().max(1)
 }
 
 /// A value as a number: JSON numbers, and strings such as `"0.25"`, `"inf"`, `"-inf"`, `"nan"`
@@ -205,9 +217,11 @@ fn parse_entry(name: &str, role: Role, v: &Value) -> Entry {
         mean: number(get("Mean")),
         norm: number(get("Norm")),
     };
-    let metrics = (get("Cosine").is_some() || get("MaxAbsErr").is_some()).then(|| TensorMetrics {
-        cosine: number(get("Cosine")),
-        max_abs_err: number(get("MaxAbsErr")),
+    let metrics = (get("Cosine").is_some() || get("MaxAbsErr").is_some()).then(|| {
+        Box::new(TensorMetrics {
+            cosine: number(get("Cosine")),
+            max_abs_err: number(get("MaxAbsErr")),
+        })
     });
     let value = match kind {
         Kind::Scalar => text(get("value")).or_else(|| text(get("Max"))),
@@ -226,13 +240,7 @@ fn parse_entry(name: &str, role: Role, v: &Value) -> Entry {
         value,
         md5: text(get("md5")),
         metrics,
-        shape: get("shape")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .collect::<String>()
-            .into(),
+        shape: get("shape").and_then(Value::as_str).map_or(0, shape_hash),
         torch_dtype: dtype_text.starts_with("torch."),
     }
 }

@@ -230,7 +230,7 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
     }
     // Different shapes hold different things (a framework's reshaped view, another layout):
     // their numbers say nothing about each other.
-    if !n.shape.is_empty() && !b.shape.is_empty() && n.shape != b.shape {
+    if n.shape != 0 && b.shape != 0 && n.shape != b.shape {
         return None;
     }
     match mode {
@@ -244,7 +244,7 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
         Mode::Statistics => stats_deviation(&n.stats, &b.stats),
         Mode::Tensor => {
             let mut worst = stats_deviation(&n.stats, &b.stats);
-            if let Some(m) = n.metrics {
+            if let Some(m) = n.metrics.as_deref() {
                 let scale = [n.stats.max, n.stats.min]
                     .into_iter()
                     .flatten()
@@ -443,7 +443,7 @@ mod tests {
             value: None,
             md5: None,
             metrics: None,
-            shape: "[2]".into(),
+            shape: crate::entry::shape_hash("[2]"),
             torch_dtype: true,
         }
     }
