@@ -439,3 +439,94 @@ fn link(parsed: Vec<Parsed>) -> SideGraph {
         torch,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        Node {
+            name: name.into(),
+            parent: None,
+            children: Vec::new(),
+            node_type: 0,
+            link: None,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            peers: Vec::new(),
+            direction: Direction::Forward,
+            param_grad: false,
+        }
+    }
+
+    fn parsed(name: &str, up: &str, subs: &[&str]) -> Parsed {
+        Parsed {
+            node: node(name),
+            up_node: up.into(),
+            sub_nodes: subs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {
+        order
+            .iter()
+            .map(|&i| g.nodes[i as usize].name.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn execution_order_follows_the_hierarchy_not_the_file_order() {
+        // File order (node_order) deliberately scrambled; sub_nodes give the order things ran.
+        let g = link(vec![
+            parsed("b.backward", "root", &["b2.backward", "b1.backward"]),
+            parsed("b1.backward", "b.backward", &[]),
+            parsed("root", "", &["a.forward", "b.backward"]),
+            parsed("a.forward", "root", &["a1.forward", "a2.forward"]),
+            parsed("a2.forward", "a.forward", &[]),
+            parsed("a1.forward", "a.forward", &[]),
+            parsed("b2.backward", "b.backward", &[]),
+            parsed("orphan", "missing", &[]),
+        ]);
+        assert_eq!(
+            names(&g, &g.execution_order()),
+            [
+                "a1.forward",
+                "a2.forward",
+                "a.forward",
+                "b2.backward",
+                "b1.backward",
+                "b.backward",
+                "root",
+                "orphan"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cycle_in_the_hierarchy_ends_the_walk() {
+        let g = link(vec![
+            parsed("root", "", &["x"]),
+            parsed("x", "root", &["y"]),
+            parsed("y", "x", &["x"]),
+        ]);
+        assert_eq!(names(&g, &g.execution_order()), ["y", "x", "root"]);
+        // The ancestor walk is bounded too.
+        let mut cyclic = link(vec![parsed("p", "q", &[]), parsed("q", "p", &[])]);
+        cyclic.nodes[0].parent = Some(1);
+        cyclic.nodes[1].parent = Some(0);
+        assert!(cyclic.ancestors(0).count() <= 2);
+    }
+
+    #[test]
+    fn nodes_inside_the_optimizer_are_updates() {
+        let g = link(vec![
+            parsed("root", "", &["optimizer", "m.backward.0"]),
+            parsed("optimizer", "root", &["Tensor.add_.0.forward"]),
+            parsed("Tensor.add_.0.forward", "optimizer", &[]),
+            parsed("m.backward.0", "root", &[]),
+        ]);
+        let dir = |name: &str| g.nodes[g.find(name).unwrap() as usize].direction;
+        assert_eq!(dir("Tensor.add_.0.forward"), Direction::Update);
+        assert_eq!(dir("root"), Direction::Forward);
+    }
+}
