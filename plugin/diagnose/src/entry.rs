@@ -148,16 +148,26 @@ pub fn shape_hash(shape: &str) -> u64 {
 pub fn number(v: Option<&Value>) -> Option<f64> {
     match v? {
         Value::Number(n) => n.as_f64(),
-        Value::String(s) => {
-            let t = s.trim();
-            match t.to_ascii_lowercase().as_str() {
-                "inf" | "infinity" | "+inf" => Some(f64::INFINITY),
-                "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
-                "nan" => Some(f64::NAN),
-                _ => t.parse::<f64>().ok(),
-            }
-        }
+        Value::String(s) => number_text(s),
         _ => None,
+    }
+}
+
+/// [`number`] of a string.
+fn number_text(s: &str) -> Option<f64> {
+    let t = s.trim();
+    if let Ok(v) = t.parse::<f64>() {
+        return Some(v);
+    }
+    let is = |word: &str| t.eq_ignore_ascii_case(word);
+    if is("inf") || is("infinity") || is("+inf") {
+        Some(f64::INFINITY)
+    } else if is("-inf") || is("-infinity") {
+        Some(f64::NEG_INFINITY)
+    } else if is("nan") {
+        Some(f64::NAN)
+    } else {
+        None
     }
 }
 
@@ -184,47 +194,248 @@ pub fn role_of(suffix: &str, in_output_data: bool) -> Role {
 pub fn parse_entries(node: &str, data: &Map<String, Value>, in_output_data: bool) -> Vec<Entry> {
     data.iter()
         .map(|(key, v)| {
-            let suffix = key
-                .strip_prefix(node)
-                .and_then(|s| s.strip_prefix('.'))
-                .unwrap_or(key);
-            parse_entry(suffix, role_of(suffix, in_output_data), v)
+            let empty = Map::new();
+            let fields = v.as_object().unwrap_or(&empty);
+            entry(node, key, in_output_data, fields)
         })
         .collect()
 }
 
-fn parse_entry(name: &str, role: Role, v: &Value) -> Entry {
-    let empty = Map::new();
-    let obj = v.as_object().unwrap_or(&empty);
-    let get = |k: &str| obj.get(k);
-    let type_name = get("type").and_then(Value::as_str).unwrap_or("");
-    let dtype_text = get("dtype").and_then(Value::as_str).unwrap_or("");
-    let kind =
-        if type_name.ends_with("ProcessGroup") || type_name.is_empty() && get("Max").is_none() {
-            Kind::Ignored
-        } else if type_name.ends_with("Tensor") || type_name.ends_with("Parameter") {
-            Kind::Tensor
-        } else if get("value").is_some() || dtype_text.contains("class") {
-            Kind::Scalar
-        } else if get("shape").is_some() && get("Max").is_some() {
-            Kind::Tensor
-        } else {
-            Kind::Ignored
-        };
-    let stats = Stats {
-        max: number(get("Max")),
-        min: number(get("Min")),
-        mean: number(get("Mean")),
-        norm: number(get("Norm")),
+/// Reads the entries of one JSON text straight into [`Entry`]s, without building a JSON tree
+/// (the load of a large file is mostly this). `None` when the text is not plain JSON of the
+/// usual shape (bare `NaN`, an entry that is not an object…): the caller then parses it as a
+/// tree, leniently, and reports errors by name.
+pub fn parse_entries_text(node: &str, text: &str, in_output_data: bool) -> Option<Vec<Entry>> {
+    if text.trim().is_empty() {
+        return Some(Vec::new());
+    }
+    let raw: RawEntries<'_> = serde_json::from_str(text).ok()?;
+    Some(
+        raw.0
+            .iter()
+            .map(|(key, fields)| entry(node, key, in_output_data, fields))
+            .collect(),
+    )
+}
+
+/// The fields of one entry that the rules read, however they are stored.
+trait Fields {
+    /// The field as a string (`None`: absent or not a string).
+    fn str(&self, key: &str) -> Option<&str>;
+    fn present(&self, key: &str) -> bool;
+    fn num(&self, key: &str) -> Option<f64>;
+    /// The field as text (numbers printed), `None` when absent or null.
+    fn text(&self, key: &str) -> Option<Box<str>>;
+}
+
+impl Fields for Map<String, Value> {
+    fn str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(Value::as_str)
+    }
+    fn present(&self, key: &str) -> bool {
+        self.contains_key(key)
+    }
+    fn num(&self, key: &str) -> Option<f64> {
+        number(self.get(key))
+    }
+    fn text(&self, key: &str) -> Option<Box<str>> {
+        text(self.get(key))
+    }
+}
+
+/// One JSON value of an entry's field, borrowed from the text when it can be.
+enum Field<'a> {
+    Str(std::borrow::Cow<'a, str>),
+    Num(f64),
+    Other(String),
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Field<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Field<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<'de>, E> {
+                Ok(Field::Str(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Field<'de>, E> {
+                Ok(Field::Str(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Field<'de>, E> {
+                Ok(Field::Num(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Field<'de>, E> {
+                Ok(Field::Num(v as f64))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Field<'de>, E> {
+                Ok(Field::Num(v as f64))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Field<'de>, E> {
+                Ok(Field::Other(if v { "True" } else { "False" }.to_owned()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Field<'de>, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Field::Other(String::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Field<'de>, A::Error> {
+                while a
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Field::Other(String::new()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The fields the rules read; the others are skipped unparsed. (A JSON `null` reads as absent:
+/// msprobe writes nulls as the string `"null"`.)
+#[derive(serde::Deserialize)]
+struct RawEntry<'a> {
+    #[serde(borrow, rename = "type")]
+    type_name: Option<Field<'a>>,
+    #[serde(borrow)]
+    dtype: Option<Field<'a>>,
+    #[serde(borrow)]
+    shape: Option<Field<'a>>,
+    #[serde(borrow, rename = "Max")]
+    max: Option<Field<'a>>,
+    #[serde(borrow, rename = "Min")]
+    min: Option<Field<'a>>,
+    #[serde(borrow, rename = "Mean")]
+    mean: Option<Field<'a>>,
+    #[serde(borrow, rename = "Norm")]
+    norm: Option<Field<'a>>,
+    #[serde(borrow)]
+    value: Option<Field<'a>>,
+    #[serde(borrow)]
+    md5: Option<Field<'a>>,
+    #[serde(borrow, rename = "Cosine")]
+    cosine: Option<Field<'a>>,
+    #[serde(borrow, rename = "MaxAbsErr")]
+    max_abs_err: Option<Field<'a>>,
+}
+
+impl<'a> RawEntry<'a> {
+    fn field(&self, key: &str) -> Option<&Field<'a>> {
+        match key {
+            "type" => self.type_name.as_ref(),
+            "dtype" => self.dtype.as_ref(),
+            "shape" => self.shape.as_ref(),
+            "Max" => self.max.as_ref(),
+            "Min" => self.min.as_ref(),
+            "Mean" => self.mean.as_ref(),
+            "Norm" => self.norm.as_ref(),
+            "value" => self.value.as_ref(),
+            "md5" => self.md5.as_ref(),
+            "Cosine" => self.cosine.as_ref(),
+            "MaxAbsErr" => self.max_abs_err.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+impl Fields for RawEntry<'_> {
+    fn str(&self, key: &str) -> Option<&str> {
+        match self.field(key)? {
+            Field::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn present(&self, key: &str) -> bool {
+        self.field(key).is_some()
+    }
+    fn num(&self, key: &str) -> Option<f64> {
+        match self.field(key)? {
+            Field::Num(n) => Some(*n),
+            Field::Str(s) => number_text(s),
+            Field::Other(_) => None,
+        }
+    }
+    fn text(&self, key: &str) -> Option<Box<str>> {
+        match self.field(key)? {
+            Field::Str(s) => Some((**s).into()),
+            Field::Num(n) => Some(Value::from(*n).to_string().into()),
+            Field::Other(s) => Some(s.as_str().into()),
+        }
+    }
+}
+
+/// The entries of one column in file order.
+struct RawEntries<'a>(Vec<(std::borrow::Cow<'a, str>, RawEntry<'a>)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for RawEntries<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawEntries<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of entries")
+            }
+            fn visit_unit<E>(self) -> Result<RawEntries<'de>, E> {
+                Ok(RawEntries(Vec::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<RawEntries<'de>, A::Error> {
+                let mut out = Vec::with_capacity(a.size_hint().unwrap_or(4));
+                while let Some((k, v)) =
+                    a.next_entry::<std::borrow::Cow<'de, str>, RawEntry<'de>>()?
+                {
+                    out.push((k, v));
+                }
+                Ok(RawEntries(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One entry from its key and fields.
+fn entry(node: &str, key: &str, in_output_data: bool, f: &impl Fields) -> Entry {
+    let name = key
+        .strip_prefix(node)
+        .and_then(|s| s.strip_prefix('.'))
+        .unwrap_or(key);
+    let role = role_of(name, in_output_data);
+    let type_name = f.str("type").unwrap_or("");
+    let dtype_text = f.str("dtype").unwrap_or("");
+    let kind = if type_name.ends_with("ProcessGroup") || type_name.is_empty() && !f.present("Max") {
+        Kind::Ignored
+    } else if type_name.ends_with("Tensor") || type_name.ends_with("Parameter") {
+        Kind::Tensor
+    } else if f.present("value") || dtype_text.contains("class") {
+        Kind::Scalar
+    } else if f.present("shape") && f.present("Max") {
+        Kind::Tensor
+    } else {
+        Kind::Ignored
     };
-    let metrics = (get("Cosine").is_some() || get("MaxAbsErr").is_some()).then(|| {
+    let stats = Stats {
+        max: f.num("Max"),
+        min: f.num("Min"),
+        mean: f.num("Mean"),
+        norm: f.num("Norm"),
+    };
+    let metrics = (f.present("Cosine") || f.present("MaxAbsErr")).then(|| {
         Box::new(TensorMetrics {
-            cosine: number(get("Cosine")),
-            max_abs_err: number(get("MaxAbsErr")),
+            cosine: f.num("Cosine"),
+            max_abs_err: f.num("MaxAbsErr"),
         })
     });
     let value = match kind {
-        Kind::Scalar => text(get("value")).or_else(|| text(get("Max"))),
+        Kind::Scalar => f.text("value").or_else(|| f.text("Max")),
         _ => None,
     };
     Entry {
@@ -238,9 +449,9 @@ fn parse_entry(name: &str, role: Role, v: &Value) -> Entry {
         },
         stats,
         value,
-        md5: text(get("md5")),
+        md5: f.text("md5"),
         metrics,
-        shape: get("shape").and_then(Value::as_str).map_or(0, shape_hash),
+        shape: f.str("shape").map_or(0, shape_hash),
         torch_dtype: dtype_text.starts_with("torch."),
     }
 }
@@ -249,6 +460,40 @@ fn parse_entry(name: &str, role: Role, v: &Value) -> Entry {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_fast_reader_and_the_tree_agree() {
+        let text = r#"{"N.0.forward.input.0": {"type": "torch.Tensor", "dtype": "torch.float32",
+            "shape": "[2, 16]", "Max": "inf", "Min": -1, "Mean": "null", "Norm": "2.5",
+            "requires_grad": "True", "Cosine": "0.99", "MaxAbsErr": "N/A", "extra": [1, {"a": 2}]},
+            "N.0.forward.input.eps": {"type": "float", "value": "1e-05", "dtype": "<class float>"},
+            "N.0.forward.input.flag": {"type": "bool", "value": true},
+            "N.0.forward.input.3": {"value": "null"},
+            "N.0.forward.parameters.weight": {"type": "mindspore.Tensor", "dtype": "Float32",
+            "shape": "[2]", "Max": "1\u002e5", "md5": "00ab"}}"#;
+        let fast = parse_entries_text("N.0.forward", text, false).expect("fast reader");
+        let tree: Value = serde_json::from_str(text).unwrap();
+        let slow = parse_entries("N.0.forward", tree.as_object().unwrap(), false);
+        assert_eq!(fast.len(), 5);
+        for (a, b) in fast.iter().zip(&slow) {
+            assert_eq!(a.name, b.name);
+            assert_eq!(
+                (a.role, a.kind, a.dtype, a.shape),
+                (b.role, b.kind, b.dtype, b.shape)
+            );
+            assert_eq!(format!("{:?}", a.stats), format!("{:?}", b.stats));
+            assert_eq!(a.md5, b.md5);
+            assert_eq!(a.metrics, b.metrics);
+            assert_eq!(
+                a.value.as_deref().map(str::to_lowercase),
+                b.value.as_deref().map(str::to_lowercase)
+            );
+        }
+        assert_eq!(fast[4].stats.max, Some(1.5));
+        // Bare NaN is not JSON: the caller falls back to the lenient tree.
+        assert!(parse_entries_text("N", r#"{"N.input.0": {"Max": NaN}}"#, false).is_none());
+        assert_eq!(parse_entries_text("N", "", false).map(|v| v.len()), Some(0));
+    }
 
     #[test]
     fn dtype_names_of_both_frameworks_are_the_same_class() {

@@ -12,7 +12,7 @@ use graph_ascend_visdb::Store;
 use rayon::prelude::*;
 use serde_json::Value;
 
-use crate::entry::{parse_entries, Entry};
+use crate::entry::{parse_entries, parse_entries_text, Entry};
 use crate::error::DiagnoseError;
 
 /// The comparison a file holds (`tb_config.task`).
@@ -313,8 +313,15 @@ fn parse_row(path: &Path, row: DataRow) -> Result<Parsed, DiagnoseError> {
                 }),
             }
         };
-    let inputs = parse_entries(&name, &object("input_data", &row.input_data)?, false);
-    let outputs = parse_entries(&name, &object("output_data", &row.output_data)?, true);
+    // The fast reader first; the lenient tree (bare NaN…, and its errors by name) otherwise.
+    let inputs = match parse_entries_text(&name, &row.input_data, false) {
+        Some(entries) => entries,
+        None => parse_entries(&name, &object("input_data", &row.input_data)?, false),
+    };
+    let outputs = match parse_entries_text(&name, &row.output_data, true) {
+        Some(entries) => entries,
+        None => parse_entries(&name, &object("output_data", &row.output_data)?, true),
+    };
     let peers = peers(&row.node.matched_distributed);
     Ok(Parsed {
         node: Node {
