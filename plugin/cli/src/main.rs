@@ -2,10 +2,13 @@
 //!
 //! - `serve`: the TensorBoard sidecar (gRPC over a Unix socket), see `graph_ascend_service`.
 //! - `convert`: msprobe `graph_visualize`'s flags, see `graph_ascend_convert`.
+//! - `diagnose`: where a compare first went wrong, see `graph_ascend_diagnose`.
+//! - `export-csv`: every matched pair of a compare with its metrics, as CSV.
 //! - `diff-visdb`: compares two `.vis.db` files node by node (the converter's acceptance tool).
 //! - `proto-descriptor`: writes the API's FileDescriptorSet for the Python shim.
 
 mod convert_cmd;
+mod diagnose_cmd;
 mod diff_cmd;
 mod gen_cmd;
 mod serve_cmd;
@@ -64,6 +67,10 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Convert msprobe dump folders into a .vis.db (the flags of `msprobe graph_visualize`).
     Convert(convert_cmd::ConvertArgs),
+    /// Where a compare first went wrong: the ranked sources of error (exit status 1 when found).
+    Diagnose(diagnose_cmd::DiagnoseArgs),
+    /// Every matched pair of a compare with its metrics as CSV, one row per input/output.
+    ExportCsv(diagnose_cmd::ExportCsvArgs),
     /// Compare two .vis.db files node by node; exit status 1 when they differ.
     DiffVisdb(diff_cmd::DiffArgs),
     /// Write a synthetic .vis.db of about N nodes per side (for benchmarks).
@@ -84,6 +91,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Convert(args) => convert_cmd::run(args),
+        Command::Diagnose(args) => diagnose_cmd::run(args),
+        Command::ExportCsv(args) => diagnose_cmd::run_export(args),
         Command::DiffVisdb(args) => diff_cmd::run(args),
         Command::GenVisdb(args) => gen_cmd::run(args),
         Command::ProtoDescriptor { out } => {

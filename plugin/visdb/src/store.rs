@@ -513,22 +513,10 @@ impl Store {
         graph: GraphKey,
         mut f: impl FnMut(IndexRow<'_>),
     ) -> Result<(), StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT node_name, (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]'), \
+        let sql = "SELECT node_name, (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]'), \
                  micro_step_id, precision_index, matched_node_link FROM tb_nodes \
-                 WHERE step=? AND rank=? AND data_source=? ORDER BY node_order",
-            )
-            .map_err(|e| self.query_err(e))?;
-        let mut rows = stmt
-            .query(rusqlite::params![
-                graph.step,
-                graph.rank,
-                graph.side.data_source()
-            ])
-            .map_err(|e| self.query_err(e))?;
-        while let Some(row) = rows.next().map_err(|e| self.query_err(e))? {
+                 WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
+        self.each_graph_row(sql, graph, |row| -> Result<(), StoreError> {
             let get = |i: usize| row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e));
             let name = text(get(0)?);
             let is_leaf = integer(get(1)?).unwrap_or(0) != 0;
@@ -553,14 +541,42 @@ impl Store {
                 linked,
                 link_last,
             });
+            Ok(())
+        })?;
+        self.shrink_page_cache()
+    }
+
+    /// Runs `sql`, whose three parameters are a graph's step, rank and side, and hands each row
+    /// to `f` in turn.
+    fn each_graph_row<E: From<StoreError>>(
+        &self,
+        sql: &str,
+        graph: GraphKey,
+        mut f: impl FnMut(&Row<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(|e| self.query_err(e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![
+                graph.step,
+                graph.rank,
+                graph.side.data_source()
+            ])
+            .map_err(|e| self.query_err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.query_err(e))? {
+            f(row)?;
         }
-        drop(rows);
-        drop(stmt);
-        // The pass filled this connection's page cache with pages nobody will read soon.
+        Ok(())
+    }
+
+    /// After a pass over a whole graph: the pass filled this connection's page cache with pages
+    /// nobody will read soon.
+    fn shrink_page_cache(&self) -> Result<(), StoreError> {
         self.conn
             .execute_batch("PRAGMA shrink_memory")
-            .map_err(|e| self.query_err(e))?;
-        Ok(())
+            .map_err(|e| self.query_err(e))
     }
 
     /// `(name, last element of matched_node_link)` of every node of one side in node order,
@@ -717,6 +733,32 @@ impl Store {
                 Err(e)
             }
         }
+    }
+
+    /// Every node of one graph in node order with its raw `input_data` and `output_data` texts,
+    /// handed to `f` one at a time (the texts of a large graph are too big to hold at once).
+    /// The one full read that diagnosis makes of a graph.
+    pub fn scan_data_rows<E: From<StoreError>>(
+        &self,
+        graph: GraphKey,
+        mut f: impl FnMut(DataRow) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS}, input_data, output_data FROM tb_nodes \
+             WHERE step=? AND rank=? AND data_source=? ORDER BY node_order"
+        );
+        self.each_graph_row(&sql, graph, |row| {
+            let node = self.node_from_row(row)?;
+            let get = |i: usize| row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e));
+            let input_data = text(get(9)?);
+            let output_data = text(get(10)?);
+            f(DataRow {
+                node,
+                input_data,
+                output_data,
+            })
+        })?;
+        Ok(self.shrink_page_cache()?)
     }
 
     /// The raw `input_data` and `output_data` texts of a node (for rewriting them in order).
@@ -898,6 +940,14 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// One node as [`Store::scan_data_rows`] reads it: the navigation columns and the raw JSON texts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataRow {
+    pub node: NodeRow,
+    pub input_data: String,
+    pub output_data: String,
 }
 
 /// One node as [`Store::scan_index_rows`] reads it.

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Diagnosis benchmark (not a test): the time of the rules after load, and of the load itself.
+#
+# 1. The real 48-layer pair (shared/fixtures/big, when present), converted to a compare .vis.db
+#    with `graph-ascend convert`: target under 50 ms.
+# 2. A synthetic compare of about BENCH_DIAG_NODES nodes a side (default 1,000,000) from
+#    `graph-ascend gen-visdb`: target under 1 s after load.
+#
+# Each line: nodes, load time, the rules' best wall time of RUNS and their CPU time (all threads):
+# on a shared machine the wall time includes waiting for a core.
+#
+# Env: GA (binary, default target/release/graph-ascend), BIG_DIR, BENCH_DIAG_NODES, BENCH_TMP, RUNS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GA=${GA:-target/release/graph-ascend}
+BIG_DIR=${BIG_DIR:-/work/shared/fixtures/big}
+NODES=${BENCH_DIAG_NODES:-1000000}
+RUNS=${RUNS:-5}
+TMP=${BENCH_TMP:-$(mktemp -d)}
+trap 'rm -rf "$TMP"' EXIT
+
+cargo build --release -q -p graph-ascend-diagnose --example diagnose_bench
+BENCH=target/release/examples/diagnose_bench
+[ -x "$GA" ] || cargo build --release -q -p graph-ascend
+
+echo "== graph-ascend diagnose benchmark ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
+if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
+  mkdir -p "$TMP/big" "$TMP/big_out"
+  tar xJf "$BIG_DIR/big_stats_a.tar.xz" -C "$TMP/big"
+  tar xJf "$BIG_DIR/big_stats_b.tar.xz" -C "$TMP/big"
+  A=$(ls -d "$TMP"/big/big_stats_a/step0/*/ | head -1)
+  B=$(ls -d "$TMP"/big/big_stats_b/step0/*/ | head -1)
+  "$GA" convert -tp "$B" -gp "$A" -o "$TMP/big_out" >/dev/null
+  echo "48-layer pair (target < 50 ms):"
+  "$BENCH" "$(ls "$TMP"/big_out/*.vis.db | head -1)" "$RUNS"
+else
+  echo "48-layer pair: $BIG_DIR/big_stats_{a,b}.tar.xz not found, skipped"
+fi
+"$GA" gen-visdb --nodes "$NODES" --out "$TMP/synthetic.vis.db" >/dev/null
+echo "synthetic compare, $NODES nodes a side (target < 1 s after load):"
+/usr/bin/time -f "  (whole run: %e s, peak %M KB)" "$BENCH" "$TMP/synthetic.vis.db" "$RUNS"

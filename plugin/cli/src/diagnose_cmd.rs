@@ -1,0 +1,145 @@
+//! `graph-ascend diagnose FILE.vis.db`: where a compare first went wrong, and
+//! `graph-ascend export-csv FILE.vis.db`: every matched pair with its metrics as CSV.
+//!
+//! Both read the file only; the rules live in `graph_ascend_diagnose` (docs/diagnosis.md).
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use graph_ascend_diagnose::{report, CompareFile, Options, Tolerance};
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// Ranked sources with their reasons, for a terminal.
+    Text,
+    /// The whole diagnosis as JSON.
+    Json,
+    /// One row per source.
+    Csv,
+}
+
+#[derive(clap::Args)]
+#[command(after_help = "\
+A node is a source when a weight or non-tensor argument differs (and its output with it), when \
+its inputs agree with golden while its outputs jump above the noise of their dtypes, or when its \
+outputs are far worse than its already differing inputs. Sources are listed forward first in \
+execution order, then backward; the innermost culprit leads its enclosing modules. The first \
+inf/NaN is flagged on its own. Without --step, the first step whose forward differs is shown. \
+Rules and tolerances: docs/diagnosis.md.
+
+Exit status: 0 when no source is found, 1 when there are sources, 2 on error.")]
+pub struct DiagnoseArgs {
+    /// A compare .vis.db (ours or msprobe's).
+    file: PathBuf,
+    /// Only this step (default: the first step whose forward differs beyond noise).
+    #[arg(long)]
+    step: Option<i64>,
+    /// Only this rank (default: all ranks of the step).
+    #[arg(long)]
+    rank: Option<i64>,
+    /// Show at most N sources.
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Override a dtype's tolerances: DTYPE=AGREE:JUMP, DTYPE one of float64, float32, float16,
+    /// bfloat16 (relative errors; e.g. float32=1e-3:1e-2). Repeatable.
+    #[arg(long = "tolerance", value_name = "DTYPE=AGREE:JUMP")]
+    tolerances: Vec<String>,
+    /// An output must be this many times worse than the inputs to be a jump.
+    #[arg(long)]
+    jump_ratio: Option<f64>,
+    /// A node with differing inputs is a source when its outputs are this many times worse.
+    #[arg(long)]
+    amplify_ratio: Option<f64>,
+}
+
+fn parse_tolerance(opts: &mut Options, spec: &str) -> anyhow::Result<()> {
+    let bad =
+        || format!("bad --tolerance {spec:?}: expected DTYPE=AGREE:JUMP, e.g. float32=1e-3:1e-2");
+    let (dtype, values) = spec.split_once('=').with_context(bad)?;
+    let (agree, jump) = values.split_once(':').with_context(bad)?;
+    let (agree, jump): (f64, f64) = (
+        agree.trim().parse().with_context(bad)?,
+        jump.trim().parse().with_context(bad)?,
+    );
+    if !(agree >= 0.0 && jump >= agree) {
+        anyhow::bail!("{}: need 0 <= AGREE <= JUMP", bad());
+    }
+    let slot = match dtype.trim() {
+        "float64" => &mut opts.float64,
+        "float32" => &mut opts.float32,
+        "float16" => &mut opts.float16,
+        "bfloat16" => &mut opts.bfloat16,
+        other => anyhow::bail!("{}: unknown dtype {other:?}", bad()),
+    };
+    *slot = Tolerance { agree, jump };
+    Ok(())
+}
+
+pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
+    let mut opts = Options {
+        step: args.step,
+        rank: args.rank,
+        ..Options::default()
+    };
+    for spec in &args.tolerances {
+        parse_tolerance(&mut opts, spec)?;
+    }
+    if let Some(r) = args.jump_ratio {
+        opts.jump_ratio = r;
+    }
+    if let Some(r) = args.amplify_ratio {
+        opts.amplify_ratio = r;
+    }
+    let file = CompareFile::open(&args.file)?;
+    let found = graph_ascend_diagnose::diagnose(&file, &opts)?;
+    let text = match args.format {
+        Format::Text => report::text(&found, args.top),
+        Format::Json => report::json(&found, args.top) + "\n",
+        Format::Csv => report::csv(&found, args.top),
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("cannot write to stdout")?;
+    Ok(if found.sources.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[derive(clap::Args)]
+pub struct ExportCsvArgs {
+    /// A compare .vis.db (ours or msprobe's).
+    file: PathBuf,
+    /// Output file (default: standard output). Written whole or not at all.
+    #[arg(short, long)]
+    out: Option<PathBuf>,
+    /// Only this step (default: all).
+    #[arg(long)]
+    step: Option<i64>,
+    /// Only this rank (default: all).
+    #[arg(long)]
+    rank: Option<i64>,
+}
+
+pub fn run_export(args: ExportCsvArgs) -> anyhow::Result<ExitCode> {
+    let file = CompareFile::open(&args.file)?;
+    match &args.out {
+        Some(dest) => {
+            let rows =
+                graph_ascend_diagnose::export::write_csv_file(&file, args.step, args.rank, dest)?;
+            eprintln!("wrote {rows} rows to {}", dest.display());
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            graph_ascend_diagnose::export::write_csv(&file, args.step, args.rank, &mut w)?;
+            w.flush().context("cannot write to stdout")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,501 @@
+//! From per-node judgements to the answer: which step, which rank, which nodes.
+//!
+//! 1. Per rank, every matched target node is judged ([`crate::judge`]) in execution order
+//!    (the hierarchy walked in post-order: what a module calls runs before the module ends).
+//! 2. A node is a *source* when a weight or argument differs (and its output with it), when its
+//!    inputs agree and its outputs jump above the noise, or when its outputs are far worse
+//!    than its already differing inputs (a second fault downstream of a first).
+//! 3. A backward node whose forward twin already differs inherits from it (its saved tensors
+//!    differ); a communication op whose peer's inputs differ inherits from that rank.
+//! 4. Sources are grouped: a module that is a source because of what it calls joins the group
+//!    of the innermost source inside it, which leads. Forward groups come first, then backward.
+//! 5. The first step whose forward differs beyond noise is the one reported.
+
+use foldhash::HashMap;
+use rayon::prelude::*;
+
+use crate::entry::Role;
+use crate::error::DiagnoseError;
+use crate::judge::{self, Cause, Judgement, Level};
+pub use crate::load::Direction;
+use crate::load::{CompareFile, Mode, RankData};
+use crate::options::Options;
+
+/// Why a node is a source.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// A weight or a non-tensor argument differs.
+    Cause,
+    /// Inputs agree with golden; outputs do not.
+    Introduced,
+    /// Inputs already differ a little; outputs differ far more.
+    Amplified,
+}
+
+/// One source of error.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Source {
+    pub step: i64,
+    pub rank: i64,
+    /// The target node (the innermost of its group).
+    pub node: String,
+    /// Its golden partner.
+    pub golden_node: String,
+    pub direction: Direction,
+    pub kind: SourceKind,
+    /// The differing weights and arguments.
+    pub causes: Vec<Cause<'static>>,
+    /// How many times worse the outputs are than the inputs (`None` in md5 mode).
+    pub score: Option<f64>,
+    pub input: Option<Level<'static>>,
+    pub output: Option<Level<'static>>,
+    /// Enclosing modules that are sources only through this node, innermost first.
+    pub enclosing: Vec<String>,
+    /// The reason in words.
+    pub reason: String,
+}
+
+/// The first inf/NaN of a rank.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NonFinite {
+    pub step: i64,
+    pub rank: i64,
+    pub node: String,
+    pub direction: Direction,
+    /// Whether the node is matched with a golden node (an unmatched node can still overflow).
+    pub matched: bool,
+    pub reason: String,
+}
+
+/// A communication op whose error came from another rank.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PeerInheritance {
+    pub step: i64,
+    pub rank: i64,
+    pub node: String,
+    pub from_rank: i64,
+    pub from_node: String,
+}
+
+/// Whether a step's forward (or anything) differs beyond noise.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StepCheck {
+    pub step: i64,
+    pub forward_differs: bool,
+    pub any_differs: bool,
+}
+
+/// The answer for one file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Diagnosis {
+    pub mode: Mode,
+    /// The step reported: the first whose forward differs beyond noise (or the one asked for).
+    pub step: i64,
+    /// The ranks looked at.
+    pub ranks: Vec<i64>,
+    /// The steps looked at, in order, until the first that differs.
+    pub steps_checked: Vec<StepCheck>,
+    /// The rank where the error started: the rank of the first source.
+    pub origin_rank: Option<i64>,
+    /// The first inf/NaN in execution order, per rank.
+    pub first_non_finite: Vec<NonFinite>,
+    /// Ranked sources: forward first in execution order, then backward; per direction, rank
+    /// by rank.
+    pub sources: Vec<Source>,
+    pub peer_inheritance: Vec<PeerInheritance>,
+    /// Matched target nodes judged.
+    pub nodes_judged: usize,
+}
+
+/// Per-rank judgements of one step.
+struct RankJudgements<'a> {
+    data: &'a RankData,
+    order: Vec<u32>,
+    judged: Vec<Option<Judgement<'a>>>,
+    first_non_finite: Option<NonFinite>,
+}
+
+fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
+    let order = data.npu.execution_order();
+    // Nodes are judged independently: on every core.
+    let judged = (0..data.npu.nodes.len() as u32)
+        .into_par_iter()
+        .map(|i| {
+            let n = &data.npu.nodes[i as usize];
+            if n.param_grad {
+                return None;
+            }
+            let b = &data.bench.nodes[data.partner(i)? as usize];
+            let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+            Some(judge::judge(mode, opts, n, parent, b))
+        })
+        .collect();
+    let first_non_finite = first_non_finite(data, &order);
+    RankJudgements {
+        data,
+        order,
+        judged,
+        first_non_finite,
+    }
+}
+
+/// Whether target node `i` can be a source at all. What an API's backward hook sees differs
+/// between frameworks (fused or decomposed gradients, other shapes): across MindSpore and
+/// PyTorch only modules' gradients compare.
+fn comparable(data: &RankData, i: u32) -> bool {
+    let n = &data.npu.nodes[i as usize];
+    !(n.node_type == 1 && n.direction == Direction::Backward && data.cross_framework())
+}
+
+/// The forward twin of a backward node name.
+fn forward_twin(name: &str) -> Option<String> {
+    let i = name.rfind("backward")?;
+    Some(format!(
+        "{}forward{}",
+        &name[..i],
+        &name[i + "backward".len()..]
+    ))
+}
+
+/// The kind of source a judgement makes, if any. With `causes_only` (md5 across frameworks,
+/// where no two kernels agree bit for bit) only differing weights and arguments count.
+fn source_kind(j: &Judgement<'_>, opts: &Options, causes_only: bool) -> Option<SourceKind> {
+    if !j.causes.is_empty() && j.output_differs() {
+        Some(SourceKind::Cause)
+    } else if causes_only {
+        None
+    } else if j.has_inputs && j.inputs_agree() && j.output_jumps(opts.jump_ratio) {
+        Some(SourceKind::Introduced)
+    } else if !j.inputs_agree() && j.output_jumps(opts.amplify_ratio) {
+        Some(SourceKind::Amplified)
+    } else {
+        None
+    }
+}
+
+fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
+    let mut forward_differs = false;
+    let mut any_differs = false;
+    for r in ranks {
+        for (i, j) in r.judged.iter().enumerate() {
+            let Some(j) = j else { continue };
+            if !comparable(r.data, i as u32) {
+                continue;
+            }
+            let jumps = j.output_jumps(0.0) || !j.causes.is_empty() && j.output_differs();
+            if jumps {
+                any_differs = true;
+                if r.data.npu.nodes[i].direction == Direction::Forward {
+                    forward_differs = true;
+                }
+            }
+        }
+        if r.first_non_finite
+            .as_ref()
+            .is_some_and(|nf| nf.direction == Direction::Forward)
+        {
+            forward_differs = true;
+            any_differs = true;
+        }
+    }
+    StepCheck {
+        step,
+        forward_differs,
+        any_differs,
+    }
+}
+
+/// The first node in execution order whose target outputs hold inf/NaN while its target inputs
+/// do not, and whose golden outputs (if matched) are finite.
+fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
+    for &i in order {
+        let n = &data.npu.nodes[i as usize];
+        if n.param_grad {
+            continue;
+        }
+        if !judge::has_non_finite(&n.outputs, &[Role::Output])
+            || judge::has_non_finite(&n.inputs, &[Role::Input, Role::Parameter])
+        {
+            continue;
+        }
+        let partner = data.partner(i);
+        if let Some(b) = partner {
+            if judge::has_non_finite(&data.bench.nodes[b as usize].outputs, &[Role::Output]) {
+                continue;
+            }
+        }
+        let entry = n
+            .outputs
+            .iter()
+            .find(|e| e.stats.has_non_finite())
+            .map_or("an output", |e| &e.name);
+        return Some(NonFinite {
+            step: data.step,
+            rank: data.rank,
+            node: n.name.to_string(),
+            direction: n.direction,
+            matched: partner.is_some(),
+            reason: format!("inputs are finite; {entry} holds inf/NaN"),
+        });
+    }
+    None
+}
+
+fn fmt_err(err: f64) -> String {
+    if err == 0.0 {
+        "0".into()
+    } else if !err.is_finite() {
+        "inf".into()
+    } else if err >= 1e-2 {
+        format!("{:.1}%", err * 100.0)
+    } else {
+        format!("{err:.1e}")
+    }
+}
+
+/// The reason in words: "inputs agree to 1e-6; output Norm differs by 3.1%".
+fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for c in &j.causes {
+        parts.push(match c {
+            Cause::Parameter { name, level } if mode == Mode::Md5 => {
+                format!("parameter {name} differs (md5 of {})", level.entry)
+            }
+            Cause::Parameter { name, level } => format!(
+                "parameter {name} differs ({} by {})",
+                level.metric.label(),
+                fmt_err(level.err)
+            ),
+            Cause::Argument {
+                name,
+                target,
+                golden,
+            } => format!("argument {name} differs: {target} vs golden {golden}"),
+        });
+    }
+    match (&j.input, mode) {
+        (None, _) => {}
+        (Some(l), Mode::Md5) if l.err == 0.0 => parts.push("inputs are equal (md5)".into()),
+        (Some(l), _) if l.err == 0.0 => parts.push("inputs are equal".into()),
+        (Some(l), _) if *kind == SourceKind::Amplified => parts.push(format!(
+            "inputs differ by {} ({} of {})",
+            fmt_err(l.err),
+            l.metric.label(),
+            l.entry
+        )),
+        (Some(l), Mode::Md5) if !l.agrees() => parts.push("inputs differ (md5)".into()),
+        (Some(l), _) if !l.agrees() => parts.push(format!(
+            "inputs already differ by {} ({} of {})",
+            fmt_err(l.err),
+            l.metric.label(),
+            l.entry
+        )),
+        (Some(l), _) => parts.push(format!("inputs agree to {}", fmt_err(l.err))),
+    }
+    if let Some(o) = &j.output {
+        parts.push(match mode {
+            Mode::Md5 => format!("{} md5 differs", o.entry),
+            _ if o.metric == judge::Metric::NonFinite => {
+                format!("{} has inf/NaN where golden has none", o.entry)
+            }
+            _ => format!(
+                "{} {} differs by {}",
+                o.entry,
+                o.metric.label(),
+                fmt_err(o.err)
+            ),
+        });
+    }
+    if let (Some(score), SourceKind::Amplified) = (j.score(), kind) {
+        parts.push(format!("{score:.0}x worse than its inputs"));
+    }
+    parts.join("; ")
+}
+
+/// Diagnoses one step, already loaded (all ranks of interest).
+pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosis {
+    let judged: Vec<RankJudgements<'_>> = ranks.iter().map(|r| judge_rank(mode, opts, r)).collect();
+    let step = ranks.first().map_or(0, |r| r.step);
+    let check = step_check(step, &judged);
+    let mut d = collect(mode, opts, &judged);
+    d.steps_checked = vec![check];
+    d
+}
+
+fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnosis {
+    let by_rank: HashMap<i64, usize> = judged
+        .iter()
+        .enumerate()
+        .map(|(k, r)| (r.data.rank, k))
+        .collect();
+    let mut sources: Vec<(Direction, usize, usize, Source)> = Vec::new();
+    let mut peer_inheritance = Vec::new();
+    let mut first_nf = Vec::new();
+    let mut nodes_judged = 0;
+    for (rank_pos, r) in judged.iter().enumerate() {
+        let data = r.data;
+        let causes_only = mode == Mode::Md5 && data.cross_framework();
+        nodes_judged += r.judged.iter().filter(|j| j.is_some()).count();
+        if let Some(nf) = &r.first_non_finite {
+            first_nf.push(nf.clone());
+        }
+        // Groups: ancestor node → index in `sources` of the group its innermost source leads.
+        let mut group_of: HashMap<u32, usize> = HashMap::default();
+        for (pos, &i) in r.order.iter().enumerate() {
+            let Some(j) = &r.judged[i as usize] else {
+                continue;
+            };
+            let Some(kind) = source_kind(j, opts, causes_only) else {
+                continue;
+            };
+            let n = &data.npu.nodes[i as usize];
+            let direction = n.direction;
+            if !comparable(data, i) {
+                continue;
+            }
+            if direction == Direction::Backward {
+                let twin_differs = forward_twin(&n.name)
+                    .and_then(|t| data.npu.find(&t))
+                    .and_then(|t| r.judged[t as usize].as_ref())
+                    .is_some_and(Judgement::differs);
+                if twin_differs {
+                    continue;
+                }
+            }
+            if kind != SourceKind::Cause {
+                if let Some(peer) = bad_peer(n, data.step, judged, &by_rank) {
+                    peer_inheritance.push(PeerInheritance {
+                        step: data.step,
+                        rank: data.rank,
+                        node: n.name.to_string(),
+                        from_rank: peer.0,
+                        from_node: peer.1,
+                    });
+                    continue;
+                }
+            }
+            if let Some(&g) = group_of.get(&i) {
+                sources[g].3.enclosing.push(n.name.to_string());
+                continue;
+            }
+            let g = sources.len();
+            for a in data.npu.ancestors(i) {
+                group_of.entry(a).or_insert(g);
+            }
+            let golden = data
+                .partner(i)
+                .map(|b| data.bench.nodes[b as usize].name.to_string())
+                .unwrap_or_default();
+            sources.push((
+                direction,
+                rank_pos,
+                pos,
+                Source {
+                    step: data.step,
+                    rank: data.rank,
+                    node: n.name.to_string(),
+                    golden_node: golden,
+                    direction,
+                    reason: reason(mode, &kind, j),
+                    kind,
+                    causes: j.causes.iter().cloned().map(Cause::into_owned).collect(),
+                    score: j.score(),
+                    input: j.input.clone().map(Level::into_owned),
+                    output: j.output.clone().map(Level::into_owned),
+                    enclosing: Vec::new(),
+                },
+            ));
+        }
+    }
+    sources.sort_by_key(|(dir, rank_pos, pos, _)| (*dir, *rank_pos, *pos));
+    let sources: Vec<Source> = sources.into_iter().map(|(_, _, _, s)| s).collect();
+    Diagnosis {
+        mode,
+        step: judged.first().map_or(0, |r| r.data.step),
+        ranks: judged.iter().map(|r| r.data.rank).collect(),
+        steps_checked: Vec::new(),
+        origin_rank: sources
+            .first()
+            .map(|s| s.rank)
+            .or_else(|| first_nf.first().map(|n| n.rank)),
+        first_non_finite: first_nf,
+        sources,
+        peer_inheritance,
+        nodes_judged,
+    }
+}
+
+/// For a communication op: a peer (rank, node) whose activation inputs already differ.
+fn bad_peer(
+    n: &crate::load::Node,
+    _step: i64,
+    judged: &[RankJudgements<'_>],
+    by_rank: &HashMap<i64, usize>,
+) -> Option<(i64, String)> {
+    if !n.name.starts_with("Distributed.") {
+        return None;
+    }
+    for (rank, node) in &n.peers {
+        let Some(&k) = by_rank.get(rank) else {
+            continue;
+        };
+        let r = &judged[k];
+        let Some(i) = r.data.npu.find(node) else {
+            continue;
+        };
+        if r.judged[i as usize]
+            .as_ref()
+            .is_some_and(|j| !j.inputs_agree())
+        {
+            return Some((*rank, node.to_string()));
+        }
+    }
+    None
+}
+
+/// Diagnoses a file: the requested step (or the first whose forward differs beyond noise) and
+/// the requested rank (or all ranks).
+pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, DiagnoseError> {
+    file.check_selection(opts.step, opts.rank)?;
+    let steps = match opts.step {
+        Some(s) => vec![s],
+        None => file.steps(),
+    };
+    let ranks = match opts.rank {
+        Some(r) => vec![r],
+        None => file.ranks(),
+    };
+    let mut checked = Vec::new();
+    let mut chosen: Option<Diagnosis> = None;
+    // When no step's forward differs: the first step where anything differs, else the first.
+    let mut fallback: Option<(bool, Diagnosis)> = None;
+    for &step in &steps {
+        let data: Vec<RankData> = ranks
+            .iter()
+            .map(|&rank| file.load(step, rank))
+            .collect::<Result<_, _>>()?;
+        let d = diagnose_step(file.mode(), opts, &data);
+        let check = d.steps_checked[0].clone();
+        checked.push(check.clone());
+        if check.forward_differs {
+            chosen = Some(d);
+            break;
+        }
+        let better = fallback
+            .as_ref()
+            .is_none_or(|(any, _)| check.any_differs && !any);
+        if better {
+            fallback = Some((check.any_differs, d));
+        }
+    }
+    let Some(mut d) = chosen.or(fallback.map(|(_, d)| d)) else {
+        return Err(DiagnoseError::Data {
+            path: file.path().to_owned(),
+            what: "tb_config.step_list".into(),
+            reason: "no step to diagnose".into(),
+        });
+    };
+    d.steps_checked = checked;
+    Ok(d)
+}

@@ -1,0 +1,548 @@
+//! One entry of a node's `input_data` / `output_data`: a tensor's statistics, a non-tensor
+//! argument's value, or a process group, read from the stringified JSON msprobe stores.
+//!
+//! Only what the rules need is kept, as numbers: the four statistics of each side, the tensor
+//! mode metrics and the md5 text. Values are strings in msprobe's files (`"0.25"`, `"inf"`,
+//! `"null"`) and sometimes numbers in other writers; both are read.
+
+use serde_json::{Map, Value};
+
+/// Where an entry sits in the node's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// An argument of the call (tensor or not), `…input.N` / `…input.<kwarg>`.
+    Input,
+    /// A module's own parameter, `…parameters.<name>`.
+    Parameter,
+    /// A result, `…output.N`.
+    Output,
+}
+
+/// What an entry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A tensor with statistics.
+    Tensor,
+    /// A Python / MindSpore scalar, string, slice…: compared by value.
+    Scalar,
+    /// A process group, `None`, or anything else the rules do not compare.
+    Ignored,
+}
+
+/// The numeric class of a dtype, which decides the noise a comparison tolerates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DtypeClass {
+    /// Integers and booleans: exact.
+    Exact,
+    Float64,
+    Float32,
+    Float16,
+    BFloat16,
+    /// Unknown names (fp8 and such): treated as the least precise float.
+    Other,
+}
+
+impl DtypeClass {
+    /// Classifies a dtype name of either framework, ignoring how it is spelled
+    /// (`torch.float32`, `Float32`, `float32` are the same: msprobe compares them as text and
+    /// reports a false error; we do not).
+    pub fn of(dtype: &str) -> DtypeClass {
+        let lower = dtype.to_ascii_lowercase();
+        let name = lower
+            .rsplit(['.', ' '])
+            .next()
+            .unwrap_or(&lower)
+            .trim_end_matches(['>', '\'']);
+        match name {
+            "float64" | "double" => DtypeClass::Float64,
+            "float32" | "float" | "tensorfloat32" => DtypeClass::Float32,
+            "float16" | "half" => DtypeClass::Float16,
+            "bfloat16" => DtypeClass::BFloat16,
+            n if n.starts_with("int") || n.starts_with("uint") || n == "bool" || n == "long" => {
+                DtypeClass::Exact
+            }
+            _ => DtypeClass::Other,
+        }
+    }
+
+    /// The unit round-off of the class: the smallest relative difference it can show.
+    pub fn epsilon(self) -> f64 {
+        match self {
+            DtypeClass::Exact => 0.0,
+            DtypeClass::Float64 => f64::EPSILON,
+            DtypeClass::Float32 => f32::EPSILON as f64,
+            DtypeClass::Float16 => 9.765_625e-4,
+            DtypeClass::BFloat16 | DtypeClass::Other => 7.812_5e-3,
+        }
+    }
+
+    /// The less precise of two classes (the one whose noise a comparison must tolerate).
+    pub fn coarser(self, other: DtypeClass) -> DtypeClass {
+        self.max(other)
+    }
+}
+
+/// `Max`, `Min`, `Mean`, `Norm` of one tensor (any may be absent; non-finite values are kept).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Stats {
+    pub max: Option<f64>,
+    pub min: Option<f64>,
+    pub mean: Option<f64>,
+    pub norm: Option<f64>,
+}
+
+impl Stats {
+    /// Whether any statistic is NaN or infinite (a Norm overflows before Max or Min do).
+    pub fn has_non_finite(&self) -> bool {
+        [self.max, self.min, self.mean, self.norm]
+            .into_iter()
+            .flatten()
+            .any(|v| !v.is_finite())
+    }
+}
+
+/// The tensor-mode metrics msprobe stores on the target side of a matched pair.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TensorMetrics {
+    pub cosine: Option<f64>,
+    pub max_abs_err: Option<f64>,
+}
+
+/// One entry, as the rules see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The key without the node's name: `input.0`, `input.eps`, `parameters.weight`, `output.0`.
+    pub name: Box<str>,
+    pub role: Role,
+    pub kind: Kind,
+    pub dtype: DtypeClass,
+    pub stats: Stats,
+    /// A scalar's value as text.
+    pub value: Option<Box<str>>,
+    /// The md5 (CRC32) text in md5 mode.
+    pub md5: Option<Box<str>>,
+    /// Tensor-mode metrics, when stored (boxed: most files have none, and a 1M-node file holds
+    /// millions of entries).
+    pub metrics: Option<Box<TensorMetrics>>,
+    /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent. Only compared
+    /// for equality.
+    pub shape: u64,
+    /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
+    pub torch_dtype: bool,
+}
+
+/// A hash of a shape's text without whitespace (never 0).
+pub fn shape_hash(shape: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0x5ea9e).build_hasher();
+    for b in shape.bytes().filter(|b| !b.is_ascii_whitespace()) {
+        h.write_u8(b);
+    }
+    h.finish().max(1)
+}
+
+/// A value as a number: JSON numbers, and strings such as `"0.25"`, `"inf"`, `"-inf"`, `"nan"`
+/// (msprobe may append a tab to non-finite cells). `null`, `"null"`, `"N/A"`, booleans: none.
+pub fn number(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => number_text(s),
+        _ => None,
+    }
+}
+
+/// [`number`] of a string.
+fn number_text(s: &str) -> Option<f64> {
+    let t = s.trim();
+    if let Ok(v) = t.parse::<f64>() {
+        return Some(v);
+    }
+    let is = |word: &str| t.eq_ignore_ascii_case(word);
+    if is("inf") || is("infinity") || is("+inf") {
+        Some(f64::INFINITY)
+    } else if is("-inf") || is("-infinity") {
+        Some(f64::NEG_INFINITY)
+    } else if is("nan") {
+        Some(f64::NAN)
+    } else {
+        None
+    }
+}
+
+fn text(v: Option<&Value>) -> Option<Box<str>> {
+    match v? {
+        Value::String(s) => Some(s.as_str().into()),
+        Value::Null => None,
+        other => Some(other.to_string().into()),
+    }
+}
+
+/// The role of a key, from the part after the node's name.
+pub fn role_of(suffix: &str, in_output_data: bool) -> Role {
+    if suffix.starts_with("parameters") || suffix.contains(".parameters.") {
+        Role::Parameter
+    } else if in_output_data || suffix.starts_with("output") {
+        Role::Output
+    } else {
+        Role::Input
+    }
+}
+
+/// Reads the entries of one JSON object (`input_data` or `output_data`) of node `node`.
+pub fn parse_entries(node: &str, data: &Map<String, Value>, in_output_data: bool) -> Vec<Entry> {
+    data.iter()
+        .map(|(key, v)| {
+            let empty = Map::new();
+            let fields = v.as_object().unwrap_or(&empty);
+            entry(node, key, in_output_data, fields)
+        })
+        .collect()
+}
+
+/// Reads the entries of one JSON text straight into [`Entry`]s, without building a JSON tree
+/// (the load of a large file is mostly this). `None` when the text is not plain JSON of the
+/// usual shape (bare `NaN`, an entry that is not an object…): the caller then parses it as a
+/// tree, leniently, and reports errors by name.
+pub fn parse_entries_text(node: &str, text: &str, in_output_data: bool) -> Option<Vec<Entry>> {
+    if text.trim().is_empty() {
+        return Some(Vec::new());
+    }
+    let raw: RawEntries<'_> = serde_json::from_str(text).ok()?;
+    Some(
+        raw.0
+            .iter()
+            .map(|(key, fields)| entry(node, key, in_output_data, fields))
+            .collect(),
+    )
+}
+
+/// The fields of one entry that the rules read, however they are stored.
+trait Fields {
+    /// The field as a string (`None`: absent or not a string).
+    fn str(&self, key: &str) -> Option<&str>;
+    fn present(&self, key: &str) -> bool;
+    fn num(&self, key: &str) -> Option<f64>;
+    /// The field as text (numbers printed), `None` when absent or null.
+    fn text(&self, key: &str) -> Option<Box<str>>;
+}
+
+impl Fields for Map<String, Value> {
+    fn str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(Value::as_str)
+    }
+    fn present(&self, key: &str) -> bool {
+        self.contains_key(key)
+    }
+    fn num(&self, key: &str) -> Option<f64> {
+        number(self.get(key))
+    }
+    fn text(&self, key: &str) -> Option<Box<str>> {
+        text(self.get(key))
+    }
+}
+
+/// One JSON value of an entry's field, borrowed from the text when it can be.
+enum Field<'a> {
+    Str(std::borrow::Cow<'a, str>),
+    Num(f64),
+    Other(String),
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Field<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Field<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<'de>, E> {
+                Ok(Field::Str(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Field<'de>, E> {
+                Ok(Field::Str(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Field<'de>, E> {
+                Ok(Field::Num(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Field<'de>, E> {
+                Ok(Field::Num(v as f64))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Field<'de>, E> {
+                Ok(Field::Num(v as f64))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Field<'de>, E> {
+                Ok(Field::Other(if v { "True" } else { "False" }.to_owned()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Field<'de>, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Field::Other(String::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Field<'de>, A::Error> {
+                while a
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Field::Other(String::new()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The fields the rules read; the others are skipped unparsed. (A JSON `null` reads as absent:
+/// msprobe writes nulls as the string `"null"`.)
+#[derive(serde::Deserialize)]
+struct RawEntry<'a> {
+    #[serde(borrow, rename = "type")]
+    type_name: Option<Field<'a>>,
+    #[serde(borrow)]
+    dtype: Option<Field<'a>>,
+    #[serde(borrow)]
+    shape: Option<Field<'a>>,
+    #[serde(borrow, rename = "Max")]
+    max: Option<Field<'a>>,
+    #[serde(borrow, rename = "Min")]
+    min: Option<Field<'a>>,
+    #[serde(borrow, rename = "Mean")]
+    mean: Option<Field<'a>>,
+    #[serde(borrow, rename = "Norm")]
+    norm: Option<Field<'a>>,
+    #[serde(borrow)]
+    value: Option<Field<'a>>,
+    #[serde(borrow)]
+    md5: Option<Field<'a>>,
+    #[serde(borrow, rename = "Cosine")]
+    cosine: Option<Field<'a>>,
+    #[serde(borrow, rename = "MaxAbsErr")]
+    max_abs_err: Option<Field<'a>>,
+}
+
+impl<'a> RawEntry<'a> {
+    fn field(&self, key: &str) -> Option<&Field<'a>> {
+        match key {
+            "type" => self.type_name.as_ref(),
+            "dtype" => self.dtype.as_ref(),
+            "shape" => self.shape.as_ref(),
+            "Max" => self.max.as_ref(),
+            "Min" => self.min.as_ref(),
+            "Mean" => self.mean.as_ref(),
+            "Norm" => self.norm.as_ref(),
+            "value" => self.value.as_ref(),
+            "md5" => self.md5.as_ref(),
+            "Cosine" => self.cosine.as_ref(),
+            "MaxAbsErr" => self.max_abs_err.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+impl Fields for RawEntry<'_> {
+    fn str(&self, key: &str) -> Option<&str> {
+        match self.field(key)? {
+            Field::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn present(&self, key: &str) -> bool {
+        self.field(key).is_some()
+    }
+    fn num(&self, key: &str) -> Option<f64> {
+        match self.field(key)? {
+            Field::Num(n) => Some(*n),
+            Field::Str(s) => number_text(s),
+            Field::Other(_) => None,
+        }
+    }
+    fn text(&self, key: &str) -> Option<Box<str>> {
+        match self.field(key)? {
+            Field::Str(s) => Some((**s).into()),
+            Field::Num(n) => Some(Value::from(*n).to_string().into()),
+            Field::Other(s) => Some(s.as_str().into()),
+        }
+    }
+}
+
+/// The entries of one column in file order.
+struct RawEntries<'a>(Vec<(std::borrow::Cow<'a, str>, RawEntry<'a>)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for RawEntries<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawEntries<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of entries")
+            }
+            fn visit_unit<E>(self) -> Result<RawEntries<'de>, E> {
+                Ok(RawEntries(Vec::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<RawEntries<'de>, A::Error> {
+                let mut out = Vec::with_capacity(a.size_hint().unwrap_or(4));
+                while let Some((k, v)) =
+                    a.next_entry::<std::borrow::Cow<'de, str>, RawEntry<'de>>()?
+                {
+                    out.push((k, v));
+                }
+                Ok(RawEntries(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One entry from its key and fields.
+fn entry(node: &str, key: &str, in_output_data: bool, f: &impl Fields) -> Entry {
+    let name = key
+        .strip_prefix(node)
+        .and_then(|s| s.strip_prefix('.'))
+        .unwrap_or(key);
+    let role = role_of(name, in_output_data);
+    let type_name = f.str("type").unwrap_or("");
+    let dtype_text = f.str("dtype").unwrap_or("");
+    let kind = if type_name.ends_with("ProcessGroup") || type_name.is_empty() && !f.present("Max") {
+        Kind::Ignored
+    } else if type_name.ends_with("Tensor") || type_name.ends_with("Parameter") {
+        Kind::Tensor
+    } else if f.present("value") || dtype_text.contains("class") {
+        Kind::Scalar
+    } else if f.present("shape") && f.present("Max") {
+        Kind::Tensor
+    } else {
+        Kind::Ignored
+    };
+    let stats = Stats {
+        max: f.num("Max"),
+        min: f.num("Min"),
+        mean: f.num("Mean"),
+        norm: f.num("Norm"),
+    };
+    let metrics = (f.present("Cosine") || f.present("MaxAbsErr")).then(|| {
+        Box::new(TensorMetrics {
+            cosine: f.num("Cosine"),
+            max_abs_err: f.num("MaxAbsErr"),
+        })
+    });
+    let value = match kind {
+        Kind::Scalar => f.text("value").or_else(|| f.text("Max")),
+        _ => None,
+    };
+    Entry {
+        name: name.into(),
+        role,
+        kind,
+        dtype: if kind == Kind::Scalar {
+            DtypeClass::Exact
+        } else {
+            DtypeClass::of(dtype_text)
+        },
+        stats,
+        value,
+        md5: f.text("md5"),
+        metrics,
+        shape: f.str("shape").map_or(0, shape_hash),
+        torch_dtype: dtype_text.starts_with("torch."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_fast_reader_and_the_tree_agree() {
+        let text = r#"{"N.0.forward.input.0": {"type": "torch.Tensor", "dtype": "torch.float32",
+            "shape": "[2, 16]", "Max": "inf", "Min": -1, "Mean": "null", "Norm": "2.5",
+            "requires_grad": "True", "Cosine": "0.99", "MaxAbsErr": "N/A", "extra": [1, {"a": 2}]},
+            "N.0.forward.input.eps": {"type": "float", "value": "1e-05", "dtype": "<class float>"},
+            "N.0.forward.input.flag": {"type": "bool", "value": true},
+            "N.0.forward.input.3": {"value": "null"},
+            "N.0.forward.parameters.weight": {"type": "mindspore.Tensor", "dtype": "Float32",
+            "shape": "[2]", "Max": "1\u002e5", "md5": "00ab"}}"#;
+        let fast = parse_entries_text("N.0.forward", text, false).expect("fast reader");
+        let tree: Value = serde_json::from_str(text).unwrap();
+        let slow = parse_entries("N.0.forward", tree.as_object().unwrap(), false);
+        assert_eq!(fast.len(), 5);
+        for (a, b) in fast.iter().zip(&slow) {
+            assert_eq!(a.name, b.name);
+            assert_eq!(
+                (a.role, a.kind, a.dtype, a.shape),
+                (b.role, b.kind, b.dtype, b.shape)
+            );
+            assert_eq!(format!("{:?}", a.stats), format!("{:?}", b.stats));
+            assert_eq!(a.md5, b.md5);
+            assert_eq!(a.metrics, b.metrics);
+            assert_eq!(
+                a.value.as_deref().map(str::to_lowercase),
+                b.value.as_deref().map(str::to_lowercase)
+            );
+        }
+        assert_eq!(fast[4].stats.max, Some(1.5));
+        // Bare NaN is not JSON: the caller falls back to the lenient tree.
+        assert!(parse_entries_text("N", r#"{"N.input.0": {"Max": NaN}}"#, false).is_none());
+        assert_eq!(parse_entries_text("N", "", false).map(|v| v.len()), Some(0));
+    }
+
+    #[test]
+    fn dtype_names_of_both_frameworks_are_the_same_class() {
+        assert_eq!(DtypeClass::of("torch.float32"), DtypeClass::Float32);
+        assert_eq!(DtypeClass::of("Float32"), DtypeClass::Float32);
+        assert_eq!(DtypeClass::of("torch.bfloat16"), DtypeClass::BFloat16);
+        assert_eq!(DtypeClass::of("BFloat16"), DtypeClass::BFloat16);
+        assert_eq!(DtypeClass::of("torch.int64"), DtypeClass::Exact);
+        assert_eq!(DtypeClass::of("Int64"), DtypeClass::Exact);
+        assert_eq!(DtypeClass::of("torch.float8_e4m3fn"), DtypeClass::Other);
+    }
+
+    #[test]
+    fn numbers_are_read_from_msprobe_strings() {
+        assert_eq!(number(Some(&json!("0.25"))), Some(0.25));
+        assert_eq!(number(Some(&json!("inf\t"))), Some(f64::INFINITY));
+        assert_eq!(number(Some(&json!("-inf"))), Some(f64::NEG_INFINITY));
+        assert!(number(Some(&json!("nan"))).is_some_and(f64::is_nan));
+        assert_eq!(number(Some(&json!("null"))), None);
+        assert_eq!(number(Some(&json!("N/A"))), None);
+        assert_eq!(number(Some(&json!(3))), Some(3.0));
+    }
+
+    #[test]
+    fn entries_get_their_role_and_kind() {
+        let data = json!({
+            "F.layer_norm.0.forward.input.0": {"type": "torch.Tensor", "dtype": "torch.float32",
+                "shape": "[2]", "Max": "1.0", "Min": "-1.0", "Mean": "0.0", "Norm": "1.4"},
+            "F.layer_norm.0.forward.input.4": {"type": "float", "value": "1e-05",
+                "dtype": "<class float>", "shape": "[]", "Max": "1e-05"},
+            "F.layer_norm.0.forward.input.group": {"type": "torch.ProcessGroup", "group_ranks": "[0, 1]"},
+            "F.layer_norm.0.forward.parameters.weight": {"type": "torch.Tensor",
+                "dtype": "torch.float32", "shape": "[2]", "Max": "1.0"},
+            "F.layer_norm.0.forward.input.3": {"value": "null"}
+        });
+        let entries = parse_entries("F.layer_norm.0.forward", data.as_object().unwrap(), false);
+        let kinds: Vec<(&str, Role, Kind)> =
+            entries.iter().map(|e| (&*e.name, e.role, e.kind)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("input.0", Role::Input, Kind::Tensor),
+                ("input.4", Role::Input, Kind::Scalar),
+                ("input.group", Role::Input, Kind::Ignored),
+                ("parameters.weight", Role::Parameter, Kind::Tensor),
+                ("input.3", Role::Input, Kind::Ignored),
+            ]
+        );
+        assert_eq!(entries[1].value.as_deref(), Some("1e-05"));
+        assert_eq!(entries[0].stats.norm, Some(1.4));
+    }
+}

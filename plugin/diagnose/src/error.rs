@@ -1,0 +1,40 @@
+//! The one error type of the crate: every variant names the file and what is wrong with it.
+
+use std::path::PathBuf;
+
+use graph_ascend_visdb::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiagnoseError {
+    /// The file cannot be opened or read as a `.vis.db`.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A `.vis.db` that holds no comparison.
+    #[error("{path}: not a compare file: {reason}")]
+    NotCompare { path: PathBuf, reason: String },
+    #[error("{path}: no step {step} (the file has steps {known:?})")]
+    UnknownStep {
+        path: PathBuf,
+        step: i64,
+        known: Vec<i64>,
+    },
+    #[error("{path}: no rank {rank} (the file has ranks {known:?})")]
+    UnknownRank {
+        path: PathBuf,
+        rank: i64,
+        known: Vec<i64>,
+    },
+    /// A column that cannot be read.
+    #[error("{path}: bad {what}: {reason}")]
+    Data {
+        path: PathBuf,
+        what: String,
+        reason: String,
+    },
+    /// Writing an export failed.
+    #[error("cannot write {what}: {source}")]
+    Write {
+        what: String,
+        source: std::io::Error,
+    },
+}

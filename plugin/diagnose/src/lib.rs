@@ -1,0 +1,44 @@
+//! Where did a compare first go wrong? Diagnosis over the stored rows of any compare `.vis.db`
+//! (ours or msprobe's), read-only: msprobe's tables are never written.
+//!
+//! For each matched node the rules decide whether its error is *introduced* there (its inputs
+//! agree with golden within the noise of their dtypes while its outputs jump), *caused* by a
+//! differing weight or argument, *amplified*, or *inherited*; then the sources are ranked: the
+//! first step whose forward differs, forward before backward, in execution order, the
+//! innermost culprit of a module leading its group, the rank where it started. The rules and
+//! their reasoning are in `docs/diagnosis.md`.
+//!
+//! ```no_run
+//! use graph_ascend_diagnose::{diagnose, CompareFile, Options};
+//! let file = CompareFile::open("compare.vis.db".as_ref())?;
+//! let found = diagnose(&file, &Options::default())?;
+//! for s in &found.sources {
+//!     println!("{} {}: {}", s.rank, s.node, s.reason);
+//! }
+//! # Ok::<(), graph_ascend_diagnose::DiagnoseError>(())
+//! ```
+//!
+//! # Layout
+//! - [`load`]: a compare file's rows of one step and rank into typed graphs (both sides).
+//! - [`entry`]: one tensor / argument entry of a node, its dtype class.
+//! - [`api`]: which argument of an API is a weight, what non-tensor arguments are called.
+//! - [`options`]: tolerances per dtype class and the jump ratios.
+//! - [`judge`]: the per-node rules (how far an entry is from golden, the node's verdict).
+//! - [`diagnose`](mod@diagnose): ranking, grouping, steps and ranks: the [`Diagnosis`].
+//! - [`report`]: the diagnosis as text, JSON or CSV.
+//! - [`export`]: every matched pair of a compare as CSV, with msprobe's compare columns.
+
+pub mod api;
+pub mod diagnose;
+pub mod entry;
+pub mod error;
+pub mod export;
+pub mod judge;
+pub mod load;
+pub mod options;
+pub mod report;
+
+pub use diagnose::{diagnose, diagnose_step, Diagnosis, Direction, Source, SourceKind};
+pub use error::DiagnoseError;
+pub use load::{CompareFile, Mode, RankData};
+pub use options::{Options, Tolerance};

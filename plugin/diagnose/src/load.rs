@@ -1,0 +1,539 @@
+//! Reading a compare `.vis.db` into the typed graphs the rules work on: for one step and rank,
+//! both sides (target `NPU` and golden `Bench`), each node with its parent, its children in the
+//! hierarchy's order, its match and its entries.
+//!
+//! Rows are read once, in batches whose JSON is parsed on every core. Nothing is written.
+
+use std::path::Path;
+
+use foldhash::HashMap;
+use graph_ascend_visdb::store::{ConfigRow, DataRow, GraphKey, Side};
+use graph_ascend_visdb::Store;
+use rayon::prelude::*;
+use serde_json::Value;
+
+use crate::entry::{parse_entries, parse_entries_text, Entry};
+use crate::error::DiagnoseError;
+
+/// The comparison a file holds (`tb_config.task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// `summary`: Max, Min, Mean, Norm of each tensor.
+    Statistics,
+    /// `all`: real-data metrics (Cosine, MaxAbsErr…) besides the statistics.
+    Tensor,
+    /// `md5`: a CRC32 of each tensor, equal or not.
+    Md5,
+}
+
+impl Mode {
+    fn of_task(task: &str) -> Option<Mode> {
+        match task {
+            "summary" => Some(Mode::Statistics),
+            "all" => Some(Mode::Tensor),
+            "md5" => Some(Mode::Md5),
+            _ => None,
+        }
+    }
+}
+
+/// The pass a node belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Forward,
+    Backward,
+    /// The optimizer's step and gradient clipping (msprobe's `optimizer` and `clip_grad`
+    /// nodes): after backward, fed by the gradients.
+    Update,
+}
+
+/// One node of one side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub name: Box<str>,
+    pub parent: Option<u32>,
+    /// Children in the hierarchy's order (`sub_nodes`), which is the order they ran in.
+    pub children: Vec<u32>,
+    /// msprobe's `NodeOp`: 0 module, 1 API, 9 API collection.
+    pub node_type: i32,
+    /// The golden node this one is matched with (last element of `matched_node_link`).
+    pub link: Option<Box<str>>,
+    /// `input_data` entries (arguments and parameters), in file order.
+    pub inputs: Vec<Entry>,
+    /// `output_data` entries, in file order.
+    pub outputs: Vec<Entry>,
+    /// Communication peers from `matched_distributed`: `(rank, node on that rank)`.
+    pub peers: Vec<(i64, Box<str>)>,
+    /// Its pass: `.backward` in the name, or inside an update node, else forward.
+    pub direction: Direction,
+    /// A `parameters_grad` node (the gradients of a module's parameters).
+    pub param_grad: bool,
+}
+
+/// All nodes of one side of one step and rank.
+#[derive(Debug, Default)]
+pub struct SideGraph {
+    pub nodes: Vec<Node>,
+    pub by_name: HashMap<Box<str>, u32>,
+    /// The node without a parent (`DefaultModel`).
+    pub root: Option<u32>,
+    /// Whether the run is PyTorch's, by its dtype spelling (`None`: no tensor at all).
+    pub torch: Option<bool>,
+}
+
+impl SideGraph {
+    /// The index of a node by name.
+    pub fn find(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Nodes in execution order: a post-order walk of the hierarchy (children in their order,
+    /// then the node, as a module finishes after what it calls), then any node the walk did not
+    /// reach, in file order. Iterative, so a deep or corrupt hierarchy cannot overflow the stack.
+    pub fn execution_order(&self) -> Vec<u32> {
+        let n = self.nodes.len();
+        let mut seen = vec![false; n];
+        let mut order = Vec::with_capacity(n);
+        let walk = |start: u32, seen: &mut Vec<bool>, order: &mut Vec<u32>| {
+            if seen[start as usize] {
+                return;
+            }
+            seen[start as usize] = true;
+            let mut stack: Vec<(u32, usize)> = vec![(start, 0)];
+            while let Some((node, next)) = stack.pop() {
+                let children = &self.nodes[node as usize].children;
+                if let Some(&child) = children.get(next) {
+                    stack.push((node, next + 1));
+                    if !seen[child as usize] {
+                        seen[child as usize] = true;
+                        stack.push((child, 0));
+                    }
+                } else {
+                    order.push(node);
+                }
+            }
+        };
+        if let Some(root) = self.root {
+            walk(root, &mut seen, &mut order);
+        }
+        for i in 0..n as u32 {
+            if !seen[i as usize] {
+                walk(i, &mut seen, &mut order);
+            }
+        }
+        order
+    }
+
+    /// `node`'s ancestors, nearest first (bounded by the number of nodes: a cycle stops it).
+    pub fn ancestors(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut next = self.nodes[node as usize].parent;
+        let mut left = self.nodes.len();
+        std::iter::from_fn(move || {
+            let current = next?;
+            if left == 0 {
+                return None;
+            }
+            left -= 1;
+            next = self.nodes[current as usize].parent;
+            Some(current)
+        })
+    }
+}
+
+/// Both sides of one step and rank.
+#[derive(Debug)]
+pub struct RankData {
+    pub step: i64,
+    pub rank: i64,
+    pub npu: SideGraph,
+    pub bench: SideGraph,
+    /// The golden partner of each target node (by `matched_node_link`), if it exists.
+    pub partners: Vec<Option<u32>>,
+}
+
+impl RankData {
+    /// The two runs come from different frameworks (MindSpore against PyTorch).
+    pub fn cross_framework(&self) -> bool {
+        matches!((self.npu.torch, self.bench.torch), (Some(a), Some(b)) if a != b)
+    }
+
+    /// The golden partner of target node `i`, if it is matched and the partner exists.
+    pub fn partner(&self, i: u32) -> Option<u32> {
+        self.partners[i as usize]
+    }
+}
+
+/// An open compare file.
+pub struct CompareFile {
+    store: Store,
+    config: ConfigRow,
+    mode: Mode,
+}
+
+impl CompareFile {
+    /// Opens `path` and checks that it is a compare file with a known comparison mode.
+    pub fn open(path: &Path) -> Result<CompareFile, DiagnoseError> {
+        CompareFile::from_store(Store::open(path)?)
+    }
+
+    /// Uses an already open store (the service's).
+    pub fn from_store(store: Store) -> Result<CompareFile, DiagnoseError> {
+        let config = store.config()?;
+        if !config.is_compare() {
+            return Err(DiagnoseError::NotCompare {
+                path: store.path().to_owned(),
+                reason: format!(
+                    "its graph_type is {:?}: only a compare file (a target against a golden run) \
+                     can be diagnosed",
+                    config.graph_type
+                ),
+            });
+        }
+        let mode = Mode::of_task(&config.task).ok_or_else(|| DiagnoseError::NotCompare {
+            path: store.path().to_owned(),
+            reason: format!("unknown comparison task {:?}", config.task),
+        })?;
+        Ok(CompareFile {
+            store,
+            config,
+            mode,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.store.path()
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Steps of the file, ascending (`[0]` when the config lists none).
+    pub fn steps(&self) -> Vec<i64> {
+        sorted_or_zero(&self.config.steps)
+    }
+
+    /// Ranks of the file, ascending (`[0]` when the config lists none).
+    pub fn ranks(&self) -> Vec<i64> {
+        sorted_or_zero(&self.config.ranks)
+    }
+
+    /// Checks a requested step and rank against the file's lists.
+    pub fn check_selection(
+        &self,
+        step: Option<i64>,
+        rank: Option<i64>,
+    ) -> Result<(), DiagnoseError> {
+        let path = || self.path().to_owned();
+        if let Some(step) = step {
+            let steps = self.steps();
+            if !steps.contains(&step) {
+                return Err(DiagnoseError::UnknownStep {
+                    path: path(),
+                    step,
+                    known: steps,
+                });
+            }
+        }
+        if let Some(rank) = rank {
+            let ranks = self.ranks();
+            if !ranks.contains(&rank) {
+                return Err(DiagnoseError::UnknownRank {
+                    path: path(),
+                    rank,
+                    known: ranks,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads both sides of one step and rank.
+    pub fn load(&self, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
+        let side = |side| load_side(&self.store, GraphKey { side, step, rank });
+        let (npu, bench) = (side(Side::Npu)?, side(Side::Bench)?);
+        let partners = npu
+            .nodes
+            .iter()
+            .map(|n| n.link.as_deref().and_then(|l| bench.find(l)))
+            .collect();
+        Ok(RankData {
+            step,
+            rank,
+            npu,
+            bench,
+            partners,
+        })
+    }
+
+    /// The store, for other reads (the CSV export).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
+
+fn sorted_or_zero(list: &[i64]) -> Vec<i64> {
+    let mut v = list.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    if v.is_empty() {
+        v.push(0);
+    }
+    v
+}
+
+/// Rows parsed per batch (large enough to keep every core busy, small enough to bound memory).
+const BATCH: usize = 8192;
+
+/// A node before its parent and children are resolved to indexes.
+struct Parsed {
+    node: Node,
+    up_node: String,
+    sub_nodes: Vec<String>,
+}
+
+fn parse_row(path: &Path, row: DataRow) -> Result<Parsed, DiagnoseError> {
+    let name = row.node.name;
+    let object =
+        |what: &str, text: &str| -> Result<serde_json::Map<String, Value>, DiagnoseError> {
+            match graph_ascend_visdb::json::parse_lenient(text) {
+                Ok(Some(Value::Object(map))) => Ok(map),
+                Ok(None) | Ok(Some(Value::Null)) => Ok(Default::default()),
+                Ok(Some(_)) => Err(DiagnoseError::Data {
+                    path: path.to_owned(),
+                    what: format!("{what} of node {name}"),
+                    reason: "expected a JSON object".into(),
+                }),
+                Err(e) => Err(DiagnoseError::Data {
+                    path: path.to_owned(),
+                    what: format!("{what} of node {name}"),
+                    reason: e.to_string(),
+                }),
+            }
+        };
+    // The fast reader first; the lenient tree (bare NaN…, and its errors by name) otherwise.
+    let inputs = match parse_entries_text(&name, &row.input_data, false) {
+        Some(entries) => entries,
+        None => parse_entries(&name, &object("input_data", &row.input_data)?, false),
+    };
+    let outputs = match parse_entries_text(&name, &row.output_data, true) {
+        Some(entries) => entries,
+        None => parse_entries(&name, &object("output_data", &row.output_data)?, true),
+    };
+    let peers = peers(&row.node.matched_distributed);
+    Ok(Parsed {
+        node: Node {
+            parent: None,
+            children: Vec::new(),
+            node_type: row.node.node_type,
+            link: row.node.matched_node_link.last().map(|s| s.as_str().into()),
+            inputs,
+            outputs,
+            peers,
+            direction: if name.contains(".backward") {
+                Direction::Backward
+            } else {
+                Direction::Forward
+            },
+            param_grad: name.contains(".parameters_grad"),
+            name: name.into(),
+        },
+        up_node: row.node.up_node,
+        sub_nodes: row.node.sub_nodes,
+    })
+}
+
+/// `{"nodes_info": {"1": ["0", "Distributed.recv.0.forward"]}}` → `[(1, "Distributed.recv…")]`.
+fn peers(matched_distributed: &Value) -> Vec<(i64, Box<str>)> {
+    let Some(info) = matched_distributed
+        .get("nodes_info")
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    info.iter()
+        .filter_map(|(rank, v)| {
+            let rank = rank.trim().parse::<i64>().ok()?;
+            let node = v.as_array()?.get(1)?.as_str()?;
+            Some((rank, node.into()))
+        })
+        .collect()
+}
+
+fn load_side(store: &Store, graph: GraphKey) -> Result<SideGraph, DiagnoseError> {
+    let path = store.path().to_owned();
+    let mut parsed: Vec<Parsed> = Vec::new();
+    let mut batch: Vec<DataRow> = Vec::with_capacity(BATCH);
+    let flush = |batch: &mut Vec<DataRow>, parsed: &mut Vec<Parsed>| -> Result<(), DiagnoseError> {
+        let rows = std::mem::take(batch);
+        let out: Vec<Result<Parsed, DiagnoseError>> =
+            rows.into_par_iter().map(|r| parse_row(&path, r)).collect();
+        for p in out {
+            parsed.push(p?);
+        }
+        Ok(())
+    };
+    store.scan_data_rows(graph, |row| -> Result<(), DiagnoseError> {
+        batch.push(row);
+        if batch.len() >= BATCH {
+            flush(&mut batch, &mut parsed)?;
+        }
+        Ok(())
+    })?;
+    flush(&mut batch, &mut parsed)?;
+    Ok(link(parsed))
+}
+
+/// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
+/// the hierarchy's); a child listed there but missing, or listed twice, is skipped.
+fn link(parsed: Vec<Parsed>) -> SideGraph {
+    let mut by_name: HashMap<Box<str>, u32> = HashMap::default();
+    by_name.reserve(parsed.len());
+    for (i, p) in parsed.iter().enumerate() {
+        by_name.entry(p.node.name.clone()).or_insert(i as u32);
+    }
+    let mut nodes = Vec::with_capacity(parsed.len());
+    let mut root = None;
+    for (i, p) in parsed.into_iter().enumerate() {
+        let mut node = p.node;
+        node.parent = if p.up_node.is_empty() {
+            None
+        } else {
+            by_name.get(p.up_node.as_str()).copied()
+        };
+        if p.up_node.is_empty() && root.is_none() {
+            root = Some(i as u32);
+        }
+        node.children = p
+            .sub_nodes
+            .iter()
+            .filter_map(|c| by_name.get(c.as_str()).copied())
+            .filter(|&c| c as usize != i)
+            .collect();
+        nodes.push(node);
+    }
+    // Everything inside an update node is an update, whatever its name says.
+    let in_update: Vec<bool> = (0..nodes.len())
+        .map(|i| {
+            let mut next = Some(i as u32);
+            let mut left = nodes.len();
+            while let (Some(k), true) = (next, left > 0) {
+                if matches!(&*nodes[k as usize].name, "optimizer" | "clip_grad") {
+                    return true;
+                }
+                next = nodes[k as usize].parent;
+                left -= 1;
+            }
+            false
+        })
+        .collect();
+    for (node, update) in nodes.iter_mut().zip(in_update) {
+        if update {
+            node.direction = Direction::Update;
+        }
+    }
+    let torch = nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter().chain(&n.outputs))
+        .find(|e| e.kind == crate::entry::Kind::Tensor)
+        .map(|e| e.torch_dtype);
+    SideGraph {
+        nodes,
+        by_name,
+        root,
+        torch,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        Node {
+            name: name.into(),
+            parent: None,
+            children: Vec::new(),
+            node_type: 0,
+            link: None,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            peers: Vec::new(),
+            direction: Direction::Forward,
+            param_grad: false,
+        }
+    }
+
+    fn parsed(name: &str, up: &str, subs: &[&str]) -> Parsed {
+        Parsed {
+            node: node(name),
+            up_node: up.into(),
+            sub_nodes: subs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {
+        order
+            .iter()
+            .map(|&i| g.nodes[i as usize].name.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn execution_order_follows_the_hierarchy_not_the_file_order() {
+        // File order (node_order) deliberately scrambled; sub_nodes give the order things ran.
+        let g = link(vec![
+            parsed("b.backward", "root", &["b2.backward", "b1.backward"]),
+            parsed("b1.backward", "b.backward", &[]),
+            parsed("root", "", &["a.forward", "b.backward"]),
+            parsed("a.forward", "root", &["a1.forward", "a2.forward"]),
+            parsed("a2.forward", "a.forward", &[]),
+            parsed("a1.forward", "a.forward", &[]),
+            parsed("b2.backward", "b.backward", &[]),
+            parsed("orphan", "missing", &[]),
+        ]);
+        assert_eq!(
+            names(&g, &g.execution_order()),
+            [
+                "a1.forward",
+                "a2.forward",
+                "a.forward",
+                "b2.backward",
+                "b1.backward",
+                "b.backward",
+                "root",
+                "orphan"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cycle_in_the_hierarchy_ends_the_walk() {
+        let g = link(vec![
+            parsed("root", "", &["x"]),
+            parsed("x", "root", &["y"]),
+            parsed("y", "x", &["x"]),
+        ]);
+        assert_eq!(names(&g, &g.execution_order()), ["y", "x", "root"]);
+        // The ancestor walk is bounded too.
+        let mut cyclic = link(vec![parsed("p", "q", &[]), parsed("q", "p", &[])]);
+        cyclic.nodes[0].parent = Some(1);
+        cyclic.nodes[1].parent = Some(0);
+        assert!(cyclic.ancestors(0).count() <= 2);
+    }
+
+    #[test]
+    fn nodes_inside_the_optimizer_are_updates() {
+        let g = link(vec![
+            parsed("root", "", &["optimizer", "m.backward.0"]),
+            parsed("optimizer", "root", &["Tensor.add_.0.forward"]),
+            parsed("Tensor.add_.0.forward", "optimizer", &[]),
+            parsed("m.backward.0", "root", &[]),
+        ]);
+        let dir = |name: &str| g.nodes[g.find(name).unwrap() as usize].direction;
+        assert_eq!(dir("Tensor.add_.0.forward"), Direction::Update);
+        assert_eq!(dir("root"), Direction::Forward);
+    }
+}

@@ -1,0 +1,76 @@
+//! The knobs of diagnosis: tolerances per dtype class and the jump ratios, with defaults chosen
+//! from the precision of each dtype (see `docs/diagnosis.md` for the reasoning).
+
+use crate::entry::DtypeClass;
+
+/// Two thresholds on a relative error (see [`crate::judge`] for how errors are measured).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Tolerance {
+    /// Up to this, an input or a parameter agrees with golden (noise).
+    pub agree: f64,
+    /// Above this, an output differs enough to be a fault rather than noise.
+    pub jump: f64,
+}
+
+/// What a diagnosis looks for and where.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Options {
+    /// Float64 against anything at least as precise.
+    pub float64: Tolerance,
+    pub float32: Tolerance,
+    pub float16: Tolerance,
+    /// Also used for unknown (fp8…) dtypes.
+    pub bfloat16: Tolerance,
+    /// An output must also be this many times worse than the inputs to be a jump.
+    pub jump_ratio: f64,
+    /// A node whose inputs already differ is still a source when its outputs are this many
+    /// times worse than its inputs (and above the jump tolerance): a second fault downstream.
+    pub amplify_ratio: f64,
+    /// Only this step (default: the first step whose forward differs beyond noise).
+    pub step: Option<i64>,
+    /// Only this rank (default: every rank of the step).
+    pub rank: Option<i64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            float64: Tolerance {
+                agree: 1e-6,
+                jump: 1e-4,
+            },
+            float32: Tolerance {
+                agree: 1e-3,
+                jump: 1e-2,
+            },
+            float16: Tolerance {
+                agree: 1e-2,
+                jump: 5e-2,
+            },
+            bfloat16: Tolerance {
+                agree: 5e-2,
+                jump: 2e-1,
+            },
+            jump_ratio: 10.0,
+            amplify_ratio: 100.0,
+            step: None,
+            rank: None,
+        }
+    }
+}
+
+impl Options {
+    /// The tolerance of a comparison between the two dtype classes (the coarser one decides).
+    pub fn tolerance(&self, npu: DtypeClass, bench: DtypeClass) -> Tolerance {
+        match npu.coarser(bench) {
+            DtypeClass::Exact => Tolerance {
+                agree: 0.0,
+                jump: 0.0,
+            },
+            DtypeClass::Float64 => self.float64,
+            DtypeClass::Float32 => self.float32,
+            DtypeClass::Float16 => self.float16,
+            DtypeClass::BFloat16 | DtypeClass::Other => self.bfloat16,
+        }
+    }
+}
