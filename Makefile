@@ -1,12 +1,14 @@
 # graph-ascend: build, demo, test, bench.
 #
 #   make demo     build everything and start TensorBoard with the plugin on examples/
-#   make test     every test (Rust, shim in real TensorBoard, frontend, end-to-end in Chromium)
-#   make install  install binary + plugin + page into the active Python environment
+#   make test     every test (Rust, the wheel, shim in real TensorBoard, frontend, end-to-end in Chromium)
+#   make wheel    the platform wheel (binary + plugin + page + API descriptor) into dist/
+#   make install  install that wheel into the active Python environment
 #   make bench    benchmarks (converter and service), not tests
 #
-# One Cargo profile (release) is used for the binary, the tests and the benchmarks, so a clean
-# machine compiles the dependencies once.
+# One Cargo profile (release) is used for the binary, the tests and the benchmarks. The binary the
+# suites run is the one inside the wheel (built once per run, for glibc 2.17 with zig: see
+# docs/packaging.md); `cargo test` builds the host's target/release as usual.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -14,16 +16,26 @@ CARGO ?= cargo
 PYTHON ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
-BIN := target/release/graph-ascend
 PKG := python_shim/graph_ascend_tb
+DIST ?= dist
 HOST ?= localhost
 PORT ?= 6006
 LOGDIR ?= examples
+# The wheel's build tools, from PyPI into $(VENV); pinned so that every machine builds the same wheel.
+WHEEL_TOOLS := maturin==1.16.0 ziglang==0.13.0 auditwheel==6.8.2
+# Where Cargo really writes (honours CARGO_TARGET_DIR and .cargo/config), asked once, when first needed.
+TARGET_DIR = $(eval TARGET_DIR := $(shell $(CARGO) metadata --format-version 1 --no-deps --locked | $(PYTHON) -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])'))$(TARGET_DIR)
+TRIPLE = $(eval TRIPLE := $(shell rustc -vV | sed -n 's/^host: //p'))$(TRIPLE)
+# maturin --zig builds for an explicit --target, so the wheel's binary lives under the triple's folder.
+WHEEL_BIN = $(TARGET_DIR)/$(TRIPLE)/release/graph-ascend
+# The binary every suite runs: the wheel's, as installed into $(VENV).
+BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
-.PHONY: build rust frontend shim venv install demo test test-rust lint-rust test-frontend test-shim test-e2e bench clean
+.PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e bench clean
 
-build: rust frontend shim
+build: frontend wheel
 
+# A host build for development (cargo run, benches); `make wheel` does not need it.
 rust:
 	$(CARGO) build --release --locked -p graph-ascend
 
@@ -34,30 +46,46 @@ frontend/node_modules/.installed: frontend/package-lock.json
 frontend: frontend/node_modules/.installed
 	cd frontend && npm run --silent build
 
-# The binary and the API descriptor travel inside the Python package.
-shim: rust
-	mkdir -p $(PKG)/bin
-	cp $(BIN) $(PKG)/bin/graph-ascend
-	$(BIN) proto-descriptor --out $(PKG)/graph_ascend.desc
-
-$(VENV)/.installed: python_shim/pyproject.toml
+$(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install -q --disable-pip-version-check tensorboard pytest ruff
-	$(VPY) -m pip install -q --disable-pip-version-check -e python_shim
 	touch $@
 
-venv: $(VENV)/.installed
+$(VENV)/.tools: $(VENV)/.created Makefile
+	$(VPY) -m pip install -q --disable-pip-version-check $(WHEEL_TOOLS)
+	touch $@
+
+# maturin --zig links against glibc 2.17 (manylinux2014) and builds C code (SQLite, mimalloc) with zig cc;
+# it finds zig through `python -m ziglang`, hence the venv first on PATH. The first pass compiles the
+# binary, which then writes the API descriptor; the second pass (nothing left to compile) packs the wheel
+# with it. auditwheel checks the platform tag the wheel claims.
+wheel: frontend $(VENV)/.tools
+	rm -rf $(DIST)/.stage && rm -f $(DIST)/graph_ascend-*.whl
+	cd python_shim && PATH="$(abspath $(VENV))/bin:$$PATH" maturin build --release --locked --zig --out $(abspath $(DIST))/.stage
+	"$(WHEEL_BIN)" proto-descriptor --out $(PKG)/graph_ascend.desc
+	cd python_shim && PATH="$(abspath $(VENV))/bin:$$PATH" maturin build --release --locked --zig --out $(abspath $(DIST))
+	rm -rf $(DIST)/.stage
+	$(VENV)/bin/auditwheel show $(DIST)/graph_ascend-*.whl
+
+$(VENV)/.installed: $(VENV)/.tools
+	$(VPY) -m pip install -q --disable-pip-version-check tensorboard pytest ruff
+	touch $@
+
+# The project's venv (TensorBoard, test tools) with the wheel just built installed into it.
+venv: $(VENV)/.installed wheel
+	$(VPY) -m pip uninstall -q -y --disable-pip-version-check graph-ascend
+	$(VPY) -m pip install -q --disable-pip-version-check $(DIST)/graph_ascend-*.whl
 
 # Into the active environment (a venv with TensorBoard, say): `python` is whatever is on PATH.
-install: build
-	python -m pip install --disable-pip-version-check ./python_shim
+install: wheel
+	python -m pip uninstall -q -y --disable-pip-version-check graph-ascend
+	python -m pip install --disable-pip-version-check $(DIST)/graph_ascend-*.whl
 	@echo "Installed. Run: tensorboard --logdir <folder with .vis.db files>, then open the GRAPH_ASCEND tab."
 
 demo: build venv
 	@echo "Open http://$(HOST):$(PORT)/#graph_ascend (Ctrl-C stops)."
 	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --host $(HOST) --port $(PORT)
 
-test: build venv test-rust lint-rust test-frontend test-shim test-e2e
+test: venv test-rust lint-rust test-frontend test-wheel test-shim test-e2e
 	@echo "make test: all suites passed"
 
 test-rust:
@@ -70,17 +98,22 @@ lint-rust:
 test-frontend: frontend/node_modules/.installed
 	cd frontend && npm run --silent typecheck && npm run --silent lint && npm run --silent test
 
-test-shim: venv shim
+# The wheel in fresh venvs, with no toolchain on PATH (PyPI wheels cached in tests/artifacts/wheel).
+test-wheel: venv
+	$(VENV)/bin/ruff check tests/wheel
+	$(VPY) -m pytest tests/wheel -q
+
+test-shim: venv
 	$(VENV)/bin/ruff check python_shim tests/shim
-	GRAPH_ASCEND_BINARY=$(CURDIR)/$(BIN) $(VPY) -m pytest tests/shim -q
+	GRAPH_ASCEND_BINARY=$(BIN) $(VPY) -m pytest tests/shim -q
 
-test-e2e: build venv
-	GRAPH_ASCEND_BINARY=$(CURDIR)/$(BIN) GA_PYTHON=$(CURDIR)/$(VPY) node --test tests/e2e/
+test-e2e: venv
+	GRAPH_ASCEND_BINARY=$(BIN) GA_PYTHON=$(CURDIR)/$(VPY) node --test tests/e2e/
 
-bench: build venv
+bench: venv
 	bash bench/convert.sh
 	@if [ -f bench/service.sh ]; then bash bench/service.sh; fi
 
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV) frontend/node_modules $(PKG)/bin $(PKG)/static $(PKG)/graph_ascend.desc
+	rm -rf $(VENV) $(DIST) frontend/node_modules $(PKG)/static $(PKG)/graph_ascend.desc

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let file = root.join("graph_ascend.proto");
-    println!("cargo:rerun-if-changed={}", file.display());
+    // Relative to the package (as Cargo reads it), not absolute: a checkout elsewhere sharing the same
+    // CARGO_TARGET_DIR (tests/wheel's `make install` test) must not rebuild everything after this crate.
+    println!("cargo:rerun-if-changed=../../proto/graph_ascend.proto");
     let mut compiler = protox::Compiler::new([&root])?;
     compiler.include_imports(true);
     compiler.open_file(&file)?;

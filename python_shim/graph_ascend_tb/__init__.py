@@ -2,7 +2,18 @@
 
 Modules: ``loader`` (TensorBoard entry point, coexistence with msprobe's plugin), ``plugin`` (routing,
 gRPC calls, responses), ``schema`` (route table and messages from the API descriptor), ``jsonmap``
-(JSON <-> protobuf), ``sidecar`` (process management), ``static_files`` (the built frontend).
+(JSON <-> protobuf), ``sidecar`` (process management, finding the binary), ``static_files`` (the built
+frontend).
+
+The version is the installed distribution's (``graph-ascend``), which the wheel takes from the workspace's
+Cargo.toml, like the binary's ``graph-ascend --version``: there is no second copy to keep in step.
 """
 
-__version__ = "0.1.0"
+from importlib import metadata as _metadata
+
+DISTRIBUTION = "graph-ascend"
+
+try:
+    __version__ = _metadata.version(DISTRIBUTION)
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"

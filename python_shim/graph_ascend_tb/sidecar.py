@@ -17,8 +17,9 @@ import logging
 import os
 import shlex
 import shutil
-import stat
 import subprocess
+import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -34,7 +35,6 @@ EXTRA_FLAGS_ENV = "GRAPH_ASCEND_SERVE_FLAGS"
 TRANSPORT_ENV = "GRAPH_ASCEND_TRANSPORT"  # "unix" (default) or "tcp"
 START_TIMEOUT_ENV = "GRAPH_ASCEND_START_TIMEOUT"
 BINARY_NAME = "graph-ascend"
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Generous limits: a whole node list or a big hierarchy can be one message.
 MAX_MESSAGE_BYTES = 2**31 - 1
@@ -58,28 +58,48 @@ class SidecarError(Exception):
     """The sidecar is not available; the message is meant for the user."""
 
 
+def installed_binary_candidates() -> List[str]:
+    """Where the wheel puts ``graph-ascend``: the environment's scripts folder, then beside the interpreter.
+
+    pip installs the wheel's binary into ``sysconfig.get_path("scripts")`` of the scheme it installed into
+    (``<venv>/bin``, ``/usr/local/bin``, ``~/.local/bin`` for ``--user``). TensorBoard started as
+    ``<venv>/bin/tensorboard`` without the venv activated has no such folder on PATH, so it is looked up
+    directly. Duplicates are dropped; the order is the lookup order.
+    """
+    dirs = [sysconfig.get_path("scripts")]
+    user_scheme = f"{os.name}_user"  # `pip install --user`
+    if user_scheme in sysconfig.get_scheme_names():
+        dirs.append(sysconfig.get_path("scripts", user_scheme))
+    dirs.append(os.path.dirname(os.path.abspath(sys.executable)))
+    seen, out = set(), []
+    for d in dirs:
+        if d and d not in seen:
+            seen.add(d)
+            out.append(os.path.join(d, BINARY_NAME))
+    return out
+
+
+def _is_executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 def find_binary() -> str:
-    """The sidecar binary: $GRAPH_ASCEND_BINARY, else the package's bin/, else PATH."""
+    """The sidecar binary: $GRAPH_ASCEND_BINARY, else the one the wheel installed, else PATH."""
     env = os.environ.get(BINARY_ENV)
     if env:
-        if os.path.isfile(env) and os.access(env, os.X_OK):
+        if _is_executable(env):
             return env
         raise SidecarError(f"{BINARY_ENV}={env} is not an executable file")
-    bundled = os.path.join(PACKAGE_DIR, "bin", BINARY_NAME)
-    if os.path.isfile(bundled):
-        if not os.access(bundled, os.X_OK):
-            try:  # an installer that dropped the executable bit
-                os.chmod(bundled, os.stat(bundled).st_mode | stat.S_IXUSR)
-            except OSError:
-                pass
-        if os.access(bundled, os.X_OK):
-            return bundled
+    installed = installed_binary_candidates()
+    for candidate in installed:
+        if _is_executable(candidate):
+            return candidate
     found = shutil.which(BINARY_NAME)
     if found:
         return found
     raise SidecarError(
-        f"the {BINARY_NAME} binary was not found (looked at ${BINARY_ENV}, {bundled} and PATH); "
-        "reinstall the graph-ascend package or set " + BINARY_ENV
+        f"the {BINARY_NAME} binary was not found (looked at ${BINARY_ENV}, {', '.join(installed)} and PATH); "
+        "reinstall the graph-ascend wheel (pip install graph-ascend) or set " + BINARY_ENV
     )
 
 

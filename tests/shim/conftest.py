@@ -134,7 +134,16 @@ class HttpAnswer:
 class TensorBoard:
     """A real TensorBoard subprocess on a free port."""
 
-    def __init__(self, logdir: Path, log_path: Path, extra_args=(), env: Optional[Dict[str, str]] = None):
+    def __init__(
+        self,
+        logdir: Path,
+        log_path: Path,
+        extra_args=(),
+        env: Optional[Dict[str, Optional[str]]] = None,
+        python: Optional[str] = None,
+    ):
+        """``env`` is laid over this process's environment (a None value removes the variable); ``python``
+        is the interpreter whose TensorBoard runs (default: this one)."""
         self.logdir = logdir
         self.path_prefix = ""
         args = list(extra_args)
@@ -142,7 +151,7 @@ class TensorBoard:
             self.path_prefix = args[args.index("--path_prefix") + 1].rstrip("/")
         self.port = free_port()
         cmd = [
-            sys.executable,
+            python or sys.executable,
             "-m",
             "tensorboard.main",
             "--logdir",
@@ -157,6 +166,7 @@ class TensorBoard:
         ]
         full_env = dict(os.environ)
         full_env.update(env or {})
+        full_env = {k: v for k, v in full_env.items() if v is not None}
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process it logs
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=full_env)
