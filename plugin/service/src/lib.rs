@@ -8,9 +8,7 @@
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per file.
 
 pub mod catalog;
-pub mod conversions;
 pub mod convert_jobs;
-pub mod edits;
 pub mod graph_index;
 pub mod handlers;
 pub mod layout;
@@ -18,7 +16,6 @@ pub mod matching;
 pub mod messages;
 pub mod paths;
 pub mod precision;
-pub mod rawjson;
 pub mod server;
 pub mod service;
 pub mod values;
@@ -26,13 +23,25 @@ pub mod views;
 pub mod watch;
 
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+/// Locks a mutex of the sidecar, recovering it if a thread panicked while holding it.
+///
+/// The one policy for poisoned locks: every mutex here guards a cache or a client's view state,
+/// each left whole between statements, so the data is still usable; refusing it would turn one
+/// failed request into a file or view that stays broken until a restart.
+pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Everything the handlers share.
 pub struct State {
     pub catalog: catalog::Catalog,
     pub views: views::Views,
     pub watch: watch::LogdirWatch,
-    pub precision_overrides: edits::PrecisionOverrides,
+    pub precision_overrides: handlers::PrecisionOverrides,
     pub conversions: convert_jobs::Conversions,
 }
 
@@ -45,7 +54,7 @@ impl State {
     /// The state of a sidecar serving `logdir` that runs at most `max_conversions` at once.
     pub fn with_max_conversions(logdir: PathBuf, max_conversions: usize) -> State {
         State {
-            precision_overrides: edits::PrecisionOverrides::default(),
+            precision_overrides: handlers::PrecisionOverrides::default(),
             conversions: convert_jobs::Conversions::new(max_conversions),
             watch: watch::LogdirWatch::start(&logdir),
             catalog: catalog::Catalog::new(logdir),
