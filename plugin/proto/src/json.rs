@@ -133,13 +133,17 @@ impl Serialize for ValueJson<'_> {
 }
 
 /// The browser's JSON text of a message.
-pub fn to_vec<T: Fields>(message: &T) -> Vec<u8> {
+pub fn to_vec<T: Fields + prost::Message>(message: &T) -> Vec<u8> {
+    // The JSON is a little bigger than the encoded message (keys, quotes): sized once, no
+    // copies while it grows (a node list is megabytes).
+    let mut out = Vec::with_capacity(message.encoded_len() + message.encoded_len() / 2 + 64);
     // Writing into a Vec cannot fail, and the wrappers above never fail.
-    serde_json::to_vec(&Json(message)).unwrap_or_default()
+    let _ = serde_json::to_writer(&mut out, &Json(message));
+    out
 }
 
 /// The browser's JSON text of a message as a `JsonAnswer`.
-pub fn answer<T: Fields>(message: &T) -> crate::v1::JsonAnswer {
+pub fn answer<T: Fields + prost::Message>(message: &T) -> crate::v1::JsonAnswer {
     crate::v1::JsonAnswer {
         json: to_vec(message),
     }
@@ -151,7 +155,7 @@ pub type JsonStream =
 
 fn answers<T, St>(stream: St) -> JsonStream
 where
-    T: Fields,
+    T: Fields + prost::Message,
     St: Stream<Item = Result<T, tonic::Status>> + Send + 'static,
 {
     Box::pin(stream.map(|item| item.map(|m| answer(&m))))
@@ -174,7 +178,7 @@ mod tests {
     use crate::v1;
     use serde_json::{json, Value};
 
-    fn json_of<T: Fields>(m: &T) -> Value {
+    fn json_of<T: Fields + prost::Message>(m: &T) -> Value {
         serde_json::from_slice(&to_vec(m)).expect("valid JSON")
     }
 

@@ -18,7 +18,7 @@ fn ms(d: Duration) -> String {
     format!("{:8.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn time<T: Fields>(label: &str, repeat: usize, mut f: impl FnMut() -> T) {
+fn time<T: Fields + prost::Message>(label: &str, repeat: usize, mut f: impl FnMut() -> T) {
     let t = Instant::now();
     let first = to_vec(&f());
     let first_time = t.elapsed();

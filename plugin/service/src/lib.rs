@@ -7,20 +7,27 @@
 //! shutdown). [`views`] keeps view state per browser client; [`graph_index`] keeps what the
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per file.
 
-pub mod catalog;
-pub mod convert_jobs;
-pub mod graph_index;
+pub(crate) mod catalog;
+pub(crate) mod convert_jobs;
+pub(crate) mod graph_index;
 pub mod handlers;
-pub mod layout;
-pub mod matching;
-pub mod messages;
-pub mod paths;
-pub mod precision;
+pub(crate) mod layout;
+pub(crate) mod matching;
+pub(crate) mod messages;
+pub(crate) mod paths;
+pub(crate) mod precision;
 pub mod server;
 pub mod service;
-pub mod values;
-pub mod views;
-pub mod watch;
+pub(crate) mod values;
+pub(crate) mod views;
+pub(crate) mod watch;
+
+pub use catalog::GraphFile;
+pub use convert_jobs::STAGING_PREFIX;
+pub use layout::NodeSource;
+pub use server::{run, Listener, PrivateSocket, ServeError};
+pub use service::GraphService;
+pub use values::{json_to_prost, prost_to_json};
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};

@@ -8,8 +8,8 @@ mod common;
 use std::sync::Arc;
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::catalog::GraphFile;
-use graph_ascend_service::layout::NodeSource;
+use graph_ascend_service::GraphFile;
+use graph_ascend_service::NodeSource;
 use graph_ascend_service::{handlers, State};
 use graph_ascend_visdb::store::{GraphKey, Side};
 use serde_json::{json, Value};
@@ -136,7 +136,7 @@ fn keeping_mtime<T>(file: &std::path::Path, edit: impl FnOnce() -> T) -> T {
 }
 
 /// An answer as the browser sees it.
-fn browser_json<T: graph_ascend_proto::json::Fields>(answer: &T) -> Value {
+fn browser_json<T: graph_ascend_proto::json::Fields + prost::Message>(answer: &T) -> Value {
     serde_json::from_slice(&graph_ascend_proto::json::to_vec(answer)).expect("valid JSON")
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::convert_jobs::STAGING_PREFIX;
+use graph_ascend_service::STAGING_PREFIX;
 use graph_ascend_service::{handlers, State};
 use tokio_stream::StreamExt;
 

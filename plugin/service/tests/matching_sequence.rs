@@ -13,8 +13,8 @@ mod common;
 use std::sync::Arc;
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::values::{json_to_prost, prost_to_json};
 use graph_ascend_service::{handlers, State};
+use graph_ascend_service::{json_to_prost, prost_to_json};
 use serde_json::{json, Map, Value};
 
 use common::{fixtures, slots_json as slots, unpack};

@@ -28,10 +28,13 @@ pub fn load_graph_matched_relations(
     state: &State,
     req: pb::MetaRequest,
 ) -> pb::MatchedRelationsResponse {
-    answer(lang_of(req.meta_data.as_ref()), relations(state, &req))
+    answer(
+        lang_of(req.meta_data.as_ref()),
+        relations_answer(state, &req),
+    )
 }
 
-fn relations(state: &State, req: &pb::MetaRequest) -> Result<pb::MatchedRelationsResponse> {
+fn relations_answer(state: &State, req: &pb::MetaRequest) -> Result<pb::MatchedRelationsResponse> {
     let sel = select(state, req.meta_data.as_ref())?;
     Ok(pb::MatchedRelationsResponse {
         success: true,
@@ -58,6 +61,23 @@ fn split_links<'a>(
     (matched, unmatched)
 }
 
+/// msprobe's four lists from the `(name, partner)` rows of each side.
+fn relations<'a>(
+    npu: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+    bench: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> pb::MatchedRelations {
+    let (npu_match_nodes, npu_un_match_nodes) = split_links(npu);
+    let (bench_match_nodes, bench_un_match_nodes) = split_links(bench);
+    pb::MatchedRelations {
+        npu_match_nodes,
+        bench_match_nodes,
+        npu_un_match_nodes,
+        bench_un_match_nodes,
+        matched_total: None,
+        matched_success: None,
+    }
+}
+
 /// msprobe's four lists of matched and unmatched nodes of a selection, from the file itself (for
 /// the answers of edits, right after their transaction).
 pub(crate) fn matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
@@ -66,19 +86,11 @@ pub(crate) fn matched_relations(sel: &Selection) -> Result<pb::MatchedRelations>
             .with_store(|s| s.match_links(sel.graph(side), sel.micro_step))
             .context(Msg::LoadMatchedRelations)
     };
-    let split = |rows: Vec<(String, Option<String>)>| {
-        split_links(rows.iter().map(|(n, l)| (n.as_str(), l.as_deref())))
-    };
-    let (npu_match_nodes, npu_un_match_nodes) = split(links(Side::Npu)?);
-    let (bench_match_nodes, bench_un_match_nodes) = split(links(Side::Bench)?);
-    Ok(pb::MatchedRelations {
-        npu_match_nodes,
-        bench_match_nodes,
-        npu_un_match_nodes,
-        bench_un_match_nodes,
-        matched_total: None,
-        matched_success: None,
-    })
+    let (npu, bench) = (links(Side::Npu)?, links(Side::Bench)?);
+    Ok(relations(
+        npu.iter().map(|(n, l)| (n.as_str(), l.as_deref())),
+        bench.iter().map(|(n, l)| (n.as_str(), l.as_deref())),
+    ))
 }
 
 /// The same lists from the file's indexes.
@@ -88,18 +100,11 @@ fn indexed_matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
             .index(sel.graph(side))
             .context(Msg::LoadMatchedRelations)
     };
-    let npu = index(Side::Npu)?;
-    let bench = index(Side::Bench)?;
-    let (npu_match_nodes, npu_un_match_nodes) = split_links(npu.links(sel.micro_step));
-    let (bench_match_nodes, bench_un_match_nodes) = split_links(bench.links(sel.micro_step));
-    Ok(pb::MatchedRelations {
-        npu_match_nodes,
-        bench_match_nodes,
-        npu_un_match_nodes,
-        bench_un_match_nodes,
-        matched_total: None,
-        matched_success: None,
-    })
+    let (npu, bench) = (index(Side::Npu)?, index(Side::Bench)?);
+    Ok(relations(
+        npu.links(sel.micro_step),
+        bench.links(sel.micro_step),
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use graph_ascend_proto as pb;
 use graph_ascend_service::handlers;
-use graph_ascend_service::values::prost_to_json;
+use graph_ascend_service::prost_to_json;
 use graph_ascend_service::State;
 use serde_json::{Map, Value};
 
@@ -144,7 +144,7 @@ impl Probe {
                 values: Some(prost_types::ListValue {
                     values: values
                         .iter()
-                        .map(graph_ascend_service::values::json_to_prost)
+                        .map(graph_ascend_service::json_to_prost)
                         .collect(),
                 }),
                 client_id: self.client.clone(),
@@ -161,7 +161,7 @@ impl Probe {
 }
 
 /// An answer as the browser sees it: rendered by the sidecar's one JSON definition.
-pub fn browser_json<T: graph_ascend_proto::json::Fields>(answer: &T) -> Value {
+pub fn browser_json<T: graph_ascend_proto::json::Fields + prost::Message>(answer: &T) -> Value {
     serde_json::from_slice(&graph_ascend_proto::json::to_vec(answer)).expect("valid JSON")
 }
 
