@@ -63,6 +63,9 @@ pub enum HandlerError {
     /// A colour legend msprobe refuses (its texts are English in both languages).
     #[error(transparent)]
     Colors(colors::ColorsError),
+    /// A conversion that cannot start (the text names the path or the limit).
+    #[error(transparent)]
+    Conversion(crate::convert_jobs::StartError),
 }
 
 impl HandlerError {
@@ -72,6 +75,7 @@ impl HandlerError {
             HandlerError::Invalid(msg) => msg.text(lang).to_owned(),
             HandlerError::Store(msg, err) => format!("{} {err}", msg.text(lang)),
             HandlerError::Colors(err) => err.to_string(),
+            HandlerError::Conversion(err) => err.to_string(),
         }
     }
 }
