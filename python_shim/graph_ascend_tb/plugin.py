@@ -3,8 +3,10 @@
 ``/data/plugin/graph_ascend/<name>``: a file of the built frontend when ``static/<name>`` exists, else the
 browser route ``<name>`` of the route table derived from the API descriptor (``schema.Route``): the
 request (query string and/or JSON body; both methods accepted on every route, as msprobe does) becomes
-the RPC's request message, the answer becomes msprobe's JSON (``jsonmap``), streamed, gzip when the
-browser accepts it. Server-streaming RPCs marked ``sse`` become ``text/event-stream``.
+the RPC's request message (``jsonmap``), which goes to the sidecar's ``CallJson`` with the RPC's name;
+the answer comes back as msprobe's JSON, rendered by the sidecar (``graph_ascend_proto::json``, the one
+definition of it), and is passed through, gzip when the browser accepts it. Server-streaming RPCs go to
+``StreamJson``; those marked ``sse`` become ``text/event-stream``.
 
 Errors keep one shape, ``{"success": false, "error": "..."}``: 503 when the sidecar cannot be reached
 (a broken connection is retried once on a fresh sidecar), 500 for other gRPC statuses, 400 for a request
@@ -28,7 +30,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.wrappers import Request, Response
 
 from . import static_files
-from .jsonmap import JsonMapper, RequestError, iter_json_chunks
+from .jsonmap import RequestDecoder, RequestError
 from .schema import Route, Schema, SchemaError
 from .sidecar import Sidecar, SidecarError, find_binary
 
@@ -45,12 +47,8 @@ HEARTBEAT_S = float(os.environ.get("GRAPH_ASCEND_SSE_HEARTBEAT", "15"))
 MAX_BODY_BYTES = 64 * 1024 * 1024
 # Answers up to this size go out as one body with Content-Length (one write); bigger ones are streamed.
 INLINE_BODY_BYTES = 1024 * 1024
-# Asks the sidecar for its big answers (node lists, layouts, filters, matched relations) already
-# rendered as the browser's JSON, in their ``raw_json`` field: rendering them here from the messages
-# costs seconds at a million nodes. See ``rawjson.rs`` and the top of ``graph_ascend.proto``.
-RAW_JSON_METADATA = (("graph-ascend-json", "1"),)
-RAW_JSON_FIELD = "raw_json"
-RAW_CHUNK_BYTES = 256 * 1024
+# Big answers are gzip-compressed in slices of this size.
+CHUNK_BYTES = 256 * 1024
 
 
 class ShimError(Exception):
@@ -98,9 +96,9 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         self._logdir = os.path.abspath(os.path.expanduser(logdir.rstrip("/"))) if logdir else ""
         self.sidecar = Sidecar(self._logdir)
         self._schema: Optional[Schema] = None
-        self._mapper: Optional[JsonMapper] = None
+        self._decoder: Optional[RequestDecoder] = None
         self._schema_lock = threading.Lock()
-        self._callables: tuple = (None, {})
+        self._callables: tuple = (None, None)
 
     # TBPlugin --------------------------------------------------------------------------------------
 
@@ -141,18 +139,15 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             static = static_files.serve(name, request.method)
             if static is not None:
                 return static
-        schema, mapper = self._api()
+        schema, decoder = self._api()
         route = schema.routes.get(name)
         if route is None:
             raise ShimError(404, f"unknown graph_ascend route: {name!r}")
-        message = self._request_message(request, route, mapper)
+        message = self._request_message(request, route, decoder)
+        call = schema.json_call_class(method=route.rpc, request=message.SerializeToString())
         if route.server_streaming:
-            return self._stream(route, message, mapper)
-        answer = self._unary(route, message)
-        raw = raw_json_of(answer)
-        if raw is not None:
-            return raw_json_response(raw, request)
-        return json_response(mapper.to_json(answer), request)
+            return self._stream(route, call, schema)
+        return json_response(self._unary(route, call, schema), request)
 
     def _api(self):
         with self._schema_lock:
@@ -163,10 +158,10 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                 except (SidecarError, SchemaError, OSError) as exc:
                     raise ShimError(503, f"GRAPH_ASCEND cannot load its API description: {exc}") from exc
                 self._schema = schema
-                self._mapper = JsonMapper(schema)
-            return self._schema, self._mapper
+                self._decoder = RequestDecoder(schema)
+            return self._schema, self._decoder
 
-    def _request_message(self, request: Request, route: Route, mapper: JsonMapper):
+    def _request_message(self, request: Request, route: Route, decoder: RequestDecoder):
         body: Any = None
         if request.method not in ("GET", "HEAD"):
             length = request.content_length
@@ -181,7 +176,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                 except (UnicodeDecodeError, ValueError) as exc:
                     raise ShimError(400, f"{route.name}: the request body is not JSON ({exc})") from exc
         try:
-            return mapper.request_from_http(
+            return decoder.request_from_http(
                 route.request_class,
                 query=request.args.items(multi=True),
                 body=body,
@@ -211,29 +206,24 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                 raise ShimError(503, str(err), "UNAVAILABLE") from err
         return True
 
-    def _multicallable(self, channel: grpc.Channel, route: Route):
-        """The channel's callable for a unary route, made once per channel (the pair is swapped atomically)."""
-        owner, callables = self._callables
+    def _call_json(self, channel: grpc.Channel, schema: Schema):
+        """The channel's ``CallJson`` callable, made once per channel (the pair is swapped atomically)."""
+        owner, call = self._callables
         if owner is not channel:
-            callables = {}
-            self._callables = (channel, callables)
-        call = callables.get(route.method)
-        if call is None:
             call = channel.unary_unary(
-                route.method,
+                schema.call_json_method,
                 request_serializer=_serialize,
-                response_deserializer=route.response_class.FromString,
+                response_deserializer=schema.json_answer_class.FromString,
             )
-            callables[route.method] = call
+            self._callables = (channel, call)
         return call
 
-    def _unary(self, route: Route, message):
+    def _unary(self, route: Route, call, schema: Schema) -> bytes:
+        """The route's answer, as the browser's JSON."""
         for attempt in range(2):
             channel = self._channel()
             try:
-                return self._multicallable(channel, route)(
-                    message, timeout=UNARY_TIMEOUT_S, metadata=RAW_JSON_METADATA
-                )
+                return self._call_json(channel, schema)(call, timeout=UNARY_TIMEOUT_S).json
             except grpc.RpcError as exc:
                 if self._retry_unavailable(exc, attempt, route):
                     continue
@@ -244,15 +234,15 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                 raise ShimError(503, f"{route.name}: the graph-ascend sidecar restarted: {exc}", "UNAVAILABLE") from exc
         raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
 
-    def _stream(self, route: Route, message, mapper: JsonMapper) -> Response:
+    def _stream(self, route: Route, json_call, schema: Schema) -> Response:
         for attempt in range(2):
             channel = self._channel()
             try:
                 call = channel.unary_stream(
-                    route.method,
+                    schema.stream_json_method,
                     request_serializer=_serialize,
-                    response_deserializer=route.response_class.FromString,
-                )(message)
+                    response_deserializer=schema.json_answer_class.FromString,
+                )(json_call)
             except ValueError as exc:  # the channel was closed by a restart on another thread
                 if attempt == 0:
                     continue
@@ -263,8 +253,8 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                     continue
                 raise rpc_error(route, call)
             if route.sse:
-                return sse_response(call, mapper)
-            return json_response(_ndjson_values(call, mapper), None, lines=True)
+                return sse_response(call)
+            return lines_response(_ndjson_lines(call))
         raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
 
 
@@ -321,30 +311,22 @@ def _gzip(chunks: Iterable[bytes]) -> Iterator[bytes]:
     yield compressor.flush()
 
 
-def raw_json_of(answer) -> Optional[bytes]:
-    """The answer's pre-rendered JSON (``raw_json``), if the sidecar sent it."""
-    if RAW_JSON_FIELD not in answer.DESCRIPTOR.fields_by_name or not answer.HasField(RAW_JSON_FIELD):
-        return None
-    return getattr(answer, RAW_JSON_FIELD)
-
-
-def raw_json_response(raw: bytes, request: Optional[Request]) -> Response:
+def json_response(body: bytes, request: Optional[Request]) -> Response:
     """A JSON answer the sidecar rendered: sent as it is (one body), or gzip-compressed in chunks."""
     if not _accepts_gzip(request):
-        resp = Response([raw], status=200, content_type="application/json; charset=utf-8", direct_passthrough=True)
-        resp.headers["Content-Length"] = str(len(raw))
+        resp = Response([body], status=200, content_type="application/json; charset=utf-8", direct_passthrough=True)
+        resp.headers["Content-Length"] = str(len(body))
         resp.headers["Vary"] = "Accept-Encoding"
         _common_headers(resp)
         return resp
-    view = memoryview(raw)
-    chunks = (bytes(view[i : i + RAW_CHUNK_BYTES]) for i in range(0, len(raw), RAW_CHUNK_BYTES))
+    view = memoryview(body)
+    chunks = (bytes(view[i : i + CHUNK_BYTES]) for i in range(0, len(body), CHUNK_BYTES))
     return _chunked_response(chunks, request, lines=False)
 
 
-def json_response(value: Any, request: Optional[Request], lines: bool = False) -> Response:
-    """A JSON (or NDJSON) answer: one body with Content-Length when small, streamed in chunks when big."""
-    chunks: Iterable[bytes] = value if lines else iter_json_chunks(value)
-    return _chunked_response(chunks, request, lines)
+def lines_response(lines: Iterable[bytes]) -> Response:
+    """An NDJSON answer, passed on line by line as the sidecar sends them."""
+    return _chunked_response(lines, None, lines=True)
 
 
 def _chunked_response(chunks: Iterable[bytes], request: Optional[Request], lines: bool) -> Response:
@@ -385,10 +367,10 @@ def _chain(head, rest) -> Iterator[bytes]:
     yield from rest
 
 
-def _ndjson_values(call, mapper: JsonMapper) -> Iterator[bytes]:
+def _ndjson_lines(call) -> Iterator[bytes]:
     try:
-        for message in call:
-            yield json.dumps(mapper.to_json(message), ensure_ascii=False).encode("utf-8") + b"\n"
+        for answer in call:
+            yield answer.json + b"\n"
     finally:
         call.cancel()
 
@@ -404,7 +386,7 @@ def _pump(call, sink: queue.Queue) -> None:
         sink.put(("error", exc))
 
 
-def sse_events(call, mapper: JsonMapper, heartbeat_s: float = HEARTBEAT_S) -> Iterator[bytes]:
+def sse_events(call, heartbeat_s: float = HEARTBEAT_S) -> Iterator[bytes]:
     """One ``data: <json>`` event per message, as they come; a comment line when idle for heartbeat_s."""
     sink: queue.Queue = queue.Queue()
     pump = threading.Thread(target=_pump, args=(call, sink), name="graph-ascend-sse", daemon=True)
@@ -418,8 +400,7 @@ def sse_events(call, mapper: JsonMapper, heartbeat_s: float = HEARTBEAT_S) -> It
                 yield b": heartbeat\n\n"
                 continue
             if kind == "message":
-                data = json.dumps(mapper.to_json(item), ensure_ascii=False)
-                yield b"data: " + data.encode("utf-8") + b"\n\n"
+                yield b"data: " + item.json + b"\n\n"
             elif kind == "error":
                 if isinstance(item, grpc.RpcError) and item.code() == grpc.StatusCode.CANCELLED:
                     return
@@ -433,8 +414,8 @@ def sse_events(call, mapper: JsonMapper, heartbeat_s: float = HEARTBEAT_S) -> It
         call.cancel()
 
 
-def sse_response(call, mapper: JsonMapper) -> Response:
-    resp = Response(sse_events(call, mapper), status=200, mimetype="text/event-stream", direct_passthrough=True)
+def sse_response(call) -> Response:
+    resp = Response(sse_events(call), status=200, mimetype="text/event-stream", direct_passthrough=True)
     resp.headers["X-Content-Type-Options"] = "nosniff"
     resp.headers["Cache-Control"] = "no-cache"
     resp.headers["X-Accel-Buffering"] = "no"

@@ -3,7 +3,9 @@
 Why a descriptor and not generated ``_pb2`` modules: generated code pins a protobuf runtime range, and
 TensorBoard's own range moves (3.19 .. 7.x). A serialized ``FileDescriptorSet`` loads into a private
 ``DescriptorPool`` on any of them, and the route table comes from the ``(graph_ascend.v1.http)`` method
-option, so a new RPC in ``proto/graph_ascend.proto`` needs no Python change.
+option, so a new RPC in ``proto/graph_ascend.proto`` needs no Python change. Answers are called through
+the API's ``CallJson``/``StreamJson`` (the route's RPC by name, its answer rendered as the browser's JSON by
+the sidecar), so the shim needs no response classes or JSON rules.
 
 Custom options are read from the raw option bytes (a few lines of wire-format decoding) rather than
 through ``Extensions[...]``: extensions declared in a private pool are not registered with the
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -22,12 +24,11 @@ logger = logging.getLogger(__name__)
 
 SERVICE = "graph_ascend.v1.GraphAscend"
 HTTP_ROUTE_MESSAGE = "graph_ascend.v1.HttpRoute"
+JSON_CALL_MESSAGE = "graph_ascend.v1.JsonCall"
+JSON_ANSWER_MESSAGE = "graph_ascend.v1.JsonAnswer"
 
-# Field numbers of the custom options in proto/graph_ascend.proto.
+# Field number of the `http` method option in proto/graph_ascend.proto.
 OPT_HTTP = 51230
-OPT_JSON_MAP_KEY = 51231
-OPT_JSON_MAP_VALUE = 51232
-OPT_JSON_NULL = 51233
 
 
 class SchemaError(Exception):
@@ -35,22 +36,12 @@ class SchemaError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class FieldRules:
-    """The JSON rendering options of one field."""
-
-    map_key: Optional[str] = None
-    map_value: Optional[str] = None
-    json_null: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
 class Route:
     """One browser route: the RPC it calls and how."""
 
     name: str
-    method: str  # full gRPC method path, "/graph_ascend.v1.GraphAscend/LoadMetaDir"
+    rpc: str  # the RPC's name in the service, "LoadMetaDir"
     request_class: type
-    response_class: type
     server_streaming: bool
     sse: bool
 
@@ -96,20 +87,6 @@ def iter_wire_fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
         yield number, wire_type, value
 
 
-def field_rules_from_options(options_bytes: bytes) -> FieldRules:
-    """Decodes json_map_key / json_map_value / json_null from serialized FieldOptions."""
-    map_key = map_value = None
-    json_null = False
-    for number, wire_type, value in iter_wire_fields(options_bytes):
-        if number == OPT_JSON_MAP_KEY and wire_type == 2:
-            map_key = bytes(value).decode("utf-8")
-        elif number == OPT_JSON_MAP_VALUE and wire_type == 2:
-            map_value = bytes(value).decode("utf-8")
-        elif number == OPT_JSON_NULL and wire_type == 0:
-            json_null = bool(value)
-    return FieldRules(map_key=map_key, map_value=map_value, json_null=json_null)
-
-
 def get_message_class(desc) -> type:
     """The concrete message class of a descriptor, across protobuf runtime versions."""
     getter = getattr(message_factory, "GetMessageClass", None)
@@ -133,7 +110,7 @@ def _add_well_known_dependencies(pool, present: set, needed: List[str]) -> None:
 
 
 class Schema:
-    """Message classes, route table and JSON field rules of the sidecar's API."""
+    """Message classes and route table of the sidecar's API."""
 
     def __init__(self, descriptor_set_bytes: bytes, source: str = "descriptor"):
         self.source = source
@@ -153,29 +130,16 @@ class Schema:
         except Exception as exc:
             raise SchemaError(f"{source}: cannot load the descriptors ({exc})") from exc
 
-        # Field rules, keyed by message full name then field name.
-        self.field_rules: Dict[str, Dict[str, FieldRules]] = {}
-        for file_proto in fds.file:
-            prefix = f"{file_proto.package}." if file_proto.package else ""
-            for message_proto in file_proto.message_type:
-                self._collect_field_rules(prefix, message_proto)
-
         self._classes: Dict[str, type] = {}
         self.routes: Dict[str, Route] = {}
         self._build_routes(fds)
-
-    def _collect_field_rules(self, prefix: str, message_proto) -> None:
-        full_name = prefix + message_proto.name
-        rules = {}
-        for field in message_proto.field:
-            if field.HasField("options"):
-                r = field_rules_from_options(field.options.SerializeToString())
-                if r != FieldRules():
-                    rules[field.name] = r
-        if rules:
-            self.field_rules[full_name] = rules
-        for nested in message_proto.nested_type:
-            self._collect_field_rules(full_name + ".", nested)
+        try:
+            self.json_call_class = self.message_class(JSON_CALL_MESSAGE)
+            self.json_answer_class = self.message_class(JSON_ANSWER_MESSAGE)
+        except KeyError as exc:
+            raise SchemaError(f"{source}: no {exc} (a descriptor of an older sidecar?)") from exc
+        self.call_json_method = f"/{SERVICE}/CallJson"
+        self.stream_json_method = f"/{SERVICE}/StreamJson"
 
     def message_class(self, full_name: str) -> type:
         cls = self._classes.get(full_name)
@@ -207,15 +171,13 @@ class Schema:
                     for chunk in http_bytes:
                         http.MergeFromString(chunk)
                     request_class = self.message_class(method.input_type.lstrip("."))
-                    response_class = self.message_class(method.output_type.lstrip("."))
                     for name in http.paths:
                         if name in self.routes:
                             raise SchemaError(f"{self.source}: route {name!r} is declared twice")
                         self.routes[name] = Route(
                             name=name,
-                            method=f"/{full}/{method.name}",
+                            rpc=method.name,
                             request_class=request_class,
-                            response_class=response_class,
                             server_streaming=bool(method.server_streaming),
                             sse=bool(http.sse),
                         )

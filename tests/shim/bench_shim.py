@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Benchmark of the shim's cost (not a test): python tests/shim/bench_shim.py [--vis-db FILE] [-n 200]
 
-1. Latency per route, median over n calls: through real TensorBoard (HTTP -> shim -> gRPC -> sidecar)
-   vs. the same RPC straight to a sidecar over its Unix socket, and TensorBoard's own /data/environment
-   as the floor of any TensorBoard route.
-2. The shim's response path alone (conversion with the field options, JSON encoding) on synthetic answers of
-   growing size, in MB of JSON per second.
+Latency per route, median over n calls: through real TensorBoard (HTTP -> shim -> gRPC -> sidecar) vs.
+the same call (CallJson: the RPC, its answer rendered as JSON by the sidecar) straight to a sidecar over
+its Unix socket, and TensorBoard's own /data/environment as the floor of any TensorBoard route. (The
+sidecar's side alone, JSON rendering included: `cargo run --release -p graph-ascend-service --example
+read_bench`.)
 
 Needs GRAPH_ASCEND_BINARY (default target/release/graph-ascend); GRAPH_ASCEND_DESCRIPTOR is honoured.
 """
@@ -27,7 +27,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import UPSTREAM_VIS, TensorBoard, binary_path, decompress_case, meta_for
-from graph_ascend_tb.jsonmap import JsonMapper, iter_json_chunks
+from graph_ascend_tb.jsonmap import RequestDecoder
 from graph_ascend_tb.plugin import load_descriptor_bytes
 from graph_ascend_tb.schema import Schema
 from graph_ascend_tb.sidecar import CHANNEL_OPTIONS
@@ -65,7 +65,7 @@ def start_sidecar(logdir: Path, tmp: Path):
     return proc, "unix:" + ready.read_text().strip()
 
 
-def latency(args, schema, mapper):
+def latency(args, schema, decoder):
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         logdir = tmp / "logdir"
@@ -105,11 +105,12 @@ def latency(args, schema, mapper):
             print(f"  {'route':24s} {'via TensorBoard':>16s} {'direct gRPC':>12s} {'answer bytes':>13s}")
             for route_name, body in calls:
                 route = schema.routes[route_name]
-                request = mapper.request_from_http(route.request_class, body=body)
+                message = decoder.request_from_http(route.request_class, body=body)
+                request = schema.json_call_class(method=route.rpc, request=message.SerializeToString())
                 rpc = channel.unary_unary(
-                    route.method,
+                    schema.call_json_method,
                     request_serializer=lambda m: m.SerializeToString(),
-                    response_deserializer=route.response_class.FromString,
+                    response_deserializer=schema.json_answer_class.FromString,
                 )
                 via = median_ms(lambda r=route_name, b=body: http(base + r, b), args.n)
                 direct = median_ms(lambda rpc=rpc, request=request: rpc(request), args.n)
@@ -122,42 +123,13 @@ def latency(args, schema, mapper):
             tb.stop()
 
 
-def encoding(schema, mapper):
-    print("response path in the shim (message -> JSON value with the field options -> encoded JSON), synthetic answers")
-    hierarchy = schema.message_class("graph_ascend.v1.HierarchyResponse")
-    names = schema.message_class("graph_ascend.v1.NodeListResponse")
-    for n in (1_000, 10_000, 100_000):
-        h = hierarchy(success=True)
-        for i in range(n):
-            h.data.add(
-                key=f"Module.layers.{i}.Linear.forward.0",
-                name=f"N___Module.layers.{i}.Linear.forward.0",
-                x=i,
-                y=2 * i,
-                width=120,
-                height=40,
-                label=f"Linear.forward.{i}",
-                precision_index=0.01 * (i % 100),
-                matched_node_link=[f"B___Module.layers.{i}.Linear.forward.0"],
-            )
-        nl = names(success=True)
-        nl.data.add(name="npuNodeList").names.extend(f"Module.layers.{i}.Torch.add.{i}.forward" for i in range(n * 10))
-        for label, msg in ((f"hierarchy {n:>7,} boxes", h), (f"node list {n * 10:>9,} names", nl)):
-            t = time.perf_counter()
-            size = sum(len(c) for c in iter_json_chunks(mapper.to_json(msg)))
-            dt = time.perf_counter() - t
-            print(f"  {label}: {size / 1e6:7.1f} MB JSON in {dt * 1000:8.1f} ms = {size / 1e6 / dt:6.1f} MB/s")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vis-db", help="a .vis.db to serve (default: the largest fixture)")
     parser.add_argument("-n", type=int, default=200)
     args = parser.parse_args()
     schema = Schema(*load_descriptor_bytes())
-    mapper = JsonMapper(schema)
-    latency(args, schema, mapper)
-    encoding(schema, mapper)
+    latency(args, schema, RequestDecoder(schema))
 
 
 if __name__ == "__main__":

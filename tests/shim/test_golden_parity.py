@@ -1,9 +1,9 @@
 """Parity with msprobe 26.2's own plugin: replay ``golden_api26/probe.py`` against our TensorBoard, per case.
 
 Each case's ``.vis.db`` (msprobe's own output) goes alone into a logdir as run ``run``, as when the answers
-were recorded. A route the sidecar answers with UNIMPLEMENTED is not asked for yet: the sections that need
-it are left out and reported (terminal summary and ``tests/artifacts/shim/parity.json``); every other
-section must equal msprobe's recorded answer.
+were recorded. Every section must equal msprobe's recorded answer, and every route must answer: one that
+the sidecar answers with UNIMPLEMENTED (or any other HTTP error) fails the case, named in the report
+(``tests/artifacts/shim/parity.json``).
 """
 
 from __future__ import annotations
@@ -23,32 +23,7 @@ from conftest import ARTIFACTS, GOLDEN, TensorBoard, decompress_case, golden_cas
 # Cases run this many at a time (each: one TensorBoard + one sidecar; mostly waiting, little CPU).
 PARALLEL = int(os.environ.get("GRAPH_ASCEND_PARITY_JOBS", "3"))
 
-# Routes every section relies on (the probe reads the selection and the config first).
-BASE_ROUTES = {"load_meta_dir", "loadGraphData", "loadGraphConfigInfo"}
-SECTION_ROUTES = {
-    "meta_dir": set(),
-    "config": set(),
-    "node_lists": {"loadGraphAllNodeList"},
-    "expand_root": {"changeNodeExpandState"},
-    "expand_module": {"changeNodeExpandState"},
-    "node_info": {"loadGraphAllNodeList", "getNodeInfo"},
-    "matched": {"loadGraphMatchedRelations"},
-    "filter_overflow": {"filterNodes"},
-}
-
 PARITY_RESULTS: dict = {}
-
-
-def routes_for(section: str) -> set:
-    if section == "meta_dir":
-        return {"load_meta_dir"}
-    if section == "config":
-        return {"load_meta_dir", "loadGraphData", "loadGraphConfigInfo"}
-    if section.startswith("filter_precision_"):
-        return BASE_ROUTES | {"filterNodes"}
-    if section not in SECTION_ROUTES:
-        raise AssertionError(f"golden section {section!r} is not mapped to routes in this test")
-    return BASE_ROUTES | SECTION_ROUTES[section]
 
 
 def load_probe():
@@ -88,18 +63,13 @@ def run_case(case: str, root: Path, binary: Path) -> dict:
     finally:
         tb.stop(signal.SIGTERM)
     want = json.loads((GOLDEN / f"{case}.json").read_text())["answers"]
-    checked, skipped, differences = [], [], {}
+    differences = {}
     for section in sorted(want):
-        if routes_for(section) & unimplemented:
-            skipped.append(section)
-            continue
-        checked.append(section)
         problems = probe.diff(got.get(section), want[section], section)
         if problems:
             differences[section] = problems[:8]
     return {
-        "checked": checked,
-        "skipped": skipped,
+        "checked": sorted(want),
         "unimplemented_routes": sorted(unimplemented),
         "differences": differences,
         "http_failures": failures,
@@ -128,9 +98,7 @@ def parity(binary, tmp_path_factory):
 def test_golden_parity(case, parity):
     result = parity[case]
     assert "error" not in result, result.get("error")
-    assert not result["http_failures"], f"routes failed (not UNIMPLEMENTED): {result['http_failures']}"
-    checked = result["checked"]
-    assert "meta_dir" in checked and "config" in checked, (
-        "load_meta_dir, loadGraphData, loadGraphConfigInfo are required"
-    )
+    assert not result["unimplemented_routes"], f"routes answered UNIMPLEMENTED: {result['unimplemented_routes']}"
+    assert not result["http_failures"], f"routes failed: {result['http_failures']}"
+    assert "meta_dir" in result["checked"] and "config" in result["checked"], "the golden answers lack sections"
     assert not result["differences"], json.dumps(result["differences"], indent=1)

@@ -263,20 +263,19 @@ def test_concurrent_requests(one_case_logdir, tensorboard):
 
 
 def test_server_sent_events_route(one_case_logdir, tensorboard):
+    """An unknown job: the stream opens, says so in one error event, and ends."""
+    import json
+
     logdir, _, _ = one_case_logdir
     tb = tensorboard(logdir)
     answer = tb.get("data/plugin/graph_ascend/getConvertProgress", {"jobId": "no-such-job"}, timeout=30)
-    if answer.status == 500 and answer.json().get("code") == "UNIMPLEMENTED":
-        pytest.skip("the sidecar answers getConvertProgress with UNIMPLEMENTED (conversion on demand not built yet)")
-    if answer.content_type.startswith("text/event-stream"):
-        assert answer.headers["Cache-Control"] == "no-cache"
-        events = [line for line in answer.body.split(b"\n\n") if line.startswith(b"data: ")]
-        assert events, answer.body
-        import json
-
-        assert "status" in json.loads(events[-1][len(b"data: ") :])
-    else:
-        assert answer.json()["success"] is False and answer.json()["error"]
+    assert answer.status == 200, answer.body
+    assert answer.content_type.startswith("text/event-stream")
+    assert answer.headers["Cache-Control"] == "no-cache"
+    events = [json.loads(c[len(b"data: ") :]) for c in answer.body.split(b"\n\n") if c.startswith(b"data: ")]
+    assert events == [
+        {"progress": 0, "status": "error", "error": ['No conversion with id "no-such-job".'], "jobId": "no-such-job"}
+    ]
 
 
 def test_loopback_tcp_fallback(one_case_logdir, tensorboard):

@@ -95,7 +95,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             let addr = listener.local_addr()?;
             announce(args, &format!("127.0.0.1:{}", addr.port()))?;
             tracing::info!("serving {} on {addr}", logdir.display());
-            server::run_tcp(listener, state, shutdown).await?;
+            server::run(listener, state, shutdown).await?;
         } else {
             let parent = args
                 .socket_parent

@@ -1,8 +1,9 @@
 //! Generated types and service traits of `proto/graph_ascend.proto`.
 //!
-//! The `.proto` file is the contract between the sidecar and the Python shim; this crate only
-//! compiles it. `FILE_DESCRIPTOR_SET` is the compiled descriptor, which the shim loads to derive
-//! its route table and to convert JSON to protobuf and back.
+//! The `.proto` file is the contract between the sidecar and the Python shim; this crate compiles
+//! it. `FILE_DESCRIPTOR_SET` is the compiled descriptor, which the shim loads to derive its route
+//! table and to turn the browser's requests into messages; [`json`] renders every answer as the
+//! browser's JSON (generated from the same descriptor at build time).
 
 #![allow(clippy::all, clippy::pedantic)]
 
@@ -12,6 +13,8 @@ pub mod v1 {
 }
 
 pub use v1::*;
+
+pub mod json;
 
 /// The serialized `FileDescriptorSet` of `graph_ascend.proto` (with its imports).
 pub const FILE_DESCRIPTOR_SET: &[u8] =

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::{conversions, edits, handlers, State};
+use graph_ascend_service::{handlers, State};
 use tokio_stream::StreamExt;
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -34,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let state = Arc::new(State::new(logdir.into()));
     let out = format!("bench_{}", std::process::id());
     let started = Instant::now();
-    let r = conversions::convert_to_graph(
+    let r = handlers::convert_to_graph(
         &state,
         "bench",
         pb::ConvertRequest {
@@ -47,7 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !r.success {
         return Err(format!("convertToGraph: {:?}", r.error).into());
     }
-    let events: Vec<pb::ConvertProgress> = conversions::progress_stream(&state, "bench", "")
+    let events: Vec<pb::ConvertProgress> = handlers::progress_stream(&state, "bench", "")
         .collect()
         .await;
     let convert_time = started.elapsed();
@@ -115,13 +115,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut add = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        let r = edits::delete_match_nodes(&state, req(&leaf.key, &leaf.value, false));
+        let r = handlers::delete_match_nodes(&state, req(&leaf.key, &leaf.value, false));
         del.push(t.elapsed());
         if !r.success {
             return Err(format!("delete {}: {:?}", leaf.key, r.error).into());
         }
         let t = Instant::now();
-        let r = edits::add_match_nodes(&state, req(&leaf.key, &leaf.value, false));
+        let r = handlers::add_match_nodes(&state, req(&leaf.key, &leaf.value, false));
         add.push(t.elapsed());
         if !r.success {
             return Err(format!("add {}: {:?}", leaf.key, r.error).into());
@@ -160,11 +160,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut pairs = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        let r = edits::delete_match_nodes(&state, req(&module, &module, true));
+        let r = handlers::delete_match_nodes(&state, req(&module, &module, true));
         del.push(t.elapsed());
         pairs = r.data.as_ref().and_then(|d| d.matched_success).unwrap_or(0);
         let t = Instant::now();
-        let r = edits::add_match_nodes(&state, req(&module, &module, true));
+        let r = handlers::add_match_nodes(&state, req(&module, &module, true));
         add.push(t.elapsed());
         if !r.success {
             return Err(format!("add {module}: {:?}", r.error).into());

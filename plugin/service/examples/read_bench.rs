@@ -4,28 +4,28 @@
 //! cargo run --release -p graph-ascend-service --example read_bench -- <logdir> [repeat]
 //! ```
 //! Prints the median and the worst of `repeat` (default 5) runs of each navigation request, the
-//! first call of each separately (it may build the per-file caches), and the encoded answer size.
+//! first call of each separately (it may build the per-file caches), and the size of the answer's
+//! JSON. Each run includes rendering the answer as the browser's JSON, as `CallJson` does.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use graph_ascend_proto as pb;
+use graph_ascend_proto::json::{to_vec, Fields};
 use graph_ascend_service::{handlers, State};
-use prost::Message;
 
 fn ms(d: Duration) -> String {
     format!("{:8.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn time<T: Message>(label: &str, repeat: usize, mut f: impl FnMut() -> T) {
+fn time<T: Fields + prost::Message>(label: &str, repeat: usize, mut f: impl FnMut() -> T) {
     let t = Instant::now();
-    let first = f();
+    let first = to_vec(&f());
     let first_time = t.elapsed();
     let mut times = Vec::new();
     for _ in 0..repeat {
         let t = Instant::now();
-        let answer = f();
-        let _ = answer.encoded_len();
+        let _ = to_vec(&f());
         times.push(t.elapsed());
     }
     times.sort();
@@ -34,7 +34,7 @@ fn time<T: Message>(label: &str, repeat: usize, mut f: impl FnMut() -> T) {
         ms(first_time),
         ms(times[times.len() / 2]),
         ms(times[times.len() - 1]),
-        first.encoded_len()
+        first.len()
     );
 }
 
@@ -138,9 +138,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     time("full node list", repeat, || {
         handlers::load_graph_all_node_list(&state, mreq())
     });
-    time("full node list json", repeat, || {
-        handlers::load_graph_all_node_list_json(&state, mreq())
-    });
     time("name search", repeat, || {
         handlers::search_nodes(
             &state,
@@ -174,32 +171,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         )
     });
-    time("precision filter json", repeat, || {
-        handlers::filter_nodes_json(
-            &state,
-            pb::FilterNodesRequest {
-                meta_data: Some(meta.clone()),
-                r#type: "precision".into(),
-                values: Some(prost_types::ListValue {
-                    values: ["pass", "warning", "error"]
-                        .iter()
-                        .map(|s| prost_types::Value {
-                            kind: Some(prost_types::value::Kind::StringValue((*s).into())),
-                        })
-                        .chain([prost_types::Value {
-                            kind: Some(prost_types::value::Kind::NumberValue(-1.0)),
-                        }])
-                        .collect(),
-                }),
-                ..Default::default()
-            },
-        )
-    });
     time("matched relations", repeat, || {
         handlers::load_graph_matched_relations(&state, mreq())
-    });
-    time("matched rel. json", repeat, || {
-        handlers::load_graph_matched_relations_json(&state, mreq())
     });
     Ok(())
 }

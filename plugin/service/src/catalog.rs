@@ -46,16 +46,15 @@ impl GraphFile {
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let pooled = crate::lock(&self.idle).pop();
         let store = match pooled {
             Some(store) => store,
             None => Store::open(&self.path)?,
         };
         let result = f(&store);
-        if let Ok(mut idle) = self.idle.lock() {
-            if idle.len() < POOL_SIZE {
-                idle.push(store);
-            }
+        let mut idle = crate::lock(&self.idle);
+        if idle.len() < POOL_SIZE {
+            idle.push(store);
         }
         result
     }
@@ -64,16 +63,6 @@ impl GraphFile {
     pub fn index(&self, graph: GraphKey) -> Result<Arc<GraphIndex>, StoreError> {
         self.indexes
             .get(graph, || self.with_store(|s| GraphIndex::build(s, graph)))
-    }
-
-    /// An answer rendered from this file's indexes, kept while the file version lasts (up to a
-    /// bound; see [`IndexCache::rendered`]).
-    pub fn rendered(
-        &self,
-        key: String,
-        render: impl FnOnce() -> Result<Vec<u8>, StoreError>,
-    ) -> Result<Arc<Vec<u8>>, StoreError> {
-        self.indexes.rendered(key, render)
     }
 
     /// Starts building the indexes of `graphs` on a background thread, unless they are built or
@@ -214,10 +203,7 @@ impl Catalog {
         }
         let mut found: Vec<(String, String, PathBuf)> = Vec::new();
         self.walk(&self.logdir, 0, &mut found);
-        let mut known = match self.known.lock() {
-            Ok(k) => k,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut known = crate::lock(&self.known);
         let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut by_name = HashMap::new();
         let mut still_there = std::collections::HashSet::new();
@@ -253,7 +239,7 @@ impl Catalog {
     /// The file for `(run, tag)`; rescans once when it is not known (yet).
     pub fn file(&self, run: &str, tag: &str) -> Option<Arc<GraphFile>> {
         let lookup = |cat: &Catalog| {
-            let known = cat.known.lock().ok()?;
+            let known = crate::lock(&cat.known);
             let path = known.by_name.get(&(run.to_owned(), tag.to_owned()))?;
             known.files.get(path).cloned()
         };
@@ -266,7 +252,7 @@ impl Catalog {
 
     /// The folder of a run, if it is known.
     pub fn run_dir(&self, run: &str) -> Option<PathBuf> {
-        let known = self.known.lock().ok()?;
+        let known = crate::lock(&self.known);
         known
             .by_name
             .iter()
@@ -276,7 +262,7 @@ impl Catalog {
 
     /// A run's first file in natural order (msprobe's fallback when a request names no tag).
     pub fn first_tag(&self, run: &str) -> Option<String> {
-        let known = self.known.lock().ok()?;
+        let known = crate::lock(&self.known);
         known
             .by_name
             .keys()

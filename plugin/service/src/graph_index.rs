@@ -12,7 +12,7 @@
 //! size or modification time) gets a new `GraphFile` and fresh indexes. Our own edits (matching)
 //! call [`IndexCache::invalidate`] as well, so that nothing depends on the file system's
 //! timestamp resolution. The precision recomputed by `updatePrecisionError` is not part of the
-//! index: the filter applies it on top ([`crate::edits::PrecisionOverrides`]).
+//! index: the filter applies it on top ([`crate::handlers::PrecisionOverrides`]).
 //!
 //! An index is built on first use, or ahead of it by [`crate::catalog::GraphFile::prefetch`] (on a background
 //! thread, when the page loads a file's configuration), so that the first search or filter does
@@ -252,23 +252,15 @@ impl GraphIndex {
 
 type Slot = Arc<Mutex<Option<Arc<GraphIndex>>>>;
 
-/// Rendered answers kept per file version are at most this big in all (a node list of 25k nodes
-/// a side is 1.9 MB; one of a million nodes, 34 MB, is rendered anew each time instead).
-const RENDERED_BYTES: usize = 16 << 20;
-
-/// The indexes of one file version, per graph, and answers rendered from them.
+/// The indexes of one file version, per graph.
 #[derive(Default)]
 pub struct IndexCache {
     slots: Mutex<HashMap<GraphKey, Slot>>,
-    rendered: Mutex<HashMap<String, Arc<Vec<u8>>>>,
 }
 
 impl IndexCache {
     fn slot(&self, graph: GraphKey) -> Slot {
-        let mut slots = match self.slots.lock() {
-            Ok(s) => s,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut slots = crate::lock(&self.slots);
         slots.entry(graph).or_default().clone()
     }
 
@@ -279,10 +271,7 @@ impl IndexCache {
         build: impl FnOnce() -> Result<GraphIndex, StoreError>,
     ) -> Result<Arc<GraphIndex>, StoreError> {
         let slot = self.slot(graph);
-        let mut guard = match slot.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = crate::lock(&slot);
         if let Some(index) = guard.as_ref() {
             return Ok(index.clone());
         }
@@ -299,47 +288,13 @@ impl IndexCache {
 
     /// Whether `graph` has a slot already (built, or being built).
     pub fn has(&self, graph: GraphKey) -> bool {
-        self.slots
-            .lock()
-            .map(|s| s.contains_key(&graph))
-            .unwrap_or(false)
+        crate::lock(&self.slots).contains_key(&graph)
     }
 
-    /// An answer rendered from the indexes, kept under `key` while the file version lasts (when
-    /// the answers kept stay under 16 MB).
-    pub fn rendered(
-        &self,
-        key: String,
-        render: impl FnOnce() -> Result<Vec<u8>, StoreError>,
-    ) -> Result<Arc<Vec<u8>>, StoreError> {
-        fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-            match m.lock() {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
-            }
-        }
-        if let Some(bytes) = lock(&self.rendered).get(&key) {
-            return Ok(bytes.clone());
-        }
-        let bytes = Arc::new(render()?);
-        let mut kept = lock(&self.rendered);
-        let size: usize = kept.values().map(|b| b.len()).sum();
-        if size + bytes.len() <= RENDERED_BYTES {
-            kept.insert(key, bytes.clone());
-        }
-        Ok(bytes)
-    }
-
-    /// Forgets every index and rendered answer (after an edit of the file) and says which graphs
-    /// had an index. Builds under way finish for their own callers; later callers build anew.
+    /// Forgets every index (after an edit of the file) and says which graphs had an index.
+    /// Builds under way finish for their own callers; later callers build anew.
     pub fn invalidate(&self) -> Vec<GraphKey> {
-        if let Ok(mut rendered) = self.rendered.lock() {
-            rendered.clear();
-        }
-        let mut slots = match self.slots.lock() {
-            Ok(s) => s,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut slots = crate::lock(&self.slots);
         slots.drain().map(|(graph, _)| graph).collect()
     }
 }
@@ -363,10 +318,7 @@ struct RowMap {
 
 impl RowCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, RowMap> {
-        match self.map.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::lock(&self.map)
     }
 
     /// Forgets everything (after an edit of the file).

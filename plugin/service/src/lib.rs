@@ -7,32 +7,48 @@
 //! shutdown). [`views`] keeps view state per browser client; [`graph_index`] keeps what the
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per file.
 
-pub mod catalog;
-pub mod conversions;
-pub mod convert_jobs;
-pub mod edits;
-pub mod graph_index;
+pub(crate) mod catalog;
+pub(crate) mod convert_jobs;
+pub(crate) mod graph_index;
 pub mod handlers;
-pub mod layout;
-pub mod matching;
-pub mod messages;
-pub mod paths;
-pub mod precision;
-pub mod rawjson;
+pub(crate) mod layout;
+pub(crate) mod matching;
+pub(crate) mod messages;
+pub(crate) mod paths;
+pub(crate) mod precision;
 pub mod server;
 pub mod service;
-pub mod values;
-pub mod views;
-pub mod watch;
+pub(crate) mod values;
+pub(crate) mod views;
+pub(crate) mod watch;
+
+pub use catalog::GraphFile;
+pub use convert_jobs::STAGING_PREFIX;
+pub use layout::NodeSource;
+pub use server::{run, Listener, PrivateSocket, ServeError};
+pub use service::GraphService;
+pub use values::{json_to_prost, prost_to_json};
 
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+/// Locks a mutex of the sidecar, recovering it if a thread panicked while holding it.
+///
+/// The one policy for poisoned locks: every mutex here guards a cache or a client's view state,
+/// each left whole between statements, so the data is still usable; refusing it would turn one
+/// failed request into a file or view that stays broken until a restart.
+pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Everything the handlers share.
 pub struct State {
     pub catalog: catalog::Catalog,
     pub views: views::Views,
     pub watch: watch::LogdirWatch,
-    pub precision_overrides: edits::PrecisionOverrides,
+    pub precision_overrides: handlers::PrecisionOverrides,
     pub conversions: convert_jobs::Conversions,
 }
 
@@ -45,7 +61,7 @@ impl State {
     /// The state of a sidecar serving `logdir` that runs at most `max_conversions` at once.
     pub fn with_max_conversions(logdir: PathBuf, max_conversions: usize) -> State {
         State {
-            precision_overrides: edits::PrecisionOverrides::default(),
+            precision_overrides: handlers::PrecisionOverrides::default(),
             conversions: convert_jobs::Conversions::new(max_conversions),
             watch: watch::LogdirWatch::start(&logdir),
             catalog: catalog::Catalog::new(logdir),

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use graph_ascend_proto::graph_ascend_server::GraphAscendServer;
-use tokio::net::UnixListener;
-use tokio_stream::wrappers::UnixListenerStream;
+use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tokio_stream::Stream;
+use tonic::transport::server::Connected;
 
 use crate::service::GraphService;
 use crate::State;
@@ -94,38 +96,53 @@ impl Drop for PrivateSocket {
     }
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then finishes in-flight requests.
-/// Tests start it in-process on a fresh socket.
-pub async fn run(
-    listener: UnixListener,
-    state: Arc<State>,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), ServeError> {
-    let service = GraphAscendServer::new(GraphService::new(state))
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    tonic::transport::Server::builder()
-        .add_service(service)
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
-        .await?;
-    Ok(())
+/// A listener the server accepts connections from: the private Unix socket, or loopback TCP
+/// (the fallback where Unix sockets are unavailable).
+pub trait Listener {
+    /// The accepted connections.
+    type Incoming: Stream<Item = std::io::Result<Self::Connection>> + Send + 'static;
+    /// One connection.
+    type Connection: Connected
+        + tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + Unpin
+        + Send
+        + 'static;
+    fn incoming(self) -> Self::Incoming;
 }
 
-/// Like [`run`], on a loopback TCP listener (the fallback where Unix sockets are unavailable).
-pub async fn run_tcp(
-    listener: tokio::net::TcpListener,
+impl Listener for UnixListener {
+    type Incoming = UnixListenerStream;
+    type Connection = tokio::net::UnixStream;
+    fn incoming(self) -> Self::Incoming {
+        UnixListenerStream::new(self)
+    }
+}
+
+impl Listener for TcpListener {
+    type Incoming = TcpListenerStream;
+    type Connection = tokio::net::TcpStream;
+    fn incoming(self) -> Self::Incoming {
+        TcpListenerStream::new(self)
+    }
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then finishes in-flight requests.
+/// Tests start it in-process on a fresh socket.
+pub async fn run<L: Listener>(
+    listener: L,
     state: Arc<State>,
     shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), ServeError> {
+) -> Result<(), ServeError>
+where
+    <L::Connection as Connected>::ConnectInfo: Clone + Send + Sync + 'static,
+{
     let service = GraphAscendServer::new(GraphService::new(state))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     tonic::transport::Server::builder()
         .add_service(service)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(listener.incoming(), shutdown)
         .await?;
     Ok(())
 }

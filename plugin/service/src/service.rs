@@ -3,6 +3,8 @@
 //! Each RPC moves its handler onto tokio's blocking pool (SQLite calls block) and turns only a
 //! failure of the server itself (a panicked or cancelled task) into a gRPC status; answers about
 //! bad requests or bad files are ordinary responses with `success: false`, as the page expects.
+//! `CallJson` and `StreamJson`, the shim's path, call the same typed RPCs and render their
+//! answers with [`graph_ascend_proto::json`], the one definition of the browser's JSON.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,15 +14,8 @@ use pb::graph_ascend_server::GraphAscend;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
+use crate::handlers;
 use crate::State;
-use crate::{conversions, edits, handlers, rawjson};
-
-/// Whether the caller asked for big answers as JSON (see [`crate::rawjson`]).
-fn wants_json<T>(req: &Request<T>) -> bool {
-    req.metadata()
-        .get(rawjson::RAW_JSON_HEADER)
-        .is_some_and(|v| v.as_bytes() == b"1")
-}
 
 /// The service object tonic serves.
 #[derive(Clone)]
@@ -134,14 +129,9 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::NodeListResponse>, Status> {
-        let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            if json {
-                handlers::load_graph_all_node_list_json(s, req)
-            } else {
-                handlers::load_graph_all_node_list(s, req)
-            }
+            handlers::load_graph_all_node_list(s, req)
         })
         .await
     }
@@ -150,15 +140,10 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::NodeRequest>,
     ) -> Result<Response<pb::HierarchyResponse>, Status> {
-        let json = wants_json(&req);
         let req = req.into_inner();
         let client = client_of(&req.client_id);
         blocking(&self.state, move |s| {
-            if json {
-                handlers::change_node_expand_state_json(s, &client, req)
-            } else {
-                handlers::change_node_expand_state(s, &client, req)
-            }
+            handlers::change_node_expand_state(s, &client, req)
         })
         .await
     }
@@ -187,16 +172,8 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::FilterNodesRequest>,
     ) -> Result<Response<pb::FilterNodesResponse>, Status> {
-        let json = wants_json(&req);
         let req = req.into_inner();
-        blocking(&self.state, move |s| {
-            if json {
-                handlers::filter_nodes_json(s, req)
-            } else {
-                handlers::filter_nodes(s, req)
-            }
-        })
-        .await
+        blocking(&self.state, move |s| handlers::filter_nodes(s, req)).await
     }
 
     async fn search_nodes(
@@ -211,14 +188,9 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::MatchedRelationsResponse>, Status> {
-        let json = wants_json(&req);
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            if json {
-                handlers::load_graph_matched_relations_json(s, req)
-            } else {
-                handlers::load_graph_matched_relations(s, req)
-            }
+            handlers::load_graph_matched_relations(s, req)
         })
         .await
     }
@@ -228,7 +200,7 @@ impl GraphAscend for GraphService {
         req: Request<pb::MatchNodesRequest>,
     ) -> Result<Response<pb::MatchResultResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| edits::add_match_nodes(s, req)).await
+        blocking(&self.state, move |s| handlers::add_match_nodes(s, req)).await
     }
 
     async fn delete_match_nodes(
@@ -236,7 +208,7 @@ impl GraphAscend for GraphService {
         req: Request<pb::MatchNodesRequest>,
     ) -> Result<Response<pb::MatchResultResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| edits::delete_match_nodes(s, req)).await
+        blocking(&self.state, move |s| handlers::delete_match_nodes(s, req)).await
     }
 
     async fn add_match_nodes_by_config(
@@ -245,7 +217,7 @@ impl GraphAscend for GraphService {
     ) -> Result<Response<pb::MatchResultResponse>, Status> {
         let req = req.into_inner();
         blocking(&self.state, move |s| {
-            edits::add_match_nodes_by_config(s, req)
+            handlers::add_match_nodes_by_config(s, req)
         })
         .await
     }
@@ -255,7 +227,10 @@ impl GraphAscend for GraphService {
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::SaveMatchedRelationsResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| edits::save_matched_relations(s, req)).await
+        blocking(&self.state, move |s| {
+            handlers::save_matched_relations(s, req)
+        })
+        .await
     }
 
     async fn save_data(
@@ -263,7 +238,7 @@ impl GraphAscend for GraphService {
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| edits::save_data(s, req)).await
+        blocking(&self.state, move |s| handlers::save_data(s, req)).await
     }
 
     async fn update_colors(
@@ -271,7 +246,7 @@ impl GraphAscend for GraphService {
         req: Request<pb::UpdateColorsRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| edits::update_colors(s, req)).await
+        blocking(&self.state, move |s| handlers::update_colors(s, req)).await
     }
 
     async fn update_precision_error(
@@ -279,14 +254,17 @@ impl GraphAscend for GraphService {
         req: Request<pb::UpdatePrecisionErrorRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| edits::update_precision_error(s, req)).await
+        blocking(&self.state, move |s| {
+            handlers::update_precision_error(s, req)
+        })
+        .await
     }
 
     async fn load_converted_graph_data(
         &self,
         _req: Request<pb::LoadConvertedGraphDataRequest>,
     ) -> Result<Response<pb::ConvertCandidatesResponse>, Status> {
-        blocking(&self.state, conversions::load_converted_graph_data).await
+        blocking(&self.state, handlers::load_converted_graph_data).await
     }
 
     async fn convert_to_graph(
@@ -296,7 +274,7 @@ impl GraphAscend for GraphService {
         let req = req.into_inner();
         let client = client_of(&req.client_id);
         blocking(&self.state, move |s| {
-            conversions::convert_to_graph(s, &client, req)
+            handlers::convert_to_graph(s, &client, req)
         })
         .await
     }
@@ -309,7 +287,7 @@ impl GraphAscend for GraphService {
     ) -> Result<Response<Self::GetConvertProgressStream>, Status> {
         let req = req.into_inner();
         let client = client_of(&req.client_id);
-        let stream = conversions::progress_stream(&self.state, &client, &req.job_id);
+        let stream = handlers::progress_stream(&self.state, &client, &req.job_id);
         Ok(Response::new(Box::pin(stream.map(Ok))))
     }
 
@@ -320,8 +298,28 @@ impl GraphAscend for GraphService {
         let req = req.into_inner();
         let client = client_of(&req.client_id);
         blocking(&self.state, move |s| {
-            conversions::cancel_convert(s, &client, &req.job_id)
+            handlers::cancel_convert(s, &client, &req.job_id)
         })
         .await
+    }
+
+    async fn call_json(
+        &self,
+        req: Request<pb::JsonCall>,
+    ) -> Result<Response<pb::JsonAnswer>, Status> {
+        graph_ascend_proto::json::call(self, req.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    type StreamJsonStream = graph_ascend_proto::json::JsonStream;
+
+    async fn stream_json(
+        &self,
+        req: Request<pb::JsonCall>,
+    ) -> Result<Response<Self::StreamJsonStream>, Status> {
+        graph_ascend_proto::json::stream(self, req.into_inner())
+            .await
+            .map(Response::new)
     }
 }

@@ -41,10 +41,7 @@ impl Views {
     /// duration of one request, so one client's concurrent requests on one pane are serialized
     /// while different clients never wait for each other.
     pub fn slot(&self, key: ViewKey) -> Arc<Mutex<Option<Hierarchy>>> {
-        let mut slots = match self.slots.lock() {
-            Ok(s) => s,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut slots = crate::lock(&self.slots);
         let now = Instant::now();
         slots.retain(|_, slot| now.duration_since(slot.last_used) < IDLE_LIMIT);
         if slots.len() >= MAX_VIEWS && !slots.contains_key(&key) {
@@ -71,10 +68,7 @@ impl Views {
         file: &std::path::Path,
         pane: &str,
     ) -> Vec<Arc<Mutex<Option<Hierarchy>>>> {
-        let slots = match self.slots.lock() {
-            Ok(s) => s,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let slots = crate::lock(&self.slots);
         slots
             .iter()
             .filter(|(k, _)| k.file == file && k.pane == pane)
@@ -84,7 +78,7 @@ impl Views {
 
     /// How many hierarchies are held (for tests and metrics).
     pub fn len(&self) -> usize {
-        self.slots.lock().map(|s| s.len()).unwrap_or(0)
+        crate::lock(&self.slots).len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -1,17 +1,16 @@
 //! The per-file caches (`graph_index`: node lists, matched relations, precision filter, name
 //! search; children rows of layouts) never serve stale answers: after a match or unmatch, after
 //! `updatePrecisionError`, and after the file is changed on disk, every answer equals what a
-//! fresh sidecar (no caches yet) gives for the same file. The JSON answers (`raw_json`) are checked
-//! against the fields as well.
+//! fresh sidecar (no caches yet) gives for the same file, as the browser sees them.
 
 mod common;
 
 use std::sync::Arc;
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::catalog::GraphFile;
-use graph_ascend_service::layout::NodeSource;
-use graph_ascend_service::{edits, handlers, State};
+use graph_ascend_service::GraphFile;
+use graph_ascend_service::NodeSource;
+use graph_ascend_service::{handlers, State};
 use graph_ascend_visdb::store::{GraphKey, Side};
 use serde_json::{json, Value};
 
@@ -72,54 +71,15 @@ fn match_req(m: &pb::MetaData, npu: &str, bench: &str) -> pb::MatchNodesRequest 
 fn snapshot(state: &State, m: &pb::MetaData, client: &str) -> Value {
     let lists = handlers::load_graph_all_node_list(state, meta_req(m));
     assert!(lists.success, "{:?}", lists.error);
-    let lists_json = handlers::load_graph_all_node_list_json(state, meta_req(m));
-    let lists: Value = lists
-        .data
-        .into_iter()
-        .map(|l| (l.name, json!(l.names)))
-        .collect::<serde_json::Map<_, _>>()
-        .into();
-    assert_eq!(
-        raw(lists_json.raw_json)["data"],
-        lists,
-        "node list JSON = fields"
-    );
+    let lists = browser_json(&lists)["data"].take();
 
     let rel = handlers::load_graph_matched_relations(state, meta_req(m));
     assert!(rel.success, "{:?}", rel.error);
-    let rel_json = handlers::load_graph_matched_relations_json(state, meta_req(m));
-    let d = rel.data.expect("relations");
-    let pairs = |p: &[pb::NamePair]| -> Value {
-        p.iter()
-            .map(|p| (p.key.clone(), json!(p.value)))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
-    };
-    let relations = json!({
-        "npuUnMatchNodes": d.npu_un_match_nodes,
-        "benchUnMatchNodes": d.bench_un_match_nodes,
-        "npuMatchNodes": pairs(&d.npu_match_nodes),
-        "benchMatchNodes": pairs(&d.bench_match_nodes),
-    });
-    assert_eq!(
-        raw(rel_json.raw_json)["data"],
-        relations,
-        "relations JSON = fields"
-    );
+    let relations = browser_json(&rel)["data"].take();
 
     let filter = handlers::filter_nodes(state, filter_req(m));
     assert!(filter.success, "{:?}", filter.error);
-    let filter_json = handlers::filter_nodes_json(state, filter_req(m));
-    let filter: Value = filter
-        .data
-        .iter()
-        .map(|h| json!({"name": h.name, "status": h.status}))
-        .collect();
-    assert_eq!(
-        raw(filter_json.raw_json)["data"],
-        filter,
-        "filter JSON = fields"
-    );
+    let filter = browser_json(&filter)["data"].take();
 
     let search = handlers::search_nodes(
         state,
@@ -175,8 +135,9 @@ fn keeping_mtime<T>(file: &std::path::Path, edit: impl FnOnce() -> T) -> T {
     out
 }
 
-fn raw(bytes: Option<Vec<u8>>) -> Value {
-    serde_json::from_slice(&bytes.expect("a JSON answer")).expect("valid JSON")
+/// An answer as the browser sees it.
+fn browser_json<T: graph_ascend_proto::json::Fields + prost::Message>(answer: &T) -> Value {
+    serde_json::from_slice(&graph_ascend_proto::json::to_vec(answer)).expect("valid JSON")
 }
 
 /// The same questions of a fresh sidecar on the same logdir: no cache can be involved.
@@ -275,7 +236,7 @@ fn edits_and_file_changes_invalidate_the_caches() {
 
     // Unmatch: every cached answer follows.
     let r = keeping_mtime(&file, || {
-        edits::delete_match_nodes(&state, match_req(&m, &pair.key, &pair.value))
+        handlers::delete_match_nodes(&state, match_req(&m, &pair.key, &pair.value))
     });
     assert!(r.success, "{:?}", r.error);
     assert_eq!(link_in_index(&handle), None, "stale index after an unmatch");
@@ -300,7 +261,7 @@ fn edits_and_file_changes_invalidate_the_caches() {
     assert_eq!(link_in_index(&handle), None);
     assert!(link_in_rows(&handle).is_empty());
     let r = keeping_mtime(&file, || {
-        edits::add_match_nodes(&state, match_req(&m, &pair.key, &pair.value))
+        handlers::add_match_nodes(&state, match_req(&m, &pair.key, &pair.value))
     });
     assert!(r.success, "{:?}", r.error);
     assert_eq!(link_in_index(&handle), Some(pair.value.clone()));
@@ -313,7 +274,7 @@ fn edits_and_file_changes_invalidate_the_caches() {
     assert_eq!(fresh(dir.path(), &m), rematched);
 
     // updatePrecisionError: the filter uses the recomputed indexes (until the next root view).
-    let r = edits::update_precision_error(
+    let r = handlers::update_precision_error(
         &state,
         pb::UpdatePrecisionErrorRequest {
             meta_data: Some(m.clone()),
@@ -327,7 +288,7 @@ fn edits_and_file_changes_invalidate_the_caches() {
             // The overrides on top of a fresh index give the same answer.
             let s2 = Arc::new(State::new(dir.path().to_path_buf()));
             handlers::load_meta_dir(&s2);
-            let r2 = edits::update_precision_error(
+            let r2 = handlers::update_precision_error(
                 &s2,
                 pb::UpdatePrecisionErrorRequest {
                     meta_data: Some(m.clone()),

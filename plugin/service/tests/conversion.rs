@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::convert_jobs::STAGING_PREFIX;
-use graph_ascend_service::{conversions, handlers, State};
+use graph_ascend_service::STAGING_PREFIX;
+use graph_ascend_service::{handlers, State};
 use tokio_stream::StreamExt;
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -50,7 +50,7 @@ fn request(npu: &str, bench: &str, output: &str) -> pb::ConvertRequest {
 
 /// Every event of a job's progress stream until it ends.
 async fn follow(state: &State, client: &str, job_id: &str) -> Vec<pb::ConvertProgress> {
-    let stream = conversions::progress_stream(state, client, job_id);
+    let stream = handlers::progress_stream(state, client, job_id);
     tokio::time::timeout(Duration::from_secs(120), stream.collect::<Vec<_>>())
         .await
         .expect("the progress stream ends")
@@ -84,7 +84,7 @@ fn staging_left(dir: &Path) -> bool {
 async fn a_build_reports_progress_and_appears_in_the_catalog_when_done() {
     let (dir, state) = logdir(&["mlp_stats"], 2);
     let started =
-        conversions::convert_to_graph(&state, "page", request("mlp_stats", "", "conv_build"));
+        handlers::convert_to_graph(&state, "page", request("mlp_stats", "", "conv_build"));
     assert!(started.success, "{:?}", started.error);
     let id = started.job_id.expect("job id");
     // msprobe's id-less stream follows this client's newest job.
@@ -121,7 +121,7 @@ async fn a_build_reports_progress_and_appears_in_the_catalog_when_done() {
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].status, "done");
     // Candidates list the dump folders, relative to the logdir.
-    let c = conversions::load_converted_graph_data(&state)
+    let c = handlers::load_converted_graph_data(&state)
         .data
         .expect("candidates");
     assert!(
@@ -134,14 +134,14 @@ async fn a_build_reports_progress_and_appears_in_the_catalog_when_done() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_build_ends_at_once_and_leaves_no_output() {
     let (dir, state) = logdir(&["tf_stats_a", "tf_stats_b"], 2);
-    let started = conversions::convert_to_graph(
+    let started = handlers::convert_to_graph(
         &state,
         "page",
         request("tf_stats_b", "tf_stats_a", "conv_cancel"),
     );
     assert!(started.success, "{:?}", started.error);
     let id = started.job_id.expect("job id");
-    let cancel = conversions::cancel_convert(&state, "page", &id);
+    let cancel = handlers::cancel_convert(&state, "page", &id);
     assert!(cancel.success, "{:?}", cancel.error);
     let events = follow(&state, "page", &id).await;
     assert_eq!(events.last().map(|e| e.status.as_str()), Some("cancelled"));
@@ -157,16 +157,15 @@ async fn a_cancelled_build_ends_at_once_and_leaves_no_output() {
     assert!(!staging_left(&dir.path().join("conv_cancel")));
     assert!(!dir.path().join("conv_cancel").exists());
     // Cancelling a finished job is refused.
-    assert!(!conversions::cancel_convert(&state, "page", &id).success);
+    assert!(!handlers::cancel_convert(&state, "page", &id).success);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversions_beyond_the_limit_are_refused() {
     let (_dir, state) = logdir(&["tf_stats_a", "tf_stats_b"], 1);
-    let first =
-        conversions::convert_to_graph(&state, "a", request("tf_stats_b", "tf_stats_a", "one"));
+    let first = handlers::convert_to_graph(&state, "a", request("tf_stats_b", "tf_stats_a", "one"));
     assert!(first.success, "{:?}", first.error);
-    let second = conversions::convert_to_graph(&state, "b", request("tf_stats_a", "", "two"));
+    let second = handlers::convert_to_graph(&state, "b", request("tf_stats_a", "", "two"));
     assert!(!second.success);
     assert!(second.error.unwrap_or_default().contains("limit is 1"));
     let events = follow(&state, "a", "").await;
@@ -190,16 +189,16 @@ async fn paths_outside_the_logdir_are_refused() {
         request("mlp_stats", "", ""),
     ];
     for req in cases {
-        let r = conversions::convert_to_graph(&state, "page", req.clone());
+        let r = handlers::convert_to_graph(&state, "page", req.clone());
         assert!(!r.success, "{req:?} was accepted");
         assert!(r.error.is_some());
     }
     let mut lm = request("mlp_stats", "", "out");
     lm.layer_mapping = "../mapping.yaml".into();
-    assert!(!conversions::convert_to_graph(&state, "page", lm).success);
+    assert!(!handlers::convert_to_graph(&state, "page", lm).success);
     let mut pm = request("mlp_stats", "", "out");
     pm.is_parallel_merge = true;
-    let r = conversions::convert_to_graph(&state, "page", pm);
+    let r = handlers::convert_to_graph(&state, "page", pm);
     assert!(r.error.unwrap_or_default().contains("parallel_merge.npu"));
     assert!(std::fs::read_dir(outside.path())
         .expect("outside")
@@ -223,7 +222,7 @@ async fn the_pages_parallel_merge_fields_reach_the_engine() {
         }),
         bench: None,
     });
-    let started = conversions::convert_to_graph(&state, "page", req.clone());
+    let started = handlers::convert_to_graph(&state, "page", req.clone());
     assert!(started.success, "{:?}", started.error);
     let events = follow(&state, "page", "").await;
     let last = events.last().expect("events");
@@ -246,7 +245,7 @@ async fn the_pages_parallel_merge_fields_reach_the_engine() {
         }
     }
     req.output_path = "merged_bad".into();
-    let started = conversions::convert_to_graph(&state, "page", req);
+    let started = handlers::convert_to_graph(&state, "page", req);
     assert!(started.success, "{:?}", started.error);
     let events = follow(&state, "page", "").await;
     let last = events.last().expect("events");
@@ -269,8 +268,7 @@ async fn a_bad_dump_is_reported_in_the_progress_stream() {
     }
     let dump = std::fs::read(good.join("dump.json")).expect("read");
     std::fs::write(bad.join("dump.json"), &dump[..dump.len() / 2]).expect("write");
-    let started =
-        conversions::convert_to_graph(&state, "page", request("bad_dump", "", "conv_bad"));
+    let started = handlers::convert_to_graph(&state, "page", request("bad_dump", "", "conv_bad"));
     assert!(started.success, "{:?}", started.error);
     let events = follow(&state, "page", "").await;
     let last = events.last().expect("events");

@@ -13,8 +13,8 @@ mod common;
 use std::sync::Arc;
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::values::{json_to_prost, prost_to_json};
-use graph_ascend_service::{edits, handlers, State};
+use graph_ascend_service::{handlers, State};
+use graph_ascend_service::{json_to_prost, prost_to_json};
 use serde_json::{json, Map, Value};
 
 use common::{fixtures, slots_json as slots, unpack};
@@ -246,9 +246,9 @@ fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
                 .collect();
             json!({"success": r.success, "data": hits})
         }
-        "addMatchNodes" => match_answer(edits::add_match_nodes(state, match_req())),
-        "deleteMatchNodes" => match_answer(edits::delete_match_nodes(state, match_req())),
-        "addMatchNodesByConfig" => match_answer(edits::add_match_nodes_by_config(
+        "addMatchNodes" => match_answer(handlers::add_match_nodes(state, match_req())),
+        "deleteMatchNodes" => match_answer(handlers::delete_match_nodes(state, match_req())),
+        "addMatchNodesByConfig" => match_answer(handlers::add_match_nodes_by_config(
             state,
             pb::MatchByConfigRequest {
                 config_file: text("configFile"),
@@ -257,11 +257,11 @@ fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
             },
         )),
         "saveMatchedRelations" => {
-            let r = edits::save_matched_relations(state, meta_req());
+            let r = handlers::save_matched_relations(state, meta_req());
             json!({"success": r.success, "data": r.data, "error": r.error})
         }
         "updateColors" => {
-            let r = edits::update_colors(
+            let r = handlers::update_colors(
                 state,
                 pb::UpdateColorsRequest {
                     meta_data: meta(),
@@ -272,7 +272,7 @@ fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
             status(r.success, r.error)
         }
         "updatePrecisionError" => {
-            let r = edits::update_precision_error(
+            let r = handlers::update_precision_error(
                 state,
                 pb::UpdatePrecisionErrorRequest {
                     meta_data: meta(),
@@ -475,11 +475,13 @@ fn two_clients_matching_at_once_corrupt_nothing() {
         let m = m.clone();
         std::thread::spawn(move || {
             for _ in 0..6 {
-                let del =
-                    edits::delete_match_nodes(&state, match_req(&m, module, module, true, client));
+                let del = handlers::delete_match_nodes(
+                    &state,
+                    match_req(&m, module, module, true, client),
+                );
                 assert!(del.success, "{client} delete: {:?}", del.error);
                 let add =
-                    edits::add_match_nodes(&state, match_req(&m, module, module, true, client));
+                    handlers::add_match_nodes(&state, match_req(&m, module, module, true, client));
                 assert!(add.success, "{client} add: {:?}", add.error);
                 let d = add.data.expect("relations");
                 assert_eq!(
@@ -513,7 +515,7 @@ fn edits_survive_a_restart_and_the_config_file_round_trips() {
     let (dir, state) = logdir();
     let m = meta("compare_tf_stats", "compare_20261122090320");
     let leaf = "Functional.linear.10.forward";
-    let del = edits::delete_match_nodes(&state, match_req(&m, leaf, leaf, false, "x"));
+    let del = handlers::delete_match_nodes(&state, match_req(&m, leaf, leaf, false, "x"));
     assert!(del.success);
     let restarted = Arc::new(State::new(dir.path().to_path_buf()));
     handlers::load_meta_dir(&restarted);
@@ -525,9 +527,9 @@ fn edits_survive_a_restart_and_the_config_file_round_trips() {
     );
 
     // Re-match crosswise (forward with its own twin), save, and check the file msprobe's way.
-    let add = edits::add_match_nodes(&restarted, match_req(&m, leaf, leaf, false, "x"));
+    let add = handlers::add_match_nodes(&restarted, match_req(&m, leaf, leaf, false, "x"));
     assert!(add.success);
-    let saved = edits::save_matched_relations(
+    let saved = handlers::save_matched_relations(
         &restarted,
         pb::MetaRequest {
             meta_data: Some(m.clone()),
@@ -547,8 +549,10 @@ fn edits_survive_a_restart_and_the_config_file_round_trips() {
     );
 
     // Unmatch, then match again from the file.
-    assert!(edits::delete_match_nodes(&restarted, match_req(&m, leaf, leaf, false, "x")).success);
-    let by = edits::add_match_nodes_by_config(
+    assert!(
+        handlers::delete_match_nodes(&restarted, match_req(&m, leaf, leaf, false, "x")).success
+    );
+    let by = handlers::add_match_nodes_by_config(
         &restarted,
         pb::MatchByConfigRequest {
             config_file: name,
@@ -560,7 +564,7 @@ fn edits_survive_a_restart_and_the_config_file_round_trips() {
     assert_links_consistent(&restarted, &m);
 
     // Paths are refused, not followed.
-    let bad = edits::add_match_nodes_by_config(
+    let bad = handlers::add_match_nodes_by_config(
         &restarted,
         pb::MatchByConfigRequest {
             config_file: "../compare_tf_md5/x.vis.config".into(),
@@ -575,7 +579,7 @@ fn edits_survive_a_restart_and_the_config_file_round_trips() {
 fn save_data_answers_success_since_edits_are_already_committed() {
     let (_dir, state) = logdir();
     let m = meta("compare_tf_stats", "compare_20261122090320");
-    let r = edits::save_data(
+    let r = handlers::save_data(
         &state,
         pb::MetaRequest {
             meta_data: Some(m),
@@ -583,7 +587,7 @@ fn save_data_answers_success_since_edits_are_already_committed() {
         },
     );
     assert!(r.success, "{:?}", r.error);
-    let bad = edits::save_data(
+    let bad = handlers::save_data(
         &state,
         pb::MetaRequest {
             meta_data: Some(meta("nope", "nope")),
@@ -656,14 +660,14 @@ fn a_manual_match_in_tensor_mode_recomputes_msprobes_metrics() {
             "{leaf} starts matched"
         );
         let partner = before.matched_node_link.last().cloned().expect("partner");
-        let del = edits::delete_match_nodes(&state, match_req(&m, leaf, &partner, false, "t"));
+        let del = handlers::delete_match_nodes(&state, match_req(&m, leaf, &partner, false, "t"));
         assert!(del.success, "{leaf}: {:?}", del.error);
         let cleared = info(leaf);
         assert!(slots(cleared.output_data.clone())
             .to_string()
             .find("Cosine")
             .is_none());
-        let add = edits::add_match_nodes(&state, match_req(&m, leaf, &partner, false, "t"));
+        let add = handlers::add_match_nodes(&state, match_req(&m, leaf, &partner, false, "t"));
         assert!(add.success, "{leaf}: {:?}", add.error);
         let after = info(leaf);
         assert_eq!(
@@ -725,11 +729,11 @@ fn matching_needs_a_comparison_task() {
     };
     let single = meta("single", &tag("single"));
     let leaf = "Module.fc1.Linear.parameters_grad.0";
-    let r = edits::add_match_nodes(&state, match_req(&single, leaf, leaf, false, "t"));
+    let r = handlers::add_match_nodes(&state, match_req(&single, leaf, leaf, false, "t"));
     assert!(!r.success);
     assert_eq!(r.error.as_deref(), Some("task type not support"));
     let tensor = meta("tensor", &tag("tensor"));
-    let r = edits::add_match_nodes_by_config(
+    let r = handlers::add_match_nodes_by_config(
         &state,
         pb::MatchByConfigRequest {
             config_file: "any.vis.config".into(),
@@ -754,7 +758,8 @@ fn competing_matches_of_one_node_leave_consistent_links() {
         let m = m.clone();
         std::thread::spawn(move || {
             for _ in 0..8 {
-                let add = edits::add_match_nodes(&state, match_req(&m, npu, bench, false, client));
+                let add =
+                    handlers::add_match_nodes(&state, match_req(&m, npu, bench, false, client));
                 assert!(add.success, "{client}: {:?}", add.error);
             }
         })

@@ -5,7 +5,7 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::server::{run, PrivateSocket};
+use graph_ascend_service::{run, PrivateSocket};
 use pb::graph_ascend_client::GraphAscendClient;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

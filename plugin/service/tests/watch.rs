@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use graph_ascend_proto as pb;
-use graph_ascend_service::service::GraphService;
+use graph_ascend_service::GraphService;
 use graph_ascend_service::State;
 use pb::graph_ascend_server::GraphAscend;
 use tokio_stream::StreamExt;

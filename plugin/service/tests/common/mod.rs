@@ -1,5 +1,5 @@
 //! Shared test helpers: fixture files, a logdir holding one of them, and a probe that calls the
-//! handlers and renders their answers as the browser sees them (the shim's JSON rules).
+//! handlers and renders their answers as the browser sees them (`graph_ascend_proto::json`).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use graph_ascend_proto as pb;
 use graph_ascend_service::handlers;
-use graph_ascend_service::values::prost_to_json;
+use graph_ascend_service::prost_to_json;
 use graph_ascend_service::State;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// `tests/fixtures` of the repository.
 pub fn fixtures() -> PathBuf {
@@ -103,73 +103,40 @@ impl Probe {
     }
 
     pub fn load_meta_dir(&self) -> Value {
-        let r = handlers::load_meta_dir(&self.state);
-        let data: Map<String, Value> = r
-            .data
-            .into_iter()
-            .map(|f| (f.run, json!({"type": f.r#type, "tags": f.tags})))
-            .collect();
-        let errors: Vec<Value> = r
-            .error
-            .into_iter()
-            .map(|e| json!({"run": e.run, "tag": e.tag, "info": e.info}))
-            .collect();
-        json!({"data": data, "error": errors})
+        browser_json(&handlers::load_meta_dir(&self.state))
     }
 
     pub fn config(&self, m: &pb::MetaData) -> Value {
-        let r = handlers::load_graph_config_info(&self.state, meta_request(m));
-        let Some(d) = r.data else {
-            return json!({"success": r.success, "error": r.error});
-        };
-        let colors: Map<String, Value> = d
-            .colors
-            .into_iter()
-            .map(|c| {
-                (
-                    c.color,
-                    json!({"value": c.value.as_ref().map(prost_to_json), "description": c.description}),
-                )
-            })
-            .collect();
-        json!({"success": r.success, "data": {
-            "microSteps": d.micro_steps, "overflowCheck": d.overflow_check,
-            "isSingleGraph": d.is_single_graph, "task": d.task, "ranks": d.ranks,
-            "steps": d.steps, "colors": colors, "matchedConfigFiles": d.matched_config_files,
-        }})
+        browser_json(&handlers::load_graph_config_info(
+            &self.state,
+            meta_request(m),
+        ))
     }
 
     pub fn node_lists(&self, m: &pb::MetaData) -> Value {
-        let r = handlers::load_graph_all_node_list(&self.state, meta_request(m));
-        let data: Map<String, Value> = r
-            .data
-            .into_iter()
-            .map(|l| (l.name, json!(l.names)))
-            .collect();
-        json!({"success": r.success, "error": r.error, "data": data})
+        browser_json(&handlers::load_graph_all_node_list(
+            &self.state,
+            meta_request(m),
+        ))
     }
 
     pub fn expand(&self, m: &pb::MetaData, name: &str, side: &str) -> Value {
-        let r = handlers::change_node_expand_state(
+        browser_json(&handlers::change_node_expand_state(
             &self.state,
             &self.client,
             node_request(m, name, side),
-        );
-        hierarchy_json(r)
+        ))
     }
 
     pub fn node_info(&self, m: &pb::MetaData, name: &str, side: &str) -> Value {
-        let r = handlers::get_node_info(&self.state, node_request(m, name, side));
-        let data: Map<String, Value> = r
-            .data
-            .into_iter()
-            .map(|s| (s.side, s.detail.map_or(Value::Null, detail_json)))
-            .collect();
-        json!({"success": r.success, "error": r.error, "data": data})
+        browser_json(&handlers::get_node_info(
+            &self.state,
+            node_request(m, name, side),
+        ))
     }
 
     pub fn filter(&self, m: &pb::MetaData, kind: &str, values: Vec<Value>) -> Value {
-        let r = handlers::filter_nodes(
+        browser_json(&handlers::filter_nodes(
             &self.state,
             pb::FilterNodesRequest {
                 meta_data: Some(m.clone()),
@@ -177,35 +144,25 @@ impl Probe {
                 values: Some(prost_types::ListValue {
                     values: values
                         .iter()
-                        .map(graph_ascend_service::values::json_to_prost)
+                        .map(graph_ascend_service::json_to_prost)
                         .collect(),
                 }),
                 client_id: self.client.clone(),
             },
-        );
-        let hits: Vec<Value> = r
-            .data
-            .into_iter()
-            .map(|h| json!({"name": h.name, "status": h.status}))
-            .collect();
-        json!({"success": r.success, "error": r.error, "data": hits})
+        ))
     }
 
     pub fn matched(&self, m: &pb::MetaData) -> Value {
-        let r = handlers::load_graph_matched_relations(&self.state, meta_request(m));
-        let Some(d) = r.data else {
-            return json!({"success": r.success, "error": r.error});
-        };
-        let pairs = |v: Vec<pb::NamePair>| -> Map<String, Value> {
-            v.into_iter().map(|p| (p.key, json!(p.value))).collect()
-        };
-        json!({"success": r.success, "data": {
-            "npuMatchNodes": pairs(d.npu_match_nodes),
-            "benchMatchNodes": pairs(d.bench_match_nodes),
-            "npuUnMatchNodes": d.npu_un_match_nodes,
-            "benchUnMatchNodes": d.bench_un_match_nodes,
-        }})
+        browser_json(&handlers::load_graph_matched_relations(
+            &self.state,
+            meta_request(m),
+        ))
     }
+}
+
+/// An answer as the browser sees it: rendered by the sidecar's one JSON definition.
+pub fn browser_json<T: graph_ascend_proto::json::Fields + prost::Message>(answer: &T) -> Value {
+    serde_json::from_slice(&graph_ascend_proto::json::to_vec(answer)).expect("valid JSON")
 }
 
 pub fn meta_request(m: &pb::MetaData) -> pb::MetaRequest {
@@ -226,26 +183,6 @@ pub fn node_request(m: &pb::MetaData, name: &str, side: &str) -> pb::NodeRequest
     }
 }
 
-pub fn hierarchy_json(r: pb::HierarchyResponse) -> Value {
-    let data: Map<String, Value> = r
-        .data
-        .into_iter()
-        .map(|n| {
-            (
-                n.key,
-                json!({
-                    "x": n.x, "y": n.y, "width": n.width, "height": n.height,
-                    "expand": n.expand, "isRoot": n.is_root, "parentNode": n.parent_node,
-                    "label": n.label, "name": n.name, "nodeType": n.node_type,
-                    "matchedNodeLink": n.matched_node_link,
-                    "precisionIndex": n.precision_index, "overflowLevel": n.overflow_level,
-                }),
-            )
-        })
-        .collect();
-    json!({"success": r.success, "error": r.error, "data": data})
-}
-
 /// A node's input or output slots as msprobe's JSON object.
 pub fn slots_json(slots: Vec<pb::TensorSlot>) -> Value {
     Value::Object(
@@ -261,14 +198,4 @@ pub fn slots_json(slots: Vec<pb::TensorSlot>) -> Value {
             })
             .collect(),
     )
-}
-
-fn detail_json(d: pb::NodeDetail) -> Value {
-    json!({
-        "id": d.id, "node_name": d.node_name, "node_type": d.node_type,
-        "input_data": slots_json(d.input_data), "output_data": slots_json(d.output_data),
-        "upnode": d.upnode, "subnodes": d.subnodes, "matched_node_link": d.matched_node_link,
-        "stack_info": d.stack_info, "micro_step_id": d.micro_step_id,
-        "parallel_merge_info": d.parallel_merge_info,
-    })
 }

@@ -11,10 +11,12 @@ use std::pin::Pin;
 use graph_ascend_proto as pb;
 use tokio_stream::Stream;
 
+use super::{answer, HandlerError};
 use crate::convert_jobs::{self, Status};
 use crate::messages::{Lang, Msg};
 use crate::State;
 
+/// `loadConvertedGraphData`: the dump folders and layer-mapping files a conversion may use.
 pub fn load_converted_graph_data(state: &State) -> pb::ConvertCandidatesResponse {
     pb::ConvertCandidatesResponse {
         success: true,
@@ -23,46 +25,40 @@ pub fn load_converted_graph_data(state: &State) -> pb::ConvertCandidatesResponse
     }
 }
 
+/// `convertToGraph`: starts a conversion (beyond msprobe: answers the job's id).
 pub fn convert_to_graph(
     state: &State,
     client: &str,
     req: pb::ConvertRequest,
 ) -> pb::ConvertStartResponse {
-    match state
+    let started = state
         .conversions
         .start(state.catalog.logdir(), client, &req)
-    {
-        Ok(job) => pb::ConvertStartResponse {
+        .map(|job| pb::ConvertStartResponse {
             success: true,
             error: None,
             job_id: Some(job.id.clone()),
-        },
-        Err(e) => pb::ConvertStartResponse {
-            success: false,
-            error: Some(e.to_string()),
-            job_id: None,
-        },
-    }
+        })
+        .map_err(HandlerError::Conversion);
+    answer(Lang::En, started)
 }
 
+/// `cancelConvert`: cancels a job (by id, or the client's newest).
 pub fn cancel_convert(state: &State, client: &str, job_id: &str) -> pb::StatusResponse {
     let id = if job_id.is_empty() {
         state.conversions.newest(client).map(|j| j.id.clone())
     } else {
         Some(job_id.to_owned())
     };
-    let cancelled = id.is_some_and(|id| state.conversions.cancel(&id));
-    if cancelled {
-        pb::StatusResponse {
+    let cancelled = if id.is_some_and(|id| state.conversions.cancel(&id)) {
+        Ok(pb::StatusResponse {
             success: true,
             error: None,
-        }
+        })
     } else {
-        pb::StatusResponse {
-            success: false,
-            error: Some(Msg::ConvertJob.text(Lang::En).to_owned()),
-        }
-    }
+        Err(HandlerError::Invalid(Msg::ConvertJob))
+    };
+    answer(Lang::En, cancelled)
 }
 
 type Events = Pin<Box<dyn Stream<Item = pb::ConvertProgress> + Send>>;

@@ -1,0 +1,372 @@
+//! The matching routes: matched relations, manual matches and their configuration files
+//! (`docs/msprobe-api.md` §4).
+//!
+//! Every edit of a `.vis.db` is one write transaction ([`Store::write`]) and is committed before
+//! the answer goes out, so edits survive a restart and two clients editing one file at once are
+//! serialized by SQLite. After a commit, every client's laid-out view of the file is patched
+//! (msprobe patched its single global view), so boxes show the new colours without a reload.
+
+
+use graph_ascend_proto as pb;
+use graph_ascend_visdb::files::write_atomically;
+use graph_ascend_visdb::store::Side;
+use graph_ascend_visdb::{Store, StoreError};
+use serde_json::Value;
+
+use super::{answer, lang_of, select, HandlerError, Result, Selection, StoreContext};
+use crate::matching::{opposite, Editor, Outcome};
+use crate::messages::Msg;
+use crate::precision::mode_of_task;
+use crate::State;
+
+// ---------------------------------------------------------------------------------------------
+// Reading.
+
+/// `loadGraphMatchedRelations`: msprobe's four lists of matched and unmatched nodes.
+pub fn load_graph_matched_relations(
+    state: &State,
+    req: pb::MetaRequest,
+) -> pb::MatchedRelationsResponse {
+    answer(
+        lang_of(req.meta_data.as_ref()),
+        relations_answer(state, &req),
+    )
+}
+
+fn relations_answer(state: &State, req: &pb::MetaRequest) -> Result<pb::MatchedRelationsResponse> {
+    let sel = select(state, req.meta_data.as_ref())?;
+    Ok(pb::MatchedRelationsResponse {
+        success: true,
+        error: None,
+        data: Some(indexed_matched_relations(&sel)?),
+    })
+}
+
+/// Splits `(name, partner)` pairs into msprobe's matched pairs and unmatched names.
+fn split_links<'a>(
+    rows: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> (Vec<pb::NamePair>, Vec<String>) {
+    let mut matched = Vec::new();
+    let mut unmatched = Vec::new();
+    for (name, link) in rows {
+        match link {
+            Some(other) => matched.push(pb::NamePair {
+                key: name.to_owned(),
+                value: other.to_owned(),
+            }),
+            None => unmatched.push(name.to_owned()),
+        }
+    }
+    (matched, unmatched)
+}
+
+/// msprobe's four lists from the `(name, partner)` rows of each side.
+fn relations<'a>(
+    npu: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+    bench: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> pb::MatchedRelations {
+    let (npu_match_nodes, npu_un_match_nodes) = split_links(npu);
+    let (bench_match_nodes, bench_un_match_nodes) = split_links(bench);
+    pb::MatchedRelations {
+        npu_match_nodes,
+        bench_match_nodes,
+        npu_un_match_nodes,
+        bench_un_match_nodes,
+        matched_total: None,
+        matched_success: None,
+    }
+}
+
+/// msprobe's four lists of matched and unmatched nodes of a selection, from the file itself (for
+/// the answers of edits, right after their transaction).
+pub(crate) fn matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
+    let links = |side| {
+        sel.file
+            .with_store(|s| s.match_links(sel.graph(side), sel.micro_step))
+            .context(Msg::LoadMatchedRelations)
+    };
+    let (npu, bench) = (links(Side::Npu)?, links(Side::Bench)?);
+    Ok(relations(
+        npu.iter().map(|(n, l)| (n.as_str(), l.as_deref())),
+        bench.iter().map(|(n, l)| (n.as_str(), l.as_deref())),
+    ))
+}
+
+/// The same lists from the file's indexes.
+fn indexed_matched_relations(sel: &Selection) -> Result<pb::MatchedRelations> {
+    let index = |side| {
+        sel.file
+            .index(sel.graph(side))
+            .context(Msg::LoadMatchedRelations)
+    };
+    let (npu, bench) = (index(Side::Npu)?, index(Side::Bench)?);
+    Ok(relations(
+        npu.links(sel.micro_step),
+        bench.links(sel.micro_step),
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Editing.
+
+/// The compare task of a selection, or `taskTypeError`.
+fn task_mode(
+    sel: &Selection,
+    allowed: &[&str],
+) -> Result<graph_ascend_convert::compare::CompareMode> {
+    let config = sel
+        .file
+        .with_store(Store::config)
+        .context(Msg::LoadConfig)?;
+    if !config.is_compare() || !allowed.contains(&config.task.as_str()) {
+        return Err(HandlerError::Invalid(Msg::TaskType));
+    }
+    mode_of_task(&config.task).ok_or(HandlerError::Invalid(Msg::TaskType))
+}
+
+/// Runs one request's edits in one transaction, patches the views, answers msprobe's shape.
+fn edit(
+    state: &State,
+    sel: &Selection,
+    mode: graph_ascend_convert::compare::CompareMode,
+    f: impl FnOnce(&mut Editor) -> std::result::Result<(), StoreError>,
+) -> Result<pb::MatchResultResponse> {
+    let graph = sel.graph(Side::Npu);
+    let outcome: Outcome = sel
+        .file
+        .with_store(|store| {
+            store.write(|s| {
+                let mut editor = Editor::new(s, graph, mode);
+                f(&mut editor)?;
+                Ok(editor.outcome)
+            })
+        })
+        .context(Msg::UpdateDatabase)?;
+    // Whatever the outcome, the transaction committed: the indexes of the file may be stale.
+    // Those that were in use are rebuilt in the background, for the file as the catalog now
+    // sees it (a file in WAL mode has a new version after any commit).
+    let indexed = sel.file.invalidate_indexes();
+    if !indexed.is_empty() {
+        if let Some(current) = state.catalog.file(&sel.file.run, &sel.file.tag) {
+            current.prefetch(indexed);
+        }
+    }
+    if outcome.success == 0 {
+        return Err(HandlerError::Invalid(Msg::SelectedNodeCantMatched));
+    }
+    state.precision_overrides.clear(&sel.file.path);
+    for side in [Side::Npu, Side::Bench] {
+        let pane = match side {
+            Side::Npu => "NPU",
+            Side::Bench => "Bench",
+        };
+        for slot in state.views.slots_of(&sel.file.path, pane) {
+            let mut guard = crate::lock(&slot);
+            let Some(h) = guard.as_mut() else { continue };
+            if h.graph() != sel.graph(side) {
+                continue;
+            }
+            for p in outcome.patches.iter().filter(|p| p.side == side) {
+                h.patch_match(&p.name, p.link.clone(), p.precision_index);
+            }
+        }
+    }
+    let mut data = matched_relations(sel)?;
+    data.matched_total = Some(outcome.total);
+    data.matched_success = Some(outcome.success);
+    Ok(pb::MatchResultResponse {
+        success: true,
+        error: None,
+        data: Some(data),
+    })
+}
+
+/// `addMatchNodes`: matches two nodes (and, when asked, their children).
+pub fn add_match_nodes(state: &State, req: pb::MatchNodesRequest) -> pb::MatchResultResponse {
+    answer(lang_of(req.meta_data.as_ref()), add_match(state, &req))
+}
+
+fn add_match(state: &State, req: &pb::MatchNodesRequest) -> Result<pb::MatchResultResponse> {
+    let sel = select(state, req.meta_data.as_ref())?;
+    let mode = task_mode(&sel, &["md5", "summary", "all"])?;
+    if req.npu_node_name.is_empty() || req.bench_node_name.is_empty() {
+        return Err(HandlerError::Invalid(Msg::SelectedNodeCantMatched));
+    }
+    let npu = [req.npu_node_name.clone(), opposite(&req.npu_node_name)];
+    let bench = [req.bench_node_name.clone(), opposite(&req.bench_node_name)];
+    edit(state, &sel, mode, |e| {
+        if req.is_match_children {
+            let n = e.subtree(Side::Npu, &npu)?;
+            let b = e.subtree(Side::Bench, &bench)?;
+            e.set_scope(Side::Npu, n);
+            e.set_scope(Side::Bench, b);
+            e.add_with_children(&req.npu_node_name, &req.bench_node_name)?;
+        } else {
+            e.set_scope(Side::Npu, npu);
+            e.set_scope(Side::Bench, bench);
+            e.add_pair(&req.npu_node_name, &req.bench_node_name)?;
+        }
+        Ok(())
+    })
+}
+
+/// `deleteMatchNodes`: unmatches two nodes (and, when asked, their children).
+pub fn delete_match_nodes(state: &State, req: pb::MatchNodesRequest) -> pb::MatchResultResponse {
+    answer(lang_of(req.meta_data.as_ref()), delete_match(state, &req))
+}
+
+fn delete_match(state: &State, req: &pb::MatchNodesRequest) -> Result<pb::MatchResultResponse> {
+    let sel = select(state, req.meta_data.as_ref())?;
+    let mode = task_mode(&sel, &["md5", "summary", "all"])?;
+    edit(state, &sel, mode, |e| {
+        if req.is_un_match_children {
+            e.delete_with_children(&req.npu_node_name, &req.bench_node_name)?;
+        } else {
+            e.delete_pair(&req.npu_node_name, &req.bench_node_name)?;
+        }
+        Ok(())
+    })
+}
+
+/// A plain file name (no folders), as msprobe requires of configuration files.
+fn plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// `addMatchNodesByConfig`: matches the pairs of a `.vis.config` file beside the graph file.
+pub fn add_match_nodes_by_config(
+    state: &State,
+    req: pb::MatchByConfigRequest,
+) -> pb::MatchResultResponse {
+    answer(
+        lang_of(req.meta_data.as_ref()),
+        match_by_config(state, &req),
+    )
+}
+
+fn match_by_config(
+    state: &State,
+    req: &pb::MatchByConfigRequest,
+) -> Result<pb::MatchResultResponse> {
+    let sel = select(state, req.meta_data.as_ref())?;
+    let mode = task_mode(&sel, &["md5", "summary"])?;
+    if !plain_file_name(&req.config_file) {
+        return Err(HandlerError::Invalid(Msg::LoadConfigFile));
+    }
+    let dir = sel
+        .file
+        .path
+        .parent()
+        .ok_or(HandlerError::Invalid(Msg::LoadConfigFile))?;
+    let path = dir.join(&req.config_file);
+    let is_plain = std::fs::symlink_metadata(&path)
+        .map(|m| m.file_type().is_file())
+        .unwrap_or(false);
+    if !is_plain {
+        return Err(HandlerError::Invalid(Msg::MatchNode));
+    }
+    let text =
+        std::fs::read_to_string(&path).map_err(|_| HandlerError::Invalid(Msg::LoadConfigFile))?;
+    let pairs: Vec<(String, String)> = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_owned())))
+            .collect(),
+        _ => return Err(HandlerError::Invalid(Msg::LoadConfigFile)),
+    };
+    if pairs.is_empty() {
+        return Err(HandlerError::Invalid(Msg::MatchNodeLinksNull));
+    }
+    edit(state, &sel, mode, |e| {
+        e.set_scope(Side::Npu, pairs.iter().map(|(n, _)| n.clone()));
+        e.set_scope(Side::Bench, pairs.iter().map(|(_, b)| b.clone()));
+        for (npu, bench) in &pairs {
+            e.add_from_config(npu, bench)?;
+        }
+        Ok(())
+    })
+}
+
+/// `saveMatchedRelations`: writes the manual matches to `<tag>_<step>_<rank>.vis.config`.
+pub fn save_matched_relations(
+    state: &State,
+    req: pb::MetaRequest,
+) -> pb::SaveMatchedRelationsResponse {
+    answer(lang_of(req.meta_data.as_ref()), save_relations(state, &req))
+}
+
+fn save_relations(
+    state: &State,
+    req: &pb::MetaRequest,
+) -> Result<pb::SaveMatchedRelationsResponse> {
+    let sel = select(state, req.meta_data.as_ref())?;
+    let links = sel
+        .file
+        .with_store(|s| s.modified_links(sel.step, sel.rank))
+        .context(Msg::SaveMatchRelationship)?;
+    let mut map = serde_json::Map::new();
+    for (name, other) in links {
+        map.insert(name, Value::String(other));
+    }
+    let mut text = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut text, formatter);
+    serde::Serialize::serialize(&Value::Object(map), &mut ser)
+        .map_err(|_| HandlerError::Invalid(Msg::SaveMatchRelationship))?;
+    let text =
+        String::from_utf8(text).map_err(|_| HandlerError::Invalid(Msg::SaveMatchRelationship))?;
+    let name = format!("{}_{}_{}.vis.config", sel.file.tag, sel.step, sel.rank);
+    if !plain_file_name(&name) {
+        return Err(HandlerError::Invalid(Msg::SaveMatchRelationship));
+    }
+    let dir = sel
+        .file
+        .path
+        .parent()
+        .ok_or(HandlerError::Invalid(Msg::SaveMatchRelationship))?;
+    let path = dir.join(&name);
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(HandlerError::Invalid(Msg::SaveMatchRelationship));
+    }
+    write_atomically(&path, &text).map_err(|e| {
+        tracing::warn!("cannot write {}: {e}", path.display());
+        HandlerError::Invalid(Msg::SaveMatchRelationship)
+    })?;
+    Ok(pb::SaveMatchedRelationsResponse {
+        success: true,
+        error: None,
+        data: Some(name),
+    })
+}
+
+/// `saveData`: msprobe's always failed (it called a method its database service lacks). Every
+/// edit here is already committed when its answer goes out, so there is nothing left to write:
+/// the route checks the selection and says so.
+pub fn save_data(state: &State, req: pb::MetaRequest) -> pb::StatusResponse {
+    answer(
+        lang_of(req.meta_data.as_ref()),
+        select(state, req.meta_data.as_ref()).map(|_| pb::StatusResponse {
+            success: true,
+            error: None,
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_file_names_are_plain() {
+        assert!(plain_file_name("a_0_0.vis.config"));
+        assert!(!plain_file_name("../x.vis.config"));
+        assert!(!plain_file_name("a/b"));
+        assert!(!plain_file_name(".."));
+    }
+}
