@@ -86,7 +86,7 @@ fn edit(
     let graph = sel.graph(Side::Npu);
     let outcome: Outcome = sel
         .file
-        .with_store(|store| {
+        .with_writable_store(|store| {
             store.write(|s| {
                 let mut editor = Editor::new(s, graph, mode);
                 f(&mut editor)?;
@@ -246,10 +246,15 @@ pub fn add_match_nodes_by_config(
 }
 
 /// Writes `text` to `path` through a temporary file in the same folder and a rename, so a
-/// reader never sees half a file.
+/// reader never sees half a file. The file gets the mode of any new file (0666 less the process
+/// umask, 0644 under the usual 022), not the temporary file's private 0600: colleagues sharing
+/// the logdir load it too.
 fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut tmp = builder.tempfile_in(dir)?;
     tmp.write_all(text.as_bytes())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -422,7 +427,7 @@ pub fn update_colors(state: &State, req: pb::UpdateColorsRequest) -> pb::StatusR
     answer(
         lang,
         sel.file
-            .with_store(|s| s.write(|s| s.set_node_colors(&text)))
+            .with_writable_store(|s| s.write(|s| s.set_node_colors(&text)))
             .context(Msg::UpdateColor)
             .map(|()| pb::StatusResponse {
                 success: true,
@@ -537,6 +542,22 @@ pub fn update_precision_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A saved `.vis.config` has the mode of any file the process creates (0644 under umask
+    /// 022), not a temporary file's 0600, so colleagues on a shared server can load it.
+    #[cfg(unix)]
+    #[test]
+    fn saved_files_get_the_usual_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = dir.path().join("plain");
+        std::fs::File::create(&plain).expect("create");
+        let saved = dir.path().join("a_0_0.vis.config");
+        write_atomically(&saved, "{}").expect("write");
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&saved), mode(&plain));
+        assert_eq!(std::fs::read_to_string(&saved).expect("read"), "{}");
+    }
 
     #[test]
     fn colours_are_validated_as_msprobe_does() {
