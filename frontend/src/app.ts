@@ -13,7 +13,7 @@ import type { PageCtx, ToastKind, Want } from './ctx';
 import { renderDetails } from './detailsPanel';
 import { clear, h } from './dom';
 import { initialLang, lang, setLang, t } from './i18n';
-import { toast } from './notify';
+import { notice, toast } from './notify';
 import { GraphPane } from './pane';
 import { dataPanel } from './panels/data';
 import { FilterPanel } from './panels/filter';
@@ -23,7 +23,8 @@ import { DARK, LIGHT } from './render';
 import { Scene } from './scene';
 import { renderSider } from './sider';
 import { bindSplitters } from './splitters';
-import { matchedOf, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState } from './state';
+import { linkedState, reflectInAddress } from './link';
+import { matchedOf, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState, type UrlState } from './state';
 import { Store, type PageName, type Part, type PaneSide, type Tab } from './store';
 import { followTensorBoardTheme } from './theme';
 import { renderToolbar } from './toolbar';
@@ -45,6 +46,11 @@ interface Els {
   dashboard: HTMLElement;
 }
 
+/** Where this tab keeps its last view (a query string), for a reload. */
+const SAVED_VIEW = 'graph-ascend-view';
+/** At most this many expanded modules per side go into a link (and are expanded again). */
+const MAX_RESTORED = 300;
+
 export class App implements PageCtx {
   readonly root: HTMLElement;
   readonly store: Store;
@@ -57,6 +63,8 @@ export class App implements PageCtx {
   private readonly matchPanel: MatchPanel;
   private loadSeq = 0;
   private starting = false;
+  /** Expanding the modules a link names: the address is written once, at the end. */
+  private restoring = false;
 
   constructor(host: HTMLElement) {
     setLang(initialLang());
@@ -71,6 +79,10 @@ export class App implements PageCtx {
       filesAppeared: () => {
         // Once: start() may be running already.
         if (!this.starting) void this.start();
+      },
+      problemNotice: (message) => {
+        if (message) this.store.errors.push(message);
+        notice(this.els.toasts, 'catalog', message, { label: t('showProblems'), run: () => this.openTab('data') });
       },
     });
     this.filterPanel = new FilterPanel(this);
@@ -263,14 +275,16 @@ export class App implements PageCtx {
   }
 
   private async startOnce(): Promise<void> {
+    // A link (TensorBoard's address), then the page's own address, then this tab's last view.
+    const linked = linkedState();
     const url = readUrlState(location.search);
-    let saved: ReturnType<typeof readUrlState>;
+    let saved: UrlState;
     try {
-      saved = JSON.parse(sessionStorage.getItem('graph-ascend-selection') || '{}');
+      saved = readUrlState(sessionStorage.getItem(SAVED_VIEW) || '');
     } catch {
       saved = {};
     }
-    const want = url.run ? url : saved;
+    const want = linked.run ? linked : url.run ? url : saved;
     const listed = await this.catalogWatch.load();
     const catalog = this.store.catalog;
     const runs = Object.keys(catalog);
@@ -283,9 +297,15 @@ export class App implements PageCtx {
       this.showPage('convert');
       return;
     }
-    const run = want.run && catalog[want.run] ? want.run : runs[0];
+    if (want.run && !(catalog[want.run] && (!want.tag || catalog[want.run].tags.includes(want.tag)))) {
+      // Say so rather than open another file as if it were the one asked for.
+      this.setStatus(t('linkedFileGone', { file: `${want.run}/${want.tag ?? ''}` }), true);
+      this.openTab('data');
+      return;
+    }
+    const run = want.run ?? runs[0];
     const tags = catalog[run].tags;
-    const tag = want.tag && tags.includes(want.tag) ? want.tag : tags[0];
+    const tag = want.tag ?? tags[0];
     await this.selectFile(run, tag, want);
   }
 
@@ -332,10 +352,31 @@ export class App implements PageCtx {
     this.renderChrome();
     await this.loadRoots();
     if (seq !== this.loadSeq) return;
+    await this.restoreExpanded(want, seq);
+    if (seq !== this.loadSeq) return;
     if (want.node) {
       const side: PaneSide = want.side === 'Bench' ? 'Bench' : 'NPU';
       await this.jumpTo(side, want.node);
     }
+  }
+
+  /** Expand the modules a link (or the view before a reload) had expanded, ancestors first. */
+  private async restoreExpanded(want: Want, seq: number): Promise<void> {
+    const s = this.store;
+    this.restoring = true;
+    try {
+      for (const side of ['NPU', 'Bench'] as const) {
+        if (side === 'Bench' && s.single) break;
+        const names = (side === 'NPU' ? want.open : want.openBench) ?? [];
+        for (const name of names.slice(0, MAX_RESTORED)) {
+          if (seq !== this.loadSeq) return;
+          await this.setExpanded(side, name, true);
+        }
+      }
+    } finally {
+      this.restoring = false;
+    }
+    if (seq === this.loadSeq) this.saveSelection();
   }
 
   async changeView(patch: Partial<Pick<MetaData, 'step' | 'rank' | 'microStep'>>): Promise<void> {
@@ -378,15 +419,38 @@ export class App implements PageCtx {
     if (s.tab === 'precision' && s.filterValues.size) void this.filterPanel.run();
   }
 
-  private saveSelection(): void {
+  /** The view as a link names it: file, step, rank, micro step, selection, expanded modules. */
+  view(): UrlState {
     const s = this.store;
-    const st = { run: s.meta.run, tag: s.meta.tag, step: s.meta.step, rank: s.meta.rank, micro: s.meta.microStep, node: s.selected?.key, side: s.selected?.side };
+    const expanded = (side: PaneSide) =>
+      Object.entries(s.hier[side])
+        .filter(([, n]) => n.expand && !n.isRoot)
+        .map(([k]) => k)
+        .slice(0, MAX_RESTORED);
+    return {
+      run: s.meta.run,
+      tag: s.meta.tag,
+      step: s.meta.step,
+      rank: s.meta.rank,
+      micro: s.meta.microStep,
+      node: s.selected?.key,
+      side: s.selected?.side,
+      open: expanded('NPU'),
+      openBench: s.single ? [] : expanded('Bench'),
+    };
+  }
+
+  /** Keep the view in the page's address, TensorBoard's address and this tab's storage. */
+  private saveSelection(): void {
+    if (this.restoring || !this.store.meta.run) return;
+    const st = this.view();
     try {
       history.replaceState(null, '', `${location.pathname}${writeUrlState(location.search, st)}${location.hash}`);
-      sessionStorage.setItem('graph-ascend-selection', JSON.stringify(st));
+      sessionStorage.setItem(SAVED_VIEW, writeUrlState('', st));
     } catch {
       /* sandboxed: the selection is simply not kept */
     }
+    reflectInAddress(st);
   }
 
   /** After a conversion: re-list files and open the new one. */
@@ -478,6 +542,7 @@ export class App implements PageCtx {
       return false;
     }
     this.setHierarchy(side, r.data);
+    this.saveSelection();
     return true;
   }
 
@@ -529,6 +594,7 @@ export class App implements PageCtx {
       const r = await post<Record<string, RenderNode>>('changeNodeExpandState', { nodeInfo: { nodeName: m, nodeType: s.sideName(other) }, metaData: s.meta });
       if (!r.success || !r.data) return;
       this.setHierarchy(other, r.data);
+      this.saveSelection();
     }
     if (s.selected?.side !== side || s.selected.key !== key || !s.hier[other][m]) return;
     this.panes[other].selected = m;

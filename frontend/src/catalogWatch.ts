@@ -1,13 +1,11 @@
 /**
  * The file list (runs and their `.vis.db` files): read once at start and kept live by the server's
- * `watchMetaDir` event stream. Problems with files are announced once per new set and listed in the
- * data panel.
+ * `watchMetaDir` event stream. Problems with files are listed in the data panel and announced by one
+ * notice per new set (never a stack of dialogs).
  */
 import { followSse, parseLooseJson, post, tidyError } from './api';
 import type { ToastKind } from './ctx';
-import { h } from './dom';
 import { t } from './i18n';
-import { modal } from './notify';
 import { naturalCompare } from './state';
 import type { Store } from './store';
 import type { Catalog, CatalogError } from './types';
@@ -18,6 +16,8 @@ export interface CatalogHost {
   setStatus(message: string, error?: boolean): void;
   /** Files appeared in a logdir that had none: open the first one. */
   filesAppeared(): void;
+  /** The one lasting notice about unreadable files (replaced, never stacked; '' removes it). */
+  problemNotice(message: string): void;
 }
 
 export class CatalogWatch {
@@ -50,11 +50,9 @@ export class CatalogWatch {
     s.catalog = sorted;
     s.catalogErrors = Array.isArray(errs) ? (errs as CatalogError[]) : [];
     const key = JSON.stringify(s.catalogErrors);
-    // Each new set of problems is announced once; the data panel keeps listing them.
-    if (s.catalogErrors.length && key !== this.errorKey) {
-      const list = h('ul.catalog-errors', { testid: 'catalogErrors' }, ...s.catalogErrors.map((e) => h('li', null, h('b', null, `${e.run}/${e.tag}`), ': ', e.info)));
-      modal(t('risk_warning'), list, 'catalogErrorModal');
-    }
+    // The data panel lists the problems; each new set of them is announced by one notice, which
+    // replaces the previous one (a file that became readable takes its notice away).
+    if (key !== this.errorKey) this.host.problemNotice(s.catalogErrors.length ? t('catalogProblems', { count: s.catalogErrors.length }) : '');
     this.errorKey = key;
     s.changed('sider');
     if (s.tab === 'data') s.changed('panel');

@@ -5,17 +5,13 @@
  */
 import type { GraphPane } from './pane';
 import type { PageName, PaneSide, Store, Tab } from './store';
+import type { UrlState } from './state';
 import type { MetaData, RenderNode } from './types';
 
 export type ToastKind = 'info' | 'error' | 'success';
 
-export interface Want {
-  step?: number;
-  rank?: number;
-  micro?: number;
-  node?: string;
-  side?: string;
-}
+/** What to show once a file is open (a link's view, say): the file itself is named apart. */
+export type Want = Omit<UrlState, 'run' | 'tag'>;
 
 export interface PageCtx {
   readonly store: Store;
@@ -33,4 +29,6 @@ export interface PageCtx {
   setHierarchy(side: PaneSide, data: Record<string, RenderNode>, how?: 'fit' | 'keep'): void;
   /** The colour mode changed: paint the boxes again. */
   recolor(): void;
+  /** The view, as a shareable link names it. */
+  view(): UrlState;
 }

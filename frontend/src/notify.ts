@@ -1,4 +1,4 @@
-/** Notices: toasts (errors are also kept in the store for support and tests) and the modal box. */
+/** Notices: toasts (errors are also kept in the store for support and tests) and lasting notices, one per subject. */
 import { tidyError } from './api';
 import type { ToastKind } from './ctx';
 import { h } from './dom';
@@ -15,9 +15,16 @@ export function toast(host: HTMLElement, errors: string[], message: string, kind
   setTimeout(() => el.remove(), kind === 'error' ? 12000 : 4000);
 }
 
-export function modal(title: string, body: Node, testid = 'modal'): void {
-  const close = () => overlay.remove();
-  const overlay = h('div.modal-overlay', { testid },
-    h('div.modal', { role: 'dialog' }, h('h3', null, title), body, h('div.modal-actions', null, h('button.primary', { on: { click: close } }, t('ok')))));
-  document.body.append(overlay);
+/**
+ * A notice that stays until closed: one per `key`, so a new one replaces the last (notices never
+ * stack); an empty message takes it away. `action` adds a button (e.g. "Show" opens a panel).
+ */
+export function notice(host: HTMLElement, key: string, message: string, action?: { label: string; run: () => void }): void {
+  host.querySelector(`[data-notice="${key}"]`)?.remove();
+  if (!message) return;
+  const el = h('div.toast.error.notice', { testid: `${key}Notice`, role: 'alert', 'data-notice': key },
+    h('span.toast-text', null, message),
+    action ? h('button.toast-action', { testid: `${key}NoticeAction`, on: { click: () => { el.remove(); action.run(); } } }, action.label) : null,
+    h('button.toast-close', { 'aria-label': t('close'), title: t('close'), on: { click: () => el.remove() } }, icon('close')));
+  host.append(el);
 }

@@ -90,6 +90,10 @@ export class NameIndex {
   }
 }
 
+/**
+ * The view a link or a reload brings back: file, step, rank, micro step, selected node and the
+ * expanded modules of each side (`open`: debug / single pane, `openBench`: bench pane).
+ */
 export interface UrlState {
   run?: string;
   tag?: string;
@@ -98,36 +102,113 @@ export interface UrlState {
   micro?: number;
   node?: string;
   side?: string;
+  open?: string[];
+  openBench?: string[];
+}
+
+const URL_KEYS = ['run', 'tag', 'step', 'rank', 'micro', 'node', 'side', 'open', 'openBench'] as const;
+
+/** The state as (key, text) pairs, in one order; lists are JSON arrays (a name may hold any character). */
+function statePairs(s: UrlState): [string, string][] {
+  const out: [string, string][] = [];
+  for (const k of URL_KEYS) {
+    const v = s[k];
+    if (v === undefined || v === '' || (Array.isArray(v) && !v.length)) continue;
+    out.push([k, Array.isArray(v) ? JSON.stringify(v) : String(v)]);
+  }
+  return out;
+}
+
+/** The state from a lookup of its keys' texts; anything malformed is left out. */
+function stateFrom(get: (k: string) => string | null | undefined): UrlState {
+  const num = (k: string) => {
+    const v = get(k);
+    if (v === null || v === undefined || v === '') return undefined;
+    const n = Number(v);
+    return Number.isInteger(n) ? n : undefined;
+  };
+  const list = (k: string) => {
+    const v = get(k);
+    if (!v) return undefined;
+    try {
+      const a: unknown = JSON.parse(v);
+      return Array.isArray(a) && a.every((x) => typeof x === 'string') ? (a as string[]) : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const str = (k: string) => get(k) ?? undefined;
+  return {
+    run: str('run'),
+    tag: str('tag'),
+    step: num('step'),
+    rank: num('rank'),
+    micro: num('micro'),
+    node: str('node'),
+    side: str('side'),
+    open: list('open'),
+    openBench: list('openBench'),
+  };
 }
 
 export function readUrlState(search: string): UrlState {
   const q = new URLSearchParams(search);
-  const num = (k: string) => {
-    const v = q.get(k);
-    if (v === null || v === '') return undefined;
-    const n = Number(v);
-    return Number.isInteger(n) ? n : undefined;
-  };
-  return {
-    run: q.get('run') ?? undefined,
-    tag: q.get('tag') ?? undefined,
-    step: num('step'),
-    rank: num('rank'),
-    micro: num('micro'),
-    node: q.get('node') ?? undefined,
-    side: q.get('side') ?? undefined,
-  };
+  return stateFrom((k) => q.get(k));
 }
 
 export function writeUrlState(base: string, s: UrlState): string {
   const q = new URLSearchParams(base);
-  for (const k of ['run', 'tag', 'step', 'rank', 'micro', 'node', 'side'] as const) {
-    const v = s[k];
-    if (v === undefined || v === '') q.delete(k);
-    else q.set(k, String(v));
-  }
+  for (const k of URL_KEYS) q.delete(k);
+  for (const [k, v] of statePairs(s)) q.set(k, v);
   const str = q.toString();
   return str ? `?${str}` : '';
+}
+
+/**
+ * TensorBoard's address keeps its state in the hash as `#<plugin>&key=value&…` (its tf_storage:
+ * the one component without `=` names the dashboard, keys and values are `encodeURIComponent`ed).
+ * The page's keys there carry the `ga_` prefix, so they never mix with another dashboard's.
+ */
+export const HASH_PREFIX = 'ga_';
+export const PLUGIN = 'graph_ascend';
+
+function hashComponents(hash: string): { tab: string; pairs: [string, string][] } {
+  let tab = '';
+  const pairs: [string, string][] = [];
+  for (const part of hash.replace(/^#/, '').split('&')) {
+    if (!part) continue;
+    const kv = part.split('=');
+    try {
+      if (kv.length === 1) tab = decodeURIComponent(kv[0]);
+      else if (kv.length === 2) pairs.push([decodeURIComponent(kv[0]), decodeURIComponent(kv[1])]);
+    } catch {
+      /* a malformed escape: TensorBoard would not read it either */
+    }
+  }
+  return { tab, pairs };
+}
+
+/** The page's state in TensorBoard's hash; empty when the hash shows another dashboard. */
+export function readHashState(hash: string): UrlState {
+  const { tab, pairs } = hashComponents(hash);
+  if (tab !== PLUGIN) return {};
+  const map = new Map(pairs);
+  return stateFrom((k) => map.get(HASH_PREFIX + k));
+}
+
+/** TensorBoard's hash with the page's state in it (other dashboards' keys kept, in their order). */
+export function writeHashState(hash: string, s: UrlState): string {
+  const { pairs } = hashComponents(hash);
+  const kept = pairs.filter(([k]) => !k.startsWith(HASH_PREFIX));
+  const ours = statePairs(s).map(([k, v]): [string, string] => [HASH_PREFIX + k, v]);
+  const enc = [...kept, ...ours].map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`);
+  return `#${[PLUGIN, ...enc].join('&')}`;
+}
+
+/** Whether a hash shows this plugin's dashboard (or no dashboard yet: TensorBoard's first one). */
+export function hashShowsPlugin(hash: string): boolean {
+  const { tab } = hashComponents(hash);
+  return tab === PLUGIN || tab === '';
 }
 
 /** Natural order for runs and tags, as msprobe sorts them (digits compared as numbers). */

@@ -1,12 +1,13 @@
 /**
  * The header above the graphs: the shape legend, the colour legend of the current mode, and the
- * toolbar (minimaps, synchronized expansion, bench pane, details, shortcuts, fit).
+ * toolbar (minimaps, synchronized expansion, bench pane, details, shortcuts, copy link, fit).
  */
 import { LEVEL_COLORS, OVERFLOW_COLORS } from './colors';
 import type { PageCtx } from './ctx';
 import { clear, h } from './dom';
 import { t, type Key } from './i18n';
 import { icon, type IconName } from './icons';
+import { copyLinkButton } from './link';
 
 export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
   const s = ctx.store;
@@ -52,6 +53,7 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
       s.changed('toolbar', 'layout');
     }),
     shortcutsButton(),
+    copyLinkButton(() => ctx.view()),
     toggle('fitScreenButton', 'fit', 'header.fit', false, () => {
       ctx.panes.NPU.fit();
       ctx.panes.Bench.fit();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { matchedOf, NameIndex, naturalCompare, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState } from '../src/state';
+import { hashShowsPlugin, matchedOf, NameIndex, naturalCompare, paneLayout, readHashState, readUrlState, unprefixed, visibleOnly, writeHashState, writeUrlState } from '../src/state';
 import type { RenderNode } from '../src/types';
 
 const node = (parentNode: string, expand: boolean, link: string[] = [], isRoot = false) =>
@@ -53,6 +53,32 @@ describe('URL state', () => {
     expect(q).toContain('name=graph_ascend');
     expect(readUrlState(q)).toEqual({ run: 'r 1', tag: 't', step: 2, rank: 0, micro: -1, node: 'Module.a', side: 'NPU' });
     expect(readUrlState('?step=x').step).toBeUndefined();
+  });
+  it('round-trips expanded modules, whatever their names hold', () => {
+    const open = ['Module.a', 'Module.a.b,c', 'x&y=z #1 %2F'];
+    const st = { run: 'r', tag: 't', open, openBench: ['B'] };
+    expect(readUrlState(writeUrlState('', st))).toMatchObject(st);
+    expect(readUrlState('?open=notjson').open).toBeUndefined();
+    expect(readUrlState('?open=[1,2]').open).toBeUndefined();
+  });
+  it("writes the view into TensorBoard's hash as its tf_storage does, keeping other keys", () => {
+    const st = { run: 'run a', tag: 't=1', step: 3, node: 'Module.x&y', open: ['Module.a', 'Module.a.b'] };
+    const hash = writeHashState('#graph_ascend&smoothing=0.6&ga_node=old', st);
+    expect(hash.startsWith('#graph_ascend&smoothing=0.6&ga_run=run%20a&ga_tag=t%3D1&ga_step=3&ga_node=Module.x%26y&ga_open=')).toBe(true);
+    // tf_storage's parser: split on '&' then '=', decodeURIComponent each side.
+    const parsed = Object.fromEntries(hash.slice(1).split('&').slice(1).map((c) => c.split('=').map(decodeURIComponent)));
+    expect(parsed.smoothing).toBe('0.6');
+    expect(JSON.parse(parsed.ga_open)).toEqual(st.open);
+    expect(readHashState(hash)).toMatchObject(st);
+  });
+  it("reads the view only from this plugin's hash", () => {
+    expect(readHashState('#scalars&ga_run=r')).toEqual({});
+    expect(readHashState('#graph_ascend&ga_run=r').run).toBe('r');
+    expect(readHashState('#graph_ascend&ga_run=%E0%A4%A').run).toBeUndefined();
+    expect(hashShowsPlugin('')).toBe(true);
+    expect(hashShowsPlugin('#graph_ascend&x=1')).toBe(true);
+    expect(hashShowsPlugin('#scalars')).toBe(false);
+    expect(writeHashState('', { run: 'r' })).toBe('#graph_ascend&ga_run=r');
   });
   it('sorts runs naturally', () => {
     expect(['run_10', 'run_2', 'run_1'].sort(naturalCompare)).toEqual(['run_1', 'run_2', 'run_10']);

@@ -135,13 +135,14 @@ export async function until(frame, fn, arg, timeout = 15_000) {
 
 /**
  * One TensorBoard over a fresh logdir and one browser for a `describe` block: registers its
- * before/after hooks and returns the object they fill ({ logdir, tb, browser }).
+ * before/after hooks and returns the object they fill ({ logdir, tb, browser }). `tbOptions` go to
+ * `startTensorBoard` (`pathPrefix`, `env`).
  */
-export function sharedStack(before, after, makeDir) {
+export function sharedStack(before, after, makeDir, tbOptions = {}) {
   const stack = { logdir: null, tb: null, browser: null };
   before(async () => {
     stack.logdir = makeDir();
-    stack.tb = await startTensorBoard(stack.logdir);
+    stack.tb = await startTensorBoard(stack.logdir, tbOptions);
     stack.browser = await launchBrowser();
   });
   after(async () => {

@@ -10,9 +10,9 @@ import { appFrame, launchBrowser, makeLogdir, repo, screenshot, startTensorBoard
 
 const COMPARE = 'compare_tf_stats';
 
-/** The logdir holds a broken file: the page reports it in a dialog the user acknowledges. */
+/** The logdir holds a broken file: the page reports it in one notice, which the user closes. */
 async function acknowledgeCatalog(frame) {
-  await frame.click('[data-testid=catalogErrorModal] button');
+  await frame.click('[data-testid=catalogNotice] .toast-close');
 }
 
 async function openCompare(page, base) {
@@ -72,8 +72,11 @@ describe('GRAPH_ASCEND panels', () => {
     withPage('catalog', async (page) => {
       await page.goto(`${tb.base}/#graph_ascend`);
       const frame = await appFrame(page);
-      await frame.waitForSelector('[data-testid=catalogErrorModal]');
-      assert.match(await frame.textContent('[data-testid=catalogErrorModal]'), /broken\/bad/);
+      await frame.waitForSelector('[data-testid=catalogNotice]');
+      assert.equal(await frame.locator('.modal-overlay').count(), 0, 'no dialog');
+      await frame.click('[data-testid=catalogNoticeAction]');
+      await frame.waitForSelector('[data-testid=catalogErrorList]');
+      assert.match(await frame.textContent('[data-testid=catalogErrorList]'), /broken\/bad/);
     }));
 
   it('keeps the graph in sight when a side panel narrows the panes', () =>

@@ -4,13 +4,15 @@
 //! dump folders), so that runs are folders as in msprobe's plugin. Unlike msprobe, every file of a
 //! folder is listed, not only the first. Each file is opened and its schema checked once per
 //! (size, modification time); a file that fails is listed as an error naming it and saying why,
-//! and never hides the others. Files are served through [`GraphFile`] handles, which keep a few
+//! and never hides the others. A file that is still being written (no indexes yet) or copied in
+//! (it cannot be opened and its size or time changed lately) is held back, not reported, until it
+//! is complete or its size settles. Files are served through [`GraphFile`] handles, which keep a few
 //! open connections for reuse and are replaced when the file on disk changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::{Store, StoreError};
@@ -26,6 +28,9 @@ const POOL_SIZE: usize = 4;
 /// A file without its indexes that changed this recently is taken to be still being written
 /// (msprobe writes in place and adds the indexes last) and is not offered yet.
 const SETTLE_TIME: std::time::Duration = std::time::Duration::from_secs(60);
+/// A recently changed file that cannot be opened (a copy into the logdir under way, say) is
+/// reported only once its size and modification time stayed the same this long, across scans.
+const SIZE_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One servable `.vis.db`.
 pub struct GraphFile {
@@ -34,6 +39,8 @@ pub struct GraphFile {
     pub path: PathBuf,
     stamp: FileStamp,
     idle: Mutex<Vec<Store>>,
+    /// Bumped by every edit, so that a reader taken from the pool before it is not put back.
+    edits: std::sync::atomic::AtomicU64,
     /// Indexes of this version of the file (a changed file gets a new `GraphFile`).
     indexes: IndexCache,
     /// Children lists recently read for layouts.
@@ -46,6 +53,7 @@ impl GraphFile {
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        let edits = self.edits.load(std::sync::atomic::Ordering::SeqCst);
         let pooled = crate::lock(&self.idle).pop();
         let store = match pooled {
             Some(store) => store,
@@ -53,9 +61,25 @@ impl GraphFile {
         };
         let result = f(&store);
         let mut idle = crate::lock(&self.idle);
-        if idle.len() < POOL_SIZE {
+        if idle.len() < POOL_SIZE && self.edits.load(std::sync::atomic::Ordering::SeqCst) == edits {
             idle.push(store);
         }
+        result
+    }
+
+    /// Runs `f` with a new read-write store of this file, for an edit. The pooled readers are
+    /// dropped afterwards: they open the file immutable (see [`Store::open`]) and would not see
+    /// the edit.
+    pub fn with_writable_store<T>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let store = Store::open_for_edit(&self.path)?;
+        let result = f(&store);
+        drop(store);
+        let mut idle = crate::lock(&self.idle);
+        self.edits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        idle.clear();
         result
     }
 
@@ -170,6 +194,23 @@ struct Known {
     files: HashMap<PathBuf, Arc<GraphFile>>,
     failures: HashMap<PathBuf, (FileStamp, String)>,
     by_name: HashMap<(String, String), PathBuf>,
+    /// Recently changed files that could not be opened, held back: the stamp seen and when it
+    /// was first seen.
+    unsettled: HashMap<PathBuf, (FileStamp, Instant)>,
+}
+
+impl Known {
+    /// Whether `path` showed `stamp` for [`SIZE_SETTLE`] already; remembers it otherwise.
+    fn settled(&mut self, path: &Path, stamp: FileStamp) -> bool {
+        match self.unsettled.get(path) {
+            Some((seen, since)) if *seen == stamp => since.elapsed() >= SIZE_SETTLE,
+            _ => {
+                self.unsettled
+                    .insert(path.to_owned(), (stamp, Instant::now()));
+                false
+            }
+        }
+    }
 }
 
 /// The logdir's files, rescanned on demand.
@@ -226,6 +267,7 @@ impl Catalog {
         }
         known.files.retain(|p, _| still_there.contains(p));
         known.failures.retain(|p, _| still_there.contains(p));
+        known.unsettled.retain(|p, _| still_there.contains(p));
         known.by_name = by_name;
         let mut runs: Vec<(String, Vec<String>)> = runs.into_iter().collect();
         for (_, tags) in &mut runs {
@@ -290,11 +332,15 @@ impl Catalog {
         });
         match opened {
             Ok((_, false)) if stamp.is_recent() => Ok(Check::BeingWritten),
+            // A file still being copied in reads as malformed or truncated: wait until its size
+            // settles before saying so.
+            Err(_) if stamp.is_recent() && !known.settled(path, stamp) => Ok(Check::BeingWritten),
             Ok((store, _)) => {
                 // Opening a file in WAL mode may have created (or, closing the last connection
                 // of the version replaced, checkpointed) its log: stamp what is there now.
                 let stamp = FileStamp::of(path).unwrap_or(stamp);
                 known.failures.remove(path);
+                known.unsettled.remove(path);
                 known.files.insert(
                     path.to_owned(),
                     Arc::new(GraphFile {
@@ -303,6 +349,7 @@ impl Catalog {
                         path: path.to_owned(),
                         stamp,
                         idle: Mutex::new(vec![store]),
+                        edits: Default::default(),
                         indexes: IndexCache::default(),
                         rows: RowCache::default(),
                     }),
@@ -414,5 +461,77 @@ mod tests {
         let mut v = vec!["run_10", "run_2", "run_a", "run_1"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["run_1", "run_2", "run_10", "run_a"]);
+    }
+}
+
+#[cfg(test)]
+mod settle_tests {
+    use super::*;
+
+    fn example() -> Vec<u8> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/build_tf_stats");
+        let path = std::fs::read_dir(&dir)
+            .expect("examples/build_tf_stats")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(VIS_DB_SUFFIX))
+            .expect("an example .vis.db");
+        std::fs::read(path).expect("read the example")
+    }
+
+    #[test]
+    fn a_file_being_copied_is_held_back_until_its_size_settles() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).expect("mkdir");
+        let bytes = example();
+        let path = run.join("copy.vis.db");
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("half a copy");
+        let catalog = Catalog::new(dir.path().to_owned());
+        for _ in 0..2 {
+            let listing = catalog.scan();
+            assert!(listing.errors.is_empty(), "{:?}", listing.errors);
+            assert!(listing.runs.is_empty(), "{:?}", listing.runs);
+        }
+        // The copy goes on (the size changes): still held back, however long it takes.
+        std::thread::sleep(SIZE_SETTLE);
+        std::fs::write(&path, &bytes[..bytes.len() * 3 / 4]).expect("more of the copy");
+        assert!(catalog.scan().errors.is_empty());
+        // The copy completes: listed.
+        std::fs::write(&path, &bytes).expect("the whole copy");
+        let listing = catalog.scan();
+        assert!(listing.errors.is_empty(), "{:?}", listing.errors);
+        assert_eq!(listing.runs, [("run".to_owned(), vec!["copy".to_owned()])]);
+    }
+
+    #[test]
+    fn a_broken_file_is_reported_once_its_size_settled() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bad.vis.db");
+        std::fs::write(&path, "this is not a SQLite file").expect("write");
+        let catalog = Catalog::new(dir.path().to_owned());
+        assert!(
+            catalog.scan().errors.is_empty(),
+            "held back while it may grow"
+        );
+        std::thread::sleep(SIZE_SETTLE);
+        let listing = catalog.scan();
+        assert_eq!(listing.errors.len(), 1, "{:?}", listing.errors);
+        assert_eq!(listing.errors[0].tag, "bad");
+    }
+
+    #[test]
+    fn an_old_broken_file_is_reported_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.vis.db");
+        std::fs::write(&path, "this is not a SQLite file").expect("write");
+        let past = SystemTime::now() - 2 * SETTLE_TIME;
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(past))
+            .expect("set mtime");
+        let listing = Catalog::new(dir.path().to_owned()).scan();
+        assert_eq!(listing.errors.len(), 1, "{:?}", listing.errors);
     }
 }

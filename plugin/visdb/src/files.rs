@@ -16,13 +16,18 @@ use tempfile::TempPath;
 const MAX_SUFFIX: u32 = 999;
 
 /// Replaces `path` with `text`, whole: written to a temporary file beside it, flushed to disk,
-/// then renamed over it (for files that are meant to be replaced: edits, address files).
+/// then renamed over it (for files that are meant to be replaced: edits, address files). The
+/// file gets the mode of any new file (0666 less the process umask, 0644 under the usual 022),
+/// not a temporary file's private 0600: colleagues sharing a logdir load saved `.vis.config`s too.
 pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut tmp = builder.tempfile_in(dir)?;
     tmp.write_all(text.as_bytes())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -72,6 +77,22 @@ fn numbered(dest: &Path, n: u32) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A replaced file has the mode of any file the process creates (0644 under umask 022), not
+    /// a temporary file's 0600, so colleagues on a shared server can read it.
+    #[cfg(unix)]
+    #[test]
+    fn written_files_get_the_usual_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = dir.path().join("plain");
+        std::fs::File::create(&plain).expect("create");
+        let saved = dir.path().join("a_0_0.vis.config");
+        write_atomically(&saved, "{}").expect("write");
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&saved), mode(&plain));
+        assert_eq!(std::fs::read_to_string(&saved).expect("read"), "{}");
+    }
 
     fn temp_with(dir: &Path, text: &str) -> TempPath {
         let mut f = tempfile::NamedTempFile::new_in(dir).unwrap();

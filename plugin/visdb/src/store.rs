@@ -129,6 +129,39 @@ const PAGE_CACHE_KIB: i64 = -8 * 1024;
 const NODE_COLUMNS: &str = "node_name, up_node, sub_nodes, node_type, micro_step_id, \
      matched_node_link, precision_index, overflow_level, matched_distributed";
 
+/// How [`Store::open_with`] opens a file.
+#[derive(Clone, Copy)]
+enum Access {
+    ReadWrite,
+    Immutable,
+}
+
+/// `<file>-wal`, where SQLite keeps the commits of a file in WAL mode until a checkpoint.
+fn wal_path(path: &Path) -> PathBuf {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
+/// The `file:` URI that opens `path` immutable (every byte that is not unreserved in a URI is
+/// percent-encoded, so `?`, `#` and `%` in a path are read as part of it).
+fn immutable_uri(path: &Path) -> String {
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
+    #[cfg(not(unix))]
+    let bytes = path.to_string_lossy().into_owned().into_bytes();
+    let mut uri = String::from("file:");
+    for &b in &bytes {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
 /// One open `.vis.db`.
 pub struct Store {
     path: PathBuf,
@@ -136,9 +169,31 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens `path` for reading (and for the in-place edits of matching when the file is
-    /// writable) and checks that it has msprobe's tables and columns and can be read to its end.
+    /// Opens `path` for reading only, and checks that it has msprobe's tables and columns and
+    /// can be read to its end.
+    ///
+    /// Reading must leave nothing behind in the logdir: a file in WAL mode (msprobe writes them)
+    /// opened by SQLite the usual way gets a `-wal` and a `-shm` file beside it, removed only when
+    /// the last read-write connection closes cleanly (never by a read-only one, nor by a process
+    /// that is stopped). So a file without a `-wal` beside it is opened as `immutable`: no lock,
+    /// no shared memory, no log. Its readers must not outlive an edit of the file: the catalog
+    /// replaces a changed file's handle, and an edit drops the handle's pooled readers. A file
+    /// with a `-wal` beside it (commits not yet in the main file) is opened read-write, so that
+    /// those commits are read, and checkpointed when the connection closes.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if wal_path(path).exists() {
+            return Store::open_with(path, Access::ReadWrite);
+        }
+        Store::open_with(path, Access::Immutable)
+    }
+
+    /// Opens `path` for the in-place edits of matching (and for reading): read-write when the
+    /// file is writable, read-only otherwise (the edit then fails with SQLite's error).
+    pub fn open_for_edit(path: &Path) -> Result<Store, StoreError> {
+        Store::open_with(path, Access::ReadWrite)
+    }
+
+    fn open_with(path: &Path, access: Access) -> Result<Store, StoreError> {
         let open_err = |source| StoreError::Open {
             path: path.to_owned(),
             source,
@@ -149,12 +204,24 @@ impl Store {
                 reason: "not a regular file".into(),
             });
         }
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = match Connection::open_with_flags(path, flags) {
-            Ok(conn) => conn,
-            Err(_) => Connection::open_with_flags(
+        let read_only = || {
+            Connection::open_with_flags(
                 path,
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        };
+        let conn = match access {
+            Access::ReadWrite => Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .or_else(|_| read_only())
+            .map_err(open_err)?,
+            Access::Immutable => Connection::open_with_flags(
+                immutable_uri(path),
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                    | OpenFlags::SQLITE_OPEN_URI,
             )
             .map_err(open_err)?,
         };
@@ -1042,5 +1109,90 @@ fn loose_string_list(text: &str) -> Result<Vec<String>, String> {
             .collect()),
         Some(Value::String(s)) => Ok(vec![s]),
         Some(other) => Ok(vec![other.to_string()]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of an example file written by msprobe (WAL mode), alone in a temp folder whose
+    /// name needs percent-encoding in a URI.
+    fn wal_mode_copy() -> (tempfile::TempDir, PathBuf) {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/build_tf_stats");
+        let src = std::fs::read_dir(&examples)
+            .expect("examples/build_tf_stats")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+            .expect("an example .vis.db");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sub = dir.path().join("run #1 ?100%");
+        std::fs::create_dir(&sub).expect("mkdir");
+        let path = sub.join("build.vis.db");
+        std::fs::copy(&src, &path).expect("copy");
+        let header = std::fs::read(&path).expect("read");
+        assert_eq!(header[18..20], [2, 2], "the example is in WAL mode");
+        (dir, path)
+    }
+
+    fn names_beside(path: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn reading_leaves_no_log_files_beside_the_file() {
+        let (_dir, path) = wal_mode_copy();
+        let store = Store::open(&path).expect("open");
+        store.config().expect("config");
+        assert_eq!(names_beside(&path), ["build.vis.db"], "while open");
+        drop(store);
+        assert_eq!(names_beside(&path), ["build.vis.db"], "after close");
+    }
+
+    #[test]
+    fn commits_still_in_the_log_are_read() {
+        let (_dir, path) = wal_mode_copy();
+        // Another program edits the file and keeps its connection open: the commit stays in
+        // the -wal file, as msprobe's plugin leaves it.
+        let writer = Connection::open(&path).expect("writer");
+        writer
+            .execute_batch(
+                "PRAGMA wal_autocheckpoint=0; UPDATE tb_config SET node_colors='{\"#123456\": {}}'",
+            )
+            .expect("edit");
+        assert!(wal_path(&path).exists());
+        let store = Store::open(&path).expect("open");
+        let colors = store.config().expect("config").node_colors;
+        assert!(colors.get("#123456").is_some(), "{colors}");
+        drop(store);
+        drop(writer);
+        assert_eq!(
+            names_beside(&path),
+            ["build.vis.db"],
+            "checkpointed on close"
+        );
+    }
+
+    #[test]
+    fn an_edit_is_read_by_a_reader_opened_after_it() {
+        let (_dir, path) = wal_mode_copy();
+        let editor = Store::open_for_edit(&path).expect("open for edit");
+        editor
+            .write(|s| s.set_node_colors("{\"#654321\": {}}"))
+            .expect("write");
+        drop(editor);
+        let colors = Store::open(&path)
+            .expect("open")
+            .config()
+            .expect("config")
+            .node_colors;
+        assert!(colors.get("#654321").is_some(), "{colors}");
+        assert_eq!(names_beside(&path), ["build.vis.db"]);
     }
 }

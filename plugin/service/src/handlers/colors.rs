@@ -47,7 +47,7 @@ fn store_colors(state: &State, req: &pb::UpdateColorsRequest) -> Result<pb::Stat
     let colors = validate_colors(&req.colors).map_err(HandlerError::Colors)?;
     let text = graph_ascend_convert::pyjson::value(&colors);
     sel.file
-        .with_store(|s| s.write(|s| s.set_node_colors(&text)))
+        .with_writable_store(|s| s.write(|s| s.set_node_colors(&text)))
         .context(Msg::UpdateColor)?;
     Ok(pb::StatusResponse {
         success: true,

@@ -6,7 +6,6 @@
 //! serialized by SQLite. After a commit, every client's laid-out view of the file is patched
 //! (msprobe patched its single global view), so boxes show the new colours without a reload.
 
-
 use graph_ascend_proto as pb;
 use graph_ascend_visdb::files::write_atomically;
 use graph_ascend_visdb::store::Side;
@@ -134,7 +133,7 @@ fn edit(
     let graph = sel.graph(Side::Npu);
     let outcome: Outcome = sel
         .file
-        .with_store(|store| {
+        .with_writable_store(|store| {
             store.write(|s| {
                 let mut editor = Editor::new(s, graph, mode);
                 f(&mut editor)?;
