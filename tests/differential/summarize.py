@@ -30,18 +30,19 @@ def signature(line: str) -> str | None:
         return f"{side}: stack text"
     if rest.startswith("only in"):
         return f"{side}: row {rest}"
-    em = re.match(r"(?P<col>\w+): .*\.(?P<field>[A-Za-z_ ]+): left (?P<l>.*) / right (?P<r>.*)$", rest)
-    if em and em["field"] == "Err_message":
-        try:
-            left = set(json.loads(json.loads(em["l"])))
-            right = set(json.loads(json.loads(em["r"])))
-            only_l = sorted(left - right)
-            only_r = sorted(right - left)
-            return f"{side} {em['col']} Err_message: ours-only {only_l} msprobe-only {only_r}"
-        except Exception:
-            return f"{side} {em['col']} Err_message"
-    if em:
-        return f"{side} {em['col']}.{em['field']}"
+    em = re.match(r"(?P<col>\w+)(?::\s*|\.)(?P<path>[^:]*?): (?P<what>only in (?:left|right)|left (?P<l>.*) / right (?P<r>.*))$", rest)
+    if em and em["path"]:
+        field = em["path"].rsplit(".", 1)[-1]
+        if em["what"].startswith("only in"):
+            return f"{side} {em['col']}: keys {em['what']} (ours=left)"
+        if field == "Err_message":
+            try:
+                left = set(json.loads(json.loads(em["l"])))
+                right = set(json.loads(json.loads(em["r"])))
+                return f"{side} {em['col']} Err_message: ours-only {sorted(left - right)} msprobe-only {sorted(right - left)}"
+            except Exception:
+                return f"{side} {em['col']} Err_message"
+        return f"{side} {em['col']}.{field}"
     col = rest.split(":", 1)[0]
     return f"{side} {col}"
 
