@@ -28,7 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_case  # noqa: E402
+import gen_case
 
 
 def oracle_versions() -> dict:
@@ -57,7 +57,7 @@ class Oracle:
     def run(self, argv: list[str], out_dir: str) -> tuple[str | None, str]:
         """Runs one conversion; returns (path of the .vis.db or None, captured log)."""
         os.makedirs(out_dir, exist_ok=True)
-        args = self.parser.parse_args(argv + ["-o", out_dir])
+        args = self.parser.parse_args([*argv, "-o", out_dir])
         buf = io.StringIO()
         err = None
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
@@ -134,6 +134,9 @@ def main():
     ap.add_argument("--keep-failing", help="copy every case that is not equal here")
     ap.add_argument("--keep-all", action="store_true", help="leave every case folder in --work")
     ap.add_argument("--no-torch", action="store_true", help="never generate PyTorch tensor-mode cases")
+    ap.add_argument(
+        "--until", help="stop starting new cases at this UTC time (HH:MM), e.g. to end a coverage run cleanly"
+    )
     args = ap.parse_args()
     if ":" in args.seeds:
         a, b = args.seeds.split(":")
@@ -148,6 +151,8 @@ def main():
     counts: dict = {}
     with open(args.results, "a") as out:
         for seed in seeds:
+            if args.until and time.strftime("%H:%M", time.gmtime()) >= args.until:
+                break
             try:
                 rec = run_seed(oracle, binary, seed, args.work, torch_ok)
             except Exception as e:  # a generator bug must not stop the run

@@ -101,7 +101,7 @@ class Tensor:
         self.values = values
         self.requires_grad = requires_grad
 
-    def copy(self) -> "Tensor":
+    def copy(self) -> Tensor:
         return Tensor(self.kind, self.values.copy(), self.requires_grad)
 
 
@@ -293,7 +293,8 @@ def build_model(g: Gen, framework: str):
 
     def frames(name):
         return [
-            f"File /home/user/train/models.py, line {r.randint(10, 200)}, in forward, \n x = self.{name.split('.')[1]}(x)",
+            f"File /home/user/train/models.py, line {r.randint(10, 200)}, in forward, \n"
+            f" x = self.{name.split('.')[1]}(x)",
             "File /home/user/train/run_dump.py, line 96, in main, \n logits = model(ids)",
         ]
 
@@ -405,7 +406,7 @@ def perturb_value(g: Gen, v, which: str, framework: str, target_side: dict):
                 t.values = ~a
         elif which == "dtype":
             new = r.choice([k for k in ("f32", "f16", "bf16", "i64") if k != t.kind])
-            t.kind, t.values = new, cast(new, a.astype(np.float64) if a.dtype != np.bool_ else a.astype(np.float64))
+            t.kind, t.values = new, cast(new, a.astype(np.float64))
         elif which == "shape":
             t.values = cast(t.kind, np.concatenate([a.ravel(), a.ravel()[:1] if a.size else np.zeros(1)]))
         elif which == "requires_grad" and framework == "pytorch":
@@ -430,7 +431,7 @@ def perturb_value(g: Gen, v, which: str, framework: str, target_side: dict):
     if isinstance(v, list) and v and which == "drop_item":
         return v[:-1]
     if isinstance(v, list) and which == "extra_item":
-        return v + [g.tensor()]
+        return [*v, g.tensor()]
     return v
 
 
@@ -513,7 +514,13 @@ def write_dump(folder: str, entries: list[Node], construct: dict, stacks: dict, 
                 # parameters_grad: {name: [tensor]}, data_name <op>.<name>.pt (lists not indexed)
                 d[key] = [to_json(x, f"{e.name}.{key}") for x in val]
                 continue
-            io = {"input_args": "input", "input_kwargs": "input", "input": "input", "output": "output", "parameters": "parameters"}[key]
+            io = {
+                "input_args": "input",
+                "input_kwargs": "input",
+                "input": "input",
+                "output": "output",
+                "parameters": "parameters",
+            }[key]
             if isinstance(val, dict):
                 d[key] = {k: to_json(x, f"{e.name}.{io}.{k}") for k, x in val.items()}
             elif isinstance(val, list):
@@ -588,7 +595,15 @@ def make_case(seed: int, out: str, torch_ok: bool | None = None) -> dict:
         opts.append("-oc")
     entries, construct, stacks = build_model(g, fw_t)
     rate = r.choice([0.0, 0.1, 0.3, 0.6])
-    case = {"seed": seed, "mode": mode, "framework_target": fw_t, "framework_golden": fw_g, "compare": compare, "options": opts, "perturbation_rate": rate}
+    case = {
+        "seed": seed,
+        "mode": mode,
+        "framework_target": fw_t,
+        "framework_golden": fw_g,
+        "compare": compare,
+        "options": opts,
+        "perturbation_rate": rate,
+    }
     tdir = os.path.join(out, "target", "step0", "proc1000")
     if compare:
         golden = perturb_entries(g, entries, fw_t, rate)
@@ -597,7 +612,12 @@ def make_case(seed: int, out: str, torch_ok: bool | None = None) -> dict:
             swap = ("Module.", "Cell.") if fw_t == "pytorch" else ("Cell.", "Module.")
             for e in g_entries:
                 e.name = e.name.replace(swap[0], swap[1], 1) if e.name.startswith(swap[0]) else e.name
-            g_construct = {k.replace(swap[0], swap[1], 1) if k.startswith(swap[0]) else k: (v.replace(swap[0], swap[1], 1) if v and v.startswith(swap[0]) else v) for k, v in g_construct.items()}
+            g_construct = {
+                k.replace(swap[0], swap[1], 1) if k.startswith(swap[0]) else k: (
+                    v.replace(swap[0], swap[1], 1) if v and v.startswith(swap[0]) else v
+                )
+                for k, v in g_construct.items()
+            }
             g_stacks = {k.replace(swap[0], swap[1], 1) if k.startswith(swap[0]) else k: v for k, v in g_stacks.items()}
         gdir = os.path.join(out, "golden", "step0", "proc2000")
         write_dump(gdir, g_entries, g_construct, g_stacks, fw_g, mode)

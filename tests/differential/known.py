@@ -41,12 +41,19 @@ def run(binary: str, case_dir: str) -> dict | None:
                 return None
             return {"outcome": "ours_refused", "differences": 0, "rules": [p.stderr.strip().splitlines()[-1]]}
         if not os.path.exists(xz):
-            return {"outcome": "ours_accepted_msprobe_refused", "differences": 0, "rules": [f"msprobe: {case.get('msprobe_error', '')}"]}
-        ours = [os.path.join(tmp, "ours", f) for f in os.listdir(os.path.join(tmp, "ours")) if f.endswith(".vis.db")][0]
+            return {
+                "outcome": "ours_accepted_msprobe_refused",
+                "differences": 0,
+                "rules": [f"msprobe: {case.get('msprobe_error', '')}"],
+            }
+        ours_dir = os.path.join(tmp, "ours")
+        ours = next(os.path.join(ours_dir, f) for f in os.listdir(ours_dir) if f.endswith(".vis.db"))
         theirs = os.path.join(tmp, "msprobe.vis.db")
         with lzma.open(xz) as src, open(theirs, "wb") as dst:
             shutil.copyfileobj(src, dst)
-        d = subprocess.run([binary, "diff-visdb", ours, theirs, "--ignore-dump-dir", "--max", "100000"], capture_output=True, text=True)
+        d = subprocess.run(
+            [binary, "diff-visdb", ours, theirs, "--ignore-dump-dir", "--max", "100000"], capture_output=True, text=True
+        )
         if d.returncode == 0:
             return None
         lines = d.stdout.strip().splitlines()

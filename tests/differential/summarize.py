@@ -30,7 +30,10 @@ def signature(line: str) -> str | None:
         return f"{side}: stack text"
     if rest.startswith("only in"):
         return f"{side}: row {rest}"
-    em = re.match(r"(?P<col>\w+)(?::\s*|\.)(?P<path>[^:]*?): (?P<what>only in (?:left|right)|left (?P<l>.*) / right (?P<r>.*))$", rest)
+    em = re.match(
+        r"(?P<col>\w+)(?::\s*|\.)(?P<path>[^:]*?): (?P<what>only in (?:left|right)|left (?P<l>.*) / right (?P<r>.*))$",
+        rest,
+    )
     if em and em["path"]:
         field = em["path"].rsplit(".", 1)[-1]
         if em["what"].startswith("only in"):
@@ -39,7 +42,8 @@ def signature(line: str) -> str | None:
             try:
                 left = set(json.loads(json.loads(em["l"])))
                 right = set(json.loads(json.loads(em["r"])))
-                return f"{side} {em['col']} Err_message: ours-only {sorted(left - right)} msprobe-only {sorted(right - left)}"
+                only_ours, only_theirs = sorted(left - right), sorted(right - left)
+                return f"{side} {em['col']} Err_message: ours-only {only_ours} msprobe-only {only_theirs}"
             except Exception:
                 return f"{side} {em['col']} Err_message"
         return f"{side} {em['col']}.{field}"
@@ -56,7 +60,12 @@ def main():
     by_result = Counter()
     rules: dict = defaultdict(list)
     for r in recs:
-        key = (r.get("mode"), "compare" if r.get("compare") else "build", r.get("framework_target"), r.get("framework_golden") if r.get("compare") else "")
+        key = (
+            r.get("mode"),
+            "compare" if r.get("compare") else "build",
+            r.get("framework_target"),
+            r.get("framework_golden") if r.get("compare") else "",
+        )
         by_mode[key] += 1
         by_result[r["result"]] += 1
         if r["result"] == "different":
@@ -76,9 +85,10 @@ def main():
         print(f"  {k}: {v}")
     print(f"rules ({len(rules)}):")
     for s, items in sorted(rules.items(), key=lambda kv: -len(kv[1])):
-        n, ex, line = min(items, key=lambda x: x[0])
+        _, ex, line = min(items, key=lambda x: x[0])
         print(f"- {len(items)} case(s): {s}")
-        print(f"    minimal: seed {ex['seed']} mode {ex.get('mode')} {ex.get('framework_target')}->{ex.get('framework_golden')} options {ex.get('options')}")
+        pair = f"{ex.get('framework_target')}->{ex.get('framework_golden')}"
+        print(f"    minimal: seed {ex['seed']} mode {ex.get('mode')} {pair} options {ex.get('options')}")
         if line:
             print(f"    e.g. {line[:400]}")
 
