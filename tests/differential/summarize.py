@@ -5,7 +5,8 @@ A difference's rule is its signature: the column (or `stack`, `only in left/righ
 field name. Each rule is shown with its count of cases and a minimal example (the case with the
 fewest differing lines).
 
-Usage: python summarize.py results.jsonl [more.jsonl ...]
+Usage: python summarize.py [--strict] results.jsonl [more.jsonl ...]
+(--strict: exit status 1 when any case does not agree with msprobe)
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def signature(line: str) -> str | None:
 
 
 def main():
+    strict = "--strict" in sys.argv[1:]
     recs = []
-    for path in sys.argv[1:]:
+    for path in [a for a in sys.argv[1:] if a != "--strict"]:
         with open(path) as f:
             recs += [json.loads(line) for line in f if line.strip()]
     by_mode = Counter()
@@ -91,7 +93,8 @@ def main():
         print(f"    minimal: seed {ex['seed']} mode {ex.get('mode')} {pair} options {ex.get('options')}")
         if line:
             print(f"    e.g. {line[:400]}")
+    return 1 if strict and any(r["result"] not in ("equal", "both_failed") for r in recs) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
