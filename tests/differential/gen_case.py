@@ -483,7 +483,7 @@ def save_tensor(path: str, t: Tensor, framework: str):
             "bool": torch.bool,
             "f64": torch.float64,
         }[t.kind]
-        torch.save(torch.tensor(t.values).to(dt), path)
+        torch.save(torch.from_numpy(np.ascontiguousarray(t.values)).to(dt), path)
     else:
         np.save(path, t.values)
 
