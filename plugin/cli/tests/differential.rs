@@ -1,0 +1,168 @@
+//! Generated cases against msprobe's own output, offline (no torch, no live msprobe).
+//!
+//! `tests/differential/cases/seed_<N>/` holds a case made by `tests/differential/gen_case.py` from
+//! seed N: the dump folders, `case.json` (the `msprobe graph_visualize` options and the pinned
+//! oracle versions) and what msprobe 26.2.0 wrote for it (`msprobe.vis.db.xz`), or, when msprobe
+//! refused the input, its error in `case.json` (`msprobe_error`). `tests/differential/freeze.py`
+//! makes them; `make test-differential` runs the live oracle on new seeds.
+//!
+//! This test runs our binary on every case with the same options and compares the result with
+//! msprobe's node by node (`visdb::diff`). The cases that do not agree yet are listed in
+//! `tests/differential/known_differences.json` with the rule each one hits and its count of
+//! differing lines; the test asserts exactly that list, so it fails both when a new difference
+//! appears and when a known one is fixed (then the entry is removed).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use graph_ascend_visdb::diff::{diff_files, DiffOptions};
+use serde_json::Value;
+
+fn differential_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/differential")
+}
+
+/// How our run of one case compares with msprobe's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    /// Both wrote a file and the files are equal, or both refused the input.
+    Agree,
+    /// Both wrote a file; this many differing lines.
+    Different(usize),
+    /// msprobe wrote a file, we refused the input.
+    OursRefused,
+    /// msprobe refused the input, we wrote a file.
+    OursAccepted,
+}
+
+impl Outcome {
+    fn key(&self) -> (String, usize) {
+        match self {
+            Outcome::Agree => ("agree".into(), 0),
+            Outcome::Different(n) => ("different".into(), *n),
+            Outcome::OursRefused => ("ours_refused".into(), 0),
+            Outcome::OursAccepted => ("ours_accepted_msprobe_refused".into(), 0),
+        }
+    }
+}
+
+fn decompress(xz: &Path, into: &Path) -> PathBuf {
+    let mut input = std::io::BufReader::new(std::fs::File::open(xz).unwrap());
+    let out_path = into.join("msprobe.vis.db");
+    let mut out = std::fs::File::create(&out_path).unwrap();
+    lzma_rs::xz_decompress(&mut input, &mut out).unwrap();
+    out_path
+}
+
+fn run_case(dir: &Path) -> (Outcome, Vec<String>) {
+    let case: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ours");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graph-ascend"));
+    cmd.arg("convert")
+        .arg("-tp")
+        .arg(dir.join(case["target"].as_str().unwrap()));
+    if let Some(golden) = case["golden"].as_str() {
+        cmd.arg("-gp").arg(dir.join(golden));
+    }
+    for opt in case["options"].as_array().unwrap() {
+        cmd.arg(opt.as_str().unwrap());
+    }
+    cmd.arg("-o").arg(&out);
+    let run = cmd.output().unwrap();
+    let ours = run.status.success().then(|| {
+        std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+            .expect("convert succeeded without writing a .vis.db")
+    });
+    let theirs = dir.join("msprobe.vis.db.xz");
+    match (ours, theirs.exists()) {
+        (None, false) => (Outcome::Agree, vec![]),
+        (Some(_), false) => (
+            Outcome::OursAccepted,
+            vec![format!(
+                "msprobe: {}",
+                case["msprobe_error"].as_str().unwrap_or("")
+            )],
+        ),
+        (None, true) => (
+            Outcome::OursRefused,
+            vec![String::from_utf8_lossy(&run.stderr).into_owned()],
+        ),
+        (Some(ours), true) => {
+            let theirs = decompress(&theirs, tmp.path());
+            let opts = DiffOptions {
+                // msprobe writes the absolute tensor folder of the machine it ran on
+                ignore_columns: &["dump_data_dir"],
+                ..Default::default()
+            };
+            let report = diff_files(&ours, &theirs, opts).unwrap();
+            if report.is_equal() {
+                (Outcome::Agree, vec![])
+            } else {
+                (Outcome::Different(report.total), report.differences)
+            }
+        }
+    }
+}
+
+#[test]
+fn generated_cases_match_msprobe_except_the_known_differences() {
+    let dir = differential_dir();
+    let known: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("known_differences.json")).unwrap())
+            .unwrap();
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir.join("cases"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("case.json").exists())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 10, "too few frozen cases: {}", cases.len());
+
+    let mut seen: BTreeMap<String, (String, usize)> = BTreeMap::new();
+    let mut details = String::new();
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let (outcome, lines) = run_case(case);
+        if outcome != Outcome::Agree {
+            let (kind, n) = outcome.key();
+            details.push_str(&format!("{name}: {kind} ({n})\n"));
+            for l in lines.iter().take(5) {
+                details.push_str(&format!("    {l}\n"));
+            }
+            seen.insert(name, (kind, n));
+        }
+    }
+    let expected: BTreeMap<String, (String, usize)> = known
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                (
+                    v["outcome"].as_str().unwrap().to_string(),
+                    v["differences"].as_u64().unwrap() as usize,
+                ),
+            )
+        })
+        .collect();
+    for name in expected.keys() {
+        assert!(
+            dir.join("cases").join(name).is_dir(),
+            "known_differences.json lists {name}, which is not a case"
+        );
+    }
+    assert_eq!(
+        seen, expected,
+        "the cases that differ from msprobe are not the known ones \
+         (tests/differential/known_differences.json); ours now:\n{details}"
+    );
+}

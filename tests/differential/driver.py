@@ -1,0 +1,176 @@
+"""Differential driver: msprobe graph_visualize (the oracle) against `graph-ascend convert`.
+
+One long-lived Python process imports msprobe's graph_visualize entry point once and runs many
+generated cases (msprobe's start-up costs seconds). For each seed it generates a case
+(`gen_case.make_case`), runs msprobe and ours on the same input with the same options, and compares
+the two `.vis.db` files with `graph-ascend diff-visdb`. One JSON line per case goes to
+`--results` (seed, mode, options, oracle status, our status, diff summary).
+
+Usage:
+  python driver.py --bin target/release/graph-ascend --seeds 0:1000 --work /tmp/diff \
+      --results results.jsonl [--keep-failing DIR] [--keep-all]
+
+Run it under coverage.py to measure which lines of msprobe the cases reach:
+  coverage run --include='*/msprobe/visualization/*,*/msprobe/core/compare/*' driver.py ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_case
+
+
+def oracle_versions() -> dict:
+    from importlib.metadata import version
+
+    out = {}
+    for pkg in ("mindstudio-probe", "numpy", "torch"):
+        try:
+            out[pkg] = version(pkg)
+        except Exception:
+            out[pkg] = None
+    return out
+
+
+class Oracle:
+    """msprobe's graph_visualize, imported once."""
+
+    def __init__(self):
+        from msprobe.visualization import graph_service
+
+        self.gs = graph_service
+        self.parser = argparse.ArgumentParser()
+        graph_service._graph_service_parser(self.parser)
+        logging.getLogger().setLevel(logging.ERROR)
+
+    def run(self, argv: list[str], out_dir: str) -> tuple[str | None, str]:
+        """Runs one conversion; returns (path of the .vis.db or None, captured log)."""
+        os.makedirs(out_dir, exist_ok=True)
+        args = self.parser.parse_args([*argv, "-o", out_dir])
+        buf = io.StringIO()
+        err = None
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                self.gs._graph_service_command(args)
+            except BaseException as e:  # SystemExit from msprobe's own error paths too
+                err = f"{type(e).__name__}: {e}"
+        dbs = [f for f in os.listdir(out_dir) if f.endswith(".vis.db")]
+        errors = [x for x in buf.getvalue().splitlines() if "[ERROR]" in x and "CANN environment" not in x]
+        log = "\n".join(errors[:20])
+        if err or not dbs:
+            return None, (err or "no .vis.db written") + "\n" + log
+        return os.path.join(out_dir, dbs[0]), log
+
+
+def ours(binary: str, argv: list[str], out_dir: str) -> tuple[str | None, str]:
+    os.makedirs(out_dir, exist_ok=True)
+    p = subprocess.run([binary, "convert", *argv, "-o", out_dir], capture_output=True, text=True, timeout=300)
+    dbs = [f for f in os.listdir(out_dir) if f.endswith(".vis.db")]
+    if p.returncode != 0 or not dbs:
+        return None, (p.stderr or p.stdout)[-2000:]
+    return os.path.join(out_dir, dbs[0]), ""
+
+
+def diff(binary: str, a: str, b: str) -> tuple[bool, list[str]]:
+    p = subprocess.run([binary, "diff-visdb", a, b, "--max", "200"], capture_output=True, text=True, timeout=300)
+    lines = p.stdout.strip().splitlines()
+    return p.returncode == 0, lines
+
+
+def case_argv(case: dict, root: str) -> list[str]:
+    argv = ["-tp", os.path.join(root, case["target"])]
+    if case.get("golden"):
+        argv += ["-gp", os.path.join(root, case["golden"])]
+    return argv + list(case["options"])
+
+
+def run_seed(oracle: Oracle, binary: str, seed: int, work: str, torch_ok: bool) -> dict:
+    root = os.path.join(work, f"case_{seed}")
+    shutil.rmtree(root, ignore_errors=True)
+    case = gen_case.make_case(seed, root, torch_ok=torch_ok)
+    argv = case_argv(case, root)
+    t0 = time.time()
+    theirs, log_t = oracle.run(argv, os.path.join(root, "out_msprobe"))
+    t1 = time.time()
+    mine, log_o = ours(binary, argv, os.path.join(root, "out_ours"))
+    t2 = time.time()
+    rec = dict(case)
+    rec.update({"oracle_s": round(t1 - t0, 3), "ours_s": round(t2 - t1, 3)})
+    if theirs is None and mine is None:
+        rec["result"] = "both_failed"
+        rec["oracle_error"] = log_t[:1500]
+        rec["our_error"] = log_o.strip().splitlines()[-1] if log_o.strip() else ""
+    elif theirs is None:
+        rec["result"] = "oracle_failed_ours_ok"
+        rec["oracle_error"] = log_t[:1500]
+    elif mine is None:
+        rec["result"] = "ours_failed_oracle_ok"
+        rec["our_error"] = log_o[-1500:]
+    else:
+        equal, lines = diff(binary, mine, theirs)
+        rec["result"] = "equal" if equal else "different"
+        if not equal:
+            rec["diff"] = lines[:60]
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--seeds", required=True, help="A:B (half-open range) or comma list")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--keep-failing", help="copy every case that is not equal here")
+    ap.add_argument("--keep-all", action="store_true", help="leave every case folder in --work")
+    ap.add_argument("--no-torch", action="store_true", help="never generate PyTorch tensor-mode cases")
+    ap.add_argument(
+        "--until", help="stop starting new cases at this UTC time (HH:MM), e.g. to end a coverage run cleanly"
+    )
+    args = ap.parse_args()
+    if ":" in args.seeds:
+        a, b = args.seeds.split(":")
+        seeds = range(int(a), int(b))
+    else:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    torch_ok = gen_case.torch is not None and not args.no_torch
+    oracle = Oracle()
+    versions = oracle_versions()
+    binary = os.path.abspath(args.bin)
+    os.makedirs(args.work, exist_ok=True)
+    counts: dict = {}
+    with open(args.results, "a") as out:
+        for seed in seeds:
+            if args.until and time.strftime("%H:%M", time.gmtime()) >= args.until:
+                break
+            try:
+                rec = run_seed(oracle, binary, seed, args.work, torch_ok)
+            except Exception as e:  # a generator bug must not stop the run
+                rec = {"seed": seed, "result": "harness_error", "error": f"{type(e).__name__}: {e}"}
+            rec["oracle"] = versions
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            counts[rec["result"]] = counts.get(rec["result"], 0) + 1
+            root = os.path.join(args.work, f"case_{seed}")
+            if args.keep_failing and rec["result"] not in ("equal", "both_failed"):
+                dst = os.path.join(args.keep_failing, f"case_{seed}")
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(root, dst)
+            if not args.keep_all:
+                shutil.rmtree(root, ignore_errors=True)
+            print(f"seed {seed}: {rec['result']}", file=sys.__stderr__, flush=True)
+    print(json.dumps(counts), file=sys.__stderr__)
+
+
+if __name__ == "__main__":
+    main()

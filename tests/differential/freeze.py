@@ -1,0 +1,74 @@
+"""Freezes generated cases with msprobe's output, for the offline test (`make test`).
+
+For each seed: generates the case into `cases/seed_<N>/` (dump folders and `case.json`), points
+`dump_data_dir` at a neutral path (both tools then read `<folder>/dump_tensor_data`, as msprobe does
+for moved dumps), runs msprobe graph_visualize (the oracle, imported once) and stores its output as
+`msprobe.vis.db.xz`; when msprobe refuses the input, its error goes into `case.json` instead.
+The Rust test `plugin/cli/tests/differential.rs` runs ours on every frozen case and compares.
+
+Usage: python freeze.py SEED [SEED ...]   (run with the oracle venv's python)
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import driver  # noqa: E402
+import gen_case  # noqa: E402
+
+CASES = os.path.join(HERE, "cases")
+
+
+def neutral_dump_dirs(root: str):
+    for dirpath, _dirs, files in os.walk(root):
+        if "dump.json" in files:
+            p = os.path.join(dirpath, "dump.json")
+            with open(p) as f:
+                d = json.load(f)
+            if d.get("dump_data_dir"):
+                rel = os.path.relpath(dirpath, root)
+                d["dump_data_dir"] = f"/data/dumps/{os.path.basename(root)}/{rel}/dump_tensor_data"
+                with open(p, "w") as f:
+                    json.dump(d, f, indent=1)
+
+
+def freeze(oracle: driver.Oracle, seed: int, versions: dict, torch_ok: bool):
+    name = f"seed_{seed}"
+    root = os.path.join(CASES, name)
+    shutil.rmtree(root, ignore_errors=True)
+    case = gen_case.make_case(seed, root, torch_ok=torch_ok)
+    neutral_dump_dirs(root)
+    argv = driver.case_argv(case, root)
+    out = os.path.join("/tmp", f"freeze_{name}")
+    shutil.rmtree(out, ignore_errors=True)
+    db, log = oracle.run(argv, out)
+    case["oracle"] = versions
+    if db is None:
+        errors = [line for line in log.splitlines() if "[ERROR]" in line and "CANN" not in line]
+        case["msprobe_error"] = errors[0].split("[ERROR]", 1)[1].strip() if errors else log.splitlines()[0]
+    else:
+        with open(db, "rb") as src, lzma.open(os.path.join(root, "msprobe.vis.db.xz"), "wb", preset=9) as dst:
+            shutil.copyfileobj(src, dst)
+    shutil.rmtree(out, ignore_errors=True)
+    with open(os.path.join(root, "case.json"), "w") as f:
+        json.dump(case, f, indent=1)
+        f.write("\n")
+    print(name, case["mode"], case["options"], "refused" if db is None else "ok")
+
+
+def main():
+    oracle = driver.Oracle()
+    versions = driver.oracle_versions()
+    torch_ok = gen_case.torch is not None
+    for s in sys.argv[1:]:
+        freeze(oracle, int(s), versions, torch_ok)
+
+
+if __name__ == "__main__":
+    main()
