@@ -4,7 +4,8 @@
 #   make test     every test (Rust, the wheel, shim in real TensorBoard, frontend, end-to-end in Chromium)
 #   make wheel    the platform wheel (binary + plugin + page + API descriptor) into dist/
 #   make install  install that wheel into the active Python environment
-#   make bench    benchmarks (converter and service), not tests
+#   make bench    benchmarks (converter, service, diagnosis), not tests
+#   make test-differential  our converter against the real msprobe 26.2 on new generated cases (needs PyPI)
 #
 # One Cargo profile (release) is used for the binary, the tests and the benchmarks. The binary the
 # suites run is the one inside the wheel (built once per run, for glibc 2.17 with zig: see
@@ -31,7 +32,7 @@ WHEEL_BIN = $(TARGET_DIR)/$(TRIPLE)/release/graph-ascend
 # The binary every suite runs: the wheel's, as installed into $(VENV).
 BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
-.PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e bench clean
+.PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e test-differential bench clean
 
 build: frontend wheel
 
@@ -104,7 +105,7 @@ test-wheel: venv
 	$(VPY) -m pytest tests/wheel -q
 
 test-shim: venv
-	$(VENV)/bin/ruff check python_shim tests/shim
+	$(VENV)/bin/ruff check python_shim tests/shim tests/differential
 	GRAPH_ASCEND_BINARY=$(BIN) $(VPY) -m pytest tests/shim -q
 
 test-e2e: venv
@@ -112,7 +113,30 @@ test-e2e: venv
 
 bench: venv
 	bash bench/convert.sh
-	@if [ -f bench/service.sh ]; then bash bench/service.sh; fi
+	bash bench/service.sh
+	bash bench/diagnose.sh
+
+# The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
+# tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them; coverage
+# of msprobe's compare and graph modules reported at the end (tests/differential/README.md).
+ORACLE_VENV ?= .oracle-venv
+DIFF_SEED ?= $(shell date +%s)
+DIFF_CASES ?= 500
+DIFF_OUT ?= target/differential
+
+$(ORACLE_VENV)/.installed: tests/differential/requirements.txt
+	$(PYTHON) -m venv $(ORACLE_VENV)
+	$(ORACLE_VENV)/bin/pip install -q --disable-pip-version-check -r tests/differential/requirements.txt
+	touch $@
+
+test-differential: venv $(ORACLE_VENV)/.installed
+	rm -rf $(DIFF_OUT) && mkdir -p $(DIFF_OUT)
+	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage run --rcfile=tests/differential/coverage.ini \
+	  tests/differential/driver.py --bin $(BIN) --seeds $(DIFF_SEED):$$(( $(DIFF_SEED) + $(DIFF_CASES) )) \
+	  --work $(DIFF_OUT)/work --results $(DIFF_OUT)/results.jsonl --keep-failing $(DIFF_OUT)/failing
+	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage combine -q
+	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage report
+	$(ORACLE_VENV)/bin/python tests/differential/summarize.py $(DIFF_OUT)/results.jsonl
 
 clean:
 	$(CARGO) clean
