@@ -6,11 +6,14 @@
 //! - [`writer`]: the converter's output side (temporary file, one transaction, atomic rename).
 //! - [`bulk`]: the same file written directly in SQLite's format, in parallel and much faster.
 //! - [`synthetic`]: generated files of any size, for benchmarks.
+//! - [`stale`]: temporary names tagged with host and process, and the cleaning of a killed
+//!   process's leftovers.
 
 pub mod bulk;
 pub mod diff;
 pub mod json;
 pub mod schema;
+pub mod stale;
 pub mod store;
 pub mod synthetic;
 pub mod writer;
