@@ -4,6 +4,8 @@
 #   make test     every test (Rust, shim in real TensorBoard, frontend, end-to-end in Chromium)
 #   make install  install binary + plugin + page into the active Python environment
 #   make bench    benchmarks (converter and service), not tests
+#   make fuzz     each fuzz target of fuzz/ for FUZZ_SECONDS (nightly + cargo-fuzz); `make test`
+#                 replays their corpora and crash cases on stable Rust
 #
 # One Cargo profile (release) is used for the binary, the tests and the benchmarks, so a clean
 # machine compiles the dependencies once.
@@ -19,8 +21,10 @@ PKG := python_shim/graph_ascend_tb
 HOST ?= localhost
 PORT ?= 6006
 LOGDIR ?= examples
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := dump_json construct_json stack_json npy pt
 
-.PHONY: build rust frontend shim venv install demo test test-rust lint-rust test-frontend test-shim test-e2e bench clean
+.PHONY: build rust frontend shim venv install demo test test-rust lint-rust test-frontend test-shim test-e2e bench fuzz clean
 
 build: rust frontend shim
 
@@ -80,6 +84,13 @@ test-e2e: build venv
 bench: build venv
 	bash bench/convert.sh
 	@if [ -f bench/service.sh ]; then bash bench/service.sh; fi
+
+# New inputs that raise coverage go to fuzz/corpus/<target>/, crashes to fuzz/artifacts/<target>/:
+# commit the crash cases with their fix (plugin/dump/tests/fuzz_corpus.rs replays both).
+fuzz:
+	for t in $(FUZZ_TARGETS); do \
+		$(CARGO) +nightly fuzz run --fuzz-dir fuzz -O $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048; \
+	done
 
 clean:
 	$(CARGO) clean
