@@ -6,6 +6,8 @@
 #   make install  install that wheel into the active Python environment
 #   make bench    benchmarks (converter, service, diagnosis), not tests
 #   make test-differential  our converter against the real msprobe 26.2 on new generated cases (needs PyPI)
+#   make fuzz     each fuzz target of fuzz/ for FUZZ_SECONDS (nightly + cargo-fuzz); `make test`
+#                 replays their corpora and crash cases on stable Rust
 #
 # One Cargo profile (release) is used for the binary, the tests and the benchmarks. The binary the
 # suites run is the one inside the wheel (built once per run, for glibc 2.17 with zig: see
@@ -32,7 +34,9 @@ WHEEL_BIN = $(TARGET_DIR)/$(TRIPLE)/release/graph-ascend
 # The binary every suite runs: the wheel's, as installed into $(VENV).
 BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
-.PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e test-differential bench clean
+.PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e test-differential bench fuzz clean
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := dump_json construct_json stack_json npy pt
 
 build: frontend wheel
 
@@ -137,6 +141,13 @@ test-differential: venv $(ORACLE_VENV)/.installed
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage combine -q
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage report
 	$(ORACLE_VENV)/bin/python tests/differential/summarize.py $(DIFF_OUT)/results.jsonl
+
+# New inputs that raise coverage go to fuzz/corpus/<target>/, crashes to fuzz/artifacts/<target>/:
+# commit the crash cases with their fix (plugin/dump/tests/fuzz_corpus.rs replays both).
+fuzz:
+	for t in $(FUZZ_TARGETS); do \
+		$(CARGO) +nightly fuzz run --fuzz-dir fuzz -O $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048; \
+	done
 
 clean:
 	$(CARGO) clean

@@ -44,7 +44,12 @@ PACKAGE_DESCRIPTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "g
 
 UNARY_TIMEOUT_S = 900.0
 HEARTBEAT_S = float(os.environ.get("GRAPH_ASCEND_SSE_HEARTBEAT", "15"))
-MAX_BODY_BYTES = 64 * 1024 * 1024
+# The page's request bodies are a few hundred bytes (a selection, names, a colour map): the size is
+# refused before anything is read or parsed, so that no request costs seconds or a gigabyte in
+# TensorBoard's process; nesting past the parser's recursion limit, or past MAX_BODY_DEPTH once
+# parsed (the page never nests deeper than 4), is a 400, never a 500.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_DEPTH = 64
 # Answers up to this size go out as one body with Content-Length (one write); bigger ones are streamed.
 INLINE_BODY_BYTES = 1024 * 1024
 # Big answers are gzip-compressed in slices of this size.
@@ -58,6 +63,24 @@ class ShimError(Exception):
         super().__init__(message)
         self.status = status
         self.code = code
+
+
+def json_depth(value: Any) -> int:
+    """How deep lists and dicts nest in a parsed JSON value (0 for a scalar), walked without
+    recursion and stopping as soon as the depth passes ``MAX_BODY_DEPTH``."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_BODY_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in item if isinstance(child, (dict, list)))
+    return deepest
 
 
 def load_descriptor_bytes() -> tuple:
@@ -173,8 +196,10 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             if raw.strip():
                 try:
                     body = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError) as exc:
+                except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                     raise ShimError(400, f"{route.name}: the request body is not JSON ({exc})") from exc
+                if json_depth(body) > MAX_BODY_DEPTH:
+                    raise ShimError(400, f"{route.name}: the request body nests deeper than {MAX_BODY_DEPTH} levels")
         try:
             return decoder.request_from_http(
                 route.request_class,

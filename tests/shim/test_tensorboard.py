@@ -113,6 +113,31 @@ def test_unknown_route_and_bad_json(one_case_logdir, tensorboard):
     assert "microStep" in wrong_type.json()["error"]
 
 
+def test_abusive_request_bodies_are_refused_as_bad_requests(one_case_logdir, tensorboard):
+    """Regression (issue 14, defect 10): a deeply nested body answered 500, and a 50 MB body was
+    parsed (seconds, a gigabyte) before being refused."""
+    logdir, _, _ = one_case_logdir
+    tb = tensorboard(logdir)
+
+    def post(body):
+        return tb.request(
+            "data/plugin/graph_ascend/loadGraphConfigInfo",
+            method="POST",
+            body=body,
+            headers={"Content-Type": "application/json"},
+        )
+
+    for depth in (100, 100_000):
+        nested = post(b'{"metaData": ' + b"[" * depth + b"]" * depth + b"}")
+        assert nested.status == 400, (depth, nested.status)
+        assert nested.json()["success"] is False
+    big = post(b"[" + b"1," * (3 * 1024 * 1024) + b"1]")
+    assert big.status == 413
+    assert big.json()["success"] is False
+    # An ordinary body still works.
+    assert post(b'{"metaData": {"run": "run"}}').status != 400
+
+
 def test_works_under_path_prefix(one_case_logdir, tensorboard):
     logdir, run, tag = one_case_logdir
     tb = tensorboard(logdir, "--path_prefix", "/some/prefix")

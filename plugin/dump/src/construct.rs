@@ -68,7 +68,49 @@ impl Construct {
             };
             c.entries.push((node, parent));
         }
+        if let Some(node) = c.first_in_cycle() {
+            return Err(DumpError::shape(
+                path,
+                format!("\"{node}\" is its own ancestor: its parents lead back to it"),
+            ));
+        }
         Ok(c)
+    }
+
+    /// A node whose chain of parents comes back to it (the first met in file order), if any:
+    /// such nodes would hang off no root and vanish from the graph without a word. Each node is
+    /// walked once, without recursion.
+    fn first_in_cycle(&self) -> Option<&str> {
+        let parents: crate::FastMap<&str, &str> = self
+            .entries
+            .iter()
+            .filter_map(|(node, parent)| Some((node.as_str(), parent.as_deref()?)))
+            .collect();
+        /// Set once a node's chain is known to end at a root.
+        const DONE: u8 = 2;
+        const ON_PATH: u8 = 1;
+        let mut state: crate::FastMap<&str, u8> = crate::FastMap::default();
+        let mut path: Vec<&str> = Vec::new();
+        for (start, _) in &self.entries {
+            let mut node = start.as_str();
+            loop {
+                match state.get(node) {
+                    Some(&DONE) => break,
+                    Some(_) => return Some(node),
+                    None => {}
+                }
+                state.insert(node, ON_PATH);
+                path.push(node);
+                match parents.get(node) {
+                    Some(parent) => node = parent,
+                    None => break,
+                }
+            }
+            for node in path.drain(..) {
+                state.insert(node, DONE);
+            }
+        }
+        None
     }
 }
 

@@ -111,11 +111,19 @@ pub struct FastError {
 
 type Res<T> = Result<T, FastError>;
 
+/// How deep arrays and objects may nest in one parsed value: `serde_json`'s limit, so that the
+/// recursive parser (and dropping what it built) cannot overflow the stack. Deeper input is a
+/// fast-path error, so the caller falls back to the `serde_json` reader, which refuses it with
+/// a message naming the file.
+pub const MAX_DEPTH: usize = 128;
+
 /// A cursor over the input.
 pub struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Arrays and objects open at `pos`.
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -126,6 +134,7 @@ impl<'a> Parser<'a> {
             text,
             bytes,
             pos: 0,
+            depth: 0,
         })
     }
 
@@ -167,10 +176,25 @@ impl<'a> Parser<'a> {
         self.peek().is_none()
     }
 
-    /// Parses one value.
+    /// Parses one value; arrays and objects nested more than [`MAX_DEPTH`] deep are an error.
     pub fn value(&mut self) -> Res<JVal<'a>> {
         match self.peek() {
-            None => self.err("unexpected end"),
+            Some(b'{' | b'[') => {
+                if self.depth >= MAX_DEPTH {
+                    return self.err("nested too deep");
+                }
+                self.depth += 1;
+                let v = self.container();
+                self.depth -= 1;
+                v
+            }
+            _ => self.scalar(),
+        }
+    }
+
+    /// An array or object (at `[` or `{`).
+    fn container(&mut self) -> Res<JVal<'a>> {
+        match self.peek() {
             Some(b'{') => {
                 self.pos += 1;
                 let mut fields: Vec<(Cow<'a, str>, JVal<'a>)> = Vec::new();
@@ -214,6 +238,14 @@ impl<'a> Parser<'a> {
                     }
                 }
             }
+            _ => self.scalar(),
+        }
+    }
+
+    /// A value that is not an array or object.
+    fn scalar(&mut self) -> Res<JVal<'a>> {
+        match self.peek() {
+            None => self.err("unexpected end"),
             Some(b'"') => Ok(JVal::Str(self.string()?)),
             Some(b't') => self.word("true", JVal::Bool(true)),
             Some(b'f') => self.word("false", JVal::Bool(false)),
@@ -883,6 +915,36 @@ mod tests {
             let ok = p.value().is_ok() && p.at_end();
             assert!(!ok, "{text}");
         }
+    }
+
+    /// Regression (issue 14, defect 3): a value nested 10,000 deep overflowed the stack of the
+    /// recursive parser and aborted the process.
+    #[test]
+    fn nesting_deeper_than_the_limit_is_an_error() {
+        let nested = |depth: usize| {
+            format!(
+                "{{\"data\": {{\"op\": {{\"input_args\": {}1{}}}}}}}",
+                "[".repeat(depth),
+                "]".repeat(depth)
+            )
+        };
+        let deep = nested(10_000);
+        assert!(read_dump(deep.as_bytes(), &mut |_, _| {}).is_err());
+        let entry = deep.find("{\"input_args").unwrap();
+        let mut p = Parser::new(&deep.as_bytes()[entry..]).unwrap();
+        assert_eq!(p.value().unwrap_err().message, "nested too deep");
+        // Within the limit, nesting is read as before.
+        let shallow = nested(MAX_DEPTH - 3);
+        let mut depth = 0;
+        read_dump(shallow.as_bytes(), &mut |_, v| {
+            let mut v = v.get("input_args");
+            while let Some(JVal::Arr(items)) = v {
+                depth += 1;
+                v = items.first();
+            }
+        })
+        .unwrap();
+        assert_eq!(depth, MAX_DEPTH - 3);
     }
 
     #[test]

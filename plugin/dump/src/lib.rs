@@ -35,6 +35,7 @@ pub mod construct;
 pub mod dumpfile;
 pub mod error;
 pub mod fastjson;
+pub mod fuzzing;
 pub mod items;
 pub mod json;
 pub mod packed;

@@ -28,9 +28,14 @@ impl Tensor {
             path: path.to_path_buf(),
             source,
         })?;
+        Tensor::parse(path, &bytes)
+    }
+
+    /// Parses the bytes of a `.npy` or `.pt` file (by the extension of `path`, which errors name).
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Tensor, DumpError> {
         match path.extension().and_then(|e| e.to_str()) {
-            Some("npy") => read_npy(&bytes).map_err(|m| DumpError::tensor(path, m)),
-            _ => read_pt(&bytes).map_err(|m| DumpError::tensor(path, m)),
+            Some("npy") => read_npy(bytes).map_err(|m| DumpError::tensor(path, m)),
+            _ => read_pt(bytes).map_err(|m| DumpError::tensor(path, m)),
         }
     }
 
@@ -137,16 +142,19 @@ fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
         "u8" => "uint64",
         other => return Err(format!("unsupported .npy dtype {other}")),
     };
-    let n: usize = shape.iter().product();
     let size = elem_size(dtype);
     let data = &bytes[start + header_len..];
-    if data.len() < n * size {
-        return Err(format!(
-            "truncated .npy data: {} bytes for {n} elements of {dtype}",
-            data.len()
-        ));
-    }
-    let values = data[..n * size]
+    let n = element_count(&shape)?;
+    let needed = n
+        .checked_mul(size)
+        .filter(|needed| *needed <= data.len())
+        .ok_or_else(|| {
+            format!(
+                "truncated .npy data: {} bytes for shape {shape:?} of {dtype}",
+                data.len()
+            )
+        })?;
+    let values = data[..needed]
         .chunks_exact(size)
         .map(|c| decode(dtype, c))
         .collect();
@@ -178,10 +186,55 @@ enum P {
     Mark,
 }
 
+/// How deep pickle values may nest: a tensor's pickle nests about four levels.
+const MAX_PICKLE_DEPTH: u32 = 64;
+/// How many pickle values may be made in all, copies from the memo included: a tensor's pickle
+/// makes a few dozen. Bounds memory against a memo that copies a value into itself again and
+/// again (each round doubling it).
+const MAX_PICKLE_VALUES: u64 = 1 << 16;
+
+/// What a value on the pickle machine's stack costs: how deep it nests and how many values it
+/// holds (itself included).
+#[derive(Debug, Clone, Copy)]
+struct Cost {
+    depth: u32,
+    values: u64,
+}
+
+const LEAF: Cost = Cost {
+    depth: 1,
+    values: 1,
+};
+
+/// Runs a pickle. Values are bounded in depth and number ([`MAX_PICKLE_DEPTH`],
+/// [`MAX_PICKLE_VALUES`]), so that neither building nor dropping them can exhaust the stack or
+/// the memory, whatever the bytes.
 fn run_pickle(data: &[u8]) -> Result<P, String> {
-    let mut stack: Vec<P> = Vec::new();
-    let mut memo: std::collections::HashMap<u32, P> = std::collections::HashMap::new();
+    let mut stack: Vec<(P, Cost)> = Vec::new();
+    let mut memo: std::collections::HashMap<u32, (P, Cost)> = std::collections::HashMap::new();
+    let mut made: u64 = 0;
     let mut i = 0usize;
+    // Accounts for a value about to be pushed: `parts` are what it is made of.
+    let mut account = |parts: &[Cost], copy: bool| -> Result<Cost, String> {
+        let cost = if copy {
+            parts.first().copied().unwrap_or(LEAF)
+        } else {
+            Cost {
+                depth: 1 + parts.iter().map(|c| c.depth).max().unwrap_or(0),
+                values: 1 + parts.iter().map(|c| c.values).sum::<u64>(),
+            }
+        };
+        made = made.saturating_add(if copy { cost.values } else { 1 });
+        if cost.depth > MAX_PICKLE_DEPTH {
+            return Err(format!("pickle values nest deeper than {MAX_PICKLE_DEPTH}"));
+        }
+        if made > MAX_PICKLE_VALUES {
+            return Err(format!(
+                "the pickle makes more than {MAX_PICKLE_VALUES} values"
+            ));
+        }
+        Ok(cost)
+    };
     let take = |i: &mut usize, n: usize| -> Result<&[u8], String> {
         let s = data.get(*i..*i + n).ok_or("truncated pickle")?;
         *i += n;
@@ -196,97 +249,114 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
         *i += end + 1;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
     };
-    let pop_mark = |stack: &mut Vec<P>| -> Result<Vec<P>, String> {
+    let pop_mark = |stack: &mut Vec<(P, Cost)>| -> Result<Vec<(P, Cost)>, String> {
         let pos = stack
             .iter()
-            .rposition(|p| matches!(p, P::Mark))
+            .rposition(|(p, _)| matches!(p, P::Mark))
             .ok_or("pickle MARK missing")?;
         let items = stack.split_off(pos + 1);
         stack.pop();
         Ok(items)
     };
+    let costs = |items: &[(P, Cost)]| items.iter().map(|(_, c)| *c).collect::<Vec<_>>();
+    let values = |items: Vec<(P, Cost)>| items.into_iter().map(|(p, _)| p).collect::<Vec<_>>();
     loop {
         let op = *data.get(i).ok_or("pickle ends without STOP")?;
         i += 1;
-        match op {
+        let leaf = match op {
             0x80 => {
                 take(&mut i, 1)?;
+                None
             }
             0x95 => {
                 take(&mut i, 8)?;
+                None
             }
             b'c' => {
                 let module = line(&mut i)?;
                 let name = line(&mut i)?;
-                stack.push(P::Global(module, name));
+                Some(P::Global(module, name))
             }
             0x93 => {
-                let name = stack.pop().ok_or("empty stack")?;
-                let module = stack.pop().ok_or("empty stack")?;
+                let name = stack.pop().ok_or("empty stack")?.0;
+                let module = stack.pop().ok_or("empty stack")?.0;
                 match (module, name) {
-                    (P::Str(m), P::Str(n)) => stack.push(P::Global(m, n)),
+                    (P::Str(m), P::Str(n)) => Some(P::Global(m, n)),
                     _ => return Err("STACK_GLOBAL needs two strings".into()),
                 }
             }
             b'X' => {
                 let n = u32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad len")?);
                 let s = take(&mut i, n as usize)?;
-                stack.push(P::Str(String::from_utf8_lossy(s).into_owned()));
+                Some(P::Str(String::from_utf8_lossy(s).into_owned()))
             }
             0x8c => {
                 let n = take(&mut i, 1)?[0] as usize;
                 let s = take(&mut i, n)?;
-                stack.push(P::Str(String::from_utf8_lossy(s).into_owned()));
+                Some(P::Str(String::from_utf8_lossy(s).into_owned()))
             }
-            b'q' => {
-                let k = take(&mut i, 1)?[0] as u32;
-                memo.insert(k, stack.last().cloned().ok_or("empty stack")?);
+            b'q' | b'r' | 0x94 => {
+                let k = match op {
+                    b'q' => take(&mut i, 1)?[0] as u32,
+                    b'r' => u32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad")?),
+                    _ => memo.len() as u32,
+                };
+                let top = stack.last().ok_or("empty stack")?;
+                let cost = account(&[top.1], true)?;
+                memo.insert(k, (top.0.clone(), cost));
+                None
             }
-            b'r' => {
-                let k = u32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad")?);
-                memo.insert(k, stack.last().cloned().ok_or("empty stack")?);
+            b'h' | b'j' => {
+                let k = if op == b'h' {
+                    take(&mut i, 1)?[0] as u32
+                } else {
+                    u32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad")?)
+                };
+                let (p, cost) = memo.get(&k).ok_or("bad memo reference")?;
+                let cost = account(&[*cost], true)?;
+                stack.push((p.clone(), cost));
+                None
             }
-            0x94 => {
-                let k = memo.len() as u32;
-                memo.insert(k, stack.last().cloned().ok_or("empty stack")?);
+            b'(' => {
+                stack.push((P::Mark, LEAF));
+                None
             }
-            b'h' => {
-                let k = take(&mut i, 1)?[0] as u32;
-                stack.push(memo.get(&k).cloned().ok_or("bad memo reference")?);
-            }
-            b'j' => {
-                let k = u32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad")?);
-                stack.push(memo.get(&k).cloned().ok_or("bad memo reference")?);
-            }
-            b'(' => stack.push(P::Mark),
             b't' => {
                 let items = pop_mark(&mut stack)?;
-                stack.push(P::Tuple(items));
+                let cost = account(&costs(&items), false)?;
+                stack.push((P::Tuple(values(items)), cost));
+                None
             }
-            b')' => stack.push(P::Tuple(Vec::new())),
+            b')' => Some(P::Tuple(Vec::new())),
             0x85..=0x87 => {
                 let n = (op - 0x84) as usize;
                 if stack.len() < n {
                     return Err("empty stack".into());
                 }
                 let items = stack.split_off(stack.len() - n);
-                stack.push(P::Tuple(items));
+                let cost = account(&costs(&items), false)?;
+                stack.push((P::Tuple(values(items)), cost));
+                None
             }
             b'Q' => match stack.pop() {
-                Some(P::Tuple(t)) => stack.push(P::Persistent(t)),
+                Some((P::Tuple(t), cost)) => {
+                    let cost = account(&[cost], false)?;
+                    stack.push((P::Persistent(t), cost));
+                    None
+                }
                 _ => return Err("BINPERSID needs a tuple".into()),
             },
             b'J' => {
                 let v = i32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad")?);
-                stack.push(P::Int(v as i64));
+                Some(P::Int(v as i64))
             }
             b'K' => {
                 let v = take(&mut i, 1)?[0];
-                stack.push(P::Int(v as i64));
+                Some(P::Int(v as i64))
             }
             b'M' => {
                 let v = u16::from_le_bytes(take(&mut i, 2)?.try_into().map_err(|_| "bad")?);
-                stack.push(P::Int(v as i64));
+                Some(P::Int(v as i64))
             }
             0x8a => {
                 let n = take(&mut i, 1)?[0] as usize;
@@ -298,50 +368,69 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
                 if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
                     v -= 1i64 << (8 * n);
                 }
-                stack.push(P::Int(v));
+                Some(P::Int(v))
             }
             b'G' => {
                 let v = f64::from_be_bytes(take(&mut i, 8)?.try_into().map_err(|_| "bad")?);
-                stack.push(P::Float(v));
+                Some(P::Float(v))
             }
-            0x88 => stack.push(P::Bool(true)),
-            0x89 => stack.push(P::Bool(false)),
-            b'N' => stack.push(P::None),
-            b'}' => stack.push(P::Dict),
-            b']' => stack.push(P::List(Vec::new())),
+            0x88 => Some(P::Bool(true)),
+            0x89 => Some(P::Bool(false)),
+            b'N' => Some(P::None),
+            b'}' => Some(P::Dict),
+            b']' => Some(P::List(Vec::new())),
             b's' => {
                 stack.pop();
                 stack.pop();
+                None
             }
             b'u' => {
                 pop_mark(&mut stack)?;
+                None
             }
-            b'a' => {
-                let v = stack.pop().ok_or("empty stack")?;
-                if let Some(P::List(l)) = stack.last_mut() {
-                    l.push(v);
+            b'a' | b'e' => {
+                let items = if op == b'a' {
+                    vec![stack.pop().ok_or("empty stack")?]
+                } else {
+                    pop_mark(&mut stack)?
+                };
+                if let Some((P::List(l), cost)) = stack.last_mut() {
+                    let mut parts = costs(&items);
+                    parts.push(Cost {
+                        depth: cost.depth - 1,
+                        values: cost.values - 1,
+                    });
+                    *cost = account(&parts, false)?;
+                    l.extend(values(items));
                 }
-            }
-            b'e' => {
-                let items = pop_mark(&mut stack)?;
-                if let Some(P::List(l)) = stack.last_mut() {
-                    l.extend(items);
-                }
+                None
             }
             b'R' | 0x81 => {
-                let args = stack.pop().ok_or("empty stack")?;
-                let f = stack.pop().ok_or("empty stack")?;
+                let (args, args_cost) = stack.pop().ok_or("empty stack")?;
+                let (f, f_cost) = stack.pop().ok_or("empty stack")?;
                 let args = match args {
                     P::Tuple(t) => t,
                     other => vec![other],
                 };
-                stack.push(P::Call(Box::new(f), args));
+                let cost = account(&[args_cost, f_cost], false)?;
+                stack.push((P::Call(Box::new(f), args), cost));
+                None
             }
             b'b' => {
                 stack.pop();
+                None
             }
-            b'.' => return stack.pop().ok_or_else(|| "empty pickle".to_string()),
+            b'.' => {
+                return stack
+                    .pop()
+                    .map(|(p, _)| p)
+                    .ok_or_else(|| "empty pickle".to_string())
+            }
             other => return Err(format!("unsupported pickle opcode 0x{other:02x}")),
+        };
+        if let Some(p) = leaf {
+            let cost = account(&[], false)?;
+            stack.push((p, cost));
         }
     }
 }
@@ -360,6 +449,38 @@ fn storage_dtype(name: &str) -> Option<&'static str> {
         "BoolStorage" => "bool",
         _ => return None,
     })
+}
+
+/// The number of elements of `shape`, or an error if it does not fit a `usize`.
+fn element_count(shape: &[usize]) -> Result<usize, String> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    shape
+        .iter()
+        .try_fold(1usize, |n, d| n.checked_mul(*d))
+        .ok_or_else(|| format!("shape {shape:?} has more elements than memory can address"))
+}
+
+/// Elements a stride-0 (expanded) view may hold beyond its stored ones: 2^27 (1 GiB as `f64`).
+/// A view with no more elements than its storage is always read, since its bytes are in the file.
+const MAX_EXPANDED_ELEMENTS: usize = 1 << 27;
+
+/// The storage elements a strided view reaches: one past the highest offset that `shape` and
+/// `strides` address from `offset` (0 for a view with no elements), or an error on overflow.
+fn storage_reach(offset: usize, shape: &[usize], strides: &[usize]) -> Result<usize, String> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    let overflow = || format!("size {shape:?} with stride {strides:?} overflows");
+    shape
+        .iter()
+        .zip(strides)
+        .try_fold(offset, |top, (d, s)| {
+            top.checked_add((d - 1).checked_mul(*s)?)
+        })
+        .and_then(|top| top.checked_add(1))
+        .ok_or_else(overflow)
 }
 
 fn ints(p: &P) -> Result<Vec<usize>, String> {
@@ -423,17 +544,49 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, String> {
     let dtype = storage_dtype(storage).ok_or_else(|| format!("unsupported storage {storage}"))?;
     let shape = ints(size)?;
     let strides = ints(stride)?;
-    let mut raw = Vec::new();
-    zip.by_name(&format!("{prefix}data/{key}"))
-        .map_err(|e| format!("storage {key}: {e}"))?
-        .read_to_end(&mut raw)
-        .map_err(|e| e.to_string())?;
+    if strides.len() != shape.len() {
+        return Err(format!(
+            "size {shape:?} and stride {strides:?} have different lengths"
+        ));
+    }
+    let offset = usize::try_from(*offset).map_err(|_| format!("negative offset {offset}"))?;
+    // Every size is checked before anything is allocated: the bytes the view reaches must be in
+    // the storage (stored uncompressed, so its length is bounded by the file's).
     let esize = elem_size(dtype);
-    let n: usize = shape.iter().product();
-    let mut data = Vec::with_capacity(n);
+    let n = element_count(&shape)?;
+    let needed = storage_reach(offset, &shape, &strides)?
+        .checked_mul(esize)
+        .ok_or_else(|| format!("size {shape:?} with stride {strides:?} overflows"))?;
+    let entry = zip
+        .by_name(&format!("{prefix}data/{key}"))
+        .map_err(|e| format!("storage {key}: {e}"))?;
+    let stored = usize::try_from(entry.size()).unwrap_or(usize::MAX);
+    if needed > stored {
+        return Err(format!(
+            "storage {key} holds {stored} bytes, but size {shape:?} with stride {strides:?} \
+             from offset {offset} reaches {needed}"
+        ));
+    }
+    if n > MAX_EXPANDED_ELEMENTS && n > stored / esize {
+        return Err(format!(
+            "size {shape:?} expands {} stored elements to {n}, more than {MAX_EXPANDED_ELEMENTS}",
+            stored / esize
+        ));
+    }
+    let mut raw = Vec::new();
+    raw.try_reserve_exact(needed)
+        .map_err(|e| format!("storage {key}: {e}"))?;
+    entry
+        .take(needed as u64)
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("storage {key}: {e}"))?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(n)
+        .map_err(|e| format!("{n} elements: {e}"))?;
     let mut idx = vec![0usize; shape.len()];
     for _ in 0..n {
-        let pos = *offset as usize + idx.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>();
+        // Below `needed / esize` (checked above), so neither sum nor product overflows.
+        let pos = offset + idx.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>();
         let b = raw
             .get(pos * esize..(pos + 1) * esize)
             .ok_or("storage too short for the tensor")?;
@@ -501,5 +654,133 @@ mod tests {
     #[test]
     fn garbage_pt_is_an_error() {
         assert!(read_pt(b"not a zip").is_err());
+    }
+
+    /// A pickle int of any value (LONG1, eight bytes).
+    fn long(v: i64) -> Vec<u8> {
+        let mut out = vec![0x8a, 8];
+        out.extend_from_slice(&v.to_le_bytes());
+        out
+    }
+
+    /// A `.pt` archive as `torch.save` writes it: a float32 storage `storage` viewed from
+    /// `offset` with `size` and `stride`.
+    fn pt(storage: &[f32], offset: i64, size: &[i64], stride: &[i64]) -> Vec<u8> {
+        let tuple = |values: &[i64]| {
+            let mut out = vec![b'('];
+            for v in values {
+                out.extend(long(*v));
+            }
+            out.push(b't');
+            out
+        };
+        let text = |s: &str| {
+            let mut out = vec![b'X'];
+            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+            out
+        };
+        let mut pkl = b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n((".to_vec();
+        pkl.extend(text("storage"));
+        pkl.extend_from_slice(b"ctorch\nFloatStorage\n");
+        pkl.extend(text("0"));
+        pkl.extend(text("cpu"));
+        pkl.extend(long(storage.len() as i64));
+        pkl.extend_from_slice(b"tQ");
+        pkl.extend(long(offset));
+        pkl.extend(tuple(size));
+        pkl.extend(tuple(stride));
+        pkl.extend_from_slice(b"\x89tR.");
+        let raw: Vec<u8> = storage.iter().flat_map(|v| v.to_le_bytes()).collect();
+        archive(&pkl, &raw)
+    }
+
+    /// A `.pt` archive holding `pkl` as `data.pkl` and `raw` as storage `0`.
+    fn archive(pkl: &[u8], raw: &[u8]) -> Vec<u8> {
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let stored = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for (name, bytes) in [("t/data.pkl", pkl), ("t/data/0", raw)] {
+            zip.start_file(name, stored).unwrap();
+            std::io::Write::write_all(&mut zip, bytes).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    }
+
+    #[test]
+    fn reads_strided_and_stride_0_pt_views() {
+        let t = read_pt(&pt(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 0, &[2, 3], &[3, 1])).unwrap();
+        assert_eq!(t.data, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        // Transposed, from an offset.
+        let t = read_pt(&pt(&[9.0, 1.0, 2.0, 3.0, 4.0], 1, &[2, 2], &[1, 2])).unwrap();
+        assert_eq!(t.data, [1.0, 3.0, 2.0, 4.0]);
+        // An expanded view: many elements of one stored value are legal.
+        let t = read_pt(&pt(&[7.0], 0, &[1000, 1000], &[0, 0])).unwrap();
+        assert_eq!(t.data.len(), 1_000_000);
+        assert!(t.data.iter().all(|v| *v == 7.0));
+        let t = read_pt(&pt(&[], 0, &[0, 5], &[5, 1])).unwrap();
+        assert!(t.data.is_empty());
+    }
+
+    /// Regression (issue 14, defect 2): oversized sizes, strides and offsets panicked or aborted
+    /// on allocation; each is now an error before anything is allocated.
+    #[test]
+    fn oversized_or_overflowing_pt_views_are_errors() {
+        let four = [1.0f32, 2.0, 3.0, 4.0];
+        let cases: [(&str, i64, &[i64], &[i64]); 8] = [
+            ("more elements than memory", 0, &[1 << 40, 1 << 40], &[1, 1]),
+            ("shape overflows usize", 0, &[i64::MAX, 4], &[0, 0]),
+            ("reach overflows", 0, &[2, 2], &[i64::MAX, 1]),
+            ("reach beyond the storage", 0, &[2, 3], &[3, 1]),
+            ("offset beyond the storage", 4, &[1], &[1]),
+            ("negative offset", -1, &[1], &[1]),
+            ("stride-0 bomb", 0, &[1 << 20, 1 << 20], &[0, 0]),
+            ("lengths differ", 0, &[2, 2], &[1]),
+        ];
+        for (what, offset, size, stride) in cases {
+            let result = std::panic::catch_unwind(|| read_pt(&pt(&four, offset, size, stride)));
+            match result {
+                Ok(Err(e)) => assert!(!e.is_empty(), "{what}"),
+                Ok(Ok(t)) => panic!("{what}: read as {} elements", t.data.len()),
+                Err(_) => panic!("{what}: panicked"),
+            }
+        }
+    }
+
+    /// A pickle nested 200,000 deep overflowed the stack when its value was dropped; one that
+    /// copies a value into itself from the memo doubled it each round, without bound.
+    #[test]
+    fn pickle_bombs_are_errors() {
+        let mut deep = b"\x80\x02K\x00".to_vec();
+        deep.extend(std::iter::repeat_n(0x85u8, 200_000));
+        deep.push(b'.');
+        let err = read_pt(&archive(&deep, &[])).expect_err("too deep");
+        assert!(err.contains("nest deeper"), "{err}");
+        let mut doubling = b"\x80\x02K\x00".to_vec();
+        for _ in 0..200 {
+            doubling.extend_from_slice(b"q\x00h\x00\x86");
+        }
+        doubling.push(b'.');
+        let err = read_pt(&archive(&doubling, &[])).expect_err("too many");
+        assert!(err.contains("more than"), "{err}");
+    }
+
+    /// Regression (issue 14, defect 5): a `.npy` whose element count overflows was read as an
+    /// empty tensor (and graded "pass").
+    #[test]
+    fn npy_element_count_overflow_is_an_error() {
+        let shape = format!("({}, {}, 0)", 1u64 << 32, 1u64 << 32);
+        assert!(read_npy(&npy("<f4", &shape, &[])).unwrap().data.is_empty());
+        let shape = format!("({}, {})", 1u64 << 32, 1u64 << 32);
+        let path = Path::new("dump_tensor_data/Functional.linear.0.forward.input.0.npy");
+        let err = Tensor::parse(path, &npy("<f4", &shape, &[0; 16])).expect_err("overflow");
+        let text = err.to_string();
+        assert!(
+            text.contains(&path.display().to_string()),
+            "names the file: {text}"
+        );
+        assert!(text.contains("more elements"), "{text}");
+        let shape = format!("({},)", usize::MAX / 2);
+        assert!(read_npy(&npy("<f4", &shape, &[0; 16])).is_err());
     }
 }

@@ -11,8 +11,11 @@
 //! The engine writes into a hidden staging folder under the output folder (the catalog skips
 //! hidden folders); only a successful, not cancelled job's file is moved into the output folder,
 //! so the catalog never lists a half-written or cancelled result. Cancelling ends the job at
-//! once for every viewer; the engine offers no way to stop its threads, so the CPU work goes on
-//! until the engine returns, and then its output is deleted.
+//! once for every viewer and frees its slot; the engine is asked to stop and stops at its next
+//! check, and then its output is deleted. Until it has returned it still counts against a hard
+//! bound of twice the limit, so that starting and cancelling cannot pile up engines. An engine
+//! that panics ends its job as failed (the panic's message is the job's error) and frees its
+//! slot: no input can leave a job "building" forever or block the conversions of others.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,7 +32,8 @@ use crate::paths::{self, Kind};
 pub const DEFAULT_MAX_CONVERSIONS: usize = 2;
 /// Finished jobs kept for late viewers.
 const KEEP_FINISHED: usize = 64;
-/// Prefix of the staging folders under an output folder.
+/// Prefix of the staging folders under an output folder: `<prefix><host>.<pid>.<job id>`, so
+/// that those of a killed sidecar are found and removed ([`graph_ascend_visdb::stale`]).
 pub const STAGING_PREFIX: &str = ".graph-ascend-staging-";
 
 /// A job's state.
@@ -82,6 +86,8 @@ impl Snapshot {
 pub struct Job {
     pub id: String,
     cancelled: AtomicBool,
+    /// Whether the job still holds one of the table's slots (until it ends or is cancelled).
+    holds_slot: AtomicBool,
     state: watch::Sender<Snapshot>,
 }
 
@@ -119,6 +125,11 @@ pub enum StartError {
         "{running} conversions are already running (the limit is {max}); try again when one ends"
     )]
     Busy { running: usize, max: usize },
+    #[error(
+        "{running} conversions, some of them cancelled, are still finishing; try again when \
+         one ends"
+    )]
+    Draining { running: usize },
     #[error("cannot prepare the output folder {path}: {source}")]
     Output {
         path: PathBuf,
@@ -135,13 +146,23 @@ struct Table {
     next: u64,
 }
 
+/// The converter engine a job runs: [`graph_ascend_convert::convert_cancellable`] (tests give
+/// one that fails in ways the real engine should not, to check that the job table survives).
+type Engine = fn(
+    &ConvertOptions,
+    graph_ascend_convert::ProgressFn,
+    &AtomicBool,
+) -> Result<PathBuf, graph_ascend_convert::ConvertError>;
+
 /// The job table.
 pub struct Conversions {
+    engine: Engine,
     max: usize,
     table: Mutex<Table>,
-    /// Engine threads still working (a cancelled job's thread counts until it returns, so the
-    /// limit bounds the CPU actually in use).
+    /// Engine threads still working (a cancelled job's thread counts until it returns).
     active: Arc<std::sync::atomic::AtomicUsize>,
+    /// Jobs building and not cancelled: what `max` limits.
+    slots: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A validated request.
@@ -179,7 +200,10 @@ fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, S
         )?)
     };
     let output_dir = paths::resolve(logdir, "output_path", &req.output_path, Kind::NewDir)?;
-    let staging = output_dir.join(format!("{STAGING_PREFIX}{id}"));
+    let staging = output_dir.join(format!(
+        "{STAGING_PREFIX}{}.{id}",
+        graph_ascend_visdb::stale::owner_tag()
+    ));
     let new_output = !output_dir.exists();
     Ok(Plan {
         new_output,
@@ -248,9 +272,18 @@ fn percent(p: &Progress) -> i32 {
 impl Conversions {
     pub fn new(max: usize) -> Conversions {
         Conversions {
+            engine: graph_ascend_convert::convert_cancellable,
             max: max.max(1),
             table: Mutex::new(Table::default()),
             active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            slots: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
+    /// Gives back the slot of `job` if it still holds one.
+    fn release_slot(slots: &std::sync::atomic::AtomicUsize, job: &Job) {
+        if job.holds_slot.swap(false, Ordering::SeqCst) {
+            slots.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -291,16 +324,21 @@ impl Conversions {
         req: &pb::ConvertRequest,
     ) -> Result<Arc<Job>, StartError> {
         let mut table = self.lock();
-        let running = self.running();
-        if running >= self.max {
+        let building = self.slots.load(Ordering::SeqCst);
+        if building >= self.max {
             return Err(StartError::Busy {
-                running,
+                running: building,
                 max: self.max,
             });
+        }
+        let running = self.running();
+        if running >= 2 * self.max {
+            return Err(StartError::Draining { running });
         }
         table.next += 1;
         let id = format!("c{}-{}", std::process::id(), table.next);
         let plan = validate(logdir, req, &id)?;
+        graph_ascend_visdb::stale::remove_stale(&plan.output_dir, STAGING_PREFIX);
         std::fs::create_dir_all(&plan.staging).map_err(|source| StartError::Output {
             path: plan.staging.clone(),
             source,
@@ -314,8 +352,10 @@ impl Conversions {
         let job = Arc::new(Job {
             id: id.clone(),
             cancelled: AtomicBool::new(false),
+            holds_slot: AtomicBool::new(true),
             state: tx,
         });
+        self.slots.fetch_add(1, Ordering::SeqCst);
         table.jobs.insert(id.clone(), job.clone());
         table.order.push(id.clone());
         table.newest_by_client.insert(client.to_owned(), id.clone());
@@ -337,15 +377,40 @@ impl Conversions {
         let runner = job.clone();
         let logdir = logdir.to_path_buf();
         let active = self.active.clone();
+        let slots = self.slots.clone();
         active.fetch_add(1, Ordering::SeqCst);
+        let engine = self.engine;
         let spawned = std::thread::Builder::new()
             .name(format!("convert-{id}"))
             .spawn(move || {
-                run(&runner, &logdir, plan);
+                let (staging, output) = (plan.staging.clone(), plan.output_dir.clone());
+                let new_output = plan.new_output;
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run(&runner, &logdir, plan, engine)
+                }));
+                if let Err(panic) = ran {
+                    let _ = std::fs::remove_dir_all(&staging);
+                    if new_output {
+                        let _ = std::fs::remove_dir(&output);
+                    }
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "no message".into());
+                    tracing::error!("conversion {} panicked: {what}", runner.id);
+                    runner.update(|s| {
+                        s.status = Status::Error;
+                        s.errors
+                            .push(format!("the converter failed unexpectedly: {what}"));
+                    });
+                }
+                Self::release_slot(&slots, &runner);
                 active.fetch_sub(1, Ordering::SeqCst);
             });
         if let Err(e) = spawned {
             self.active.fetch_sub(1, Ordering::SeqCst);
+            Self::release_slot(&self.slots, &job);
             job.update(|s| {
                 s.status = Status::Error;
                 s.errors
@@ -366,12 +431,13 @@ impl Conversions {
         }
         job.cancelled.store(true, Ordering::SeqCst);
         job.update(|s| s.status = Status::Cancelled);
+        Self::release_slot(&self.slots, &job);
         true
     }
 }
 
 /// The job's thread: runs the engine, then publishes or discards its output.
-fn run(job: &Job, logdir: &Path, plan: Plan) {
+fn run(job: &Job, logdir: &Path, plan: Plan, engine: Engine) {
     let report = |p: &Progress| {
         if job.cancelled.load(Ordering::Relaxed) {
             return;
@@ -379,7 +445,7 @@ fn run(job: &Job, logdir: &Path, plan: Plan) {
         let pct = percent(p);
         job.update(|s| s.progress = s.progress.max(pct));
     };
-    let result = graph_ascend_convert::convert(&plan.options, &report);
+    let result = engine(&plan.options, &report, &job.cancelled);
     let published = match result {
         Ok(written) if !job.cancelled.load(Ordering::SeqCst) => publish(&written, &plan.output_dir)
             .map_err(|e| {
@@ -495,5 +561,130 @@ fn walk(root: &Path, dir: &Path, depth: usize, out: &mut pb::ConvertCandidates) 
         } else if kind.is_file() && (name.ends_with(".yaml") || name.ends_with(".yml")) {
             out.yaml_files.push(rel);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panicking_engine(
+        _: &ConvertOptions,
+        progress: graph_ascend_convert::ProgressFn,
+        _: &AtomicBool,
+    ) -> Result<PathBuf, graph_ascend_convert::ConvertError> {
+        progress(&Progress {
+            stage: graph_ascend_convert::Stage::Reading,
+            done: 1,
+            total: 3,
+            message: String::new(),
+        });
+        panic!("index out of bounds: the len is 3 but the index is 7");
+    }
+
+    fn stuck_engine(
+        _: &ConvertOptions,
+        _: graph_ascend_convert::ProgressFn,
+        _: &AtomicBool,
+    ) -> Result<PathBuf, graph_ascend_convert::ConvertError> {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+        Err(graph_ascend_convert::ConvertError::Cancelled)
+    }
+
+    fn logdir_with_dump() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("dump")).expect("mkdir");
+        dir
+    }
+
+    fn request(output: &str) -> pb::ConvertRequest {
+        pb::ConvertRequest {
+            npu_path: "dump".into(),
+            output_path: output.into(),
+            ..Default::default()
+        }
+    }
+
+    fn wait_final(job: &Job) -> Snapshot {
+        for _ in 0..200 {
+            let s = job.snapshot();
+            if s.status.is_final() {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        job.snapshot()
+    }
+
+    /// Regression (issue 14, defect 2): a job whose engine panicked stayed "building" forever
+    /// and kept its slot, so two of them blocked every conversion until a restart.
+    #[test]
+    fn a_panicking_engine_ends_the_job_as_failed_and_frees_its_slot() {
+        let dir = logdir_with_dump();
+        let mut jobs = Conversions::new(1);
+        jobs.engine = panicking_engine;
+        for output in ["out1", "out2", "out3"] {
+            let job = jobs
+                .start(dir.path(), "page", &request(output))
+                .expect("a free slot");
+            let end = wait_final(&job);
+            assert_eq!(end.status, Status::Error, "{end:?}");
+            assert!(
+                end.errors.iter().any(|e| e.contains("index out of bounds")),
+                "{end:?}"
+            );
+            assert!(
+                !dir.path().join(output).exists(),
+                "no output folder is left"
+            );
+        }
+    }
+
+    /// Regression (issue 14, defect 8): the staging folders of a killed sidecar stayed forever.
+    /// Starting a job in an output folder removes them, and only them.
+    #[test]
+    fn a_killed_sidecars_staging_folders_are_removed() {
+        let dir = logdir_with_dump();
+        let out = dir.path().join("out");
+        let dead = graph_ascend_visdb::stale::dead_owner_tag();
+        let stale = out.join(format!("{STAGING_PREFIX}{dead}.c9-1"));
+        let other_host = out.join(format!("{STAGING_PREFIX}other{dead}.c9-1"));
+        let live = out.join(format!(
+            "{STAGING_PREFIX}{}.c0-1",
+            graph_ascend_visdb::stale::owner_tag()
+        ));
+        for d in [&stale, &other_host, &live] {
+            std::fs::create_dir_all(d.join("rank0")).expect("mkdir");
+        }
+        let mut jobs = Conversions::new(1);
+        jobs.engine = panicking_engine;
+        let job = jobs
+            .start(dir.path(), "page", &request("out"))
+            .expect("start");
+        wait_final(&job);
+        assert!(
+            !stale.exists(),
+            "a dead sidecar's staging folder is removed"
+        );
+        assert!(other_host.exists() && live.exists());
+    }
+
+    /// Cancelling a job frees its slot at once, even if the engine does not return.
+    #[test]
+    fn cancel_frees_the_slot_of_a_stuck_engine() {
+        let dir = logdir_with_dump();
+        let mut jobs = Conversions::new(1);
+        jobs.engine = stuck_engine;
+        let job = jobs
+            .start(dir.path(), "page", &request("out1"))
+            .expect("a free slot");
+        assert!(matches!(
+            jobs.start(dir.path(), "page", &request("out2")),
+            Err(StartError::Busy { .. })
+        ));
+        assert!(jobs.cancel(&job.id));
+        assert_eq!(job.snapshot().status, Status::Cancelled);
+        jobs.start(dir.path(), "page", &request("out2"))
+            .expect("the cancelled job's slot is free");
     }
 }

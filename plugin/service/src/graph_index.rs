@@ -361,6 +361,10 @@ impl NodeSource for CachedRows<'_> {
     fn ancestry(&self, graph: GraphKey, name: &str) -> Result<Vec<NodeRow>, StoreError> {
         self.store.ancestry(graph, name)
     }
+
+    fn path(&self) -> &std::path::Path {
+        self.store.path()
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! kind, and the same forgetting of collapsed subtrees. Only the children of expanded nodes are
 //! ever fetched, so the cost of a step depends on what is visible, not on the graph's size.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 
 use graph_ascend_visdb::store::{GraphKey, NodeRow, Store, StoreError};
@@ -21,6 +22,8 @@ pub trait NodeSource {
     fn children(&self, graph: GraphKey, parent: &str) -> Result<Arc<Vec<NodeRow>>, StoreError>;
     /// A node and its ancestors, the node first.
     fn ancestry(&self, graph: GraphKey, name: &str) -> Result<Vec<NodeRow>, StoreError>;
+    /// The file read, for errors.
+    fn path(&self) -> &Path;
 }
 
 impl NodeSource for Store {
@@ -34,6 +37,10 @@ impl NodeSource for Store {
 
     fn ancestry(&self, graph: GraphKey, name: &str) -> Result<Vec<NodeRow>, StoreError> {
         Store::ancestry(self, graph, name)
+    }
+
+    fn path(&self) -> &Path {
+        Store::path(self)
     }
 }
 
@@ -105,7 +112,7 @@ impl Hierarchy {
         h.nodes.insert(root.name.clone(), info);
         let root_name = h.root.clone();
         h.click_expand(store, &root_name)?;
-        h.relayout();
+        h.relayout(store)?;
         Ok(Some(h))
     }
 
@@ -125,7 +132,8 @@ impl Hierarchy {
     }
 
     /// Toggles a visible node, or (for a node not on screen) expands all its ancestors so that
-    /// it becomes visible. Unknown names change nothing.
+    /// it becomes visible. Unknown names change nothing. A hierarchy that loops (a corrupt file)
+    /// is an error naming the node, and leaves only the root open.
     pub fn toggle_or_reveal(
         &mut self,
         store: &dyn NodeSource,
@@ -136,7 +144,15 @@ impl Hierarchy {
         } else {
             self.reveal(store, name)?;
         }
-        self.relayout();
+        if let Err(e) = self.relayout(store) {
+            let root = self.root.clone();
+            for (name, info) in self.nodes.iter_mut() {
+                info.expand &= *name == root;
+            }
+            // With only the root open, the walk cannot meet a node twice on one path.
+            let _ = self.relayout(store);
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -176,7 +192,11 @@ impl Hierarchy {
     pub fn visible_names(&mut self) -> Vec<String> {
         let mut order: Vec<String> = Vec::new();
         let mut stack = vec![self.root.as_str()];
+        let mut seen: HashSet<&str> = HashSet::new();
         while let Some(name) = stack.pop() {
+            if !seen.insert(name) {
+                continue;
+            }
             let Some(info) = self.nodes.get(name) else {
                 continue;
             };
@@ -186,7 +206,7 @@ impl Hierarchy {
             order.push(name.to_owned());
         }
         if order.len() < self.nodes.len() {
-            let keep: std::collections::HashSet<&str> = order.iter().map(String::as_str).collect();
+            let keep: HashSet<&str> = order.iter().map(String::as_str).collect();
             self.nodes.retain(|name, _| keep.contains(name.as_str()));
         }
         order
@@ -201,7 +221,7 @@ impl Hierarchy {
     pub fn all(&self) -> Vec<(String, RenderInfo)> {
         let mut out = Vec::new();
         let mut stack = vec![self.root.clone()];
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         while let Some(name) = stack.pop() {
             if !seen.insert(name.clone()) {
                 continue;
@@ -325,14 +345,67 @@ impl Hierarchy {
         Ok(())
     }
 
-    fn relayout(&mut self) {
+    /// Sizes every open box from the leaves up, then places them from the root down. Both walks
+    /// are iterative (a hierarchy may be thousands of levels deep); a node met again below itself
+    /// is an error naming it, and a node listed under two parents is laid out once.
+    fn relayout(&mut self, store: &dyn NodeSource) -> Result<(), StoreError> {
         let root = self.root.clone();
-        self.resize(&root);
+        let cycle = |node: String| StoreError::Data {
+            path: store.path().to_owned(),
+            what: "hierarchy".into(),
+            reason: format!("{node} is its own ancestor (its sub_nodes lead back to it)"),
+        };
+        // msprobe's `resize_hierarchy` descends into open boxes that are not leaves.
+        let sized = self.walk(&root, |info| info.expand && info.kind != LEAF_KIND);
+        for name in sized.map_err(cycle)?.iter().rev() {
+            self.resize(name);
+        }
         if let Some(info) = self.nodes.get_mut(&root) {
             info.x = 0;
             info.y = 0;
         }
-        self.position(&root);
+        // msprobe's `layout_hierarchy` descends into every open box.
+        for name in self.walk(&root, |info| info.expand).map_err(cycle)? {
+            self.position(&name);
+        }
+        Ok(())
+    }
+
+    /// The nodes held under `root` in depth-first order (parents before children), descending
+    /// into those for which `open` holds. `Err(node)` if `node` is reached again below itself.
+    fn walk(&self, root: &str, open: impl Fn(&RenderInfo) -> bool) -> Result<Vec<String>, String> {
+        let mut order: Vec<String> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        // The current path from the root: each node with the children still to visit.
+        let mut path: Vec<(String, std::vec::IntoIter<String>)> = Vec::new();
+        let mut on_path: HashSet<String> = HashSet::new();
+        let mut next = Some(root.to_owned());
+        loop {
+            if let Some(name) = next.take() {
+                if on_path.contains(&name) {
+                    return Err(name);
+                }
+                if seen.insert(name.clone()) {
+                    order.push(name.clone());
+                    if self.nodes.get(&name).is_some_and(&open) {
+                        let children = self.child_list(&name).into_iter();
+                        on_path.insert(name.clone());
+                        path.push((name, children));
+                    }
+                }
+            }
+            let Some((name, children)) = path.last_mut() else {
+                break;
+            };
+            match children.next() {
+                Some(child) => next = Some(child),
+                None => {
+                    on_path.remove(name.as_str());
+                    path.pop();
+                }
+            }
+        }
+        Ok(order)
     }
 
     fn child_list(&self, name: &str) -> Vec<String> {
@@ -348,7 +421,7 @@ impl Hierarchy {
             .unwrap_or_default()
     }
 
-    /// msprobe's `resize_hierarchy`.
+    /// msprobe's `resize_hierarchy` for one box, its children already sized.
     fn resize(&mut self, name: &str) {
         let Some(info) = self.nodes.get(name) else {
             return;
@@ -369,9 +442,6 @@ impl Hierarchy {
             return;
         }
         let children = self.child_list(name);
-        for child in &children {
-            self.resize(child);
-        }
         let mut total_height = LEAF_HEIGHT;
         let mut max_child_width = 0;
         for group in self.groups(&children) {
@@ -405,7 +475,8 @@ impl Hierarchy {
         }
     }
 
-    /// msprobe's `layout_hierarchy`: place the children of an expanded node.
+    /// msprobe's `layout_hierarchy` for one box: place the children of an expanded node, itself
+    /// already placed.
     fn position(&mut self, name: &str) {
         let Some(info) = self.nodes.get(name) else {
             return;
@@ -443,10 +514,6 @@ impl Hierarchy {
                     info.x = x + (width - info.width).div_euclid(2);
                     info.y = cur_y;
                     cur_y += info.height + VERTICAL_SPACING;
-                    let expanded = info.expand;
-                    if expanded {
-                        self.position(child);
-                    }
                 }
             }
         }

@@ -300,10 +300,43 @@ impl<'a> Editor<'a> {
     }
 
     /// Matches a pair, then pairs its unmatched children by [`child_key`] in order, recursively.
+    /// Iterative (hierarchies may be thousands of levels deep), in the order of msprobe's
+    /// recursion: a pair, then its first child pair and all below it, then the next.
     pub fn add_with_children(&mut self, npu: &str, bench: &str) -> Result<bool, StoreError> {
         if !self.add_pair(npu, bench)? {
             return Ok(false);
         }
+        let mut seen = HashSet::from([npu.to_owned()]);
+        let mut pending = self.unmatched_child_pairs(npu, bench)?;
+        pending.reverse();
+        while let Some((n, b)) = pending.pop() {
+            if !seen.insert(n.clone()) {
+                return Err(self.cycle(&n));
+            }
+            if self.add_pair(&n, &b)? {
+                let mut children = self.unmatched_child_pairs(&n, &b)?;
+                children.reverse();
+                pending.extend(children);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The error for a target node met again below itself (a corrupt file).
+    fn cycle(&self, node: &str) -> StoreError {
+        StoreError::Data {
+            path: self.store.path().to_owned(),
+            what: "hierarchy".into(),
+            reason: format!("{node} is its own ancestor (its up_node chain leads back to it)"),
+        }
+    }
+
+    /// The unmatched children of a matched pair, paired by [`child_key`] in node order.
+    fn unmatched_child_pairs(
+        &self,
+        npu: &str,
+        bench: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         let unmatched = |editor: &Self, graph: GraphKey, parent: &str| -> Result<_, StoreError> {
             let mut keyed: Vec<(String, Vec<String>)> = Vec::new();
             for child in editor.store.children(graph, parent)? {
@@ -319,17 +352,16 @@ impl<'a> Editor<'a> {
             Ok(keyed)
         };
         let npu_children = unmatched(self, self.npu, npu)?;
-        let bench_children: HashMap<String, Vec<String>> =
+        let mut bench_children: HashMap<String, Vec<String>> =
             unmatched(self, self.bench, bench)?.into_iter().collect();
+        let mut pairs = Vec::new();
         for (key, names) in npu_children {
-            let Some(others) = bench_children.get(&key) else {
+            let Some(others) = bench_children.remove(&key) else {
                 continue;
             };
-            for (n, b) in names.iter().zip(others) {
-                self.add_with_children(n, b)?;
-            }
+            pairs.extend(names.into_iter().zip(others));
         }
-        Ok(true)
+        Ok(pairs)
     }
 
     /// Matches one pair from a configuration file (no type check, no twin, no recursion).
@@ -400,12 +432,23 @@ impl<'a> Editor<'a> {
         Ok(true)
     }
 
+    /// Unmatches every matched descendant of `npu`, depth first in node order (msprobe's
+    /// recursion, walked with an explicit stack of children lists).
     fn delete_descendants(&mut self, npu: &str) -> Result<(), StoreError> {
-        for child in self.store.children(self.npu, npu)? {
+        let mut seen = HashSet::from([npu.to_owned()]);
+        let mut levels = vec![self.store.children(self.npu, npu)?.into_iter()];
+        while let Some(level) = levels.last_mut() {
+            let Some(child) = level.next() else {
+                levels.pop();
+                continue;
+            };
+            if !seen.insert(child.name.clone()) {
+                return Err(self.cycle(&child.name));
+            }
             if let Some(partner) = child.matched_node_link.last() {
                 self.delete_pair(&child.name, partner)?;
             }
-            self.delete_descendants(&child.name)?;
+            levels.push(self.store.children(self.npu, &child.name)?.into_iter());
         }
         Ok(())
     }

@@ -35,6 +35,9 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
+/// Prefix of the private socket folders.
+pub const SOCKET_DIR_PREFIX: &str = "graph-ascend-";
+
 /// A Unix socket in a fresh directory only its owner can enter; removed on drop.
 pub struct PrivateSocket {
     dir: PathBuf,
@@ -43,12 +46,15 @@ pub struct PrivateSocket {
 }
 
 impl PrivateSocket {
-    /// Creates `<parent>/graph-ascend-<pid>-<n>/` with mode 0700 and binds `sidecar.sock` (0600)
-    /// in it. Must be called inside a tokio runtime.
+    /// Creates `<parent>/graph-ascend-<host>.<pid>.<n>/` with mode 0700 and binds `sidecar.sock`
+    /// (0600) in it, after removing the folders of sidecars of this host that were killed.
+    /// Must be called inside a tokio runtime.
     pub fn bind(parent: &Path) -> Result<PrivateSocket, ServeError> {
+        graph_ascend_visdb::stale::remove_stale(parent, SOCKET_DIR_PREFIX);
+        let owner = graph_ascend_visdb::stale::owner_tag();
         let mut n = 0u32;
         let dir = loop {
-            let candidate = parent.join(format!("graph-ascend-{}-{n}", std::process::id()));
+            let candidate = parent.join(format!("{SOCKET_DIR_PREFIX}{owner}.{n}"));
             match std::fs::DirBuilder::new().mode(0o700).create(&candidate) {
                 Ok(()) => break candidate,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,

@@ -6,7 +6,6 @@ use std::os::unix::fs::PermissionsExt;
 
 use graph_ascend_proto as pb;
 use graph_ascend_service::{run, PrivateSocket};
-use pb::graph_ascend_client::GraphAscendClient;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_over_a_private_unix_socket_and_shuts_down() {
@@ -28,19 +27,7 @@ async fn serves_over_a_private_unix_socket_and_shuts_down() {
         let _ = stopped.await;
     }));
 
-    let connect_path = path.clone();
-    let channel = tonic::transport::Endpoint::try_from("http://localhost")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let p = connect_path.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(p).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await
-        .unwrap();
-    let mut client = GraphAscendClient::new(channel);
+    let mut client = common::connect(&path).await;
 
     let listing = client
         .load_meta_dir(pb::LoadMetaDirRequest::default())
@@ -133,4 +120,29 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), &dest).unwrap();
         }
     }
+}
+
+/// Regression (issue 14, defect 8): the socket folders of killed sidecars stayed forever. Binding
+/// removes those of this host's dead processes, and nothing else.
+#[tokio::test]
+async fn binding_removes_the_socket_folders_of_killed_sidecars() {
+    use graph_ascend_service::server::SOCKET_DIR_PREFIX;
+    let parent = tempfile::tempdir().unwrap();
+    let dead = graph_ascend_visdb::stale::dead_owner_tag();
+    let stale = parent.path().join(format!("{SOCKET_DIR_PREFIX}{dead}.0"));
+    let other_host = parent
+        .path()
+        .join(format!("{SOCKET_DIR_PREFIX}other{dead}.0"));
+    let live = parent.path().join(format!(
+        "{SOCKET_DIR_PREFIX}{}.7",
+        graph_ascend_visdb::stale::owner_tag()
+    ));
+    for d in [&stale, &other_host, &live] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("sidecar.sock"), b"").unwrap();
+    }
+    let socket = PrivateSocket::bind(parent.path()).unwrap();
+    assert!(socket.path().starts_with(parent.path()));
+    assert!(!stale.exists(), "a dead sidecar's folder is removed");
+    assert!(other_host.exists() && live.exists());
 }

@@ -87,7 +87,8 @@ pub struct BulkWriter {
 
 impl BulkWriter {
     /// Starts a file that will become `dest` on [`finish`](Self::finish); until then it is a
-    /// temporary file beside `dest` (`.graph-ascend-*.vis.db.tmp`).
+    /// temporary file beside `dest` (`.graph-ascend-<host>.<pid>.*.vis.db.tmp`; the stale ones
+    /// of killed writers are removed first, see [`crate::stale`]).
     pub fn create(dest: &Path) -> Result<BulkWriter, WriteError> {
         BulkWriter::with_page_size(dest, PAGE_SIZE)
     }
@@ -107,10 +108,7 @@ impl BulkWriter {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."))
             .to_path_buf();
-        let (handle, temp) = tempfile::Builder::new()
-            .prefix(".graph-ascend-")
-            .suffix(".vis.db.tmp")
-            .tempfile_in(&dir)
+        let (handle, temp) = crate::stale::vis_db_temp_in(&dir)
             .map_err(|source| WriteError::Temp { dir, source })?
             .into_parts();
         let geo = Geometry { page_size };

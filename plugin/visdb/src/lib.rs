@@ -8,12 +8,15 @@
 //! - [`synthetic`]: generated files of any size, for benchmarks.
 //! - [`files`]: finished files put in place whole, new outputs never over an existing file.
 //! - [`json`]: JSON text as Python writes it (bare `NaN`, `Infinity`), read.
+//! - [`stale`]: temporary names tagged with host and process, and the cleaning of a killed
+//!   process's leftovers.
 
 pub mod bulk;
 pub mod diff;
 pub mod files;
 pub mod json;
 pub mod schema;
+pub mod stale;
 pub mod store;
 pub mod synthetic;
 pub mod writer;

@@ -102,10 +102,7 @@ impl VisDbWriter {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."))
             .to_path_buf();
-        let temp = tempfile::Builder::new()
-            .prefix(".graph-ascend-")
-            .suffix(".vis.db.tmp")
-            .tempfile_in(&dir)
+        let temp = crate::stale::vis_db_temp_in(&dir)
             .map_err(|source| WriteError::Temp {
                 dir: dir.clone(),
                 source,

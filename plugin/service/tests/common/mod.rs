@@ -199,3 +199,22 @@ pub fn slots_json(slots: Vec<pb::TensorSlot>) -> Value {
             .collect(),
     )
 }
+
+/// A gRPC client of a sidecar listening on the Unix socket `path`.
+pub async fn connect(
+    path: &Path,
+) -> pb::graph_ascend_client::GraphAscendClient<tonic::transport::Channel> {
+    let path = path.to_path_buf();
+    let channel = tonic::transport::Endpoint::try_from("http://localhost")
+        .expect("endpoint")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let p = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(p).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .expect("connect");
+    pb::graph_ascend_client::GraphAscendClient::new(channel)
+}

@@ -1,0 +1,60 @@
+//! One entry point per dump reader, taking a file's raw bytes: what the fuzz targets in `fuzz/`
+//! run, and what `tests/fuzz_corpus.rs` replays their corpora and crash cases through on stable
+//! Rust. Each reads its input the way the converter does; an error is a fine answer, a panic,
+//! an abort or a hang is a bug.
+
+use std::path::Path;
+
+use crate::{Construct, DumpFile, StackMap};
+
+/// `dump.json`: the fast reader (each entry parsed as the graph builder does), then the
+/// `serde_json` reader it falls back to.
+pub fn dump_json(bytes: &[u8]) {
+    let _ = crate::fastjson::read_dump(bytes, &mut |name, entry| {
+        let _ = crate::parse_op_fast(name, entry);
+        let _ = crate::parse_op_packed(name, entry);
+    });
+    if let Ok(value) = crate::json::parse_python_json(bytes) {
+        if let Ok(dump) = DumpFile::from_value(Path::new("dump.json"), value) {
+            for (name, entry) in &dump.data {
+                let _ = crate::parse_op(name, entry);
+            }
+        }
+    }
+}
+
+/// `construct.json`.
+pub fn construct_json(bytes: &[u8]) {
+    if let Ok(value) = crate::json::parse_python_json(bytes) {
+        let _ = Construct::from_value(Path::new("construct.json"), value);
+    }
+}
+
+/// `stack.json`.
+pub fn stack_json(bytes: &[u8]) {
+    if let Ok(value) = crate::json::parse_python_json(bytes) {
+        let _ = StackMap::from_value(Path::new("stack.json"), value);
+    }
+}
+
+/// A MindSpore `.npy` tensor.
+pub fn npy(bytes: &[u8]) {
+    let _ = crate::tensor::Tensor::parse(Path::new("tensor.npy"), bytes);
+}
+
+/// A PyTorch `.pt` tensor.
+pub fn pt(bytes: &[u8]) {
+    let _ = crate::tensor::Tensor::parse(Path::new("tensor.pt"), bytes);
+}
+
+/// A reader's entry point: a file's bytes in, nothing out (any answer is fine, a panic is not).
+pub type Reader = fn(&[u8]);
+
+/// The entry point of each fuzz target, by the target's name (its corpus folder's name).
+pub const TARGETS: [(&str, Reader); 5] = [
+    ("dump_json", dump_json),
+    ("construct_json", construct_json),
+    ("stack_json", stack_json),
+    ("npy", npy),
+    ("pt", pt),
+];
