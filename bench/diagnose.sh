@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Diagnosis benchmark (not a test): the time of the rules after load, and of the load itself.
 #
-# 1. The real 48-layer pair (shared/fixtures/big, when present), converted to a compare .vis.db
+# 1. The real 48-layer pair (BIG_DIR, by default ../shared/fixtures/big beside the repository, when present), converted to a compare .vis.db
 #    with `graph-ascend convert`: target under 50 ms.
 # 2. A synthetic compare of about BENCH_DIAG_NODES nodes a side (default 1,000,000) from
 #    `graph-ascend gen-visdb`: target under 1 s after load.
@@ -11,9 +11,11 @@
 #
 # Env: GA (binary, default target/release/graph-ascend), BIG_DIR, BENCH_DIAG_NODES, BENCH_TMP, RUNS.
 set -euo pipefail
+# Paths given relative to the caller's folder stay valid after the cd below.
+[ -n "${BIG_DIR:-}" ] && BIG_DIR=$(realpath -m -- "$BIG_DIR")
 cd "$(dirname "$0")/.."
 GA=${GA:-target/release/graph-ascend}
-BIG_DIR=${BIG_DIR:-/work/shared/fixtures/big}
+BIG_DIR=${BIG_DIR:-$(realpath -m -- ../shared/fixtures/big)}
 NODES=${BENCH_DIAG_NODES:-1000000}
 RUNS=${RUNS:-5}
 TMP=${BENCH_TMP:-$(mktemp -d)}
