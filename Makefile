@@ -109,7 +109,8 @@ test-wheel: venv
 	$(VPY) -m pytest tests/wheel -q
 
 test-shim: venv
-	$(VENV)/bin/ruff check python_shim tests/shim tests/differential
+	$(VENV)/bin/ruff check python_shim tests/shim
+	$(VENV)/bin/ruff check --config tests/shim/ruff.toml tests/differential
 	GRAPH_ASCEND_BINARY=$(BIN) $(VPY) -m pytest tests/shim -q
 
 test-e2e: venv
