@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 use foldhash::HashMap;
+use graph_ascend_dump::{STATISTICS_METRIC_COLUMNS, TENSOR_METRIC_COLUMNS};
 use graph_ascend_visdb::store::{GraphKey, Side};
 use serde_json::{Map, Value};
 
@@ -62,32 +63,16 @@ const RESULT: [(&str, From); 3] = [
 /// The mode's columns after `BASIC_INFO`.
 fn mode_columns(mode: Mode) -> Vec<(&'static str, From)> {
     let mut cols: Vec<(&'static str, From)> = match mode {
-        Mode::Statistics => [
-            "Max diff",
-            "Min diff",
-            "Mean diff",
-            "L2norm diff",
-            "MaxRelativeErr",
-            "MinRelativeErr",
-            "MeanRelativeErr",
-            "NormRelativeErr",
-        ]
-        .into_iter()
-        .map(|c| (c, From::Npu(c)))
-        .chain(SUMMARY_STATS)
-        .collect(),
-        Mode::Tensor => [
-            "Cosine",
-            "EucDist",
-            "MaxAbsErr",
-            "MaxRelativeErr",
-            "One Thousandth Err Ratio",
-            "Five Thousandths Err Ratio",
-        ]
-        .into_iter()
-        .map(|c| (c, From::Npu(c)))
-        .chain(SUMMARY_STATS)
-        .collect(),
+        Mode::Statistics => STATISTICS_METRIC_COLUMNS
+            .into_iter()
+            .map(|c| (c, From::Npu(c)))
+            .chain(SUMMARY_STATS)
+            .collect(),
+        Mode::Tensor => TENSOR_METRIC_COLUMNS
+            .into_iter()
+            .map(|c| (c, From::Npu(c)))
+            .chain(SUMMARY_STATS)
+            .collect(),
         Mode::Md5 => vec![
             ("NPU MD5", From::Npu("md5")),
             ("BENCH MD5", From::Bench("md5")),

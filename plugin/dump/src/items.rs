@@ -38,6 +38,30 @@ pub const COMPARE_COLUMNS: [&str; 17] = [
     "Accuracy Reached or Not",
 ];
 
+/// The metric columns of statistics mode, in msprobe's compare-table order (a subset of
+/// [`COMPARE_COLUMNS`]).
+pub const STATISTICS_METRIC_COLUMNS: [&str; 8] = [
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+];
+
+/// The metric columns of tensor mode, in msprobe's compare-table order (a subset of
+/// [`COMPARE_COLUMNS`]).
+pub const TENSOR_METRIC_COLUMNS: [&str; 6] = [
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+];
+
 /// The field names that occur in dumps, before and after [`COMPARE_COLUMNS`] in
 /// [`KNOWN_FIELDS`].
 const DUMP_FIELDS: [&str; 18] = [
@@ -503,5 +527,20 @@ mod tests {
         let d = parse_op("Module.fc.Linear.parameters_grad.0", &entry);
         assert_eq!(d.input[0].0, "Module.fc.Linear.parameters_grad.0.bias");
         assert!(d.output.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod metric_column_tests {
+    use super::*;
+
+    #[test]
+    fn per_mode_metric_columns_are_compare_columns() {
+        for c in STATISTICS_METRIC_COLUMNS
+            .iter()
+            .chain(&TENSOR_METRIC_COLUMNS)
+        {
+            assert!(COMPARE_COLUMNS.contains(c), "{c} is not a compare column");
+        }
     }
 }

@@ -14,7 +14,7 @@
 //! the parity tests pin the sequential sums. The unused `ndarray` entry was removed from the
 //! workspace's dependencies.
 
-use graph_ascend_dump::{FieldName, PyVal};
+use graph_ascend_dump::{FieldName, PyVal, TENSOR_METRIC_COLUMNS as TENSOR_COLUMNS};
 
 use super::Row;
 use crate::ConvertError;
@@ -215,15 +215,6 @@ pub fn err_ratio(a: &[f64], b: &[f64], eps: f64, threshold: f64) -> Metric {
         .count();
     Metric::Value(format_value(n as f64 / a.len() as f64))
 }
-
-const TENSOR_COLUMNS: [&str; 6] = [
-    "Cosine",
-    "EucDist",
-    "MaxAbsErr",
-    "MaxRelativeErr",
-    "One Thousandth Err Ratio",
-    "Five Thousandths Err Ratio",
-];
 
 /// All six metrics of two flattened tensors, with msprobe's validation of shapes and inf/nan.
 pub fn tensor_metrics(
