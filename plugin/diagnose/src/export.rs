@@ -64,7 +64,8 @@ const RESULT: [(&str, From); 3] = [
 fn mode_columns(mode: Mode) -> Vec<(&'static str, From)> {
     let mut cols: Vec<(&'static str, From)> = match mode {
         Mode::Statistics => STATISTICS_METRIC_COLUMNS
-            .into_iter()
+            .iter()
+            .copied()
             .map(|c| (c, From::Npu(c)))
             .chain(SUMMARY_STATS)
             .collect(),
