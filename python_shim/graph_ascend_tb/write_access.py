@@ -6,7 +6,8 @@ browser could POST to ``localhost:6006``. Reads stay open, as TensorBoard's are;
 when all of these hold:
 
 - it comes from the loopback interface (127.0.0.0/8 or ::1): a browser on this machine, or VS Code's and
-  SSH's port forwarding, which connect locally;
+  SSH's port forwarding, which connect locally — and not through a proxy on this machine (no ``Forwarded``,
+  ``X-Forwarded-For``, ``X-Forwarded-Host`` or ``X-Real-IP`` header), which would relay other machines;
 - its ``Host`` names a loopback host (``localhost``, ``127.x.y.z``, ``[::1]``, any port): a page of another
   site whose name resolves to 127.0.0.1 (DNS rebinding) sends its own name;
 - its ``Origin``, when present (browsers send one on every POST), is the origin ``Host`` names: a page of
@@ -33,6 +34,8 @@ HOW_TO_ALLOW = (
     f"{ALLOW_ENV}=1 or --{ALLOW_FLAG}"
 )
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# Headers a reverse proxy adds: a request carrying one was relayed, whatever its peer address.
+PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")
 
 
 def allowed_by_env() -> bool:
@@ -104,8 +107,11 @@ def write_refusal(
     origin: Optional[str],
     method: str,
     allow_remote: bool = False,
+    forwarded: Optional[str] = None,
 ) -> Optional[str]:
-    """Why a write request is refused (a sentence for the user), or None when it is accepted."""
+    """Why a write request is refused (a sentence for the user), or None when it is accepted.
+
+    ``forwarded`` is the first proxy header of the request ("X-Forwarded-For: 10.0.0.7"), if any."""
     if method != "POST":
         return f"changes are made with POST requests only (this was a {method})"
     if allow_remote:
@@ -115,6 +121,11 @@ def write_refusal(
             f"this TensorBoard accepts changes only from its own machine, and this request came from "
             f"{remote_addr or 'an unknown address'}; view from there, or through VS Code or SSH port "
             f"forwarding (ssh -L 6006:localhost:6006), or {HOW_TO_ALLOW}"
+        )
+    if forwarded:
+        return (
+            f"this TensorBoard accepts changes only from its own machine, and this request was relayed by a "
+            f"proxy ({forwarded}); {HOW_TO_ALLOW}"
         )
     if not loopback_host(host):
         return (
@@ -137,4 +148,14 @@ def environ_refusal(environ, allow_remote: bool, method: Optional[str] = None) -
         environ.get("HTTP_ORIGIN"),
         method or environ.get("REQUEST_METHOD", "GET"),
         allow_remote,
+        proxy_header(environ),
     )
+
+
+def proxy_header(environ) -> Optional[str]:
+    """The first of ``PROXY_HEADERS`` a WSGI request carries, as ``"Name: value"``, or None."""
+    for name in PROXY_HEADERS:
+        value = environ.get("HTTP_" + name.upper().replace("-", "_"))
+        if value is not None:
+            return f"{name}: {value[:200]}"
+    return None

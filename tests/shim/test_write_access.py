@@ -101,10 +101,13 @@ def test_write_refusal_decides_on_address_host_origin_and_method():
     cross_site = write_refusal(**{**local, "origin": "http://evil.example"})
     assert "evil.example" in cross_site and write_access.ALLOW_ENV in cross_site
     assert "POST" in write_refusal(**{**local, "method": "GET"})
+    relayed = write_refusal(**local, forwarded="X-Forwarded-For: 10.0.0.7")
+    assert "proxy" in relayed and "10.0.0.7" in relayed and write_access.ALLOW_ENV in relayed
 
     # The opt-in lifts the origin rules, never the POST rule.
     assert write_refusal(**{**local, "remote_addr": "10.1.2.3", "host": "graphs.corp:443"}, allow_remote=True) is None
     assert write_refusal(**{**local, "method": "GET"}, allow_remote=True) is not None
+    assert write_refusal(**local, forwarded="X-Real-IP: 10.0.0.7", allow_remote=True) is None
 
 
 def test_write_routes_are_marked_in_the_api_descriptor(descriptor_file):
@@ -160,6 +163,8 @@ def test_foreign_host_and_origin_are_refused_through_tensorboard(one_case_logdir
     _assert_refused(tb.plugin("deleteMatchNodes", body, headers=foreign_host), 403, "evil.example")
     _assert_refused(tb.plugin("deleteMatchNodes", body, headers={"Origin": "http://evil.example"}), 403, "evil.example")
     _assert_refused(tb.plugin("convertToGraph", {"npu_path": "x"}, headers={"Origin": "null"}), 403)
+    relayed = {"X-Forwarded-For": "10.0.0.7", "Origin": own}  # a proxy on this machine relaying another one
+    _assert_refused(tb.plugin("deleteMatchNodes", body, headers=relayed), 403, "proxy", "10.0.0.7")
     query = {"npuNodeName": LEAF, "benchNodeName": LEAF}
     _assert_refused(tb.plugin("deleteMatchNodes", params=query), 405, "POST")
     assert _still_matched(tb, run, tag), "a refused edit changed the file"
