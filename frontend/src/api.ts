@@ -5,6 +5,7 @@
  * plain `{success: false, error}` the page can show (HTTP errors, a backend that is down, bad JSON).
  */
 import type { MetaData } from './types';
+import { noteWriteState, WRITE_STATE_HEADER } from './writeAccess';
 
 const CLIENT_KEY = 'graph-ascend-client-id';
 
@@ -122,6 +123,7 @@ async function send<T>(route: string, init: RequestInit, timeoutMs = 180_000): P
     const headers = new Headers(init.headers);
     headers.set('X-Graph-Ascend-Client', clientId());
     const res = await transport(route, { ...init, headers, signal: ctrl.signal });
+    noteWriteState(res.headers.get(WRITE_STATE_HEADER));
     const text = await res.text();
     let body: unknown = undefined;
     if (text.length) {

@@ -8,6 +8,7 @@ import { followSse, get, post, tidyError } from './api';
 import { clear, h, option } from './dom';
 import { t, type Key } from './i18n';
 import type { ConvertCandidates, ConvertProgress } from './types';
+import { guardWrite, writesAllowed } from './writeAccess';
 
 interface Host {
   toast(text: string, kind?: 'info' | 'error' | 'success'): void;
@@ -130,10 +131,11 @@ export class ConvertPage {
       p.output_path = out.value;
       preview.textContent = t('resultName', { file: resultName(p.output_path, Boolean(p.bench_path)) });
     } } });
-    const start = h('button.primary', { testid: 'startConversionButton', on: { click: () => void this.start() } }, t('button_start_conversion'));
+    const start = guardWrite(h('button.primary', { testid: 'startConversionButton', on: { click: () => void this.start() } }, t('button_start_conversion')));
     return h('div.convert-form', { testid: 'conversionForm' }, h('h2', null, t('convertTitle')),
       h('p.help', null, h('a', { href: DOCS_URL, target: '_blank', rel: 'noopener noreferrer', testid: 'conversionDocsLink' }, t('docsLink'))),
       this.error ? h('div.error-box', { testid: 'conversionLoadError' }, this.error) : null,
+      writesAllowed() ? null : h('p.help.read-only', { testid: 'conversionReadOnly' }, t('readOnly.note')),
       field(`${t('label_npu_path')} *`, sel('npuPathSelect', this.cands.dirs, p.npu_path, false, (v) => { p.npu_path = v; }), 'help.npuPath', 'npuPathHelp'),
       field(t('label_bench_path'), sel('benchPathSelect', this.cands.dirs, p.bench_path, true, (v) => {
         const wasDefault = /^(build|compare)_\d+$/.test(p.output_path);
@@ -218,7 +220,7 @@ export class ConvertPage {
       h('div', { testid: 'conversionPercent' }, `${pct}%`),
       h('table.summary', null, row(t('label_npu_path'), p.npu_path), row(t('label_bench_path'), p.bench_path), row(t('label_output_path'), p.output_path),
         row(t('label_layer_mapping'), p.layer_mapping), row(t('checkbox_overflow_check'), String(p.overflow_check)), row(t('checkbox_fuzzy_match'), String(p.fuzzy_match))),
-      h('div.actions', null, h('button', { testid: 'cancelConversionButton', on: { click: () => void this.cancel() } }, t('cancel_conversion'))));
+      h('div.actions', null, guardWrite(h('button', { testid: 'cancelConversionButton', on: { click: () => void this.cancel() } }, t('cancel_conversion')))));
   }
 
   private async cancel(): Promise<void> {
@@ -239,7 +241,7 @@ export class ConvertPage {
     const pre = h('pre.error-log', { testid: 'conversionErrorLog' }, log);
     return h('div.convert-result.failure', { testid: 'conversionResult' }, h('h2', null, st === 'cancelled' ? t('cancelled') : `✖ ${t('build_failure')}`),
       h('h4', null, t('errorLog'), h('button.copy', { on: { click: () => void navigator.clipboard?.writeText(log) } }, t('copy'))), pre,
-      h('div.actions', null, h('button.primary', { testid: 'rebuildButton', on: { click: () => void this.start() } }, t('rebuild')), back));
+      h('div.actions', null, guardWrite(h('button.primary', { testid: 'rebuildButton', on: { click: () => void this.start() } }, t('rebuild'))), back));
   }
 }
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { normalize, parseLooseJson, parseSse, post, setTransport, tidyError } from '../src/api';
 import { convertBody, defaultOutput } from '../src/convert';
 import { missingKeys, setLang, t } from '../src/i18n';
+import { writesAllowed } from '../src/writeAccess';
 
 describe('answers', () => {
   it('accepts bare NaN and Infinity tokens but not inside strings', () => {
@@ -69,5 +70,28 @@ describe('i18n', () => {
     expect(t('nodeList', { count: 3 })).toBe('节点列表（3）');
     setLang('en');
     expect(t('nodeList', { count: 3 })).toBe('Node list (3)');
+  });
+});
+
+describe('write access', () => {
+  it('follows the X-Graph-Ascend-Writes header of every answer', async () => {
+    let state: string | null = 'refused';
+    setTransport(async () => new Response('{"success": true}', { status: 200, headers: state ? { 'X-Graph-Ascend-Writes': state } : {} }));
+    expect(writesAllowed()).toBe(true);
+    await post('load_meta_dir');
+    expect(writesAllowed()).toBe(false);
+    state = null; // an answer without the header (an older plugin, a proxy) changes nothing
+    await post('load_meta_dir');
+    expect(writesAllowed()).toBe(false);
+    state = 'allowed';
+    await post('load_meta_dir');
+    expect(writesAllowed()).toBe(true);
+  });
+  it('explains the read-only state in both languages', () => {
+    for (const l of ['en', 'zh'] as const) {
+      setLang(l);
+      expect(t('readOnly.tooltip')).toContain('GRAPH_ASCEND_ALLOW_REMOTE_WRITES');
+    }
+    setLang('en');
   });
 });

@@ -111,6 +111,18 @@ def _fix_instance_map(context, renamed) -> None:
 class GraphAscendLoader(base_plugin.TBLoader):
     """Loads the GRAPH_ASCEND plugin; never raises into TensorBoard."""
 
+    def define_flags(self, parser):
+        from .write_access import ALLOW_ENV, ALLOW_FLAG
+
+        parser.add_argument(
+            f"--{ALLOW_FLAG}",
+            action="store_true",
+            help=(
+                "GRAPH_ASCEND: accept conversions and matching edits from other machines too (by default only "
+                f"from this machine's own page; same as {ALLOW_ENV}=1). For teams behind a proxy they trust."
+            ),
+        )
+
     def load(self, context):
         renamed = []
         try:

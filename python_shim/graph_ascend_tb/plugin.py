@@ -10,7 +10,10 @@ definition of it), and is passed through, gzip when the browser accepts it. Serv
 
 Errors keep one shape, ``{"success": false, "error": "..."}``: 503 when the sidecar cannot be reached
 (a broken connection is retried once on a fresh sidecar), 500 for other gRPC statuses, 400 for a request
-that does not fit, 404 for an unknown name. Nothing here raises into TensorBoard.
+that does not fit, 404 for an unknown name, 403 for a change this request may not make (``write_access``:
+routes whose RPC is marked ``write``; every API answer carries the request's write state in a header).
+A write is never retried after the sidecar went away mid-call (it may have been applied): the answer
+says so instead. Nothing here raises into TensorBoard.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import grpc
 from tensorboard.plugins import base_plugin
 from werkzeug.wrappers import Request, Response
 
-from . import static_files
+from . import static_files, write_access
 from .jsonmap import RequestDecoder, RequestError
 from .schema import Route, Schema, SchemaError
 from .sidecar import Sidecar, SidecarError, find_binary
@@ -122,6 +125,10 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         self._decoder: Optional[RequestDecoder] = None
         self._schema_lock = threading.Lock()
         self._callables: tuple = (None, None)
+        flags = getattr(context, "flags", None)
+        self.allow_remote_writes = write_access.allowed_by_env() or bool(
+            getattr(flags, write_access.ALLOW_FLAG, False)
+        )
 
     # TBPlugin --------------------------------------------------------------------------------------
 
@@ -145,6 +152,9 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         except Exception as exc:  # a bug here must not take TensorBoard's request thread down silently
             logger.exception("graph_ascend: %s %s failed", request.method, request.path)
             response = error_response(500, f"internal error in the graph_ascend plugin: {exc}")
+        # What a POST from this page would be told, so that it can show its read-only state.
+        refused = write_access.environ_refusal(environ, self.allow_remote_writes, method="POST")
+        response.headers[write_access.STATE_HEADER] = "refused" if refused else "allowed"
         return response(environ, start_response)
 
     def route_name(self, path: str) -> Optional[str]:
@@ -166,6 +176,11 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         route = schema.routes.get(name)
         if route is None:
             raise ShimError(404, f"unknown graph_ascend route: {name!r}")
+        if route.write:
+            refusal = write_access.environ_refusal(request.environ, self.allow_remote_writes)
+            if refusal is not None:
+                status = 405 if request.method != "POST" else 403
+                raise ShimError(status, f"{route.name}: {refusal}", "READ_ONLY")
         message = self._request_message(request, route, decoder)
         call = schema.json_call_class(method=route.rpc, request=message.SerializeToString())
         if route.server_streaming:
@@ -219,9 +234,13 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             raise ShimError(503, str(exc), "UNAVAILABLE") from exc
 
     def _retry_unavailable(self, exc: grpc.RpcError, attempt: int, route: Route) -> bool:
-        """On a first UNAVAILABLE, True to retry once: after a restart if the sidecar is dead or its
-        socket does not answer, else on the same channel (a dropped connection that has recovered).
-        The sidecar itself never answers UNAVAILABLE, so the code always means the transport."""
+        """On a first UNAVAILABLE, True to retry a read once: after a restart if the sidecar is dead or
+        its socket does not answer, else on the same channel (a dropped connection that has recovered).
+        The sidecar itself never answers UNAVAILABLE, so the code always means the transport.
+
+        A write is never repeated: the sidecar may have applied it before it went away (an edit is
+        committed before it is answered), and a second try would apply it twice or report a change that
+        was made as failed. The sidecar is still restarted, and the answer says the outcome is unknown."""
         if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt > 0:
             return False
         if self.sidecar.connection_broken():
@@ -229,6 +248,8 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                 self.sidecar.restart(f"{route.name}: {exc.details()}")
             except SidecarError as err:
                 raise ShimError(503, str(err), "UNAVAILABLE") from err
+        if route.write:
+            raise ShimError(503, unknown_outcome(route, exc.details() or ""), "UNAVAILABLE")
         return True
 
     def _call_json(self, channel: grpc.Channel, schema: Schema):
@@ -285,6 +306,14 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
 
 def _serialize(message) -> bytes:
     return message.SerializeToString()
+
+
+def unknown_outcome(route: Route, details: str) -> str:
+    return (
+        f"{route.name}: the graph-ascend sidecar stopped before answering ({details}), so this change may or may "
+        "not have been applied; it was not sent again, so that it cannot be applied twice. Reload the graph to "
+        "see the current state before trying again."
+    )
 
 
 def rpc_error(route: Route, exc) -> ShimError:

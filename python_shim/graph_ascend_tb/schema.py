@@ -44,6 +44,8 @@ class Route:
     request_class: type
     server_streaming: bool
     sse: bool
+    # The RPC changes what other users see: accepted only as ``write_access`` allows.
+    write: bool = False
 
 
 def _read_varint(buf: bytes, pos: int) -> Tuple[int, int]:
@@ -180,6 +182,7 @@ class Schema:
                             request_class=request_class,
                             server_streaming=bool(method.server_streaming),
                             sse=bool(http.sse),
+                            write=bool(http.write),
                         )
         if not service_found:
             raise SchemaError(f"{self.source}: no service {SERVICE}")

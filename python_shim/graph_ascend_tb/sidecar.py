@@ -8,13 +8,19 @@ life, so the sidecar dies with TensorBoard, even on SIGKILL (the kernel closes t
 Start-up is lazy (first request, on a request thread), never on TensorBoard's main thread, and a failure
 is remembered as a message for the browser rather than raised into TensorBoard. A dead sidecar is
 noticed on the next request and started again.
+
+Over the loopback TCP fallback (``GRAPH_ASCEND_TRANSPORT=tcp``), which every local user can reach, each
+launch gets a fresh random token: handed to the sidecar in its environment (never its command line, which
+``ps`` shows to everyone) and sent as gRPC metadata on every call; the sidecar refuses calls without it.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -34,6 +40,9 @@ BINARY_ENV = "GRAPH_ASCEND_BINARY"
 EXTRA_FLAGS_ENV = "GRAPH_ASCEND_SERVE_FLAGS"
 TRANSPORT_ENV = "GRAPH_ASCEND_TRANSPORT"  # "unix" (default) or "tcp"
 START_TIMEOUT_ENV = "GRAPH_ASCEND_START_TIMEOUT"
+# The per-launch token over TCP: the variable the sidecar reads it from, the metadata key it checks.
+TOKEN_ENV = "GRAPH_ASCEND_SIDECAR_TOKEN"
+TOKEN_METADATA = "x-graph-ascend-token"
 BINARY_NAME = "graph-ascend"
 
 # Generous limits: a whole node list or a big hierarchy can be one message.
@@ -120,6 +129,41 @@ def _target_from_ready(text: str) -> str:
     if text.isdigit():
         return f"127.0.0.1:{text}"
     return text  # host:port
+
+
+_CALL_FIELDS = ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+
+
+class _CallDetails(collections.namedtuple("_CallDetails", _CALL_FIELDS), grpc.ClientCallDetails):
+    pass
+
+
+class TokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds the per-launch token to every call's metadata."""
+
+    def __init__(self, token: str):
+        self._pair = (TOKEN_METADATA, token)
+
+    def _details(self, details):
+        metadata = [*(details.metadata or ()), self._pair]
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_unary_stream(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+
+def uses_tcp() -> bool:
+    return os.environ.get(TRANSPORT_ENV, "unix" if os.name == "posix" else "tcp") == "tcp"
 
 
 class Sidecar:
@@ -209,7 +253,7 @@ class Sidecar:
             error,
             "--die-after-stdin",
         ]
-        if os.environ.get(TRANSPORT_ENV, "unix" if os.name == "posix" else "tcp") == "tcp":
+        if uses_tcp():
             cmd += ["--tcp-port", "0"]
         extra = os.environ.get(EXTRA_FLAGS_ENV)
         if extra:
@@ -225,8 +269,14 @@ class Sidecar:
         error = os.path.join(self._tmpdir, "startup_error")
         cmd = self._command(binary, ready, error)
         logger.info("starting the graph-ascend sidecar: %s", " ".join(shlex.quote(c) for c in cmd))
+        env = dict(os.environ)
+        env.pop(TOKEN_ENV, None)
+        token = None
+        if uses_tcp():
+            token = secrets.token_urlsafe(32)
+            env[TOKEN_ENV] = token
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, close_fds=True)
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, close_fds=True, env=env)
         except OSError as exc:
             raise SidecarError(f"cannot run {binary}: {exc}") from exc
         self._proc = proc
@@ -256,6 +306,8 @@ class Sidecar:
         except grpc.FutureTimeoutError:
             channel.close()
             raise SidecarError(f"the graph-ascend sidecar is not answering at {target}") from None
+        if token is not None:
+            channel = grpc.intercept_channel(channel, TokenInterceptor(token))
         self._channel = channel
         self._target = target
         self._last_error = None

@@ -53,10 +53,10 @@ export function freePort() {
   });
 }
 
-/** Start TensorBoard on a free port; resolves when the plugin answers. */
-export async function startTensorBoard(logdir, { pathPrefix = '', env: extraEnv = {} } = {}) {
+/** Start TensorBoard on a free port (bound to `host`); resolves when the plugin answers on loopback. */
+export async function startTensorBoard(logdir, { pathPrefix = '', env: extraEnv = {}, host = '127.0.0.1' } = {}) {
   const port = await freePort();
-  const args = ['-m', 'tensorboard.main', '--logdir', logdir, '--port', String(port), '--host', '127.0.0.1'];
+  const args = ['-m', 'tensorboard.main', '--logdir', logdir, '--port', String(port), '--host', host];
   if (pathPrefix) args.push('--path_prefix', pathPrefix);
   const env = { ...process.env };
   const built = path.join(repo, 'target/release/graph-ascend');
@@ -136,7 +136,7 @@ export async function until(frame, fn, arg, timeout = 15_000) {
 /**
  * One TensorBoard over a fresh logdir and one browser for a `describe` block: registers its
  * before/after hooks and returns the object they fill ({ logdir, tb, browser }). `tbOptions` go to
- * `startTensorBoard` (`pathPrefix`, `env`).
+ * `startTensorBoard` (`pathPrefix`, `env`, `host`).
  */
 export function sharedStack(before, after, makeDir, tbOptions = {}) {
   const stack = { logdir: null, tb: null, browser: null };

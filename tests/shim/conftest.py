@@ -75,6 +75,18 @@ def decompress_case(case: str, run_dir: Path) -> Path:
     return dest
 
 
+COMPARE_CASE = "compare_tf_stats"  # a compare file: both sides, precision colours, matches to edit
+MATCHED_LEAF = "Functional.linear.10.forward"  # matched with its twin in COMPARE_CASE
+
+
+@pytest.fixture
+def one_case_logdir(tmp_path):
+    """(logdir, run, tag): COMPARE_CASE's .vis.db as the only run of a fresh logdir."""
+    logdir = tmp_path / "logdir"
+    db = decompress_case(COMPARE_CASE, logdir / "run")
+    return logdir, "run", db.name[: -len(".vis.db")]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -51,3 +51,67 @@ def test_killed_sidecar_gets_a_new_channel(sidecar):
     assert sidecar.pid != first
     assert second_channel is not first_channel
     assert sidecar.starts == 2
+
+
+def test_tcp_fallback_requires_the_per_launch_token(tmp_path, binary, monkeypatch):
+    """Over loopback TCP, which every local user can reach, a call without this launch's token is refused;
+    the token is in the sidecar's environment, never on its command line (which ps shows to everyone)."""
+    import grpc
+
+    from graph_ascend_tb import sidecar as sidecar_module
+
+    monkeypatch.setenv("GRAPH_ASCEND_BINARY", str(binary))
+    monkeypatch.setenv(sidecar_module.TRANSPORT_ENV, "tcp")
+    monkeypatch.delenv(sidecar_module.TOKEN_ENV, raising=False)
+    car = Sidecar(str(tmp_path))
+    try:
+        car.channel()
+        target = car._target
+        assert target.startswith("127.0.0.1:"), target
+        with open(f"/proc/{car.pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        with open(f"/proc/{car.pid}/environ", "rb") as f:
+            token = dict(
+                item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item
+            )[sidecar_module.TOKEN_ENV.encode()]
+        assert len(token) >= 32
+        assert not any(token in arg for arg in argv), "the token is on the command line"
+        assert sidecar_module.TOKEN_ENV not in os.environ, "the shim's own environment keeps no token"
+
+        method = "/graph_ascend.v1.GraphAscend/LoadMetaDir"
+        outsider = grpc.insecure_channel(target)
+        try:
+            for metadata in (None, [(sidecar_module.TOKEN_METADATA, "x" * 43)]):
+                with pytest.raises(grpc.RpcError) as refused:
+                    outsider.unary_unary(method)(b"", timeout=30, metadata=metadata)
+                assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, refused.value
+            answer = outsider.unary_unary(method)(
+                b"", timeout=30, metadata=[(sidecar_module.TOKEN_METADATA, token.decode())]
+            )
+            assert isinstance(answer, bytes)
+        finally:
+            outsider.close()
+        # The shim's own channel sends it on every call.
+        assert car.channel().unary_unary(method)(b"", timeout=30) is not None
+    finally:
+        car.stop()
+
+
+def test_tcp_sidecar_refuses_to_start_without_a_token(tmp_path, binary):
+    import subprocess
+
+    from graph_ascend_tb.sidecar import TOKEN_ENV
+
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    proc = subprocess.run(
+        [str(binary), "serve", "--logdir", str(tmp_path), "--tcp-port", "0"],
+        stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60,
+    )
+    assert proc.returncode != 0
+    assert TOKEN_ENV.encode() in proc.stderr, proc.stderr
+    weak = subprocess.run(
+        [str(binary), "serve", "--logdir", str(tmp_path), "--tcp-port", "0"],
+        stdin=subprocess.DEVNULL, capture_output=True, env={**env, TOKEN_ENV: "short"}, timeout=60,
+    )
+    assert weak.returncode != 0
+    assert b"at least 32" in weak.stderr, weak.stderr

@@ -14,13 +14,6 @@ from conftest import decompress_case, meta_for, process_alive, wait_until
 CASE = "compare_tf_stats"  # a compare file: both sides, precision colours
 
 
-@pytest.fixture
-def one_case_logdir(tmp_path):
-    logdir = tmp_path / "logdir"
-    db = decompress_case(CASE, logdir / "run")
-    return logdir, "run", db.name[: -len(".vis.db")]
-
-
 def test_plugin_is_listed(tmp_path, tensorboard):
     tb = tensorboard(tmp_path)
     listing = tb.get("data/plugins_listing").json()

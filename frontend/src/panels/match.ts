@@ -9,6 +9,7 @@ import { t } from '../i18n';
 import { icon } from '../icons';
 import { metaKey } from '../state';
 import type { MatchedRelations, RenderNode } from '../types';
+import { guardWrite } from '../writeAccess';
 
 export class MatchPanel {
   private picked = { npuUn: '', benchUn: '', npuM: '', benchM: '', children: false, unChildren: false };
@@ -93,10 +94,10 @@ export class MatchPanel {
     if (!rel || !c) return h('div.panel-section', { testid: 'matchPanel' }, h('p.muted', null, t('loading')));
     const ms = this.picked;
     const task = c.task;
-    const cfgSel = h('select', { testid: 'configurationSelect', on: { change: () => void this.matchByConfig(cfgSel.value) } },
-      option('', t('notSelected')), ...(c.matchedConfigFiles ?? []).map((f) => option(f, f)));
+    const cfgSel = guardWrite(h('select', { testid: 'configurationSelect', on: { change: () => void this.matchByConfig(cfgSel.value) } },
+      option('', t('notSelected')), ...(c.matchedConfigFiles ?? []).map((f) => option(f, f))));
     const cfg = task === 'all' ? null : h('div.match-block', null, h('h4', null, t('configFile')), cfgSel,
-      h('button', { testid: 'configurationGenerateButton', title: `${s.meta.tag}_${s.meta.step}_${s.meta.rank}.vis.config`, on: { click: () => void this.saveRelations() } }, t('generateConfigFile')));
+      guardWrite(h('button', { testid: 'configurationGenerateButton', title: `${s.meta.tag}_${s.meta.step}_${s.meta.rank}.vis.config`, on: { click: () => void this.saveRelations() } }, t('generateConfigFile'))));
     const matchedNpu = Object.keys(rel.npuMatchNodes);
     const matchedBench = Object.keys(rel.benchMatchNodes);
     const childBox = (testid: string, prop: 'children' | 'unChildren') =>
@@ -108,7 +109,7 @@ export class MatchPanel {
         h('div.field-label', { testid: 'benchUnmatchedCount' }, t('benchUnmatched', { count: rel.benchUnMatchNodes.length })),
         this.picker('benchUnmatched', rel.benchUnMatchNodes, ms.benchUn, (v) => (ms.benchUn = v)),
         childBox('matchDesendantCheckbox', 'children'),
-        h('button.primary', { testid: 'matchButton', on: { click: () => void this.match(true) } }, t('matchNodes')),
+        guardWrite(h('button.primary', { testid: 'matchButton', on: { click: () => void this.match(true) } }, t('matchNodes'))),
         this.hint?.add ? h('p.hint', { testid: 'matchHint', role: 'status' }, t('match.pickBoth')) : null),
       h('div.match-block', null, h('h4', null, t('unmatchNodes')),
         h('div.field-label', { testid: 'debugMatchedCount' }, t('debugMatched', { count: matchedNpu.length })),
@@ -116,7 +117,7 @@ export class MatchPanel {
         h('div.field-label', { testid: 'benchMatchedCount' }, t('benchMatched', { count: matchedBench.length })),
         this.picker('benchMatched', matchedBench, ms.benchM, (v) => { ms.benchM = v; if (rel.benchMatchNodes[v]) { ms.npuM = rel.benchMatchNodes[v]; s.changed('panel'); } }),
         childBox('unmatchDesendantCheckbox', 'unChildren'),
-        h('button', { testid: 'unmatchButton', on: { click: () => void this.match(false) } }, t('unmatchNodes')),
+        guardWrite(h('button', { testid: 'unmatchButton', on: { click: () => void this.match(false) } }, t('unmatchNodes'))),
         this.hint && !this.hint.add ? h('p.hint', { testid: 'unmatchHint', role: 'status' }, t('unmatch.pickBoth')) : null));
   }
 

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use graph_ascend_service::server::{self, PrivateSocket};
+use graph_ascend_service::server::{self, PrivateSocket, TokenCheck, TOKEN_ENV};
 use graph_ascend_service::State;
 use graph_ascend_visdb::files::write_atomically;
 
@@ -12,6 +12,11 @@ use graph_ascend_visdb::files::write_atomically;
 /// private directory (0700, socket 0600), writes `<socket path>\n` to `--ready-file` once it
 /// accepts connections, writes the reason to `--error-file` and exits non-zero if it cannot start,
 /// and with `--die-after-stdin` exits when its standard input closes (TensorBoard died).
+///
+/// Over loopback TCP (`--tcp-port`, the fallback) any local user could connect, so the launcher
+/// must pass a per-launch secret in `$GRAPH_ASCEND_SIDECAR_TOKEN` (never on the command line,
+/// which `ps` shows to everyone), and every request must carry it in the `x-graph-ascend-token`
+/// metadata; others are answered UNAUTHENTICATED.
 ///
 /// Clients must send `localhost` as the HTTP/2 authority (grpcio: channel option
 /// `grpc.default_authority`): the one grpcio derives from a socket path is not a valid authority
@@ -33,7 +38,8 @@ pub struct ServeArgs {
     /// Directory in which to create the private socket directory (default: the system temp dir).
     #[arg(long)]
     pub socket_parent: Option<PathBuf>,
-    /// Serve on this loopback TCP port instead of a Unix socket (0: any free port).
+    /// Serve on this loopback TCP port instead of a Unix socket (0: any free port); needs a token
+    /// in $GRAPH_ASCEND_SIDECAR_TOKEN.
     #[arg(long)]
     pub tcp_port: Option<u16>,
     /// How many conversions may run at once.
@@ -77,6 +83,12 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if args.max_conversions == 0 {
         anyhow::bail!("--max-conversions must be at least 1");
     }
+    // Read (and taken out of the environment, so that nothing this process starts inherits it)
+    // before the runtime's threads exist.
+    let token_check = match args.tcp_port {
+        Some(_) => Some(tcp_token_check()?),
+        None => None,
+    };
     let state = Arc::new(State::with_max_conversions(
         logdir.clone(),
         args.max_conversions,
@@ -95,7 +107,8 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             let addr = listener.local_addr()?;
             announce(args, &format!("127.0.0.1:{}", addr.port()))?;
             tracing::info!("serving {} on {addr}", logdir.display());
-            server::run(listener, state, shutdown).await?;
+            let check = token_check.context("no token check for the TCP listener")?;
+            server::run_checked(listener, state, check, shutdown).await?;
         } else {
             let parent = args
                 .socket_parent
@@ -117,6 +130,18 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         tracing::info!("stopped");
         anyhow::Ok(())
     })
+}
+
+/// The per-launch token from $GRAPH_ASCEND_SIDECAR_TOKEN, removed from the environment.
+fn tcp_token_check() -> anyhow::Result<TokenCheck> {
+    let token = std::env::var(TOKEN_ENV).map_err(|_| {
+        anyhow::anyhow!(
+            "--tcp-port needs a per-launch token in ${TOKEN_ENV} (a TCP port is open to every \
+             user of this machine); the TensorBoard plugin sets one"
+        )
+    })?;
+    std::env::remove_var(TOKEN_ENV);
+    TokenCheck::require(&token).with_context(|| format!("${TOKEN_ENV}"))
 }
 
 /// Tells the launcher where to connect: `<address>\n` in the ready file, written atomically

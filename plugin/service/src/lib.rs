@@ -4,7 +4,8 @@
 //! selection → [`layout`] (the client's expanded hierarchy, laid out as msprobe lays it out) and
 //! the store's indexed queries → [`handlers`] (one function per RPC, answers in msprobe 26.2's
 //! shapes) → [`service`] (the tonic edge) → [`server`] (a private Unix socket, graceful
-//! shutdown). [`views`] keeps view state per browser client; [`graph_index`] keeps what the
+//! shutdown; over the loopback TCP fallback, a per-launch token checked before every call).
+//! [`views`] keeps view state per browser client; [`graph_index`] keeps what the
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per file.
 
 pub(crate) mod catalog;
@@ -25,7 +26,7 @@ pub(crate) mod watch;
 pub use catalog::GraphFile;
 pub use convert_jobs::STAGING_PREFIX;
 pub use layout::NodeSource;
-pub use server::{run, Listener, PrivateSocket, ServeError};
+pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenCheck};
 pub use service::GraphService;
 pub use values::{json_to_prost, prost_to_json};
 

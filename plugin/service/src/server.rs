@@ -1,5 +1,6 @@
-//! Serving: the tonic server over any stream of connections, with graceful shutdown, and the
-//! private Unix socket the Python shim connects to.
+//! Serving: the tonic server over any stream of connections, with graceful shutdown, the
+//! private Unix socket the Python shim connects to, and the per-launch token that guards the
+//! loopback TCP fallback (a TCP port, unlike the socket, is open to every local user).
 
 use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -33,6 +34,64 @@ pub enum ServeError {
     },
     #[error("gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("the access token must be at least {MIN_TOKEN_CHARS} printable ASCII characters")]
+    WeakToken,
+}
+
+/// The gRPC metadata key that carries the per-launch token over TCP.
+pub const TOKEN_METADATA: &str = "x-graph-ascend-token";
+/// The environment variable through which the launcher hands the token to `graph-ascend serve`
+/// (not the command line, which every local user can read with `ps`).
+pub const TOKEN_ENV: &str = "GRAPH_ASCEND_SIDECAR_TOKEN";
+/// Shortest token accepted (the shim sends 43 characters: 32 random bytes, base64url).
+pub const MIN_TOKEN_CHARS: usize = 32;
+
+/// Who may call: everyone who can reach the listener (the private Unix socket: only its owner),
+/// or only callers that present the per-launch token (loopback TCP). A tonic interceptor.
+#[derive(Clone, Default)]
+pub struct TokenCheck {
+    token: Option<Arc<[u8]>>,
+}
+
+impl TokenCheck {
+    /// No token: for the private Unix socket, whose folder only its owner can enter.
+    pub fn open() -> TokenCheck {
+        TokenCheck { token: None }
+    }
+
+    /// Every request must carry `token` in the [`TOKEN_METADATA`] metadata.
+    pub fn require(token: &str) -> Result<TokenCheck, ServeError> {
+        let printable = token.bytes().all(|b| b.is_ascii_graphic());
+        if token.len() < MIN_TOKEN_CHARS || !printable {
+            return Err(ServeError::WeakToken);
+        }
+        Ok(TokenCheck {
+            token: Some(Arc::from(token.as_bytes())),
+        })
+    }
+}
+
+impl tonic::service::Interceptor for TokenCheck {
+    fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let Some(expected) = &self.token else {
+            return Ok(request);
+        };
+        match request.metadata().get(TOKEN_METADATA) {
+            Some(given) if same_bytes(given.as_bytes(), expected) => Ok(request),
+            Some(_) => Err(tonic::Status::unauthenticated(format!(
+                "the {TOKEN_METADATA} metadata does not match this sidecar's token"
+            ))),
+            None => Err(tonic::Status::unauthenticated(format!(
+                "this sidecar listens on TCP: every request must carry its per-launch token in the \
+                 {TOKEN_METADATA} metadata"
+            ))),
+        }
+    }
+}
+
+/// Equality whose time does not depend on where two equally long strings differ.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Prefix of the private socket folders.
@@ -133,7 +192,8 @@ impl Listener for TcpListener {
     }
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then finishes in-flight requests.
+/// Serves the API on `listener` until `shutdown` completes, then finishes in-flight requests,
+/// to every caller that reaches the listener: for the private Unix socket.
 /// Tests start it in-process on a fresh socket.
 pub async fn run<L: Listener>(
     listener: L,
@@ -143,9 +203,23 @@ pub async fn run<L: Listener>(
 where
     <L::Connection as Connected>::ConnectInfo: Clone + Send + Sync + 'static,
 {
+    run_checked(listener, state, TokenCheck::open(), shutdown).await
+}
+
+/// [`run`], answering only the requests `check` admits (the others: UNAUTHENTICATED).
+pub async fn run_checked<L: Listener>(
+    listener: L,
+    state: Arc<State>,
+    check: TokenCheck,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError>
+where
+    <L::Connection as Connected>::ConnectInfo: Clone + Send + Sync + 'static,
+{
     let service = GraphAscendServer::new(GraphService::new(state))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let service = tonic::service::interceptor::InterceptedService::new(service, check);
     tonic::transport::Server::builder()
         .add_service(service)
         .serve_with_incoming_shutdown(listener.incoming(), shutdown)

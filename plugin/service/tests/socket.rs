@@ -98,12 +98,7 @@ async fn serves_over_a_private_unix_socket_and_shuts_down() {
     assert_eq!(last.job_id, started.job_id);
 
     drop(client);
-    stop.send(()).unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), server)
-        .await
-        .expect("server stops after shutdown")
-        .unwrap()
-        .unwrap();
+    stop_server(stop, server).await;
     drop(socket);
     assert!(!path.exists(), "socket removed on exit");
     drop(dir);
@@ -145,4 +140,94 @@ async fn binding_removes_the_socket_folders_of_killed_sidecars() {
     assert!(socket.path().starts_with(parent.path()));
     assert!(!stale.exists(), "a dead sidecar's folder is removed");
     assert!(other_host.exists() && live.exists());
+}
+
+/// The loopback TCP fallback, through a real TCP socket: a request without the per-launch token,
+/// or with a wrong one, is refused (UNAUTHENTICATED) before any handler runs; with it, it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_requires_the_per_launch_token() {
+    use graph_ascend_service::server::{run_checked, TokenCheck, TOKEN_METADATA};
+
+    let (_dir, state) = common::logdir_with("compare_tf_stats");
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let token = "k".repeat(20) + "0123456789abcdefghijklmnopqrstuv";
+    let check = TokenCheck::require(&token).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(run_checked(listener, state, check, async {
+        let _ = stopped.await;
+    }));
+    let channel = tonic::transport::Endpoint::try_from(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+
+    let with = |value: Option<&str>| {
+        let mut request = tonic::Request::new(pb::LoadMetaDirRequest::default());
+        if let Some(v) = value {
+            request
+                .metadata_mut()
+                .insert(TOKEN_METADATA, v.parse().unwrap());
+        }
+        request
+    };
+    let mut client = pb::graph_ascend_client::GraphAscendClient::new(channel.clone());
+    let missing = client.load_meta_dir(with(None)).await.unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::Unauthenticated, "{missing:?}");
+    assert!(missing.message().contains(TOKEN_METADATA), "{missing:?}");
+    let wrong = token.replace('k', "K");
+    let refused = client.load_meta_dir(with(Some(&wrong))).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    let short = client.load_meta_dir(with(Some("k"))).await.unwrap_err();
+    assert_eq!(short.code(), tonic::Code::Unauthenticated, "{short:?}");
+    // The browser's path (CallJson) is guarded the same way.
+    let call = pb::JsonCall {
+        method: "LoadMetaDir".into(),
+        request: Vec::new(),
+    };
+    let json = client
+        .call_json(tonic::Request::new(call.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(json.code(), tonic::Code::Unauthenticated, "{json:?}");
+
+    let listing = client
+        .load_meta_dir(with(Some(&token)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listing.data.len(), 1);
+    let mut call_request = tonic::Request::new(call);
+    call_request
+        .metadata_mut()
+        .insert(TOKEN_METADATA, token.parse().unwrap());
+    let answer = client.call_json(call_request).await.unwrap().into_inner();
+    assert!(String::from_utf8_lossy(&answer.json).contains("\"run\""));
+
+    stop_server(stop, server).await;
+}
+
+/// Asks a server started with `run`/`run_checked` to stop, and waits until it has.
+async fn stop_server(
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<Result<(), graph_ascend_service::ServeError>>,
+) {
+    stop.send(()).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), server)
+        .await
+        .expect("server stops after shutdown")
+        .unwrap()
+        .unwrap();
+}
+
+#[test]
+fn weak_tokens_are_refused() {
+    use graph_ascend_service::server::TokenCheck;
+    assert!(TokenCheck::require("short").is_err());
+    assert!(TokenCheck::require(&" ".repeat(40)).is_err(), "spaces");
+    assert!(TokenCheck::require(&"é".repeat(40)).is_err(), "not ASCII");
+    assert!(TokenCheck::require(&"a".repeat(32)).is_ok());
 }
