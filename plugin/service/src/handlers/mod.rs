@@ -16,11 +16,13 @@
 //! - [`matching`]: matched relations, manual matches and their configuration files;
 //! - [`colors`]: the colour legend;
 //! - [`precision_errors`]: precision recomputed from chosen error metrics;
-//! - [`conversions`]: conversions started, followed and cancelled from the page.
+//! - [`conversions`]: conversions started, followed and cancelled from the page;
+//! - [`diagnosis`]: where a compare first went wrong, and the compare as CSV (beyond msprobe).
 
 mod catalog;
 mod colors;
 mod conversions;
+mod diagnosis;
 mod finding;
 mod matching;
 mod navigation;
@@ -41,6 +43,7 @@ pub use colors::update_colors;
 pub use conversions::{
     cancel_convert, convert_to_graph, load_converted_graph_data, progress_stream,
 };
+pub use diagnosis::{diagnose, export_csv, CSV_CONTENT_TYPE};
 pub use finding::{filter_nodes, search_nodes};
 pub use matching::{
     add_match_nodes, add_match_nodes_by_config, delete_match_nodes, load_graph_matched_relations,
@@ -66,6 +69,9 @@ pub enum HandlerError {
     /// A conversion that cannot start (the text names the path or the limit).
     #[error(transparent)]
     Conversion(crate::convert_jobs::StartError),
+    /// A file that cannot be diagnosed (not a compare file, no such step); the text names it.
+    #[error("{1}")]
+    Diagnosis(Msg, graph_ascend_diagnose::DiagnoseError),
 }
 
 impl HandlerError {
@@ -76,6 +82,7 @@ impl HandlerError {
             HandlerError::Store(msg, err) => format!("{} {err}", msg.text(lang)),
             HandlerError::Colors(err) => err.to_string(),
             HandlerError::Conversion(err) => err.to_string(),
+            HandlerError::Diagnosis(msg, err) => format!("{} {err}", msg.text(lang)),
         }
     }
 }
@@ -121,7 +128,9 @@ failure!(
     pb::MatchResultResponse,
     pb::SaveMatchedRelationsResponse,
     pb::ConvertCandidatesResponse,
-    pb::ConvertStartResponse
+    pb::ConvertStartResponse,
+    pb::DiagnoseResponse,
+    pb::FileChunk
 );
 
 /// Turns a handler result into the response message, failures included: the one place where
