@@ -295,3 +295,34 @@ fn csv_errors_come_first_and_a_gone_receiver_stops_the_export() {
         "{build:?}"
     );
 }
+
+#[test]
+fn a_two_rank_file_has_verdicts_per_rank() {
+    let (_dir, state, path) = serve("compare_dist_ranks");
+    let tag = tag_of(&path);
+    let answer = browser_json(&handlers::diagnose(&state, request(&tag, 0, 1, true)));
+    assert_eq!(answer["success"], true, "{answer}");
+    assert_eq!(answer["data"]["ranks"], serde_json::json!([0, 1]));
+    assert_eq!(answer["states"]["rank"], 1);
+    // The verdicts of rank 1 name rank 1's sources (and their modules), and only those.
+    let sources = answer["data"]["sources"].as_array().expect("sources");
+    let mut expected: Vec<&str> = sources
+        .iter()
+        .filter(|s| s["rank"] == 1)
+        .flat_map(|s| {
+            std::iter::once(&s["node"]).chain(s["enclosing"].as_array().into_iter().flatten())
+        })
+        .map(|n| n.as_str().expect("name"))
+        .collect();
+    let mut verdict = names(&answer["states"]["source"]);
+    assert!(!expected.is_empty(), "{answer}");
+    expected.sort_unstable();
+    verdict.sort_unstable();
+    assert_eq!(verdict, expected);
+    let rank0 = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, true)));
+    assert_eq!(rank0["states"]["rank"], 0);
+    assert_eq!(
+        rank0["data"], answer["data"],
+        "the file's diagnosis does not depend on the view"
+    );
+}

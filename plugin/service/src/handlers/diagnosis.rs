@@ -9,7 +9,9 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::sync::Arc;
 
-use graph_ascend_diagnose::{diagnose as diagnose_file, judge, CompareFile, Diagnosis, Options};
+use graph_ascend_diagnose::{
+    diagnose as diagnose_file, diagnose_step, judge, CompareFile, Diagnosis, Options, RankData,
+};
 use graph_ascend_proto as pb;
 
 use super::{answer, select, Failure, HandlerError, Result};
@@ -47,9 +49,9 @@ fn diagnosis(state: &State, req: &pb::DiagnoseRequest) -> Result<pb::DiagnoseRes
         Ok(0) | Err(_) => DEFAULT_TOP,
         Ok(n) => n.min(MAX_TOP),
     };
-    let whole: Arc<Diagnosis> = state.diagnoses.get(&sel.file, Key::File, || {
-        diagnose_file(&open(&sel.file)?, &Options::default()).map_err(failed)
-    })?;
+    let whole: Arc<Diagnosis> = state
+        .diagnoses
+        .get(&sel.file, Key::File, || file_diagnosis(state, &sel.file))?;
     let states = if req.states {
         Some(states(state, &sel.file, &whole, sel.step, sel.rank)?)
     } else {
@@ -61,6 +63,28 @@ fn diagnosis(state: &State, req: &pb::DiagnoseRequest) -> Result<pb::DiagnoseRes
         data: Some(message(&whole, top)),
         states,
     })
+}
+
+/// The file's diagnosis. A file of one step and one rank (most) is read once for it and for the
+/// verdicts of that view, which are kept too: reading the rows is most of the time.
+fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Diagnosis> {
+    let compare = open(file)?;
+    let (steps, ranks) = (compare.steps(), compare.ranks());
+    let (&[step], &[rank]) = (&steps[..], &ranks[..]) else {
+        return diagnose_file(&compare, &Options::default()).map_err(failed);
+    };
+    let data = compare.load(step, rank).map_err(failed)?;
+    // What `diagnose` does for a file of one step and rank, on the rows read here.
+    let d = diagnose_step(
+        compare.mode(),
+        &Options::default(),
+        std::slice::from_ref(&data),
+    );
+    let v = verdicts_of(&compare, &data, &d, step, rank);
+    state.diagnoses.get(file, Key::States { step, rank }, || {
+        Ok::<_, HandlerError>(v)
+    })?;
+    Ok(d)
 }
 
 fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError {
@@ -107,6 +131,16 @@ fn verdicts(
 ) -> Result<pb::DiagnosisStates> {
     let compare = open(file)?;
     let data = compare.load(step, rank).map_err(failed)?;
+    Ok(verdicts_of(&compare, &data, of_step, step, rank))
+}
+
+fn verdicts_of(
+    compare: &CompareFile,
+    data: &RankData,
+    of_step: &Diagnosis,
+    step: i64,
+    rank: i64,
+) -> pb::DiagnosisStates {
     let source: Vec<String> = of_step
         .sources
         .iter()
@@ -130,12 +164,12 @@ fn verdicts(
                 .then(|| n.name.to_string())
         })
         .collect();
-    Ok(pb::DiagnosisStates {
+    pb::DiagnosisStates {
         step: int(step),
         rank: int(rank),
         source,
         inherited,
-    })
+    }
 }
 
 /// An i64 of the file as the API's int32 (steps and ranks are small; a huge one saturates).
