@@ -16,7 +16,7 @@ use graph_ascend_proto as pb;
 
 use super::{answer, select, Failure, HandlerError, Result};
 use crate::catalog::GraphFile;
-use crate::diagnosis_cache::Key;
+use crate::diagnosis_cache::{Key, Weight};
 use crate::messages::{Lang, Msg};
 use crate::State;
 
@@ -85,6 +85,29 @@ fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Diagnosis> {
         Ok::<_, HandlerError>(v)
     })?;
     Ok(d)
+}
+
+impl Weight for Diagnosis {
+    fn weight(&self) -> usize {
+        let names = |v: &[String]| v.iter().map(|n| n.len() + 24).sum::<usize>();
+        self.sources
+            .iter()
+            .map(|s| {
+                512 + s.node.len() + s.golden_node.len() + s.reason.len() + names(&s.enclosing)
+            })
+            .sum::<usize>()
+            + 256 * (self.first_non_finite.len() + self.peer_inheritance.len())
+    }
+}
+
+impl Weight for pb::DiagnosisStates {
+    fn weight(&self) -> usize {
+        self.source
+            .iter()
+            .chain(&self.inherited)
+            .map(|n| n.len() + 24)
+            .sum()
+    }
 }
 
 fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError {
