@@ -6,7 +6,7 @@
  */
 import { get, metaQuery, post, tidyError } from './api';
 import { CatalogWatch } from './catalogWatch';
-import { buildColorTable, nodeFill } from './colors';
+import { buildColorTable, nodeFill, type ColorMode } from './colors';
 import { diagnosisFill } from './diagnosis';
 import { openContextMenu } from './contextMenu';
 import { ConvertPage } from './convert';
@@ -494,6 +494,16 @@ export class App implements PageCtx {
     this.panes[side].setScene(scene, how);
     this.panes[side].selected = s.selected?.side === side ? s.selected.key : this.panes[side].selected;
     this.panes[side].el.dataset.nodes = String(scene.boxes.length);
+  }
+
+  setColorMode(mode: ColorMode): void {
+    const s = this.store;
+    if (s.mode === mode) return;
+    s.mode = mode;
+    s.filterValues.clear();
+    s.filterHits = [];
+    this.recolor();
+    s.changed('toolbar', 'panel');
   }
 
   recolor(): void {

@@ -248,12 +248,13 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             self._callables = (channel, call)
         return call
 
-    def _unary(self, route: Route, call, schema: Schema) -> bytes:
-        """The route's answer, as the browser's JSON."""
+    def _attempts(self, route: Route, start):
+        """``start(channel)``'s result; once more after a first UNAVAILABLE (see ``_retry_unavailable``) or a
+        channel closed by a restart on another thread."""
         for attempt in range(2):
             channel = self._channel()
             try:
-                return self._call_json(channel, schema)(call, timeout=UNARY_TIMEOUT_S).json
+                return start(channel)
             except grpc.RpcError as exc:
                 if self._retry_unavailable(exc, attempt, route):
                     continue
@@ -263,6 +264,12 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                     continue
                 raise ShimError(503, f"{route.name}: the graph-ascend sidecar restarted: {exc}", "UNAVAILABLE") from exc
         raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
+
+    def _unary(self, route: Route, call, schema: Schema) -> bytes:
+        """The route's answer, as the browser's JSON."""
+        return self._attempts(
+            route, lambda channel: self._call_json(channel, schema)(call, timeout=UNARY_TIMEOUT_S).json
+        )
 
     def _stream(self, route: Route, json_call, schema: Schema) -> Response:
         for attempt in range(2):
@@ -289,30 +296,23 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
 
     def _download(self, route: Route, message) -> Response:
         """A file: the first chunk says whether it can be had, its type and name; the rest is its bytes."""
-        for attempt in range(2):
-            channel = self._channel()
+
+        def start(channel):
+            call = channel.unary_stream(
+                f"/{SERVICE}/{route.rpc}",
+                request_serializer=_serialize,
+                response_deserializer=route.response_class.FromString,
+            )(message, timeout=UNARY_TIMEOUT_S)
             try:
-                call = channel.unary_stream(
-                    f"/{SERVICE}/{route.rpc}",
-                    request_serializer=_serialize,
-                    response_deserializer=route.response_class.FromString,
-                )(message, timeout=UNARY_TIMEOUT_S)
-                head = next(call)
+                return call, next(call)
             except StopIteration:
                 raise ShimError(500, f"{route.name}: the sidecar sent no answer") from None
-            except grpc.RpcError as exc:
-                if self._retry_unavailable(exc, attempt, route):
-                    continue
-                raise rpc_error(route, exc) from exc
-            except ValueError as exc:  # the channel was closed by a restart on another thread
-                if attempt == 0:
-                    continue
-                raise ShimError(503, f"{route.name}: the graph-ascend sidecar restarted: {exc}", "UNAVAILABLE") from exc
-            if not head.success:
-                call.cancel()
-                return error_response(200, head.error)
-            return download_response(head, _download_bytes(head, call))
-        raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
+
+        call, head = self._attempts(route, start)
+        if not head.success:
+            call.cancel()
+            return error_response(200, head.error)
+        return download_response(head, _download_bytes(head, call))
 
 
 def _download_bytes(head, call) -> Iterator[bytes]:

@@ -111,13 +111,7 @@ export class DiagnosisPanel {
   }
 
   private setMode(mode: ColorMode): void {
-    const s = this.ctx.store;
-    if (s.mode === mode) return;
-    s.mode = mode;
-    s.filterValues.clear();
-    s.filterHits = [];
-    this.ctx.recolor();
-    s.changed('toolbar', 'panel');
+    this.ctx.setColorMode(mode);
     if (mode === 'diagnosis') void this.ensure(true);
   }
 

@@ -14,7 +14,7 @@ use graph_ascend_diagnose::{
 };
 use graph_ascend_proto as pb;
 
-use super::{answer, select, Failure, HandlerError, Result};
+use super::{answer, file_of, select, Failure, HandlerError, Result};
 use crate::catalog::GraphFile;
 use crate::diagnosis_cache::{Key, Weight};
 use crate::messages::{Lang, Msg};
@@ -320,16 +320,7 @@ pub fn export_csv(
 /// The compare file of an export request, checked against its steps and ranks, and the name
 /// the download gets: `<tag>.csv`, or `<tag>_step<s>_rank<r>.csv` for one step and rank.
 fn csv_source(state: &State, req: &pb::ExportCsvRequest) -> Result<(CompareFile, String)> {
-    if req.run.is_empty() || req.tag.is_empty() {
-        return Err(HandlerError::Invalid(Msg::MetaData));
-    }
-    if !req.r#type.is_empty() && req.r#type != "db" {
-        return Err(HandlerError::Invalid(Msg::Type));
-    }
-    let file = state
-        .catalog
-        .file(&req.run, &req.tag)
-        .ok_or(HandlerError::Invalid(Msg::DbInit))?;
+    let file = file_of(state, &req.run, &req.tag, &req.r#type)?;
     let compare = open(&file)?;
     let (step, rank) = (req.step.map(i64::from), req.rank.map(i64::from));
     compare.check_selection(step, rank).map_err(failed)?;

@@ -181,16 +181,7 @@ pub(crate) fn lang_of(meta: Option<&pb::MetaData>) -> Lang {
 /// micro step must be among the file's.
 pub(crate) fn select(state: &State, meta: Option<&pb::MetaData>) -> Result<Selection> {
     let meta = meta.ok_or(HandlerError::Invalid(Msg::MetaData))?;
-    if meta.run.is_empty() || meta.tag.is_empty() {
-        return Err(HandlerError::Invalid(Msg::MetaData));
-    }
-    if !meta.r#type.is_empty() && meta.r#type != "db" {
-        return Err(HandlerError::Invalid(Msg::Type));
-    }
-    let file = state
-        .catalog
-        .file(&meta.run, &meta.tag)
-        .ok_or(HandlerError::Invalid(Msg::DbInit))?;
+    let file = file_of(state, &meta.run, &meta.tag, &meta.r#type)?;
     let selection = Selection {
         file,
         step: i64::from(meta.step.unwrap_or(0)),
@@ -209,4 +200,18 @@ pub(crate) fn select(state: &State, meta: Option<&pb::MetaData>) -> Result<Selec
         return Err(HandlerError::Invalid(Msg::MetaData));
     }
     Ok(selection)
+}
+
+/// The served file named by a request's run, tag and type (msprobe's `check_file_type`).
+pub(crate) fn file_of(state: &State, run: &str, tag: &str, kind: &str) -> Result<Arc<GraphFile>> {
+    if run.is_empty() || tag.is_empty() {
+        return Err(HandlerError::Invalid(Msg::MetaData));
+    }
+    if !kind.is_empty() && kind != "db" {
+        return Err(HandlerError::Invalid(Msg::Type));
+    }
+    state
+        .catalog
+        .file(run, tag)
+        .ok_or(HandlerError::Invalid(Msg::DbInit))
 }
