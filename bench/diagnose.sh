@@ -7,7 +7,9 @@
 #    `graph-ascend gen-visdb`: target under 1 s after load.
 #
 # Each line: nodes, load time, the rules' best wall time of RUNS and their CPU time (all threads):
-# on a shared machine the wall time includes waiting for a core.
+# on a shared machine the wall time includes waiting for a core. For each file, the sidecar's
+# `diagnosis` route too (examples/diagnosis_bench.rs: first call, cached calls, with and without the
+# node verdicts of the colour mode, and the memory it adds to the sidecar).
 #
 # Env: GA (binary, default target/release/graph-ascend), BIG_DIR, BENCH_DIAG_NODES, BENCH_TMP, RUNS.
 set -euo pipefail
@@ -22,7 +24,9 @@ TMP=${BENCH_TMP:-$(mktemp -d)}
 trap 'rm -rf "$TMP"' EXIT
 
 cargo build --release -q -p graph-ascend-diagnose --example diagnose_bench
+cargo build --release -q -p graph-ascend-service --example diagnosis_bench
 BENCH=target/release/examples/diagnose_bench
+ROUTE=target/release/examples/diagnosis_bench
 [ -x "$GA" ] || cargo build --release -q -p graph-ascend
 
 echo "== graph-ascend diagnose benchmark ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
@@ -35,9 +39,14 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
   "$GA" convert -tp "$B" -gp "$A" -o "$TMP/big_out" >/dev/null
   echo "48-layer pair (target < 50 ms):"
   "$BENCH" "$(ls "$TMP"/big_out/*.vis.db | head -1)" "$RUNS"
+  echo "48-layer pair through the sidecar's diagnosis route:"
+  "$ROUTE" "$TMP/big_out" "$RUNS"
 else
   echo "48-layer pair: $BIG_DIR/big_stats_{a,b}.tar.xz not found, skipped"
 fi
 "$GA" gen-visdb --nodes "$NODES" --out "$TMP/synthetic.vis.db" >/dev/null
 echo "synthetic compare, $NODES nodes a side (target < 1 s after load):"
 /usr/bin/time -f "  (whole run: %e s, peak %M KB)" "$BENCH" "$TMP/synthetic.vis.db" "$RUNS"
+mkdir -p "$TMP/synthetic_dir/run" && mv "$TMP/synthetic.vis.db" "$TMP/synthetic_dir/run/"
+echo "synthetic compare through the sidecar's diagnosis route:"
+"$ROUTE" "$TMP/synthetic_dir" "$RUNS"

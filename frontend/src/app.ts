@@ -6,7 +6,8 @@
  */
 import { get, metaQuery, post, tidyError } from './api';
 import { CatalogWatch } from './catalogWatch';
-import { buildColorTable, nodeFill } from './colors';
+import { buildColorTable, nodeFill, type ColorMode } from './colors';
+import { diagnosisFill } from './diagnosis';
 import { openContextMenu } from './contextMenu';
 import { ConvertPage } from './convert';
 import type { PageCtx, ToastKind, Want } from './ctx';
@@ -16,6 +17,7 @@ import { initialLang, lang, setLang, t } from './i18n';
 import { notice, toast } from './notify';
 import { GraphPane } from './pane';
 import { dataPanel } from './panels/data';
+import { DiagnosisPanel } from './panels/diagnosis';
 import { FilterPanel } from './panels/filter';
 import { MatchPanel } from './panels/match';
 import { SearchPanel } from './panels/search';
@@ -24,7 +26,7 @@ import { Scene } from './scene';
 import { renderSider } from './sider';
 import { bindSplitters } from './splitters';
 import { linkedState, reflectInAddress } from './link';
-import { matchedOf, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState, type UrlState } from './state';
+import { matchedOf, metaKey, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState, type UrlState } from './state';
 import { Store, type PageName, type Part, type PaneSide, type Tab } from './store';
 import { followTensorBoardTheme } from './theme';
 import { renderToolbar } from './toolbar';
@@ -61,6 +63,7 @@ export class App implements PageCtx {
   private readonly filterPanel: FilterPanel;
   private readonly searchPanel: SearchPanel;
   private readonly matchPanel: MatchPanel;
+  private readonly diagnosisPanel: DiagnosisPanel;
   private loadSeq = 0;
   private starting = false;
   /** Expanding the modules a link names: the address is written once, at the end. */
@@ -88,6 +91,7 @@ export class App implements PageCtx {
     this.filterPanel = new FilterPanel(this);
     this.searchPanel = new SearchPanel(this);
     this.matchPanel = new MatchPanel(this);
+    this.diagnosisPanel = new DiagnosisPanel(this);
     this.build();
     this.store.subscribe((part) => this.draw(part));
     followTensorBoardTheme(this.store, () => this.renderChrome());
@@ -187,6 +191,7 @@ export class App implements PageCtx {
     else if (s.tab === 'precision') body.append(this.filterPanel.render());
     else if (s.tab === 'search') body.append(this.searchPanel.render());
     else if (s.tab === 'match') body.append(this.matchPanel.render());
+    else if (s.tab === 'diagnosis') body.append(this.diagnosisPanel.render());
   }
 
   private applyPaneLayout(): void {
@@ -211,6 +216,7 @@ export class App implements PageCtx {
     this.store.changed('sider', 'panel');
     if (tab === 'search') void this.searchPanel.ensureNodeList();
     if (tab === 'match') void this.matchPanel.ensureRelations();
+    if (tab === 'diagnosis') void this.diagnosisPanel.ensure(this.store.mode === 'diagnosis');
   }
 
   showPage(page: PageName): void {
@@ -340,6 +346,7 @@ export class App implements PageCtx {
     s.config = cf.data;
     s.colors = buildColorTable(cf.data.colors);
     if (s.mode === 'overflow' && !cf.data.overflowCheck) s.mode = 'precision';
+    if (s.mode === 'diagnosis' && cf.data.isSingleGraph) s.mode = 'precision';
     const steps = cf.data.steps?.length ? cf.data.steps : [0];
     const ranks = cf.data.ranks?.length ? cf.data.ranks : [0];
     s.meta.step = want.step !== undefined && steps.includes(want.step) ? want.step : steps[0];
@@ -417,6 +424,7 @@ export class App implements PageCtx {
     this.saveSelection();
     s.changed('details');
     if (s.tab === 'precision' && s.filterValues.size) void this.filterPanel.run();
+    if (s.mode === 'diagnosis' || s.tab === 'diagnosis') void this.diagnosisPanel.ensure(s.mode === 'diagnosis');
   }
 
   /** The view as a link names it: file, step, rank, micro step, selection, expanded modules. */
@@ -471,6 +479,11 @@ export class App implements PageCtx {
   private fillFor(side: PaneSide): (n: RenderNode) => string {
     const s = this.store;
     const single = Boolean(s.config?.isSingleGraph);
+    if (s.mode === 'diagnosis') {
+      // The verdicts of this view only (others would colour the wrong step or rank).
+      const view = s.diagnosis?.statesKey === metaKey(s.meta) ? s.diagnosis : null;
+      return (n) => diagnosisFill(view, unprefixed(n.name), n, single ? 'Single' : side, s.colors);
+    }
     return (n) => nodeFill(n, single ? 'Single' : side, s.mode, s.colors, single);
   }
 
@@ -481,6 +494,16 @@ export class App implements PageCtx {
     this.panes[side].setScene(scene, how);
     this.panes[side].selected = s.selected?.side === side ? s.selected.key : this.panes[side].selected;
     this.panes[side].el.dataset.nodes = String(scene.boxes.length);
+  }
+
+  setColorMode(mode: ColorMode): void {
+    const s = this.store;
+    if (s.mode === mode) return;
+    s.mode = mode;
+    s.filterValues.clear();
+    s.filterHits = [];
+    this.recolor();
+    s.changed('toolbar', 'panel');
   }
 
   recolor(): void {

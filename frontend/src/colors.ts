@@ -63,7 +63,8 @@ export function precisionColor(table: ColorTable, value: unknown): string {
   return WHITE;
 }
 
-export type ColorMode = 'precision' | 'overflow';
+/** `diagnosis`: where the error is introduced (src/diagnosis.ts colours those boxes). */
+export type ColorMode = 'precision' | 'overflow' | 'diagnosis';
 
 export function nodeFill(
   node: Pick<RenderNode, 'matchedNodeLink' | 'precisionIndex' | 'overflowLevel'>,

@@ -3,6 +3,7 @@
  * cross modules (load a file, jump to a node, say something). The app implements it; modules take
  * it in their constructor, so none of them imports another panel.
  */
+import type { ColorMode } from './colors';
 import type { GraphPane } from './pane';
 import type { PageName, PaneSide, Store, Tab } from './store';
 import type { UrlState } from './state';
@@ -29,6 +30,8 @@ export interface PageCtx {
   setHierarchy(side: PaneSide, data: Record<string, RenderNode>, how?: 'fit' | 'keep'): void;
   /** The colour mode changed: paint the boxes again. */
   recolor(): void;
+  /** Colour the boxes by another mode (the filter's hits are dropped: they belong to the old one). */
+  setColorMode(mode: ColorMode): void;
   /** The view, as a shareable link names it. */
   view(): UrlState;
 }

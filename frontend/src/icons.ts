@@ -9,6 +9,7 @@ import {
   ChevronUp,
   createElement,
   Database,
+  Download,
   FileCog,
   Funnel,
   Keyboard,
@@ -22,6 +23,7 @@ import {
   PanelRightClose,
   PanelRightOpen,
   Search,
+  Stethoscope,
   Share2,
   Sun,
   X,
@@ -49,6 +51,8 @@ const ICONS = {
   up: ChevronUp,
   down: ChevronDown,
   close: X,
+  diagnosis: Stethoscope,
+  download: Download,
 } satisfies Record<string, IconNode>;
 
 export type IconName = keyof typeof ICONS;

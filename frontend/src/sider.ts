@@ -18,6 +18,7 @@ export function renderSider(el: HTMLElement, ctx: PageCtx, redrawAll: () => void
     el.append(tabBtn('precision', 'precisionSiderButton', 'filter', 'sider.precisionFiltering'));
     if (s.config && !s.config.isSingleGraph) el.append(tabBtn('match', 'matchSiderButton', 'match', 'sider.nodeMatching'));
     el.append(tabBtn('search', 'searchSiderButton', 'search', 'sider.nodeSearch'));
+    if (s.config && !s.config.isSingleGraph) el.append(tabBtn('diagnosis', 'diagnosisSiderButton', 'diagnosis', 'sider.diagnosis'));
   }
   el.append(btn('conversionSiderButton', 'convert', 'sider.dumpVisualization', () => ctx.showPage(s.page === 'convert' ? 'dashboard' : 'convert'), s.page === 'convert'));
   el.append(h('div.sider-spacer'));

@@ -6,11 +6,12 @@
  */
 import { buildColorTable, type ColorMode, type ColorTable } from './colors';
 import { lang } from './i18n';
+import type { DiagnosisView } from './diagnosis';
 import type { NameIndex } from './state';
 import type { Catalog, CatalogError, ConfigInfo, FilterHit, MatchedRelations, MetaData, NodeInfo, RenderNode, Side } from './types';
 
 export type PaneSide = 'NPU' | 'Bench';
-export type Tab = 'data' | 'precision' | 'match' | 'search' | null;
+export type Tab = 'data' | 'precision' | 'match' | 'search' | 'diagnosis' | null;
 export type PageName = 'dashboard' | 'convert';
 
 /** A part of the page that is drawn from the store: what `changed` names. */
@@ -45,6 +46,9 @@ export class Store {
   relations: { key: string; data: MatchedRelations } | null = null;
   filterHits: FilterHit[] = [];
   filterValues = new Set<string>();
+  /** The Diagnosis panel's answer for the open file (its verdicts are for `statesKey`'s view). */
+  diagnosis: DiagnosisView | null = null;
+  diagnosisError = '';
 
   detailTab: 'table' | 'info' = 'table';
   lastInfo: NodeInfo | null = null;

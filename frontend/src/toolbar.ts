@@ -3,6 +3,7 @@
  * toolbar (minimaps, synchronized expansion, bench pane, details, shortcuts, copy link, fit).
  */
 import { LEVEL_COLORS, OVERFLOW_COLORS } from './colors';
+import { DIAGNOSIS_COLORS } from './diagnosis';
 import type { PageCtx } from './ctx';
 import { clear, h } from './dom';
 import { t, type Key } from './i18n';
@@ -24,6 +25,10 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
   if (s.mode === 'overflow') {
     for (const lvl of ['medium', 'high', 'critical'] as const)
       colors.append(h('span.legend-item', null, h('span.swatch', { style: { background: OVERFLOW_COLORS[lvl] } }), t(lvl)));
+  } else if (s.mode === 'diagnosis' && !single) {
+    for (const v of ['source', 'inherited', 'fine'] as const)
+      colors.append(h('span.legend-item', null, h('span.swatch', { style: { background: DIAGNOSIS_COLORS[v] } }), t(`legend.${v}`)));
+    colors.append(h('span.legend-item', { title: s.colors.unmatchedDescription ?? '' }, h('span.swatch', { style: { background: s.colors.unmatched } }), t('unmatched')));
   } else if (!single) {
     for (const b of s.colors.buckets)
       colors.append(h('span.legend-item', { title: b.description ?? '' }, h('span.swatch', { style: { background: b.color } }), `${b.level ? t((b.level in LEVEL_COLORS ? b.level : 'pass') as Key) : ''} [${b.lo}, ${b.hi})`));

@@ -76,11 +76,22 @@ impl Options {
         )
     }
 
+    /// The RPCs with a browser route whose answer is JSON (`download` routes answer bytes, which
+    /// the shim passes on without `CallJson`).
     fn routed(&self, service: &ServiceDescriptor) -> Vec<prost_reflect::MethodDescriptor> {
         service
             .methods()
-            .filter(|m| m.options().has_extension(&self.http))
+            .filter(|m| m.options().has_extension(&self.http) && !self.download(m))
             .collect()
+    }
+
+    fn download(&self, method: &prost_reflect::MethodDescriptor) -> bool {
+        match method.options().get_extension(&self.http).as_ref() {
+            Value::Message(route) => route
+                .get_field_by_name("download")
+                .is_some_and(|v| matches!(v.as_ref(), Value::Bool(true))),
+            _ => false,
+        }
     }
 }
 

@@ -6,7 +6,9 @@ request (query string and/or JSON body; both methods accepted on every route, as
 the RPC's request message (``jsonmap``), which goes to the sidecar's ``CallJson`` with the RPC's name;
 the answer comes back as msprobe's JSON, rendered by the sidecar (``graph_ascend_proto::json``, the one
 definition of it), and is passed through, gzip when the browser accepts it. Server-streaming RPCs go to
-``StreamJson``; those marked ``sse`` become ``text/event-stream``.
+``StreamJson``; those marked ``sse`` become ``text/event-stream``. Routes marked ``download`` (a file such
+as the compare CSV) call their own RPC and pass its ``FileChunk`` bytes on as an attachment with the
+content type and file name of its first chunk; a failure there is the usual JSON error.
 
 Errors keep one shape, ``{"success": false, "error": "..."}``: 503 when the sidecar cannot be reached
 (a broken connection is retried once on a fresh sidecar), 500 for other gRPC statuses, 400 for a request
@@ -27,6 +29,7 @@ import tempfile
 import threading
 import zlib
 from typing import Any, Iterable, Iterator, Optional
+from urllib.parse import quote
 
 import grpc
 from tensorboard.plugins import base_plugin
@@ -34,7 +37,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import static_files, write_access
 from .jsonmap import RequestDecoder, RequestError
-from .schema import Route, Schema, SchemaError
+from .schema import SERVICE, Route, Schema, SchemaError
 from .sidecar import Sidecar, SidecarError, find_binary
 
 logger = logging.getLogger(__name__)
@@ -182,6 +185,8 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                 status = 405 if request.method != "POST" else 403
                 raise ShimError(status, f"{route.name}: {refusal}", "READ_ONLY")
         message = self._request_message(request, route, decoder)
+        if route.download:
+            return self._download(route, message)
         call = schema.json_call_class(method=route.rpc, request=message.SerializeToString())
         if route.server_streaming:
             return self._stream(route, call, schema)
@@ -264,12 +269,13 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             self._callables = (channel, call)
         return call
 
-    def _unary(self, route: Route, call, schema: Schema) -> bytes:
-        """The route's answer, as the browser's JSON."""
+    def _attempts(self, route: Route, start):
+        """``start(channel)``'s result; once more after a first UNAVAILABLE (see ``_retry_unavailable``) or a
+        channel closed by a restart on another thread."""
         for attempt in range(2):
             channel = self._channel()
             try:
-                return self._call_json(channel, schema)(call, timeout=UNARY_TIMEOUT_S).json
+                return start(channel)
             except grpc.RpcError as exc:
                 if self._retry_unavailable(exc, attempt, route):
                     continue
@@ -279,6 +285,12 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                     continue
                 raise ShimError(503, f"{route.name}: the graph-ascend sidecar restarted: {exc}", "UNAVAILABLE") from exc
         raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
+
+    def _unary(self, route: Route, call, schema: Schema) -> bytes:
+        """The route's answer, as the browser's JSON."""
+        return self._attempts(
+            route, lambda channel: self._call_json(channel, schema)(call, timeout=UNARY_TIMEOUT_S).json
+        )
 
     def _stream(self, route: Route, json_call, schema: Schema) -> Response:
         for attempt in range(2):
@@ -302,6 +314,57 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                 return sse_response(call)
             return lines_response(_ndjson_lines(call))
         raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
+
+    def _download(self, route: Route, message) -> Response:
+        """A file: the first chunk says whether it can be had, its type and name; the rest is its bytes."""
+
+        def start(channel):
+            call = channel.unary_stream(
+                f"/{SERVICE}/{route.rpc}",
+                request_serializer=_serialize,
+                response_deserializer=route.response_class.FromString,
+            )(message, timeout=UNARY_TIMEOUT_S)
+            try:
+                return call, next(call)
+            except StopIteration:
+                raise ShimError(500, f"{route.name}: the sidecar sent no answer") from None
+
+        call, head = self._attempts(route, start)
+        if not head.success:
+            call.cancel()
+            return error_response(200, head.error)
+        return download_response(head, _download_bytes(head, call))
+
+
+def _download_bytes(head, call) -> Iterator[bytes]:
+    """The bytes of a download; a failure after the first chunk ends it short (the headers are sent)."""
+    try:
+        if head.data:
+            yield head.data
+        for chunk in call:
+            if not chunk.success:
+                logger.warning("graph_ascend: download cut short: %s", chunk.error)
+                return
+            if chunk.data:
+                yield chunk.data
+    except grpc.RpcError as exc:
+        logger.warning("graph_ascend: download cut short: %s", exc.details())
+    finally:
+        call.cancel()
+
+
+def content_disposition(file_name: str) -> str:
+    """``attachment`` with an ASCII fallback name and the exact name as RFC 5987 UTF-8."""
+    ascii_name = "".join(c if c.isascii() and c.isprintable() and c not in '"\\/;' else "_" for c in file_name)
+    return f"attachment; filename=\"{ascii_name or 'download'}\"; filename*=UTF-8''{quote(file_name, safe='')}"
+
+
+def download_response(head, body: Iterable[bytes]) -> Response:
+    content_type = head.content_type or "application/octet-stream"
+    resp = Response(body, status=200, content_type=content_type, direct_passthrough=True)
+    resp.headers["Content-Disposition"] = content_disposition(head.file_name or "download")
+    _common_headers(resp)
+    return resp
 
 
 def _serialize(message) -> bytes:

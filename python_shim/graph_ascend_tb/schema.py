@@ -5,7 +5,8 @@ TensorBoard's own range moves (3.19 .. 7.x). A serialized ``FileDescriptorSet`` 
 ``DescriptorPool`` on any of them, and the route table comes from the ``(graph_ascend.v1.http)`` method
 option, so a new RPC in ``proto/graph_ascend.proto`` needs no Python change. Answers are called through
 the API's ``CallJson``/``StreamJson`` (the route's RPC by name, its answer rendered as the browser's JSON by
-the sidecar), so the shim needs no response classes or JSON rules.
+the sidecar), so the shim needs no response classes or JSON rules; only ``download`` routes (a file, not
+JSON) call their own RPC, whose answer class (``FileChunk``) comes from the descriptor too.
 
 Custom options are read from the raw option bytes (a few lines of wire-format decoding) rather than
 through ``Extensions[...]``: extensions declared in a private pool are not registered with the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -46,6 +47,9 @@ class Route:
     sse: bool
     # The RPC changes what other users see: accepted only as ``write_access`` allows.
     write: bool = False
+    # A file download (``HttpRoute.download``): the typed RPC's ``FileChunk`` stream, passed on as bytes.
+    download: bool = False
+    response_class: Optional[type] = None
 
 
 def _read_varint(buf: bytes, pos: int) -> Tuple[int, int]:
@@ -173,6 +177,10 @@ class Schema:
                     for chunk in http_bytes:
                         http.MergeFromString(chunk)
                     request_class = self.message_class(method.input_type.lstrip("."))
+                    download = bool(getattr(http, "download", False))
+                    if download and not method.server_streaming:
+                        raise SchemaError(f"{self.source}: download route {method.name} is not server-streaming")
+                    response_class = self.message_class(method.output_type.lstrip(".")) if download else None
                     for name in http.paths:
                         if name in self.routes:
                             raise SchemaError(f"{self.source}: route {name!r} is declared twice")
@@ -183,6 +191,8 @@ class Schema:
                             server_streaming=bool(method.server_streaming),
                             sse=bool(http.sse),
                             write=bool(http.write),
+                            download=download,
+                            response_class=response_class,
                         )
         if not service_found:
             raise SchemaError(f"{self.source}: no service {SERVICE}")

@@ -41,13 +41,7 @@ export class FilterPanel {
   }
 
   private setMode(mode: ColorMode): void {
-    const s = this.ctx.store;
-    if (s.mode === mode) return;
-    s.mode = mode;
-    s.filterValues.clear();
-    s.filterHits = [];
-    this.ctx.recolor();
-    s.changed('toolbar', 'panel');
+    this.ctx.setColorMode(mode);
   }
 
   /** Ask the server for the nodes at the checked levels (none checked: clear the list). */

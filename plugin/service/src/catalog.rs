@@ -83,6 +83,12 @@ impl GraphFile {
         result
     }
 
+    /// How many edits were made to this version of the file through the sidecar (a version of
+    /// the file and its edit count name what the caches may keep).
+    pub fn edit_count(&self) -> u64 {
+        self.edits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The in-memory index of one graph of this file, read on first use.
     pub fn index(&self, graph: GraphKey) -> Result<Arc<GraphIndex>, StoreError> {
         self.indexes

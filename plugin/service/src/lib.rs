@@ -6,10 +6,12 @@
 //! shapes) → [`service`] (the tonic edge) → [`server`] (a private Unix socket, graceful
 //! shutdown; over the loopback TCP fallback, a per-launch token checked before every call).
 //! [`views`] keeps view state per browser client; [`graph_index`] keeps what the
-//! whole-graph answers (node lists, matched relations, filters, name search) need, per file.
+//! whole-graph answers (node lists, matched relations, filters, name search) need, per file;
+//! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version.
 
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
+pub(crate) mod diagnosis_cache;
 pub(crate) mod graph_index;
 pub mod handlers;
 pub(crate) mod layout;
@@ -51,6 +53,8 @@ pub struct State {
     pub watch: watch::LogdirWatch,
     pub precision_overrides: handlers::PrecisionOverrides,
     pub conversions: convert_jobs::Conversions,
+    /// Diagnoses per file version (`handlers::diagnose`).
+    pub diagnoses: diagnosis_cache::DiagnosisCache,
 }
 
 impl State {
@@ -67,6 +71,7 @@ impl State {
             watch: watch::LogdirWatch::start(&logdir),
             catalog: catalog::Catalog::new(logdir),
             views: views::Views::default(),
+            diagnoses: diagnosis_cache::DiagnosisCache::default(),
         }
     }
 }

@@ -29,6 +29,7 @@ pub enum Msg {
     NoUpdateNodesFound,
     UpdateNodeAccuracy,
     ConvertJob,
+    Diagnose,
 }
 
 /// The page's language.
@@ -91,6 +92,7 @@ impl Msg {
                 "There is no running conversion with that id.",
                 "没有该 id 的进行中的转换任务。",
             ),
+            Msg::Diagnose => ("Diagnosis failed:", "诊断失败："),
         };
         match lang {
             Lang::En => en,

@@ -51,6 +51,7 @@ async fn blocking<T: Send + 'static>(
 
 type ListingStream = Pin<Box<dyn Stream<Item = Result<pb::LoadMetaDirResponse, Status>> + Send>>;
 type ProgressStream = Pin<Box<dyn Stream<Item = Result<pb::ConvertProgress, Status>> + Send>>;
+type FileStream = Pin<Box<dyn Stream<Item = Result<pb::FileChunk, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl GraphAscend for GraphService {
@@ -301,6 +302,35 @@ impl GraphAscend for GraphService {
             handlers::cancel_convert(s, &client, &req.job_id)
         })
         .await
+    }
+
+    async fn diagnose(
+        &self,
+        req: Request<pb::DiagnoseRequest>,
+    ) -> Result<Response<pb::DiagnoseResponse>, Status> {
+        let req = req.into_inner();
+        blocking(&self.state, move |s| handlers::diagnose(s, req)).await
+    }
+
+    type ExportCsvStream = FileStream;
+
+    /// The CSV is written on the blocking pool into a small channel: at most a few chunks wait
+    /// for a slow reader, and a reader that goes away stops the export.
+    async fn export_csv(
+        &self,
+        req: Request<pb::ExportCsvRequest>,
+    ) -> Result<Response<Self::ExportCsvStream>, Status> {
+        let req = req.into_inner();
+        let state = self.state.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::task::spawn_blocking(move || {
+            handlers::export_csv(&state, req, &mut |chunk| {
+                tx.blocking_send(Ok(chunk)).is_ok()
+            })
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn call_json(

@@ -16,11 +16,13 @@
 //! - [`matching`]: matched relations, manual matches and their configuration files;
 //! - [`colors`]: the colour legend;
 //! - [`precision_errors`]: precision recomputed from chosen error metrics;
-//! - [`conversions`]: conversions started, followed and cancelled from the page.
+//! - [`conversions`]: conversions started, followed and cancelled from the page;
+//! - [`diagnosis`]: where a compare first went wrong, and the compare as CSV (beyond msprobe).
 
 mod catalog;
 mod colors;
 mod conversions;
+mod diagnosis;
 mod finding;
 mod matching;
 mod navigation;
@@ -41,6 +43,7 @@ pub use colors::update_colors;
 pub use conversions::{
     cancel_convert, convert_to_graph, load_converted_graph_data, progress_stream,
 };
+pub use diagnosis::{diagnose, export_csv, CSV_CONTENT_TYPE};
 pub use finding::{filter_nodes, search_nodes};
 pub use matching::{
     add_match_nodes, add_match_nodes_by_config, delete_match_nodes, load_graph_matched_relations,
@@ -66,6 +69,9 @@ pub enum HandlerError {
     /// A conversion that cannot start (the text names the path or the limit).
     #[error(transparent)]
     Conversion(crate::convert_jobs::StartError),
+    /// A file that cannot be diagnosed (not a compare file, no such step); the text names it.
+    #[error("{1}")]
+    Diagnosis(Msg, graph_ascend_diagnose::DiagnoseError),
 }
 
 impl HandlerError {
@@ -76,6 +82,7 @@ impl HandlerError {
             HandlerError::Store(msg, err) => format!("{} {err}", msg.text(lang)),
             HandlerError::Colors(err) => err.to_string(),
             HandlerError::Conversion(err) => err.to_string(),
+            HandlerError::Diagnosis(msg, err) => format!("{} {err}", msg.text(lang)),
         }
     }
 }
@@ -121,7 +128,9 @@ failure!(
     pb::MatchResultResponse,
     pb::SaveMatchedRelationsResponse,
     pb::ConvertCandidatesResponse,
-    pb::ConvertStartResponse
+    pb::ConvertStartResponse,
+    pb::DiagnoseResponse,
+    pb::FileChunk
 );
 
 /// Turns a handler result into the response message, failures included: the one place where
@@ -172,16 +181,7 @@ pub(crate) fn lang_of(meta: Option<&pb::MetaData>) -> Lang {
 /// micro step must be among the file's.
 pub(crate) fn select(state: &State, meta: Option<&pb::MetaData>) -> Result<Selection> {
     let meta = meta.ok_or(HandlerError::Invalid(Msg::MetaData))?;
-    if meta.run.is_empty() || meta.tag.is_empty() {
-        return Err(HandlerError::Invalid(Msg::MetaData));
-    }
-    if !meta.r#type.is_empty() && meta.r#type != "db" {
-        return Err(HandlerError::Invalid(Msg::Type));
-    }
-    let file = state
-        .catalog
-        .file(&meta.run, &meta.tag)
-        .ok_or(HandlerError::Invalid(Msg::DbInit))?;
+    let file = file_of(state, &meta.run, &meta.tag, &meta.r#type)?;
     let selection = Selection {
         file,
         step: i64::from(meta.step.unwrap_or(0)),
@@ -200,4 +200,18 @@ pub(crate) fn select(state: &State, meta: Option<&pb::MetaData>) -> Result<Selec
         return Err(HandlerError::Invalid(Msg::MetaData));
     }
     Ok(selection)
+}
+
+/// The served file named by a request's run, tag and type (msprobe's `check_file_type`).
+pub(crate) fn file_of(state: &State, run: &str, tag: &str, kind: &str) -> Result<Arc<GraphFile>> {
+    if run.is_empty() || tag.is_empty() {
+        return Err(HandlerError::Invalid(Msg::MetaData));
+    }
+    if !kind.is_empty() && kind != "db" {
+        return Err(HandlerError::Invalid(Msg::Type));
+    }
+    state
+        .catalog
+        .file(run, tag)
+        .ok_or(HandlerError::Invalid(Msg::DbInit))
 }

@@ -1,0 +1,165 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { setTransport } from '../src/api';
+import { buildColorTable, WHITE } from '../src/colors';
+import type { PageCtx } from '../src/ctx';
+import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, scoreText, verdictOf, viewFor } from '../src/diagnosis';
+import { DiagnosisPanel } from '../src/panels/diagnosis';
+import { Store } from '../src/store';
+
+const table = buildColorTable({
+  '#FFFCF3': { value: [0, 0.3], accuracy_level: 'pass' },
+  '#C7C7C7': { value: [], accuracy_level: 'unmatched node' },
+});
+const verdicts = { source: new Set(['Functional.layer_norm.3.forward']), inherited: new Set(['Module.layers.1.mlp.MLP.forward.0']) };
+const matched = { matchedNodeLink: ['x'] };
+
+describe('the colour mode "where the error is introduced"', () => {
+  it('paints matched target boxes by their verdict', () => {
+    expect(verdictOf(verdicts, 'Functional.layer_norm.3.forward')).toBe('source');
+    expect(diagnosisFill(verdicts, 'Functional.layer_norm.3.forward', matched, 'NPU', table)).toBe(DIAGNOSIS_COLORS.source);
+    expect(diagnosisFill(verdicts, 'Module.layers.1.mlp.MLP.forward.0', matched, 'NPU', table)).toBe(DIAGNOSIS_COLORS.inherited);
+    expect(diagnosisFill(verdicts, 'Module.layers.0.MLP.forward.0', matched, 'NPU', table)).toBe(DIAGNOSIS_COLORS.fine);
+  });
+  it('keeps unmatched boxes grey, the golden side white, and says nothing without verdicts', () => {
+    expect(diagnosisFill(verdicts, 'a', { matchedNodeLink: [] }, 'NPU', table)).toBe('#C7C7C7');
+    expect(diagnosisFill(verdicts, 'Functional.layer_norm.3.forward', matched, 'Bench', table)).toBe(WHITE);
+    expect(diagnosisFill(null, 'Functional.layer_norm.3.forward', matched, 'NPU', table)).toBe(WHITE);
+    const colours = new Set(Object.values(DIAGNOSIS_COLORS));
+    expect(colours.size).toBe(3);
+  });
+});
+
+describe('diagnosis helpers', () => {
+  it('switches view only for a source of another step or rank', () => {
+    expect(viewFor({ step: 0, rank: 1 }, { step: 0, rank: 1 })).toBeNull();
+    expect(viewFor({ step: 2, rank: 1 }, { step: 0, rank: 1 })).toEqual({ step: 2, rank: 1 });
+  });
+  it('builds the CSV address of the shown step and rank', () => {
+    const url = csvAddress({ run: 'r 1', tag: 'compare_1', lang: 'zh', step: 0, rank: 3 });
+    expect(url.startsWith('exportCsv?')).toBe(true);
+    const q = new URLSearchParams(url.slice('exportCsv?'.length));
+    expect([q.get('run'), q.get('tag'), q.get('lang'), q.get('step'), q.get('rank')]).toEqual(['r 1', 'compare_1', 'zh', '0', '3']);
+  });
+  it('reads the download name, UTF-8 name first', () => {
+    expect(attachmentName(`attachment; filename="a_.csv"; filename*=UTF-8''a%E6%AF%94.csv`, 'x.csv')).toBe('a比.csv');
+    expect(attachmentName('attachment; filename="plain.csv"', 'x.csv')).toBe('plain.csv');
+    expect(attachmentName(null, 'x.csv')).toBe('x.csv');
+  });
+  it('shows scores compactly and none for md5 or infinite ones', () => {
+    expect(scoreText(12.34)).toBe('×12');
+    expect(scoreText(3.21)).toBe('×3.2');
+    expect(scoreText(123456)).toBe('×1.2e+5');
+    expect(scoreText(null)).toBe('');
+    expect(scoreText('Infinity')).toBe('');
+  });
+});
+
+const ANSWER = {
+  success: true,
+  data: {
+    mode: 'statistics',
+    step: 0,
+    ranks: [0],
+    origin_rank: 0,
+    first_non_finite: [],
+    sources: [
+      { step: 0, rank: 0, node: 'Functional.layer_norm.3.forward', golden_node: 'Functional.layer_norm.3.forward', direction: 'forward', kind: 'cause', score: 12, reason: 'argument eps differs: 0.1 vs golden 1e-05', enclosing: [] },
+    ],
+    total_sources: 1,
+    nodes_judged: 10,
+  },
+  states: { step: 0, rank: 0, source: ['Functional.layer_norm.3.forward'], inherited: ['Module.layers.2.MLP.forward.0'] },
+};
+
+function fakeCtx(store: Store) {
+  const calls: string[] = [];
+  const ctx = {
+    store,
+    panes: {},
+    toast: vi.fn(),
+    recolor: vi.fn(),
+    changeView: vi.fn(async (patch: { step?: number; rank?: number }) => {
+      calls.push(`view ${JSON.stringify(patch)}`);
+      Object.assign(store.meta, patch);
+    }),
+    jumpTo: vi.fn(async (side: string, name: string) => {
+      calls.push(`jump ${side} ${name}`);
+    }),
+  };
+  return { ctx: ctx as unknown as PageCtx, calls, raw: ctx };
+}
+
+function compareStore(): Store {
+  const store = new Store();
+  store.meta = { ...store.meta, run: 'run', tag: 'compare', step: 0, rank: 0 };
+  store.config = { microSteps: 0, overflowCheck: false, isSingleGraph: false, colors: {}, matchedConfigFiles: [], task: 'summary', ranks: [0, 1], steps: [0] };
+  return store;
+}
+
+describe('the Diagnosis panel', () => {
+  afterEach(() => setTransport((route, init) => fetch(route, init)));
+
+  it('fetches the diagnosis once per file, and the verdicts once per view in the colour mode', async () => {
+    const routes: string[] = [];
+    setTransport(async (route) => {
+      routes.push(route);
+      // As the server: verdicts only when asked for.
+      const body = route.includes('states=true') ? ANSWER : { ...ANSWER, states: undefined };
+      return new Response(JSON.stringify(body), { status: 200, headers: { 'Content-Type': 'application/json' } });
+    });
+    const store = compareStore();
+    const { ctx, raw } = fakeCtx(store);
+    const panel = new DiagnosisPanel(ctx);
+    await panel.ensure();
+    expect(routes).toHaveLength(1);
+    expect(routes[0]).toMatch(/^diagnosis\?/);
+    expect(routes[0]).not.toContain('states=');
+    await panel.ensure();
+    expect(routes).toHaveLength(1);
+    // The colour mode needs the verdicts of the view.
+    store.mode = 'diagnosis';
+    await panel.ensure(true);
+    expect(routes).toHaveLength(2);
+    expect(routes[1]).toContain('states=true');
+    expect(store.diagnosis?.source.has('Functional.layer_norm.3.forward')).toBe(true);
+    expect(store.diagnosis?.inherited.has('Module.layers.2.MLP.forward.0')).toBe(true);
+    expect(raw.recolor).toHaveBeenCalled();
+    // Another rank is another view.
+    store.meta.rank = 1;
+    await panel.ensure(true);
+    expect(routes).toHaveLength(3);
+    expect(routes[2]).toContain('rank=1');
+  });
+
+  it('shows the server\'s error and asks nothing of a build file', async () => {
+    setTransport(async () => new Response(JSON.stringify({ success: false, error: 'Diagnosis failed: x: not a compare file' }), { status: 200 }));
+    const store = compareStore();
+    const { ctx, raw } = fakeCtx(store);
+    const panel = new DiagnosisPanel(ctx);
+    await panel.ensure();
+    expect(store.diagnosisError).toContain('not a compare file');
+    expect(raw.toast).toHaveBeenCalledWith(expect.stringContaining('not a compare file'), 'error');
+    expect(store.diagnosis).toBeNull();
+
+    let asked = 0;
+    setTransport(async () => {
+      asked++;
+      return new Response('{}');
+    });
+    const single = compareStore();
+    single.config = { ...single.config!, isSingleGraph: true };
+    await new DiagnosisPanel(fakeCtx(single).ctx).ensure();
+    expect(asked).toBe(0);
+  });
+
+  it('jumps to a source, switching step and rank first when it lives elsewhere', async () => {
+    const store = compareStore();
+    const { ctx, calls } = fakeCtx(store);
+    const panel = new DiagnosisPanel(ctx);
+    await panel.jump({ step: 0, rank: 0, node: 'Functional.layer_norm.3.forward' });
+    expect(calls).toEqual(['jump NPU Functional.layer_norm.3.forward']);
+    calls.length = 0;
+    await panel.jump({ step: 0, rank: 1, node: 'Functional.linear.10.forward' });
+    expect(calls).toEqual(['view {"step":0,"rank":1}', 'jump NPU Functional.linear.10.forward']);
+  });
+});

@@ -1,0 +1,237 @@
+//! Diagnoses kept per file version, so that the panel, the colour mode and a second tab do not
+//! judge the same file again.
+//!
+//! A version is a [`GraphFile`] (the catalog makes a new one when the file or its `-wal` log
+//! changes on disk) plus its edit count (matching edits rewrite the compare columns the rules
+//! read). Entries of an older version are never answered: they are dropped the next time the
+//! cache is touched, and the whole cache holds at most [`MAX_ENTRIES`] results and about
+//! [`MAX_BYTES`] (the verdicts of a million-node graph are tens of MB), least recently used first
+//! out. Only successes are kept (a failure may be a busy file; it is computed again).
+//! Callers that ask for the same entry at once wait for one computation.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::catalog::GraphFile;
+
+/// How many results the cache keeps over all files (each is a few KB to a few MB: the sources
+/// of a file, or the verdicts of one graph's differing nodes).
+pub const MAX_ENTRIES: usize = 16;
+/// About how many bytes the results may take in all (the newest is kept whatever its size).
+pub const MAX_BYTES: usize = 256 << 20;
+
+/// What a cached result weighs, roughly (its heap bytes).
+pub trait Weight {
+    fn weight(&self) -> usize;
+}
+
+/// What is cached about a file version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// The file's diagnosis: the first step whose forward differs, every rank.
+    File,
+    /// The diagnosis of one step, every rank.
+    Step(i64),
+    /// The verdicts of one step and rank's nodes.
+    States { step: i64, rank: i64 },
+}
+
+type Value = Arc<dyn Any + Send + Sync>;
+type Slot = Arc<Mutex<Option<Value>>>;
+
+struct Entry {
+    file: Weak<GraphFile>,
+    edits: u64,
+    key: Key,
+    slot: Slot,
+    /// The result's weight once computed.
+    bytes: Arc<AtomicUsize>,
+}
+
+impl Entry {
+    fn is_current(&self) -> bool {
+        self.file
+            .upgrade()
+            .is_some_and(|f| f.edit_count() == self.edits)
+    }
+}
+
+/// The cache (one per sidecar, in [`crate::State`]).
+#[derive(Default)]
+pub struct DiagnosisCache {
+    /// Least recently used first.
+    entries: Mutex<Vec<Entry>>,
+}
+
+impl DiagnosisCache {
+    /// The slot of `key` for this version of `file`, made (and moved to the back) as needed;
+    /// entries of older versions are dropped on the way.
+    fn slot(&self, file: &Arc<GraphFile>, key: Key) -> (Slot, Arc<AtomicUsize>) {
+        let edits = file.edit_count();
+        let mut entries = crate::lock(&self.entries);
+        entries.retain(Entry::is_current);
+        let found = entries.iter().position(|e| {
+            e.key == key && e.edits == edits && std::ptr::eq(e.file.as_ptr(), Arc::as_ptr(file))
+        });
+        let entry = match found {
+            Some(i) => entries.remove(i),
+            None => Entry {
+                file: Arc::downgrade(file),
+                edits,
+                key,
+                slot: Slot::default(),
+                bytes: Arc::default(),
+            },
+        };
+        let found = (entry.slot.clone(), entry.bytes.clone());
+        entries.push(entry);
+        let excess = entries.len().saturating_sub(MAX_ENTRIES);
+        entries.drain(..excess);
+        // Oldest out until the rest fits (the newest stays).
+        let mut total: usize = entries
+            .iter()
+            .map(|e| e.bytes.load(Ordering::Relaxed))
+            .sum();
+        let mut drop = 0;
+        while total > MAX_BYTES && drop + 1 < entries.len() {
+            total -= entries[drop].bytes.load(Ordering::Relaxed);
+            drop += 1;
+        }
+        entries.drain(..drop);
+        found
+    }
+
+    /// The cached value of `key` for this version of `file`, or `compute`d and kept.
+    pub fn get<T: Weight + Send + Sync + 'static, E>(
+        &self,
+        file: &Arc<GraphFile>,
+        key: Key,
+        compute: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let (slot, bytes) = self.slot(file, key);
+        let mut guard = crate::lock(&slot);
+        if let Some(value) = guard.as_ref().and_then(|v| v.clone().downcast::<T>().ok()) {
+            return Ok(value);
+        }
+        let value = Arc::new(compute()?);
+        bytes.store(value.weight(), Ordering::Relaxed);
+        *guard = Some(value.clone());
+        Ok(value)
+    }
+
+    /// How many results are kept now (for tests).
+    pub fn len(&self) -> usize {
+        let mut entries = crate::lock(&self.entries);
+        entries.retain(Entry::is_current);
+        entries
+            .iter()
+            .filter(|e| crate::lock(&e.slot).is_some())
+            .count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::catalog::Catalog;
+
+    /// A result of a chosen weight, numbered by its computation.
+    struct Result(usize, usize);
+
+    impl Weight for Result {
+        fn weight(&self) -> usize {
+            self.1
+        }
+    }
+
+    /// A catalog serving a copy of the example build file, and that file.
+    fn served() -> (tempfile::TempDir, Catalog, Arc<GraphFile>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/build_tf_stats");
+        let source = std::fs::read_dir(&example)
+            .expect("examples/build_tf_stats")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+            .expect("an example .vis.db");
+        std::fs::create_dir(dir.path().join("run")).expect("mkdir");
+        std::fs::copy(&source, dir.path().join("run/a.vis.db")).expect("copy");
+        let catalog = Catalog::new(dir.path().to_path_buf());
+        let file = catalog.file("run", "a").expect("served");
+        (dir, catalog, file)
+    }
+
+    fn get(
+        cache: &DiagnosisCache,
+        file: &Arc<GraphFile>,
+        key: Key,
+        n: usize,
+        bytes: usize,
+    ) -> usize {
+        cache
+            .get(file, key, || Ok::<_, ()>(Result(n, bytes)))
+            .expect("computed")
+            .0
+    }
+
+    #[test]
+    fn results_are_kept_per_version_and_recomputed_after_an_edit() {
+        let (_dir, _catalog, file) = served();
+        let cache = DiagnosisCache::default();
+        assert_eq!(get(&cache, &file, Key::File, 1, 10), 1);
+        assert_eq!(get(&cache, &file, Key::File, 2, 10), 1, "cached");
+        assert_eq!(get(&cache, &file, Key::Step(3), 3, 10), 3, "another key");
+        // An edit through the sidecar makes another version: nothing of the old one is answered.
+        file.with_writable_store(|_| Ok(())).expect("edit");
+        assert_eq!(cache.len(), 0);
+        assert_eq!(get(&cache, &file, Key::File, 4, 10), 4);
+        // Failures are not kept.
+        let failed = cache.get(&file, Key::Step(9), || Err::<Result, _>("busy"));
+        assert!(failed.is_err());
+        assert_eq!(get(&cache, &file, Key::Step(9), 5, 10), 5);
+    }
+
+    #[test]
+    fn the_cache_is_bounded_in_entries_and_bytes() {
+        let (_dir, _catalog, file) = served();
+        let cache = DiagnosisCache::default();
+        for step in 0..(MAX_ENTRIES as i64 + 10) {
+            get(&cache, &file, Key::Step(step), 0, 1);
+        }
+        assert_eq!(cache.len(), MAX_ENTRIES);
+        // The oldest went first; the newest are here.
+        assert_eq!(get(&cache, &file, Key::Step(0), 7, 1), 7);
+        assert_eq!(get(&cache, &file, Key::Step(25), 8, 1), 0);
+        // Two results of most of the budget cannot stay together; the newest does.
+        get(
+            &cache,
+            &file,
+            Key::States { step: 0, rank: 0 },
+            1,
+            MAX_BYTES / 2 + 1,
+        );
+        get(
+            &cache,
+            &file,
+            Key::States { step: 0, rank: 1 },
+            2,
+            MAX_BYTES / 2 + 1,
+        );
+        get(&cache, &file, Key::File, 3, 1);
+        assert_eq!(
+            get(&cache, &file, Key::States { step: 0, rank: 1 }, 9, 1),
+            2
+        );
+        assert_eq!(
+            get(&cache, &file, Key::States { step: 0, rank: 0 }, 9, 1),
+            9,
+            "evicted"
+        );
+    }
+}

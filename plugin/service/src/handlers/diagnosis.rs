@@ -1,0 +1,381 @@
+//! The diagnosis routes (beyond msprobe): `diagnosis`, where a compare first went wrong, and
+//! `exportCsv`, every matched pair of a compare as CSV (a download).
+//!
+//! Both read the stored rows of any compare `.vis.db`, msprobe's included, through
+//! `graph_ascend_diagnose` (the rules: `docs/diagnosis.md`), on a connection of their own; the
+//! file is never written. Diagnoses are kept per file version ([`crate::diagnosis_cache`]).
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::Arc;
+
+use graph_ascend_diagnose::{
+    diagnose as diagnose_file, diagnose_step, judge, CompareFile, Diagnosis, Options, RankData,
+};
+use graph_ascend_proto as pb;
+
+use super::{answer, file_of, select, Failure, HandlerError, Result};
+use crate::catalog::GraphFile;
+use crate::diagnosis_cache::{Key, Weight};
+use crate::messages::{Lang, Msg};
+use crate::State;
+
+/// Sources answered when the request names no `top`, and the most it may ask for.
+const DEFAULT_TOP: usize = 50;
+const MAX_TOP: usize = 10_000;
+/// The content type of `exportCsv` answers.
+pub const CSV_CONTENT_TYPE: &str = "text/csv; charset=utf-8";
+/// Bytes of CSV per chunk of a download.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// `diagnosis`: the file's ranked sources and first inf/NaN, and (with `states`) the verdict of
+/// every differing node of the shown step and rank.
+pub fn diagnose(state: &State, req: pb::DiagnoseRequest) -> pb::DiagnoseResponse {
+    answer(Lang::parse(&req.lang), diagnosis(state, &req))
+}
+
+fn diagnosis(state: &State, req: &pb::DiagnoseRequest) -> Result<pb::DiagnoseResponse> {
+    let meta = pb::MetaData {
+        run: req.run.clone(),
+        tag: req.tag.clone(),
+        r#type: req.r#type.clone(),
+        lang: req.lang.clone(),
+        micro_step: req.micro_step,
+        step: req.step,
+        rank: req.rank,
+    };
+    let sel = select(state, Some(&meta))?;
+    let top = match usize::try_from(req.top) {
+        Ok(0) | Err(_) => DEFAULT_TOP,
+        Ok(n) => n.min(MAX_TOP),
+    };
+    let whole: Arc<Diagnosis> = state
+        .diagnoses
+        .get(&sel.file, Key::File, || file_diagnosis(state, &sel.file))?;
+    let states = if req.states {
+        Some(states(state, &sel.file, &whole, sel.step, sel.rank)?)
+    } else {
+        None
+    };
+    Ok(pb::DiagnoseResponse {
+        success: true,
+        error: None,
+        data: Some(message(&whole, top)),
+        states,
+    })
+}
+
+/// The file's diagnosis. A file of one step and one rank (most) is read once for it and for the
+/// verdicts of that view, which are kept too: reading the rows is most of the time.
+fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Diagnosis> {
+    let compare = open(file)?;
+    let (steps, ranks) = (compare.steps(), compare.ranks());
+    let (&[step], &[rank]) = (&steps[..], &ranks[..]) else {
+        return diagnose_file(&compare, &Options::default()).map_err(failed);
+    };
+    let data = compare.load(step, rank).map_err(failed)?;
+    // What `diagnose` does for a file of one step and rank, on the rows read here.
+    let d = diagnose_step(
+        compare.mode(),
+        &Options::default(),
+        std::slice::from_ref(&data),
+    );
+    let v = verdicts_of(&compare, &data, &d, step, rank);
+    state.diagnoses.get(file, Key::States { step, rank }, || {
+        Ok::<_, HandlerError>(v)
+    })?;
+    Ok(d)
+}
+
+impl Weight for Diagnosis {
+    fn weight(&self) -> usize {
+        let names = |v: &[String]| v.iter().map(|n| n.len() + 24).sum::<usize>();
+        self.sources
+            .iter()
+            .map(|s| {
+                512 + s.node.len() + s.golden_node.len() + s.reason.len() + names(&s.enclosing)
+            })
+            .sum::<usize>()
+            + 256 * (self.first_non_finite.len() + self.peer_inheritance.len())
+    }
+}
+
+impl Weight for pb::DiagnosisStates {
+    fn weight(&self) -> usize {
+        self.source
+            .iter()
+            .chain(&self.inherited)
+            .map(|n| n.len() + 24)
+            .sum()
+    }
+}
+
+fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError {
+    HandlerError::Diagnosis(Msg::Diagnose, err)
+}
+
+/// The file as a compare file (a clear error for any other file).
+fn open(file: &GraphFile) -> Result<CompareFile> {
+    CompareFile::open(&file.path).map_err(failed)
+}
+
+/// The verdicts of step `step`, rank `rank`: its sources (and the modules that are sources only
+/// through them), and the matched nodes that differ beyond noise without being one.
+fn states(
+    state: &State,
+    file: &Arc<GraphFile>,
+    whole: &Arc<Diagnosis>,
+    step: i64,
+    rank: i64,
+) -> Result<pb::DiagnosisStates> {
+    // The sources of the shown step (the file's diagnosis covers only its first differing one).
+    let of_step = if whole.step == step {
+        whole.clone()
+    } else {
+        state.diagnoses.get(file, Key::Step(step), || {
+            let options = Options {
+                step: Some(step),
+                ..Options::default()
+            };
+            diagnose_file(&open(file)?, &options).map_err(failed)
+        })?
+    };
+    let verdicts = state.diagnoses.get(file, Key::States { step, rank }, || {
+        verdicts(file, &of_step, step, rank)
+    })?;
+    Ok(pb::DiagnosisStates::clone(&verdicts))
+}
+
+fn verdicts(
+    file: &GraphFile,
+    of_step: &Diagnosis,
+    step: i64,
+    rank: i64,
+) -> Result<pb::DiagnosisStates> {
+    let compare = open(file)?;
+    let data = compare.load(step, rank).map_err(failed)?;
+    Ok(verdicts_of(&compare, &data, of_step, step, rank))
+}
+
+fn verdicts_of(
+    compare: &CompareFile,
+    data: &RankData,
+    of_step: &Diagnosis,
+    step: i64,
+    rank: i64,
+) -> pb::DiagnosisStates {
+    let source: Vec<String> = of_step
+        .sources
+        .iter()
+        .filter(|s| s.rank == rank && s.step == step)
+        .flat_map(|s| std::iter::once(&s.node).chain(&s.enclosing))
+        .cloned()
+        .collect();
+    let is_source: HashSet<&str> = source.iter().map(String::as_str).collect();
+    let options = Options::default();
+    let inherited = data
+        .npu
+        .nodes
+        .iter()
+        .zip(0u32..)
+        .filter(|(n, _)| !n.param_grad && !is_source.contains(&*n.name))
+        .filter_map(|(n, i)| {
+            let golden = &data.bench.nodes[data.partner(i)? as usize];
+            let parent = n.parent.and_then(|p| data.npu.nodes.get(p as usize));
+            judge::judge(compare.mode(), &options, n, parent, golden)
+                .differs()
+                .then(|| n.name.to_string())
+        })
+        .collect();
+    pb::DiagnosisStates {
+        step: int(step),
+        rank: int(rank),
+        source,
+        inherited,
+    }
+}
+
+/// An i64 of the file as the API's int32 (steps and ranks are small; a huge one saturates).
+fn int(v: i64) -> i32 {
+    i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
+}
+
+/// A serde unit variant's name (`Direction::Forward` → `"forward"`), as the CLI's JSON has it.
+fn label<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+/// The answer's message: the diagnosis with its first `top` sources.
+fn message(d: &Diagnosis, top: usize) -> pb::Diagnosis {
+    pb::Diagnosis {
+        mode: label(&d.mode),
+        step: int(d.step),
+        ranks: d.ranks.iter().copied().map(int).collect(),
+        steps_checked: d
+            .steps_checked
+            .iter()
+            .map(|c| pb::DiagnosisStepCheck {
+                step: int(c.step),
+                forward_differs: c.forward_differs,
+                any_differs: c.any_differs,
+            })
+            .collect(),
+        origin_rank: d.origin_rank.map(int),
+        first_non_finite: d
+            .first_non_finite
+            .iter()
+            .map(|n| pb::DiagnosisNonFinite {
+                step: int(n.step),
+                rank: int(n.rank),
+                node: n.node.clone(),
+                direction: label(&n.direction),
+                matched: n.matched,
+                reason: n.reason.clone(),
+            })
+            .collect(),
+        sources: d
+            .sources
+            .iter()
+            .take(top)
+            .map(|s| pb::DiagnosisSource {
+                step: int(s.step),
+                rank: int(s.rank),
+                node: s.node.clone(),
+                golden_node: s.golden_node.clone(),
+                direction: label(&s.direction),
+                kind: label(&s.kind),
+                score: s.score,
+                reason: s.reason.clone(),
+                enclosing: s.enclosing.clone(),
+            })
+            .collect(),
+        total_sources: i32::try_from(d.sources.len()).unwrap_or(i32::MAX),
+        peer_inheritance: d
+            .peer_inheritance
+            .iter()
+            .map(|p| pb::DiagnosisPeer {
+                step: int(p.step),
+                rank: int(p.rank),
+                node: p.node.clone(),
+                from_rank: int(p.from_rank),
+                from_node: p.from_node.clone(),
+            })
+            .collect(),
+        nodes_judged: i32::try_from(d.nodes_judged).unwrap_or(i32::MAX),
+    }
+}
+
+/// `exportCsv`: the compare as CSV (`graph_ascend_diagnose::export`), sent to `send` in chunks:
+/// first one saying success (or the error), the content type and the file name, then the bytes.
+/// `send` answers false when the receiver is gone, which stops the export.
+pub fn export_csv(
+    state: &State,
+    req: pb::ExportCsvRequest,
+    send: &mut dyn FnMut(pb::FileChunk) -> bool,
+) {
+    let lang = Lang::parse(&req.lang);
+    let (compare, file_name) = match csv_source(state, &req) {
+        Ok(found) => found,
+        Err(e) => {
+            send(pb::FileChunk::failure(e.text(lang)));
+            return;
+        }
+    };
+    let header = pb::FileChunk {
+        success: true,
+        error: None,
+        content_type: CSV_CONTENT_TYPE.to_owned(),
+        file_name,
+        data: Vec::new(),
+    };
+    if !send(header) {
+        return;
+    }
+    let step = req.step.map(i64::from);
+    let rank = req.rank.map(i64::from);
+    let mut out = Chunks {
+        send,
+        buf: Vec::with_capacity(CHUNK_BYTES),
+        closed: false,
+    };
+    let written = graph_ascend_diagnose::export::write_csv(&compare, step, rank, &mut out)
+        .and_then(|_| {
+            out.flush()
+                .map_err(|source| graph_ascend_diagnose::DiagnoseError::Write {
+                    what: "the CSV".into(),
+                    source,
+                })
+        });
+    if let Err(e) = written {
+        if !out.closed {
+            // Ends the download with an error (the shim cuts the file short).
+            (out.send)(pb::FileChunk::failure(failed(e).text(lang)));
+        }
+    }
+}
+
+/// The compare file of an export request, checked against its steps and ranks, and the name
+/// the download gets: `<tag>.csv`, or `<tag>_step<s>_rank<r>.csv` for one step and rank.
+fn csv_source(state: &State, req: &pb::ExportCsvRequest) -> Result<(CompareFile, String)> {
+    let file = file_of(state, &req.run, &req.tag, &req.r#type)?;
+    let compare = open(&file)?;
+    let (step, rank) = (req.step.map(i64::from), req.rank.map(i64::from));
+    compare.check_selection(step, rank).map_err(failed)?;
+    let mut name = req.tag.clone();
+    if let Some(s) = step {
+        name.push_str(&format!("_step{s}"));
+    }
+    if let Some(r) = rank {
+        name.push_str(&format!("_rank{r}"));
+    }
+    name.push_str(".csv");
+    Ok((compare, name))
+}
+
+/// A writer that sends what it is given in chunks of [`CHUNK_BYTES`].
+struct Chunks<'a> {
+    send: &'a mut dyn FnMut(pb::FileChunk) -> bool,
+    buf: Vec<u8>,
+    /// The receiver went away.
+    closed: bool,
+}
+
+impl Chunks<'_> {
+    fn send_buffer(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
+        let chunk = pb::FileChunk {
+            success: true,
+            data,
+            ..Default::default()
+        };
+        if (self.send)(chunk) {
+            Ok(())
+        } else {
+            self.closed = true;
+            Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the download was cancelled",
+            ))
+        }
+    }
+}
+
+impl Write for Chunks<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= CHUNK_BYTES {
+            self.send_buffer()?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send_buffer()
+    }
+}

@@ -1,0 +1,328 @@
+//! The diagnosis routes through the handlers (no sockets), on files written by msprobe itself:
+//! the ranked sources and node verdicts as the browser sees them, the cache per file version,
+//! clear errors for other files, the file never written, and the CSV download in chunks.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use graph_ascend_proto as pb;
+use graph_ascend_service::{handlers, State};
+use serde_json::Value;
+
+use common::{browser_json, unpack};
+
+fn request(tag: &str, step: i32, rank: i32, states: bool) -> pb::DiagnoseRequest {
+    pb::DiagnoseRequest {
+        run: "run".into(),
+        tag: tag.into(),
+        r#type: "db".into(),
+        lang: "en".into(),
+        micro_step: Some(-1),
+        step: Some(step),
+        rank: Some(rank),
+        top: 0,
+        states,
+        client_id: String::new(),
+    }
+}
+
+fn tag_of(path: &Path) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).expect("name");
+    name.strip_suffix(".vis.db").expect("a .vis.db").to_owned()
+}
+
+/// A logdir holding `case` (as msprobe wrote it), a sidecar state, and the file's tag.
+fn serve(case: &str) -> (tempfile::TempDir, Arc<State>, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = unpack(case, dir.path(), "run");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    (dir, state, path)
+}
+
+fn names(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .expect("a list")
+        .iter()
+        .map(|n| n.as_str().expect("a name"))
+        .collect()
+}
+
+#[test]
+fn the_injected_faults_lead_with_their_reasons_and_verdicts() {
+    let (_dir, state, path) = serve("compare_tf_stats");
+    let answer = browser_json(&handlers::diagnose(
+        &state,
+        request(&tag_of(&path), 0, 0, true),
+    ));
+    assert_eq!(answer["success"], true, "{answer}");
+    let data = &answer["data"];
+    assert_eq!(data["mode"], "statistics");
+    assert_eq!(data["step"], 0);
+    assert_eq!(data["total_sources"], 2, "{data}");
+    let first = &data["sources"][0];
+    assert_eq!(first["node"], "Functional.layer_norm.3.forward");
+    assert_eq!(first["kind"], "cause");
+    assert_eq!(first["direction"], "forward");
+    let reason = first["reason"].as_str().expect("reason");
+    assert!(reason.contains("argument eps differs"), "{reason}");
+    assert!(
+        names(&first["enclosing"]).contains(&"Module.layers.1.ln2.LayerNorm.forward.0"),
+        "{first}"
+    );
+    assert_eq!(data["sources"][1]["node"], "Functional.linear.10.forward");
+
+    // Verdicts of the shown step and rank: the sources and their modules, then what inherits.
+    let states = &answer["states"];
+    let source = names(&states["source"]);
+    let inherited = names(&states["inherited"]);
+    for node in [
+        "Functional.layer_norm.3.forward",
+        "Module.layers.1.ln2.LayerNorm.forward.0",
+        "Functional.linear.10.forward",
+        "Module.layers.2.mlp.fc1.Linear.forward.0",
+    ] {
+        assert!(source.contains(&node), "{node} not in {source:?}");
+    }
+    assert!(source.iter().all(|n| !inherited.contains(n)));
+    // Downstream of ln2 differs without being a source; layer 0's forward, upstream, is fine.
+    assert!(
+        inherited
+            .iter()
+            .any(|n| n.starts_with("Module.layers.1.mlp")),
+        "{inherited:?}"
+    );
+    assert!(
+        !inherited
+            .iter()
+            .any(|n| n.starts_with("Module.layers.0.") && n.contains(".forward")),
+        "{inherited:?}"
+    );
+    // Without `states`, none are sent.
+    let lean = browser_json(&handlers::diagnose(
+        &state,
+        request(&tag_of(&path), 0, 0, false),
+    ));
+    assert!(lean.get("states").is_none(), "{lean}");
+    assert_eq!(lean["data"], answer["data"]);
+}
+
+#[test]
+fn top_limits_the_sources_not_their_count() {
+    let (_dir, state, path) = serve("compare_tf_stats");
+    let mut req = request(&tag_of(&path), 0, 0, false);
+    req.top = 1;
+    let answer = browser_json(&handlers::diagnose(&state, req));
+    assert_eq!(answer["data"]["sources"].as_array().map(Vec::len), Some(1));
+    assert_eq!(answer["data"]["total_sources"], 2);
+}
+
+#[test]
+fn md5_and_overflow_files_are_diagnosed_too() {
+    let (_dir, state, path) = serve("compare_tf_md5");
+    let answer = browser_json(&handlers::diagnose(
+        &state,
+        request(&tag_of(&path), 0, 0, true),
+    ));
+    assert_eq!(answer["data"]["mode"], "md5", "{answer}");
+    assert_eq!(answer["data"]["sources"][0]["score"], Value::Null);
+
+    let (_dir, state, path) = serve("compare_mlp_overflow_oc");
+    let answer = browser_json(&handlers::diagnose(
+        &state,
+        request(&tag_of(&path), 0, 0, false),
+    ));
+    assert_eq!(answer["success"], true, "{answer}");
+    let first = &answer["data"]["first_non_finite"][0];
+    assert!(
+        first["node"].as_str().is_some_and(|n| !n.is_empty()),
+        "{answer}"
+    );
+    assert!(
+        first["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("inf/NaN")),
+        "{answer}"
+    );
+}
+
+#[test]
+fn a_build_file_gets_a_clear_error_in_the_pages_language() {
+    let (_dir, state, path) = serve("build_tf_stats");
+    let answer = browser_json(&handlers::diagnose(
+        &state,
+        request(&tag_of(&path), 0, 0, true),
+    ));
+    assert_eq!(answer["success"], false);
+    let error = answer["error"].as_str().expect("error");
+    assert!(error.starts_with("Diagnosis failed:"), "{error}");
+    assert!(error.contains("not a compare file"), "{error}");
+    assert!(error.contains(&tag_of(&path)), "names the file: {error}");
+    let mut zh = request(&tag_of(&path), 0, 0, false);
+    zh.lang = "zh".into();
+    let answer = browser_json(&handlers::diagnose(&state, zh));
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("诊断失败")),
+        "{answer}"
+    );
+    // Nothing failed is cached.
+    assert!(state.diagnoses.is_empty());
+    // An unknown step or file.
+    let (_dir, state, path) = serve("compare_tf_stats");
+    let answer = browser_json(&handlers::diagnose(
+        &state,
+        request(&tag_of(&path), 7, 0, false),
+    ));
+    assert_eq!(answer["success"], false, "{answer}");
+    let answer = browser_json(&handlers::diagnose(&state, request("nope", 0, 0, false)));
+    assert_eq!(answer["success"], false, "{answer}");
+}
+
+#[test]
+fn diagnoses_are_cached_per_file_version_and_the_file_is_never_written() {
+    let (dir, state, path) = serve("compare_tf_stats");
+    let tag = tag_of(&path);
+    let before = std::fs::read(&path).expect("read");
+    let first = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, true)));
+    assert_eq!(
+        state.diagnoses.len(),
+        2,
+        "the file's diagnosis and the verdicts"
+    );
+    let again = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, true)));
+    assert_eq!(first, again);
+    assert_eq!(state.diagnoses.len(), 2, "answered from the cache");
+    assert_eq!(
+        std::fs::read(&path).expect("read"),
+        before,
+        "file unchanged"
+    );
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    assert!(!Path::new(&wal).exists(), "no log left beside the file");
+
+    // Another file replaces it under the same name: the next answer is the new file's.
+    let other = tempfile::tempdir().expect("tempdir");
+    let md5 = unpack("compare_tf_md5", other.path(), "run");
+    std::fs::copy(&md5, &path).expect("replace the file");
+    let replaced = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, true)));
+    assert_eq!(replaced["data"]["mode"], "md5", "{replaced}");
+    assert_eq!(
+        state.diagnoses.len(),
+        2,
+        "the old version's entries are dropped"
+    );
+    drop(dir);
+}
+
+/// The chunks of one export, the receiver accepting at most `accept` of them.
+fn export(state: &State, req: pb::ExportCsvRequest, accept: usize) -> Vec<pb::FileChunk> {
+    let mut chunks = Vec::new();
+    handlers::export_csv(state, req, &mut |chunk| {
+        chunks.push(chunk);
+        chunks.len() < accept
+    });
+    chunks
+}
+
+fn csv_request(tag: &str, step: Option<i32>, rank: Option<i32>) -> pb::ExportCsvRequest {
+    pb::ExportCsvRequest {
+        run: "run".into(),
+        tag: tag.into(),
+        r#type: String::new(),
+        lang: "en".into(),
+        step,
+        rank,
+        client_id: String::new(),
+    }
+}
+
+#[test]
+fn the_csv_download_comes_in_chunks_with_its_type_and_name() {
+    let (_dir, state, path) = serve("compare_tf_stats");
+    let tag = tag_of(&path);
+    let chunks = export(&state, csv_request(&tag, None, None), usize::MAX);
+    let head = &chunks[0];
+    assert!(head.success, "{head:?}");
+    assert_eq!(head.content_type, handlers::CSV_CONTENT_TYPE);
+    assert_eq!(head.file_name, format!("{tag}.csv"));
+    assert!(head.data.is_empty());
+    let body: Vec<u8> = chunks[1..].iter().flat_map(|c| c.data.clone()).collect();
+    assert!(chunks[1..].iter().all(|c| c.success));
+    let text = String::from_utf8(body).expect("UTF-8");
+    assert!(
+        text.starts_with("Step,Rank,NPU Node,Bench Node,Role,"),
+        "{}",
+        &text[..80]
+    );
+    assert!(text.contains(",Module.layers.2.mlp.fc1.Linear.forward.0,"));
+    // The same bytes as the diagnose crate's writer gives.
+    let file = graph_ascend_diagnose::CompareFile::open(&path).expect("open");
+    let mut direct = Vec::new();
+    graph_ascend_diagnose::export::write_csv(&file, None, None, &mut direct).expect("write");
+    assert_eq!(text.as_bytes(), &direct[..]);
+
+    let one = export(&state, csv_request(&tag, Some(0), Some(0)), usize::MAX);
+    assert_eq!(one[0].file_name, format!("{tag}_step0_rank0.csv"));
+}
+
+#[test]
+fn csv_errors_come_first_and_a_gone_receiver_stops_the_export() {
+    let (_dir, state, path) = serve("compare_tf_stats");
+    let tag = tag_of(&path);
+    let bad_step = export(&state, csv_request(&tag, Some(9), None), usize::MAX);
+    assert_eq!(bad_step.len(), 1);
+    assert!(!bad_step[0].success);
+    let error = bad_step[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("no step 9"), "{error}");
+    let missing = export(&state, csv_request("nope", None, None), usize::MAX);
+    assert!(!missing[0].success && missing.len() == 1);
+    // The receiver goes away after the first chunk: nothing more is sent.
+    let stopped = export(&state, csv_request(&tag, None, None), 1);
+    assert_eq!(stopped.len(), 1);
+
+    let (_dir, state, path) = serve("build_tf_stats");
+    let build = export(&state, csv_request(&tag_of(&path), None, None), usize::MAX);
+    assert!(!build[0].success);
+    assert!(
+        build[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("not a compare file")),
+        "{build:?}"
+    );
+}
+
+#[test]
+fn a_two_rank_file_has_verdicts_per_rank() {
+    let (_dir, state, path) = serve("compare_dist_ranks");
+    let tag = tag_of(&path);
+    let answer = browser_json(&handlers::diagnose(&state, request(&tag, 0, 1, true)));
+    assert_eq!(answer["success"], true, "{answer}");
+    assert_eq!(answer["data"]["ranks"], serde_json::json!([0, 1]));
+    assert_eq!(answer["states"]["rank"], 1);
+    // The verdicts of rank 1 name rank 1's sources (and their modules), and only those.
+    let sources = answer["data"]["sources"].as_array().expect("sources");
+    let mut expected: Vec<&str> = sources
+        .iter()
+        .filter(|s| s["rank"] == 1)
+        .flat_map(|s| {
+            std::iter::once(&s["node"]).chain(s["enclosing"].as_array().into_iter().flatten())
+        })
+        .map(|n| n.as_str().expect("name"))
+        .collect();
+    let mut verdict = names(&answer["states"]["source"]);
+    assert!(!expected.is_empty(), "{answer}");
+    expected.sort_unstable();
+    verdict.sort_unstable();
+    assert_eq!(verdict, expected);
+    let rank0 = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, true)));
+    assert_eq!(rank0["states"]["rank"], 0);
+    assert_eq!(
+        rank0["data"], answer["data"],
+        "the file's diagnosis does not depend on the view"
+    );
+}
