@@ -71,10 +71,16 @@ pub fn convert_cancellable(
     let _total_phase = timing::phase(|| "total".into());
     let plan = stage::plan::plan(opts)?;
     let jobs = plan.jobs.len();
+    let dirs = plan
+        .jobs
+        .iter()
+        .flat_map(|j| std::iter::once(j.target.as_path()).chain(j.golden.as_deref()));
     let run = Run::start(
         progress,
         cancel,
-        jobs as u64 * 2 + 1,
+        opts.golden.is_some(),
+        stage::bytes_to_read(dirs),
+        jobs as u64,
         format!("{jobs} graph(s) to convert"),
     );
     if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping)? {
@@ -118,15 +124,15 @@ struct Unit {
 /// compare them in a compare.
 fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, ConvertError> {
     let (npu, bench) = rayon::join(
-        || read_and_build(opts, &job.target),
-        || job.golden.as_deref().map(|g| read_and_build(opts, g)),
+        || read_and_build(opts, &job.target, run),
+        || job.golden.as_deref().map(|g| read_and_build(opts, g, run)),
     );
     let Built {
         dump: npu_dump,
         graph: mut npu_graph,
         md5: npu_md5,
     } = npu?;
-    run.tick(
+    run.note(
         Stage::Building,
         format!(
             "built {} ({} nodes)",
