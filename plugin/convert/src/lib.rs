@@ -140,6 +140,7 @@ fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, Conv
             npu_graph.nodes.len()
         ),
     );
+    run.check()?;
     let Some(bench) = bench.transpose()? else {
         let micro_steps = npu_graph.paging_by_micro_step(None);
         let ctx = ExportContext::of(&npu_dump, NPU, job.step, job.rank, false);

@@ -4,36 +4,18 @@
 
 mod common;
 
-use std::sync::Arc;
+use graph_ascend_service::handlers;
 
-use graph_ascend_proto as pb;
-use graph_ascend_service::{handlers, State};
-use serde_json::Value;
-
-use common::{meta, unpack};
+use common::{browser_json, logdir_with, meta, meta_request};
 
 #[test]
 fn the_config_answer_serves_the_metric_rules_in_column_order() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = unpack("compare_tf_small_tensor", dir.path(), "run");
-    let tag = file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".vis.db"))
-        .expect("tag")
-        .to_owned();
-    let state = Arc::new(State::new(dir.path().to_path_buf()));
-    handlers::load_meta_dir(&state);
-    let answer = handlers::load_graph_config_info(
-        &state,
-        pb::MetaRequest {
-            meta_data: Some(meta("run", &tag)),
-            client_id: String::new(),
-        },
-    );
+    let (_dir, state) = logdir_with("compare_tf_small_tensor");
+    let listing = handlers::load_meta_dir(&state);
+    let tag = listing.data[0].tags[0].clone();
+    let answer = handlers::load_graph_config_info(&state, meta_request(&meta("run", &tag)));
     assert!(answer.success, "{:?}", answer.error);
-    let json: Value =
-        serde_json::from_slice(&graph_ascend_proto::json::to_vec(&answer)).expect("JSON");
+    let json = browser_json(&answer);
     // msprobe's keys are all still there; the rules are one more.
     for key in ["microSteps", "tooltips", "isSingleGraph", "colors", "task"] {
         assert!(json["data"].get(key).is_some(), "{key} kept");

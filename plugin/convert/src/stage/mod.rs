@@ -92,13 +92,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Reports `n` more input bytes read.
-    pub fn read_bytes(&self, n: u64) {
-        if n == 0 {
-            return;
+    /// Reports `n` more input bytes read; `false` once the caller asked to stop (readers stop
+    /// then, mid-file).
+    pub fn read_bytes(&self, n: u64) -> bool {
+        if n > 0 {
+            self.bytes_read.fetch_add(n, Ordering::Relaxed);
+            self.note(Stage::Reading, String::new());
         }
-        self.bytes_read.fetch_add(n, Ordering::Relaxed);
-        self.note(Stage::Reading, String::new());
+        !self.cancel.load(Ordering::Relaxed)
     }
 
     /// Reports one more unit of the middle step done.
