@@ -80,7 +80,8 @@ pub fn convert_cancellable(
         cancel,
         opts.golden.is_some(),
         stage::bytes_to_read(dirs),
-        jobs as u64,
+        // A compare's job counts twice: matched, then compared.
+        jobs as u64 * if opts.golden.is_some() { 2 } else { 1 },
         format!("{jobs} graph(s) to convert"),
     );
     if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping)? {
@@ -164,6 +165,12 @@ fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, Conv
             dump: &bench.dump,
             md5: bench.md5,
             graph: bench.graph,
+        },
+        &|| {
+            run.tick(
+                Stage::Comparing,
+                format!("step {} rank {} matched", job.step, job.rank),
+            )
         },
     )?;
     Ok(Unit {

@@ -565,7 +565,7 @@ fn merge_step(
                 .collect();
             let compared: Vec<_> = sides
                 .into_par_iter()
-                .map(|(n, b, rank)| pair(opts, true, step, rank, n, b))
+                .map(|(n, b, rank)| pair(opts, true, step, rank, n, b, &|| {}))
                 .collect::<Result<_, _>>()?;
             for paired in compared {
                 if r.task.is_empty() {
