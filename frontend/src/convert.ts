@@ -78,6 +78,8 @@ export class ConvertPage {
   private progress: ConvertProgress = { progress: 0, status: 'building' };
   private jobId = '';
   private abort: AbortController | null = null;
+  /** The event stream stalled and the page is polling the job's state. */
+  private stalled = false;
   private error = '';
 
   constructor(private host: Host) {}
@@ -168,47 +170,92 @@ export class ConvertPage {
     const job = (r as unknown as { jobId?: string; job_id?: string }).jobId ?? (r as unknown as { job_id?: string }).job_id ?? '';
     this.jobId = job;
     this.progress = { progress: 0, status: 'building' };
+    this.stalled = false;
     this.step = 'progress';
     this.rerender();
     void this.follow();
   }
 
+  /**
+   * Follows the job: its event stream, and, when no event has come for STALL_MS (a proxy or a
+   * port forward that holds event streams back until they end), polls `getConvertState` every
+   * POLL_MS until the job ends. Whichever sees the final state first shows it.
+   */
   private async follow(): Promise<void> {
     this.abort?.abort();
     const ctrl = new AbortController();
     this.abort = ctrl;
-    const url = this.jobId ? `getConvertProgress?jobId=${encodeURIComponent(this.jobId)}` : 'getConvertProgress';
+    const id = this.jobId;
+    const url = id ? `getConvertProgress?jobId=${encodeURIComponent(id)}` : 'getConvertProgress';
     let finished = false;
-    const err = await followSse(url, (data) => {
-      let msg: ConvertProgress;
-      try {
-        msg = JSON.parse(data);
-      } catch {
-        return;
-      }
-      this.progress = msg;
+    let lastEvent = Date.now();
+    const apply = (msg: ConvertProgress): boolean => {
+      if (finished || ctrl.signal.aborted) return true;
+      lastEvent = Date.now();
+      // Reports may come from both paths: progress never goes back.
+      this.progress = { ...msg, progress: Math.max(Number(msg.progress) || 0, Number(this.progress.progress) || 0) };
       if (msg.status === 'building') {
         this.updateBar();
-        return;
+        return false;
       }
       finished = true;
+      ctrl.abort();
       this.step = 'result';
       this.rerender();
-      return false;
-    }, ctrl.signal);
-    if (finished || ctrl.signal.aborted) return;
-    const why = err ? `getConvertProgress: ${err}` : 'the progress stream ended before the conversion finished';
-    this.progress = { ...this.progress, status: 'error', error: [...asList(this.progress.error), why] };
-    this.step = 'result';
-    this.rerender();
+      return true;
+    };
+    let polling = false;
+    const poll = async () => {
+      polling = true;
+      this.stalled = true;
+      this.updateBar();
+      while (!finished && !ctrl.signal.aborted) {
+        const r = await get<ConvertProgress>('getConvertState', { jobId: id || undefined });
+        if (finished || ctrl.signal.aborted) return;
+        if (r.success && (r as unknown as ConvertProgress).status) apply(r as unknown as ConvertProgress);
+        await sleep(POLL_MS, ctrl.signal);
+      }
+    };
+    const watchdog = setInterval(() => {
+      if (!polling && !finished && Date.now() - lastEvent > STALL_MS) void poll();
+    }, 250);
+    try {
+      const err = await followSse(url, (data) => {
+        let msg: ConvertProgress;
+        try {
+          msg = JSON.parse(data);
+        } catch {
+          return;
+        }
+        if (apply(msg)) return false;
+      }, ctrl.signal);
+      if (finished || ctrl.signal.aborted) return;
+      // The stream ended or broke before the job did: the state is asked for until it ends.
+      if (!polling) void poll();
+      while (!finished && !ctrl.signal.aborted && Date.now() - lastEvent < GIVE_UP_MS) await sleep(POLL_MS, ctrl.signal);
+      if (finished || ctrl.signal.aborted) return;
+      const why = err ? `getConvertProgress: ${err}` : 'the progress stream ended before the conversion finished';
+      this.progress = { ...this.progress, status: 'error', error: [...asList(this.progress.error), why] };
+      finished = true;
+      ctrl.abort();
+      this.step = 'result';
+      this.rerender();
+    } finally {
+      clearInterval(watchdog);
+    }
   }
 
   private updateBar(): void {
     const bar = this.el?.querySelector('.bar-fill') as HTMLElement | null;
     const label = this.el?.querySelector('[data-testid="conversionPercent"]');
+    const detail = this.el?.querySelector('[data-testid="conversionMeasures"]');
+    const stalled = this.el?.querySelector('[data-testid="conversionPolling"]') as HTMLElement | null;
     const pct = Math.max(0, Math.min(100, Number(this.progress.progress) || 0));
     if (bar) bar.style.width = `${pct}%`;
+    if (bar?.parentElement) bar.parentElement.setAttribute('aria-valuenow', String(pct));
     if (label) label.textContent = `${pct}%`;
+    if (detail) detail.textContent = measuresText(this.progress);
+    if (stalled) stalled.hidden = !this.stalled;
   }
 
   private progressView(): HTMLElement {
@@ -218,6 +265,8 @@ export class ConvertPage {
     return h('div.convert-progress', { testid: 'conversionProgress' }, h('h2', null, t('building')),
       h('div.bar', { role: 'progressbar', 'aria-valuenow': String(pct) }, h('div.bar-fill', { style: { width: `${pct}%` } })),
       h('div', { testid: 'conversionPercent' }, `${pct}%`),
+      h('div.help', { testid: 'conversionMeasures' }, measuresText(this.progress)),
+      h('div.help', { testid: 'conversionPolling', hidden: !this.stalled }, t('progressPolling')),
       h('table.summary', null, row(t('label_npu_path'), p.npu_path), row(t('label_bench_path'), p.bench_path), row(t('label_output_path'), p.output_path),
         row(t('label_layer_mapping'), p.layer_mapping), row(t('checkbox_overflow_check'), String(p.overflow_check)), row(t('checkbox_fuzzy_match'), String(p.fuzzy_match))),
       h('div.actions', null, guardWrite(h('button', { testid: 'cancelConversionButton', on: { click: () => void this.cancel() } }, t('cancel_conversion')))));
@@ -237,12 +286,53 @@ export class ConvertPage {
         h('p', { testid: 'conversionOutput' }, file || this.params.output_path),
         h('div.actions', null, h('button.primary', { testid: 'loadConvertedFileButton', on: { click: () => { this.step = 'form'; void this.host.openConverted(file || this.params.output_path); } } }, t('loadFile')), back));
     }
-    const log = asList(this.progress.error).join('\n') || (st === 'cancelled' ? t('cancelled') : t('build_failure'));
+    if (st === 'cancelled') {
+      // A cancel is the user's choice, not a failure: a neutral note, no error log.
+      return h('div.convert-result.cancelled', { testid: 'conversionResult', 'data-status': 'cancelled' }, h('h2', null, t('cancelled')),
+        h('p.help', { testid: 'conversionCancelledNote' }, t('cancelledNote')),
+        h('div.actions', null, h('button.primary', { testid: 'rebuildButton', on: { click: () => void this.start() } }, t('rebuild')), back));
+    }
+    const log = asList(this.progress.error).join('\n') || t('build_failure');
     const pre = h('pre.error-log', { testid: 'conversionErrorLog' }, log);
-    return h('div.convert-result.failure', { testid: 'conversionResult' }, h('h2', null, st === 'cancelled' ? t('cancelled') : `✖ ${t('build_failure')}`),
+    return h('div.convert-result.failure', { testid: 'conversionResult', 'data-status': st }, h('h2', null, `✖ ${t('build_failure')}`),
       h('h4', null, t('errorLog'), h('button.copy', { on: { click: () => void navigator.clipboard?.writeText(log) } }, t('copy'))), pre,
       h('div.actions', null, guardWrite(h('button.primary', { testid: 'rebuildButton', on: { click: () => void this.start() } }, t('rebuild'))), back));
   }
+}
+
+/** No progress event for this long: the stream is held back somewhere; poll instead. */
+const STALL_MS = 2000;
+const POLL_MS = 1000;
+/** After the stream ended early, how long polling may go without an answer before giving up. */
+const GIVE_UP_MS = 15_000;
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+  });
+}
+
+/** `12.3 MB`, `512 KB`, `900 B`. */
+export function bytesText(n: number): string {
+  if (n >= 1024 * 1024) return `${(n / (1024 * 1024)).toFixed(1)} MB`;
+  if (n >= 1024) return `${Math.round(n / 1024)} KB`;
+  return `${Math.round(n)} B`;
+}
+
+/** `42 s`, `3 min 5 s`. */
+export function durationText(secs: number): string {
+  const s = Math.max(0, Math.round(secs));
+  return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+}
+
+/** What the converter measured: bytes read, rows written, time left (empty before the first measure). */
+export function measuresText(p: ConvertProgress): string {
+  const parts: string[] = [];
+  if (p.bytesTotal) parts.push(t('progressRead', { done: bytesText(p.bytesRead ?? 0), total: bytesText(p.bytesTotal) }));
+  if (p.rowsTotal) parts.push(t('progressRows', { done: String(p.rowsWritten ?? 0), total: String(p.rowsTotal) }));
+  if (p.etaSeconds !== undefined && p.etaSeconds !== null && p.status === 'building') parts.push(t('progressEta', { time: durationText(p.etaSeconds) }));
+  return parts.join(' · ');
 }
 
 function asList(e: string[] | string | undefined): string[] {

@@ -3,7 +3,7 @@
  * outputs; a slot pairs with the other side's slot of the same name, else by position), every
  * statistic and metric as a column, and the worst cell of each metric column marked.
  */
-import type { NodeDetail, TensorSlot } from './types';
+import type { DetailColumn, NodeDetail, TensorSlot } from './types';
 
 export interface DetailRow {
   side: 'debug' | 'bench';
@@ -62,21 +62,15 @@ export function pairRows(npu: NodeDetail | null | undefined, bench: NodeDetail |
 }
 
 /**
- * The columns msprobe's dumps and compare results use, in the order the table shows them (the
- * converter's field order: statistics, then distributed fields, then compare metrics). A table
- * keeps this order whatever its first row holds, so columns do not move between nodes.
+ * The known columns in the order the table shows them, each metric with its rule: served with
+ * the file's config (`detailColumns`), from the one table of metric rules the converter and the
+ * diagnosis use (graph_ascend_dump::METRIC_RULES). The page keeps no copy of its own.
  */
-export const KNOWN_COLUMNS = [
-  'type', 'dtype', 'shape', 'Max', 'Min', 'Mean', 'Norm', 'requires_grad', 'md5',
-  'group_ranks', 'group_id', 'state', 'full_op_name', 'op', 'peer', 'tag',
-  'Max diff', 'Min diff', 'Mean diff', 'L2norm diff', 'MaxRelativeErr', 'MinRelativeErr', 'MeanRelativeErr', 'NormRelativeErr',
-  'Cosine', 'EucDist', 'MaxAbsErr', 'One Thousandth Err Ratio', 'Five Thousandths Err Ratio',
-  'Requires_grad Consistent', 'Result', 'Err_message', 'Accuracy Reached or Not', 'src', 'dst',
-];
-const KNOWN_RANK = new Map(KNOWN_COLUMNS.map((c, i) => [c, i]));
+export type Rules = readonly DetailColumn[];
 
 /** The columns the rows have: the known ones in their fixed order, then any others (user-defined metrics) in the order they first appear. */
-export function columnsOf(rows: DetailRow[]): string[] {
+export function columnsOf(rows: DetailRow[], rules: Rules): string[] {
+  const rank = new Map(rules.map((c, i) => [c.name, i]));
   const known: string[] = [];
   const others: string[] = [];
   const seen = new Set<string>();
@@ -84,51 +78,52 @@ export function columnsOf(rows: DetailRow[]): string[] {
     for (const k of Object.keys(r.cells))
       if (!seen.has(k)) {
         seen.add(k);
-        (KNOWN_RANK.has(k) ? known : others).push(k);
+        (rank.has(k) ? known : others).push(k);
       }
-  known.sort((a, b) => (KNOWN_RANK.get(a) ?? 0) - (KNOWN_RANK.get(b) ?? 0));
+  known.sort((a, b) => (rank.get(a) ?? 0) - (rank.get(b) ?? 0));
   return [...known, ...others];
 }
 
-/** A metric value as a number: "12.5%" -> 12.5, "N/A"/"-" -> NaN. */
+/** A metric value as a number: "12.5%" -> 0.125 (percent strings are fractions, as the rules' thresholds), "N/A"/"-" -> NaN, "nan"/"inf" -> Infinity. */
 export function metricValue(s: string | undefined): number {
   if (s === undefined) return NaN;
-  const t = s.trim().replace(/%$/, '');
+  const raw = s.trim();
+  const percent = raw.endsWith('%');
+  const t = percent ? raw.slice(0, -1) : raw;
   if (t === '' || t === '-' || /^n\/a$/i.test(t)) return NaN;
-  if (/^(nan|inf|-inf|infinity|-infinity)$/i.test(t)) return Infinity;
+  if (/^[+-]?(nan|inf|infinity)$/i.test(t)) return Infinity;
   const n = Number(t);
-  return Number.isNaN(n) ? NaN : n;
+  if (Number.isNaN(n)) return NaN;
+  return percent ? n / 100 : n;
 }
 
-/** Columns where a larger |value| is worse (diffs and errors), or a smaller one (cosine). */
-export function metricDirection(col: string): 'high' | 'low' | null {
-  const c = col.toLowerCase();
-  if (c.includes('cosine')) return 'low';
-  if (c.includes('diff') || c.includes('err') || c.includes('relative') || c.includes('euc') || c.includes('rmse')) {
-    if (c.includes('err_message')) return null;
-    return 'high';
-  }
-  return null;
+/** How far a cell is from perfect under its column's rule (Infinity for inf/NaN results), NaN when it is not a number. */
+export function distance(rule: DetailColumn, cell: string | undefined): number {
+  const v = metricValue(cell);
+  if (Number.isNaN(v) || v === Infinity) return v;
+  return rule.worse === 'lower' ? 1 - v : Math.abs(v);
 }
 
-/** For each metric column, the index of the worst row (if any row has a number and it is not a perfect score). */
-export function worstCells(rows: DetailRow[], cols: string[]): Map<string, number> {
+/**
+ * For each metric column with a rule, the index of the worst row, if it is further from perfect
+ * than the rule's threshold. Columns without a rule (users' own metrics) are never painted.
+ */
+export function worstCells(rows: DetailRow[], cols: string[], rules: Rules): Map<string, number> {
+  const byName = new Map(rules.map((c) => [c.name, c]));
   const worst = new Map<string, number>();
   for (const col of cols) {
-    const dir = metricDirection(col);
-    if (!dir) continue;
-    let best = -1;
-    let bestV = dir === 'high' ? 0 : Infinity;
+    const rule = byName.get(col);
+    if (!rule || (rule.worse !== 'higher' && rule.worse !== 'lower')) continue;
+    let at = -1;
+    let far = rule.threshold;
     rows.forEach((r, i) => {
-      const v = metricValue(r.cells[col]);
-      if (Number.isNaN(v)) return;
-      const a = dir === 'high' ? Math.abs(v) : v;
-      if (dir === 'high' ? a > bestV : a < bestV) {
-        bestV = a;
-        best = i;
+      const d = distance(rule, r.cells[col]);
+      if (d > far) {
+        far = d;
+        at = i;
       }
     });
-    if (best >= 0 && !(dir === 'low' && bestV >= 0.99999)) worst.set(col, best);
+    if (at >= 0) worst.set(col, at);
   }
   return worst;
 }

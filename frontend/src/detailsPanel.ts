@@ -22,7 +22,7 @@ export function renderDetails(el: HTMLElement, ctx: PageCtx): void {
   }
   const npu = isNode(info.npu) ? info.npu : null;
   const bench = isNode(info.bench) ? info.bench : null;
-  if (s.detailTab === 'table') el.append(detailTableView(npu, bench, single, s.config?.tooltips ?? null));
+  if (s.detailTab === 'table') el.append(detailTableView(npu, bench, single, s.config?.tooltips ?? null, s.config?.detailColumns ?? []));
   else el.append(nodeInfoView(npu, bench, single, (text) => void copy(ctx, text)));
 }
 

@@ -1,14 +1,15 @@
 /**
- * The node-details views: the paired inputs/outputs table (worst metric cells marked, bench rows
- * shaded, matched/unmatched dots) and the stack / parallel-merge text with copy buttons.
+ * The node-details views: the paired inputs/outputs table (worst metric cells marked by the served
+ * metric rules, bench rows shaded, matched/unmatched dots) and the stack / parallel-merge text with
+ * copy buttons.
  */
 import { badResult, columnsOf, pairRows, worstCells } from './details';
 import { h } from './dom';
 import { t } from './i18n';
-import type { NodeDetail } from './types';
+import type { DetailColumn, NodeDetail } from './types';
 
 /** The inputs/outputs table of the selected node (both sides paired) with its header and legend. */
-export function detailTableView(npu: NodeDetail | null, bench: NodeDetail | null, single: boolean, tooltips: Record<string, string> | null): HTMLElement {
+export function detailTableView(npu: NodeDetail | null, bench: NodeDetail | null, single: boolean, tooltips: Record<string, string> | null, rules: readonly DetailColumn[]): HTMLElement {
   const rows = pairRows(npu, single ? null : bench);
   const head = h('div.details-head', null,
     h('span', { testid: 'debugNodeName' }, h('b', null, `${t('debugNode')}: `), npu?.node_name ?? '-'),
@@ -16,8 +17,8 @@ export function detailTableView(npu: NodeDetail | null, bench: NodeDetail | null
     single ? null : h('span.legend-item', null, h('span.dot.ok'), t('matchedParams')),
     single ? null : h('span.legend-item', null, h('span.dot.bad'), t('unmatchedParams')));
   if (!rows.length) return h('div', null, head, h('p.muted', { testid: 'detailsNoData' }, t('noData')));
-  const cols = ['name', ...columnsOf(rows)];
-  const worst = worstCells(rows, cols);
+  const cols = ['name', ...columnsOf(rows, rules)];
+  const worst = worstCells(rows, cols, rules);
   const table = h('table.details-table', { testid: 'detailsTable' },
     h('thead', null, h('tr', null, ...cols.map((c) => h('th', { title: tooltips?.[c] ?? '' }, c)))),
     h('tbody', null, ...rows.map((r, i) =>

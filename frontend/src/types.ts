@@ -37,6 +37,17 @@ export interface ConfigInfo {
   task: string;
   ranks: number[];
   steps: number[];
+  /** The details table's known columns in order, metrics with their rules (absent from older sidecars: nothing is painted). */
+  detailColumns?: DetailColumn[];
+}
+
+/** One known column of the details table (the proto's DetailColumn). */
+export interface DetailColumn {
+  name: string;
+  /** "higher": a larger |value| is worse; "lower": a value below 1 is worse; "": not a metric. */
+  worse: string;
+  /** Distances from perfect at or below this are not painted (percent values as fractions). */
+  threshold: number;
 }
 
 /** One box of the server-side layout (`changeNodeExpandState` answers). */
@@ -110,6 +121,13 @@ export interface ConvertProgress {
   error?: string[] | string;
   jobId?: string;
   outputFile?: string;
+  /** Beyond msprobe: input bytes read, rows written (rowsTotal 0 until known), seconds left. */
+  bytesRead?: number;
+  bytesTotal?: number;
+  rowsWritten?: number;
+  rowsTotal?: number;
+  etaSeconds?: number;
+  stage?: string;
 }
 
 /** Node kinds as the server sends them in `nodeType`. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { normalize, parseLooseJson, parseSse, post, setTransport, tidyError } from '../src/api';
-import { convertBody, defaultOutput } from '../src/convert';
+import { bytesText, convertBody, defaultOutput, durationText, measuresText } from '../src/convert';
 import { missingKeys, setLang, t } from '../src/i18n';
 import { writesAllowed } from '../src/writeAccess';
 
@@ -93,5 +93,23 @@ describe('write access', () => {
       expect(t('readOnly.tooltip')).toContain('GRAPH_ASCEND_ALLOW_REMOTE_WRITES');
     }
     setLang('en');
+  });
+});
+
+describe('conversion progress (issue 13, item 5)', () => {
+  it('shows bytes read, rows written and the time left as they are measured', () => {
+    setLang('en');
+    expect(measuresText({ progress: 0, status: 'building' })).toBe('');
+    expect(measuresText({ progress: 12, status: 'building', bytesRead: 5 * 1024 * 1024, bytesTotal: 140 * 1024 * 1024, rowsTotal: 0, etaSeconds: 75 }))
+      .toBe('read 5.0 MB of 140.0 MB · about 1 min 15 s left');
+    expect(measuresText({ progress: 70, status: 'building', bytesRead: 2048, bytesTotal: 2048, rowsWritten: 1024, rowsTotal: 4096, etaSeconds: 3.4 }))
+      .toBe('read 2 KB of 2 KB · rows written 1024 of 4096 · about 3 s left');
+    // A finished job has no time left to show.
+    expect(measuresText({ progress: 100, status: 'done', bytesRead: 10, bytesTotal: 10, etaSeconds: 0 })).toBe('read 10 B of 10 B');
+  });
+  it('words sizes and durations for people', () => {
+    expect(bytesText(900)).toBe('900 B');
+    expect(durationText(59.6)).toBe('1 min 0 s');
+    expect(durationText(-1)).toBe('0 s');
   });
 });

@@ -299,8 +299,19 @@ def test_server_sent_events_route(one_case_logdir, tensorboard):
     assert answer.content_type.startswith("text/event-stream")
     assert answer.headers["Cache-Control"] == "no-cache"
     events = [json.loads(c[len(b"data: ") :]) for c in answer.body.split(b"\n\n") if c.startswith(b"data: ")]
+    # msprobe's keys, then what was measured (nothing, for a job that does not exist).
     assert events == [
-        {"progress": 0, "status": "error", "error": ['No conversion with id "no-such-job".'], "jobId": "no-such-job"}
+        {
+            "progress": 0,
+            "status": "error",
+            "error": ['No conversion with id "no-such-job".'],
+            "jobId": "no-such-job",
+            "bytesRead": 0,
+            "bytesTotal": 0,
+            "rowsWritten": 0,
+            "rowsTotal": 0,
+            "stage": "",
+        }
     ]
 
 

@@ -157,7 +157,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         let pb = indicatif::ProgressBar::new(1);
         pb.set_style(
             indicatif::ProgressStyle::with_template(
-                "[Graph] {msg:<12} {bar:40} {percent:>3}% [{elapsed_precise}]",
+                "[Graph] {bar:40} {percent:>3}% [{elapsed_precise}] {msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
@@ -177,8 +177,9 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some(pb) = &bar {
             pb.set_length(p.total);
-            pb.set_position(p.done);
-            pb.set_message(p.stage.name());
+            // Reports come from several threads: the bar never goes back.
+            pb.set_position(p.done.max(pb.position()));
+            pb.set_message(bar_message(p));
         }
     };
     let result = convert(&opts, &report);
@@ -197,9 +198,57 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The bar's text: the stage, what was measured, and the time left, e.g.
+/// `writing  read 140.2/140.2 MB  rows 51200/200016  ~3 s left`.
+fn bar_message(p: &Progress) -> String {
+    const MB: f64 = 1024.0 * 1024.0;
+    let mut out = format!(
+        "{:<9} read {:.1}/{:.1} MB",
+        p.stage.name(),
+        p.bytes_read as f64 / MB,
+        p.bytes_total as f64 / MB
+    );
+    if p.rows_total > 0 {
+        out.push_str(&format!("  rows {}/{}", p.rows_written, p.rows_total));
+    }
+    if let Some(eta) = p.eta_secs {
+        out.push_str(&format!("  ~{} left", duration_text(eta)));
+    }
+    out
+}
+
+/// `42 s`, `3 min 5 s`.
+fn duration_text(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s < 60 {
+        format!("{s} s")
+    } else {
+        format!("{} min {} s", s / 60, s % 60)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bar_shows_bytes_rows_and_time_left() {
+        let p = Progress {
+            stage: graph_ascend_convert::Stage::Writing,
+            done: 700,
+            total: 1000,
+            message: String::new(),
+            bytes_read: 3 * 1024 * 1024,
+            bytes_total: 3 * 1024 * 1024,
+            rows_written: 10,
+            rows_total: 40,
+            eta_secs: Some(65.4),
+        };
+        assert_eq!(
+            bar_message(&p),
+            "writing   read 3.0/3.0 MB  rows 10/40  ~1 min 5 s left"
+        );
+    }
 
     fn parse(args: &[&str]) -> Flags {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();

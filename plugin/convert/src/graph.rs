@@ -85,12 +85,23 @@ impl DumpOps {
     /// Streams `dump.json`: each entry is flattened (and graded for overflow when
     /// `overflow_check`) as soon as it is parsed, so no parsed tree of the whole file is ever
     /// held. The fast reader is tried first; a file it does not accept is read again by the
-    /// `serde_json` reader, which reports the problem.
+    /// `serde_json` reader, which reports the problem. `on_bytes` is told how many more bytes
+    /// of the file were read, as batches are parsed (the whole file in the end); when it answers
+    /// `false` the reading stops with [`ConvertError::Cancelled`] (a conversion is cancelled
+    /// within a batch, not after the whole file).
     pub fn read(
         path: &std::path::Path,
         overflow_check: bool,
-    ) -> Result<(DumpFile, DumpOps), graph_ascend_dump::DumpError> {
+        on_bytes: &(dyn Fn(u64) -> bool + Sync),
+    ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
         let mut ops = DumpOps::default();
+        let mut reported: u64 = 0;
+        let mut report_to = |offset: u64| {
+            let delta = offset.saturating_sub(reported);
+            reported = reported.max(offset);
+            on_bytes(delta)
+        };
+        let mut stopped = false;
         // A scanner thread cuts the file into batches of entries (a sequential walk over the
         // JSON) while this one parses and packs the previous batch on every core, then takes
         // its entries in file order.
@@ -112,18 +123,30 @@ impl DumpOps {
                     parsed = Err(e);
                     break;
                 }
+                if !report_to(batch.end_offset() as u64) {
+                    stopped = true;
+                    break;
+                }
             }
             drop(rx);
             let scanned = scanner.join().unwrap_or(Ok(None));
             (scanned, parsed)
         });
+        if stopped {
+            return Err(crate::ConvertError::Cancelled);
+        }
         let fast = match (scanned?, parsed) {
             (Some(header), Ok(())) => Some(header),
             // The fast reader refused the file, or the parser an entry: the full reader decides.
             _ => None,
         };
+        let file_size = std::fs::metadata(path).map_or(0, |m| m.len());
         if let Some(header) = fast {
-            return Ok((header, ops));
+            return if report_to(file_size) {
+                Ok((header, ops))
+            } else {
+                Err(crate::ConvertError::Cancelled)
+            };
         }
         let mut ops = DumpOps::default();
         let header = DumpFile::read_streaming(path, &mut |name, entry| {
@@ -139,6 +162,9 @@ impl DumpOps {
             ops.order.push(name.clone());
             ops.ops.insert(name, data);
         })?;
+        if !report_to(file_size) {
+            return Err(crate::ConvertError::Cancelled);
+        }
         Ok((header, ops))
     }
 
@@ -671,7 +697,16 @@ mod tests {
         let text = big_dump(12_000, None);
         assert!(text.len() > 4 * PARSE_BATCH_BYTES, "{}", text.len());
         std::fs::write(&path, &text).unwrap();
-        let (_, fast) = DumpOps::read(&path, false).unwrap();
+        // Issue 13, item 5: bytes are reported batch by batch, growing, and add up to the file.
+        let reports = std::sync::Mutex::new(Vec::new());
+        let (_, fast) = DumpOps::read(&path, false, &|n| {
+            reports.lock().unwrap().push(n);
+            true
+        })
+        .unwrap();
+        let reports = reports.into_inner().unwrap();
+        assert!(reports.len() > 4, "{} reports", reports.len());
+        assert_eq!(reports.iter().sum::<u64>(), text.len() as u64);
         let mut full = DumpOps::default();
         DumpFile::read_streaming(&path, &mut |name, entry| {
             full.md5 |= graph_ascend_dump::dumpfile::entry_has_md5(&entry);
@@ -686,8 +721,27 @@ mod tests {
         assert_eq!(fast.md5, full.md5);
 
         std::fs::write(&path, big_dump(12_000, Some(11_000))).unwrap();
-        let err = DumpOps::read(&path, false).expect_err("an entry that is a number");
+        let err = DumpOps::read(&path, false, &|_| true).expect_err("an entry that is a number");
         assert!(err.to_string().contains("dump.json"), "{err}");
+    }
+
+    /// Issue 13, item 2: a cancel stops the reading of a big dump.json within a batch.
+    #[test]
+    fn reading_stops_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dump.json");
+        std::fs::write(&path, big_dump(12_000, None)).unwrap();
+        let batches = std::sync::atomic::AtomicUsize::new(0);
+        let err = DumpOps::read(&path, false, &|_| {
+            batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 1
+        })
+        .expect_err("stopped");
+        assert!(matches!(err, crate::ConvertError::Cancelled), "{err}");
+        assert_eq!(
+            batches.into_inner(),
+            2,
+            "stopped at the batch after the answer"
+        );
     }
 
     #[test]

@@ -71,10 +71,17 @@ pub fn convert_cancellable(
     let _total_phase = timing::phase(|| "total".into());
     let plan = stage::plan::plan(opts)?;
     let jobs = plan.jobs.len();
+    let dirs = plan
+        .jobs
+        .iter()
+        .flat_map(|j| std::iter::once(j.target.as_path()).chain(j.golden.as_deref()));
     let run = Run::start(
         progress,
         cancel,
-        jobs as u64 * 2 + 1,
+        opts.golden.is_some(),
+        stage::bytes_to_read(dirs),
+        // A compare's job counts twice: matched, then compared.
+        jobs as u64 * if opts.golden.is_some() { 2 } else { 1 },
         format!("{jobs} graph(s) to convert"),
     );
     if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping)? {
@@ -118,15 +125,15 @@ struct Unit {
 /// compare them in a compare.
 fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, ConvertError> {
     let (npu, bench) = rayon::join(
-        || read_and_build(opts, &job.target),
-        || job.golden.as_deref().map(|g| read_and_build(opts, g)),
+        || read_and_build(opts, &job.target, run),
+        || job.golden.as_deref().map(|g| read_and_build(opts, g, run)),
     );
     let Built {
         dump: npu_dump,
         graph: mut npu_graph,
         md5: npu_md5,
     } = npu?;
-    run.tick(
+    run.note(
         Stage::Building,
         format!(
             "built {} ({} nodes)",
@@ -134,6 +141,7 @@ fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, Conv
             npu_graph.nodes.len()
         ),
     );
+    run.check()?;
     let Some(bench) = bench.transpose()? else {
         let micro_steps = npu_graph.paging_by_micro_step(None);
         let ctx = ExportContext::of(&npu_dump, NPU, job.step, job.rank, false);
@@ -157,6 +165,12 @@ fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, Conv
             dump: &bench.dump,
             md5: bench.md5,
             graph: bench.graph,
+        },
+        &|| {
+            run.tick(
+                Stage::Comparing,
+                format!("step {} rank {} matched", job.step, job.rank),
+            )
         },
     )?;
     Ok(Unit {

@@ -729,6 +729,14 @@ impl EntryBatch {
         self.entries.is_empty()
     }
 
+    /// How far into the file the batch reaches: the offset just past its last entry (0 for an
+    /// empty batch). Progress reports count bytes read with it.
+    pub fn end_offset(&self) -> usize {
+        self.entries
+            .last()
+            .map_or(0, |&(_, start, end, offset)| offset + (end - start))
+    }
+
     /// The op name of entry `i`.
     pub fn name(&self, i: usize) -> &str {
         self.entries.get(i).map_or("", |e| e.0.as_str())

@@ -16,27 +16,118 @@ use crate::PyVal;
 /// A field name: the names msprobe uses are static (no allocation per item), others owned.
 pub type FieldName = Cow<'static, str>;
 
-/// The columns a comparison adds to an item, in the order msprobe writes them (the service
-/// removes them again when a match is undone).
-pub const COMPARE_COLUMNS: [&str; 17] = [
-    "Max diff",
-    "Min diff",
-    "Mean diff",
-    "L2norm diff",
-    "MaxRelativeErr",
-    "MinRelativeErr",
-    "MeanRelativeErr",
-    "NormRelativeErr",
-    "Cosine",
-    "EucDist",
-    "MaxAbsErr",
-    "One Thousandth Err Ratio",
-    "Five Thousandths Err Ratio",
-    "Requires_grad Consistent",
-    "Result",
-    "Err_message",
-    "Accuracy Reached or Not",
+/// Which way a compare metric gets worse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worse {
+    /// A larger `|value|` is worse; 0 is perfect (differences, errors, distances).
+    Higher,
+    /// A value below 1 is worse; 1.0 is perfect (Cosine, the share of elements within a
+    /// tolerance).
+    Lower,
+}
+
+impl Worse {
+    /// The name the page reads: `"higher"` or `"lower"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Worse::Higher => "higher",
+            Worse::Lower => "lower",
+        }
+    }
+}
+
+/// How a compare metric is read: its column, which way it gets worse, and how far from perfect
+/// a value may be before it is worth pointing at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricRule {
+    pub name: &'static str,
+    pub worse: Worse,
+    /// The distance from perfect (`|value|` for [`Worse::Higher`], `1 - value` for
+    /// [`Worse::Lower`]; percent strings such as `"0.2685%"` read as fractions) at or below
+    /// which a difference is float rounding, not an error: it is not painted.
+    pub threshold: f64,
+}
+
+impl MetricRule {
+    /// How far `value` (a fraction for percent columns) is from perfect; `NaN` stays `NaN`.
+    pub fn distance(&self, value: f64) -> f64 {
+        match self.worse {
+            Worse::Higher => value.abs(),
+            Worse::Lower => 1.0 - value,
+        }
+    }
+
+    /// Whether `value` is far enough from perfect to be pointed at.
+    pub fn is_notable(&self, value: f64) -> bool {
+        self.distance(value) > self.threshold
+    }
+}
+
+/// Absolute differences at or below this are float32 rounding of values of order one (its
+/// epsilon is 1.2e-7): a Mean diff of -6.4e-9 is not an error.
+const ABS_ROUNDING: f64 = 1e-6;
+/// Relative errors at or below one thousandth are within msprobe's own tolerance (the
+/// "One Thousandth Err Ratio" counts elements within it).
+const REL_TOLERANCE: f64 = 1e-3;
+
+const fn rule(name: &'static str, worse: Worse, threshold: f64) -> MetricRule {
+    MetricRule {
+        name,
+        worse,
+        threshold,
+    }
+}
+
+/// The one table of compare metrics, in msprobe's column order (the order the converter
+/// writes them and the page shows them): the first metrics of [`COMPARE_COLUMNS`]. The
+/// service serves it with each file's config (`detailColumns`), the page paints from it, and
+/// metrics not in it (users' own) are never painted.
+pub const METRIC_RULES: [MetricRule; 13] = [
+    rule("Max diff", Worse::Higher, ABS_ROUNDING),
+    rule("Min diff", Worse::Higher, ABS_ROUNDING),
+    rule("Mean diff", Worse::Higher, ABS_ROUNDING),
+    rule("L2norm diff", Worse::Higher, ABS_ROUNDING),
+    rule("MaxRelativeErr", Worse::Higher, REL_TOLERANCE),
+    rule("MinRelativeErr", Worse::Higher, REL_TOLERANCE),
+    rule("MeanRelativeErr", Worse::Higher, REL_TOLERANCE),
+    rule("NormRelativeErr", Worse::Higher, REL_TOLERANCE),
+    // 1 - Cosine is about half the squared relative distance: 1e-6 is a 0.14% distance.
+    rule("Cosine", Worse::Lower, 1e-6),
+    rule("EucDist", Worse::Higher, ABS_ROUNDING),
+    rule("MaxAbsErr", Worse::Higher, ABS_ROUNDING),
+    // Any element outside the tolerance is worth pointing at.
+    rule("One Thousandth Err Ratio", Worse::Lower, 0.0),
+    rule("Five Thousandths Err Ratio", Worse::Lower, 0.0),
 ];
+
+/// The rule of a metric column, `None` for other columns and users' own metrics.
+pub fn metric_rule(name: &str) -> Option<&'static MetricRule> {
+    METRIC_RULES.iter().find(|r| r.name == name)
+}
+
+/// The columns a comparison adds to an item, in the order msprobe writes them (the service
+/// removes them again when a match is undone): the metrics of [`METRIC_RULES`], then the
+/// verdict columns.
+pub const COMPARE_COLUMNS: [&str; 17] = {
+    const VERDICTS: [&str; 4] = [
+        "Requires_grad Consistent",
+        "Result",
+        "Err_message",
+        "Accuracy Reached or Not",
+    ];
+    let mut out = [""; 17];
+    let mut i = 0;
+    while i < METRIC_RULES.len() {
+        out[i] = METRIC_RULES[i].name;
+        i += 1;
+    }
+    let mut j = 0;
+    while j < VERDICTS.len() {
+        out[i + j] = VERDICTS[j];
+        j += 1;
+    }
+    out
+};
 
 /// The metric columns of statistics mode, in msprobe's compare-table order: the first eight of
 /// [`COMPARE_COLUMNS`].
@@ -98,6 +189,20 @@ const fn concat_names<const N: usize>(parts: [&[&'static str]; 3]) -> [&'static 
     }
     assert!(k == N, "KNOWN_FIELDS: the parts do not add up");
     out
+}
+
+/// The fields the page's details table never shows as columns (`data_name` and `value` are
+/// shown in other ways).
+const HIDDEN_IN_DETAILS: [&str; 2] = ["data_name", "value"];
+
+/// The known columns of the page's details table, in the order it shows them (a table keeps
+/// this order whatever its first row holds, so columns do not move between nodes; unknown
+/// columns follow in the file's order).
+pub fn detail_columns() -> impl Iterator<Item = &'static str> {
+    KNOWN_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| !HIDDEN_IN_DETAILS.contains(f))
 }
 
 /// `name` as a [`FieldName`]: borrowed from a static table when it is a known name.
@@ -533,5 +638,50 @@ mod metric_column_tests {
         for c in &TENSOR_METRIC_COLUMNS {
             assert!(COMPARE_COLUMNS.contains(c), "{c} is not a compare column");
         }
+    }
+}
+
+#[cfg(test)]
+mod metric_rule_tests {
+    use super::*;
+
+    #[test]
+    fn every_mode_metric_has_a_rule() {
+        for c in STATISTICS_METRIC_COLUMNS
+            .iter()
+            .chain(&TENSOR_METRIC_COLUMNS)
+        {
+            assert!(metric_rule(c).is_some(), "{c} has no rule");
+        }
+        assert!(metric_rule("Result").is_none());
+        assert!(metric_rule("my own metric").is_none());
+    }
+
+    /// Issue 13, item 1: the ‰ ratios (share of elements within tolerance) are perfect at 1.0,
+    /// and rounding-sized differences are not errors.
+    #[test]
+    fn directions_and_thresholds() {
+        let ratio = metric_rule("One Thousandth Err Ratio").unwrap();
+        assert_eq!(ratio.worse, Worse::Lower);
+        assert!(!ratio.is_notable(1.0));
+        assert!(ratio.is_notable(0.0));
+        let cosine = metric_rule("Cosine").unwrap();
+        assert!(!cosine.is_notable(0.999999999999));
+        assert!(cosine.is_notable(0.73));
+        let mean = metric_rule("Mean diff").unwrap();
+        assert_eq!(mean.worse, Worse::Higher);
+        assert!(!mean.is_notable(-6.4e-9));
+        assert!(mean.is_notable(-0.02));
+        assert!(metric_rule("MaxRelativeErr").unwrap().is_notable(0.5));
+    }
+
+    #[test]
+    fn detail_columns_keep_the_known_order() {
+        let cols: Vec<&str> = detail_columns().collect();
+        assert_eq!(cols.first(), Some(&"type"));
+        assert!(!cols.contains(&"data_name") && !cols.contains(&"value"));
+        let pos = |c: &str| cols.iter().position(|x| *x == c).unwrap();
+        assert!(pos("Norm") < pos("Max diff") && pos("Five Thousandths Err Ratio") < pos("Result"));
+        assert_eq!(cols.last(), Some(&"dst"));
     }
 }

@@ -47,8 +47,9 @@ pub use construct::Construct;
 pub use dumpfile::DumpFile;
 pub use error::DumpError;
 pub use items::{
-    field_name, parse_op, parse_op_fast, parse_op_packed, FieldName, Item, OpData, COMPARE_COLUMNS,
-    STATISTICS_METRIC_COLUMNS, TENSOR_METRIC_COLUMNS,
+    detail_columns, field_name, metric_rule, parse_op, parse_op_fast, parse_op_packed, FieldName,
+    Item, MetricRule, OpData, Worse, COMPARE_COLUMNS, METRIC_RULES, STATISTICS_METRIC_COLUMNS,
+    TENSOR_METRIC_COLUMNS,
 };
 pub use packed::{PackedItem, PackedOp, ValRef};
 pub use pyval::PyVal;

@@ -68,6 +68,34 @@ pub struct Snapshot {
     pub errors: Vec<String>,
     /// The output file relative to the logdir, once done.
     pub output_file: Option<String>,
+    /// What the engine measured last.
+    pub measured: Measured,
+}
+
+/// The engine's last measures: bytes read, rows written, the time left (see
+/// [`graph_ascend_convert::Progress`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    pub stage: &'static str,
+    pub bytes_read: u64,
+    pub bytes_total: u64,
+    pub rows_written: u64,
+    pub rows_total: u64,
+    pub eta_secs: Option<f64>,
+}
+
+impl Measured {
+    fn of(p: &Progress) -> Measured {
+        Measured {
+            stage: p.stage.name(),
+            bytes_read: p.bytes_read,
+            bytes_total: p.bytes_total,
+            rows_written: p.rows_written,
+            rows_total: p.rows_total,
+            // Whole tenths of a second: a finer estimate is noise, and every change is an event.
+            eta_secs: p.eta_secs.map(|s| (s * 10.0).round() / 10.0),
+        }
+    }
 }
 
 impl Snapshot {
@@ -78,6 +106,12 @@ impl Snapshot {
             error: self.errors.clone(),
             job_id: Some(job_id.to_owned()),
             output_file: self.output_file.clone(),
+            bytes_read: self.measured.bytes_read as f64,
+            bytes_total: self.measured.bytes_total as f64,
+            rows_written: self.measured.rows_written as f64,
+            rows_total: self.measured.rows_total as f64,
+            eta_seconds: self.measured.eta_secs,
+            stage: self.measured.stage.to_owned(),
         }
     }
 }
@@ -348,6 +382,7 @@ impl Conversions {
             status: Status::Building,
             errors: Vec::new(),
             output_file: None,
+            measured: Measured::default(),
         });
         let job = Arc::new(Job {
             id: id.clone(),
@@ -443,7 +478,14 @@ fn run(job: &Job, logdir: &Path, plan: Plan, engine: Engine) {
             return;
         }
         let pct = percent(p);
-        job.update(|s| s.progress = s.progress.max(pct));
+        job.update(|s| {
+            s.progress = s.progress.max(pct);
+            // Reports come from several threads: keep the furthest measures.
+            let m = Measured::of(p);
+            if m.bytes_read >= s.measured.bytes_read && m.rows_written >= s.measured.rows_written {
+                s.measured = m;
+            }
+        });
     };
     let result = engine(&plan.options, &report, &job.cancelled);
     let published = match result {
@@ -578,6 +620,11 @@ mod tests {
             done: 1,
             total: 3,
             message: String::new(),
+            bytes_read: 0,
+            bytes_total: 0,
+            rows_written: 0,
+            rows_total: 0,
+            eta_secs: None,
         });
         panic!("index out of bounds: the len is 3 but the index is 7");
     }

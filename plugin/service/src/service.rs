@@ -292,6 +292,18 @@ impl GraphAscend for GraphService {
         Ok(Response::new(Box::pin(stream.map(Ok))))
     }
 
+    async fn get_convert_state(
+        &self,
+        req: Request<pb::ConvertProgressRequest>,
+    ) -> Result<Response<pb::ConvertProgress>, Status> {
+        let req = req.into_inner();
+        let client = client_of(&req.client_id);
+        blocking(&self.state, move |s| {
+            handlers::convert_state(s, &client, &req.job_id)
+        })
+        .await
+    }
+
     async fn cancel_convert(
         &self,
         req: Request<pb::ConvertProgressRequest>,

@@ -120,6 +120,25 @@ async fn a_build_reports_progress_and_appears_in_the_catalog_when_done() {
     let again = follow(&state, "other-page", &id).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].status, "done");
+    // Issue 13, item 5: what was measured (bytes read, rows written) travels with the state,
+    // and the one-answer route (the page's fallback when the stream stalls) says the same.
+    assert!(
+        last.bytes_total > 0.0 && last.bytes_read == last.bytes_total,
+        "{last:?}"
+    );
+    assert!(
+        last.rows_total > 0.0 && last.rows_written == last.rows_total,
+        "{last:?}"
+    );
+    let bytes: Vec<f64> = events.iter().map(|e| e.bytes_read).collect();
+    assert!(bytes.windows(2).all(|w| w[0] <= w[1]), "{bytes:?}");
+    let polled = handlers::convert_state(&state, "other-page", &id);
+    assert_eq!(polled.status, "done");
+    assert_eq!(polled.output_file.as_deref(), Some(file.as_str()));
+    assert_eq!(polled.rows_total, last.rows_total);
+    let none = handlers::convert_state(&state, "page", "no-such-job");
+    assert_eq!(none.status, "error");
+    assert!(none.error[0].contains("no-such-job"), "{none:?}");
     // Candidates list the dump folders, relative to the logdir.
     let c = handlers::load_converted_graph_data(&state)
         .data

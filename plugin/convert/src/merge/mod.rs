@@ -268,7 +268,7 @@ fn build_side(
         .par_iter()
         .map(|(rank, path)| {
             run.check()?;
-            let mut built = read_and_build(opts, path)?;
+            let mut built = read_and_build(opts, path, run)?;
             if built.dump.dump.task == "tensor" {
                 return Err(ConvertError::Input {
                     path: built.dump.dump.path.clone(),
@@ -438,10 +438,19 @@ pub(crate) fn convert_merged(
             (steps, list)
         }
     };
+    // Folders that cannot be listed count no bytes: building them reports the error.
+    let rank_dirs: Vec<PathBuf> = steps
+        .iter()
+        .flat_map(|s| std::iter::once(&s.target).chain(&s.golden))
+        .flat_map(|d| rank_folders(d).unwrap_or_default())
+        .map(|(_, p)| p)
+        .collect();
     let run = Run::start(
         progress,
         cancel,
-        steps.len() as u64 * 3 + 1,
+        compare,
+        crate::stage::bytes_to_read(rank_dirs.iter().map(PathBuf::as_path)),
+        steps.len() as u64 * 3,
         format!("{} step(s) to merge", steps.len()),
     );
     let mut ready: Vec<MergedStep> = Vec::new();
@@ -469,7 +478,7 @@ pub(crate) fn convert_merged(
                 }
             }
         }
-        run.tick(Stage::Done, format!("written {}", opts.output.display()));
+        run.finish(format!("written {}", opts.output.display()));
         return Ok(opts.output.clone());
     }
     let first = ready.first();
@@ -556,7 +565,7 @@ fn merge_step(
                 .collect();
             let compared: Vec<_> = sides
                 .into_par_iter()
-                .map(|(n, b, rank)| pair(opts, true, step, rank, n, b))
+                .map(|(n, b, rank)| pair(opts, true, step, rank, n, b, &|| {}))
                 .collect::<Result<_, _>>()?;
             for paired in compared {
                 if r.task.is_empty() {

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use graph_ascend_dump::StackMap;
 
+use super::Run;
 use crate::graph::{DumpOps, Graph};
 use crate::{timing, ConvertError, ConvertOptions, RankDump};
 
@@ -17,10 +18,15 @@ pub(crate) struct Built {
 }
 
 /// Reads a rank folder and builds its graph; the graph takes the dump's items, and the stacks
-/// are freed once the nodes hold theirs.
-pub(crate) fn read_and_build(opts: &ConvertOptions, dir: &Path) -> Result<Built, ConvertError> {
+/// are freed once the nodes hold theirs. The bytes read are reported to `run`.
+pub(crate) fn read_and_build(
+    opts: &ConvertOptions,
+    dir: &Path,
+    run: &Run,
+) -> Result<Built, ConvertError> {
     let p = timing::phase(|| format!("read and build {}", dir.display()));
-    let (mut dump, graph) = RankDump::read_and_build(dir, opts.overflow_check)?;
+    let (mut dump, graph) =
+        RankDump::read_and_build_counted(dir, opts.overflow_check, &|n| run.read_bytes(n))?;
     p.done();
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();

@@ -29,7 +29,7 @@ pub(crate) struct Paired {
 }
 
 /// Matches and compares one pair of step `step`, rank `rank`; `merged`: graphs merged across
-/// ranks by [`crate::merge`].
+/// ranks by [`crate::merge`]. `matched` is called between matching and comparing (progress).
 pub(crate) fn pair(
     opts: &ConvertOptions,
     merged: bool,
@@ -37,6 +37,7 @@ pub(crate) fn pair(
     rank: i64,
     npu: Side,
     bench: Side,
+    matched: &dyn Fn(),
 ) -> Result<Paired, ConvertError> {
     let Side {
         dump: nd,
@@ -60,6 +61,7 @@ pub(crate) fn pair(
         matcher::match_graphs(opts, nd, bd, &mut ng, &mut bg)?;
     }
     p.done();
+    matched();
     let p = timing::phase(|| "compare".into());
     compare::compare_graphs(mode, merged, nd, bd, &mut ng, &bg)?;
     p.done();

@@ -22,7 +22,7 @@ pub struct RankDump {
 impl RankDump {
     /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`).
     pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
-        RankDump::read_parts(dir, overflow_check, false).map(|(dump, _)| dump)
+        RankDump::read_parts(dir, overflow_check, false, &|_| true).map(|(dump, _)| dump)
     }
 
     /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
@@ -31,7 +31,18 @@ impl RankDump {
         dir: &Path,
         overflow_check: bool,
     ) -> Result<(RankDump, Graph), ConvertError> {
-        let (mut dump, skeleton) = RankDump::read_parts(dir, overflow_check, true)?;
+        RankDump::read_and_build_counted(dir, overflow_check, &|_| true)
+    }
+
+    /// [`RankDump::read_and_build`] telling `on_bytes` how many more bytes of the folder's
+    /// files were read, as they are (dump.json batch by batch); an answer `false` stops the
+    /// reading with [`ConvertError::Cancelled`].
+    pub(crate) fn read_and_build_counted(
+        dir: &Path,
+        overflow_check: bool,
+        on_bytes: &(dyn Fn(u64) -> bool + Sync),
+    ) -> Result<(RankDump, Graph), ConvertError> {
+        let (mut dump, skeleton) = RankDump::read_parts(dir, overflow_check, true, on_bytes)?;
         let p = timing::phase(|| format!("attach items {}", dir.display()));
         let skeleton = match skeleton {
             Some(s) => s,
@@ -46,6 +57,7 @@ impl RankDump {
         dir: &Path,
         overflow_check: bool,
         skeleton: bool,
+        on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Option<graph::Skeleton>), ConvertError> {
         let file = |name: &str| {
             let p = dir.join(name);
@@ -67,10 +79,13 @@ impl RankDump {
         );
         // The two small files are read (and the graph's skeleton made) while dump.json is.
         let (dump_side, (construct, stacks, sk)) = rayon::join(
-            || DumpOps::read(&dump_p, overflow_check),
+            || DumpOps::read(&dump_p, overflow_check, on_bytes),
             || {
                 let construct = Construct::read(&construct_p);
                 let stacks = StackMap::read(&stack_p);
+                let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+                // A cancel is seen by dump.json's reader, batch by batch.
+                let _ = on_bytes(size(&construct_p) + size(&stack_p));
                 let sk = match (&construct, &stacks) {
                     (Ok(c), Ok(s)) if skeleton => {
                         let p = timing::phase(|| format!("skeleton {}", dir.display()));

@@ -19,7 +19,7 @@ use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 use super::Run;
 use crate::export::{self, ExportContext, GraphPlan};
 use crate::graph::Graph;
-use crate::{distributed, timing, ConvertError, ConvertOptions, Stage};
+use crate::{distributed, timing, ConvertError, ConvertOptions};
 
 /// The graphs of a conversion, in the order their rows are written.
 pub(crate) type Graphs = Vec<(Graph, ExportContext)>;
@@ -63,9 +63,10 @@ pub(crate) fn write(
     } else {
         FastMap::default()
     };
+    run.rows_to_write(plans.iter().map(|p| p.order.len() as u64).sum());
     let (tx, rx) = sync_channel::<WriteMsg>(2);
     let path = std::thread::scope(|scope| {
-        let writer_thread = scope.spawn(move || write_rows(writer, rx, config));
+        let writer_thread = scope.spawn(move || write_rows(run, writer, rx, config));
         let produced = (|| -> Result<(), ConvertError> {
             for ((mut graph, ctx), mut plan) in graphs.into_iter().zip(plans) {
                 run.check()?;
@@ -117,7 +118,7 @@ pub(crate) fn write(
         written
     })?;
     write_phase.done();
-    run.tick(Stage::Done, format!("written {}", path.display()));
+    run.finish(format!("written {}", path.display()));
     Ok(path)
 }
 
@@ -157,7 +158,9 @@ enum WriteMsg {
 
 /// The writer thread: inserts what it receives, then writes the config row, builds the
 /// indexes, commits and renames.
+/// Rows written are reported to `run`.
 fn write_rows(
+    run: &Run,
     mut writer: BulkWriter,
     rx: Receiver<WriteMsg>,
     config: &ConfigRow,
@@ -165,7 +168,10 @@ fn write_rows(
     let mut finished = false;
     for msg in rx {
         match msg {
-            WriteMsg::Nodes(rows) => writer.insert_nodes(&rows)?,
+            WriteMsg::Nodes(rows) => {
+                writer.insert_nodes(&rows)?;
+                run.rows_written(rows.len() as u64);
+            }
             WriteMsg::Stacks(stacks) => {
                 writer.insert_stacks(stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
             }

@@ -122,8 +122,24 @@ fn config_info(state: &State, meta: Option<&pb::MetaData>) -> Result<pb::ConfigI
             task: config.task.clone(),
             ranks: to_i32(&config.ranks),
             steps: to_i32(&config.steps),
+            detail_columns: detail_columns(),
         }),
     })
+}
+
+/// The details table's known columns, metrics with their rules
+/// ([`graph_ascend_dump::METRIC_RULES`]: the one table the converter and the diagnosis use).
+fn detail_columns() -> Vec<pb::DetailColumn> {
+    graph_ascend_dump::detail_columns()
+        .map(|name| {
+            let rule = graph_ascend_dump::metric_rule(name);
+            pb::DetailColumn {
+                name: name.to_owned(),
+                worse: rule.map_or("", |r| r.worse.name()).to_owned(),
+                threshold: rule.map_or(0.0, |r| r.threshold),
+            }
+        })
+        .collect()
 }
 
 /// `*.vis.config` files beside a file, in natural order.

@@ -63,16 +63,20 @@ pub fn cancel_convert(state: &State, client: &str, job_id: &str) -> pb::StatusRe
 
 type Events = Pin<Box<dyn Stream<Item = pb::ConvertProgress> + Send>>;
 
-/// The progress events of a job (by id, or the client's newest).
-pub fn progress_stream(state: &State, client: &str, job_id: &str) -> Events {
+/// The job a progress request names (by id, or the client's newest), or the final answer that
+/// says there is none.
+fn job_of(
+    state: &State,
+    client: &str,
+    job_id: &str,
+) -> Result<std::sync::Arc<convert_jobs::Job>, Box<pb::ConvertProgress>> {
     let job = if job_id.is_empty() {
         state.conversions.newest(client)
     } else {
         state.conversions.job(job_id)
     };
-    let Some(job) = job else {
-        let msg = pb::ConvertProgress {
-            progress: 0,
+    job.ok_or_else(|| {
+        Box::new(pb::ConvertProgress {
             status: Status::Error.name().to_owned(),
             error: vec![if job_id.is_empty() {
                 "No conversion has been started by this page.".to_owned()
@@ -80,9 +84,25 @@ pub fn progress_stream(state: &State, client: &str, job_id: &str) -> Events {
                 format!("No conversion with id {job_id:?}.")
             }],
             job_id: (!job_id.is_empty()).then(|| job_id.to_owned()),
-            output_file: None,
-        };
-        return Box::pin(tokio_stream::iter([msg]));
+            ..Default::default()
+        })
+    })
+}
+
+/// `getConvertState`: a job's state now (the page polls it when the progress stream stalls,
+/// e.g. behind a proxy that holds event streams back).
+pub fn convert_state(state: &State, client: &str, job_id: &str) -> pb::ConvertProgress {
+    match job_of(state, client, job_id) {
+        Ok(job) => job.snapshot().to_message(&job.id),
+        Err(none) => *none,
+    }
+}
+
+/// The progress events of a job (by id, or the client's newest).
+pub fn progress_stream(state: &State, client: &str, job_id: &str) -> Events {
+    let job = match job_of(state, client, job_id) {
+        Ok(job) => job,
+        Err(none) => return Box::pin(tokio_stream::iter([*none])),
     };
     let id = job.id.clone();
     let mut rx = job.subscribe();

@@ -41,7 +41,7 @@ use crate::State;
 pub use catalog::{load_graph_config_info, load_graph_data, load_meta_dir};
 pub use colors::update_colors;
 pub use conversions::{
-    cancel_convert, convert_to_graph, load_converted_graph_data, progress_stream,
+    cancel_convert, convert_state, convert_to_graph, load_converted_graph_data, progress_stream,
 };
 pub use diagnosis::{diagnose, export_csv, CSV_CONTENT_TYPE};
 pub use finding::{filter_nodes, search_nodes};
