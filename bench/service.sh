@@ -11,8 +11,9 @@
 #
 # Env: GA (binary, default target/release/graph-ascend), BIG_DIR (folder with
 # big_stats_{a,b}.tar.xz), MSPROBE (pip --target folder of mindstudio-probe 26.2.0 and its plugin
-# deps; default tests/artifacts/shim/msprobe-26.2.0-py<ver>), PYTHON (with tensorboard and our
-# shim; default .venv/bin/python), REPEAT (default 20), SYNTH_NODES (per side, default 500000),
+# deps; default tests/artifacts/shim/msprobe-26.2.0-py<ver>, which `make test-shim` installs), PYTHON (with tensorboard and our
+# shim; default .venv/bin/python), REPEAT (default 20), SYNTH_NODES (per side, default 500000; 0
+# skips part 2),
 # BENCH_TMP (work folder, default a temporary one, removed at the end), BENCH_OUT (folder for the
 # result tables, default bench/results).
 set -euo pipefail
@@ -43,7 +44,6 @@ if ! "$PYTHON" -c 'import tensorboard, graph_ascend_tb' 2>/dev/null; then
   echo "$PYTHON lacks tensorboard or graph_ascend_tb: run 'make venv shim' first" >&2
   exit 1
 fi
-make -s shim >/dev/null
 PYVER=$("$PYTHON" -c 'import sys; print(f"{sys.version_info.major}{sys.version_info.minor}")')
 MSPROBE=${MSPROBE:-tests/artifacts/shim/msprobe-26.2.0-py$PYVER}
 mkdir -p "$OUT"
@@ -73,6 +73,7 @@ else
 fi
 
 # 2. A synthetic 1M-node compare file, ours only.
+[ "$SYNTH_NODES" -gt 0 ] || exit 0
 mkdir -p "$TMP/synth/synth_1m"
 "$GA" gen-visdb --nodes "$SYNTH_NODES" --out "$TMP/synth/synth_1m/synth.vis.db"
 echo "-- synth_1m ($SYNTH_NODES nodes a side requested, synthetic)"

@@ -18,7 +18,7 @@
 
 pub mod compare;
 pub(crate) mod distributed;
-pub mod error;
+pub(crate) mod error;
 pub(crate) mod export;
 pub(crate) mod format;
 pub(crate) mod graph;
@@ -26,9 +26,9 @@ pub mod layer_mapping;
 pub(crate) mod layout;
 pub(crate) mod matcher;
 pub mod merge;
-pub mod options;
+pub(crate) mod options;
 pub(crate) mod overflow;
-pub mod progress;
+pub(crate) mod progress;
 pub mod pyjson;
 pub(crate) mod stage;
 pub(crate) mod timing;

@@ -31,16 +31,16 @@
 //! All five stay: `JVal` and `Value` are the two readers (fast and authoritative), `PyVal`/`Item`
 //! are what the comparison works on, `PackedItem`/`ValRef` what a big graph can afford to keep.
 
-pub mod construct;
+pub(crate) mod construct;
 pub mod dumpfile;
-pub mod error;
+pub(crate) mod error;
 pub mod fastjson;
 pub mod fuzzing;
-pub mod items;
+pub(crate) mod items;
 pub mod json;
 pub mod packed;
 pub mod pyval;
-pub mod stack;
+pub(crate) mod stack;
 pub mod tensor;
 
 pub use construct::Construct;

@@ -95,28 +95,23 @@ impl GraphFile {
             .get(graph, || self.with_store(|s| GraphIndex::build(s, graph)))
     }
 
-    /// Starts building the indexes of `graphs` on a background thread, unless they are built or
-    /// being built already, so that the first filter or search does not wait for them.
+    /// Starts building the indexes of `graphs` in the background, one thread per graph (the two
+    /// sides of a compare are read at once, each on its own connection), unless they are built
+    /// or being built already, so that the first node list, filter or search waits for the
+    /// slower side rather than for both in turn.
     pub fn prefetch(self: &Arc<Self>, graphs: Vec<GraphKey>) {
-        let missing: Vec<GraphKey> = graphs
-            .into_iter()
-            .filter(|g| !self.indexes.has(*g))
-            .collect();
-        if missing.is_empty() {
-            return;
-        }
-        let file = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("graph-ascend-index".into())
-            .spawn(move || {
-                for graph in missing {
+        for graph in graphs.into_iter().filter(|g| !self.indexes.has(*g)) {
+            let file = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("graph-ascend-index".into())
+                .spawn(move || {
                     if let Err(e) = file.index(graph) {
                         tracing::debug!("indexing {} failed: {e}", file.path.display());
                     }
-                }
-            });
-        if let Err(e) = spawned {
-            tracing::debug!("cannot start an indexing thread: {e}");
+                });
+            if let Err(e) = spawned {
+                tracing::debug!("cannot start an indexing thread: {e}");
+            }
         }
     }
 
@@ -195,10 +190,22 @@ pub struct Listing {
     pub errors: Vec<CatalogError>,
 }
 
+/// Why a file of the logdir is listed as an error rather than served. Kept per file version,
+/// so that a broken file is not opened again on every scan.
+#[derive(Debug, Clone, thiserror::Error)]
+enum FileProblem {
+    /// Its size and modification time cannot be read.
+    #[error("{}: {reason}", path.display())]
+    Stat { path: PathBuf, reason: String },
+    /// It does not open as a `.vis.db`; the store's message names the file.
+    #[error("{0}")]
+    Unreadable(Arc<StoreError>),
+}
+
 #[derive(Default)]
 struct Known {
     files: HashMap<PathBuf, Arc<GraphFile>>,
-    failures: HashMap<PathBuf, (FileStamp, String)>,
+    failures: HashMap<PathBuf, (FileStamp, FileProblem)>,
     by_name: HashMap<(String, String), PathBuf>,
     /// Recently changed files that could not be opened, held back: the stamp seen and when it
     /// was first seen.
@@ -264,10 +271,10 @@ impl Catalog {
                 Ok(Check::BeingWritten) => {
                     tracing::debug!("{} is still being written", path.display());
                 }
-                Err(info) => listing.errors.push(CatalogError {
+                Err(problem) => listing.errors.push(CatalogError {
                     run,
                     tag,
-                    info: format!("Error: {info}"),
+                    info: format!("Error: {problem}"),
                 }),
             }
         }
@@ -319,8 +326,17 @@ impl Catalog {
             .min_by(|a, b| natural_cmp(a, b))
     }
 
-    fn check(&self, known: &mut Known, run: &str, tag: &str, path: &Path) -> Result<Check, String> {
-        let stamp = FileStamp::of(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    fn check(
+        &self,
+        known: &mut Known,
+        run: &str,
+        tag: &str,
+        path: &Path,
+    ) -> Result<Check, FileProblem> {
+        let stamp = FileStamp::of(path).map_err(|e| FileProblem::Stat {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
         if let Some(file) = known.files.get(path) {
             if file.stamp == stamp {
                 return Ok(Check::Ready);
@@ -363,11 +379,11 @@ impl Catalog {
                 Ok(Check::Ready)
             }
             Err(err) => {
-                let info = err.to_string();
+                let problem = FileProblem::Unreadable(Arc::new(err));
                 known
                     .failures
-                    .insert(path.to_owned(), (stamp, info.clone()));
-                Err(info)
+                    .insert(path.to_owned(), (stamp, problem.clone()));
+                Err(problem)
             }
         }
     }

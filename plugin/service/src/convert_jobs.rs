@@ -321,13 +321,6 @@ impl Conversions {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        match self.table.lock() {
-            Ok(t) => t,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
     /// How many engine runs are in progress (cancelled ones until their engine returns).
     pub fn running(&self) -> usize {
         self.active.load(Ordering::SeqCst)
@@ -335,14 +328,14 @@ impl Conversions {
 
     /// A job by id.
     pub fn job(&self, id: &str) -> Option<Arc<Job>> {
-        self.lock().jobs.get(id).cloned()
+        crate::lock(&self.table).jobs.get(id).cloned()
     }
 
     /// The newest job `client` started; for a client that started none (msprobe's page opens
     /// its progress stream with `EventSource`, which sends no client header), the newest job
     /// of all, as msprobe's single global progress.
     pub fn newest(&self, client: &str) -> Option<Arc<Job>> {
-        let t = self.lock();
+        let t = crate::lock(&self.table);
         t.newest_by_client
             .get(client)
             .or_else(|| t.order.last())
@@ -357,7 +350,7 @@ impl Conversions {
         client: &str,
         req: &pb::ConvertRequest,
     ) -> Result<Arc<Job>, StartError> {
-        let mut table = self.lock();
+        let mut table = crate::lock(&self.table);
         let building = self.slots.load(Ordering::SeqCst);
         if building >= self.max {
             return Err(StartError::Busy {

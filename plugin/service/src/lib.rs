@@ -30,7 +30,7 @@ pub use convert_jobs::STAGING_PREFIX;
 pub use layout::NodeSource;
 pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenCheck};
 pub use service::GraphService;
-pub use values::{json_to_prost, prost_to_json};
+pub use values::json_to_prost;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};

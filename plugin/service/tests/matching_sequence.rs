@@ -13,11 +13,11 @@ mod common;
 use std::sync::Arc;
 
 use graph_ascend_proto as pb;
+use graph_ascend_service::json_to_prost;
 use graph_ascend_service::{handlers, State};
-use graph_ascend_service::{json_to_prost, prost_to_json};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use common::{fixtures, slots_json as slots, unpack};
+use common::{browser_json, fixtures, unpack};
 
 fn sequence() -> Vec<Value> {
     let path = fixtures().join("golden_api26_sequence/matching.json.xz");
@@ -68,53 +68,8 @@ fn node_ref(body: &Value) -> pb::NodeRequest {
     }
 }
 
-fn status(success: bool, error: Option<String>) -> Value {
-    json!({"success": success, "error": error})
-}
-
-fn hierarchy(r: pb::HierarchyResponse) -> Value {
-    let data: Map<String, Value> = r
-        .data
-        .into_iter()
-        .map(|n| {
-            let mut o = json!({
-                "x": n.x, "y": n.y, "width": n.width, "height": n.height,
-                "expand": n.expand, "isRoot": n.is_root, "parentNode": n.parent_node,
-                "label": n.label, "name": n.name, "nodeType": n.node_type,
-                "matchedNodeLink": n.matched_node_link,
-                "precisionIndex": n.precision_index, "overflowLevel": n.overflow_level,
-            });
-            if let Some(c) = n.children {
-                o["children"] = prost_to_json(&prost_types::Value {
-                    kind: Some(prost_types::value::Kind::ListValue(c)),
-                });
-            }
-            (n.key, o)
-        })
-        .collect();
-    json!({"success": r.success, "error": r.error, "data": data})
-}
-
-fn relations(d: pb::MatchedRelations) -> Value {
-    let pairs = |v: Vec<pb::NamePair>| -> Map<String, Value> {
-        v.into_iter().map(|p| (p.key, json!(p.value))).collect()
-    };
-    let mut o = json!({
-        "npuMatchNodes": pairs(d.npu_match_nodes),
-        "benchMatchNodes": pairs(d.bench_match_nodes),
-        "npuUnMatchNodes": d.npu_un_match_nodes,
-        "benchUnMatchNodes": d.bench_un_match_nodes,
-    });
-    if let Some(t) = d.matched_total {
-        o["matchedTotal"] = json!(t);
-    }
-    if let Some(s) = d.matched_success {
-        o["matchedSuccess"] = json!(s);
-    }
-    o
-}
-
-/// Asks one recorded request of the handlers; the answer as the browser sees it.
+/// Asks one recorded request of the handlers; the answer as the browser sees it, rendered by the
+/// sidecar's one JSON definition (`graph_ascend_proto::json`), as `CallJson` renders it.
 fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
     let meta = || Some(meta_of(&body["metaData"]));
     let meta_req = || pb::MetaRequest {
@@ -131,14 +86,10 @@ fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
         is_un_match_children: flag("isUnMatchChildren"),
         client_id: "golden".into(),
     };
-    let match_answer = |r: pb::MatchResultResponse| match r.data {
-        Some(d) if r.success => json!({"success": true, "data": relations(d)}),
-        _ => status(r.success, r.error),
-    };
     match route {
         "loadGraphData" => {
             let m = meta_of(params);
-            let r = handlers::load_graph_data(
+            browser_json(&handlers::load_graph_data(
                 state,
                 pb::LoadGraphDataRequest {
                     run: m.run,
@@ -150,54 +101,21 @@ fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
                     rank: m.rank,
                     client_id: "golden".into(),
                 },
-            );
-            status(r.success, r.error)
+            ))
         }
-        "loadGraphConfigInfo" => {
-            let r = handlers::load_graph_config_info(state, meta_req());
-            match r.data {
-                Some(d) => {
-                    let colors: Map<String, Value> = d
-                        .colors
-                        .into_iter()
-                        .map(|c| {
-                            let mut o = json!({"value": c.value.as_ref().map(prost_to_json), "description": c.description});
-                            if let Some(a) = c.accuracy_level {
-                                o["accuracy_level"] = json!(a);
-                            }
-                            (c.color, o)
-                        })
-                        .collect();
-                    json!({"success": r.success, "data": {
-                        "colors": colors, "matchedConfigFiles": d.matched_config_files,
-                        "task": d.task, "isSingleGraph": d.is_single_graph,
-                    }})
-                }
-                None => status(r.success, r.error),
-            }
-        }
+        "loadGraphConfigInfo" => browser_json(&handlers::load_graph_config_info(state, meta_req())),
         "loadGraphAllNodeList" => {
-            let r = handlers::load_graph_all_node_list(state, meta_req());
-            let data: Map<String, Value> = r
-                .data
-                .into_iter()
-                .map(|l| (l.name, json!(l.names)))
-                .collect();
-            json!({"success": r.success, "data": data})
+            browser_json(&handlers::load_graph_all_node_list(state, meta_req()))
         }
         "loadGraphMatchedRelations" => {
-            let r = handlers::load_graph_matched_relations(state, meta_req());
-            match r.data {
-                Some(d) => json!({"success": true, "data": relations(d)}),
-                None => status(r.success, r.error),
-            }
+            browser_json(&handlers::load_graph_matched_relations(state, meta_req()))
         }
-        "changeNodeExpandState" => hierarchy(handlers::change_node_expand_state(
+        "changeNodeExpandState" => browser_json(&handlers::change_node_expand_state(
             state,
             "golden",
             node_ref(body),
         )),
-        "updateHierarchyData" => hierarchy(handlers::update_hierarchy_data(
+        "updateHierarchyData" => browser_json(&handlers::update_hierarchy_data(
             state,
             "golden",
             pb::UpdateHierarchyRequest {
@@ -206,31 +124,13 @@ fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
                 client_id: "golden".into(),
             },
         )),
-        "getNodeInfo" => {
-            let r = handlers::get_node_info(state, node_ref(body));
-            let data: Map<String, Value> = r
-                .data
-                .into_iter()
-                .map(|s| {
-                    let d = s.detail.map_or(Value::Null, |d| {
-                        json!({
-                            "input_data": slots(d.input_data), "output_data": slots(d.output_data),
-                            "matched_node_link": d.matched_node_link, "upnode": d.upnode,
-                            "subnodes": d.subnodes,
-                            "data": d.data.map(|n| json!({"precision_index": n.precision_index})),
-                        })
-                    });
-                    (s.side, d)
-                })
-                .collect();
-            json!({"success": r.success, "data": data})
-        }
+        "getNodeInfo" => browser_json(&handlers::get_node_info(state, node_ref(body))),
         "filterNodes" | "screen" => {
             let values: Vec<prost_types::Value> = body["values"]
                 .as_array()
                 .map(|a| a.iter().map(json_to_prost).collect())
                 .unwrap_or_default();
-            let r = handlers::filter_nodes(
+            browser_json(&handlers::filter_nodes(
                 state,
                 pb::FilterNodesRequest {
                     meta_data: meta(),
@@ -238,17 +138,11 @@ fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
                     values: Some(prost_types::ListValue { values }),
                     client_id: "golden".into(),
                 },
-            );
-            let hits: Vec<Value> = r
-                .data
-                .into_iter()
-                .map(|h| json!({"name": h.name, "status": h.status}))
-                .collect();
-            json!({"success": r.success, "data": hits})
+            ))
         }
-        "addMatchNodes" => match_answer(handlers::add_match_nodes(state, match_req())),
-        "deleteMatchNodes" => match_answer(handlers::delete_match_nodes(state, match_req())),
-        "addMatchNodesByConfig" => match_answer(handlers::add_match_nodes_by_config(
+        "addMatchNodes" => browser_json(&handlers::add_match_nodes(state, match_req())),
+        "deleteMatchNodes" => browser_json(&handlers::delete_match_nodes(state, match_req())),
+        "addMatchNodesByConfig" => browser_json(&handlers::add_match_nodes_by_config(
             state,
             pb::MatchByConfigRequest {
                 config_file: text("configFile"),
@@ -257,38 +151,31 @@ fn ask(state: &State, route: &str, body: &Value, params: &Value) -> Value {
             },
         )),
         "saveMatchedRelations" => {
-            let r = handlers::save_matched_relations(state, meta_req());
-            json!({"success": r.success, "data": r.data, "error": r.error})
+            browser_json(&handlers::save_matched_relations(state, meta_req()))
         }
-        "updateColors" => {
-            let r = handlers::update_colors(
-                state,
-                pb::UpdateColorsRequest {
-                    meta_data: meta(),
-                    colors: text("colors"),
-                    client_id: "golden".into(),
-                },
-            );
-            status(r.success, r.error)
-        }
-        "updatePrecisionError" => {
-            let r = handlers::update_precision_error(
-                state,
-                pb::UpdatePrecisionErrorRequest {
-                    meta_data: meta(),
-                    filter_value: body["filterValue"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|v| v.as_str().map(str::to_owned))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    client_id: "golden".into(),
-                },
-            );
-            status(r.success, r.error)
-        }
+        "updateColors" => browser_json(&handlers::update_colors(
+            state,
+            pb::UpdateColorsRequest {
+                meta_data: meta(),
+                colors: text("colors"),
+                client_id: "golden".into(),
+            },
+        )),
+        "updatePrecisionError" => browser_json(&handlers::update_precision_error(
+            state,
+            pb::UpdatePrecisionErrorRequest {
+                meta_data: meta(),
+                filter_value: body["filterValue"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                client_id: "golden".into(),
+            },
+        )),
         other => panic!("route {other} is not part of this sequence"),
     }
 }
@@ -663,7 +550,7 @@ fn a_manual_match_in_tensor_mode_recomputes_msprobes_metrics() {
         let del = handlers::delete_match_nodes(&state, match_req(&m, leaf, &partner, false, "t"));
         assert!(del.success, "{leaf}: {:?}", del.error);
         let cleared = info(leaf);
-        assert!(slots(cleared.output_data.clone())
+        assert!(browser_json(&cleared)["output_data"]
             .to_string()
             .find("Cosine")
             .is_none());
@@ -676,8 +563,14 @@ fn a_manual_match_in_tensor_mode_recomputes_msprobes_metrics() {
             "{leaf}: precision"
         );
         for (b, a) in [
-            (slots(before.input_data), slots(after.input_data)),
-            (slots(before.output_data), slots(after.output_data)),
+            (
+                browser_json(&before)["input_data"].clone(),
+                browser_json(&after)["input_data"].clone(),
+            ),
+            (
+                browser_json(&before)["output_data"].clone(),
+                browser_json(&after)["output_data"].clone(),
+            ),
         ] {
             let (Value::Object(b), Value::Object(a)) = (b, a) else {
                 panic!("slots are objects")

@@ -102,7 +102,7 @@ impl BulkWriter {
         if !page_size.is_power_of_two() || !(512..=65_536).contains(&page_size) {
             return Err(io(std::io::Error::other("unsupported page size")));
         }
-        let schema = Schema::parse().map_err(|detail| WriteError::Schema { detail })?;
+        let schema = Schema::parse()?;
         let dir = dest
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -431,13 +431,16 @@ fn statements(script: &str) -> impl Iterator<Item = &str> {
 }
 
 impl Schema {
-    fn parse() -> Result<Schema, String> {
+    /// Our own schema script (`schema.rs`) as the writer needs it; an error means the script has
+    /// a statement this writer does not know how to build.
+    fn parse() -> Result<Schema, WriteError> {
+        let bad = |detail: String| WriteError::Schema { detail };
         let mut tables = Vec::new();
         for sql in statements(CREATE_TABLES) {
             let name = sql
                 .strip_prefix("CREATE TABLE ")
                 .and_then(|rest| rest.split(|c: char| c == '(' || c.is_whitespace()).next())
-                .ok_or_else(|| format!("unexpected table statement: {sql}"))?;
+                .ok_or_else(|| bad(format!("unexpected table statement: {sql}")))?;
             tables.push(TableSql {
                 name: name.to_owned(),
                 sql: sql.to_owned(),
@@ -445,9 +448,9 @@ impl Schema {
         }
         let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
         if names != ["tb_nodes", "tb_stack", "tb_config"] {
-            return Err(format!(
+            return Err(bad(format!(
                 "tables {names:?}, expected tb_nodes, tb_stack, tb_config"
-            ));
+            )));
         }
         let mut node_indexes = vec![NodeIndex {
             name: autoindex_name("tb_nodes"),
@@ -456,10 +459,12 @@ impl Schema {
         }];
         let mut indexes = Vec::new();
         for sql in statements(CREATE_INDEXES) {
-            let (name, table, cols) =
-                parse_index(sql).ok_or_else(|| format!("unexpected index statement: {sql}"))?;
+            let (name, table, cols) = parse_index(sql)
+                .ok_or_else(|| bad(format!("unexpected index statement: {sql}")))?;
             if table != "tb_nodes" {
-                return Err(format!("index on {table}: only tb_nodes indexes are built"));
+                return Err(bad(format!(
+                    "index on {table}: only tb_nodes indexes are built"
+                )));
             }
             let cols = cols
                 .iter()
@@ -467,7 +472,7 @@ impl Schema {
                     NODE_COLUMNS
                         .iter()
                         .position(|n| n == col)
-                        .ok_or_else(|| format!("{name}: unknown tb_nodes column {col}"))
+                        .ok_or_else(|| bad(format!("{name}: unknown tb_nodes column {col}")))
                 })
                 .collect::<Result<_, _>>()?;
             node_indexes.push(NodeIndex {

@@ -1080,25 +1080,43 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// Why a column that holds a JSON list of names does not (the `reason` of a
+/// [`StoreError::Data`] naming the column and the node).
+#[derive(Debug, thiserror::Error)]
+enum ListError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("expected strings, found {0}")]
+    NotStrings(&'static str),
+    #[error("expected a list, found {0}")]
+    NotAList(&'static str),
+}
+
+impl From<ListError> for String {
+    fn from(e: ListError) -> String {
+        e.to_string()
+    }
+}
+
 /// A JSON list of strings; empty text or `null` is an empty list.
-fn string_list(text: &str) -> Result<Vec<String>, String> {
-    match parse_lenient(text).map_err(|e| e.to_string())? {
+fn string_list(text: &str) -> Result<Vec<String>, ListError> {
+    match parse_lenient(text)? {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .into_iter()
             .map(|v| match v {
                 Value::String(s) => Ok(s),
-                other => Err(format!("expected strings, found {}", kind(&other))),
+                other => Err(ListError::NotStrings(kind(&other))),
             })
             .collect(),
-        Some(other) => Err(format!("expected a list, found {}", kind(&other))),
+        Some(other) => Err(ListError::NotAList(kind(&other))),
     }
 }
 
 /// Like [`string_list`] but any item is printed as text, and a bare string is one item
 /// (stack and merge info come in several shapes across msprobe versions).
-fn loose_string_list(text: &str) -> Result<Vec<String>, String> {
-    match parse_lenient(text).map_err(|e| e.to_string())? {
+fn loose_string_list(text: &str) -> Result<Vec<String>, ListError> {
+    match parse_lenient(text)? {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => Ok(items
             .into_iter()

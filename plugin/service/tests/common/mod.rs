@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use graph_ascend_proto as pb;
 use graph_ascend_service::handlers;
-use graph_ascend_service::prost_to_json;
 use graph_ascend_service::State;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// `tests/fixtures` of the repository.
 pub fn fixtures() -> PathBuf {
@@ -181,23 +180,6 @@ pub fn node_request(m: &pb::MetaData, name: &str, side: &str) -> pb::NodeRequest
         meta_data: Some(m.clone()),
         client_id: String::new(),
     }
-}
-
-/// A node's input or output slots as msprobe's JSON object.
-pub fn slots_json(slots: Vec<pb::TensorSlot>) -> Value {
-    Value::Object(
-        slots
-            .into_iter()
-            .map(|s| {
-                let fields: Map<String, Value> = s
-                    .fields
-                    .into_iter()
-                    .map(|f| (f.key, f.value.as_ref().map_or(Value::Null, prost_to_json)))
-                    .collect();
-                (s.name, Value::Object(fields))
-            })
-            .collect(),
-    )
 }
 
 /// A gRPC client of a sidecar listening on the Unix socket `path`.
