@@ -4,7 +4,7 @@
 #   make test     every test (Rust, the wheel, shim in real TensorBoard, frontend, end-to-end in Chromium)
 #   make wheel    the platform wheel (binary + plugin + page + API descriptor) into dist/
 #   make install  install that wheel into the active Python environment
-#   make bench    benchmarks (converter, service, diagnosis), not tests
+#   make bench    benchmarks (converter, service, diagnosis, scale simulation), not tests
 #   make test-differential  our converter against the real msprobe 26.2 on new generated cases (needs PyPI)
 #   make test-scale  sharded conversion on a real one-node Slurm (installs Debian's slurm-wlm when
 #                 missing) and the Kubernetes manifests checked against the API schema (docs/scale.md)
@@ -122,6 +122,7 @@ bench: venv
 	bash bench/convert.sh
 	bash bench/service.sh
 	bash bench/diagnose.sh
+	PYTHON=$(VPY) bash bench/scale.sh
 
 # The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
 # tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them; coverage
