@@ -12,7 +12,6 @@ usage: scale_serve.py --logdir DIR --last-rank R
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service_bench import call, children, free_port, vm_hwm_kb  # noqa: E402
+from service_bench import call, children, free_port, vm_hwm_kb
 
 
 def main() -> int:
