@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service_bench import call, children, free_port, vm_hwm_kb
+from service_bench import call, children, free_port, stop, vm_hwm_kb
 
 
 def main() -> int:
@@ -74,11 +74,7 @@ def main() -> int:
         print(f"{'sidecar peak memory (VmHWM)':<34} {peak / 1024:9.0f} MB")
         print(f"{'TensorBoard peak memory (VmHWM)':<34} {vm_hwm_kb(tb.pid) / 1024:9.0f} MB")
     finally:
-        tb.terminate()
-        try:
-            tb.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            tb.kill()
+        stop(tb)
     return 0
 
 

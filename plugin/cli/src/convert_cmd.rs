@@ -210,14 +210,20 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     if let Some(pb) = &bar {
         pb.finish_and_clear();
     }
+    Ok(written(result))
+}
+
+/// The path written on stdout (status 0), or the error on stderr (status 1): what `convert` and
+/// `gather` answer.
+pub fn written(result: Result<PathBuf, graph_ascend_convert::ConvertError>) -> ExitCode {
     match result {
         Ok(path) => {
             println!("{}", path.display());
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("graph-ascend: error: {e}");
-            Ok(ExitCode::from(1))
+            ExitCode::from(1)
         }
     }
 }

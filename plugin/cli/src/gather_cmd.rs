@@ -16,14 +16,7 @@ pub struct GatherArgs {
 }
 
 pub fn run(args: GatherArgs) -> anyhow::Result<ExitCode> {
-    match graph_ascend_convert::gather::gather(&args.parts, &args.output) {
-        Ok(path) => {
-            println!("{}", path.display());
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            eprintln!("graph-ascend: error: {e}");
-            Ok(ExitCode::from(1))
-        }
-    }
+    Ok(crate::convert_cmd::written(
+        graph_ascend_convert::gather::gather(&args.parts, &args.output),
+    ))
 }
