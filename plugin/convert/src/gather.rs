@@ -9,6 +9,7 @@
 //! new `.vis.db` through the same bulk writer, with their links filled in.
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
 
 use rusqlite::{Connection, OpenFlags, Row};
 
@@ -56,13 +57,84 @@ pub fn gather(parts: &[PathBuf], out: &Path) -> Result<PathBuf, ConvertError> {
     let mut writer = BulkWriter::create(&dest)?;
     // The config row of the unsharded run is made from its first unit: the first part with units.
     let config_part = found.iter().find(|(_, m)| m.units > 0).unwrap_or(&found[0]);
-    for (path, _) in &found {
-        let conn = open(path)?;
-        copy_stacks(&conn, path, &mut writer)?;
-        copy_nodes(&conn, path, &links, &mut writer)?;
-    }
-    writer.insert_config(&read_config(&config_part.0)?)?;
+    let config = read_config(&config_part.0)?;
+    // One thread reads the parts (SQLite, row by row) while this one writes: the two overlap.
+    let (tx, rx) = sync_channel::<Batch>(4);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| read_parts(&found, &links, tx));
+        let written = (|| -> Result<(), ConvertError> {
+            for batch in rx {
+                match batch {
+                    Batch::Stacks(rows) => {
+                        writer.insert_stacks(rows.iter().map(|(a, b)| (a.as_str(), b.as_str())))?
+                    }
+                    Batch::Nodes(rows) => writer.insert_nodes(&rows)?,
+                }
+            }
+            Ok(())
+        })();
+        // On a write error `rx` is gone, so the reader stops at its next batch.
+        let read = reader.join().unwrap_or_else(|_| {
+            Err(ConvertError::Usage(
+                "internal: the gather's reader thread panicked".into(),
+            ))
+        });
+        written.and(read)
+    })?;
+    writer.insert_config(&config)?;
     Ok(writer.finish()?)
+}
+
+/// What the reader thread hands to the writer, in order.
+enum Batch {
+    Stacks(Vec<(String, String)>),
+    Nodes(Vec<NodeRow>),
+}
+
+/// Sends every part's stack rows and node rows (links filled in) in shard order; stops quietly
+/// when the writer has gone (it failed, and says why).
+fn read_parts(
+    found: &[(PathBuf, Manifest)],
+    links: &FastMap<String, String>,
+    tx: SyncSender<Batch>,
+) -> Result<(), ConvertError> {
+    for (path, _) in found {
+        let conn = open(path)?;
+        let stacks = in_batches(
+            &conn,
+            path,
+            "SELECT id, stack_info FROM tb_stack ORDER BY rowid",
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                ))
+            },
+            |batch| tx.send(Batch::Stacks(batch)).is_ok(),
+        )?;
+        let nodes = stacks
+            && in_batches(
+                &conn,
+                path,
+                &format!(
+                    "SELECT {} FROM tb_nodes ORDER BY rowid",
+                    NODE_COLUMNS.join(", ")
+                ),
+                node_row,
+                |mut batch| {
+                    for row in batch.iter_mut() {
+                        if let Some(link) = links.get(&row.id) {
+                            row.matched_distributed.clone_from(link);
+                        }
+                    }
+                    tx.send(Batch::Nodes(batch)).is_ok()
+                },
+            )?;
+        if !nodes {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The part files named by `parts`: files as given, folders by their `*.vis.part` entries
@@ -236,74 +308,25 @@ fn node_row(r: &Row) -> rusqlite::Result<NodeRow> {
     })
 }
 
-/// Calls `each` with batches of at most [`CHUNK`] rows of `query`, in order.
+/// Calls `each` with batches of at most [`CHUNK`] rows of `query`, in order, while it returns
+/// true; returns whether every row was handed over.
 fn in_batches<T>(
     conn: &Connection,
     path: &Path,
     query: &str,
     read: impl Fn(&Row) -> rusqlite::Result<T>,
-    mut each: impl FnMut(&mut Vec<T>) -> Result<(), ConvertError>,
-) -> Result<(), ConvertError> {
+    mut each: impl FnMut(Vec<T>) -> bool,
+) -> Result<bool, ConvertError> {
     let mut stmt = conn.prepare(query).map_err(|e| sql(path, e))?;
     let rows = stmt.query_map([], |r| read(r)).map_err(|e| sql(path, e))?;
     let mut batch = Vec::with_capacity(CHUNK);
     for row in rows {
         batch.push(row.map_err(|e| sql(path, e))?);
-        if batch.len() == CHUNK {
-            each(&mut batch)?;
-            batch.clear();
+        if batch.len() == CHUNK && !each(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK))) {
+            return Ok(false);
         }
     }
-    if !batch.is_empty() {
-        each(&mut batch)?;
-    }
-    Ok(())
-}
-
-/// The part's `tb_stack` rows (the writer skips ids an earlier part already gave).
-fn copy_stacks(
-    conn: &Connection,
-    path: &Path,
-    writer: &mut BulkWriter,
-) -> Result<(), ConvertError> {
-    in_batches(
-        conn,
-        path,
-        "SELECT id, stack_info FROM tb_stack ORDER BY rowid",
-        |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-            ))
-        },
-        |batch| Ok(writer.insert_stacks(batch.iter().map(|(a, b)| (a.as_str(), b.as_str())))?),
-    )
-}
-
-/// The part's `tb_nodes` rows, their communication links filled in.
-fn copy_nodes(
-    conn: &Connection,
-    path: &Path,
-    links: &FastMap<String, String>,
-    writer: &mut BulkWriter,
-) -> Result<(), ConvertError> {
-    in_batches(
-        conn,
-        path,
-        &format!(
-            "SELECT {} FROM tb_nodes ORDER BY rowid",
-            NODE_COLUMNS.join(", ")
-        ),
-        node_row,
-        |batch| {
-            for row in batch.iter_mut() {
-                if let Some(link) = links.get(&row.id) {
-                    row.matched_distributed.clone_from(link);
-                }
-            }
-            Ok(writer.insert_nodes(batch)?)
-        },
-    )
+    Ok(batch.is_empty() || each(batch))
 }
 
 /// The part's `tb_config` row.
