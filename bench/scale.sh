@@ -63,7 +63,8 @@ if [ "$CHECK" = 1 ]; then
   /usr/bin/time -o "$TMP/whole.time" -f "%e %M" "$GA" convert -tp "$TMP/dumps/b" -gp "$TMP/dumps/a" -o "$TMP/whole" >/dev/null
   read -r W KB <"$TMP/whole.time"
   echo "unsharded, for scale    $W s, peak memory $((KB / 1024)) MB (one process)"
-  "$GA" diff-visdb "$TMP"/whole/*.vis.db "$TMP/logdir/run/gathered.vis.db" | sed 's/^/diff-visdb              /'
+  { "$GA" diff-visdb "$TMP"/whole/*.vis.db "$TMP/logdir/run/gathered.vis.db" 2>&1 || echo "FAILED"; } |
+    sed 's/^/diff-visdb              /'
   rm -rf "$TMP/whole"
 fi
 
