@@ -4,8 +4,10 @@
 #   make test     every test (Rust, the wheel, shim in real TensorBoard, frontend, end-to-end in Chromium)
 #   make wheel    the platform wheel (binary + plugin + page + API descriptor) into dist/
 #   make install  install that wheel into the active Python environment
-#   make bench    benchmarks (converter, service, diagnosis), not tests
+#   make bench    benchmarks (converter, service, diagnosis, scale simulation), not tests
 #   make test-differential  our converter against the real msprobe 26.2 on new generated cases (needs PyPI)
+#   make test-scale  sharded conversion on a real one-node Slurm (installs Debian's slurm-wlm when
+#                 missing) and the Kubernetes manifests checked against the API schema (docs/scale.md)
 #   make fuzz     each fuzz target of fuzz/ for FUZZ_SECONDS (nightly + cargo-fuzz); `make test`
 #                 replays their corpora and crash cases on stable Rust
 #
@@ -34,7 +36,7 @@ WHEEL_BIN = $(TARGET_DIR)/$(TRIPLE)/release/graph-ascend
 # The binary every suite runs: the wheel's, as installed into $(VENV).
 BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
-.PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e test-differential bench fuzz clean
+.PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e test-differential test-scale bench fuzz clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := dump_json construct_json stack_json npy pt
 
@@ -120,6 +122,7 @@ bench: venv
 	bash bench/convert.sh
 	bash bench/service.sh
 	bash bench/diagnose.sh
+	PYTHON=$(VPY) bash bench/scale.sh
 
 # The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
 # tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them; coverage
@@ -142,6 +145,22 @@ test-differential: venv $(ORACLE_VENV)/.installed
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage combine -q
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage report
 	$(ORACLE_VENV)/bin/python tests/differential/summarize.py $(DIFF_OUT)/results.jsonl
+
+# Not part of `make test` (which has the in-process sharding tests): a real Slurm controller and
+# daemon run the job array of deploy/slurm/ and its dependent gather (tests/scale/slurm.sh), and
+# kubernetes-validate (pinned, in its own venv) checks deploy/k8s/ (tests/scale/k8s.sh).
+SCALE_VENV ?= .scale-venv
+
+$(SCALE_VENV)/.installed:
+	$(PYTHON) -m venv $(SCALE_VENV)
+	$(SCALE_VENV)/bin/pip install -q --disable-pip-version-check kubernetes-validate==1.37.0
+	touch $@
+
+test-scale: $(SCALE_VENV)/.installed
+	command -v slurmctld >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm; } || { echo "test-scale needs Debian's slurm-wlm (apt-get install -y slurm-wlm)"; exit 1; }
+	$(CARGO) build --release --locked -p graph-ascend -p graph-ascend-convert --bins
+	GRAPH_ASCEND=$(TARGET_DIR)/release/graph-ascend GEN_DUMP=$(TARGET_DIR)/release/gen_dump bash tests/scale/slurm.sh
+	K8S_PY=$(CURDIR)/$(SCALE_VENV)/bin/python bash tests/scale/k8s.sh
 
 # New inputs that raise coverage go to fuzz/corpus/<target>/, crashes to fuzz/artifacts/<target>/:
 # commit the crash cases with their fix (plugin/dump/tests/fuzz_corpus.rs replays both).

@@ -269,12 +269,17 @@ def main() -> int:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(text)
     finally:
-        tb.terminate()
-        try:
-            tb.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            tb.kill()
+        stop(tb)
     return 0
+
+
+def stop(tb: subprocess.Popen) -> None:
+    """Stops TensorBoard (and with it our sidecar), killing it if it does not end in 20 s."""
+    tb.terminate()
+    try:
+        tb.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        tb.kill()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use graph_ascend_convert::{convert, ConvertOptions, LayerMapping, Progress};
+use graph_ascend_convert::{
+    convert, convert_shard, ConvertOptions, LayerMapping, Progress, ShardSpec,
+};
 
 /// Arguments as typed (see `graph-ascend convert --help`).
 #[derive(clap::Args)]
@@ -71,6 +73,14 @@ pub struct Flags {
     /// `db` (default) or `json` (merged builds: step<S>/rank<R>/{construct,dump,stack}.json).
     #[arg(long = "file_type", default_value = "db", value_parser = ["db", "json"])]
     file_type: String,
+    /// Convert only shard I of N of the (step, rank) graphs into a part in OUT, for
+    /// `graph-ascend gather` (docs/scale.md). Bare: I and N from the job array
+    /// (SLURM_ARRAY_TASK_ID/_MIN/_STEP/_COUNT, or JOB_COMPLETION_INDEX with --shard-count).
+    #[arg(long = "shard", num_args = 0..=1, default_missing_value = "", value_name = "I/N")]
+    shard: Option<String>,
+    /// The shard count N for a bare --shard (needed in a Kubernetes Indexed Job: its completions).
+    #[arg(long = "shard-count", value_name = "N")]
+    shard_count: Option<u32>,
 }
 
 /// msprobe's single-dash words → long forms.
@@ -139,6 +149,13 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         eprintln!("graph-ascend: warning: --file_type json only applies to parallel merge; writing a .vis.db");
     }
     let _ = flags.is_print_compare_log;
+    let shard = match shard_of(flags.shard.as_deref(), flags.shard_count) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("graph-ascend: error: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
     let opts = ConvertOptions {
         target: flags.target_path,
         golden: flags.golden_path,
@@ -182,18 +199,55 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             pb.set_message(bar_message(p));
         }
     };
-    let result = convert(&opts, &report);
+    let result = match shard {
+        None => convert(&opts, &report),
+        Some(s) => convert_shard(
+            &opts,
+            s,
+            &report,
+            &std::sync::atomic::AtomicBool::new(false),
+        ),
+    };
     if let Some(pb) = &bar {
         pb.finish_and_clear();
     }
+    Ok(written(result))
+}
+
+/// The path written on stdout (status 0), or the error on stderr (status 1): what `convert` and
+/// `gather` answer.
+pub fn written(result: Result<PathBuf, graph_ascend_convert::ConvertError>) -> ExitCode {
     match result {
         Ok(path) => {
             println!("{}", path.display());
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("graph-ascend: error: {e}");
-            Ok(ExitCode::from(1))
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The shard asked for: `--shard I/N`, or a bare `--shard` read from the job array's variables.
+fn shard_of(
+    flag: Option<&str>,
+    count: Option<u32>,
+) -> Result<Option<ShardSpec>, graph_ascend_convert::ConvertError> {
+    match flag {
+        None if count.is_some() => Err(graph_ascend_convert::ConvertError::Usage(
+            "--shard-count needs --shard".into(),
+        )),
+        None => Ok(None),
+        Some("") => ShardSpec::from_env(|k| std::env::var(k).ok(), count).map(Some),
+        Some(text) => {
+            let s = ShardSpec::parse(text)?;
+            match count {
+                Some(n) if n != s.count => Err(graph_ascend_convert::ConvertError::Usage(format!(
+                    "--shard {text} and --shard-count {n} disagree"
+                ))),
+                _ => Ok(Some(s)),
+            }
         }
     }
 }

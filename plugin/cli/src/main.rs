@@ -2,6 +2,7 @@
 //!
 //! - `serve`: the TensorBoard sidecar (gRPC over a Unix socket), see `graph_ascend_service`.
 //! - `convert`: msprobe `graph_visualize`'s flags, see `graph_ascend_convert`.
+//! - `gather`: the parts of a sharded conversion (`convert --shard`) into one `.vis.db`.
 //! - `diagnose`: where a compare first went wrong, see `graph_ascend_diagnose`.
 //! - `export-csv`: every matched pair of a compare with its metrics, as CSV.
 //! - `diff-visdb`: compares two `.vis.db` files node by node (the converter's acceptance tool).
@@ -10,6 +11,7 @@
 mod convert_cmd;
 mod diagnose_cmd;
 mod diff_cmd;
+mod gather_cmd;
 mod gen_cmd;
 mod serve_cmd;
 
@@ -67,6 +69,8 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Convert msprobe dump folders into a .vis.db (the flags of `msprobe graph_visualize`).
     Convert(convert_cmd::ConvertArgs),
+    /// Combine the parts of a sharded conversion (convert --shard I/N) into one .vis.db.
+    Gather(gather_cmd::GatherArgs),
     /// Where a compare first went wrong: the ranked sources of error (exit status 1 when found).
     Diagnose(diagnose_cmd::DiagnoseArgs),
     /// Every matched pair of a compare with its metrics as CSV, one row per input/output.
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Convert(args) => convert_cmd::run(args),
+        Command::Gather(args) => gather_cmd::run(args),
         Command::Diagnose(args) => diagnose_cmd::run(args),
         Command::ExportCsv(args) => diagnose_cmd::run_export(args),
         Command::DiffVisdb(args) => diff_cmd::run(args),

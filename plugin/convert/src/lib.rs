@@ -14,13 +14,17 @@
 //!   `matcher` and `layer_mapping`: node pairing; [`compare`]: the item comparison and
 //!   `precision_index` (also used by the service's precision answers); `overflow`: anomaly
 //!   levels; `export` and `format`: graphs → rows; `distributed`: communication links across
-//!   ranks; [`pyjson`]: Python's `json.dumps` layout; `timing`: phase timings (`GA_TIMING=1`).
+//!   ranks; [`pyjson`]: Python's `json.dumps` layout; `timing`: phase timings (`GA_TIMING=1`);
+//! - sharded conversion (`docs/scale.md`): [`shard`] (which units a shard converts), [`part`]
+//!   (what a shard writes: a `.vis.part` with its manifest), [`gather`] (parts → the one
+//!   `.vis.db` an unsharded run writes, communication links made across every rank).
 
 pub mod compare;
 pub(crate) mod distributed;
 pub(crate) mod error;
 pub(crate) mod export;
 pub(crate) mod format;
+pub mod gather;
 pub(crate) mod graph;
 pub mod layer_mapping;
 pub(crate) mod layout;
@@ -28,8 +32,10 @@ pub(crate) mod matcher;
 pub mod merge;
 pub(crate) mod options;
 pub(crate) mod overflow;
+pub mod part;
 pub(crate) mod progress;
 pub mod pyjson;
+pub mod shard;
 pub(crate) mod stage;
 pub(crate) mod timing;
 
@@ -41,6 +47,7 @@ use rayon::prelude::*;
 pub use error::ConvertError;
 pub use options::{ConvertOptions, LayerMapping};
 pub use progress::{Progress, ProgressFn, Stage};
+pub use shard::ShardSpec;
 pub use stage::RankDump;
 
 use export::ExportContext;
@@ -68,11 +75,40 @@ pub fn convert_cancellable(
     if !opts.parallel.is_empty() {
         return merge::convert_merged(opts, progress, cancel);
     }
+    convert_plain(opts, None, progress, cancel)
+}
+
+/// [`convert_cancellable`] of only `shard`'s share of the work units, written as a part into the
+/// output folder (see [`part`]); returns the part's path. [`gather::gather`] combines the parts.
+pub fn convert_shard(
+    opts: &ConvertOptions,
+    shard: ShardSpec,
+    progress: ProgressFn,
+    cancel: &AtomicBool,
+) -> Result<PathBuf, ConvertError> {
+    if !opts.parallel.is_empty() || opts.json_output {
+        return Err(ConvertError::Usage(
+            "--shard does not apply to a parallel merge (--rank_size/--tp/--pp) yet: \
+             convert merged runs unsharded"
+                .into(),
+        ));
+    }
+    convert_plain(opts, Some(shard), progress, cancel)
+}
+
+/// A plain conversion: every unit into a `.vis.db`, or one shard's units into a part.
+fn convert_plain(
+    opts: &ConvertOptions,
+    shard: Option<ShardSpec>,
+    progress: ProgressFn,
+    cancel: &AtomicBool,
+) -> Result<PathBuf, ConvertError> {
     let _total_phase = timing::phase(|| "total".into());
     let plan = stage::plan::plan(opts)?;
-    let jobs = plan.jobs.len();
-    let dirs = plan
-        .jobs
+    let range = shard.map_or(0..plan.jobs.len(), |s| s.units(plan.jobs.len()));
+    let share = &plan.jobs[range.clone()];
+    let jobs = share.len();
+    let dirs = share
         .iter()
         .flat_map(|j| std::iter::once(j.target.as_path()).chain(j.golden.as_deref()));
     let run = Run::start(
@@ -87,8 +123,7 @@ pub fn convert_cancellable(
     if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping)? {
         run.note(Stage::Reading, format!("warning: {warning}"));
     }
-    let units: Vec<Unit> = plan
-        .jobs
+    let units: Vec<Unit> = share
         .par_iter()
         .map(|job| {
             run.check()?;
@@ -111,7 +146,14 @@ pub fn convert_cancellable(
         &plan.steps,
     );
     let graphs: Graphs = units.into_iter().flat_map(|u| u.graphs).collect();
-    stage::write::write(&run, opts, graphs, &config, plan.layout != Layout::Files)
+    let link_distributed = plan.layout != Layout::Files;
+    match shard {
+        None => stage::write::write(&run, opts, graphs, &config, link_distributed),
+        Some(s) => {
+            let manifest = part::Manifest::of(opts, &plan, s, &range, link_distributed);
+            part::write(&run, opts, &manifest, graphs, &config)
+        }
+    }
 }
 
 /// The finished graphs of one job, ready to be written.

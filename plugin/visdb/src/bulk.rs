@@ -383,7 +383,7 @@ fn write_indexes(
         for (name, plan) in plans {
             let base = file.next_page();
             let pages = index::render(&plan, geo, base);
-            let root = base + plan.root();
+            let root = geo.page_at(base, plan.root());
             drop(plan);
             file.append(&pages).map_err(IndexError::Io)?;
             roots.insert(name.to_owned(), root);

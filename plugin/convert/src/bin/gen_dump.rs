@@ -1,10 +1,14 @@
 //! Synthetic msprobe dumps of any size, for the converter benchmark.
 //!
-//! `gen_dump OUT_DIR ENTRIES [--perturb]` writes `OUT_DIR/step0/rank0/{dump,construct,stack}.json`
+//! `gen_dump OUT_DIR ENTRIES [--perturb] [--ranks R] [--steps S]` writes
+//! `OUT_DIR/step<s>/rank<r>/{dump,construct,stack}.json` (one rank and one step by default)
 //! shaped like a real PyTorch `mix`-level statistics dump: per layer a `Block` module with a
 //! `Linear` sub-module (its `Functional.linear` call and parameters), a `Functional.relu`, their
 //! backward twins and the Linear's `parameters_grad`; `--perturb` shifts some statistics so a
-//! compare run has real differences to grade. Output is streamed, so memory stays flat.
+//! compare run has real differences to grade. With several ranks, each rank also starts with
+//! communication ops shaped as msprobe dumps them: a ring `send` to the next rank and `recv` from
+//! the previous one (links between far-apart ranks, so across shards) and an `all_reduce` in its
+//! group of 8 ranks. Output is streamed, so memory stays flat.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -35,16 +39,47 @@ fn tensor(out: &mut String, rng: &mut Rng, shape: &[usize], scale: f64, grad: bo
     );
 }
 
+/// The value after flag `name`, or `default`.
+fn flag(args: &[String], name: &str, default: usize) -> Result<usize, Box<dyn std::error::Error>> {
+    match args.iter().position(|a| a == name) {
+        None => Ok(default),
+        Some(i) => Ok(args.get(i + 1).ok_or("flag without a value")?.parse()?),
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: gen_dump OUT_DIR ENTRIES [--perturb]");
+        eprintln!("usage: gen_dump OUT_DIR ENTRIES [--perturb] [--ranks R] [--steps S]");
         std::process::exit(2);
     }
-    let dir = PathBuf::from(&args[1]).join("step0").join("rank0");
     let entries: usize = args[2].parse()?;
     let perturb = args.iter().any(|a| a == "--perturb");
-    std::fs::create_dir_all(&dir)?;
+    let ranks = flag(&args, "--ranks", 1)?.max(1);
+    let steps = flag(&args, "--steps", 1)?.max(1);
+    for step in 0..steps {
+        for rank in 0..ranks {
+            let dir = PathBuf::from(&args[1])
+                .join(format!("step{step}"))
+                .join(format!("rank{rank}"));
+            write_rank(&dir, entries, perturb, rank, ranks)?;
+        }
+    }
+    Ok(())
+}
+
+/// The ranks of `rank`'s all_reduce group: the 8 (or fewer, at the end) around it.
+const GROUP: usize = 8;
+
+/// One rank folder; `rank` of `ranks` (communication ops when `ranks > 1`).
+fn write_rank(
+    dir: &std::path::Path,
+    entries: usize,
+    perturb: bool,
+    rank: usize,
+    ranks: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir)?;
     let per_layer = 9;
     let layers = entries.div_ceil(per_layer).max(1);
     let mut dump = std::io::BufWriter::new(std::fs::File::create(dir.join("dump.json"))?);
@@ -57,8 +92,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     construct.write_all(b"{")?;
     stack.write_all(b"{")?;
     let mut first = true;
-    let mut rng = Rng(42);
+    let mut rng = Rng(42 + rank as u64);
     let mut stack_idx = 0usize;
+    if ranks > 1 {
+        let lo = rank / GROUP * GROUP;
+        let group: Vec<String> = (lo..(lo + GROUP).min(ranks))
+            .map(|r| r.to_string())
+            .collect();
+        let comm = [
+            ("Distributed.send.0.forward", format!("\"dst\": {{\"type\": \"int\", \"value\": {}}}", (rank + 1) % ranks)),
+            ("Distributed.recv.0.forward", format!("\"src\": {{\"type\": \"int\", \"value\": {}}}", (rank + ranks - 1) % ranks)),
+            ("Distributed.all_reduce.0.forward", format!(
+                "\"group\": {{\"type\": \"torch.ProcessGroup\", \"group_ranks\": [{}], \"group_id\": \"g{}\"}}",
+                group.join(", "),
+                lo / GROUP
+            )),
+        ];
+        for (name, kwargs) in comm {
+            let mut e = String::with_capacity(512);
+            e.push_str("{\"input_args\": [");
+            tensor(&mut e, &mut rng, &[8, 64], 1.0, false);
+            let _ = write!(e, "], \"input_kwargs\": {{{kwargs}}}, \"output\": [");
+            tensor(&mut e, &mut rng, &[8, 64], 1.0, false);
+            e.push_str("]}");
+            let sep = if first { "" } else { ", " };
+            write!(dump, "{sep}\"{name}\": {e}")?;
+            write!(construct, "{sep}\"{name}\": null")?;
+            write!(
+                stack,
+                "{sep}\"{stack_idx}\": [[\"{name}\"], [\"File /home/user/train/model.py, line 5, in step, \\n dist.op(x)\"]]"
+            )?;
+            stack_idx += 1;
+            first = false;
+        }
+    }
     for l in 0..layers {
         let scale = if perturb && l % 7 == 3 { 1.5 } else { 1.0 };
         let block_f = format!("Module.layers.{l}.Block.forward.0");

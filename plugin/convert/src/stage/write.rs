@@ -30,12 +30,13 @@ pub(crate) fn output_path(opts: &ConvertOptions) -> Result<PathBuf, ConvertError
         path: opts.output.clone(),
         source,
     })?;
-    let kind = if opts.golden.is_some() {
-        "compare"
-    } else {
-        "build"
-    };
-    Ok(opts.output.join(format!("{kind}_{}.vis.db", timestamp())))
+    Ok(output_file(&opts.output, opts.golden.is_some()))
+}
+
+/// `{build|compare}_{YYYYmmddHHMMSS}.vis.db` in `dir` (the gather names its output so too).
+pub(crate) fn output_file(dir: &std::path::Path, compare: bool) -> PathBuf {
+    let kind = if compare { "compare" } else { "build" };
+    dir.join(format!("{kind}_{}.vis.db", timestamp()))
 }
 
 /// Writes `graphs` and `config` into a new `.vis.db` in the output folder and returns its path;
@@ -50,8 +51,27 @@ pub(crate) fn write(
 ) -> Result<PathBuf, ConvertError> {
     run.check()?;
     let dest = output_path(opts)?;
+    write_to(
+        run,
+        &dest,
+        graphs,
+        config,
+        link_distributed,
+        opts.overflow_check,
+    )
+}
+
+/// [`write`] to `dest` (or its next free numbered name); a shard writes its part so.
+pub(crate) fn write_to(
+    run: &Run,
+    dest: &std::path::Path,
+    graphs: Graphs,
+    config: &ConfigRow,
+    link_distributed: bool,
+    overflow_check: bool,
+) -> Result<PathBuf, ConvertError> {
     let write_phase = timing::phase(|| "write rows".into());
-    let writer = BulkWriter::create(&dest)?;
+    let writer = BulkWriter::create(dest)?;
     let plans: Vec<GraphPlan> = graphs
         .iter()
         .map(|(g, ctx)| export::plan_graph(g, ctx))
@@ -59,7 +79,7 @@ pub(crate) fn write(
     // Communication links need every rank's Distributed.* rows; they are few, so they are made
     // (and linked) first, and every row leaves for the file complete.
     let links = if link_distributed {
-        distributed_links(&graphs, &plans, opts.overflow_check)
+        distributed_links(&graphs, &plans, overflow_check)
     } else {
         FastMap::default()
     };

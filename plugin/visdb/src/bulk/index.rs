@@ -301,9 +301,9 @@ impl Renderer<'_> {
             PlanPage::Interior { cells, right } => {
                 let mut area = CellArea::new(INDEX_INTERIOR, 0, self.geo.page_size);
                 for &(child, e) in cells {
-                    self.entry(e, Some(self.base + child), &mut area, slot);
+                    self.entry(e, Some(self.geo.page_at(self.base, child)), &mut area, slot);
                 }
-                area.finish(slot, self.base + right);
+                area.finish(slot, self.geo.page_at(self.base, *right));
             }
             PlanPage::Overflow { entry, chunk } => self.overflow(*entry, *chunk, slot),
         }
@@ -328,7 +328,7 @@ impl Renderer<'_> {
         at += put_varint(&mut cell[at..], payload as u64);
         cell[at..at + local].copy_from_slice(&record[..local]);
         if spills {
-            let first = self.base + self.plan.overflow[e];
+            let first = self.geo.page_at(self.base, self.plan.overflow[e]);
             cell[at + local..].copy_from_slice(&first.to_be_bytes());
         }
     }
@@ -339,7 +339,8 @@ impl Renderer<'_> {
         let local = self.geo.index_local(record.len());
         let count = self.geo.overflow_pages(record.len(), local);
         let next = if chunk + 1 < count {
-            self.base + self.plan.overflow[entry] + chunk as u32 + 1
+            self.geo
+                .page_at(self.base, self.plan.overflow[entry] + chunk as u32 + 1)
         } else {
             0
         };

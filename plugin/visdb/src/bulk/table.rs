@@ -148,7 +148,7 @@ fn write_overflow(rest: &[u8], geo: Geometry, file: &mut PageFile) -> io::Result
     let mut page = vec![0u8; geo.page_size];
     for (i, chunk) in chunks.enumerate() {
         let next = if i + 1 < count {
-            first + i as u32 + 1
+            geo.page_at(first, i as u32 + 1)
         } else {
             0
         };

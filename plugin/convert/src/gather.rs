@@ -1,0 +1,353 @@
+//! `graph-ascend gather`: the parts of a sharded conversion ([`crate::part`]) → the one
+//! `.vis.db` an unsharded run writes, without reading the dumps again.
+//!
+//! Every part is checked first: complete, of the same run (format, version, options, inputs,
+//! shard count), and every shard `0..N` present exactly once. Then the communication links
+//! (`matched_distributed`, [`crate::distributed`]) are made from the `Distributed.*` rows of all
+//! parts at once — the two ends of a link may sit in different shards — and the rows are copied
+//! part by part, in shard order (which is the unsharded run's order, see [`crate::shard`]), into a
+//! new `.vis.db` through the same bulk writer, with their links filled in.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
+
+use rusqlite::{Connection, OpenFlags, Row};
+
+use graph_ascend_dump::FastMap;
+use graph_ascend_visdb::bulk::BulkWriter;
+use graph_ascend_visdb::schema::NODE_COLUMNS;
+use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
+
+use crate::part::{self, Manifest, PART_SUFFIX};
+use crate::stage::write::output_file;
+use crate::{distributed, ConvertError};
+
+/// Rows copied per batch.
+const CHUNK: usize = 1024;
+
+/// Gathers `parts` (files, or folders whose `*.vis.part` files are taken) into a new `.vis.db`:
+/// `out` itself when it names a `.vis.db` file, else `out/{build|compare}_<time>.vis.db`
+/// (the folder created if missing). Never replaces a file (a taken name gets `_2`, …). Returns
+/// the path written.
+pub fn gather(parts: &[PathBuf], out: &Path) -> Result<PathBuf, ConvertError> {
+    let files = part_files(parts)?;
+    let mut found: Vec<(PathBuf, Manifest)> = Vec::with_capacity(files.len());
+    for f in files {
+        let m = part::read_manifest(&f)?;
+        found.push((f, m));
+    }
+    check_one_run(&found)?;
+    found.sort_by_key(|(_, m)| m.shard.index);
+    check_every_shard(&found)?;
+    let first = &found[0].1;
+    let dest = if out.extension().is_some_and(|e| e == "db") {
+        if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+            create_dir(dir)?;
+        }
+        out.to_path_buf()
+    } else {
+        create_dir(out)?;
+        output_file(out, first.kind == "compare")
+    };
+    let links = if first.link_distributed {
+        links(&found, first.overflow_check)?
+    } else {
+        FastMap::default()
+    };
+    let mut writer = BulkWriter::create(&dest)?;
+    // The config row of the unsharded run is made from its first unit: the first part with units.
+    let config_part = found.iter().find(|(_, m)| m.units > 0).unwrap_or(&found[0]);
+    let config = read_config(&config_part.0)?;
+    // One thread reads the parts (SQLite, row by row) while this one writes: the two overlap.
+    let (tx, rx) = sync_channel::<Batch>(4);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| read_parts(&found, &links, tx));
+        let written = (|| -> Result<(), ConvertError> {
+            for batch in rx {
+                match batch {
+                    Batch::Stacks(rows) => {
+                        writer.insert_stacks(rows.iter().map(|(a, b)| (a.as_str(), b.as_str())))?
+                    }
+                    Batch::Nodes(rows) => writer.insert_nodes(&rows)?,
+                }
+            }
+            Ok(())
+        })();
+        // On a write error `rx` is gone, so the reader stops at its next batch.
+        let read = reader.join().unwrap_or_else(|_| {
+            Err(ConvertError::Usage(
+                "internal: the gather's reader thread panicked".into(),
+            ))
+        });
+        written.and(read)
+    })?;
+    writer.insert_config(&config)?;
+    Ok(writer.finish()?)
+}
+
+/// What the reader thread hands to the writer, in order.
+enum Batch {
+    Stacks(Vec<(String, String)>),
+    Nodes(Vec<NodeRow>),
+}
+
+/// Sends every part's stack rows and node rows (links filled in) in shard order; stops quietly
+/// when the writer has gone (it failed, and says why).
+fn read_parts(
+    found: &[(PathBuf, Manifest)],
+    links: &FastMap<String, String>,
+    tx: SyncSender<Batch>,
+) -> Result<(), ConvertError> {
+    for (path, _) in found {
+        let conn = open(path)?;
+        let stacks = in_batches(
+            &conn,
+            path,
+            "SELECT id, stack_info FROM tb_stack ORDER BY rowid",
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                ))
+            },
+            |batch| tx.send(Batch::Stacks(batch)).is_ok(),
+        )?;
+        let nodes = stacks
+            && in_batches(
+                &conn,
+                path,
+                &format!(
+                    "SELECT {} FROM tb_nodes ORDER BY rowid",
+                    NODE_COLUMNS.join(", ")
+                ),
+                node_row,
+                |mut batch| {
+                    for row in batch.iter_mut() {
+                        if let Some(link) = links.get(&row.id) {
+                            row.matched_distributed.clone_from(link);
+                        }
+                    }
+                    tx.send(Batch::Nodes(batch)).is_ok()
+                },
+            )?;
+        if !nodes {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The part files named by `parts`: files as given, folders by their `*.vis.part` entries
+/// (hidden ones, the unsealed temporaries of running or killed tasks, are not parts).
+fn part_files(parts: &[PathBuf]) -> Result<Vec<PathBuf>, ConvertError> {
+    let mut files = Vec::new();
+    for p in parts {
+        if p.is_dir() {
+            let entries = std::fs::read_dir(p).map_err(|e| ConvertError::Input {
+                path: p.clone(),
+                message: format!("cannot list the folder: {e}"),
+            })?;
+            let mut here: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|f| {
+                    f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.ends_with(PART_SUFFIX) && !n.starts_with('.'))
+                })
+                .collect();
+            if here.is_empty() {
+                return Err(ConvertError::Input {
+                    path: p.clone(),
+                    message: format!("no part (*{PART_SUFFIX}) in this folder"),
+                });
+            }
+            here.sort();
+            files.extend(here);
+        } else if p.is_file() {
+            files.push(p.clone());
+        } else {
+            return Err(ConvertError::Input {
+                path: p.clone(),
+                message: "no such part file or folder".into(),
+            });
+        }
+    }
+    if files.is_empty() {
+        return Err(ConvertError::Usage("gather: no part given".into()));
+    }
+    Ok(files)
+}
+
+/// Every part must come from the same run as the first.
+fn check_one_run(found: &[(PathBuf, Manifest)]) -> Result<(), ConvertError> {
+    let (first_path, first) = &found[0];
+    let want = first.run_fields();
+    for (path, m) in &found[1..] {
+        for ((what, a), (_, b)) in want.iter().zip(m.run_fields()) {
+            if *a != b {
+                return Err(ConvertError::Usage(format!(
+                    "{} and {} come from different runs or settings: their {what} differ \
+                     ({a} / {b}); gather the parts of one run",
+                    first_path.display(),
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Shards `0..N` each exactly once (`found` sorted by shard).
+fn check_every_shard(found: &[(PathBuf, Manifest)]) -> Result<(), ConvertError> {
+    for pair in found.windows(2) {
+        if pair[0].1.shard.index == pair[1].1.shard.index {
+            return Err(ConvertError::Usage(format!(
+                "{} and {} are both shard {}",
+                pair[0].0.display(),
+                pair[1].0.display(),
+                pair[0].1.shard
+            )));
+        }
+    }
+    let count = found[0].1.shard.count;
+    let have: Vec<u32> = found.iter().map(|(_, m)| m.shard.index).collect();
+    let missing: Vec<String> = (0..count)
+        .filter(|i| have.binary_search(i).is_err())
+        .map(|i| i.to_string())
+        .collect();
+    if !missing.is_empty() {
+        let shown = if missing.len() > 20 {
+            format!("{} … ({} in all)", missing[..20].join(", "), missing.len())
+        } else {
+            missing.join(", ")
+        };
+        return Err(ConvertError::Usage(format!(
+            "missing parts: shard(s) {shown} of {count} (expected next to {}); re-run those \
+             shards, then gather again",
+            found[0].0.display()
+        )));
+    }
+    Ok(())
+}
+
+fn create_dir(dir: &Path) -> Result<(), ConvertError> {
+    std::fs::create_dir_all(dir).map_err(|source| ConvertError::Output {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+fn open(path: &Path) -> Result<Connection, ConvertError> {
+    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| sql(path, e))
+}
+
+fn sql(path: &Path, e: rusqlite::Error) -> ConvertError {
+    ConvertError::Input {
+        path: path.to_path_buf(),
+        message: format!("cannot read the part: {e}"),
+    }
+}
+
+/// `matched_distributed` of every linked `Distributed.*` row of all parts, by row id.
+fn links(
+    found: &[(PathBuf, Manifest)],
+    overflow_check: bool,
+) -> Result<FastMap<String, String>, ConvertError> {
+    let mut rows: Vec<NodeRow> = Vec::new();
+    for (path, _) in found {
+        let conn = open(path)?;
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT {} FROM tb_nodes WHERE is_distributed = 1 ORDER BY rowid",
+                NODE_COLUMNS.join(", ")
+            ))
+            .map_err(|e| sql(path, e))?;
+        let got = stmt
+            .query_map([], node_row)
+            .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| sql(path, e))?;
+        rows.extend(got);
+    }
+    distributed::link(&mut rows, overflow_check);
+    Ok(rows
+        .into_iter()
+        .filter(|r| r.matched_distributed != "{}")
+        .map(|r| (r.id, r.matched_distributed))
+        .collect())
+}
+
+/// A `tb_nodes` row as the converter made it ([`NODE_COLUMNS`] order).
+fn node_row(r: &Row) -> rusqlite::Result<NodeRow> {
+    let text = |i: usize| -> rusqlite::Result<String> {
+        Ok(r.get::<_, Option<String>>(i)?.unwrap_or_default())
+    };
+    Ok(NodeRow {
+        id: text(0)?,
+        graph_id: text(1)?,
+        node_order: r.get(2)?,
+        node_name: text(3)?,
+        node_type: text(4)?,
+        up_node: text(5)?,
+        sub_nodes: text(6)?,
+        precision_index: r.get(7)?,
+        overflow_level: r.get(8)?,
+        micro_step_id: r.get(9)?,
+        matched_node_link: text(10)?,
+        stack_id: text(11)?,
+        parallel_merge_info: text(12)?,
+        matched_distributed: text(13)?,
+        modified: r.get(14)?,
+        input_data: text(15)?,
+        output_data: text(16)?,
+        data_source: text(17)?,
+        dump_data_dir: r.get(18)?,
+        step: r.get(19)?,
+        rank: r.get(20)?,
+        is_distributed: r.get::<_, Option<i64>>(21)?.unwrap_or(0),
+    })
+}
+
+/// Calls `each` with batches of at most [`CHUNK`] rows of `query`, in order, while it returns
+/// true; returns whether every row was handed over.
+fn in_batches<T>(
+    conn: &Connection,
+    path: &Path,
+    query: &str,
+    read: impl Fn(&Row) -> rusqlite::Result<T>,
+    mut each: impl FnMut(Vec<T>) -> bool,
+) -> Result<bool, ConvertError> {
+    let mut stmt = conn.prepare(query).map_err(|e| sql(path, e))?;
+    let rows = stmt.query_map([], |r| read(r)).map_err(|e| sql(path, e))?;
+    let mut batch = Vec::with_capacity(CHUNK);
+    for row in rows {
+        batch.push(row.map_err(|e| sql(path, e))?);
+        if batch.len() == CHUNK && !each(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK))) {
+            return Ok(false);
+        }
+    }
+    Ok(batch.is_empty() || each(batch))
+}
+
+/// The part's `tb_config` row.
+fn read_config(path: &Path) -> Result<ConfigRow, ConvertError> {
+    let conn = open(path)?;
+    conn.query_row(
+        "SELECT graph_type, task, tool_tip, micro_steps, overflow_check, node_colors, \
+         rank_list, step_list FROM tb_config",
+        [],
+        |r| {
+            Ok(ConfigRow {
+                graph_type: r.get(0)?,
+                task: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                tool_tip: r.get(2)?,
+                micro_steps: r.get::<_, Option<i64>>(3)?.unwrap_or(1),
+                overflow_check: r.get::<_, Option<i64>>(4)?.unwrap_or(0),
+                node_colors: r.get(5)?,
+                rank_list: r.get(6)?,
+                step_list: r.get(7)?,
+            })
+        },
+    )
+    .map_err(|e| sql(path, e))
+}

@@ -1,0 +1,268 @@
+//! Sharded conversion (`convert --shard I/N`, then `gather`): the gathered file equals the
+//! unsharded one node by node (`diff-visdb`) and table by table, communication links across
+//! shards included; a killed shard's leftovers are never taken for a part; the error cases.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use graph_ascend_convert::gather::gather;
+use graph_ascend_convert::part::part_name;
+use graph_ascend_convert::{convert, convert_shard, ConvertOptions, ShardSpec};
+use graph_ascend_visdb::diff::{diff_files, DiffOptions};
+use rusqlite::types::Value;
+use rusqlite::Connection;
+
+fn dumps() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/dumps")
+}
+
+fn shard(opts: &ConvertOptions, index: u32, count: u32) -> PathBuf {
+    let s = ShardSpec::new(index, count).unwrap();
+    convert_shard(opts, s, &|_| {}, &AtomicBool::new(false)).unwrap()
+}
+
+fn all_rows(db: &Path, table: &str) -> Vec<Vec<Value>> {
+    let conn = Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))
+        .unwrap();
+    let n = stmt.column_count();
+    stmt.query_map([], |r| (0..n).map(|i| r.get::<_, Value>(i)).collect())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The two files hold the same rows: node by node as `diff-visdb` compares them, and every
+/// table row for row in the same order.
+fn assert_same(unsharded: &Path, gathered: &Path) {
+    let report = diff_files(unsharded, gathered, DiffOptions::default()).unwrap();
+    assert!(
+        report.is_equal() && report.rows_left > 0,
+        "{:?}",
+        report.differences
+    );
+    for table in ["tb_nodes", "tb_stack", "tb_config"] {
+        assert!(
+            all_rows(unsharded, table) == all_rows(gathered, table),
+            "{table} differs"
+        );
+    }
+}
+
+/// `(linked rows, ranks with a linked row)` of a file.
+fn links(db: &Path) -> (i64, i64) {
+    Connection::open(db)
+        .unwrap()
+        .query_row(
+            "SELECT count(*), count(DISTINCT rank) FROM tb_nodes WHERE matched_distributed != '{}'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+}
+
+/// Converts `opts` unsharded and as `count` shards, gathers, and checks they are equal;
+/// returns the gathered file.
+fn sharded_equals_unsharded(opts: &ConvertOptions, count: u32, tmp: &Path) -> PathBuf {
+    let mut whole = opts.clone();
+    whole.output = tmp.join("whole");
+    let unsharded = convert(&whole, &|_| {}).unwrap();
+    let mut part_opts = opts.clone();
+    part_opts.output = tmp.join(format!("parts{count}"));
+    for i in 0..count {
+        let p = shard(&part_opts, i, count);
+        assert_eq!(
+            p.file_name().unwrap().to_str().unwrap(),
+            part_name(ShardSpec::new(i, count).unwrap())
+        );
+    }
+    let gathered = gather(
+        std::slice::from_ref(&part_opts.output),
+        &tmp.join(format!("gathered{count}")),
+    )
+    .unwrap();
+    assert_same(&unsharded, &gathered);
+    gathered
+}
+
+/// The real two-rank msprobe dumps (send/irecv, broadcast, all_reduce, …): rank 0 and rank 1 in
+/// different shards, their links made by the gather.
+#[test]
+fn real_two_rank_compare_sharded_equals_unsharded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = ConvertOptions {
+        target: dumps().join("dist_stats_b"),
+        golden: Some(dumps().join("dist_stats_a")),
+        ..Default::default()
+    };
+    let gathered = sharded_equals_unsharded(&opts, 2, tmp.path());
+    let (linked, ranks) = links(&gathered);
+    assert!(
+        linked > 0 && ranks == 2,
+        "{linked} linked rows on {ranks} rank(s)"
+    );
+    // More shards than units: shard 1 of 3 is empty, and still a part.
+    sharded_equals_unsharded(&opts, 3, tmp.path());
+}
+
+#[test]
+fn real_two_rank_build_sharded_equals_unsharded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = ConvertOptions {
+        target: dumps().join("dist_stats_a"),
+        ..Default::default()
+    };
+    sharded_equals_unsharded(&opts, 2, tmp.path());
+}
+
+fn generate(dir: &Path, entries: &str, extra: &[&str]) {
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_gen_dump"))
+        .arg(dir)
+        .arg(entries)
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// 64 synthetic ranks of two steps in 5 uneven shards: the ring of sends and receives crosses
+/// every shard boundary.
+#[test]
+fn synthetic_64_ranks_sharded_equals_unsharded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    generate(&a, "18", &["--ranks", "64", "--steps", "2"]);
+    generate(&b, "18", &["--ranks", "64", "--steps", "2", "--perturb"]);
+    let opts = ConvertOptions {
+        target: b,
+        golden: Some(a),
+        ..Default::default()
+    };
+    let gathered = sharded_equals_unsharded(&opts, 5, tmp.path());
+    // Each rank's send, recv and all_reduce are linked, on both sides, in both steps.
+    let (linked, ranks) = links(&gathered);
+    assert_eq!((linked, ranks), (64 * 3 * 2 * 2, 64));
+}
+
+/// A task killed before its part was sealed leaves only a hidden temporary: it is never taken
+/// for a part (the shard is reported missing), the shard's re-run removes it and replaces only
+/// its own part.
+#[test]
+fn killed_shard_is_missing_until_rerun() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = ConvertOptions {
+        target: dumps().join("dist_stats_b"),
+        golden: Some(dumps().join("dist_stats_a")),
+        output: tmp.path().join("parts"),
+        ..Default::default()
+    };
+    let part0 = shard(&opts, 0, 2);
+    let part1 = shard(&opts, 1, 2);
+    // What a task killed mid-way leaves: the rows written, no manifest, under the temporary
+    // name of a process that is gone.
+    let leftover = opts.output.join(format!(
+        ".graph-ascend-part-{}.{}",
+        graph_ascend_visdb::stale::dead_owner_tag(),
+        part_name(ShardSpec::new(1, 2).unwrap())
+    ));
+    std::fs::copy(&part1, &leftover).unwrap();
+    Connection::open(&leftover)
+        .unwrap()
+        .execute_batch("DROP TABLE graph_ascend_part")
+        .unwrap();
+    std::fs::remove_file(&part1).unwrap();
+    let out = tmp.path().join("out");
+    let err = gather(std::slice::from_ref(&opts.output), &out)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing parts: shard(s) 1 of 2"), "{err}");
+    // Given by name, the leftover is refused as incomplete.
+    let err = gather(&[part0.clone(), leftover.clone()], &out)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a complete part"), "{err}");
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().count() == 0);
+    // The re-run of shard 1 cleans the leftover and leaves shard 0's part as it was.
+    let before = std::fs::read(&part0).unwrap();
+    shard(&opts, 1, 2);
+    assert!(!leftover.exists());
+    assert_eq!(std::fs::read(&part0).unwrap(), before);
+    let gathered = gather(std::slice::from_ref(&opts.output), &out).unwrap();
+    let mut whole = opts.clone();
+    whole.output = tmp.path().join("whole");
+    assert_same(&convert(&whole, &|_| {}).unwrap(), &gathered);
+}
+
+#[test]
+fn parts_of_different_runs_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let compare = ConvertOptions {
+        target: dumps().join("dist_stats_b"),
+        golden: Some(dumps().join("dist_stats_a")),
+        output: tmp.path().join("compare"),
+        ..Default::default()
+    };
+    let mut overflow = compare.clone();
+    overflow.overflow_check = true;
+    overflow.output = tmp.path().join("oc");
+    let mut other_inputs = compare.clone();
+    other_inputs.target = dumps().join("dist_stats_a");
+    other_inputs.golden = Some(dumps().join("dist_stats_b"));
+    other_inputs.output = tmp.path().join("swapped");
+    let c0 = shard(&compare, 0, 2);
+    let c1 = shard(&compare, 1, 2);
+    let out = tmp.path().join("out");
+    let err = |parts: &[PathBuf]| gather(parts, &out).unwrap_err().to_string();
+    let e = err(&[c0.clone(), shard(&overflow, 1, 2)]);
+    assert!(
+        e.contains("different runs or settings") && e.contains("options"),
+        "{e}"
+    );
+    let e = err(&[c0.clone(), shard(&other_inputs, 1, 2)]);
+    assert!(e.contains("inputs differ"), "{e}");
+    let e = err(&[c0.clone(), shard(&compare, 1, 3)]);
+    assert!(e.contains("shard count differ"), "{e}");
+    let e = err(&[c0.clone(), c0.clone(), c1.clone()]);
+    assert!(e.contains("are both shard 0/2"), "{e}");
+    let e = err(&[c1]);
+    assert!(e.contains("missing parts: shard(s) 0 of 2"), "{e}");
+    let e = err(&[tmp.path().join("nowhere")]);
+    assert!(e.contains("no such part"), "{e}");
+    // A plain .vis.db is not a part.
+    let mut whole = compare.clone();
+    whole.output = tmp.path().join("whole");
+    let e = err(&[convert(&whole, &|_| {}).unwrap()]);
+    assert!(e.contains("no manifest"), "{e}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn shard_index_must_be_below_count() {
+    let e = ShardSpec::new(2, 2).unwrap_err().to_string();
+    assert!(e.contains("I must be below N"), "{e}");
+    let opts = ConvertOptions {
+        target: dumps().join("dist_stats_a"),
+        output: tempfile::tempdir().unwrap().path().join("o"),
+        parallel: graph_ascend_convert::merge::params::from_flags(
+            &[2],
+            &[2],
+            &[1],
+            &[],
+            &[],
+            false,
+        )
+        .unwrap(),
+        ..Default::default()
+    };
+    let e = convert_shard(
+        &opts,
+        ShardSpec::new(0, 2).unwrap(),
+        &|_| {},
+        &AtomicBool::new(false),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("parallel merge"), "{e}");
+}
