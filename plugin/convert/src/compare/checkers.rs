@@ -252,6 +252,14 @@ fn bench_name<'a>(r: &'a Row) -> &'a str {
     }
 }
 
+/// The positions where `keep` is true.
+fn kept(keep: &[bool]) -> Vec<usize> {
+    keep.iter()
+        .enumerate()
+        .filter_map(|(i, &k)| k.then_some(i))
+        .collect()
+}
+
 /// Grades every row: `(level, messages)` per row, in row order.
 pub fn grade(
     mode: CompareMode,
@@ -299,6 +307,7 @@ pub fn grade_with(
         .collect();
     // The checkers that weigh inputs against outputs run only when nothing is ignored.
     let whole = ignore == Ignore::No;
+    let inputs: Vec<bool> = outputs.iter().map(|&o| !o).collect();
     let first_output = outputs.iter().position(|&o| o);
     let min_or_max =
         |key: &str, output: bool, is_min: bool| min_or_max(&outputs, extras, key, output, is_min);
@@ -306,12 +315,8 @@ pub fn grade_with(
     match mode {
         CompareMode::Md5 => {
             // CRC32ErrChecker
-            for ((r, g), _) in rows
-                .iter()
-                .zip(grades.iter_mut())
-                .zip(&graded)
-                .filter(|(_, &k)| k)
-            {
+            for i in kept(&graded) {
+                let (r, g) = (&rows[i], &mut grades[i]);
                 let n = text(Some(r.npu), "md5");
                 let b = bench_cell(r, "md5")
                     .map(PyVal::py_str)
@@ -330,12 +335,8 @@ pub fn grade_with(
         CompareMode::Summary | CompareMode::Tensor => {
             let tensor = mode == CompareMode::Tensor;
             // InfNanErrChecker
-            for ((r, g), _) in rows
-                .iter()
-                .zip(grades.iter_mut())
-                .zip(&graded)
-                .filter(|(_, &k)| k)
-            {
+            for i in kept(&graded) {
+                let (r, g) = (&rows[i], &mut grades[i]);
                 if is_inf_nan(bench_cell(r, "Max")) || is_inf_nan(bench_cell(r, "Min")) {
                     continue;
                 }
@@ -355,12 +356,8 @@ pub fn grade_with(
             } else if whole {
                 // RelativeErrChecker
                 if min_or_max("NormRelativeErr", false, false).abs() < 0.1 {
-                    for ((e, g), _) in extras
-                        .iter()
-                        .zip(grades.iter_mut())
-                        .zip(&outputs)
-                        .filter(|(_, &o)| o)
-                    {
+                    for i in kept(&outputs) {
+                        let (e, g) = (&extras[i], &mut grades[i]);
                         if str2float(extra(e, "NormRelativeErr")).abs() > 0.5 {
                             g.raise(Level::Error, MSG_NORM_REL);
                         }
@@ -368,12 +365,8 @@ pub fn grade_with(
                 }
             }
             // RequiresGradErrChecker
-            for ((r, g), _) in rows
-                .iter()
-                .zip(grades.iter_mut())
-                .zip(&graded)
-                .filter(|(_, &k)| k)
-            {
+            for i in kept(&graded) {
+                let (r, g) = (&rows[i], &mut grades[i]);
                 if ["", "N/A"].contains(&bench_name(r)) {
                     continue;
                 }
@@ -389,12 +382,8 @@ pub fn grade_with(
             }
             // ParametersErrChecker (input rows)
             if whole {
-                for ((r, g), _) in rows
-                    .iter()
-                    .zip(grades.iter_mut())
-                    .zip(&outputs)
-                    .filter(|(_, &o)| !o)
-                {
+                for i in kept(&inputs) {
+                    let (r, g) = (&rows[i], &mut grades[i]);
                     if ["", "N/A"].contains(&bench_name(r)) {
                         continue;
                     }
@@ -415,12 +404,8 @@ pub fn grade_with(
                 }
             }
             // DTypeErrChecker
-            for ((r, g), _) in rows
-                .iter()
-                .zip(grades.iter_mut())
-                .zip(&graded)
-                .filter(|(_, &k)| k)
-            {
+            for i in kept(&graded) {
+                let (r, g) = (&rows[i], &mut grades[i]);
                 let bname = bench_name(r);
                 if ["", "N/A"].contains(&bname) || r.npu_name == "N/A" {
                     continue;
@@ -440,12 +425,8 @@ pub fn grade_with(
             }
             // ShapeErrChecker (not run on merged graphs)
             if !parallel_merge {
-                for ((r, g), _) in rows
-                    .iter()
-                    .zip(grades.iter_mut())
-                    .zip(&graded)
-                    .filter(|(_, &k)| k)
-                {
+                for i in kept(&graded) {
+                    let (r, g) = (&rows[i], &mut grades[i]);
                     if ["", "N/A"].contains(&bench_name(r)) {
                         continue;
                     }
@@ -494,5 +475,91 @@ fn same_value(a: Option<&PyVal>, b: Option<&PyVal>) -> bool {
     match (a.and_then(PyVal::as_number), b.and_then(PyVal::as_number)) {
         (Some(x), Some(y)) => x == y,
         _ => a.map(PyVal::py_str) == b.map(PyVal::py_str),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graph_ascend_dump::items::{parse_op, OpData};
+    use serde_json::{json, Value};
+
+    fn tensor(shape: Value, rg: bool) -> Value {
+        json!({"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape,
+               "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": rg})
+    }
+
+    /// Rows of two ops paired by position (inputs, then outputs), graded in statistics mode.
+    fn graded(name: &str, npu: &OpData, bench: &OpData) -> Vec<(Level, Vec<String>)> {
+        let mut rows = Vec::new();
+        for (out, n, b) in [
+            (false, &npu.input, &bench.input),
+            (true, &npu.output, &bench.output),
+        ] {
+            for (i, (name, item)) in n.iter().enumerate() {
+                rows.push(Row {
+                    npu_name: name,
+                    npu: item,
+                    bench_name: b.get(i).map(|(n, _)| n.as_str()),
+                    bench: b.get(i).map(|(_, it)| it),
+                    is_output: out,
+                    index: i,
+                });
+            }
+        }
+        let extras = vec![Vec::new(); rows.len()];
+        grade(CompareMode::Summary, name, &rows, &extras)
+    }
+
+    #[test]
+    fn an_ignored_api_without_input_rows_is_graded() {
+        // Issue 15, rule 3: msprobe names the API from the first input row.
+        let n = parse_op(
+            "Torch.empty.0.forward",
+            &json!({"output": [tensor(json!([2]), false)]}),
+        );
+        let b = parse_op(
+            "Torch.empty.0.forward",
+            &json!({"output": [tensor(json!([3]), false)]}),
+        );
+        assert_eq!(graded("Torch.empty.0.forward", &n, &b)[0].1, [MSG_SHAPE]);
+        let with_input = |shape| json!({"input_args": [tensor(json!([1]), false)], "output": [tensor(shape, false)]});
+        let n = parse_op("Torch.empty.0.forward", &with_input(json!([2])));
+        let b = parse_op("Torch.empty.0.forward", &with_input(json!([3])));
+        assert!(graded("Torch.empty.0.forward", &n, &b)[1].1.is_empty());
+    }
+
+    #[test]
+    fn an_unmatched_target_item_and_a_none_argument() {
+        // Issue 15, rules 2 and 6: an extra target item meets 'Nan' golden cells; a golden None
+        // argument has no dtype or shape to compare.
+        let n = parse_op(
+            "Tensor.add.0.forward",
+            &json!({"input_args": [tensor(json!([2]), true), tensor(json!([2]), true)],
+                    "output": [tensor(json!([2]), true)]}),
+        );
+        let b = parse_op(
+            "Tensor.add.0.forward",
+            &json!({"input_args": [null], "output": [tensor(json!([2]), true)]}),
+        );
+        let g = graded("Tensor.add.0.forward", &n, &b);
+        assert!(g[0].1.is_empty(), "{:?}", g[0]);
+        assert_eq!(g[1].1, [MSG_REQ_GRAD, MSG_DTYPE, MSG_SHAPE]);
+        assert!(g[2].1.is_empty());
+    }
+
+    #[test]
+    fn a_scalar_against_a_0d_tensor_differs_in_shape() {
+        // Issue 15, rule 4: '[]' (a scalar's shape text) is not [] (a 0-d tensor's shape).
+        let n = parse_op(
+            "Mint.cat.0.forward",
+            &json!({"input_args": [{"type": "float", "value": 1e-5}]}),
+        );
+        let b = parse_op(
+            "Mint.cat.0.forward",
+            &json!({"input_args": [tensor(json!([]), false)]}),
+        );
+        let g = graded("Mint.cat.0.forward", &n, &b);
+        assert!(g[0].1.contains(&MSG_SHAPE.to_string()), "{:?}", g[0]);
     }
 }
