@@ -92,7 +92,8 @@ def case_argv(case: dict, root: str) -> list[str]:
     argv = ["-tp", os.path.join(root, case["target"])]
     if case.get("golden"):
         argv += ["-gp", os.path.join(root, case["golden"])]
-    return argv + list(case["options"])
+    # a -lm YAML mapping is written inside the case folder
+    return argv + [os.path.join(root, o) if o.endswith(".yaml") else o for o in case["options"]]
 
 
 def run_seed(oracle: Oracle, binary: str, seed: int, work: str, torch_ok: bool) -> dict:

@@ -18,6 +18,14 @@ run on them. Everything stays within what msprobe's dumpers write (see the real 
   Min=all; 0-d tensors all four equal the value; empty tensors all null (md5 null);
   fp16/bf16 values rounded to the dtype; md5 = CRC32 of the tensor bytes, 8 hex digits.
 
+Extensions, drawn from a second random stream of the seed (so that a seed without them gives the
+case it gave before): one case in ten is a multi-rank (`-tp` on a step folder holding rank0 and
+rank1) or multi-step (`-tp` on a folder holding step0 and step1) layout, each folder a case of its
+own sub-seed with the same mode, frameworks and options; one compare in four renames a golden
+module attribute and passes `-lm mapping.yaml` with the `{parent class: {old: new}}` mapping,
+unquoted, so that the new names yes/no/on/off are PyYAML 1.1 booleans (msprobe then drops the
+mapping).
+
 Usage: python gen_case.py SEED OUTDIR   (writes OUTDIR/case.json, OUTDIR/target, OUTDIR/golden)
 """
 
@@ -27,6 +35,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import zlib
 
@@ -566,7 +575,118 @@ def mindspore_ok() -> bool:
     return importlib.util.find_spec("mindspore") is not None
 
 
+# ------------------------------------------------------------------ extensions (own random stream)
+# Drawn from a second generator seeded from the case seed, so the cases of older seeds stay as
+# they were when no extension applies.
+
+# attribute names a golden model may use instead: PyYAML 1.1 reads on/off/yes/no as booleans,
+# as msprobe's loader does
+RENAMES = ["self_attn", "ffn", "block_1", "on", "off", "yes", "no"]
+
+
+def module_parts(name: str):
+    """(prefix, path parts, class, tail parts) of a module dump name, or None for an API."""
+    parts = name.split(".")
+    if parts[0] not in ("Module", "Cell"):
+        return None
+    if parts[-1] == "parameters_grad" and len(parts) >= 4:
+        return parts[0], parts[1:-2], parts[-2], parts[-1:]
+    if len(parts) >= 5 and parts[-2] in ("forward", "backward"):
+        return parts[0], parts[1:-3], parts[-3], parts[-2:]
+    return None
+
+
+def rename_attr(entries, construct, stacks, old: str, new: str):
+    """The golden model calls its attribute `old` `new`: every module path segment renamed."""
+
+    def ren(name):
+        mp = module_parts(name) if name else None
+        if not mp:
+            return name
+        prefix, path, cls, tail = mp
+        return ".".join([prefix, *[new if x == old else x for x in path], cls, *tail])
+
+    for e in entries:
+        e.name = ren(e.name)
+        e.parent = ren(e.parent)
+    return entries, {ren(k): ren(v) for k, v in construct.items()}, {ren(k): v for k, v in stacks.items()}
+
+
+def mapping_for_rename(construct: dict, old: str, new: str) -> dict:
+    """msprobe's -lm YAML for a renamed attribute: {class of the parent module: {old: new}}."""
+    classes = []
+    for name, parent in construct.items():
+        mp = module_parts(name)
+        pp = module_parts(parent) if parent else None
+        if mp and pp and mp[1] and mp[1][-1] == old and pp[2] not in classes:
+            classes.append(pp[2])
+    return {c: {old: new} for c in classes}
+
+
+def write_yaml_mapping(path: str, mapping: dict):
+    """Plain YAML, unquoted, so that PyYAML 1.1 reads yes/no/on/off as booleans."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        for cls, pairs in mapping.items():
+            f.write(f"{cls}:\n")
+            for k, v in pairs.items():
+                f.write(f"  {k}: {v}\n")
+
+
+def attrs_of(construct: dict) -> list[str]:
+    """Module attribute names (last path segment, not a layer index) that have a parent module."""
+    out = []
+    for name, parent in construct.items():
+        mp = module_parts(name)
+        if mp and parent and module_parts(parent) and mp[1] and not mp[1][-1].isdigit() and mp[1][-1] not in out:
+            out.append(mp[1][-1])
+    return out
+
+
+def make_multi(seed: int, out: str, torch_ok: bool | None, layout: str) -> dict:
+    """A multi-rank (`-tp step0/` with rank0, rank1) or multi-step (`-tp` with step0, step1, each
+    with rank0) case: each folder is a case of its own sub-seed with the first one's mode,
+    frameworks and options."""
+    first = None
+    folders = ["step0/rank0", "step0/rank1"] if layout == "ranks" else ["step0/rank0", "step1/rank0"]
+    for k, folder in enumerate(folders):
+        sub = os.path.join(out, f"_sub{k}")
+        case = make_single(seed * 10 + k if k else seed, sub, torch_ok, first, None, refusable=False)
+        first = first or case
+        for side in ("target", "golden"):
+            if case.get(side):
+                dst = os.path.join(out, side, folder)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.replace(os.path.join(sub, case[side]), dst)
+                # the tensor folder moved with its dump.json
+                with open(os.path.join(dst, "dump.json")) as f:
+                    dump = json.load(f)
+                if dump.get("dump_data_dir"):
+                    dump["dump_data_dir"] = os.path.join(dst, "dump_tensor_data")
+                    with open(os.path.join(dst, "dump.json"), "w") as f:
+                        json.dump(dump, f, indent=1)
+        shutil.rmtree(sub, ignore_errors=True)
+    case = dict(first)
+    case["seed"] = seed
+    case["layout"] = layout
+    top = "target/step0" if layout == "ranks" else "target"
+    case["target"] = top
+    if first.get("golden"):
+        case["golden"] = top.replace("target", "golden")
+    with open(os.path.join(out, "case.json"), "w") as f:
+        json.dump(case, f, indent=1)
+    return case
+
+
 def make_case(seed: int, out: str, torch_ok: bool | None = None) -> dict:
+    x = random.Random(seed * 1000003 + 17)
+    layout = x.choice(["single"] * 8 + ["ranks", "steps"])
+    if layout != "single":
+        return make_multi(seed, out, torch_ok, layout)
+    return make_single(seed, out, torch_ok, None, x)
+
+
+def make_single(seed: int, out: str, torch_ok: bool | None, forced: dict | None, x, refusable: bool = True) -> dict:
     g = Gen(seed)
     r = g.rng
     torch_ok = (torch is not None) if torch_ok is None else torch_ok
@@ -580,6 +700,10 @@ def make_case(seed: int, out: str, torch_ok: bool | None = None) -> dict:
         if fw_t == "pytorch" and r.random() < 0.8:
             fw_t = "mindspore"
         fw_g = "pytorch" if fw_t == "mindspore" else "mindspore"
+        if not refusable and fw_t == "pytorch":
+            # msprobe 26.2 hangs (its pool never returns) when a rank or step of a multi-folder
+            # compare is refused, so multi-folder cases keep to pairs it accepts
+            fw_g = "pytorch"
     if mode == "tensor" and not torch_ok and "pytorch" in (fw_t, fw_g):
         mode = "statistics"
     if mode == "tensor" and compare and fw_t == "mindspore" and not mindspore_ok():
@@ -593,6 +717,10 @@ def make_case(seed: int, out: str, torch_ok: bool | None = None) -> dict:
             opts.append("-fm")
     if r.random() < 0.2:
         opts.append("-oc")
+    if forced:
+        mode, compare = forced["mode"], forced["compare"]
+        fw_t, fw_g = forced["framework_target"], forced["framework_golden"]
+        opts = list(forced["options"])
     entries, construct, stacks = build_model(g, fw_t)
     rate = r.choice([0.0, 0.1, 0.3, 0.6])
     case = {
@@ -619,6 +747,18 @@ def make_case(seed: int, out: str, torch_ok: bool | None = None) -> dict:
                 for k, v in g_construct.items()
             }
             g_stacks = {k.replace(swap[0], swap[1], 1) if k.startswith(swap[0]) else k: v for k, v in g_stacks.items()}
+        if x is not None and x.random() < 0.25:
+            # a renamed golden attribute and its -lm YAML mapping
+            attrs = attrs_of(g_construct)
+            if attrs:
+                old, new = x.choice(attrs), x.choice(RENAMES)
+                mapping = mapping_for_rename(g_construct, old, new)
+                if mapping and new not in attrs:
+                    g_entries, g_construct, g_stacks = rename_attr(g_entries, g_construct, g_stacks, old, new)
+                    write_yaml_mapping(os.path.join(out, "mapping.yaml"), mapping)
+                    opts = [o for o in opts if o != "-lm"] + ["-lm", "mapping.yaml"]
+                    case["options"] = opts
+                    case["layer_mapping_yaml"] = mapping
         gdir = os.path.join(out, "golden", "step0", "proc2000")
         write_dump(gdir, g_entries, g_construct, g_stacks, fw_g, mode)
         case["golden"] = os.path.relpath(gdir, out)

@@ -33,7 +33,8 @@ def run(binary: str, case_dir: str) -> dict | None:
         argv = [binary, "convert", "-tp", os.path.join(case_dir, case["target"])]
         if case.get("golden"):
             argv += ["-gp", os.path.join(case_dir, case["golden"])]
-        argv += case["options"] + ["-o", os.path.join(tmp, "ours")]
+        options = [os.path.join(case_dir, o) if o.endswith(".yaml") else o for o in case["options"]]
+        argv += [*options, "-o", os.path.join(tmp, "ours")]
         p = subprocess.run(argv, capture_output=True, text=True)
         xz = os.path.join(case_dir, "msprobe.vis.db.xz")
         if p.returncode != 0:

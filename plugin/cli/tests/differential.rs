@@ -68,7 +68,13 @@ fn run_case(dir: &Path) -> (Outcome, Vec<String>) {
         cmd.arg("-gp").arg(dir.join(golden));
     }
     for opt in case["options"].as_array().unwrap() {
-        cmd.arg(opt.as_str().unwrap());
+        let opt = opt.as_str().unwrap();
+        // A `-lm` YAML mapping is a file of the case.
+        if opt.ends_with(".yaml") {
+            cmd.arg(dir.join(opt));
+        } else {
+            cmd.arg(opt);
+        }
     }
     cmd.arg("-o").arg(&out);
     let run = cmd.output().unwrap();

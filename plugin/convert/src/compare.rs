@@ -177,14 +177,19 @@ pub(crate) fn compare_graphs(
             node.precision_index = Some(p);
         }
     }
-    // api_collection nodes: the worst of their children.
+    // api_collection nodes: the worst of their children. In tensor mode msprobe takes that
+    // maximum before the real-data metrics grade the children (`_postcompare`), so it is 0.
     for i in 0..npu.nodes.len() {
         if npu.nodes[i].op == NodeOp::ApiCollection {
-            let worst = npu.nodes[i]
-                .children
-                .iter()
-                .filter_map(|&c| npu.nodes[c].precision_index)
-                .fold(0.0, f64::max);
+            let worst = if mode == CompareMode::Tensor {
+                0.0
+            } else {
+                npu.nodes[i]
+                    .children
+                    .iter()
+                    .filter_map(|&c| npu.nodes[c].precision_index)
+                    .fold(0.0, f64::max)
+            };
             npu.nodes[i].precision_index = Some(worst);
         }
     }

@@ -154,7 +154,7 @@ impl DumpOps {
                 ops.md5 = true;
             }
             if overflow_check {
-                if let Some(level) = crate::overflow::level_of(&entry) {
+                if let Some(level) = crate::overflow::level_of(&name, &entry) {
                     ops.overflow.insert(name.clone(), level);
                 }
             }
@@ -181,7 +181,7 @@ impl DumpOps {
                 let name = batch.name(i);
                 let md5 = graph_ascend_dump::dumpfile::jval_has_md5(&entry);
                 let level = if overflow_check {
-                    crate::overflow::level_of(&entry.to_value())
+                    crate::overflow::level_of(name, &entry.to_value())
                 } else {
                     None
                 };
@@ -364,10 +364,30 @@ impl Graph {
         }
         let i = self.add_node(id);
         dumped.push(i);
+        self.nodes[i].stack = self.stack_for(id, stacks);
         let node = &mut self.nodes[i];
-        node.stack = stack_of(id, stacks);
         node.micro_step_id = construct.micro_step.get(id).copied();
         i
+    }
+
+    /// The stack of a node being made (`_create_or_get_node`): its own non-empty stack.json
+    /// entry; otherwise, for a backward node (`….backward.N` module or `….backward` API), the
+    /// stack of its forward node *already in the graph* (`….forward.0` for modules, whatever its
+    /// own stack), or msprobe's note that there is none.
+    fn stack_for(&self, id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
+        let own = stacks.get(id);
+        if let Some(s) = own.filter(|s| !s.is_empty()) {
+            return Arc::clone(s);
+        }
+        let forward = match module_backward(id) {
+            Some((prefix, _)) => format!("{prefix}.forward.0"),
+            None if id.ends_with(".backward") => id.replace("backward", "forward"),
+            None => return own.map_or_else(|| Arc::new(Vec::new()), Arc::clone),
+        };
+        match self.get(&forward) {
+            Some(f) => Arc::clone(&self.nodes[f].stack),
+            None => Arc::new(vec![NO_FORWARD_STACK.to_string()]),
+        }
     }
 
     /// Wraps runs of two or more consecutive root-level APIs into `Apis_Between_Modules.<k>`.

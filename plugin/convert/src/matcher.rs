@@ -4,7 +4,7 @@
 //! - `-fm` (fuzzy): modules by id alone, then the APIs directly under each matched pair by name
 //!   and order of appearance (call counters ignored);
 //! - `-lm [YAML]`: through msprobe's scope mapping of the dump entries, see
-//!   [`crate::layer_mapping`].
+//!   [`crate::layer_mapping`]; with `-fm` as well, only the fuzzy matcher runs, as in msprobe.
 //!
 //! Walks the target graph breadth-first from the root, like msprobe.
 
@@ -21,6 +21,7 @@ pub fn match_graphs(
     npu: &mut Graph,
     bench: &mut Graph,
 ) -> Result<(), ConvertError> {
+    check_frameworks(npu_dump, bench_dump)?;
     let cross =
         framework_family(&npu_dump.dump.framework) != framework_family(&bench_dump.dump.framework);
     if cross && opts.layer_mapping == LayerMapping::None {
@@ -33,15 +34,52 @@ pub fn match_graphs(
             bench_dump.dump.framework
         )));
     }
+    // `-fm` wins over `-lm`: msprobe's `GraphComparator.compare` runs only the fuzzy matcher
+    // when both are given (a MindSpore target then matches nothing in a PyTorch golden).
+    if opts.fuzzy_match {
+        match_fuzzy(npu, bench);
+        return Ok(());
+    }
     match &opts.layer_mapping {
         LayerMapping::Bare | LayerMapping::File(_) => {
             let mapping = layer_mapping::mapping_for(&opts.layer_mapping, npu_dump, bench_dump)?;
             layer_mapping::match_graphs(npu, bench, &mapping);
         }
-        LayerMapping::None if opts.fuzzy_match => match_fuzzy(npu, bench),
         LayerMapping::None => match_default(npu, bench),
     }
     Ok(())
+}
+
+/// The pairs msprobe compares (`get_compare_framework`): a PyTorch target only against a
+/// PyTorch golden, a MindSpore or MindTorch target against a PyTorch or MindSpore golden. A
+/// dump without `framework` counts as PyTorch.
+fn check_frameworks(npu_dump: &RankDump, bench_dump: &RankDump) -> Result<(), ConvertError> {
+    let named = |f: &str| {
+        if f.is_empty() {
+            "pytorch".to_string()
+        } else {
+            f.to_string()
+        }
+    };
+    let (target, golden) = (
+        named(&npu_dump.dump.framework),
+        named(&bench_dump.dump.framework),
+    );
+    let supported = match target.as_str() {
+        "pytorch" => golden == "pytorch",
+        "mindspore" | "mindtorch" => golden == "pytorch" || golden == "mindspore",
+        _ => false,
+    };
+    if supported {
+        return Ok(());
+    }
+    Err(ConvertError::Usage(format!(
+        "cannot compare a {target} target ({}) with a {golden} golden ({}): msprobe compares a \
+         pytorch target with a pytorch golden, and a mindspore or mindtorch target with a pytorch \
+         or mindspore golden",
+        npu_dump.dir.display(),
+        bench_dump.dir.display()
+    )))
 }
 
 fn framework_family(f: &str) -> &str {

@@ -494,7 +494,14 @@ pub(crate) fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
     for key in STAT_KEYS {
         item.set_default(key, PyVal::None);
     }
-    if item.get("dtype").is_none() {
+    // msprobe tests `not op_item.get('dtype')` / `not op_item.get('md5')`: a `null` or empty
+    // value counts as absent.
+    let falsy = |v: Option<&PyVal>| match v {
+        None | Some(PyVal::None) | Some(PyVal::Bool(false)) | Some(PyVal::Int(0)) => true,
+        Some(PyVal::Str(s)) => s.is_empty(),
+        _ => false,
+    };
+    if falsy(item.get("dtype")) {
         let ty = item.text("type").unwrap_or_default();
         let value = item.get("value").cloned().unwrap_or(PyVal::None);
         if ty == "torch.Size" {
@@ -546,7 +553,7 @@ pub(crate) fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
             }
         }
     }
-    if item.get("md5").is_none() {
+    if falsy(item.get("md5")) {
         let md5 = match item.get("value") {
             // The CRC of an absent value is the CRC of the empty string.
             None => "00000000".to_string(),
@@ -563,6 +570,16 @@ pub(crate) fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_null_md5_is_the_crc_of_the_missing_value() {
+        // Issue 15 (differential seed 40103): msprobe replaces a falsy md5, so an empty tensor
+        // dumped with `"md5": null` has the CRC of '' and differs from a `None` argument.
+        let entry = json!({"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32",
+            "shape": [0], "Max": null, "Min": null, "Mean": null, "Norm": null, "md5": null}]});
+        let d = parse_op("Tensor.add.0.forward", &entry);
+        assert_eq!(d.input[0].1.text("md5").unwrap(), "00000000");
+    }
 
     #[test]
     fn flattens_args_kwargs_params_and_outputs() {

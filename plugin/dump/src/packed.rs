@@ -211,7 +211,14 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
         }
     }
     let has = |i: u8| present & (1 << i) != 0;
-    if !has(F_DTYPE) || (!has(F_MD5) && has(F_VALUE)) {
+    // msprobe replaces a falsy dtype or md5 (`null`, `""`): the general path does that.
+    let falsy = |i: u8| {
+        leaf.iter().zip(keys.iter()).any(|((_, v), &k)| {
+            k == Some(i) && matches!(v, JVal::Null | JVal::Bool(false) | JVal::Int(0))
+                || k == Some(i) && matches!(v, JVal::Str(s) if s.is_empty())
+        })
+    };
+    if !has(F_DTYPE) || (!has(F_MD5) && has(F_VALUE)) || falsy(F_DTYPE) || falsy(F_MD5) {
         return PackedItem::pack(&crate::items::leaf_item(name, leaf));
     }
     let mut out = Vec::with_capacity(16 * (leaf.len() + 3));
@@ -708,6 +715,10 @@ mod tests {
             r#"{"type": "ellipsis", "value": "..."}"#,
             r#"{"type": "torch.ProcessGroup", "group_ranks": [0, 1], "group_id": 7}"#,
             r#"{"type": "torch.Tensor", "dtype": "torch.float32", "value": 1.0}"#,
+            // General path: a falsy md5 or dtype, which msprobe replaces.
+            r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [0], "Max": null, "md5": null}"#,
+            r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [0], "md5": ""}"#,
+            r#"{"type": "torch.Tensor", "dtype": null, "shape": [2], "md5": "12345678"}"#,
         ];
         for text in leaves {
             let mut parser = crate::fastjson::Parser::new(text.as_bytes()).unwrap();

@@ -65,18 +65,17 @@ pub const IGNORE_PRECISION: [&str; 6] = [
 
 const MSG_INF_NAN: &str = "error: There is nan/inf/-inf in the maximum or minimum value of NPU.";
 const MSG_NORM_REL: &str = "error: The NormRelativeErr of output is greater than 0.5.";
-const MSG_REQ_GRAD: &str = "error: The requires_grad of NPU and Bench are inconsistent.";
+const MSG_REQ_GRAD: &str = "error: The Required_Grad of NPU and Bench are inconsistent";
 const MSG_PARAMS: &str = "error: The scalar parameters of NPU and Bench are inconsistent.";
 const MSG_DTYPE: &str = "error: The dtype of NPU and Bench are inconsistent.";
 const MSG_SHAPE: &str = "error: The shape of NPU and Bench are inconsistent.";
 const MSG_NORM_WARN: &str = "warning: The norm relative error of output is 10 times that of input.";
 const MSG_CRC: &str = "error: The CRC-32 value of NPU differs from that of the bench.";
-const MSG_CRC_WARN: &str = "warning: The CRC-32 value of NPU or bench is missing.";
 const MSG_NO_BENCH: &str = "warning: The parameter of NPU does not match the bench.";
 const MSG_ONE_THOUSANDTH: &str =
     "error: The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6.";
 const MSG_COSINE: &str =
-    "warning: The input/parameters of Cosine > 0.9 while the output is 0.1 lower than the input.";
+    "warning: The input/parameters of Cosine > 0.9, and input/parameters - output > 0.1";
 
 struct Grade {
     level: Level,
@@ -90,32 +89,97 @@ impl Grade {
     }
 }
 
+/// Which rows of a node the checkers look at (`get_api_ignore_info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ignore {
+    /// Every row is graded.
+    No,
+    /// Only the output rows are graded, and the checkers that weigh inputs against outputs
+    /// do not run.
+    Input,
+    /// No row is graded.
+    All,
+}
+
+/// msprobe reads the API name from the target name of the node's *first input row*
+/// (`name.split('.')[1]`), not from the node id: a node without input rows (`Torch.empty`
+/// called with no tensor or scalar argument) is never ignored and is graded like any API.
+fn ignore_of(parallel_merge: bool, rows: &[Row], outputs: &[bool]) -> Ignore {
+    let Some(first) = rows.iter().zip(outputs).find(|(_, out)| !**out) else {
+        return Ignore::No;
+    };
+    let Some(mut api) = first.0.npu_name.split('.').nth(1) else {
+        return Ignore::No;
+    };
+    if parallel_merge {
+        // `_rank<N>` at the end of the API name (merged graphs) is not part of the name.
+        if let Some((head, n)) = api.rsplit_once("_rank") {
+            if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+                api = head;
+            }
+        }
+    }
+    if IGNORE_ALL.contains(&api) {
+        Ignore::All
+    } else if IGNORE_INPUT.contains(&api) {
+        Ignore::Input
+    } else {
+        Ignore::No
+    }
+}
+
 fn extra<'a>(extra: &'a [(FieldName, PyVal)], key: &str) -> Option<&'a PyVal> {
     extra.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
-/// A relative error cell as a fraction (`"12.5%"` → 0.125); `None` for `N/A`, `Nan`, text.
-fn fraction(v: Option<&PyVal>) -> Option<f64> {
-    match v? {
-        PyVal::Str(s) => {
-            let t = s.trim_end_matches('\t');
-            let n = t.strip_suffix('%')?;
-            n.parse::<f64>().ok().map(|f| f / 100.0)
-        }
-        PyVal::Float(f) => Some(*f),
-        PyVal::Int(i) => Some(*i as f64),
-        _ => None,
+/// Python's `float(text)`: surrounding blanks allowed, `inf`/`nan` in any case.
+fn py_float(text: &str) -> Option<f64> {
+    let t = text.trim();
+    if t.is_empty() {
+        return None;
+    }
+    t.parse::<f64>().ok()
+}
+
+/// msprobe's `str2float`: a percentage text as a fraction (`"12.5%"` → 0.125); 0 for anything
+/// else, a number cell included.
+fn str2float(v: Option<&PyVal>) -> f64 {
+    match v {
+        Some(PyVal::Str(s)) => py_float(s.trim_matches('%')).map_or(0.0, |f| f / 100.0),
+        _ => 0.0,
     }
 }
 
-/// A metric cell as a number (`None` for `unsupported`, `N/A`, …).
-fn number(v: Option<&PyVal>) -> Option<f64> {
-    match v? {
-        PyVal::Float(f) => Some(*f),
-        PyVal::Int(i) => Some(*i as f64),
-        PyVal::Str(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
-    }
+/// msprobe's `get_min_or_max_value`: the minimum (from 1.0) or maximum (from 0.0) of a metric
+/// over the input or output rows. `None`, `Nan`, `N/A` and texts are skipped; percentages are
+/// read as fractions.
+fn min_or_max(
+    outputs: &[bool],
+    extras: &[Vec<(FieldName, PyVal)>],
+    key: &str,
+    output: bool,
+    is_min: bool,
+) -> f64 {
+    let init = if is_min { 1.0 } else { 0.0 };
+    outputs
+        .iter()
+        .zip(extras)
+        .filter(|(out, _)| **out == output)
+        .filter_map(|(_, e)| match extra(e, key)? {
+            PyVal::Str(s) if s.ends_with('%') => Some(str2float(Some(&PyVal::Str(s.clone())))),
+            PyVal::Float(f) => Some(*f),
+            PyVal::Int(i) => Some(*i as f64),
+            PyVal::Bool(b) => Some(f64::from(u8::from(*b))),
+            _ => None,
+        })
+        // Python's `min(acc, v)` / `max(acc, v)`: a NaN never replaces the running value.
+        .fold(init, |acc, v| {
+            if (is_min && v < acc) || (!is_min && v > acc) {
+                v
+            } else {
+                acc
+            }
+        })
 }
 
 fn is_inf_nan(v: Option<&PyVal>) -> bool {
@@ -132,6 +196,70 @@ fn text(item: Option<&graph_ascend_dump::Item>, key: &str) -> String {
         .unwrap_or_else(|| "N/A".into())
 }
 
+/// Python's truth value of a cell (`not value`).
+fn truthy(v: Option<&PyVal>) -> bool {
+    match v {
+        None | Some(PyVal::None) => false,
+        Some(PyVal::Bool(b)) => *b,
+        Some(PyVal::Int(i)) => *i != 0,
+        Some(PyVal::Float(f)) => *f != 0.0,
+        Some(PyVal::BigInt(_)) => true,
+        Some(PyVal::Str(s)) => !s.is_empty(),
+        Some(PyVal::List(l)) => !l.is_empty(),
+        Some(PyVal::Dict(d)) => !d.is_empty(),
+    }
+}
+
+/// Python's `==` of two cells: numbers by value, lists element by element, a list never equal
+/// to a text (a scalar's shape is the text `'[]'`, a 0-d tensor's the list `[]`).
+fn py_eq(a: &PyVal, b: &PyVal) -> bool {
+    match (a, b) {
+        (PyVal::List(x), PyVal::List(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| py_eq(p, q))
+        }
+        (
+            PyVal::Int(_) | PyVal::Float(_) | PyVal::Bool(_),
+            PyVal::Int(_) | PyVal::Float(_) | PyVal::Bool(_),
+        ) => {
+            let num = |v: &PyVal| match v {
+                PyVal::Bool(b) => Some(f64::from(u8::from(*b))),
+                other => other.as_number(),
+            };
+            match (a, b) {
+                (PyVal::Int(x), PyVal::Int(y)) => x == y,
+                _ => num(a) == num(b),
+            }
+        }
+        _ => a == b,
+    }
+}
+
+/// The golden side of a row's cell as msprobe holds it: an unmatched target item has `'Nan'`
+/// in every golden column (`get_accuracy`, `n_len > b_len`).
+fn bench_cell<'a>(r: &'a Row, key: &str) -> Option<&'a PyVal> {
+    static NAN: std::sync::OnceLock<PyVal> = std::sync::OnceLock::new();
+    match r.bench {
+        Some(b) => b.get(key),
+        None => Some(NAN.get_or_init(|| PyVal::Str("Nan".into()))),
+    }
+}
+
+/// The golden name of a row: `'Nan'` for an unmatched target item.
+fn bench_name<'a>(r: &'a Row) -> &'a str {
+    match r.bench {
+        Some(_) => r.bench_name.unwrap_or(""),
+        None => "Nan",
+    }
+}
+
+/// The positions where `keep` is true.
+fn kept(keep: &[bool]) -> Vec<usize> {
+    keep.iter()
+        .enumerate()
+        .filter_map(|(i, &k)| k.then_some(i))
+        .collect()
+}
+
 /// Grades every row: `(level, messages)` per row, in row order.
 pub fn grade(
     mode: CompareMode,
@@ -144,10 +272,15 @@ pub fn grade(
 
 /// [`grade`] for graphs merged across parallel ranks (`parallel_merge`: no shape checker, API
 /// names read without their `_rank<N>` suffix).
+///
+/// Each checker runs over every row in msprobe's order (`TENSOR_CHECKERS`,
+/// `STATISTICS_CHECKERS`, `MD5_CHECKERS`), so a row's messages are in checker order. Rows are
+/// inputs or outputs by their target name (`'.output.'` in it), as msprobe's `ApiData` splits
+/// them; the checkers that weigh inputs against outputs mark the first output row.
 pub fn grade_with(
     mode: CompareMode,
     parallel_merge: bool,
-    node_id: &str,
+    _node_id: &str,
     rows: &[Row],
     extras: &[Vec<(FieldName, PyVal)>],
 ) -> Vec<(Level, Vec<String>)> {
@@ -158,35 +291,41 @@ pub fn grade_with(
             messages: Vec::new(),
         })
         .collect();
-    let mut api = node_id.split('.').nth(1).unwrap_or("");
-    if parallel_merge {
-        // `_rank<N>` at the end of the API name (merged graphs) is not part of the name.
-        if let Some((head, n)) = api.rsplit_once("_rank") {
-            if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
-                api = head;
-            }
-        }
-    }
-    let skip = |r: &Row| IGNORE_ALL.contains(&api) || (!r.is_output && IGNORE_INPUT.contains(&api));
-    let first_output = rows.iter().position(|r| r.is_output);
+    let outputs: Vec<bool> = rows
+        .iter()
+        .map(|r| r.npu_name.contains(".output."))
+        .collect();
+    let ignore = ignore_of(parallel_merge, rows, &outputs);
+    // `get_data_list_by_ignore_info`: the rows the per-row checkers look at.
+    let graded: Vec<bool> = outputs
+        .iter()
+        .map(|&out| match ignore {
+            Ignore::No => true,
+            Ignore::Input => out,
+            Ignore::All => false,
+        })
+        .collect();
+    // The checkers that weigh inputs against outputs run only when nothing is ignored.
+    let whole = ignore == Ignore::No;
+    let inputs: Vec<bool> = outputs.iter().map(|&o| !o).collect();
+    let first_output = outputs.iter().position(|&o| o);
+    let min_or_max =
+        |key: &str, output: bool, is_min: bool| min_or_max(&outputs, extras, key, output, is_min);
 
     match mode {
         CompareMode::Md5 => {
-            for (r, g) in rows.iter().zip(grades.iter_mut()) {
-                if skip(r) {
-                    continue;
-                }
-                if r.bench.is_none() {
-                    g.raise(Level::Warning, MSG_NO_BENCH);
-                    continue;
-                }
+            // CRC32ErrChecker
+            for i in kept(&graded) {
+                let (r, g) = (&rows[i], &mut grades[i]);
                 let n = text(Some(r.npu), "md5");
-                let b = text(r.bench, "md5");
+                let b = bench_cell(r, "md5")
+                    .map(PyVal::py_str)
+                    .unwrap_or_else(|| "N/A".into());
                 if n != b {
                     if ["N/A", "Nan", ""].contains(&n.as_str())
                         || ["N/A", "Nan", ""].contains(&b.as_str())
                     {
-                        g.raise(Level::Warning, MSG_CRC_WARN);
+                        g.raise(Level::Warning, MSG_NO_BENCH);
                     } else {
                         g.raise(Level::Error, MSG_CRC);
                     }
@@ -196,133 +335,127 @@ pub fn grade_with(
         CompareMode::Summary | CompareMode::Tensor => {
             let tensor = mode == CompareMode::Tensor;
             // InfNanErrChecker
-            for (r, g) in rows.iter().zip(grades.iter_mut()) {
-                if skip(r) || r.bench.is_none() {
+            for i in kept(&graded) {
+                let (r, g) = (&rows[i], &mut grades[i]);
+                if is_inf_nan(bench_cell(r, "Max")) || is_inf_nan(bench_cell(r, "Min")) {
                     continue;
                 }
-                let b = r.bench;
-                let bench_bad = is_inf_nan(b.and_then(|b| b.get("Max")))
-                    || is_inf_nan(b.and_then(|b| b.get("Min")));
-                let npu_bad = is_inf_nan(r.npu.get("Max")) || is_inf_nan(r.npu.get("Min"));
-                if !bench_bad && npu_bad {
+                if is_inf_nan(r.npu.get("Max")) || is_inf_nan(r.npu.get("Min")) {
                     g.raise(Level::Error, MSG_INF_NAN);
                 }
             }
             if tensor {
                 // OneThousandthErrChecker (on the first output row)
-                if let Some(o) = first_output {
+                if let (true, Some(o)) = (whole, first_output) {
                     let key = "One Thousandth Err Ratio";
-                    let min_in = rows
-                        .iter()
-                        .zip(extras)
-                        .filter(|(r, _)| !r.is_output)
-                        .filter_map(|(_, e)| number(extra(e, key)))
-                        .fold(1.0, f64::min);
-                    let min_out = rows
-                        .iter()
-                        .zip(extras)
-                        .filter(|(r, _)| r.is_output)
-                        .filter_map(|(_, e)| number(extra(e, key)))
-                        .fold(1.0, f64::min);
                     // msprobe tests `< 0.1` although its message says 0.6.
-                    if !skip(&rows[o]) && min_in > 0.9 && min_out < 0.1 {
+                    if min_or_max(key, false, true) > 0.9 && min_or_max(key, true, true) < 0.1 {
                         grades[o].raise(Level::Error, MSG_ONE_THOUSANDTH);
                     }
                 }
-            } else {
+            } else if whole {
                 // RelativeErrChecker
-                let max_in = rows
-                    .iter()
-                    .zip(extras)
-                    .filter(|(r, _)| !r.is_output)
-                    .filter_map(|(_, e)| fraction(extra(e, "NormRelativeErr")))
-                    .map(f64::abs)
-                    .fold(0.0, f64::max);
-                if max_in < 0.1 {
-                    for ((r, e), g) in rows.iter().zip(extras).zip(grades.iter_mut()) {
-                        if r.is_output && !skip(r) {
-                            if let Some(f) = fraction(extra(e, "NormRelativeErr")) {
-                                if f.abs() > 0.5 {
-                                    g.raise(Level::Error, MSG_NORM_REL);
-                                }
-                            }
+                if min_or_max("NormRelativeErr", false, false).abs() < 0.1 {
+                    for i in kept(&outputs) {
+                        let (e, g) = (&extras[i], &mut grades[i]);
+                        if str2float(extra(e, "NormRelativeErr")).abs() > 0.5 {
+                            g.raise(Level::Error, MSG_NORM_REL);
                         }
                     }
                 }
             }
-            for (r, g) in rows.iter().zip(grades.iter_mut()) {
-                if skip(r) {
+            // RequiresGradErrChecker
+            for i in kept(&graded) {
+                let (r, g) = (&rows[i], &mut grades[i]);
+                if ["", "N/A"].contains(&bench_name(r)) {
                     continue;
                 }
-                let Some(b) = r.bench else {
-                    // No golden counterpart: its dtype and shape count as "Nan".
-                    if text(Some(r.npu), "dtype") != "Nan" {
-                        g.raise(Level::Error, MSG_DTYPE);
-                    }
-                    if text(Some(r.npu), "shape") != "Nan" {
-                        g.raise(Level::Error, MSG_SHAPE);
-                    }
+                let (n, b) = (r.npu.get("requires_grad"), bench_cell(r, "requires_grad"));
+                if !truthy(n) || !truthy(b) {
                     continue;
-                };
-                // RequiresGradErrChecker
-                let nrg = r.npu.get("requires_grad");
-                let brg = b.get("requires_grad");
-                let present =
-                    |v: Option<&PyVal>| v.is_some_and(|v| !v.is_none() && !v.py_str().is_empty());
-                if present(nrg) && present(brg) && nrg != brg {
-                    g.raise(Level::Error, MSG_REQ_GRAD);
                 }
-                let ndt = text(Some(r.npu), "dtype");
-                let bdt = text(Some(b), "dtype");
-                // ParametersErrChecker
-                if !r.is_output
-                    && ndt.contains("class")
-                    && bdt.contains("class")
-                    && text(Some(r.npu), "shape") == "[]"
-                    && !same_value(r.npu.get("Max"), b.get("Max"))
-                {
-                    g.raise(Level::Error, MSG_PARAMS);
-                }
-                // DTypeErrChecker
-                let bname = r.bench_name.unwrap_or("");
-                if !(bname.contains("qkv") || bname.contains("gate_up")) && ndt != bdt {
-                    g.raise(Level::Error, MSG_DTYPE);
-                }
-                // ShapeErrChecker (not run on merged graphs)
-                if !parallel_merge && text(Some(r.npu), "shape") != text(Some(b), "shape") {
-                    g.raise(Level::Error, MSG_SHAPE);
+                if let (Some(n), Some(b)) = (n, b) {
+                    if !py_eq(n, b) {
+                        g.raise(Level::Error, MSG_REQ_GRAD);
+                    }
                 }
             }
-            if let Some(o) = first_output {
+            // ParametersErrChecker (input rows)
+            if whole {
+                for i in kept(&inputs) {
+                    let (r, g) = (&rows[i], &mut grades[i]);
+                    if ["", "N/A"].contains(&bench_name(r)) {
+                        continue;
+                    }
+                    let (nd, bd) = (r.npu.get("dtype"), bench_cell(r, "dtype"));
+                    if !truthy(nd) || !truthy(bd) {
+                        continue;
+                    }
+                    let class = |v: Option<&PyVal>| {
+                        v.and_then(PyVal::as_str)
+                            .is_some_and(|s| s.contains("class"))
+                    };
+                    if !class(nd) || !class(bd) || text(Some(r.npu), "shape") != "[]" {
+                        continue;
+                    }
+                    if !same_value(r.npu.get("Max"), bench_cell(r, "Max")) {
+                        g.raise(Level::Error, MSG_PARAMS);
+                    }
+                }
+            }
+            // DTypeErrChecker
+            for i in kept(&graded) {
+                let (r, g) = (&rows[i], &mut grades[i]);
+                let bname = bench_name(r);
+                if ["", "N/A"].contains(&bname) || r.npu_name == "N/A" {
+                    continue;
+                }
+                if bname.contains("qkv") || bname.contains("gate_up") {
+                    continue;
+                }
+                let (nd, bd) = (r.npu.get("dtype"), bench_cell(r, "dtype"));
+                if !truthy(nd) || !truthy(bd) {
+                    continue;
+                }
+                if let (Some(nd), Some(bd)) = (nd, bd) {
+                    if !py_eq(nd, bd) {
+                        g.raise(Level::Error, MSG_DTYPE);
+                    }
+                }
+            }
+            // ShapeErrChecker (not run on merged graphs)
+            if !parallel_merge {
+                for i in kept(&graded) {
+                    let (r, g) = (&rows[i], &mut grades[i]);
+                    if ["", "N/A"].contains(&bench_name(r)) {
+                        continue;
+                    }
+                    let (ns, bs) = (r.npu.get("shape"), bench_cell(r, "shape"));
+                    let (Some(ns), Some(bs)) = (ns, bs) else {
+                        continue;
+                    };
+                    if ns.is_none() || bs.is_none() {
+                        continue;
+                    }
+                    if !py_eq(ns, bs) {
+                        g.raise(Level::Error, MSG_SHAPE);
+                    }
+                }
+            }
+            if let (true, Some(o)) = (whole, first_output) {
                 if tensor {
                     // CosineWarnChecker
-                    let min_of = |out: bool| {
-                        rows.iter()
-                            .zip(extras)
-                            .filter(|(r, _)| r.is_output == out)
-                            .filter_map(|(_, e)| number(extra(e, "Cosine")))
-                            .fold(f64::INFINITY, f64::min)
-                    };
-                    let (min_in, min_out) = (min_of(false), min_of(true));
-                    if !skip(&rows[o])
-                        && min_in.is_finite()
-                        && min_out.is_finite()
-                        && min_in > 0.9
-                        && min_in - min_out > 0.1
-                    {
+                    let (min_in, min_out) = (
+                        min_or_max("Cosine", false, true),
+                        min_or_max("Cosine", true, true),
+                    );
+                    if min_in > 0.9 && min_in - min_out > 0.1 {
                         grades[o].raise(Level::Warning, MSG_COSINE);
                     }
-                } else if !skip(&rows[o]) {
+                } else {
                     // RelativeWarnChecker
-                    let max_abs = |out: bool| {
-                        rows.iter()
-                            .zip(extras)
-                            .filter(|(r, _)| r.is_output == out)
-                            .filter_map(|(_, e)| fraction(extra(e, "NormRelativeErr")))
-                            .map(f64::abs)
-                            .fold(0.0, f64::max)
-                    };
-                    let (inp, out) = (max_abs(false), max_abs(true));
+                    let inp = min_or_max("NormRelativeErr", false, false).abs();
+                    let out = min_or_max("NormRelativeErr", true, false).abs();
                     let warn = if inp == 0.0 {
                         out > 0.1
                     } else {
@@ -342,5 +475,91 @@ fn same_value(a: Option<&PyVal>, b: Option<&PyVal>) -> bool {
     match (a.and_then(PyVal::as_number), b.and_then(PyVal::as_number)) {
         (Some(x), Some(y)) => x == y,
         _ => a.map(PyVal::py_str) == b.map(PyVal::py_str),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graph_ascend_dump::items::{parse_op, OpData};
+    use serde_json::{json, Value};
+
+    fn tensor(shape: Value, rg: bool) -> Value {
+        json!({"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape,
+               "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": rg})
+    }
+
+    /// Rows of two ops paired by position (inputs, then outputs), graded in statistics mode.
+    fn graded(name: &str, npu: &OpData, bench: &OpData) -> Vec<(Level, Vec<String>)> {
+        let mut rows = Vec::new();
+        for (out, n, b) in [
+            (false, &npu.input, &bench.input),
+            (true, &npu.output, &bench.output),
+        ] {
+            for (i, (name, item)) in n.iter().enumerate() {
+                rows.push(Row {
+                    npu_name: name,
+                    npu: item,
+                    bench_name: b.get(i).map(|(n, _)| n.as_str()),
+                    bench: b.get(i).map(|(_, it)| it),
+                    is_output: out,
+                    index: i,
+                });
+            }
+        }
+        let extras = vec![Vec::new(); rows.len()];
+        grade(CompareMode::Summary, name, &rows, &extras)
+    }
+
+    #[test]
+    fn an_ignored_api_without_input_rows_is_graded() {
+        // Issue 15, rule 3: msprobe names the API from the first input row.
+        let n = parse_op(
+            "Torch.empty.0.forward",
+            &json!({"output": [tensor(json!([2]), false)]}),
+        );
+        let b = parse_op(
+            "Torch.empty.0.forward",
+            &json!({"output": [tensor(json!([3]), false)]}),
+        );
+        assert_eq!(graded("Torch.empty.0.forward", &n, &b)[0].1, [MSG_SHAPE]);
+        let with_input = |shape| json!({"input_args": [tensor(json!([1]), false)], "output": [tensor(shape, false)]});
+        let n = parse_op("Torch.empty.0.forward", &with_input(json!([2])));
+        let b = parse_op("Torch.empty.0.forward", &with_input(json!([3])));
+        assert!(graded("Torch.empty.0.forward", &n, &b)[1].1.is_empty());
+    }
+
+    #[test]
+    fn an_unmatched_target_item_and_a_none_argument() {
+        // Issue 15, rules 2 and 6: an extra target item meets 'Nan' golden cells; a golden None
+        // argument has no dtype or shape to compare.
+        let n = parse_op(
+            "Tensor.add.0.forward",
+            &json!({"input_args": [tensor(json!([2]), true), tensor(json!([2]), true)],
+                    "output": [tensor(json!([2]), true)]}),
+        );
+        let b = parse_op(
+            "Tensor.add.0.forward",
+            &json!({"input_args": [null], "output": [tensor(json!([2]), true)]}),
+        );
+        let g = graded("Tensor.add.0.forward", &n, &b);
+        assert!(g[0].1.is_empty(), "{:?}", g[0]);
+        assert_eq!(g[1].1, [MSG_REQ_GRAD, MSG_DTYPE, MSG_SHAPE]);
+        assert!(g[2].1.is_empty());
+    }
+
+    #[test]
+    fn a_scalar_against_a_0d_tensor_differs_in_shape() {
+        // Issue 15, rule 4: '[]' (a scalar's shape text) is not [] (a 0-d tensor's shape).
+        let n = parse_op(
+            "Mint.cat.0.forward",
+            &json!({"input_args": [{"type": "float", "value": 1e-5}]}),
+        );
+        let b = parse_op(
+            "Mint.cat.0.forward",
+            &json!({"input_args": [tensor(json!([]), false)]}),
+        );
+        let g = graded("Mint.cat.0.forward", &n, &b);
+        assert!(g[0].1.contains(&MSG_SHAPE.to_string()), "{:?}", g[0]);
     }
 }

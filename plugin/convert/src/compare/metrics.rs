@@ -161,7 +161,8 @@ pub fn cosine(a: &[f64], b: &[f64]) -> Metric {
     Metric::Value(format_value(c))
 }
 
-/// Euclidean distance `||a - b||`.
+/// Euclidean distance `||a - b||`, unrounded: msprobe's EucDist is the only metric it does not
+/// pass through `format_value`.
 pub fn euc_dist(a: &[f64], b: &[f64]) -> Metric {
     let d = a
         .iter()
@@ -169,7 +170,7 @@ pub fn euc_dist(a: &[f64], b: &[f64]) -> Metric {
         .map(|(x, y)| (x - y) * (x - y))
         .sum::<f64>()
         .sqrt();
-    Metric::Value(format_value(d))
+    Metric::Value(d)
 }
 
 /// `max |a - b|`.
@@ -185,18 +186,54 @@ pub fn max_abs_err(a: &[f64], b: &[f64]) -> Metric {
     Metric::Value(format_value(m))
 }
 
-/// Relative errors `|(n - b) / b|`, with `eps` added to both sides where `b == 0`.
-fn relative_errors<'a>(a: &'a [f64], b: &'a [f64], eps: f64) -> impl Iterator<Item = f64> + 'a {
-    a.iter().zip(b).map(move |(&x, &y)| {
-        let (x, y) = if y == 0.0 { (x + eps, y + eps) } else { (x, y) };
-        ((x - y) / y).abs()
+/// The float type msprobe computes relative errors in (`get_relative_err`): integer and bool
+/// data are first made float64, then `np.result_type(n, b, float32)`; so float32 for two
+/// float16/float32/bfloat16 tensors (bfloat16 is read as float32), float64 otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelType {
+    F32,
+    F64,
+}
+
+impl RelType {
+    /// The type for two tensors of these dtypes.
+    pub fn of(n: &str, b: &str) -> RelType {
+        let small = |d: &str| matches!(d, "float16" | "float32" | "bfloat16");
+        if small(n) && small(b) {
+            RelType::F32
+        } else {
+            RelType::F64
+        }
+    }
+}
+
+/// Relative errors `|(n - b) / b|` computed in `ty`, with that type's epsilon added to both
+/// sides where `b == 0`.
+fn relative_errors<'a>(a: &'a [f64], b: &'a [f64], ty: RelType) -> impl Iterator<Item = f64> + 'a {
+    a.iter().zip(b).map(move |(&x, &y)| match ty {
+        RelType::F64 => {
+            let (x, y) = if y == 0.0 {
+                (x + f64::EPSILON, y + f64::EPSILON)
+            } else {
+                (x, y)
+            };
+            ((x - y) / y).abs()
+        }
+        RelType::F32 => {
+            let (mut x, mut y) = (x as f32, y as f32);
+            if y == 0.0 {
+                x += f32::EPSILON;
+                y += f32::EPSILON;
+            }
+            f64::from(((x - y) / y).abs())
+        }
     })
 }
 
 /// `max |(n - b) / b|`.
-pub fn max_relative_err(a: &[f64], b: &[f64], eps: f64) -> Metric {
+pub fn max_relative_err(a: &[f64], b: &[f64], ty: RelType) -> Metric {
     let mut m = 0.0f64;
-    for r in relative_errors(a, b, eps) {
+    for r in relative_errors(a, b, ty) {
         if r.is_nan() {
             return Metric::Text("Nan");
         }
@@ -206,27 +243,43 @@ pub fn max_relative_err(a: &[f64], b: &[f64], eps: f64) -> Metric {
 }
 
 /// Fraction of elements whose relative error is below `threshold`.
-pub fn err_ratio(a: &[f64], b: &[f64], eps: f64, threshold: f64) -> Metric {
+pub fn err_ratio(a: &[f64], b: &[f64], ty: RelType, threshold: f64) -> Metric {
     if a.is_empty() {
         return Metric::Text("unsupported");
     }
-    let n = relative_errors(a, b, eps)
-        .filter(|r| *r < threshold)
-        .count();
+    let n = relative_errors(a, b, ty).filter(|r| *r < threshold).count();
     Metric::Value(format_value(n as f64 / a.len() as f64))
 }
 
-/// All six metrics of two flattened tensors, with msprobe's validation of shapes and inf/nan.
+/// All six metrics of two tensors, with msprobe's validation (`ValidateTensor.check_tensor`) in
+/// its order: an empty target tensor, then shapes (after `np.squeeze`), then 0-d tensors, then
+/// NaN/Inf positions.
+///
+/// A tensor that squeezes to 0-d stops the validation before the NaN/Inf rule: Cosine, EucDist
+/// and both ratios are `unsupported`, MaxAbsErr and MaxRelativeErr are computed from the raw
+/// values (so NaN gives `Nan`).
 pub fn tensor_metrics(
     n: &graph_ascend_dump::tensor::Tensor,
     b: &graph_ascend_dump::tensor::Tensor,
 ) -> Vec<Metric> {
     let text = |t: &'static str| vec![Metric::Text(t); 6];
-    if n.data.is_empty() || b.data.is_empty() {
+    if n.data.is_empty() {
         return text("unsupported");
     }
     if n.squeezed_shape() != b.squeezed_shape() {
         return text("shape unmatched");
+    }
+    let ty = RelType::of(n.dtype, b.dtype);
+    let unsupported = || Metric::Text("unsupported");
+    if n.squeezed_shape().is_empty() {
+        return vec![
+            unsupported(),
+            unsupported(),
+            scalar_abs_err(n, b),
+            max_relative_err(&n.data, &b.data, ty),
+            unsupported(),
+            unsupported(),
+        ];
     }
     let mut a = n.data.clone();
     let mut c = b.data.clone();
@@ -247,36 +300,32 @@ pub fn tensor_metrics(
             }
         }
     }
-    let eps = if n.is_f64() && b.is_f64() {
-        f64::EPSILON
-    } else {
-        f32::EPSILON as f64
-    };
-    let scalar = n.squeezed_shape().is_empty();
     vec![
-        if scalar {
-            Metric::Text("unsupported")
-        } else {
-            cosine(&a, &c)
-        },
-        if scalar {
-            Metric::Text("unsupported")
-        } else {
-            euc_dist(&a, &c)
-        },
+        cosine(&a, &c),
+        euc_dist(&a, &c),
         max_abs_err(&a, &c),
-        max_relative_err(&a, &c, eps),
-        if scalar {
-            Metric::Text("unsupported")
-        } else {
-            err_ratio(&a, &c, eps, 0.001)
-        },
-        if scalar {
-            Metric::Text("unsupported")
-        } else {
-            err_ratio(&a, &c, eps, 0.005)
-        },
+        max_relative_err(&a, &c, ty),
+        err_ratio(&a, &c, ty, 0.001),
+        err_ratio(&a, &c, ty, 0.005),
     ]
+}
+
+/// MaxAbsErr of two 0-d tensors: msprobe does not widen them to float64 (`flatten_numpy` keeps
+/// a 0-d array), so the difference is rounded to the tensors' common type.
+fn scalar_abs_err(
+    n: &graph_ascend_dump::tensor::Tensor,
+    b: &graph_ascend_dump::tensor::Tensor,
+) -> Metric {
+    let (Some(&x), Some(&y)) = (n.data.first(), b.data.first()) else {
+        return Metric::Text("unsupported");
+    };
+    let d = x - y;
+    let d = match (n.dtype, b.dtype) {
+        ("float16", "float16") => half::f16::from_f64(d).to_f64(),
+        (p, q) if RelType::of(p, q) == RelType::F32 => f64::from(d as f32),
+        _ => d,
+    };
+    max_abs_err(&[d], &[0.0])
 }
 
 /// The six tensor columns of a row (reads the two tensor files).
@@ -347,11 +396,25 @@ mod tests {
 
     #[test]
     fn relative_errors_against_hand_values() {
-        let eps = f32::EPSILON as f64;
+        let eps = RelType::F64;
         // |(1.1-1)/1| = 0.1, |(2-4)/4| = 0.5
         assert!((v(max_relative_err(&[1.1, 2.0], &[1.0, 4.0], eps)) - 0.5).abs() < 1e-12);
         // zero bench: eps added to both sides → (0+eps - eps)/eps = 0
         assert_eq!(v(max_relative_err(&[0.0], &[0.0], eps)), 0.0);
+        // zero bench, non-zero target: the epsilon of the computing type divides
+        // (issue 15, rule 16: msprobe's float64 for integer data, float32 for float32 data).
+        assert_eq!(
+            v(max_relative_err(&[1.0], &[0.0], RelType::F64)),
+            format_value(1.0 / f64::EPSILON)
+        );
+        let f32_err = f64::from((1.0f32 + f32::EPSILON - f32::EPSILON) / f32::EPSILON);
+        assert_eq!(
+            v(max_relative_err(&[1.0], &[0.0], RelType::F32)),
+            format_value(f32_err)
+        );
+        assert_eq!(RelType::of("int64", "int64"), RelType::F64);
+        assert_eq!(RelType::of("float32", "bfloat16"), RelType::F32);
+        assert_eq!(RelType::of("float32", "float64"), RelType::F64);
         // errors 0.0005, 0.003, 0.01 → below 0.001: 1 of 3; below 0.005: 2 of 3
         let a = [1.0005, 1.003, 1.01];
         let b = [1.0, 1.0, 1.0];

@@ -19,8 +19,11 @@ impl Rules {
     /// The rules of a YAML text. `Err` says why the text is not a mapping of mappings of
     /// strings (msprobe then drops the mapping).
     pub fn parse(text: &str) -> Result<Rules, LayerMappingError> {
-        let doc: Yaml = serde_norway::from_str(text)
-            .map_err(|e| LayerMappingError::Content(format!("not valid YAML: {e}")))?;
+        let doc: Yaml = serde::de::DeserializeSeed::deserialize(
+            YamlSeed { text },
+            serde_norway::Deserializer::from_str(text),
+        )
+        .map_err(|e| LayerMappingError::Content(format!("not valid YAML: {e}")))?;
         let Yaml::Map(top) = doc else {
             return Err(LayerMappingError::Content(format!(
                 "expected a mapping {{Class: {{child: golden_child}}}}, found {}",
@@ -141,54 +144,92 @@ pub(super) fn dedup(entries: Vec<(Yaml, Yaml)>) -> Vec<(Yaml, Yaml)> {
     out
 }
 
-impl<'de> Deserialize<'de> for Yaml {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Yaml;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a YAML value")
-            }
-            fn visit_unit<E>(self) -> Result<Yaml, E> {
-                Ok(Yaml::Null)
-            }
-            fn visit_none<E>(self) -> Result<Yaml, E> {
-                Ok(Yaml::Null)
-            }
-            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Yaml, D::Error> {
-                Yaml::deserialize(d)
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Yaml, E> {
-                Ok(Yaml::Other("a boolean", v.to_string()))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Yaml, E> {
-                Ok(Yaml::Other("a number", v.to_string()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Yaml, E> {
-                Ok(Yaml::Other("a number", v.to_string()))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Yaml, E> {
-                Ok(Yaml::Other("a number", v.to_string()))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Yaml, E> {
-                Ok(Yaml::Text(v.to_string()))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Yaml, E> {
-                Ok(Yaml::Text(v))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Yaml, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Yaml::Other("a list", String::new()))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Yaml, A::Error> {
-                let mut entries = Vec::new();
-                while let Some((k, v)) = map.next_entry::<Yaml, Yaml>()? {
-                    entries.push((k, v));
-                }
-                Ok(Yaml::Map(entries))
-            }
+/// PyYAML 1.1's booleans that YAML 1.2 (serde_norway) reads as text: msprobe's `yaml.safe_load`
+/// turns a plain (unquoted) `yes`, `no`, `on` or `off` into `True`/`False`.
+fn yaml11_bool(plain: &str) -> Option<bool> {
+    match plain {
+        "yes" | "Yes" | "YES" | "on" | "On" | "ON" => Some(true),
+        "no" | "No" | "NO" | "off" | "Off" | "OFF" => Some(false),
+        _ => None,
+    }
+}
+
+/// Reads a [`Yaml`] from the text `text` that the deserializer borrows from: a borrowed scalar
+/// is located in `text` to tell a plain scalar (resolved as PyYAML 1.1 does) from a quoted one.
+#[derive(Clone, Copy)]
+pub(super) struct YamlSeed<'t> {
+    pub(super) text: &'t str,
+}
+
+impl YamlSeed<'_> {
+    /// Whether `v`, a slice of the text, is a quoted scalar (a quote just before it).
+    fn quoted(&self, v: &str) -> bool {
+        let base = self.text.as_ptr() as usize;
+        let at = v.as_ptr() as usize;
+        if at < base || at > base + self.text.len() {
+            // Not a slice of the text (an unescaped copy): only quoted scalars are copied.
+            return true;
         }
-        d.deserialize_any(V)
+        at > base && matches!(self.text.as_bytes().get(at - base - 1), Some(b'\'' | b'"'))
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for YamlSeed<'_> {
+    type Value = Yaml;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Yaml, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for YamlSeed<'_> {
+    type Value = Yaml;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a YAML value")
+    }
+    fn visit_unit<E>(self) -> Result<Yaml, E> {
+        Ok(Yaml::Null)
+    }
+    fn visit_none<E>(self) -> Result<Yaml, E> {
+        Ok(Yaml::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Yaml, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Yaml, E> {
+        Ok(Yaml::Other("a boolean", v.to_string()))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Yaml, E> {
+        Ok(Yaml::Other("a number", v.to_string()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Yaml, E> {
+        Ok(Yaml::Other("a number", v.to_string()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Yaml, E> {
+        Ok(Yaml::Other("a number", v.to_string()))
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Yaml, E> {
+        match yaml11_bool(v) {
+            Some(b) if !self.quoted(v) => Ok(Yaml::Other("a boolean", b.to_string())),
+            _ => Ok(Yaml::Text(v.to_string())),
+        }
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Yaml, E> {
+        Ok(Yaml::Text(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Yaml, E> {
+        Ok(Yaml::Text(v))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Yaml, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Yaml::Other("a list", String::new()))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Yaml, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(k) = map.next_key_seed(self)? {
+            let v = map.next_value_seed(self)?;
+            entries.push((k, v));
+        }
+        Ok(Yaml::Map(entries))
     }
 }
 

@@ -69,6 +69,41 @@ fn unusable_yaml_is_refused_with_a_reason() {
     assert_eq!(rules("1:\n  a: b\n"), Rules::default());
 }
 
+/// PyYAML 1.1 (msprobe's `yaml.safe_load`) reads plain yes/no/on/off as booleans, so a rule
+/// `attn: yes` is not text -> text and the mapping is dropped; quoted, they stay text
+/// (issue 15: found by the differential generator's YAML cases).
+#[test]
+fn yaml_1_1_booleans_as_pyyaml_reads_them() {
+    for text in [
+        "Block:\n  attn: yes\n",
+        "Block:\n  no: attn\n",
+        "Block:\n  a: Off\n",
+        "Block: {a: ON}\n",
+    ] {
+        let err = Rules::parse(text).expect_err(text).to_string();
+        assert!(err.contains("a boolean"), "{text:?}: {err:?}");
+    }
+    assert_eq!(
+        rules("Block:\n  attn: 'yes'\n").for_child("Block", "attn"),
+        [rule("attn", "yes")]
+    );
+    assert_eq!(
+        rules("Block:\n  \"no\": attn\n").for_child("Block", "no"),
+        [rule("no", "attn")]
+    );
+    // Only PyYAML's spellings: `y`, `n` and `yEs` stay text.
+    assert_eq!(
+        rules("Block:\n  y: n\n").for_child("Block", "y"),
+        [rule("y", "n")]
+    );
+    assert_eq!(
+        rules("Block:\n  a: yEs\n").for_child("Block", "a"),
+        [rule("a", "yEs")]
+    );
+    // A boolean class name never matches, like any non-text class.
+    assert_eq!(rules("on:\n  a: b\n"), Rules::default());
+}
+
 /// Expected values printed by msprobe 26.2.0's own `DumpDataItem.set` + `postprocess_pass`.
 #[test]
 fn scopes_as_msprobe_makes_them() {
