@@ -9,12 +9,13 @@
 //!    differ); a communication op whose peer's inputs differ inherits from that rank.
 //! 4. Sources are grouped: a module that is a source because of what it calls joins the group
 //!    of the innermost source inside it, which leads. Forward groups come first, then backward.
-//! 5. The first step whose forward differs beyond noise is the one reported.
+//! 5. The first step with a source (forward first within it) is the one reported: a fault in one step's backward reaches the next step's forward only through
+//!    the weights it updated.
 
 use foldhash::HashMap;
 use rayon::prelude::*;
 
-use crate::entry::Role;
+use crate::entry::{DtypeClass, Role};
 use crate::error::DiagnoseError;
 use crate::judge::{self, Cause, Judgement, Level};
 pub use crate::load::Direction;
@@ -118,6 +119,14 @@ struct RankJudgements<'a> {
 
 fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
     let order = data.npu.execution_order();
+    let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
+        .into_par_iter()
+        .map(|i| {
+            let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
+            judge::node_precision(&data.npu.nodes[i as usize], b)
+        })
+        .collect();
+    let floor = judge::precision_floor(&order, &precision);
     // Nodes are judged independently: on every core.
     let judged = (0..data.npu.nodes.len() as u32)
         .into_par_iter()
@@ -128,7 +137,7 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
             }
             let b = &data.bench.nodes[data.partner(i)? as usize];
             let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
-            Some(judge::judge(mode, opts, n, parent, b))
+            Some(judge::judge(mode, opts, n, parent, b, floor[i as usize]))
         })
         .collect();
     let first_non_finite = first_non_finite(data, &order);
@@ -191,12 +200,11 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
                 }
             }
         }
-        if r.first_non_finite
-            .as_ref()
-            .is_some_and(|nf| nf.direction == Direction::Forward)
-        {
-            forward_differs = true;
+        if let Some(nf) = &r.first_non_finite {
             any_differs = true;
+            if nf.direction == Direction::Forward {
+                forward_differs = true;
+            }
         }
     }
     StepCheck {
@@ -454,7 +462,7 @@ fn bad_peer(
     None
 }
 
-/// Diagnoses a file: the requested step (or the first whose forward differs beyond noise) and
+/// Diagnoses a file: the requested step (or the first with a source, in any pass) and
 /// the requested rank (or all ranks).
 pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, DiagnoseError> {
     file.check_selection(opts.step, opts.rank)?;
@@ -468,7 +476,7 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
     };
     let mut checked = Vec::new();
     let mut chosen: Option<Diagnosis> = None;
-    // When no step's forward differs: the first step where anything differs, else the first.
+    // Without a source in any step: the first step where anything differs, else the first.
     let mut fallback: Option<(bool, Diagnosis)> = None;
     for &step in &steps {
         let data: Vec<RankData> = ranks
@@ -478,7 +486,9 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
         let d = diagnose_step(file.mode(), opts, &data);
         let check = d.steps_checked[0].clone();
         checked.push(check.clone());
-        if check.forward_differs {
+        // The first step with a source (in any pass) is where it started: a fault in a
+        // step's backward reaches the next step's forward only through the weights it updated.
+        if !d.sources.is_empty() || !d.first_non_finite.is_empty() {
             chosen = Some(d);
             break;
         }
