@@ -350,6 +350,9 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
         }
         // Groups: ancestor node → index in `sources` of the group its innermost source leads.
         let mut group_of: HashMap<u32, usize> = HashMap::default();
+        // Ancestors of a communication op that inherited from a peer → that peer: a module
+        // whose output differs only through what it received is not a source either.
+        let mut fed_by: HashMap<u32, (i64, String)> = HashMap::default();
         for (pos, &i) in r.order.iter().enumerate() {
             let Some(j) = &r.judged[i as usize] else {
                 continue;
@@ -373,6 +376,9 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
             }
             if kind != SourceKind::Cause {
                 if let Some(peer) = bad_peer(n, data.step, judged, &by_rank) {
+                    for a in data.npu.ancestors(i) {
+                        fed_by.entry(a).or_insert_with(|| peer.clone());
+                    }
                     peer_inheritance.push(PeerInheritance {
                         step: data.step,
                         rank: data.rank,
@@ -386,6 +392,18 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
             if let Some(&g) = group_of.get(&i) {
                 sources[g].3.enclosing.push(n.name.to_string());
                 continue;
+            }
+            if kind != SourceKind::Cause {
+                if let Some(peer) = fed_by.get(&i) {
+                    peer_inheritance.push(PeerInheritance {
+                        step: data.step,
+                        rank: data.rank,
+                        node: n.name.to_string(),
+                        from_rank: peer.0,
+                        from_node: peer.1.clone(),
+                    });
+                    continue;
+                }
             }
             let g = sources.len();
             for a in data.npu.ancestors(i) {
