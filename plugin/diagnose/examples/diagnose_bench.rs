@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("usage: diagnose_bench FILE.vis.db [RUNS]")?;
     let runs: usize = args.next().map_or(Ok(5), |r| r.parse())?;
     let opts = Options::default();
-    let t = Instant::now();
+    let (t, load_cpu) = (Instant::now(), thread_cpu());
     let file = CompareFile::open(path.as_ref())?;
     let step = file.steps()[0];
     let data: Vec<RankData> = file
@@ -40,6 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|&rank| file.load(step, rank))
         .collect::<Result<_, _>>()?;
     let load = t.elapsed();
+    let load_cpu = thread_cpu() - load_cpu;
     let nodes: usize = data.iter().map(|d| d.npu.nodes.len()).sum();
     let mut best = f64::INFINITY;
     let mut best_cpu = f64::INFINITY;
@@ -52,9 +53,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sources = d.sources.len();
     }
     println!(
-        "{path}: {nodes} target nodes, load {:.3} s, rules {:.1} ms wall / {:.1} ms CPU \
+        "{path}: {nodes} target nodes, load {:.3} s wall / {:.3} s CPU, rules {:.1} ms wall / {:.1} ms CPU \
          (best of {runs}), {sources} sources",
         load.as_secs_f64(),
+        load_cpu,
         best * 1e3,
         best_cpu * 1e3
     );

@@ -9,12 +9,13 @@
 //!    differ); a communication op whose peer's inputs differ inherits from that rank.
 //! 4. Sources are grouped: a module that is a source because of what it calls joins the group
 //!    of the innermost source inside it, which leads. Forward groups come first, then backward.
-//! 5. The first step whose forward differs beyond noise is the one reported.
+//! 5. The first step with a source (forward first within it) is the one reported: a fault in one step's backward reaches the next step's forward only through
+//!    the weights it updated.
 
 use foldhash::HashMap;
 use rayon::prelude::*;
 
-use crate::entry::Role;
+use crate::entry::{DtypeClass, Role};
 use crate::error::DiagnoseError;
 use crate::judge::{self, Cause, Judgement, Level};
 pub use crate::load::Direction;
@@ -118,6 +119,14 @@ struct RankJudgements<'a> {
 
 fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
     let order = data.npu.execution_order();
+    let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
+        .into_par_iter()
+        .map(|i| {
+            let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
+            judge::node_precision(&data.npu.nodes[i as usize], b)
+        })
+        .collect();
+    let floor = judge::precision_floor(&order, &precision);
     // Nodes are judged independently: on every core.
     let judged = (0..data.npu.nodes.len() as u32)
         .into_par_iter()
@@ -128,7 +137,7 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
             }
             let b = &data.bench.nodes[data.partner(i)? as usize];
             let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
-            Some(judge::judge(mode, opts, n, parent, b))
+            Some(judge::judge(mode, opts, n, parent, b, floor[i as usize]))
         })
         .collect();
     let first_non_finite = first_non_finite(data, &order);
@@ -138,6 +147,17 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
         judged,
         first_non_finite,
     }
+}
+
+/// For each target node of one rank, whether its outputs differ from golden beyond the noise,
+/// judged exactly as [`diagnose_step`] judges it (same precision floor, same tolerances); `false`
+/// for unmatched nodes and parameter gradients. The service colours the nodes of a view with it.
+pub fn differing_nodes(mode: Mode, opts: &Options, data: &RankData) -> Vec<bool> {
+    judge_rank(mode, opts, data)
+        .judged
+        .iter()
+        .map(|j| j.as_ref().is_some_and(Judgement::differs))
+        .collect()
 }
 
 /// Whether target node `i` can be a source at all. What an API's backward hook sees differs
@@ -191,12 +211,11 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
                 }
             }
         }
-        if r.first_non_finite
-            .as_ref()
-            .is_some_and(|nf| nf.direction == Direction::Forward)
-        {
-            forward_differs = true;
+        if let Some(nf) = &r.first_non_finite {
             any_differs = true;
+            if nf.direction == Direction::Forward {
+                forward_differs = true;
+            }
         }
     }
     StepCheck {
@@ -342,6 +361,9 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
         }
         // Groups: ancestor node → index in `sources` of the group its innermost source leads.
         let mut group_of: HashMap<u32, usize> = HashMap::default();
+        // Ancestors of a communication op that inherited from a peer → that peer: a module
+        // whose output differs only through what it received is not a source either.
+        let mut fed_by: HashMap<u32, (i64, String)> = HashMap::default();
         for (pos, &i) in r.order.iter().enumerate() {
             let Some(j) = &r.judged[i as usize] else {
                 continue;
@@ -365,6 +387,9 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
             }
             if kind != SourceKind::Cause {
                 if let Some(peer) = bad_peer(n, data.step, judged, &by_rank) {
+                    for a in data.npu.ancestors(i) {
+                        fed_by.entry(a).or_insert_with(|| peer.clone());
+                    }
                     peer_inheritance.push(PeerInheritance {
                         step: data.step,
                         rank: data.rank,
@@ -378,6 +403,18 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
             if let Some(&g) = group_of.get(&i) {
                 sources[g].3.enclosing.push(n.name.to_string());
                 continue;
+            }
+            if kind != SourceKind::Cause {
+                if let Some(peer) = fed_by.get(&i) {
+                    peer_inheritance.push(PeerInheritance {
+                        step: data.step,
+                        rank: data.rank,
+                        node: n.name.to_string(),
+                        from_rank: peer.0,
+                        from_node: peer.1.clone(),
+                    });
+                    continue;
+                }
             }
             let g = sources.len();
             for a in data.npu.ancestors(i) {
@@ -454,7 +491,7 @@ fn bad_peer(
     None
 }
 
-/// Diagnoses a file: the requested step (or the first whose forward differs beyond noise) and
+/// Diagnoses a file: the requested step (or the first with a source, in any pass) and
 /// the requested rank (or all ranks).
 pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, DiagnoseError> {
     file.check_selection(opts.step, opts.rank)?;
@@ -468,7 +505,7 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
     };
     let mut checked = Vec::new();
     let mut chosen: Option<Diagnosis> = None;
-    // When no step's forward differs: the first step where anything differs, else the first.
+    // Without a source in any step: the first step where anything differs, else the first.
     let mut fallback: Option<(bool, Diagnosis)> = None;
     for &step in &steps {
         let data: Vec<RankData> = ranks
@@ -478,7 +515,9 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
         let d = diagnose_step(file.mode(), opts, &data);
         let check = d.steps_checked[0].clone();
         checked.push(check.clone());
-        if check.forward_differs {
+        // The first step with a source (in any pass) is where it started: a fault in a
+        // step's backward reaches the next step's forward only through the weights it updated.
+        if !d.sources.is_empty() || !d.first_non_finite.is_empty() {
             chosen = Some(d);
             break;
         }

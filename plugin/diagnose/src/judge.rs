@@ -335,12 +335,15 @@ fn worse<'a>(
 }
 
 /// Judges target node `n` against golden node `b`; `parent` is `n`'s parent (for weights).
+/// `floor` is the precision floor of the run up to this node ([`precision_floor`]): a float
+/// comparison tolerates at least its noise, whatever the entry's own dtype.
 pub fn judge<'a>(
     mode: Mode,
     opts: &Options,
     n: &'a Node,
     parent: Option<&'a Node>,
     b: &'a Node,
+    floor: DtypeClass,
 ) -> Judgement<'a> {
     let mut input: Option<Level<'a>> = None;
     let mut output: Option<Level<'a>> = None;
@@ -348,12 +351,18 @@ pub fn judge<'a>(
     let mut has_inputs = false;
     let level = |ne: &'a Entry, be: &'a Entry| -> Option<Level<'a>> {
         let d = deviation(mode, ne, be)?;
+        let dtype = ne.dtype.coarser(be.dtype);
+        let noise = if dtype == DtypeClass::Exact {
+            dtype
+        } else {
+            dtype.coarser(floor)
+        };
         Some(Level {
             entry: Cow::Borrowed(&ne.name),
             err: d.err,
             metric: d.metric,
-            tolerance: opts.tolerance(ne.dtype, be.dtype),
-            dtype: ne.dtype.coarser(be.dtype),
+            tolerance: opts.tolerance(noise, noise),
+            dtype,
         })
     };
     let api = if n.node_type == 1 {
@@ -415,6 +424,35 @@ pub fn judge<'a>(
         causes,
         has_inputs,
     }
+}
+
+/// The coarsest float class among the tensors of a node (both sides): what it computed in.
+/// `Exact` when it has no float tensor.
+pub fn node_precision(n: &Node, b: Option<&Node>) -> DtypeClass {
+    let entries = n.inputs.iter().chain(&n.outputs).chain(
+        b.into_iter()
+            .flat_map(|b| b.inputs.iter().chain(&b.outputs)),
+    );
+    entries
+        .filter(|e| e.kind == Kind::Tensor && e.dtype != DtypeClass::Exact)
+        .map(|e| e.dtype)
+        .max()
+        .unwrap_or(DtypeClass::Exact)
+}
+
+/// The precision floor of each node: the coarsest float class computed so far, in execution
+/// order (`order`), from the per-node classes `precision`. A run that computes anything in a
+/// lower precision carries that precision's rounding into everything after it, float32 tensors
+/// included: under bfloat16 autocast, LayerNorm, softmax and the residual stream are float32
+/// but hold bfloat16 noise. Backward nodes come after the whole forward in execution order.
+pub fn precision_floor(order: &[u32], precision: &[DtypeClass]) -> Vec<DtypeClass> {
+    let mut floor = vec![DtypeClass::Exact; precision.len()];
+    let mut so_far = DtypeClass::Exact;
+    for &i in order {
+        so_far = so_far.coarser(precision[i as usize]);
+        floor[i as usize] = so_far;
+    }
+    floor
 }
 
 /// Whether any tensor of `entries` (of the given roles) has an inf/NaN statistic.
@@ -484,5 +522,34 @@ mod tests {
         assert!(same_value("1e-05", "0.00001"));
         assert!(!same_value("1e-05", "0.1"));
         assert!(same_value("True", "true"));
+    }
+
+    #[test]
+    fn the_precision_floor_is_the_coarsest_float_class_so_far_in_execution_order() {
+        use DtypeClass::*;
+        // Node 2 runs first (float32), then a bfloat16 linear (0), then a float32 LayerNorm (1)
+        // on its bfloat16-rounded output, then an integer-only node (3).
+        let precision = [BFloat16, Float32, Float32, Exact];
+        let floor = precision_floor(&[2, 0, 1, 3], &precision);
+        assert_eq!(floor, [BFloat16, BFloat16, Float32, BFloat16]);
+    }
+
+    #[test]
+    fn a_float32_node_after_bfloat16_work_tolerates_bfloat16_noise() {
+        // 3% apart: beyond float32's jump, within bfloat16's agree tolerance.
+        let mut n = crate::load::tests_support::node("Functional.layer_norm.0.forward");
+        let mut b = n.clone();
+        let mut input = tensor(3.0, -3.0, 0.0, 20.0);
+        input.name = "input.0".into();
+        input.role = Role::Input;
+        n.inputs = vec![input.clone()];
+        b.inputs = vec![input];
+        n.outputs = vec![tensor(3.0, -3.0, 0.0, 20.6)];
+        b.outputs = vec![tensor(3.0, -3.0, 0.0, 20.0)];
+        let opts = Options::default();
+        let strict = judge(Mode::Statistics, &opts, &n, None, &b, DtypeClass::Float32);
+        assert!(strict.output_jumps(opts.jump_ratio));
+        let noisy = judge(Mode::Statistics, &opts, &n, None, &b, DtypeClass::BFloat16);
+        assert!(!noisy.output_differs());
     }
 }

@@ -38,7 +38,9 @@ pub mod load;
 pub mod options;
 pub mod report;
 
-pub use diagnose::{diagnose, diagnose_step, Diagnosis, Direction, Source, SourceKind};
+pub use diagnose::{
+    diagnose, diagnose_step, differing_nodes, Diagnosis, Direction, Source, SourceKind,
+};
 pub use error::DiagnoseError;
 pub use load::{CompareFile, Mode, RankData};
 pub use options::{Options, Tolerance};

@@ -72,11 +72,56 @@ pub struct Node {
     pub param_grad: bool,
 }
 
+/// Node indexes by name, without a second copy of the names: a map from the name's 64-bit hash
+/// to the index (the name itself is checked against the node), and a map by name for the rare
+/// names whose hash another name already took. A 1M-node side saves a million string copies.
+#[derive(Debug, Default)]
+pub struct NameIndex {
+    by_hash: HashMap<u64, u32>,
+    collided: HashMap<Box<str>, u32>,
+}
+
+fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x6e61_6d65).hash_one(name)
+}
+
+impl NameIndex {
+    /// Indexes `nodes` by name; the first of two nodes with one name wins.
+    fn build(nodes: &[Node]) -> NameIndex {
+        let mut index = NameIndex::default();
+        index.by_hash.reserve(nodes.len());
+        for (i, node) in nodes.iter().enumerate() {
+            match index.by_hash.entry(name_hash(&node.name)) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(i as u32);
+                }
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    if nodes[*o.get() as usize].name != node.name {
+                        index.collided.entry(node.name.clone()).or_insert(i as u32);
+                    }
+                }
+            }
+        }
+        index
+    }
+
+    /// The index of `name` among `nodes` (the nodes it was built from).
+    fn get(&self, nodes: &[Node], name: &str) -> Option<u32> {
+        let i = *self.by_hash.get(&name_hash(name))?;
+        if *nodes[i as usize].name == *name {
+            Some(i)
+        } else {
+            self.collided.get(name).copied()
+        }
+    }
+}
+
 /// All nodes of one side of one step and rank.
 #[derive(Debug, Default)]
 pub struct SideGraph {
     pub nodes: Vec<Node>,
-    pub by_name: HashMap<Box<str>, u32>,
+    pub by_name: NameIndex,
     /// The node without a parent (`DefaultModel`).
     pub root: Option<u32>,
     /// Whether the run is PyTorch's, by its dtype spelling (`None`: no tensor at all).
@@ -86,7 +131,7 @@ pub struct SideGraph {
 impl SideGraph {
     /// The index of a node by name.
     pub fn find(&self, name: &str) -> Option<u32> {
-        self.by_name.get(name).copied()
+        self.by_name.get(&self.nodes, name)
     }
 
     /// Nodes in execution order: a post-order walk of the hierarchy (children in their order,
@@ -364,55 +409,62 @@ fn peers(matched_distributed: &Value) -> Vec<(i64, Box<str>)> {
 
 fn load_side(store: &Store, graph: GraphKey) -> Result<SideGraph, DiagnoseError> {
     let path = store.path().to_owned();
-    let mut parsed: Vec<Parsed> = Vec::new();
+    // Parsed batches are kept as they are and joined once at the end, so a million nodes are
+    // moved once instead of at every doubling of one growing vector.
+    let mut batches: Vec<Vec<Parsed>> = Vec::new();
     let mut batch: Vec<DataRow> = Vec::with_capacity(BATCH);
-    let flush = |batch: &mut Vec<DataRow>, parsed: &mut Vec<Parsed>| -> Result<(), DiagnoseError> {
-        let rows = std::mem::take(batch);
-        let out: Vec<Result<Parsed, DiagnoseError>> =
-            rows.into_par_iter().map(|r| parse_row(&path, r)).collect();
-        for p in out {
-            parsed.push(p?);
-        }
-        Ok(())
-    };
+    let flush =
+        |batch: &mut Vec<DataRow>, batches: &mut Vec<Vec<Parsed>>| -> Result<(), DiagnoseError> {
+            let rows = std::mem::replace(batch, Vec::with_capacity(BATCH));
+            let parsed: Vec<Parsed> = rows
+                .into_par_iter()
+                .map(|r| parse_row(&path, r))
+                .collect::<Result<_, _>>()?;
+            batches.push(parsed);
+            Ok(())
+        };
     store.scan_data_rows(graph, |row| -> Result<(), DiagnoseError> {
         batch.push(row);
         if batch.len() >= BATCH {
-            flush(&mut batch, &mut parsed)?;
+            flush(&mut batch, &mut batches)?;
         }
         Ok(())
     })?;
-    flush(&mut batch, &mut parsed)?;
-    Ok(link(parsed))
+    flush(&mut batch, &mut batches)?;
+    Ok(link(batches))
 }
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
 /// the hierarchy's); a child listed there but missing, or listed twice, is skipped.
-fn link(parsed: Vec<Parsed>) -> SideGraph {
-    let mut by_name: HashMap<Box<str>, u32> = HashMap::default();
-    by_name.reserve(parsed.len());
-    for (i, p) in parsed.iter().enumerate() {
-        by_name.entry(p.node.name.clone()).or_insert(i as u32);
+fn link(batches: Vec<Vec<Parsed>>) -> SideGraph {
+    let n = batches.iter().map(Vec::len).sum();
+    let mut nodes = Vec::with_capacity(n);
+    let mut ups = Vec::with_capacity(n);
+    let mut subs = Vec::with_capacity(n);
+    for p in batches.into_iter().flatten() {
+        nodes.push(p.node);
+        ups.push(p.up_node);
+        subs.push(p.sub_nodes);
     }
-    let mut nodes = Vec::with_capacity(parsed.len());
+    let by_name = NameIndex::build(&nodes);
     let mut root = None;
-    for (i, p) in parsed.into_iter().enumerate() {
-        let mut node = p.node;
-        node.parent = if p.up_node.is_empty() {
+    for (i, (up, sub)) in ups.into_iter().zip(subs).enumerate() {
+        let parent = if up.is_empty() {
             None
         } else {
-            by_name.get(p.up_node.as_str()).copied()
+            by_name.get(&nodes, &up)
         };
-        if p.up_node.is_empty() && root.is_none() {
+        if up.is_empty() && root.is_none() {
             root = Some(i as u32);
         }
-        node.children = p
-            .sub_nodes
+        let children = sub
             .iter()
-            .filter_map(|c| by_name.get(c.as_str()).copied())
+            .filter_map(|c| by_name.get(&nodes, c))
             .filter(|&c| c as usize != i)
             .collect();
-        nodes.push(node);
+        let node = &mut nodes[i];
+        node.parent = parent;
+        node.children = children;
     }
     // Everything inside an update node is an update, whatever its name says.
     let in_update: Vec<bool> = (0..nodes.len())
@@ -447,22 +499,35 @@ fn link(parsed: Vec<Parsed>) -> SideGraph {
     }
 }
 
+/// Nodes for other modules' unit tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests_support {
     use super::*;
 
-    fn node(name: &str) -> Node {
+    pub fn node(name: &str) -> Node {
         Node {
             name: name.into(),
             parent: None,
             children: Vec::new(),
-            node_type: 0,
+            node_type: 1,
             link: None,
             inputs: Vec::new(),
             outputs: Vec::new(),
             peers: Vec::new(),
             direction: Direction::Forward,
             param_grad: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        Node {
+            node_type: 0,
+            ..tests_support::node(name)
         }
     }
 
@@ -472,6 +537,10 @@ mod tests {
             up_node: up.into(),
             sub_nodes: subs.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    fn link_all(parsed: Vec<Parsed>) -> SideGraph {
+        link(vec![parsed])
     }
 
     fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {
@@ -484,7 +553,7 @@ mod tests {
     #[test]
     fn execution_order_follows_the_hierarchy_not_the_file_order() {
         // File order (node_order) deliberately scrambled; sub_nodes give the order things ran.
-        let g = link(vec![
+        let g = link_all(vec![
             parsed("b.backward", "root", &["b2.backward", "b1.backward"]),
             parsed("b1.backward", "b.backward", &[]),
             parsed("root", "", &["a.forward", "b.backward"]),
@@ -511,14 +580,14 @@ mod tests {
 
     #[test]
     fn a_cycle_in_the_hierarchy_ends_the_walk() {
-        let g = link(vec![
+        let g = link_all(vec![
             parsed("root", "", &["x"]),
             parsed("x", "root", &["y"]),
             parsed("y", "x", &["x"]),
         ]);
         assert_eq!(names(&g, &g.execution_order()), ["y", "x", "root"]);
         // The ancestor walk is bounded too.
-        let mut cyclic = link(vec![parsed("p", "q", &[]), parsed("q", "p", &[])]);
+        let mut cyclic = link_all(vec![parsed("p", "q", &[]), parsed("q", "p", &[])]);
         cyclic.nodes[0].parent = Some(1);
         cyclic.nodes[1].parent = Some(0);
         assert!(cyclic.ancestors(0).count() <= 2);
@@ -526,7 +595,7 @@ mod tests {
 
     #[test]
     fn nodes_inside_the_optimizer_are_updates() {
-        let g = link(vec![
+        let g = link_all(vec![
             parsed("root", "", &["optimizer", "m.backward.0"]),
             parsed("optimizer", "root", &["Tensor.add_.0.forward"]),
             parsed("Tensor.add_.0.forward", "optimizer", &[]),

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use graph_ascend_diagnose::{
-    diagnose as diagnose_file, diagnose_step, judge, CompareFile, Diagnosis, Options, RankData,
+    diagnose as diagnose_file, diagnose_step, CompareFile, Diagnosis, Options, RankData,
 };
 use graph_ascend_proto as pb;
 
@@ -172,20 +172,14 @@ fn verdicts_of(
         .cloned()
         .collect();
     let is_source: HashSet<&str> = source.iter().map(String::as_str).collect();
-    let options = Options::default();
+    let differs = graph_ascend_diagnose::differing_nodes(compare.mode(), &Options::default(), data);
     let inherited = data
         .npu
         .nodes
         .iter()
-        .zip(0u32..)
-        .filter(|(n, _)| !n.param_grad && !is_source.contains(&*n.name))
-        .filter_map(|(n, i)| {
-            let golden = &data.bench.nodes[data.partner(i)? as usize];
-            let parent = n.parent.and_then(|p| data.npu.nodes.get(p as usize));
-            judge::judge(compare.mode(), &options, n, parent, golden)
-                .differs()
-                .then(|| n.name.to_string())
-        })
+        .zip(differs)
+        .filter(|(n, differs)| *differs && !is_source.contains(&*n.name))
+        .map(|(n, _)| n.name.to_string())
         .collect();
     pb::DiagnosisStates {
         step: int(step),

@@ -1,0 +1,278 @@
+"""One dump run of the diagnosis set: a tiny transformer on CPU under msprobe's PrecisionDebugger
+(statistics mode, level mix), golden (float32) or target (bfloat16 autocast, optionally with one
+injected fault). Run by gen_cases.py, once per run, in its own process.
+
+A fault is a faulty kernel, not a change of the program: the API calls and their order are the
+same as in the golden run, so msprobe names every node alike on both sides. The chosen API
+(`torch.nn.functional.linear`, `gelu`, `softmax`, `layer_norm` or `torch.matmul`) is replaced,
+before msprobe wraps it, by a function that calls the original and, for the one call chosen
+(module, occurrence within the module, step, rank), corrupts
+- its output (a forward fault: what the API returns is wrong; the backward differs as a
+  consequence), or
+- the first gradient that the autograd node of its output passes back (a backward-only fault:
+  the forward agrees; msprobe reads an API's backward at that node, after this hook).
+The corruption adds Gaussian noise of `magnitude` times the tensor's RMS. It uses `torch.ops.aten`
+only, which msprobe does not dump at level mix, so the fault adds no node. A weight fault adds
+noise to a parameter of the module before the chosen step.
+
+Usage: python inject.py SPEC.json  (SPEC: see gen_cases.py)
+"""
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+aten = torch.ops.aten
+
+# The state of the fault, shared by the patched functions and the hooks below.
+FAULT = {
+    "spec": None,  # the fault's spec, or None
+    "inside": 0,  # how deep the target module's forward is on the stack
+    "calls": 0,  # calls of the faulty API inside the target module, this step
+    "step": -1,
+    "rank": 0,
+    "done": False,
+}
+GEN = torch.Generator().manual_seed(7)
+
+
+def _noise_like(t, magnitude):
+    """`magnitude` x RMS(t) x N(0, 1), with aten ops only (not dumped)."""
+    t32 = aten._to_copy(t.detach(), dtype=torch.float32)
+    rms = float(aten.linalg_vector_norm(t32)) / math.sqrt(max(t32.numel(), 1))
+    noise = aten.normal_(aten.empty_like(t32), 0.0, 1.0, generator=GEN)
+    noise = aten.mul(noise, magnitude * max(rms, 1e-6))
+    return aten._to_copy(noise, dtype=t.dtype)
+
+
+def _corrupt_first_gradient(magnitude):
+    """A hook on the output's autograd node: the first gradient it passes back gets noise."""
+
+    def hook(grad_inputs, _grad_outputs):
+        out = list(grad_inputs)
+        for i, g in enumerate(out):
+            if g is not None:
+                out[i] = aten.add(g, _noise_like(g, magnitude))
+                break
+        return tuple(out)
+
+    return hook
+
+
+def _armed(api):
+    spec = FAULT["spec"]
+    if spec is None or FAULT["done"] or spec["kind"] == "weight":
+        return None
+    if spec["api"] != api or FAULT["inside"] <= 0:
+        return None
+    if FAULT["step"] != spec["step"] or FAULT["rank"] != spec.get("rank", 0):
+        return None
+    index = FAULT["calls"]
+    FAULT["calls"] += 1
+    if index != spec.get("occurrence", 0):
+        return None
+    FAULT["done"] = True
+    return spec
+
+
+def _patch(owner, attr, api):
+    original = getattr(owner, attr)
+
+    def patched(*args, **kwargs):
+        spec = _armed(api)
+        if spec is None:
+            return original(*args, **kwargs)
+        if spec["kind"] == "forward":
+            out = original(*args, **kwargs)
+            return aten.add(out, _noise_like(out, spec["magnitude"]))
+        # backward-only: the API's own backward (the autograd node of its output) is faulty.
+        # The hook is registered before msprobe's, which sees what it returns.
+        out = original(*args, **kwargs)
+        if out.grad_fn is None:
+            raise SystemExit(f"no autograd node on the output of {api}")
+        out.grad_fn.register_hook(_corrupt_first_gradient(spec["magnitude"]))
+        return out
+
+    patched.__name__ = getattr(original, "__name__", attr)
+    patched.__doc__ = getattr(original, "__doc__", None)
+    setattr(owner, attr, patched)
+
+
+def install_patches():
+    _patch(F, "linear", "linear")
+    _patch(F, "gelu", "gelu")
+    _patch(F, "softmax", "softmax")
+    _patch(F, "layer_norm", "layer_norm")
+    _patch(torch, "matmul", "matmul")
+
+
+class Attention(nn.Module):
+    def __init__(self, d_model, n_heads, all_reduce):
+        super().__init__()
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.all_reduce = all_reduce
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q = q.view(b, s, self.n_heads, self.d_head).transpose(1, 2)
+        k = k.view(b, s, self.n_heads, self.d_head).transpose(1, 2)
+        v = v.view(b, s, self.n_heads, self.d_head).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_head)
+        out = torch.matmul(F.softmax(scores, dim=-1), v)
+        out = self.proj(out.transpose(1, 2).contiguous().view(b, s, d))
+        if self.all_reduce:
+            import torch.distributed as dist
+
+            dist.all_reduce(out, group=dist.group.WORLD)
+            out = out / dist.get_world_size()
+        return out
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, all_reduce):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = Attention(d_model, n_heads, all_reduce)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = FeedForward(d_model, d_ff)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self, vocab, d_model, n_heads, d_ff, n_layers, max_len, all_reduce):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(max_len, d_model)
+        self.layers = nn.ModuleList(
+            [Block(d_model, n_heads, d_ff, all_reduce) for _ in range(n_layers)]
+        )
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        x = self.embed(ids) + self.pos(pos)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.ln_f(x))
+
+
+def hook_target_module(model, spec):
+    module = model.get_submodule(spec["module"])
+
+    def enter(_m, _args):
+        FAULT["inside"] += 1
+
+    def leave(_m, _args, _out):
+        FAULT["inside"] -= 1
+
+    module.register_forward_pre_hook(enter)
+    module.register_forward_hook(leave)
+    return module
+
+
+def corrupt_weight(model, spec):
+    module = model.get_submodule(spec["module"])
+    with torch.no_grad():
+        w = module.weight
+        w.add_(_noise_like(w, spec["magnitude"]))
+
+
+def run(spec, rank=0, world=1):
+    FAULT["rank"] = rank
+    fault = spec.get("fault")
+    if fault is not None and fault.get("rank", 0) == rank:
+        FAULT["spec"] = fault
+    from msprobe.pytorch import PrecisionDebugger, seed_all
+
+    seed_all(seed=spec["seed"], mode=False)
+    m = spec["model"]
+    model = TinyTransformer(
+        vocab=m["vocab"], d_model=m["d_model"], n_heads=m["heads"], d_ff=m["d_ff"],
+        n_layers=m["layers"], max_len=m["seq"], all_reduce=world > 1,
+    )
+    if FAULT["spec"] is not None and FAULT["spec"]["kind"] != "weight":
+        hook_target_module(model, FAULT["spec"])
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    debugger = PrecisionDebugger(config_path=spec["config"])
+    g = torch.Generator().manual_seed(spec["seed"] + 1000 * rank)
+    for step in range(spec["steps"]):
+        FAULT["step"], FAULT["calls"] = step, 0
+        if FAULT["spec"] is not None and FAULT["spec"]["kind"] == "weight" \
+                and FAULT["spec"]["step"] == step:
+            corrupt_weight(model, FAULT["spec"])
+        debugger.start(model=model)
+        opt.zero_grad()
+        ids = torch.randint(0, m["vocab"], (m["batch"], m["seq"]), generator=g)
+        tgt = torch.randint(0, m["vocab"], (m["batch"], m["seq"]), generator=g)
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.broadcast(ids, src=0, group=dist.group.WORLD)
+        if spec["bf16"]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = model(ids)
+        else:
+            logits = model(ids)
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.view(-1))
+        loss.backward()
+        opt.step()
+        debugger.stop()
+        debugger.step()
+    if FAULT["spec"] is not None and FAULT["spec"]["kind"] != "weight" and not FAULT["done"]:
+        raise SystemExit(f"fault never fired: {FAULT['spec']}")
+
+
+def worker(rank, world, spec):
+    import torch.distributed as dist
+
+    install_patches()  # a spawned process starts afresh
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(spec["port"])
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    run(spec, rank, world)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    with open(spec["config"], "w") as f:
+        json.dump({"task": "statistics", "dump_path": os.path.abspath(spec["out"]), "rank": [],
+                   "step": [], "level": "mix", "async_dump": False,
+                   "statistics": {"scope": [], "list": [], "data_mode": ["all"],
+                                  "summary_mode": "statistics"}}, f)
+    install_patches()  # before msprobe is imported: it wraps what it finds
+    if spec["world"] > 1:
+        import torch.multiprocessing as mp
+
+        mp.spawn(worker, args=(spec["world"], spec), nprocs=spec["world"], join=True)
+    else:
+        run(spec)
+
+
+if __name__ == "__main__":
+    main()
