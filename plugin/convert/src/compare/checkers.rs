@@ -481,7 +481,7 @@ fn same_value(a: Option<&PyVal>, b: Option<&PyVal>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use graph_ascend_dump::items::{parse_op, OpData};
+    use graph_ascend_dump::{parse_op, OpData};
     use serde_json::{json, Value};
 
     fn tensor(shape: Value, rg: bool) -> Value {
