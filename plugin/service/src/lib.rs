@@ -28,6 +28,7 @@ pub use layout::NodeSource;
 pub use server::{run, Listener, PrivateSocket, ServeError};
 pub use service::GraphService;
 pub use values::{json_to_prost, prost_to_json};
+pub use views::DEFAULT_MAX_VIEW_BYTES;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -67,5 +68,17 @@ impl State {
             catalog: catalog::Catalog::new(logdir),
             views: views::Views::default(),
         }
+    }
+
+    /// This state with the views of all clients bounded to about `bytes` together (default
+    /// [`DEFAULT_MAX_VIEW_BYTES`]; the least recently used go first).
+    pub fn with_view_memory(mut self, bytes: usize) -> State {
+        self.views = views::Views::with_max_bytes(bytes);
+        self
+    }
+
+    /// Bytes held by the views of all clients, as last measured.
+    pub fn view_bytes(&self) -> usize {
+        self.views.bytes()
     }
 }
