@@ -9,6 +9,7 @@
 
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
+pub mod fuzzing;
 pub(crate) mod graph_index;
 pub mod handlers;
 pub(crate) mod layout;
