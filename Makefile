@@ -120,6 +120,7 @@ bench: venv
 	bash bench/convert.sh
 	bash bench/service.sh
 	bash bench/diagnose.sh
+	bash bench/load.sh
 
 # The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
 # tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them; coverage
