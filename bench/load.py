@@ -14,19 +14,16 @@ The logdir holds one run folder with one compare .vis.db (bench/load.sh makes it
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service_bench import call, children, free_port, pct, vm_hwm_kb  # noqa: E402
+from service_bench import call, children, pct, report, tensorboard, vm_hwm_kb
 
 
 def client_loop(base: str, client: str, meta: dict, names: list, module: str, until: float, out: list) -> None:
@@ -86,25 +83,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
-    port = free_port()
-    log = open(args.logdir.parent / "tensorboard-load.log", "w")  # noqa: SIM115 (TensorBoard's output, open until the end)
-    tb = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(args.logdir), "--port", str(port),
-         "--host", "127.0.0.1"],
-        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ),
-    )
-    root = f"http://127.0.0.1:{port}"
-    base = f"{root}/data/plugin/graph_ascend"
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{root}/data/plugins_listing", timeout=5).read()
-                break
-            except OSError:
-                if time.time() > deadline or tb.poll() is not None:
-                    raise SystemExit("TensorBoard did not start; see tensorboard-load.log") from None
-                time.sleep(0.5)
+    with tensorboard(args.logdir, args.logdir.parent / "tensorboard-load.log", dict(os.environ)) as (tb, root, _):
+        base = f"{root}/data/plugin/graph_ascend"
         meta_dir, _, _ = call(base, "load_meta_dir", {})
         run, info = sorted((meta_dir.get("data") or {}).items())[0]
         meta = {"run": run, "tag": info["tags"][0], "type": "db", "lang": "en", "microStep": -1, "step": 0, "rank": 0}
@@ -126,17 +106,7 @@ def main() -> int:
         lines += ["", "Peak memory is the high-water mark since start (VmHWM), so a later phase includes the "
                   "earlier ones. Clients are Python threads in one process: on a small machine they share "
                   "the cores with TensorBoard and the sidecar.", ""]
-        text = "\n".join(lines)
-        print(text)
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(text)
-    finally:
-        tb.terminate()
-        try:
-            tb.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            tb.kill()
+        report(lines, args.out)
     return 0
 
 

@@ -88,3 +88,28 @@ pub const TARGETS: [(&str, Reader); 6] = [
     ("npy", npy),
     ("pt", pt),
 ];
+
+/// Replays the corpus and crash cases of one target (`<fuzz>/corpus/<target>/`,
+/// `<fuzz>/artifacts/<target>/`) through `read`: `Err` names the first input that panicked;
+/// `Ok` is how many inputs were replayed. The replay tests of each crate with fuzz entry points
+/// use it.
+pub fn replay(fuzz: &Path, target: &str, read: Reader) -> Result<usize, String> {
+    let mut replayed = 0;
+    for kind in ["corpus", "artifacts"] {
+        let Ok(entries) = std::fs::read_dir(fuzz.join(kind).join(target)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !path.is_file() {
+                continue;
+            }
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if std::panic::catch_unwind(|| read(&bytes)).is_err() {
+                return Err(format!("{target} panicked on {}", path.display()));
+            }
+            replayed += 1;
+        }
+    }
+    Ok(replayed)
+}
