@@ -49,6 +49,9 @@ pub struct PythonJsonReader<R> {
     /// The rest of the non-finite token being copied (its closing quote comes after it).
     token_rest: &'static [u8],
     done: bool,
+    /// For [`value_may_start`]: the last byte outside strings, and the open containers.
+    last: u8,
+    containers: Vec<bool>,
 }
 
 impl<R: std::io::BufRead> PythonJsonReader<R> {
@@ -61,10 +64,13 @@ impl<R: std::io::BufRead> PythonJsonReader<R> {
             minus: false,
             token_rest: b"",
             done: false,
+            last: 0,
+            containers: Vec::new(),
         }
     }
 
     fn open_token(&mut self, first: &[u8], rest: &'static [u8]) {
+        self.last = b'"';
         self.out.extend(b"\"\\u0001");
         self.out.extend(first);
         self.token_rest = rest;
@@ -94,6 +100,7 @@ impl<R: std::io::BufRead> PythonJsonReader<R> {
                 return;
             }
             self.out.push_back(b'-');
+            self.last = b'-';
         }
         if self.in_string {
             if self.escaped {
@@ -102,19 +109,24 @@ impl<R: std::io::BufRead> PythonJsonReader<R> {
                 self.escaped = true;
             } else if c == b'"' {
                 self.in_string = false;
+                self.last = b'"';
             }
             self.out.push_back(c);
             return;
         }
+        let value_here = value_may_start(self.last, self.containers.last() == Some(&true));
         match c {
             b'"' => {
                 self.in_string = true;
                 self.out.push_back(c);
             }
-            b'-' => self.minus = true,
-            b'N' => self.open_token(b"N", b"aN"),
-            b'I' => self.open_token(b"I", b"nfinity"),
-            _ => self.out.push_back(c),
+            b'-' if value_here => self.minus = true,
+            b'N' if value_here => self.open_token(b"N", b"aN"),
+            b'I' if value_here => self.open_token(b"I", b"nfinity"),
+            _ => {
+                track(c, &mut self.last, &mut self.containers);
+                self.out.push_back(c);
+            }
         }
     }
 }
@@ -193,6 +205,28 @@ pub enum NonFinite {
     Text,
 }
 
+/// Where a value may start: after `:`, after `[`, after `,` inside an array, or at the top
+/// (`last` is the last byte outside strings and whitespace, 0 at the start; `in_array` whether
+/// the innermost open container is an array). A bare `NaN` anywhere else (an object key, say)
+/// is left alone, so that the parser refuses it as Python's `json` does.
+fn value_may_start(last: u8, in_array: bool) -> bool {
+    matches!(last, 0 | b':' | b'[') || (last == b',' && in_array)
+}
+
+/// Follows the structure for [`value_may_start`]: `containers` holds `true` per open array.
+fn track(c: u8, last: &mut u8, containers: &mut Vec<bool>) {
+    match c {
+        b' ' | b'\n' | b'\r' | b'\t' => return,
+        b'[' => containers.push(true),
+        b'{' => containers.push(false),
+        b']' | b'}' => {
+            containers.pop();
+        }
+        _ => {}
+    }
+    *last = c;
+}
+
 /// Rewrites bare non-finite tokens outside strings as JSON strings; `None` when there is none.
 pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
     let prefix: &[u8] = match quote_as {
@@ -204,6 +238,8 @@ pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
     let mut escaped = false;
     let mut i = 0;
     let mut changed = false;
+    let mut last = 0u8;
+    let mut containers: Vec<bool> = Vec::new();
     while i < text.len() {
         let c = text[i];
         if in_string {
@@ -213,11 +249,13 @@ pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
                 escaped = true;
             } else if c == b'"' {
                 in_string = false;
+                last = b'"';
             }
         } else if c == b'"' {
             in_string = true;
         } else if let Some(token) = [&b"-Infinity"[..], b"Infinity", b"NaN"]
             .into_iter()
+            .filter(|_| value_may_start(last, containers.last() == Some(&true)))
             .find(|t| text[i..].starts_with(t))
         {
             out.push(b'"');
@@ -226,7 +264,10 @@ pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
             out.push(b'"');
             i += token.len();
             changed = true;
+            last = b'"';
             continue;
+        } else {
+            track(c, &mut last, &mut containers);
         }
         out.push(c);
         i += 1;
@@ -260,7 +301,9 @@ mod tests {
     /// is cut into reads.
     #[test]
     fn streaming_rewrite_equals_the_buffer_rewrite() {
-        let cases: [&[u8]; 6] = [
+        let cases: [&[u8]; 8] = [
+            b"{\"a\": 1, NaN: 3}",
+            b"[1, {\"k\": [NaN, -Infinity]}, Infinity]",
             br#"{"a": NaN, "b": [Infinity, -Infinity, -1.5], "c": "NaN \" -Infinity"}"#,
             br#"[-Infinity]"#,
             br#"-"#,
@@ -285,6 +328,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Regression (fuzz target `fastjson_vs_serde`): a bare `NaN` as an object key was quoted
+    /// into a key and accepted, where the fast reader and Python refuse it.
+    #[test]
+    fn a_bare_token_is_only_a_value() {
+        assert!(parse_python_json(b"{\"a\": 1, \n\n\n\n\nNaN\n:3}").is_err());
+        assert!(parse_python_json(b"{NaN: 1}").is_err());
+        assert!(parse_python_json(b"[NaN, {\"x\": -Infinity}, [Infinity]]").is_ok());
     }
 
     #[test]
