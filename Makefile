@@ -38,7 +38,7 @@ BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
 .PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e test-differential test-scale bench fuzz clean
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := dump_json construct_json stack_json npy pt
+FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request
 
 build: frontend wheel
 
@@ -123,6 +123,7 @@ bench: venv
 	bash bench/service.sh
 	bash bench/diagnose.sh
 	PYTHON=$(VPY) bash bench/scale.sh
+	PYTHON=$(VPY) bash bench/load.sh
 
 # The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
 # tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them; coverage

@@ -19,6 +19,7 @@ same 48-layer file stand in, marked as such.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -99,6 +100,43 @@ FLOOR_SAMPLES = 5
 def floor_ms(root: str) -> float:
     """TensorBoard's own smallest request now: the median of a few `/data/environment` calls."""
     return pct([call(root, "data/environment")[1] for _ in range(FLOOR_SAMPLES)], .5)
+
+
+def report(lines: list, out) -> None:
+    """Prints the result table and writes it to `out` (a path, or None)."""
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+
+
+@contextlib.contextmanager
+def tensorboard(logdir: Path, log_path: Path, env: dict):
+    """Real TensorBoard on a free loopback port serving `logdir`, its output in `log_path`:
+    yields (process, root URL, plugins listing); stopped on exit."""
+    port = free_port()
+    log = open(log_path, "w")  # noqa: SIM115 (TensorBoard's output, open until the end)
+    tb = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", str(port),
+         "--host", "127.0.0.1"],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    root = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                listing = json.loads(urllib.request.urlopen(f"{root}/data/plugins_listing", timeout=5).read())
+                break
+            except OSError:
+                if time.time() > deadline or tb.poll() is not None:
+                    raise SystemExit(f"TensorBoard did not start; see {log_path}") from None
+                time.sleep(0.5)
+        yield tb, root, listing
+    finally:
+        stop(tb)
+        log.close()
 
 
 def suite(base: str, run: str, tag: str, repeat: int, ours: bool, root: str = ""):
@@ -198,27 +236,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
-    port = free_port()
     env = dict(os.environ)
     if args.msprobe:
         env["PYTHONPATH"] = str(args.msprobe) + os.pathsep + env.get("PYTHONPATH", "")
-    log = open(args.logdir.parent / "tensorboard-bench.log", "w")  # noqa: SIM115 (TensorBoard's output, open until the end)
-    tb = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(args.logdir), "--port", str(port),
-         "--host", "127.0.0.1"],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
-    )
-    root = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                listing = json.loads(urllib.request.urlopen(f"{root}/data/plugins_listing", timeout=5).read())
-                break
-            except OSError:
-                if time.time() > deadline or tb.poll() is not None:
-                    raise SystemExit("TensorBoard did not start; see tensorboard-bench.log")
-                time.sleep(0.5)
+    log_path = args.logdir.parent / "tensorboard-bench.log"
+    with tensorboard(args.logdir, log_path, env) as (tb, root, listing):
         backends = [("graph-ascend", f"{root}/data/plugin/graph_ascend", True)]
         if "graph_ascend_msprobe" in listing:
             backends.append(("msprobe 26.2", f"{root}/data/plugin/graph_ascend_msprobe", False))
@@ -263,13 +285,7 @@ def main() -> int:
         side_kb = max((vm_hwm_kb(p) for p in sidecars), default=0)
         lines += [(f"Peak memory: graph-ascend sidecar {side_kb / 1024:.0f} MB; TensorBoard process (with msprobe's "
                    f"plugin state when loaded) {vm_hwm_kb(tb.pid) / 1024:.0f} MB."), ""]
-        text = "\n".join(lines)
-        print(text)
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(text)
-    finally:
-        stop(tb)
+        report(lines, args.out)
     return 0
 
 

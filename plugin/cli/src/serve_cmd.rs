@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// How many conversions may run at once.
     #[arg(long, default_value_t = 2)]
     pub max_conversions: usize,
+    /// Memory all clients' views (expanded hierarchies) may hold together, in MB; the least
+    /// recently used go first.
+    #[arg(long, default_value_t = graph_ascend_service::DEFAULT_MAX_VIEW_BYTES >> 20)]
+    pub max_view_memory_mb: usize,
     /// Log filter, e.g. `info` or `graph_ascend_service=debug`.
     #[arg(long, default_value = "info")]
     pub log: String,
@@ -89,10 +93,14 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         Some(_) => Some(tcp_token_check()?),
         None => None,
     };
-    let state = Arc::new(State::with_max_conversions(
-        logdir.clone(),
-        args.max_conversions,
-    ));
+    let view_bytes = args
+        .max_view_memory_mb
+        .checked_mul(1 << 20)
+        .context("--max-view-memory-mb is too large")?;
+    let state = Arc::new(
+        State::with_max_conversions(logdir.clone(), args.max_conversions)
+            .with_view_memory(view_bytes),
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("graph-ascend")

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::json::{read_json_file, read_python_json_bytes};
+use crate::json::{read_json_file, PythonJsonReader};
 use crate::DumpError;
 
 /// A parsed `dump.json`. Entries stay as JSON until a node needs them.
@@ -36,8 +36,14 @@ impl DumpFile {
         path: &Path,
         visit: &mut dyn FnMut(String, Value),
     ) -> Result<DumpFile, DumpError> {
-        let bytes = read_python_json_bytes(path)?;
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        // Streamed through the rewrite of Python's tokens: one entry at a time in memory,
+        // never the file (issue 14, defect 4).
+        let file = std::fs::File::open(path).map_err(|source| DumpError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let reader = PythonJsonReader::new(std::io::BufReader::with_capacity(1 << 16, file));
+        let mut de = serde_json::Deserializer::from_reader(reader);
         let header = serde::de::DeserializeSeed::deserialize(TopSeed { visit, path }, &mut de)
             .and_then(|h| de.end().map(|()| h))
             .map_err(|source| {

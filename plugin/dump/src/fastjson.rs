@@ -540,7 +540,14 @@ impl<R: std::io::Read> Window<R> {
             self.pos = 0;
         }
         let old = self.buf.len();
+        // A value longer than a chunk doubles the window until it fits; once it is consumed,
+        // the room it took is given back, so that one long line costs memory only while it
+        // is read.
         let want = CHUNK.max(old);
+        if self.buf.capacity() > 4 * (old + want) {
+            self.buf.shrink_to(old + want);
+        }
+        self.buf.reserve_exact(want);
         self.buf.resize(old + want, 0);
         let mut got = 0;
         while got < want {
@@ -763,6 +770,8 @@ impl EntryBatch {
 
     fn push(&mut self, name: String, raw: &[u8], offset: usize) {
         let start = self.arena.len();
+        // Exactly: an entry longer than the batch is not given twice its size.
+        self.arena.reserve_exact(raw.len());
         self.arena.extend_from_slice(raw);
         self.entries.push((name, start, self.arena.len(), offset));
     }

@@ -47,14 +47,69 @@ pub fn pt(bytes: &[u8]) {
     let _ = crate::tensor::Tensor::parse(Path::new("tensor.pt"), bytes);
 }
 
+/// Differential: the fast JSON reader ([`crate::fastjson`]) against `serde_json` (through the
+/// same rewrite of Python's non-finite tokens the full reader uses) on one value. Both must
+/// give the same value, or both refuse it. Known, deliberate differences are not compared: text
+/// holding the marker byte `\u{1}` (which the `serde_json` path reserves for non-finite
+/// numbers), and nesting near the depth limit (the two count depth differently by one).
+pub fn fastjson_vs_serde(bytes: &[u8]) {
+    if bytes.contains(&0x01) || bytes.windows(6).any(|w| w.eq_ignore_ascii_case(b"\\u0001")) {
+        return;
+    }
+    let depth = bytes.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    let fast = crate::fastjson::Parser::new(bytes).and_then(|mut p| {
+        let v = p.value().ok()?;
+        p.at_end().then(|| v.to_value())
+    });
+    let full = crate::json::parse_python_json(bytes).ok();
+    if depth >= crate::fastjson::MAX_DEPTH - 1 && (fast.is_none() || full.is_none()) {
+        return;
+    }
+    match (&fast, &full) {
+        (Some(a), Some(b)) => assert!(a == b, "fast {a:?} != serde_json {b:?}"),
+        (None, None) => {}
+        _ => panic!(
+            "fast reader {} but serde_json {}",
+            if fast.is_some() { "accepts" } else { "refuses" },
+            if full.is_some() { "accepts" } else { "refuses" },
+        ),
+    }
+}
+
 /// A reader's entry point: a file's bytes in, nothing out (any answer is fine, a panic is not).
 pub type Reader = fn(&[u8]);
 
 /// The entry point of each fuzz target, by the target's name (its corpus folder's name).
-pub const TARGETS: [(&str, Reader); 5] = [
+pub const TARGETS: [(&str, Reader); 6] = [
     ("dump_json", dump_json),
+    ("fastjson_vs_serde", fastjson_vs_serde),
     ("construct_json", construct_json),
     ("stack_json", stack_json),
     ("npy", npy),
     ("pt", pt),
 ];
+
+/// Replays the corpus and crash cases of one target (`<fuzz>/corpus/<target>/`,
+/// `<fuzz>/artifacts/<target>/`) through `read`: `Err` names the first input that panicked;
+/// `Ok` is how many inputs were replayed. The replay tests of each crate with fuzz entry points
+/// use it.
+pub fn replay(fuzz: &Path, target: &str, read: Reader) -> Result<usize, String> {
+    let mut replayed = 0;
+    for kind in ["corpus", "artifacts"] {
+        let Ok(entries) = std::fs::read_dir(fuzz.join(kind).join(target)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !path.is_file() {
+                continue;
+            }
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if std::panic::catch_unwind(|| read(&bytes)).is_err() {
+                return Err(format!("{target} panicked on {}", path.display()));
+            }
+            replayed += 1;
+        }
+    }
+    Ok(replayed)
+}

@@ -35,6 +35,129 @@ pub fn read_python_json_bytes(path: &Path) -> Result<Vec<u8>, DumpError> {
     Ok(quote_non_finite(&bytes, NonFinite::Marker).unwrap_or(bytes))
 }
 
+/// A file's bytes as a reader, with Python's non-finite tokens turned into markers on the way
+/// (as [`quote_non_finite`] with [`NonFinite::Marker`] does to a whole buffer): a streaming
+/// parser over it holds one value at a time, never the file nor a rewritten copy of it.
+pub struct PythonJsonReader<R> {
+    src: R,
+    /// Rewritten bytes not yet handed out.
+    out: std::collections::VecDeque<u8>,
+    in_string: bool,
+    escaped: bool,
+    /// A `-` outside a string, held until the next byte says whether `-Infinity` starts.
+    minus: bool,
+    /// The rest of the non-finite token being copied (its closing quote comes after it).
+    token_rest: &'static [u8],
+    done: bool,
+    /// For [`value_may_start`]: the last byte outside strings, and the open containers.
+    last: u8,
+    containers: Vec<bool>,
+}
+
+impl<R: std::io::BufRead> PythonJsonReader<R> {
+    pub fn new(src: R) -> Self {
+        PythonJsonReader {
+            src,
+            out: std::collections::VecDeque::new(),
+            in_string: false,
+            escaped: false,
+            minus: false,
+            token_rest: b"",
+            done: false,
+            last: 0,
+            containers: Vec::new(),
+        }
+    }
+
+    fn open_token(&mut self, first: &[u8], rest: &'static [u8]) {
+        self.last = b'"';
+        self.out.extend(b"\"\\u0001");
+        self.out.extend(first);
+        self.token_rest = rest;
+    }
+
+    /// Rewrites one input byte into `out`.
+    fn push(&mut self, c: u8) {
+        if let Some((&want, rest)) = self.token_rest.split_first() {
+            if c == want {
+                self.out.push_back(c);
+                self.token_rest = rest;
+                if rest.is_empty() {
+                    self.out.push_back(b'"');
+                }
+            } else {
+                // Not the token after all: a control byte inside the opened string makes the
+                // text invalid, as the original was.
+                self.token_rest = b"";
+                self.out.extend([0x01, c]);
+            }
+            return;
+        }
+        if self.minus {
+            self.minus = false;
+            if c == b'I' {
+                self.open_token(b"-I", b"nfinity");
+                return;
+            }
+            self.out.push_back(b'-');
+            self.last = b'-';
+        }
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if c == b'\\' {
+                self.escaped = true;
+            } else if c == b'"' {
+                self.in_string = false;
+                self.last = b'"';
+            }
+            self.out.push_back(c);
+            return;
+        }
+        let value_here = value_may_start(self.last, self.containers.last() == Some(&true));
+        match c {
+            b'"' => {
+                self.in_string = true;
+                self.out.push_back(c);
+            }
+            b'-' if value_here => self.minus = true,
+            b'N' if value_here => self.open_token(b"N", b"aN"),
+            b'I' if value_here => self.open_token(b"I", b"nfinity"),
+            _ => {
+                track(c, &mut self.last, &mut self.containers);
+                self.out.push_back(c);
+            }
+        }
+    }
+}
+
+impl<R: std::io::BufRead> std::io::Read for PythonJsonReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.out.len() < buf.len() && !self.done {
+            let chunk = self.src.fill_buf()?;
+            if chunk.is_empty() {
+                self.done = true;
+                if self.minus {
+                    self.minus = false;
+                    self.out.push_back(b'-');
+                }
+                break;
+            }
+            let n = chunk.len().min(buf.len());
+            let bytes = chunk[..n].to_vec();
+            self.src.consume(n);
+            for c in bytes {
+                self.push(c);
+            }
+        }
+        let n = self.out.len().min(buf.len());
+        for (slot, b) in buf.iter_mut().zip(self.out.drain(..n)) {
+            *slot = b;
+        }
+        Ok(n)
+    }
+}
+
 /// Parses JSON text that may contain bare `NaN` / `Infinity` / `-Infinity`.
 pub fn parse_python_json(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     match serde_json::from_slice(bytes) {
@@ -82,6 +205,28 @@ pub enum NonFinite {
     Text,
 }
 
+/// Where a value may start: after `:`, after `[`, after `,` inside an array, or at the top
+/// (`last` is the last byte outside strings and whitespace, 0 at the start; `in_array` whether
+/// the innermost open container is an array). A bare `NaN` anywhere else (an object key, say)
+/// is left alone, so that the parser refuses it as Python's `json` does.
+fn value_may_start(last: u8, in_array: bool) -> bool {
+    matches!(last, 0 | b':' | b'[') || (last == b',' && in_array)
+}
+
+/// Follows the structure for [`value_may_start`]: `containers` holds `true` per open array.
+fn track(c: u8, last: &mut u8, containers: &mut Vec<bool>) {
+    match c {
+        b' ' | b'\n' | b'\r' | b'\t' => return,
+        b'[' => containers.push(true),
+        b'{' => containers.push(false),
+        b']' | b'}' => {
+            containers.pop();
+        }
+        _ => {}
+    }
+    *last = c;
+}
+
 /// Rewrites bare non-finite tokens outside strings as JSON strings; `None` when there is none.
 pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
     let prefix: &[u8] = match quote_as {
@@ -93,6 +238,8 @@ pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
     let mut escaped = false;
     let mut i = 0;
     let mut changed = false;
+    let mut last = 0u8;
+    let mut containers: Vec<bool> = Vec::new();
     while i < text.len() {
         let c = text[i];
         if in_string {
@@ -102,11 +249,13 @@ pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
                 escaped = true;
             } else if c == b'"' {
                 in_string = false;
+                last = b'"';
             }
         } else if c == b'"' {
             in_string = true;
         } else if let Some(token) = [&b"-Infinity"[..], b"Infinity", b"NaN"]
             .into_iter()
+            .filter(|_| value_may_start(last, containers.last() == Some(&true)))
             .find(|t| text[i..].starts_with(t))
         {
             out.push(b'"');
@@ -115,7 +264,10 @@ pub fn quote_non_finite(text: &[u8], quote_as: NonFinite) -> Option<Vec<u8>> {
             out.push(b'"');
             i += token.len();
             changed = true;
+            last = b'"';
             continue;
+        } else {
+            track(c, &mut last, &mut containers);
         }
         out.push(c);
         i += 1;
@@ -143,6 +295,48 @@ mod tests {
             Some(f64::NEG_INFINITY)
         );
         assert_eq!(non_finite_marker(v["c"].as_str().unwrap()), None);
+    }
+
+    /// The streaming rewrite gives the same bytes as the whole-buffer one, however the input
+    /// is cut into reads.
+    #[test]
+    fn streaming_rewrite_equals_the_buffer_rewrite() {
+        let cases: [&[u8]; 8] = [
+            b"{\"a\": 1, NaN: 3}",
+            b"[1, {\"k\": [NaN, -Infinity]}, Infinity]",
+            br#"{"a": NaN, "b": [Infinity, -Infinity, -1.5], "c": "NaN \" -Infinity"}"#,
+            br#"[-Infinity]"#,
+            br#"-"#,
+            br#"[Nope]"#,
+            br#"{"x": "\\", "y": NaN}"#,
+            br#"[1, -2, "-I"]"#,
+        ];
+        for text in cases {
+            let whole = quote_non_finite(text, NonFinite::Marker).unwrap_or(text.to_vec());
+            for cap in [1, 2, 3, 64] {
+                let src = std::io::BufReader::with_capacity(cap, text);
+                let mut streamed = Vec::new();
+                std::io::Read::read_to_end(&mut PythonJsonReader::new(src), &mut streamed).unwrap();
+                if text == br#"[Nope]"# {
+                    assert!(serde_json::from_slice::<Value>(&streamed).is_err());
+                } else {
+                    assert_eq!(
+                        String::from_utf8_lossy(&streamed),
+                        String::from_utf8_lossy(&whole),
+                        "{cap}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Regression (fuzz target `fastjson_vs_serde`): a bare `NaN` as an object key was quoted
+    /// into a key and accepted, where the fast reader and Python refuse it.
+    #[test]
+    fn a_bare_token_is_only_a_value() {
+        assert!(parse_python_json(b"{\"a\": 1, \n\n\n\n\nNaN\n:3}").is_err());
+        assert!(parse_python_json(b"{NaN: 1}").is_err());
+        assert!(parse_python_json(b"[NaN, {\"x\": -Infinity}, [Infinity]]").is_ok());
     }
 
     #[test]

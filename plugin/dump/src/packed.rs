@@ -63,8 +63,52 @@ const T_STR: u8 = 6;
 const T_LIST: u8 = 7;
 const T_DICT: u8 = 8;
 const T_KNOWN_STR: u8 = 9;
+/// A string equal to one written earlier in the same item: its start and length follow (the
+/// bytes of the earlier `T_STR`'s text). msprobe repeats a scalar's value in `Max`, `Min`,
+/// `Mean`, `Norm` and `value`: one long string in a dump must not be kept five times.
+const T_STR_AGAIN: u8 = 10;
+/// Strings at least this long are written once per item ([`T_STR_AGAIN`] after that).
+const SHARED_STR_MIN: usize = 64;
 /// Key byte of a field name not in the known table (its text follows).
 const K_CUSTOM: u8 = 0xFF;
+
+/// The bytes of an item being packed, and where its long strings are (for [`T_STR_AGAIN`]).
+#[derive(Default)]
+struct Out {
+    bytes: Vec<u8>,
+    /// `(start, len)` of each long string's text in `bytes`.
+    long_strs: Vec<(usize, usize)>,
+    /// Lists and dicts open: their values are read through a reader over their own bytes,
+    /// where an item offset means nothing, so strings inside them are written in full.
+    nested: usize,
+}
+
+impl Out {
+    fn with_capacity(n: usize) -> Out {
+        Out {
+            bytes: Vec::with_capacity(n),
+            long_strs: Vec::new(),
+            nested: 0,
+        }
+    }
+
+    fn finish(self) -> PackedItem {
+        PackedItem(self.bytes.into_boxed_slice())
+    }
+}
+
+impl std::ops::Deref for Out {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.bytes
+    }
+}
+
+impl std::ops::DerefMut for Out {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+}
 
 /// One item's fields in a single allocation.
 #[derive(Clone, Default, PartialEq)]
@@ -93,7 +137,7 @@ fn put_text(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-fn put_value(out: &mut Vec<u8>, v: &PyVal) {
+fn put_value(out: &mut Out, v: &PyVal) {
     match v {
         PyVal::None => out.push(T_NONE),
         PyVal::Bool(false) => out.push(T_FALSE),
@@ -114,23 +158,27 @@ fn put_value(out: &mut Vec<u8>, v: &PyVal) {
         PyVal::List(items) => {
             out.push(T_LIST);
             put_len(out, items.len());
+            out.nested += 1;
             for x in items {
                 put_value(out, x);
             }
+            out.nested -= 1;
         }
         PyVal::Dict(items) => {
             out.push(T_DICT);
             put_len(out, items.len());
+            out.nested += 1;
             for (k, x) in items {
                 put_text(out, k);
                 put_value(out, x);
             }
+            out.nested -= 1;
         }
     }
 }
 
 /// The packed form of `PyVal::from_jval(v)`, written without building the `PyVal`.
-fn put_jval(out: &mut Vec<u8>, v: &JVal) {
+fn put_jval(out: &mut Out, v: &JVal) {
     match v {
         JVal::Null => out.push(T_NONE),
         JVal::Bool(false) => out.push(T_FALSE),
@@ -151,28 +199,54 @@ fn put_jval(out: &mut Vec<u8>, v: &JVal) {
         JVal::Arr(items) => {
             out.push(T_LIST);
             put_len(out, items.len());
+            out.nested += 1;
             for x in items {
                 put_jval(out, x);
             }
+            out.nested -= 1;
         }
         JVal::Obj(items) => {
             out.push(T_DICT);
             put_len(out, items.len());
+            out.nested += 1;
             for (k, x) in items {
                 put_text(out, k);
                 put_jval(out, x);
             }
+            out.nested -= 1;
         }
     }
 }
 
-/// A string value: a one-byte code when it is a known string.
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    match known_str(s) {
-        Some(i) => out.extend_from_slice(&[T_KNOWN_STR, i as u8]),
+/// A string value: a one-byte code when it is a known string, a reference when it is a long
+/// string already written in this item.
+fn put_str(out: &mut Out, s: &str) {
+    if let Some(i) = known_str(s) {
+        out.extend_from_slice(&[T_KNOWN_STR, i as u8]);
+        return;
+    }
+    if s.len() < SHARED_STR_MIN || out.nested > 0 {
+        out.push(T_STR);
+        put_text(out, s);
+        return;
+    }
+    let earlier = out
+        .long_strs
+        .iter()
+        .copied()
+        .find(|&(start, len)| len == s.len() && out.bytes[start..start + len] == *s.as_bytes());
+    match earlier {
+        Some((start, len)) => {
+            out.push(T_STR_AGAIN);
+            put_len(out, start);
+            put_len(out, len);
+        }
         None => {
             out.push(T_STR);
-            put_text(out, s);
+            put_len(out, s.len());
+            let start = out.len();
+            out.extend_from_slice(s.as_bytes());
+            out.long_strs.push((start, s.len()));
         }
     }
 }
@@ -221,7 +295,7 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
     if !has(F_DTYPE) || (!has(F_MD5) && has(F_VALUE)) || falsy(F_DTYPE) || falsy(F_MD5) {
         return PackedItem::pack(&crate::items::leaf_item(name, leaf));
     }
-    let mut out = Vec::with_capacity(16 * (leaf.len() + 3));
+    let mut out = Out::with_capacity(16 * (leaf.len() + 3));
     for ((k, v), &index) in leaf.iter().zip(keys.iter()) {
         put_key(&mut out, k, index);
         match (index, v) {
@@ -248,7 +322,7 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
         out.push(F_MD5);
         put_str(&mut out, "00000000");
     }
-    PackedItem(out.into_boxed_slice())
+    out.finish()
 }
 
 /// A value read in place from a [`PackedItem`].
@@ -346,6 +420,10 @@ impl<'a> Reader<'a> {
                 let n = self.len();
                 self.pos += n;
             }
+            T_STR_AGAIN => {
+                self.len();
+                self.len();
+            }
             T_KNOWN_STR => self.pos += 1,
             T_LIST => {
                 for _ in 0..self.len() {
@@ -379,6 +457,15 @@ impl<'a> Reader<'a> {
             T_BIGINT => ValRef::BigInt(self.text()),
             T_FLOAT => ValRef::Float(f64::from_le_bytes(self.eight())),
             T_STR => ValRef::Str(self.text()),
+            T_STR_AGAIN => {
+                let start = self.len();
+                let len = self.len();
+                let bytes = start
+                    .checked_add(len)
+                    .and_then(|end| self.b.get(start..end))
+                    .unwrap_or_default();
+                ValRef::Str(std::str::from_utf8(bytes).unwrap_or(""))
+            }
             T_KNOWN_STR => ValRef::Str(
                 KNOWN_STRS
                     .get(usize::from(self.byte()))
@@ -479,7 +566,7 @@ impl PackedItem {
 
     /// Packs an item (fields in order, values with their Python types).
     pub fn pack(item: &Item) -> PackedItem {
-        let mut out = Vec::with_capacity(16 * item.fields.len());
+        let mut out = Out::with_capacity(16 * item.fields.len());
         for (k, v) in &item.fields {
             match known_field(k) {
                 Some(i) => out.push(i as u8),
@@ -490,7 +577,7 @@ impl PackedItem {
             }
             put_value(&mut out, v);
         }
-        PackedItem(out.into_boxed_slice())
+        out.finish()
     }
 
     /// The item that was packed.
@@ -658,6 +745,28 @@ mod tests {
         assert_eq!(p.get("Min"), Some(ValRef::Int(-3)));
         assert_eq!(p.get("nope"), None);
         assert!(p.heap_size() < 150, "{}", p.heap_size());
+    }
+
+    /// Regression (issue 14, defect 4): msprobe repeats a scalar's value in `Max`, `Min`,
+    /// `Mean`, `Norm`; a long string is kept once per item, not once per field.
+    #[test]
+    fn a_long_string_repeated_in_an_item_is_kept_once() {
+        let long = "x".repeat(10_000);
+        let nested = PyVal::List(vec![PyVal::Str(long.clone()), PyVal::Str(long.clone())]);
+        let mut fields = vec![("type".into(), PyVal::Str("str".into()))];
+        for k in ["Max", "Min", "Mean", "Norm", "value"] {
+            fields.push((k.into(), PyVal::Str(long.clone())));
+        }
+        fields.push(("custom".into(), nested.clone()));
+        let item = Item { fields };
+        let p = PackedItem::pack(&item);
+        // Once at the top level, twice inside the list (read on its own bytes).
+        assert!(p.heap_size() < 3 * long.len() + 100, "{}", p.heap_size());
+        assert_eq!(p.unpack(), item);
+        assert_eq!(p.get("Norm"), Some(ValRef::Str(&long)));
+        assert_eq!(p.get("custom").map(ValRef::to_pyval), Some(nested));
+        let pairs: Vec<_> = p.fields().map(|(k, _)| k).collect();
+        assert_eq!(pairs.len(), 7);
     }
 
     #[test]

@@ -4,28 +4,14 @@
 
 use std::path::Path;
 
-use graph_ascend_dump::fuzzing::TARGETS;
+use graph_ascend_dump::fuzzing::{replay, TARGETS};
 
 #[test]
 fn every_corpus_and_crash_input_is_read_without_panic() {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
     let mut replayed = 0;
     for (target, read) in TARGETS {
-        for kind in ["corpus", "artifacts"] {
-            let Ok(entries) = std::fs::read_dir(fuzz.join(kind).join(target)) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if !path.is_file() {
-                    continue;
-                }
-                let bytes = std::fs::read(&path).expect("read a corpus file");
-                let ok = std::panic::catch_unwind(|| read(&bytes)).is_ok();
-                assert!(ok, "{target} panicked on {}", path.display());
-                replayed += 1;
-            }
-        }
+        replayed += replay(&fuzz, target, read).unwrap_or_else(|e| panic!("{e}"));
     }
     // The seed corpora are part of the repository: an empty replay would prove nothing.
     assert!(replayed >= TARGETS.len(), "only {replayed} inputs replayed");

@@ -233,6 +233,11 @@ fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, S
             Kind::File,
         )?)
     };
+    // Every file the engine will open by name must resolve inside the logdir too.
+    paths::check_tree(logdir, "npu_path", &req.npu_path, &target)?;
+    if let Some(golden) = &golden {
+        paths::check_tree(logdir, "bench_path", &req.bench_path, golden)?;
+    }
     let output_dir = paths::resolve(logdir, "output_path", &req.output_path, Kind::NewDir)?;
     let staging = output_dir.join(format!(
         "{STAGING_PREFIX}{}.{id}",
@@ -654,6 +659,25 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
         job.snapshot()
+    }
+
+    /// Regression (issue 14, defect 7): a `dump.json` inside the accepted folder that links
+    /// outside the logdir was read; now the conversion does not start and nothing is created.
+    #[test]
+    fn a_dump_file_linking_outside_the_logdir_is_refused() {
+        let logdir = logdir_with_dump();
+        let outside = tempfile::tempdir().expect("tempdir");
+        let secret = outside.path().join("dump.json");
+        std::fs::write(&secret, "{}").expect("write");
+        std::os::unix::fs::symlink(&secret, logdir.path().join("dump/dump.json")).expect("link");
+        let Err(err) = Conversions::new(1).start(logdir.path(), "client", &request("out")) else {
+            panic!("a conversion reading a file outside the logdir started");
+        };
+        assert!(
+            matches!(&err, StartError::Path(paths::PathError::LinkEscapes { path, .. }) if path == "dump/dump.json"),
+            "{err}"
+        );
+        assert!(!logdir.path().join("out").exists());
     }
 
     /// Regression (issue 14, defect 2): a job whose engine panicked stayed "building" forever

@@ -79,6 +79,49 @@ pub struct RenderInfo {
     pub children: Vec<String>,
 }
 
+impl RenderInfo {
+    /// Heap bytes held by this box's strings, lists and JSON.
+    fn heap_size(&self) -> usize {
+        let strings = |v: &Vec<String>| {
+            v.capacity() * std::mem::size_of::<String>()
+                + v.iter().map(String::capacity).sum::<usize>()
+        };
+        self.parent.capacity()
+            + self.label.capacity()
+            + self.name.capacity()
+            + strings(&self.matched_node_link)
+            + strings(&self.children)
+            + self.overflow_level.as_ref().map_or(0, String::capacity)
+            + json_heap_size(&self.matched_distributed)
+    }
+}
+
+/// Heap bytes of a JSON value (walked with a stack: a file's JSON may nest deeply).
+fn json_heap_size(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    let mut total = 0;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => total += s.capacity(),
+            Value::Array(a) => {
+                total += a.capacity() * std::mem::size_of::<Value>();
+                stack.extend(a);
+            }
+            Value::Object(m) => {
+                // An ordered map: entries (hash, key, value) plus an index table.
+                total += m.len() * (std::mem::size_of::<(u64, String, Value)>() + 8);
+                for (k, x) in m {
+                    total += k.capacity();
+                    stack.push(x);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
 /// The expansion state and layout of one graph for one client.
 #[derive(Debug, Clone)]
 pub struct Hierarchy {
@@ -216,6 +259,20 @@ impl Hierarchy {
             self.nodes.retain(|name, _| keep.contains(name.as_str()));
         }
         order
+    }
+
+    /// Heap bytes held: every box with its strings, lists and JSON, and the map's table
+    /// (an estimate from capacities, as the allocator would count them; see
+    /// `tests/views_memory.rs`, which checks it against a counting allocator).
+    pub fn heap_size(&self) -> usize {
+        // hashbrown: one control byte per bucket beside each (key, value) slot.
+        let table = self.nodes.capacity() * (std::mem::size_of::<(String, RenderInfo)>() + 1);
+        let boxes: usize = self
+            .nodes
+            .iter()
+            .map(|(name, info)| name.capacity() + info.heap_size())
+            .sum();
+        table + boxes + self.root.capacity()
     }
 
     /// The box of a node held.

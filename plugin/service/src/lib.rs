@@ -12,6 +12,7 @@
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
 pub(crate) mod diagnosis_cache;
+pub mod fuzzing;
 pub(crate) mod graph_index;
 pub mod handlers;
 pub(crate) mod layout;
@@ -31,6 +32,7 @@ pub use layout::NodeSource;
 pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenCheck};
 pub use service::GraphService;
 pub use values::json_to_prost;
+pub use views::DEFAULT_MAX_VIEW_BYTES;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -73,5 +75,17 @@ impl State {
             views: views::Views::default(),
             diagnoses: diagnosis_cache::DiagnosisCache::default(),
         }
+    }
+
+    /// This state with the views of all clients bounded to about `bytes` together (default
+    /// [`DEFAULT_MAX_VIEW_BYTES`]; the least recently used go first).
+    pub fn with_view_memory(mut self, bytes: usize) -> State {
+        self.views = views::Views::with_max_bytes(bytes);
+        self
+    }
+
+    /// Bytes held by the views of all clients, as last measured.
+    pub fn view_bytes(&self) -> usize {
+        self.views.bytes()
     }
 }

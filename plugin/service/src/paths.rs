@@ -3,7 +3,10 @@
 //! msprobe checked only the output path's containment and accepted `../` or absolute dump paths.
 //! Here every path a request names (dump folders, layer-mapping file, output folder) must be
 //! relative, free of `..`, and must still be inside the logdir once symlinks are resolved: a
-//! symlink inside the logdir that points outside is refused like a `..`.
+//! symlink inside the logdir that points outside is refused like a `..`. The folders a
+//! conversion reads are then walked whole ([`check_tree`]): a `dump.json`, `stack.json` or
+//! tensor file inside an accepted folder that is a symlink to a file outside is refused too,
+//! since the converter opens those files by name (issue 14, defect 7).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -21,6 +24,17 @@ pub enum PathError {
     Escapes { field: &'static str, path: String },
     #[error("{field}: {path:?} does not exist")]
     Missing { field: &'static str, path: String },
+    #[error(
+        "{field}: {path:?} is a symbolic link that resolves outside the logdir; conversions \
+         started from the page read only files inside it"
+    )]
+    LinkEscapes { field: &'static str, path: String },
+    #[error("{field}: {path:?} holds more than {max} files and folders")]
+    TooMany {
+        field: &'static str,
+        path: String,
+        max: usize,
+    },
     #[error("{field}: {path:?} is not a {kind}")]
     WrongKind {
         field: &'static str,
@@ -133,6 +147,78 @@ pub fn resolve(
     }
 }
 
+/// Most files and folders [`check_tree`] visits under one folder (a tensor dump of a large
+/// model has a few hundred thousand files).
+pub const MAX_TREE_ENTRIES: usize = 2_000_000;
+
+/// Checks that everything under `dir` (a folder [`resolve`]d from field `field`, `rel` in the
+/// request) resolves inside `logdir`: every symlink among its files and folders, at any depth,
+/// must point inside, and folders reached through a link are walked too (once each, so a
+/// link cycle ends). Dangling links are left alone: the converter cannot read them.
+///
+/// The check runs before the conversion starts; a link swapped in between is the one gap left
+/// (docs/service.md).
+pub fn check_tree(
+    logdir: &Path,
+    field: &'static str,
+    rel: &str,
+    dir: &Path,
+) -> Result<(), PathError> {
+    let root = logdir.canonicalize().map_err(|_| PathError::Missing {
+        field,
+        path: logdir.display().to_string(),
+    })?;
+    let shown = |p: &Path| {
+        p.strip_prefix(&root)
+            .map_or_else(|_| p.display().to_string(), |r| r.display().to_string())
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut pending = vec![dir.to_path_buf()];
+    let mut entries = 0usize;
+    while let Some(folder) = pending.pop() {
+        let Ok(real) = folder.canonicalize() else {
+            continue;
+        };
+        if !seen.insert(real) {
+            continue;
+        }
+        let Ok(listing) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            entries += 1;
+            if entries > MAX_TREE_ENTRIES {
+                return Err(PathError::TooMany {
+                    field,
+                    path: rel.to_owned(),
+                    max: MAX_TREE_ENTRIES,
+                });
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                let Ok(target) = path.canonicalize() else {
+                    continue;
+                };
+                if !target.starts_with(&root) {
+                    return Err(PathError::LinkEscapes {
+                        field,
+                        path: shown(&path),
+                    });
+                }
+                if target.is_dir() {
+                    pending.push(path);
+                }
+            } else if kind.is_dir() {
+                pending.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +259,49 @@ mod tests {
             resolve(&logdir, "output_path", "", Kind::NewDir),
             Err(PathError::Empty { .. })
         ));
+    }
+
+    /// Regression (issue 14, defect 7): a file inside an accepted dump folder that links
+    /// outside the logdir was read by the conversion.
+    #[test]
+    fn links_inside_a_folder_must_stay_inside() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logdir = dir.path().join("logdir");
+        let rank = logdir.join("dump/step0/rank0");
+        std::fs::create_dir_all(rank.join("dump_tensor_data")).expect("mkdir");
+        std::fs::write(rank.join("construct.json"), "{}").expect("write");
+        std::fs::write(logdir.join("shared.json"), "{}").expect("write");
+        let secret = dir.path().join("secret.json");
+        std::fs::write(&secret, "{}").expect("write");
+        // Links that stay inside are fine, and so is a cycle.
+        std::os::unix::fs::symlink(logdir.join("shared.json"), rank.join("stack.json"))
+            .expect("symlink");
+        std::os::unix::fs::symlink(logdir.join("dump"), rank.join("loop")).expect("symlink");
+        std::os::unix::fs::symlink(dir.path().join("gone"), rank.join("dangling"))
+            .expect("symlink");
+        let folder = resolve(&logdir, "npu_path", "dump", Kind::Dir).expect("resolves");
+        assert_eq!(check_tree(&logdir, "npu_path", "dump", &folder), Ok(()));
+
+        let tensor = rank.join("dump_tensor_data/Functional.relu.0.forward.input.0.pt");
+        std::os::unix::fs::symlink(&secret, &tensor).expect("symlink");
+        let err = check_tree(&logdir, "npu_path", "dump", &folder).expect_err("escapes");
+        assert_eq!(
+            err,
+            PathError::LinkEscapes {
+                field: "npu_path",
+                path: "dump/step0/rank0/dump_tensor_data/Functional.relu.0.forward.input.0.pt"
+                    .into()
+            }
+        );
+        assert!(err.to_string().contains("outside the logdir"), "{err}");
+        std::fs::remove_file(&tensor).expect("rm");
+
+        // A linked folder inside the logdir is walked: its own links count.
+        let other = logdir.join("other");
+        std::fs::create_dir_all(&other).expect("mkdir");
+        std::os::unix::fs::symlink(&secret, other.join("dump.json")).expect("symlink");
+        std::os::unix::fs::symlink(&other, rank.join("more")).expect("symlink");
+        let err = check_tree(&logdir, "npu_path", "dump", &folder).expect_err("escapes");
+        assert!(matches!(err, PathError::LinkEscapes { .. }), "{err}");
     }
 }

@@ -73,11 +73,12 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
             ..Default::default()
         });
     };
-    let slot = state.views.slot(ViewKey {
+    let key = ViewKey {
         client: client.to_owned(),
         file: sel.file.path.clone(),
         pane: pane_name.to_owned(),
-    });
+    };
+    let slot = state.views.slot(key.clone());
     let mut guard = crate::lock(&slot);
     let graph = sel.graph(side);
     if node.node_name == "root" {
@@ -100,8 +101,9 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
             }
             Ok(Some(h.visible_names()))
         })
-        .context(Msg::ExpandNode)?
-        .ok_or(HandlerError::Invalid(Msg::ExpandNode))?;
+        .context(Msg::ExpandNode);
+    state.views.record_size(&key, guard.as_ref());
+    let names = names?.ok_or(HandlerError::Invalid(Msg::ExpandNode))?;
     let Some(h) = guard.as_ref() else {
         return Err(HandlerError::Invalid(Msg::ExpandNode));
     };
