@@ -145,7 +145,7 @@ pub fn request(bytes: &[u8]) {
         return;
     };
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
-        let _ = crate::prost_to_json(&crate::json_to_prost(&value));
+        let _ = crate::values::prost_to_json(&crate::json_to_prost(&value));
     }
     let state = &served().state;
     macro_rules! call {
