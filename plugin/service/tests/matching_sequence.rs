@@ -268,9 +268,16 @@ fn replays_msprobes_matching_sequence() {
             let skip: &[&str] = match route {
                 // Render-info keys msprobe sends that are not about matching.
                 "changeNodeExpandState" | "updateHierarchyData" => &["matchedDistributed"],
-                "loadGraphConfigInfo" => {
-                    &["microSteps", "tooltips", "overflowCheck", "ranks", "steps"]
-                }
+                // `detailColumns` is ours, added beside msprobe's keys: the metric rules the page
+                // paints by (docs/frontend.md).
+                "loadGraphConfigInfo" => &[
+                    "microSteps",
+                    "tooltips",
+                    "overflowCheck",
+                    "ranks",
+                    "steps",
+                    "detailColumns",
+                ],
                 "getNodeInfo" => &[
                     "id",
                     "node_name",
