@@ -549,27 +549,47 @@ impl Graph {
             self.set_micro_step_down(c, b);
         }
         if let Some(other) = other {
-            let mut done = vec![false; other.nodes.len()];
+            // As msprobe: a golden partner of a root-level node takes that node's micro step
+            // (the partner alone: it may sit deep in the golden hierarchy); golden root-level
+            // nodes still without one take the number their id ends with (else 0); then every
+            // golden node still without one takes its parent's. A step set on a node is never
+            // overwritten by an ancestor's (differential seed 71258).
             for &(c, b) in &assigned {
                 if let Some(m) = self.nodes[c].matched {
-                    other.set_micro_step_down(m, b);
-                    done[m] = true;
+                    other.nodes[m].micro_step_id = Some(b);
                 }
             }
             let bench_children = other.nodes[other.root].children.clone();
             for c in bench_children {
-                if !done[c] {
+                if other.nodes[c].micro_step_id.is_none() {
                     let b = other.nodes[c]
                         .id
                         .rsplit('.')
                         .next()
                         .and_then(|s| s.parse::<i64>().ok())
                         .unwrap_or(0);
-                    other.set_micro_step_down(c, b);
+                    other.nodes[c].micro_step_id = Some(b);
                 }
             }
+            other.fill_micro_step_down(other.root);
         }
         batch + 1
+    }
+
+    /// Gives every node below `n` without a micro step its parent's (msprobe's
+    /// `propagate_micro_step_id`), walking iteratively.
+    fn fill_micro_step_down(&mut self, n: usize) {
+        let mut stack = vec![n];
+        while let Some(x) = stack.pop() {
+            let step = self.nodes[x].micro_step_id;
+            let children = self.nodes[x].children.clone();
+            for c in children {
+                if self.nodes[c].micro_step_id.is_none() {
+                    self.nodes[c].micro_step_id = step;
+                }
+                stack.push(c);
+            }
+        }
     }
 
     fn set_micro_step_down(&mut self, n: usize, step: i64) {
