@@ -16,7 +16,7 @@ for cmd in slurmctld slurmd sbatch scontrol sinfo; do
   command -v "$cmd" >/dev/null || { echo "slurm.sh: $cmd not found (apt-get install -y slurm-wlm)" >&2; exit 1; }
 done
 
-tmp="$(mktemp -d /tmp/ga-slurm.XXXXXX)"
+tmp="$(mktemp -d -t ga-slurm.XXXXXX)"
 chmod 755 "$tmp"
 cleanup() {
   for d in slurmd slurmctld; do

@@ -11,7 +11,7 @@ resolved from the target's own construct.json: the API node of the faulty call (
 `occurrence`-th call of that API directly inside the module) and the module node, `.forward` or
 `.backward` by the fault's pass; a weight fault expects the API that used the weight.
 
-Usage: PY=/work/oracle-venv/bin/python python gen_cases.py [--jobs 3] [--work DIR]
+Usage: PY=.oracle-venv/bin/python (the differential oracle venv: make test-differential creates it) python gen_cases.py [--jobs 3] [--work DIR]
 (torch 2.6 CPU and mindstudio-probe 26.2 in PY's environment).
 """
 import argparse
@@ -23,6 +23,7 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -206,7 +207,7 @@ def pack(work, cases, runs):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--jobs", type=int, default=3)
-    p.add_argument("--work", default="/tmp/diagnosis_cases")
+    p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "diagnosis_cases"))
     p.add_argument("--py", default=os.environ.get("PY", sys.executable))
     p.add_argument("--pack-only", action="store_true")
     args = p.parse_args()
