@@ -11,7 +11,8 @@ resolved from the target's own construct.json: the API node of the faulty call (
 `occurrence`-th call of that API directly inside the module) and the module node, `.forward` or
 `.backward` by the fault's pass; a weight fault expects the API that used the weight.
 
-Usage: PY=.oracle-venv/bin/python (the differential oracle venv: make test-differential creates it) python gen_cases.py [--jobs 3] [--work DIR]
+Usage: PY=.oracle-venv/bin/python python gen_cases.py [--jobs 3] [--work DIR]
+(.oracle-venv: the differential oracle venv, made by `make test-differential`)
 (torch 2.6 CPU and mindstudio-probe 26.2 in PY's environment).
 """
 import argparse
