@@ -147,8 +147,9 @@ fn fresh(dir: &std::path::Path, m: &pb::MetaData) -> Value {
     snapshot(&state, m, "fresh")
 }
 
-#[test]
-fn edits_and_file_changes_invalidate_the_caches() {
+/// A logdir holding the compare fixture as the run "run": (the logdir, the file, its tag, the
+/// `metaData` selecting it).
+fn compare_logdir() -> (tempfile::TempDir, std::path::PathBuf, String, pb::MetaData) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = unpack("compare_tf_stats", dir.path(), "run");
     let tag = file
@@ -158,6 +159,12 @@ fn edits_and_file_changes_invalidate_the_caches() {
         .expect("tag")
         .to_owned();
     let m = meta("run", &tag);
+    (dir, file, tag, m)
+}
+
+#[test]
+fn edits_and_file_changes_invalidate_the_caches() {
+    let (dir, file, tag, m) = compare_logdir();
     let state = Arc::new(State::new(dir.path().to_path_buf()));
     handlers::load_meta_dir(&state);
     assert!(handlers::load_graph_config_info(&state, meta_req(&m)).success);
@@ -332,15 +339,7 @@ fn edits_and_file_changes_invalidate_the_caches() {
 /// answers, for each pane, and a client's expansion does not change another client's root view.
 #[test]
 fn roots_laid_out_ahead_answer_as_laid_out_on_request() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = unpack("compare_tf_stats", dir.path(), "run");
-    let tag = file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".vis.db"))
-        .expect("tag")
-        .to_owned();
-    let m = meta("run", &tag);
+    let (dir, _file, _tag, m) = compare_logdir();
     let root_of = |state: &State, client: &str, side: &str| -> Value {
         let mut req = node_req(&m, "root", client);
         if let Some(node) = req.node_info.as_mut() {
