@@ -11,7 +11,7 @@ both interleaving the two sides so that they see the same load:
 1. First answers (what a user waits for after opening a file), from fresh starts: `--starts` times,
    a new TensorBoard for ours, then a new one for msprobe's (the order flipped every other start:
    A B, B A, A B, ...), each answering the page's opening sequence once (open the file, config, node
-   list, root layout, a module expansion). Reported: the median over the starts and the spread
+   list, each pane's root layout, a module expansion). Reported: the median over the starts and the spread
    (min–max), and the ratio of each start's pair (msprobe / ours, the two measured back to back).
    TensorBoard's own smallest request (`/data/environment`, median of 5) is timed right before each
    first answer, in the same TensorBoard, so that ours and the floor see the same load.
@@ -194,7 +194,8 @@ class Target:
         return {"nodeInfo": {"nodeName": name, "nodeType": self.side}, "metaData": self.meta}
 
     def first_answers(self, backend: str):
-        """The page's order on opening a file, each request sent when the previous one has arrived
+        """The page's order on opening a file (each pane's root, then a module), each request sent when the
+        previous one has arrived
         (ours indexes the file in the background from loadGraphData on; msprobe's loadGraphData
         reads the whole file first): [(operation, route, body, query)]."""
         flat = "&".join(f"{k}={v}" for k, v in self.meta.items())
@@ -202,6 +203,11 @@ class Target:
                ("first config", "loadGraphConfigInfo", {"metaData": self.meta}, ""),
                ("first node list", "loadGraphAllNodeList", {"metaData": self.meta}, ""),
                ("first root layout", "changeNodeExpandState", self.expand("root"), "")]
+        if not self.single:
+            # The page lays out every pane on opening a file (frontend/src/app.ts), then the user opens
+            # modules.
+            bench_root = {"nodeInfo": {"nodeName": "root", "nodeType": "Bench"}, "metaData": self.meta}
+            ops.append(("first root layout, Bench pane", "changeNodeExpandState", bench_root, ""))
         if self.module:
             ops.append(("first module expansion", "changeNodeExpandState", self.expand(self.module), ""))
         if backend == OURS:
