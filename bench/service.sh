@@ -12,8 +12,9 @@
 # Env: GA (binary, default target/release/graph-ascend), BIG_DIR (folder with
 # big_stats_{a,b}.tar.xz), MSPROBE (pip --target folder of mindstudio-probe 26.2.0 and its plugin
 # deps; default tests/artifacts/shim/msprobe-26.2.0-py<ver>, which `make test-shim` installs), PYTHON (with tensorboard and our
-# shim; default .venv/bin/python), REPEAT (default 20), SYNTH_NODES (per side, default 500000; 0
-# skips part 2),
+# shim; default .venv/bin/python), REPEAT (steady-state rounds, default 20), STARTS (fresh starts per
+# side for the first answers, default 5; bench/service_bench.py says how both sides are interleaved),
+# SYNTH_NODES (per side, default 500000; 0 skips part 2),
 # BENCH_TMP (work folder, default a temporary one, removed at the end), BENCH_OUT (folder for the
 # result tables, default bench/results).
 set -euo pipefail
@@ -24,6 +25,7 @@ GA=${GA:-target/release/graph-ascend}
 BIG_DIR=${BIG_DIR:-$(realpath -m -- ../shared/fixtures/big)}
 PYTHON=${PYTHON:-.venv/bin/python}
 REPEAT=${REPEAT:-20}
+STARTS=${STARTS:-5}
 SYNTH_NODES=${SYNTH_NODES:-500000}
 OUT=${BENCH_OUT:-bench/results}
 if [ -n "${BENCH_TMP:-}" ]; then
@@ -36,7 +38,8 @@ fi
 
 # The binary, and the shim's copy of it (the plugin runs the package's bin/ unless told otherwise).
 cargo build --release -q --locked -p graph-ascend
-export GRAPH_ASCEND_BINARY=$PWD/$GA
+GA=$(realpath -- "$GA")
+export GRAPH_ASCEND_BINARY=$GA
 if [ ! -x "$PYTHON" ]; then
   make -s venv
 fi
@@ -48,7 +51,7 @@ PYVER=$("$PYTHON" -c 'import sys; print(f"{sys.version_info.major}{sys.version_i
 MSPROBE=${MSPROBE:-tests/artifacts/shim/msprobe-26.2.0-py$PYVER}
 mkdir -p "$OUT"
 
-echo "== graph-ascend service benchmark ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $REPEAT repetitions)"
+echo "== graph-ascend service benchmark ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $REPEAT rounds, $STARTS fresh starts)"
 
 # 1. compare_big, side by side with msprobe.
 if [ -f "$BIG_DIR/big_stats_a.tar.xz" ] && [ -f "$BIG_DIR/big_stats_b.tar.xz" ]; then
@@ -66,7 +69,7 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ] && [ -f "$BIG_DIR/big_stats_b.tar.xz" ];
     echo "-- msprobe 26.2 not found at $MSPROBE (set MSPROBE): timing ours only"
   fi
   echo "-- compare_big (25k nodes a side, real dumps)"
-  "$PYTHON" bench/service_bench.py --logdir "$TMP/big" --repeat "$REPEAT" \
+  "$PYTHON" bench/service_bench.py --logdir "$TMP/big" --repeat "$REPEAT" --starts "$STARTS" \
     --out "$OUT/service_compare_big.md" "${msprobe_args[@]}"
 else
   echo "-- $BIG_DIR not found: skipping compare_big"
@@ -77,5 +80,5 @@ fi
 mkdir -p "$TMP/synth/synth_1m"
 "$GA" gen-visdb --nodes "$SYNTH_NODES" --out "$TMP/synth/synth_1m/synth.vis.db"
 echo "-- synth_1m ($SYNTH_NODES nodes a side requested, synthetic)"
-"$PYTHON" bench/service_bench.py --logdir "$TMP/synth" --repeat "$REPEAT" \
+"$PYTHON" bench/service_bench.py --logdir "$TMP/synth" --repeat "$REPEAT" --starts "$STARTS" \
   --out "$OUT/service_synth_1m.md"

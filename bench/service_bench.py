@@ -1,19 +1,31 @@
 #!/usr/bin/env python3
 """Times the GRAPH_ASCEND browser API in real TensorBoard: ours, and msprobe 26.2's side by side.
 
-One TensorBoard process serves both plugins: ours at /data/plugin/graph_ascend, and (when msprobe's
-wheel is on PYTHONPATH, see --msprobe) msprobe's own, which our plugin renames to graph_ascend_msprobe
-so that both load. Every request is sent as the page sends it; each is repeated and reported as
-p50/p99 in milliseconds, with the peak memory of our sidecar and of the TensorBoard process.
+TensorBoard serves both plugins: ours at /data/plugin/graph_ascend, and (when msprobe's wheel is on
+PYTHONPATH, see --msprobe) msprobe's own, which our plugin renames to graph_ascend_msprobe so that
+both load. Every request is sent as the page sends it.
 
-usage: service_bench.py --logdir DIR [--msprobe TARGET_DIR] [--repeat N] [--out results.md]
+The machine this runs on is small and shared, so one sample of each side says little. Two phases,
+both interleaving the two sides so that they see the same load:
+
+1. First answers (what a user waits for after opening a file), from fresh starts: `--starts` times,
+   a new TensorBoard for ours, then a new one for msprobe's (the order flipped every other start:
+   A B, B A, A B, ...), each answering the page's opening sequence once (open the file, config, node
+   list, each pane's root layout, a module expansion). Reported: the median over the starts and the spread
+   (min–max), and the ratio of each start's pair (msprobe / ours, the two measured back to back).
+   TensorBoard's own smallest request (`/data/environment`, median of 5) is timed right before each
+   first answer, in the same TensorBoard, so that ours and the floor see the same load.
+2. Steady state: one TensorBoard with both plugins, the file opened on both sides, then `--repeat`
+   rounds in which every operation is sent to ours and to msprobe's back to back (the order flipped
+   every round). Reported: p50 and p90 per side, and the ratio of the p50s.
+
+The first answers are set against the goal of issue 11: at least 5x faster than msprobe's, or within
+3 ms of TensorBoard's own smallest request (the medians). Without msprobe (--msprobe), msprobe's
+figures recorded in issue 11 on the same 48-layer file stand in, marked as such. The load average
+is printed at the start and the end of each phase.
+
+usage: service_bench.py --logdir DIR [--msprobe TARGET_DIR] [--starts N] [--repeat N] [--out results.md]
 The logdir holds run folders with one .vis.db each (e.g. compare_big/, synth_1m/).
-
-The first answers (node list, root layout, module expansion, on a fresh TensorBoard) are then set
-against the goal of issue 11: at least 5x faster than msprobe's, or within 3 ms of TensorBoard's own
-smallest request (`/data/environment`, timed right before each first answer, median of 5, so that
-both see the same load). Without msprobe (--msprobe), msprobe's figures recorded in issue 11 on the
-same 48-layer file stand in, marked as such.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import contextlib
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -87,6 +100,13 @@ def pct(values, q):
     return values[k]
 
 
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
 # The goal for the first answers: this many times faster than msprobe's, or within this many ms
 # of TensorBoard's own request cost.
 GOAL_RATIO = 5.0
@@ -94,7 +114,10 @@ GOAL_OVER_FLOOR_MS = 3.0
 # msprobe 26.2's first answers on the 48-layer compare file (compare_big), fresh start, as issue 11
 # recorded them: the stand-in when msprobe's plugin is not installed.
 ISSUE_MSPROBE_FIRST_MS = {"first node list": 265.0, "first root layout": 45.0, "first module expansion": 7.9}
+GOAL_OPS = ("first node list", "first root layout", "first module expansion")
 FLOOR_SAMPLES = 5
+OURS = "graph-ascend"
+MSPROBE = "msprobe 26.2"
 
 
 def floor_ms(root: str) -> float:
@@ -139,86 +162,181 @@ def tensorboard(logdir: Path, log_path: Path, env: dict):
         log.close()
 
 
-def suite(base: str, run: str, tag: str, repeat: int, ours: bool, root: str = ""):
-    """Times each operation `repeat` times; returns {operation: [ms...]} and answer sizes."""
-    meta = {"run": run, "tag": tag, "type": "db", "lang": "en", "microStep": -1, "step": 0, "rank": 0}
-    times: dict = {}
-    sizes: dict = {}
-
-    floors: dict = {}
-
-    def timed(name, route, body=None, query=""):
-        if name.startswith("first ") and root:
-            floors[name] = floor_ms(root)
-        answer, ms, size = call(base, route, body, query)
-        times.setdefault(name, []).append(ms)
-        sizes[name] = size
-        return answer
-
-    flat = "&".join(f"{k}={v}" for k, v in meta.items())
-    call(base, "load_meta_dir", {})
-    # The page's order on opening a file; the first answers are timed once each, as on a fresh
-    # start, each from the moment the previous one arrived (ours indexes the file in the
-    # background from loadGraphData on; msprobe's loadGraphData reads the whole file first).
-    timed("open file (loadGraphData)", "loadGraphData", None, flat)
-    cfg = timed("first config", "loadGraphConfigInfo", {"metaData": meta})
-    single = bool((cfg.get("data") or {}).get("isSingleGraph"))
-    side = "Single" if single else "NPU"
-    names_answer = timed("first node list", "loadGraphAllNodeList", {"metaData": meta})
-    names = (names_answer.get("data") or {}).get("npuNodeList") or []
-    leaves = [n for n in names if n.startswith(("Functional.", "Torch.", "Tensor."))]
-    deep = leaves[len(leaves) // 2] if leaves else (names[len(names) // 2] if names else "root")
-    module = next((n for n in reversed(names) if n.startswith("Module.") and ".forward." in n), None)
-    timed("first root layout", "changeNodeExpandState",
-          {"nodeInfo": {"nodeName": "root", "nodeType": side}, "metaData": meta})
-    if module:
-        timed("first module expansion", "changeNodeExpandState",
-              {"nodeInfo": {"nodeName": module, "nodeType": side}, "metaData": meta})
-    if ours:
-        timed("first name search", "searchNodes",
-              {"metaData": meta, "graphType": "NPU", "query": "linear.12", "limit": 200})
-    for _ in range(repeat):
-        timed("list catalog", "load_meta_dir", {})
-        timed("load config", "loadGraphConfigInfo", {"metaData": meta})
-        timed("root expansion", "changeNodeExpandState",
-              {"nodeInfo": {"nodeName": "root", "nodeType": side}, "metaData": meta})
-        if module:
-            timed("module expansion", "changeNodeExpandState",
-                  {"nodeInfo": {"nodeName": module, "nodeType": side}, "metaData": meta})
-        timed("expand to deep node", "changeNodeExpandState",
-              {"nodeInfo": {"nodeName": deep, "nodeType": side}, "metaData": meta})
-        timed("node info", "getNodeInfo", {"nodeInfo": {"nodeName": deep, "nodeType": side}, "metaData": meta})
-        timed("full node list", "loadGraphAllNodeList", {"metaData": meta})
-        if ours:
-            timed("name search", "searchNodes",
-                  {"metaData": meta, "graphType": "NPU", "query": "linear.12", "limit": 200})
-        if not single:
-            timed("precision filter", "filterNodes",
-                  {"metaData": meta, "type": "precision", "values": ["pass", "warning", "error", -1]})
-            timed("matched relations", "loadGraphMatchedRelations", {"metaData": meta})
-    return times, sizes, floors
+def plugin_base(root: str, backend: str) -> str:
+    return f"{root}/data/plugin/" + ("graph_ascend" if backend == OURS else "graph_ascend_msprobe")
 
 
-def goal_table(results: dict, run: str) -> list:
-    """The first answers against the goal, as markdown lines."""
-    ours_name = "graph-ascend"
-    ours_times, _, floors = results[ours_name]
-    other = next((n for n in results if n != ours_name), None)
+class Target:
+    """What a run is timed on: its file, its pane and the nodes the page would expand."""
+
+    def __init__(self, run: str, tag: str, single: bool, module, deep: str):
+        self.meta = {"run": run, "tag": tag, "type": "db", "lang": "en", "microStep": -1, "step": 0, "rank": 0}
+        self.side = "Single" if single else "NPU"
+        self.single = single
+        self.module = module
+        self.deep = deep
+
+    @staticmethod
+    def discover(base: str, run: str, tag: str) -> Target:
+        """Asks our plugin which nodes to expand: a module near the end, and a leaf in the middle."""
+        meta = {"run": run, "tag": tag, "type": "db", "lang": "en", "microStep": -1, "step": 0, "rank": 0}
+        call(base, "loadGraphData", None, "&".join(f"{k}={v}" for k, v in meta.items()))
+        cfg, _, _ = call(base, "loadGraphConfigInfo", {"metaData": meta})
+        single = bool((cfg.get("data") or {}).get("isSingleGraph"))
+        names = ((call(base, "loadGraphAllNodeList", {"metaData": meta})[0].get("data") or {}).get("npuNodeList")
+                 or [])
+        leaves = [n for n in names if n.startswith(("Functional.", "Torch.", "Tensor."))]
+        deep = leaves[len(leaves) // 2] if leaves else (names[len(names) // 2] if names else "root")
+        module = next((n for n in reversed(names) if n.startswith("Module.") and ".forward." in n), None)
+        return Target(run, tag, single, module, deep)
+
+    def expand(self, name: str) -> dict:
+        return {"nodeInfo": {"nodeName": name, "nodeType": self.side}, "metaData": self.meta}
+
+    def first_answers(self, backend: str):
+        """The page's order on opening a file (each pane's root, then a module), each request sent when the
+        previous one has arrived
+        (ours indexes the file in the background from loadGraphData on; msprobe's loadGraphData
+        reads the whole file first): [(operation, route, body, query)]."""
+        flat = "&".join(f"{k}={v}" for k, v in self.meta.items())
+        ops = [("open file (loadGraphData)", "loadGraphData", None, flat),
+               ("first config", "loadGraphConfigInfo", {"metaData": self.meta}, ""),
+               ("first node list", "loadGraphAllNodeList", {"metaData": self.meta}, ""),
+               ("first root layout", "changeNodeExpandState", self.expand("root"), "")]
+        if not self.single:
+            # The page lays out every pane on opening a file (frontend/src/app.ts), then the user opens
+            # modules.
+            bench_root = {"nodeInfo": {"nodeName": "root", "nodeType": "Bench"}, "metaData": self.meta}
+            ops.append(("first root layout, Bench pane", "changeNodeExpandState", bench_root, ""))
+        if self.module:
+            ops.append(("first module expansion", "changeNodeExpandState", self.expand(self.module), ""))
+        if backend == OURS:
+            ops.append(("first name search", "searchNodes",
+                        {"metaData": self.meta, "graphType": "NPU", "query": "linear.12", "limit": 200}, ""))
+        return ops
+
+    def steady(self, backend: str):
+        """One round of the steady-state operations: [(operation, route, body)]."""
+        ops = [("list catalog", "load_meta_dir", {}),
+               ("load config", "loadGraphConfigInfo", {"metaData": self.meta}),
+               ("root expansion", "changeNodeExpandState", self.expand("root"))]
+        if self.module:
+            ops.append(("module expansion", "changeNodeExpandState", self.expand(self.module)))
+        ops += [("expand to deep node", "changeNodeExpandState", self.expand(self.deep)),
+                ("node info", "getNodeInfo", self.expand(self.deep)),
+                ("full node list", "loadGraphAllNodeList", {"metaData": self.meta})]
+        if backend == OURS:
+            ops.append(("name search", "searchNodes",
+                        {"metaData": self.meta, "graphType": "NPU", "query": "linear.12", "limit": 200}))
+        if not self.single:
+            ops += [("precision filter", "filterNodes",
+                     {"metaData": self.meta, "type": "precision", "values": ["pass", "warning", "error", -1]}),
+                    ("matched relations", "loadGraphMatchedRelations", {"metaData": self.meta})]
+        return ops
+
+
+def fresh_start(logdir: Path, env: dict, backend: str, target: Target) -> tuple:
+    """A new TensorBoard; the page's opening sequence on `backend`, each answer timed once, each goal
+    answer with TensorBoard's own request cost right before it. Returns ({op: ms}, {op: floor ms})."""
+    times, floors = {}, {}
+    with tensorboard(logdir, logdir.parent / "tensorboard-bench.log", env) as (_, root, listing):
+        if backend != OURS and "graph_ascend_msprobe" not in listing:
+            raise SystemExit("msprobe's plugin did not load in this TensorBoard")
+        base = plugin_base(root, backend)
+        call(base, "load_meta_dir", {})
+        for name, route, body, query in target.first_answers(backend):
+            if name in GOAL_OPS:
+                floors[name] = floor_ms(root)
+            _, ms, _ = call(base, route, body, query)
+            times[name] = ms
+    return times, floors
+
+
+def first_phase(logdir: Path, env: dict, backends: list, target: Target, starts: int) -> dict:
+    """{backend: ({op: [ms per start]}, {op: [floor ms per start]})}, the backends alternating."""
+    out = {b: ({}, {}) for b in backends}
+    for i in range(starts):
+        for backend in (backends if i % 2 == 0 else backends[::-1]):
+            times, floors = fresh_start(logdir, env, backend, target)
+            for op, ms in times.items():
+                out[backend][0].setdefault(op, []).append(ms)
+            for op, ms in floors.items():
+                out[backend][1].setdefault(op, []).append(ms)
+    return out
+
+
+def steady_phase(root: str, backends: list, target: Target, repeat: int) -> dict:
+    """{backend: {op: [ms...]}}: each operation sent to every backend back to back, the order
+    flipped every round, after the file was opened on each."""
+    for backend in backends:
+        base = plugin_base(root, backend)
+        call(base, "load_meta_dir", {})
+        for _, route, body, query in target.first_answers(backend):
+            call(base, route, body, query)
+    times = {b: {} for b in backends}
+    rounds = {b: target.steady(b) for b in backends}
+    ops = [name for name, _, _ in rounds[OURS]]
+    for other in backends[1:]:
+        ops += [name for name, _, _ in rounds[other] if name not in ops]
+    for i in range(repeat):
+        for op in ops:
+            for backend in (backends if i % 2 == 0 else backends[::-1]):
+                step = next((s for s in rounds[backend] if s[0] == op), None)
+                if step is None:
+                    continue
+                _, ms, _ = call(plugin_base(root, backend), step[1], step[2])
+                times[backend].setdefault(op, []).append(ms)
+    return times
+
+
+def spread(values: list) -> str:
+    """`median (min–max)` of a few samples."""
+    if not values:
+        return "–"
+    return f"{statistics.median(values):.1f} ({min(values):.1f}–{max(values):.1f})"
+
+
+def first_table(first: dict, backends: list, starts: int) -> list:
+    lines = [f"### First answers, {starts} fresh starts per side (median (min–max), ms)", "",
+             "| operation | " + " | ".join(backends) + (" | ratio of medians | ratio per start pair |"
+                                                         if len(backends) == 2 else " |"),
+             "|---|" + "---:|" * (len(backends) + (2 if len(backends) == 2 else 0))]
+    ops = list(first[OURS][0])
+    for b in backends[1:]:
+        ops += [o for o in first[b][0] if o not in ops]
+    for op in ops:
+        cells = [spread(first[b][0].get(op, [])) for b in backends]
+        extra = ""
+        if len(backends) == 2:
+            ours, theirs = first[OURS][0].get(op), first[backends[1]][0].get(op)
+            if ours and theirs:
+                pairs = [t / o for o, t in zip(ours, theirs)]
+                extra = (f" {statistics.median(theirs) / statistics.median(ours):.1f}x | "
+                         f"{statistics.median(pairs):.1f}x ({min(pairs):.1f}–{max(pairs):.1f}x) |")
+            else:
+                extra = " – | – |"
+        lines.append(f"| {op} | " + " | ".join(cells) + " |" + extra)
+    return lines + [""]
+
+
+def goal_table(first: dict, backends: list, run: str) -> list:
+    """The first answers' medians against the goal, as markdown lines."""
+    other = backends[1] if len(backends) == 2 else None
     source = other or "issue 11's msprobe figures (msprobe not installed here)"
-    lines = [f"### First answers against the goal (>= {GOAL_RATIO:.0f}x msprobe, or <= TensorBoard's own "
-             f"request + {GOAL_OVER_FLOOR_MS:.0f} ms); msprobe: {source}", "",
+    lines = [(f"### First answers against the goal (>= {GOAL_RATIO:.0f}x msprobe, or <= TensorBoard's own "
+             f"request + {GOAL_OVER_FLOOR_MS:.0f} ms; medians); msprobe: {source}"), "",
              "| first answer | ours ms | msprobe ms | ratio | TB floor ms | ours - floor ms | goal |",
              "|---|---:|---:|---:|---:|---:|---|"]
-    for op in ("first node list", "first root layout", "first module expansion"):
-        t = ours_times.get(op)
-        if not t:
+    ours_times, ours_floors = first[OURS]
+    for op in GOAL_OPS:
+        if not ours_times.get(op):
             continue
-        ours = t[0]
+        ours = statistics.median(ours_times[op])
         if other:
-            theirs = (results[other][0].get(op) or [None])[0]
+            theirs = statistics.median(first[other][0][op]) if first[other][0].get(op) else None
         else:
             theirs = ISSUE_MSPROBE_FIRST_MS.get(op) if run == "compare_big" else None
-        floor = floors.get(op, float("nan"))
+        floor = statistics.median(ours_floors[op])
         ratio = theirs / ours if theirs else None
         met = (ratio is not None and ratio >= GOAL_RATIO) or ours - floor <= GOAL_OVER_FLOOR_MS
         lines.append(f"| {op} | {ours:.1f} | {f'{theirs:.1f}' if theirs else '–'} | "
@@ -227,12 +345,34 @@ def goal_table(results: dict, run: str) -> list:
     return lines + [""]
 
 
+def steady_table(steady: dict, backends: list, repeat: int) -> list:
+    lines = [f"### Steady state, {repeat} interleaved rounds (ms)", "",
+             "| operation | " + " | ".join(f"{n} p50 | {n} p90" for n in backends) +
+             (" | ratio (p50) |" if len(backends) == 2 else " |"),
+             "|---|" + "---:|" * (2 * len(backends) + (1 if len(backends) == 2 else 0))]
+    ops = list(steady[OURS])
+    for b in backends[1:]:
+        ops += [o for o in steady[b] if o not in ops]
+    for op in ops:
+        cells, p50s = [], []
+        for b in backends:
+            t = steady[b].get(op)
+            cells += [f"{pct(t, .5):.1f}", f"{pct(t, .9):.1f}"] if t else ["–", "–"]
+            p50s.append(pct(t, .5) if t else None)
+        ratio = ""
+        if len(backends) == 2:
+            ratio = f" {p50s[1] / p50s[0]:.1f}x |" if all(p50s) else " – |"
+        lines.append(f"| {op} | " + " | ".join(cells) + " |" + ratio)
+    return lines + [""]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--logdir", required=True, type=Path)
     ap.add_argument("--msprobe", type=Path, help="pip --target folder holding mindstudio-probe 26.2 and its plugin deps")
     ap.add_argument("--msprobe-runs", default="", help="comma-separated runs msprobe is timed on (default: all)")
-    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=20, help="steady-state rounds")
+    ap.add_argument("--starts", type=int, default=5, help="fresh starts per side for the first answers")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
@@ -240,52 +380,39 @@ def main() -> int:
     if args.msprobe:
         env["PYTHONPATH"] = str(args.msprobe) + os.pathsep + env.get("PYTHONPATH", "")
     log_path = args.logdir.parent / "tensorboard-bench.log"
+    msprobe_runs = set(filter(None, args.msprobe_runs.split(",")))
+    lines = [f"# GRAPH_ASCEND API timings (real TensorBoard; {os.cpu_count()} cores)", ""]
+    # Phase 2 first, in one TensorBoard: it also lists the runs and picks the nodes to expand.
     with tensorboard(args.logdir, log_path, env) as (tb, root, listing):
-        backends = [("graph-ascend", f"{root}/data/plugin/graph_ascend", True)]
-        if "graph_ascend_msprobe" in listing:
-            backends.append(("msprobe 26.2", f"{root}/data/plugin/graph_ascend_msprobe", False))
-        meta_dir, _, _ = call(backends[0][1], "load_meta_dir", {})
+        has_msprobe = "graph_ascend_msprobe" in listing
+        meta_dir, _, _ = call(plugin_base(root, OURS), "load_meta_dir", {})
         runs = sorted((meta_dir.get("data") or {}).items())
-        msprobe_runs = set(filter(None, args.msprobe_runs.split(",")))
-        lines = [f"# GRAPH_ASCEND API timings (real TensorBoard, {args.repeat} repetitions, ms)", ""]
+        targets, steady = [], {}
         for run, info in runs:
-            tag = info["tags"][0]
-            results = {}
-            for name, base, ours in backends:
-                if not ours and msprobe_runs and run not in msprobe_runs:
-                    continue
-                if not ours:
-                    call(base, "load_meta_dir", {})
-                results[name] = suite(base, run, tag, args.repeat, ours, root)
-            lines += [f"## {run}/{tag}", "",
-                      "| operation | " + " | ".join(f"{n} p50 | {n} p99" for n in results) +
-                      (" | ratio (p50) |" if len(results) == 2 else " |"),
-                      "|---|" + "---:|" * (2 * len(results) + (1 if len(results) == 2 else 0))]
-            ops = list(next(iter(results.values()))[0].keys())
-            for other in list(results.values())[1:]:
-                ops += [o for o in other[0] if o not in ops]
-            for op in ops:
-                cells = []
-                p50s = []
-                for times, _, _ in results.values():
-                    t = times.get(op)
-                    cells += [f"{pct(t, .5):.1f}", f"{pct(t, .99):.1f}"] if t else ["–", "–"]
-                    p50s.append(pct(t, .5) if t else None)
-                ratio = ""
-                if len(results) == 2:
-                    ratio = f" {p50s[1] / p50s[0]:.1f}x |" if all(p50s) else " – |"
-                lines.append(f"| {op} | " + " | ".join(cells) + " |" + ratio)
-            lines.append("")
-            lines += goal_table(results, run)
-        # TensorBoard's own smallest request: the floor of any plugin route.
+            backends = [OURS] + ([MSPROBE] if has_msprobe and (not msprobe_runs or run in msprobe_runs) else [])
+            target = Target.discover(plugin_base(root, OURS), run, info["tags"][0])
+            targets.append((run, target, backends))
+            before = load_average()
+            steady[run] = (steady_phase(root, backends, target, args.repeat), before, load_average())
         floor = [call(root, "data/environment")[1] for _ in range(args.repeat)]
-        lines += [f"TensorBoard's own request (/data/environment): p50 {pct(floor, .5):.1f} ms, "
-                  f"p99 {pct(floor, .99):.1f} ms.", ""]
-        sidecars = [p for p in children(tb.pid)]
-        side_kb = max((vm_hwm_kb(p) for p in sidecars), default=0)
-        lines += [(f"Peak memory: graph-ascend sidecar {side_kb / 1024:.0f} MB; TensorBoard process (with msprobe's "
-                   f"plugin state when loaded) {vm_hwm_kb(tb.pid) / 1024:.0f} MB."), ""]
-        report(lines, args.out)
+        side_kb = max((vm_hwm_kb(p) for p in children(tb.pid)), default=0)
+        tb_kb = vm_hwm_kb(tb.pid)
+    for run, target, backends in targets:
+        before = load_average()
+        first = first_phase(args.logdir, env, backends, target, args.starts)
+        after = load_average()
+        times, steady_before, steady_after = steady[run]
+        lines += [f"## {run}/{target.meta['tag']}", "",
+                  (f"Load average (1, 5, 15 min): first answers {before} → {after}; "
+                  f"steady state {steady_before} → {steady_after}."), ""]
+        lines += first_table(first, backends, args.starts)
+        lines += goal_table(first, backends, run)
+        lines += steady_table(times, backends, args.repeat)
+    lines += [(f"TensorBoard's own request (/data/environment): p50 {pct(floor, .5):.1f} ms, "
+              f"p90 {pct(floor, .9):.1f} ms."), "",
+              (f"Peak memory (steady-state TensorBoard): graph-ascend sidecar {side_kb / 1024:.0f} MB; TensorBoard "
+               f"process (with msprobe's plugin state when loaded) {tb_kb / 1024:.0f} MB."), ""]
+    report(lines, args.out)
     return 0
 
 

@@ -37,7 +37,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import static_files, write_access
 from .jsonmap import RequestDecoder, RequestError
-from .schema import SERVICE, Route, Schema, SchemaError
+from .schema import SERVICE, Route, Schema, SchemaError, json_answer_bytes
 from .sidecar import Sidecar, SidecarError, find_binary
 
 logger = logging.getLogger(__name__)
@@ -264,7 +264,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             call = channel.unary_unary(
                 schema.call_json_method,
                 request_serializer=_serialize,
-                response_deserializer=schema.json_answer_class.FromString,
+                response_deserializer=json_answer_bytes,
             )
             self._callables = (channel, call)
         return call
@@ -287,10 +287,8 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         raise ShimError(503, "the graph-ascend sidecar is unavailable", "UNAVAILABLE")
 
     def _unary(self, route: Route, call, schema: Schema) -> bytes:
-        """The route's answer, as the browser's JSON."""
-        return self._attempts(
-            route, lambda channel: self._call_json(channel, schema)(call, timeout=UNARY_TIMEOUT_S).json
-        )
+        """The route's answer, as the browser's JSON (the bytes the sidecar wrote)."""
+        return self._attempts(route, lambda channel: self._call_json(channel, schema)(call, timeout=UNARY_TIMEOUT_S))
 
     def _stream(self, route: Route, json_call, schema: Schema) -> Response:
         for attempt in range(2):
@@ -299,7 +297,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
                 call = channel.unary_stream(
                     schema.stream_json_method,
                     request_serializer=_serialize,
-                    response_deserializer=schema.json_answer_class.FromString,
+                    response_deserializer=json_answer_bytes,
                 )(json_call)
             except ValueError as exc:  # the channel was closed by a restart on another thread
                 if attempt == 0:
@@ -487,7 +485,7 @@ def _chain(head, rest) -> Iterator[bytes]:
 def _ndjson_lines(call) -> Iterator[bytes]:
     try:
         for answer in call:
-            yield answer.json + b"\n"
+            yield answer + b"\n"
     finally:
         call.cancel()
 
@@ -517,7 +515,7 @@ def sse_events(call, heartbeat_s: float = HEARTBEAT_S) -> Iterator[bytes]:
                 yield b": heartbeat\n\n"
                 continue
             if kind == "message":
-                yield b"data: " + item.json + b"\n\n"
+                yield b"data: " + item + b"\n\n"
             elif kind == "error":
                 if isinstance(item, grpc.RpcError) and item.code() == grpc.StatusCode.CANCELLED:
                     return

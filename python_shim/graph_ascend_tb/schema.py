@@ -93,6 +93,24 @@ def iter_wire_fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
         yield number, wire_type, value
 
 
+def json_answer_bytes(buf: bytes) -> bytes:
+    """The ``json`` field of a serialized ``JsonAnswer``: the browser's JSON the sidecar rendered,
+    sliced from the wire as it is (the gRPC response deserializer of ``CallJson``/``StreamJson``).
+
+    No message is built: that would copy a node list of megabytes once into the message and once more
+    out of it. The sidecar writes exactly one field, so the answer is the tail after its tag and length;
+    anything else is read field by field (the last ``json`` wins, as protobuf has it)."""
+    if buf[:1] == b"\x0a":  # field 1, length-delimited
+        length, pos = _read_varint(buf, 1)
+        if pos + length == len(buf):
+            return buf[pos:]
+    out = b""
+    for number, wire_type, value in iter_wire_fields(buf):
+        if number == 1 and wire_type == 2:
+            out = value
+    return out
+
+
 def get_message_class(desc) -> type:
     """The concrete message class of a descriptor, across protobuf runtime versions."""
     getter = getattr(message_factory, "GetMessageClass", None)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import UPSTREAM_VIS, TensorBoard, binary_path, decompress_case, meta_for
 from graph_ascend_tb.jsonmap import RequestDecoder
 from graph_ascend_tb.plugin import load_descriptor_bytes
-from graph_ascend_tb.schema import Schema
+from graph_ascend_tb.schema import Schema, json_answer_bytes
 from graph_ascend_tb.sidecar import CHANNEL_OPTIONS
 
 
@@ -110,7 +110,7 @@ def latency(args, schema, decoder):
                 rpc = channel.unary_unary(
                     schema.call_json_method,
                     request_serializer=lambda m: m.SerializeToString(),
-                    response_deserializer=schema.json_answer_class.FromString,
+                    response_deserializer=json_answer_bytes,
                 )
                 via = median_ms(lambda r=route_name, b=body: http(base + r, b), args.n)
                 direct = median_ms(lambda rpc=rpc, request=request: rpc(request), args.n)

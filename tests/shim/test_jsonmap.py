@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from graph_ascend_tb.jsonmap import RequestDecoder, RequestError
-from graph_ascend_tb.schema import Schema, SchemaError, iter_wire_fields
+from graph_ascend_tb.schema import Schema, SchemaError, iter_wire_fields, json_answer_bytes
 
 PKG = "graph_ascend.v1."
 
@@ -70,6 +70,21 @@ def test_wire_decoding_of_options():
     assert list(iter_wire_fields(raw)) == [(51231, 2, b"run"), (51233, 0, 1), (1, 0, 1)]
     with pytest.raises(SchemaError):
         list(iter_wire_fields(tag(51231, 2) + b"\x09ab"))
+
+
+def test_answers_are_sliced_from_the_wire_as_the_message_has_them(schema):
+    # The shim's response deserializer reads JsonAnswer.json without building a message: the same
+    # bytes as the message's own parser, for answers of every size (one- to three-byte lengths).
+    for payload in [b"", b"{}", '{"a": "ü"}'.encode(), b"[" + b"1," * 70_000 + b"1]"]:
+        wire = schema.json_answer_class(json=payload).SerializeToString()
+        assert json_answer_bytes(wire) == schema.json_answer_class.FromString(wire).json == payload
+    # Other writers: an unknown field beside it, or the field twice (the last one wins).
+    first = schema.json_answer_class(json=b"[1]").SerializeToString()
+    last = schema.json_answer_class(json=b"[2]").SerializeToString()
+    for wire in (first + b"\x10\x05" + last, first + last):
+        assert json_answer_bytes(wire) == schema.json_answer_class.FromString(wire).json == b"[2]"
+    with pytest.raises(SchemaError):
+        json_answer_bytes(b"\x0a\x09ab")
 
 
 # Requests ----------------------------------------------------------------------------------------

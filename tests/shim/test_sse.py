@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from graph_ascend_tb.plugin import sse_events
-from graph_ascend_tb.schema import Schema
+from graph_ascend_tb.schema import Schema, json_answer_bytes
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ class ProgressServer:
         method = self.channel.unary_stream(
             self.schema.stream_json_method,
             request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=self.schema.json_answer_class.FromString,
+            response_deserializer=json_answer_bytes,
         )
         request = self.route.request_class(job_id=job_id)
         return method(self.schema.json_call_class(method=self.route.rpc, request=request.SerializeToString()))

@@ -21,30 +21,39 @@ use std::process::ExitCode;
 // than glibc malloc for that. Two settings keep its memory near what is in use (measured on the
 // 20,758-entry compare: peak 179 MB with mimalloc's defaults, about 95 MB with these, 124 MB with
 // glibc): no transparent huge pages (the `no_thp` build feature: a 2 MiB huge page is resident as
-// soon as one byte of it is touched) and freed memory returned to the OS after 20 ms instead of
-// 1 s ([`purge_freed_memory_soon`]), so that the graph's freed memory does not stay resident
-// while the writer's grows. (0 ms saves a few MB more but costs about 10% in time: memory
+// soon as one byte of it is touched) and, for the batch commands, freed memory returned to the OS
+// after 20 ms instead of 1 s ([`set_purge_delay`]), so that the graph's freed memory does not stay
+// resident while the writer's grows. (0 ms saves a few MB more but costs about 10% in time: memory
 // freed and soon needed again is faulted in anew.)
+//
+// `serve` is the opposite case: each answer (a laid-out view, a node list of megabytes) is built,
+// sent and freed, and the next request needs the same amount again. With a 20 ms delay the pages
+// went back to the OS between two clicks and were faulted in (and zeroed) anew for every answer; a
+// longer delay keeps them while the page is in use, and an idle sidecar still gives them back.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// mimalloc's `purge_delay` option (its position in `mi_option_e` of the bundled mimalloc 3).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// The purge delay we use, in ms.
-const PURGE_DELAY_MS: std::os::raw::c_long = 20;
+/// The purge delay of the batch commands (convert, gather, diagnose, ...), in ms.
+const BATCH_PURGE_DELAY_MS: std::os::raw::c_long = 20;
+
+/// The purge delay of `serve`, in ms: freed memory is kept while requests come, and given back
+/// within seconds of the last one.
+const SERVE_PURGE_DELAY_MS: std::os::raw::c_long = 5_000;
 
 /// Sets mimalloc's purge delay. The option's number is checked first by its default (1000 ms
 /// in this build; 10 ms in mimalloc's docs): another mimalloc version with another numbering is
 /// left as it is, and so is a delay set with `MIMALLOC_PURGE_DELAY`.
-fn purge_freed_memory_soon() {
+fn set_purge_delay(ms: std::os::raw::c_long) {
     // SAFETY: plain calls into mimalloc's option API, which is thread-safe and takes any value.
     unsafe {
         if matches!(
             libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
             10 | 1000
         ) {
-            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
+            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, ms);
         }
     }
 }
@@ -90,8 +99,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    purge_freed_memory_soon();
     let cli = Cli::parse();
+    set_purge_delay(match cli.command {
+        Command::Serve(_) => SERVE_PURGE_DELAY_MS,
+        _ => BATCH_PURGE_DELAY_MS,
+    });
     let result = match cli.command {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Convert(args) => convert_cmd::run(args),

@@ -241,7 +241,7 @@ impl Hierarchy {
     pub fn visible_names(&mut self) -> Vec<String> {
         let mut order: Vec<String> = Vec::new();
         let mut stack = vec![self.root.as_str()];
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut seen: graph_ascend_dump::FastSet<&str> = HashSet::default();
         while let Some(name) = stack.pop() {
             if !seen.insert(name) {
                 continue;
@@ -436,34 +436,35 @@ impl Hierarchy {
 
     /// The nodes held under `root` in depth-first order (parents before children), descending
     /// into those for which `open` holds; a [`Cycle`] if a node is reached again below itself.
+    /// Names are borrowed while walking and copied once, into the order returned.
     fn walk(&self, root: &str, open: impl Fn(&RenderInfo) -> bool) -> Result<Vec<String>, Cycle> {
         let mut order: Vec<String> = Vec::new();
-        let mut seen: HashSet<String> = HashSet::new();
+        let mut seen: graph_ascend_dump::FastSet<&str> = HashSet::default();
         // The current path from the root: each node with the children still to visit.
-        let mut path: Vec<(String, std::vec::IntoIter<String>)> = Vec::new();
-        let mut on_path: HashSet<String> = HashSet::new();
-        let mut next = Some(root.to_owned());
+        let mut path: Vec<(&str, std::slice::Iter<'_, String>)> = Vec::new();
+        let mut on_path: graph_ascend_dump::FastSet<&str> = HashSet::default();
+        let mut next = Some(root);
         loop {
             if let Some(name) = next.take() {
-                if on_path.contains(&name) {
-                    return Err(Cycle(name));
+                if on_path.contains(name) {
+                    return Err(Cycle(name.to_owned()));
                 }
-                if seen.insert(name.clone()) {
-                    order.push(name.clone());
-                    if self.nodes.get(&name).is_some_and(&open) {
-                        let children = self.child_list(&name).into_iter();
-                        on_path.insert(name.clone());
-                        path.push((name, children));
+                if seen.insert(name) {
+                    order.push(name.to_owned());
+                    if let Some(info) = self.nodes.get(name).filter(|info| open(info)) {
+                        on_path.insert(name);
+                        path.push((name, info.children.iter()));
                     }
                 }
             }
             let Some((name, children)) = path.last_mut() else {
                 break;
             };
-            match children.next() {
-                Some(child) => next = Some(child),
+            // Only the children held (a collapsed subtree's nodes are forgotten).
+            match children.find(|c| self.nodes.contains_key(c.as_str())) {
+                Some(child) => next = Some(child.as_str()),
                 None => {
-                    on_path.remove(name.as_str());
+                    on_path.remove(*name);
                     path.pop();
                 }
             }
@@ -471,17 +472,14 @@ impl Hierarchy {
         Ok(order)
     }
 
-    fn child_list(&self, name: &str) -> Vec<String> {
-        self.nodes
-            .get(name)
-            .map(|info| {
-                info.children
-                    .iter()
-                    .filter(|c| self.nodes.contains_key(*c))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// The children of `name` that are held, borrowed from `children` (its children list, taken
+    /// out of its box while the box's children are changed).
+    fn held<'a>(&self, children: &'a [String]) -> Vec<&'a str> {
+        children
+            .iter()
+            .map(String::as_str)
+            .filter(|c| self.nodes.contains_key(*c))
+            .collect()
     }
 
     /// msprobe's `resize_hierarchy` for one box, its children already sized.
@@ -490,29 +488,27 @@ impl Hierarchy {
             return;
         };
         let (kind, expand, label_width) = (info.kind, info.expand, text_width(&info.label) + 10);
-        if kind == LEAF_KIND {
+        if kind == LEAF_KIND || !expand {
+            let width = if kind == LEAF_KIND {
+                LEAF_WIDTH
+            } else {
+                label_width
+            };
             if let Some(info) = self.nodes.get_mut(name) {
-                info.width = LEAF_WIDTH;
+                info.width = width;
                 info.height = LEAF_HEIGHT;
             }
             return;
         }
-        if !expand {
-            if let Some(info) = self.nodes.get_mut(name) {
-                info.width = label_width;
-                info.height = LEAF_HEIGHT;
-            }
-            return;
-        }
-        let children = self.child_list(name);
+        let children = self.held(&info.children);
         let mut total_height = LEAF_HEIGHT;
         let mut max_child_width = 0;
         for group in self.groups(&children) {
             let sizes: Vec<(i64, i64)> = group
                 .iter()
-                .filter_map(|c| self.nodes.get(c).map(|i| (i.width, i.height)))
+                .filter_map(|c| self.nodes.get(*c).map(|i| (i.width, i.height)))
                 .collect();
-            if self.is_leaf_group(&group) {
+            if self.is_leaf_group(group) {
                 let rows = sizes.len().div_ceil(MAX_PER_ROW) as i64;
                 if rows > 1 {
                     let full_row = MAX_PER_ROW as i64 * LEAF_WIDTH
@@ -539,29 +535,32 @@ impl Hierarchy {
     }
 
     /// msprobe's `layout_hierarchy` for one box: place the children of an expanded node, itself
-    /// already placed.
+    /// already placed. The box's children list is taken out of it meanwhile, so that the
+    /// children can be moved without copying their names (a box is never its own child here:
+    /// [`Hierarchy::walk`] refused cycles before).
     fn position(&mut self, name: &str) {
-        let Some(info) = self.nodes.get(name) else {
+        let Some(info) = self.nodes.get_mut(name) else {
             return;
         };
         if !info.expand {
             return;
         }
         let (x, y, width) = (info.x, info.y, info.width);
-        let children = self.child_list(name);
+        let list = std::mem::take(&mut info.children);
+        let children = self.held(&list);
         let mut cur_y = y + LEAF_HEIGHT + VERTICAL_SPACING;
         for group in self.groups(&children) {
-            if self.is_leaf_group(&group) {
+            if self.is_leaf_group(group) {
                 for row in group.chunks(MAX_PER_ROW) {
                     let widths: Vec<i64> = row
                         .iter()
-                        .map(|c| self.nodes.get(c).map_or(0, |i| i.width))
+                        .map(|c| self.nodes.get(*c).map_or(0, |i| i.width))
                         .collect();
                     let row_width =
                         widths.iter().sum::<i64>() + HORIZONTAL_SPACING * (widths.len() as i64 - 1);
                     let mut cur_x = x + (width - row_width).div_euclid(2);
                     for (child, w) in row.iter().zip(widths) {
-                        if let Some(info) = self.nodes.get_mut(child) {
+                        if let Some(info) = self.nodes.get_mut(*child) {
                             info.x = cur_x;
                             info.y = cur_y;
                         }
@@ -570,8 +569,8 @@ impl Hierarchy {
                     cur_y += LEAF_HEIGHT + VERTICAL_SPACING;
                 }
             } else {
-                for child in &group {
-                    let Some(info) = self.nodes.get_mut(child) else {
+                for child in group {
+                    let Some(info) = self.nodes.get_mut(*child) else {
                         continue;
                     };
                     info.x = x + (width - info.width).div_euclid(2);
@@ -580,27 +579,29 @@ impl Hierarchy {
                 }
             }
         }
+        if let Some(info) = self.nodes.get_mut(name) {
+            info.children = list;
+        }
     }
 
     /// Runs of consecutive children of the same render kind.
-    fn groups(&self, children: &[String]) -> Vec<Vec<String>> {
-        let mut groups: Vec<Vec<String>> = Vec::new();
-        let mut last_kind = None;
-        for child in children {
-            let kind = self.nodes.get(child).map(|i| i.kind);
-            match groups.last_mut() {
-                Some(group) if kind == last_kind => group.push(child.clone()),
-                _ => groups.push(vec![child.clone()]),
+    fn groups<'c>(&self, children: &'c [&'c str]) -> Vec<&'c [&'c str]> {
+        let mut groups = Vec::new();
+        let mut start = 0;
+        for i in 1..=children.len() {
+            let kind = |c: &str| self.nodes.get(c).map(|info| info.kind);
+            if i == children.len() || kind(children[i]) != kind(children[i - 1]) {
+                groups.push(&children[start..i]);
+                start = i;
             }
-            last_kind = kind;
         }
         groups
     }
 
-    fn is_leaf_group(&self, group: &[String]) -> bool {
+    fn is_leaf_group(&self, group: &[&str]) -> bool {
         group
             .first()
-            .and_then(|c| self.nodes.get(c))
+            .and_then(|c| self.nodes.get(*c))
             .is_some_and(|i| i.kind == LEAF_KIND)
     }
 }

@@ -5,7 +5,8 @@
 //! the store's indexed queries → [`handlers`] (one function per RPC, answers in msprobe 26.2's
 //! shapes) → [`service`] (the tonic edge) → [`server`] (a private Unix socket, graceful
 //! shutdown; over the loopback TCP fallback, a per-launch token checked before every call).
-//! [`views`] keeps view state per browser client; [`graph_index`] keeps what the
+//! [`views`] keeps view state per browser client, [`root_layouts`] the root view every client
+//! starts from; [`graph_index`] keeps what the
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per file;
 //! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version.
 
@@ -20,6 +21,7 @@ pub(crate) mod matching;
 pub(crate) mod messages;
 pub(crate) mod paths;
 pub(crate) mod precision;
+pub(crate) mod root_layouts;
 pub mod server;
 pub mod service;
 pub(crate) mod values;
@@ -35,7 +37,7 @@ pub use values::json_to_prost;
 pub use views::DEFAULT_MAX_VIEW_BYTES;
 
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Locks a mutex of the sidecar, recovering it if a thread panicked while holding it.
 ///
@@ -52,6 +54,8 @@ pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct State {
     pub catalog: catalog::Catalog,
     pub views: views::Views,
+    /// The root layouts shared by clients, per file version (`root_layouts`).
+    pub root_layouts: Arc<root_layouts::RootLayouts>,
     pub watch: watch::LogdirWatch,
     pub precision_overrides: handlers::PrecisionOverrides,
     pub conversions: convert_jobs::Conversions,
@@ -73,6 +77,7 @@ impl State {
             watch: watch::LogdirWatch::start(&logdir),
             catalog: catalog::Catalog::new(logdir),
             views: views::Views::default(),
+            root_layouts: Arc::default(),
             diagnoses: diagnosis_cache::DiagnosisCache::default(),
         }
     }

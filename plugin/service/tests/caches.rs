@@ -147,8 +147,9 @@ fn fresh(dir: &std::path::Path, m: &pb::MetaData) -> Value {
     snapshot(&state, m, "fresh")
 }
 
-#[test]
-fn edits_and_file_changes_invalidate_the_caches() {
+/// A logdir holding the compare fixture as the run "run": (the logdir, the file, its tag, the
+/// `metaData` selecting it).
+fn compare_logdir() -> (tempfile::TempDir, std::path::PathBuf, String, pb::MetaData) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = unpack("compare_tf_stats", dir.path(), "run");
     let tag = file
@@ -158,6 +159,12 @@ fn edits_and_file_changes_invalidate_the_caches() {
         .expect("tag")
         .to_owned();
     let m = meta("run", &tag);
+    (dir, file, tag, m)
+}
+
+#[test]
+fn edits_and_file_changes_invalidate_the_caches() {
+    let (dir, file, tag, m) = compare_logdir();
     let state = Arc::new(State::new(dir.path().to_path_buf()));
     handlers::load_meta_dir(&state);
     assert!(handlers::load_graph_config_info(&state, meta_req(&m)).success);
@@ -325,4 +332,78 @@ fn edits_and_file_changes_invalidate_the_caches() {
     for key in ["lists", "relations", "filter", "search", "root"] {
         assert_eq!(uncached[key], changed[key], "{key} after the file changed");
     }
+}
+
+/// Opening a file (`loadGraphData`) lays out each pane's root in the background, shared by every
+/// client: the page's first root requests then answer what a sidecar that laid nothing out ahead
+/// answers, for each pane, and a client's expansion does not change another client's root view.
+#[test]
+fn roots_laid_out_ahead_answer_as_laid_out_on_request() {
+    let (dir, _file, _tag, m) = compare_logdir();
+    let root_of = |state: &State, client: &str, side: &str| -> Value {
+        let mut req = node_req(&m, "root", client);
+        if let Some(node) = req.node_info.as_mut() {
+            node.node_type = side.into();
+        }
+        let answer = handlers::change_node_expand_state(state, client, req);
+        assert!(answer.success, "{:?}", answer.error);
+        browser_json(&answer)
+    };
+
+    // Laid out on request only: no file opened through loadGraphData.
+    let plain = State::new(dir.path().to_path_buf());
+    handlers::load_meta_dir(&plain);
+    let expected: Vec<Value> = ["NPU", "Bench"]
+        .iter()
+        .map(|side| root_of(&plain, "x", side))
+        .collect();
+    assert_ne!(
+        expected[0], expected[1],
+        "the panes differ (N___/B___ names)"
+    );
+
+    let state = State::new(dir.path().to_path_buf());
+    handlers::load_meta_dir(&state);
+    let opened = handlers::load_graph_data(
+        &state,
+        pb::LoadGraphDataRequest {
+            run: m.run.clone(),
+            tag: m.tag.clone(),
+            r#type: m.r#type.clone(),
+            lang: m.lang.clone(),
+            micro_step: m.micro_step,
+            step: m.step,
+            rank: m.rank,
+            client_id: "a".into(),
+        },
+    );
+    assert!(opened.success, "{:?}", opened.error);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while state.root_layouts.len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the roots were not laid out ahead"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for (side, expected) in ["NPU", "Bench"].iter().zip(&expected) {
+        assert_eq!(&root_of(&state, "a", side), expected, "{side}");
+    }
+    // Client a opens a module; client b's root view is still the shared one.
+    let module = expected[0]["data"]
+        .as_object()
+        .expect("boxes")
+        .iter()
+        .find(|(_, b)| b["nodeType"] == 0 && !b["isRoot"].as_bool().unwrap_or(true))
+        .map(|(key, _)| key.clone())
+        .expect("a module under the root");
+    let opened = handlers::change_node_expand_state(&state, "a", node_req(&m, &module, "a"));
+    assert!(opened.success, "{:?}", opened.error);
+    assert_ne!(
+        browser_json(&opened),
+        expected[0],
+        "the module did not open"
+    );
+    assert_eq!(root_of(&state, "b", "NPU"), expected[0]);
+    assert_eq!(state.root_layouts.len(), 2);
 }

@@ -3,10 +3,11 @@
 use std::path::Path;
 
 use graph_ascend_proto as pb;
-use graph_ascend_visdb::store::Side;
+use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::Store;
 use serde_json::Value;
 
+use super::navigation::pane;
 use super::{answer, lang_of, select, HandlerError, Result, Selection, StoreContext};
 use crate::messages::{Lang, Msg};
 use crate::values::{json_to_prost, json_to_struct};
@@ -54,7 +55,7 @@ fn load_selection(state: &State, req: pb::LoadGraphDataRequest) -> Result<pb::St
         rank: req.rank,
     };
     let sel = select(state, Some(&meta))?;
-    prefetch_indexes(&sel)?;
+    prefetch(state, &sel)?;
     Ok(pb::StatusResponse {
         success: true,
         error: None,
@@ -66,19 +67,27 @@ fn load_selection(state: &State, req: pb::LoadGraphDataRequest) -> Result<pb::St
 pub fn load_graph_config_info(state: &State, req: pb::MetaRequest) -> pb::ConfigInfoResponse {
     let lang = lang_of(req.meta_data.as_ref());
     if let Ok(sel) = select(state, req.meta_data.as_ref()) {
-        let _ = prefetch_indexes(&sel);
+        let _ = prefetch(state, &sel);
     }
     answer(lang, config_info(state, req.meta_data.as_ref()))
 }
 
-/// Starts indexing the graphs of a selection in the background (see [`crate::graph_index`]).
-fn prefetch_indexes(sel: &Selection) -> Result<()> {
+/// Starts indexing the graphs of a selection in the background (see [`crate::graph_index`]),
+/// and laying out their roots after that (see [`crate::root_layouts`]): the page asks for the
+/// node lists, then for each pane's root.
+fn prefetch(state: &State, sel: &Selection) -> Result<()> {
     let compare = sel.is_compare()?;
-    let mut graphs = vec![sel.graph(Side::Npu)];
-    if compare {
-        graphs.push(sel.graph(Side::Bench));
-    }
-    sel.file.prefetch(graphs);
+    let panes: Vec<(GraphKey, &'static str)> = ["NPU", "Bench"]
+        .into_iter()
+        .filter_map(|node_type| pane(compare, node_type))
+        .map(|(side, prefix, _)| (sel.graph(side), prefix))
+        .take(if compare { 2 } else { 1 })
+        .collect();
+    sel.file
+        .prefetch(panes.iter().map(|(graph, _)| *graph).collect());
+    state
+        .root_layouts
+        .prefetch(&sel.file, panes, sel.micro_step);
     Ok(())
 }
 

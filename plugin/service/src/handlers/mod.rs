@@ -151,16 +151,14 @@ pub(crate) struct Selection {
     pub step: i64,
     pub rank: i64,
     pub micro_step: i64,
+    /// Whether the file is a comparison, from the configuration [`select`] read.
+    compare: bool,
 }
 
 impl Selection {
     /// Whether the selected file is a comparison (two graphs) rather than a single build.
     pub(crate) fn is_compare(&self) -> Result<bool> {
-        Ok(self
-            .file
-            .with_store(Store::config)
-            .context(Msg::LoadConfig)?
-            .is_compare())
+        Ok(self.compare)
     }
 
     pub(crate) fn graph(&self, side: Side) -> GraphKey {
@@ -182,16 +180,14 @@ pub(crate) fn lang_of(meta: Option<&pb::MetaData>) -> Lang {
 pub(crate) fn select(state: &State, meta: Option<&pb::MetaData>) -> Result<Selection> {
     let meta = meta.ok_or(HandlerError::Invalid(Msg::MetaData))?;
     let file = file_of(state, &meta.run, &meta.tag, &meta.r#type)?;
+    let config = file.with_store(Store::config).context(Msg::LoadConfig)?;
     let selection = Selection {
         file,
         step: i64::from(meta.step.unwrap_or(0)),
         rank: i64::from(meta.rank.unwrap_or(0)),
         micro_step: i64::from(meta.micro_step.unwrap_or(-1)),
+        compare: config.is_compare(),
     };
-    let config = selection
-        .file
-        .with_store(Store::config)
-        .context(Msg::LoadConfig)?;
     let micro_ok = selection.micro_step == -1
         || (0..config.micro_steps.max(1)).contains(&selection.micro_step);
     let rank_ok = config.ranks.is_empty() || config.ranks.contains(&selection.rank);

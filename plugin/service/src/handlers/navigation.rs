@@ -39,7 +39,7 @@ fn node_lists(state: &State, req: &pb::MetaRequest) -> Result<pb::NodeListRespon
 }
 
 /// The pane a request addresses: its side, its name prefix and its view-state name.
-fn pane(compare: bool, node_type: &str) -> Option<(Side, &'static str, &'static str)> {
+pub(super) fn pane(compare: bool, node_type: &str) -> Option<(Side, &'static str, &'static str)> {
     if !compare {
         return Some((Side::Npu, "", "Single"));
     }
@@ -91,7 +91,13 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
         .file
         .with_cached_rows(|store| {
             if node.node_name == "root" || stale {
-                *guard = Hierarchy::new(store, graph, sel.micro_step, prefix)?;
+                let root =
+                    state
+                        .root_layouts
+                        .get(&sel.file, graph, sel.micro_step, prefix, || {
+                            Hierarchy::new(store, graph, sel.micro_step, prefix)
+                        })?;
+                *guard = root.as_ref().clone();
             }
             let Some(h) = guard.as_mut() else {
                 return Ok(None);
