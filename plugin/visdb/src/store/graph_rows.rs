@@ -1,0 +1,128 @@
+//! One pass over every row of a graph with the row's texts borrowed from SQLite, for readers
+//! of a whole graph that keep only what they parse out of each row (the diagnosis reads both
+//! sides of a 1M-node compare this way). [`Store::scan_data_rows`] copies every text of every
+//! row into owned strings and parses the lists and JSON of columns such readers never use;
+//! here a row costs no allocation unless a value needs unescaping.
+//!
+//! The values are read as [`Store::scan_data_rows`] reads them (same lenient parsing, same
+//! errors naming the file, the column and the node).
+
+use std::borrow::Cow;
+
+use rusqlite::types::ValueRef;
+use serde_json::Value;
+
+use super::{string_list, GraphKey, Store, StoreError};
+use crate::json::parse_lenient;
+
+/// One node's row, lent to the callback of [`Store::scan_graph_rows`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphRow<'r> {
+    pub name: Cow<'r, str>,
+    /// msprobe's `NodeOp`.
+    pub node_type: i32,
+    pub up_node: Cow<'r, str>,
+    /// `sub_nodes`, in the hierarchy's order.
+    pub sub_nodes: Vec<Cow<'r, str>>,
+    /// The last element of `matched_node_link`: the partner on the other side.
+    pub link: Option<Cow<'r, str>>,
+    pub matched_distributed: Value,
+    /// The stringified JSON of the node's inputs and outputs, as stored.
+    pub input_data: Cow<'r, str>,
+    pub output_data: Cow<'r, str>,
+}
+
+/// A column's value as text (NULL is empty), borrowed unless it is a number or not UTF-8.
+fn text_ref(v: ValueRef<'_>) -> Cow<'_, str> {
+    match v {
+        ValueRef::Null => Cow::Borrowed(""),
+        ValueRef::Integer(i) => Cow::Owned(i.to_string()),
+        ValueRef::Real(f) => Cow::Owned(f.to_string()),
+        // The strict check first: it is several times faster than the lossy one on valid text.
+        ValueRef::Text(t) | ValueRef::Blob(t) => match std::str::from_utf8(t) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(t),
+        },
+    }
+}
+
+/// A JSON list of strings, borrowed from `text` when no item needs unescaping; otherwise (and
+/// for anything but plain JSON) read as [`string_list`] reads it.
+fn string_list_ref(text: &str) -> Result<Vec<Cow<'_, str>>, String> {
+    if let Ok(items) = serde_json::from_str::<Vec<&str>>(text) {
+        return Ok(items.into_iter().map(Cow::Borrowed).collect());
+    }
+    Ok(string_list(text)?.into_iter().map(Cow::Owned).collect())
+}
+
+impl Store {
+    /// How many rows `graph` has (read from an index, without the rows).
+    pub fn count_graph_rows(&self, graph: GraphKey) -> Result<usize, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT count(*) FROM tb_nodes WHERE step=? AND rank=? AND data_source=?",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    rusqlite::params![graph.step, graph.rank, graph.side.data_source()],
+                    |row| row.get::<_, i64>(0),
+                )
+            })
+            .map(|n| usize::try_from(n).unwrap_or(0))
+            .map_err(|e| self.query_err(e))
+    }
+
+    /// Calls `f` with every row of `graph` in `node_order`, its texts borrowed (see the module).
+    pub fn scan_graph_rows<E: From<StoreError>>(
+        &self,
+        graph: GraphKey,
+        mut f: impl FnMut(GraphRow<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        const SQL: &str = "SELECT node_name, up_node, sub_nodes, node_type, matched_node_link, \
+             matched_distributed, input_data, output_data FROM tb_nodes \
+             WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
+        self.each_graph_row(SQL, graph, |row| {
+            let get = |i: usize| row.get_ref(i).map(text_ref).map_err(|e| self.query_err(e));
+            let name = get(0)?;
+            let what = |col: &str| format!("{col} of node {name}");
+            let sub_text = get(2)?;
+            let sub_nodes = string_list_ref(&sub_text)
+                .map_err(|reason| self.data_err(what("sub_nodes"), reason))?;
+            let node_type_text = get(3)?;
+            let node_type = node_type_text.trim().parse::<i32>().map_err(|_| {
+                self.data_err(
+                    what("node_type"),
+                    format!("{node_type_text:?} is not a number"),
+                )
+            })?;
+            let link_text = get(4)?;
+            let link = string_list_ref(&link_text)
+                .map_err(|reason| self.data_err(what("matched_node_link"), reason))?
+                .pop();
+            let distributed = get(5)?;
+            let matched_distributed = match distributed.trim() {
+                "" | "{}" => Value::Object(Default::default()),
+                text => match parse_lenient(text) {
+                    Ok(Some(v)) => v,
+                    Ok(None) => Value::Object(Default::default()),
+                    Err(e) => {
+                        return Err(self
+                            .data_err(what("matched_distributed"), e.to_string())
+                            .into())
+                    }
+                },
+            };
+            f(GraphRow {
+                up_node: get(1)?,
+                sub_nodes,
+                node_type,
+                link,
+                matched_distributed,
+                input_data: get(6)?,
+                output_data: get(7)?,
+                name,
+            })
+        })?;
+        Ok(self.shrink_page_cache()?)
+    }
+}
