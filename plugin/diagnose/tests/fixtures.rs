@@ -48,7 +48,7 @@ fn statistics_pair_finds_ln2_eps_and_fc1_weight() {
             ReasonPart::ArgumentDiffers { name, target, golden },
             ReasonPart::InputsEqual,
             ReasonPart::OutputDiffers { .. },
-        ] if &**name == "eps" && &**target != &**golden),
+        ] if &**name == "eps" && target != golden),
         "{:?}",
         eps.reason_parts
     );
