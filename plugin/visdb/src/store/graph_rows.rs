@@ -126,3 +126,77 @@ impl Store {
         Ok(self.shrink_page_cache()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::store::Side;
+
+    /// Every row of a compare file msprobe wrote reads the same lent as copied.
+    #[test]
+    fn borrowed_rows_read_as_the_owned_scan_reads_them() {
+        let examples =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/compare_tf_stats");
+        let src = std::fs::read_dir(&examples)
+            .expect("examples/compare_tf_stats")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+            .expect("an example .vis.db");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("compare.vis.db");
+        std::fs::copy(&src, &path).expect("copy");
+        let store = Store::open(&path).expect("open");
+        for side in [Side::Npu, Side::Bench] {
+            let graph = GraphKey {
+                side,
+                step: 0,
+                rank: 0,
+            };
+            let mut owned = Vec::new();
+            store
+                .scan_data_rows(graph, |r| -> Result<(), StoreError> {
+                    owned.push(r);
+                    Ok(())
+                })
+                .expect("owned scan");
+            let mut k = 0;
+            store
+                .scan_graph_rows(graph, |r| -> Result<(), StoreError> {
+                    let o = &owned[k];
+                    k += 1;
+                    assert_eq!(*r.name, *o.node.name);
+                    assert_eq!(*r.up_node, *o.node.up_node);
+                    let subs: Vec<&str> = r.sub_nodes.iter().map(|s| &**s).collect();
+                    assert_eq!(subs, o.node.sub_nodes);
+                    assert_eq!(r.node_type, o.node.node_type);
+                    assert_eq!(
+                        r.link.as_deref(),
+                        o.node.matched_node_link.last().map(|s| &**s)
+                    );
+                    assert_eq!(r.matched_distributed, o.node.matched_distributed);
+                    assert_eq!(*r.input_data, *o.input_data);
+                    assert_eq!(*r.output_data, *o.output_data);
+                    Ok(())
+                })
+                .expect("borrowed scan");
+            assert_eq!(k, owned.len());
+            assert!(k > 100, "{k} rows");
+            assert_eq!(store.count_graph_rows(graph).expect("count"), k);
+        }
+    }
+
+    #[test]
+    fn lists_are_borrowed_unless_escaped_and_read_leniently_otherwise() {
+        let plain = string_list_ref(r#"["a", "b"]"#).expect("a list");
+        assert_eq!(plain, ["a", "b"]);
+        assert!(plain.iter().all(|c| matches!(c, Cow::Borrowed(_))));
+        assert_eq!(string_list_ref(r#"["a\"b"]"#).expect("a list"), [r#"a"b"#]);
+        assert!(string_list_ref("").expect("empty").is_empty());
+        assert!(string_list_ref("null").expect("null").is_empty());
+        assert!(string_list_ref("[1]").is_err());
+        assert!(string_list_ref("{}").is_err());
+    }
+}
