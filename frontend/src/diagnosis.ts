@@ -5,9 +5,25 @@
  * Shared by the panel, the toolbar's legend and the app's box colours; no DOM here.
  */
 import { WHITE, type ColorTable } from './colors';
+import { t, type Key } from './i18n';
 import type { MetaData, RenderNode } from './types';
 
 export type SourceKind = 'cause' | 'introduced' | 'amplified';
+
+/**
+ * One clause of a reason (graph_ascend_diagnose::ReasonPart): its kind and values; values the
+ * kind does not have are empty. Non-finite numbers arrive as "Infinity"/"NaN".
+ */
+export interface DiagnosisReasonPart {
+  kind: string;
+  name: string;
+  entry: string;
+  metric: string;
+  err?: number | string | null;
+  target: string;
+  golden: string;
+  score?: number | string | null;
+}
 
 export interface DiagnosisSource {
   step: number;
@@ -17,8 +33,10 @@ export interface DiagnosisSource {
   direction: 'forward' | 'backward' | 'update' | string;
   kind: SourceKind | string;
   score: number | string | null;
+  /** In English words (for other clients); the page words `reason_parts` in its language. */
   reason: string;
   enclosing: string[];
+  reason_parts?: DiagnosisReasonPart[];
 }
 
 export interface DiagnosisNonFinite {
@@ -28,6 +46,7 @@ export interface DiagnosisNonFinite {
   direction: string;
   matched: boolean;
   reason: string;
+  reason_parts?: DiagnosisReasonPart[];
 }
 
 export interface Diagnosis {
@@ -127,4 +146,76 @@ export function scoreText(score: DiagnosisSource['score']): string {
   const v = typeof score === 'number' ? score : Number(score);
   if (score === null || !Number.isFinite(v)) return '';
   return v >= 1e4 ? `×${v.toExponential(1)}` : `×${v >= 10 ? v.toFixed(0) : v.toFixed(1)}`;
+}
+
+/** The reason kinds the page can word, each with its template in i18n.ts. */
+const REASON_KINDS = [
+  'parameter_differs',
+  'parameter_md5_differs',
+  'argument_differs',
+  'inputs_equal',
+  'inputs_equal_md5',
+  'inputs_agree',
+  'inputs_differ',
+  'inputs_differ_md5',
+  'inputs_already_differ',
+  'output_differs',
+  'output_md5_differs',
+  'output_non_finite',
+  'worse_than_inputs',
+  'inputs_finite',
+  'holds_non_finite',
+] as const;
+
+function asNumber(v: number | string | null | undefined): number {
+  return typeof v === 'number' ? v : v === null || v === undefined ? NaN : Number(v);
+}
+
+/** A relative error as the sidecar writes it (graph_ascend_diagnose::reason::err_text): "3.1%", "1.0e-6", "0", "inf". */
+export function errText(err: number | string | null | undefined): string {
+  const v = asNumber(err);
+  if (v === 0) return '0';
+  if (!Number.isFinite(v)) return 'inf';
+  if (v >= 1e-2) return `${(v * 100).toFixed(1)}%`;
+  return v.toExponential(1).replace('e+', 'e');
+}
+
+/** A score rounded to a whole number, as Rust's `{:.0}` writes it. */
+function wholeText(score: number | string | null | undefined): string {
+  const v = asNumber(score);
+  if (!Number.isFinite(v)) return 'inf';
+  return Math.abs(v) < 1e21 ? v.toFixed(0) : BigInt(Math.round(v)).toString();
+}
+
+/** `{name}` placeholders filled in one pass (a value holding braces stays as it is). */
+function fill(template: string, vars: Record<string, string>): string {
+  return template.replace(/\{(\w+)\}/g, (whole, k: string) => (k in vars ? vars[k] : whole));
+}
+
+function metricLabel(metric: string): string {
+  const key = `diag.metric.${metric}` as Key;
+  const label = t(key);
+  return label === key ? metric : label;
+}
+
+/**
+ * A reason in the page's language, from its parts; the English `reason` when there are none or a
+ * part is of a kind this page does not know (a newer sidecar).
+ */
+export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefined): string {
+  const known = new Set<string>(REASON_KINDS);
+  if (!parts?.length || parts.some((p) => !known.has(p.kind))) return reason;
+  return parts
+    .map((p) =>
+      fill(t(`diag.reason.${p.kind}` as Key), {
+        name: p.name,
+        entry: p.entry || t('diag.reason.anOutput'),
+        metric: metricLabel(p.metric),
+        err: errText(p.err),
+        target: p.target,
+        golden: p.golden,
+        score: wholeText(p.score),
+      }),
+    )
+    .join(t('diag.reason.join'));
 }

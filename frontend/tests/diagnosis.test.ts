@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { setTransport } from '../src/api';
 import { buildColorTable, WHITE } from '../src/colors';
 import type { PageCtx } from '../src/ctx';
-import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, scoreText, verdictOf, viewFor } from '../src/diagnosis';
+import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, reasonText, scoreText, verdictOf, viewFor, type DiagnosisReasonPart } from '../src/diagnosis';
+import { setLang } from '../src/i18n';
 import { DiagnosisPanel } from '../src/panels/diagnosis';
 import { Store } from '../src/store';
 
@@ -51,6 +52,58 @@ describe('diagnosis helpers', () => {
     expect(scoreText(123456)).toBe('×1.2e+5');
     expect(scoreText(null)).toBe('');
     expect(scoreText('Infinity')).toBe('');
+  });
+});
+
+/** A part as the sidecar sends it: values a kind does not have are empty or absent. */
+function part(kind: string, values: Partial<DiagnosisReasonPart> = {}): DiagnosisReasonPart {
+  return { kind, name: '', entry: '', metric: '', target: '', golden: '', ...values };
+}
+
+describe('reasons in the page\'s language', () => {
+  afterEach(() => setLang('en'));
+  const eps = [
+    part('argument_differs', { name: 'eps', target: '0.1', golden: '1e-05' }),
+    part('inputs_equal'),
+    part('output_differs', { entry: 'output.0', metric: 'Norm', err: 0.031 }),
+  ];
+  const amplified = [
+    part('inputs_differ', { entry: 'input.0', metric: 'Cosine', err: 0.0042 }),
+    part('output_non_finite', { entry: 'output.0', metric: 'NonFinite', err: 'Infinity' }),
+    part('worse_than_inputs', { score: 40.4 }),
+  ];
+
+  it('words the parts in English as the sidecar does', () => {
+    setLang('en');
+    // The sentences graph_ascend_diagnose::reason renders for the same parts.
+    expect(reasonText('ignored', eps)).toBe('argument eps differs: 0.1 vs golden 1e-05; inputs are equal; output.0 Norm differs by 3.1%');
+    expect(reasonText('ignored', amplified)).toBe('inputs differ by 4.2e-3 (Cosine distance of input.0); output.0 has inf/NaN where golden has none; 40x worse than its inputs');
+    expect(reasonText('ignored', [part('inputs_finite'), part('holds_non_finite')])).toBe('inputs are finite; an output holds inf/NaN');
+  });
+
+  it('words the same parts in Chinese', () => {
+    setLang('zh');
+    const zh = reasonText('argument eps differs', eps);
+    expect(zh).toBe('入参 eps 不一致：0.1，标杆为 1e-05；输入完全一致；output.0 的 Norm 相差 3.1%');
+    expect(zh).not.toMatch(/differs|inputs|golden/);
+    expect(reasonText('x', amplified)).toBe('输入相差 4.2e-3（input.0 的 余弦距离）；output.0 出现 inf/NaN，标杆没有；比输入差 40 倍');
+    expect(reasonText('x', [part('inputs_agree', { err: 1e-6 }), part('parameter_differs', { name: 'weight', metric: 'Max', err: 0.5 })])).toBe('输入一致（误差 1.0e-6）；权重 weight 不一致（Max 相差 50.0%）');
+  });
+
+  it('keeps the English sentence when there are no parts or one of an unknown kind', () => {
+    setLang('zh');
+    expect(reasonText('inputs agree', undefined)).toBe('inputs agree');
+    expect(reasonText('inputs agree', [])).toBe('inputs agree');
+    expect(reasonText('newer', [part('inputs_equal'), part('a_kind_of_tomorrow')])).toBe('newer');
+  });
+
+  it('fills values in one pass: braces in a value stay as they are', () => {
+    setLang('en');
+    expect(reasonText('x', [part('argument_differs', { name: 'p', target: '{golden}', golden: '0.5' })])).toBe('argument p differs: {golden} vs golden 0.5');
+  });
+
+  it('writes errors as the sidecar does', () => {
+    expect([errText(0), errText('Infinity'), errText(0.031), errText(1e-6), errText(0.0042), errText(null)]).toEqual(['0', 'inf', '3.1%', '1.0e-6', '4.2e-3', 'inf']);
   });
 });
 

@@ -2,6 +2,7 @@
 // the Diagnosis panel lists the injected faults with their reasons, a click on the first source
 // expands its ancestors and selects it in the graph, the colour mode "where the error is introduced"
 // paints it as a source, and "Download CSV" saves the sidecar's CSV (text/csv, msprobe's columns).
+// Reasons are worded from their parts in the page's language (English as the sidecar words it).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -51,6 +52,32 @@ describe('GRAPH_ASCEND diagnosis', () => {
       await screenshot(page, 'issue10-diagnosis');
       await frame.click('[data-testid=diagModeOutput]');
       await until(frame, ([k, c]) => window.__graphAscend.panes.NPU.scene.byKey.get(k)?.fill !== c, [FIRST, SOURCE_COLOR]);
+    }));
+
+  it('words the reasons in the page\'s language: the sidecar\'s sentence in English, Chinese on the zh page', () =>
+    withStackPage(stack, 'diagnosis-zh', { width: 1500, height: 950 }, async (page) => {
+      const frame = await openDemo(page);
+      await frame.click('[data-testid=diagnosisSiderButton]');
+      await frame.waitForSelector('[data-testid=diagReason]');
+      const shown = () => frame.$$eval('[data-testid=diagReason]', (els) => els.map((e) => e.textContent));
+      // In English the page words the parts exactly as the sidecar's own sentence (the CLI's).
+      const answer = await frame.evaluate(async () => {
+        const m = window.__graphAscend.meta;
+        const r = await fetch(`diagnosis?run=${encodeURIComponent(m.run)}&tag=${encodeURIComponent(m.tag)}&step=0&rank=0&top=200`);
+        return r.json();
+      });
+      const sources = answer.data.sources;
+      assert.ok(sources.every((s) => s.reason_parts.length > 0), JSON.stringify(sources));
+      assert.deepEqual(await shown(), sources.map((s) => s.reason));
+
+      await frame.click('[data-testid=languageSiderButton]');
+      await until(frame, () => /[\u4e00-\u9fff]/.test(document.querySelector('[data-testid=diagReason]')?.textContent ?? ''));
+      const zh = await shown();
+      assert.equal(zh.length, sources.length);
+      assert.match(zh[0], /^入参 eps 不一致：0\.1，标杆为 1e-0?5；输入完全一致；output\.0 的 (Norm|Max|Min|Mean) 相差 [\d.]+%/);
+      assert.match(zh[1], /^权重 weight 不一致/);
+      for (const text of zh) assert.doesNotMatch(text, /differs|inputs|golden|agree/, text);
+      await screenshot(page, 'issue10-diagnosis-zh');
     }));
 
   it('downloads the compare as CSV', () =>

@@ -8,7 +8,7 @@
 import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
-import { attachmentName, csvAddress, fileKey, scoreText, viewFor, type Diagnosis, type DiagnosisNonFinite, type DiagnosisSource, type DiagnosisStates } from '../diagnosis';
+import { attachmentName, csvAddress, fileKey, reasonText, scoreText, viewFor, type Diagnosis, type DiagnosisNonFinite, type DiagnosisSource, type DiagnosisStates } from '../diagnosis';
 import { h } from '../dom';
 import { t, type Key } from '../i18n';
 import { icon } from '../icons';
@@ -92,7 +92,7 @@ export class DiagnosisPanel {
         h('span.diag-node', null, src.node),
         h('span.diag-meta', null, h(`span.diag-kind.${src.kind}`, null, t(kind)), ' ', t('diag.where', { step: src.step, rank: src.rank, direction: src.direction }), ' ', scoreText(src.score)),
         src.enclosing.length ? h('span.diag-meta', null, t('diag.enclosing', { module: src.enclosing[0] })) : null,
-        h('span.diag-reason', { testid: 'diagReason' }, src.reason)));
+        h('span.diag-reason', { testid: 'diagReason' }, reasonText(src.reason, src.reason_parts))));
   }
 
   private nonFiniteRow(nf: DiagnosisNonFinite): HTMLElement {
@@ -100,7 +100,7 @@ export class DiagnosisPanel {
       h('span.diag-rank', null, '!'),
       h('span.diag-main', null, h('span.diag-node', null, nf.node),
         h('span.diag-meta', null, t('diag.where', { step: nf.step, rank: nf.rank, direction: nf.direction })),
-        h('span.diag-reason', null, nf.reason)));
+        h('span.diag-reason', { testid: 'diagNonFiniteReason' }, reasonText(nf.reason, nf.reason_parts))));
   }
 
   /** Show a node of the diagnosis: its step and rank first, then expanded, selected, centred. */

@@ -21,6 +21,7 @@ use crate::judge::{self, Cause, Judgement, Level};
 pub use crate::load::Direction;
 use crate::load::{CompareFile, Mode, RankData};
 use crate::options::Options;
+use crate::reason::{self, ReasonPart};
 
 /// Why a node is a source.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -53,8 +54,10 @@ pub struct Source {
     pub output: Option<Level<'static>>,
     /// Enclosing modules that are sources only through this node, innermost first.
     pub enclosing: Vec<String>,
-    /// The reason in words.
+    /// The reason in English words ([`reason::sentence`] of `reason_parts`).
     pub reason: String,
+    /// The reason as data, for other languages.
+    pub reason_parts: Vec<ReasonPart>,
 }
 
 /// The first inf/NaN of a rank.
@@ -66,7 +69,9 @@ pub struct NonFinite {
     pub direction: Direction,
     /// Whether the node is matched with a golden node (an unmatched node can still overflow).
     pub matched: bool,
+    /// "inputs are finite; output.0 holds inf/NaN".
     pub reason: String,
+    pub reason_parts: Vec<ReasonPart>,
 }
 
 /// A communication op whose error came from another rank.
@@ -248,88 +253,86 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
             .outputs
             .iter()
             .find(|e| e.stats.has_non_finite())
-            .map_or("an output", |e| &e.name);
+            .map(|e| e.name.clone());
+        let parts = vec![
+            ReasonPart::InputsFinite,
+            ReasonPart::HoldsNonFinite { entry },
+        ];
         return Some(NonFinite {
             step: data.step,
             rank: data.rank,
             node: n.name.to_string(),
             direction: n.direction,
             matched: partner.is_some(),
-            reason: format!("inputs are finite; {entry} holds inf/NaN"),
+            reason: reason::sentence(&parts),
+            reason_parts: parts,
         });
     }
     None
 }
 
-fn fmt_err(err: f64) -> String {
-    if err == 0.0 {
-        "0".into()
-    } else if !err.is_finite() {
-        "inf".into()
-    } else if err >= 1e-2 {
-        format!("{:.1}%", err * 100.0)
-    } else {
-        format!("{err:.1e}")
-    }
-}
-
-/// The reason in words: "inputs agree to 1e-6; output Norm differs by 3.1%".
-fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> String {
-    let mut parts: Vec<String> = Vec::new();
+/// Why `j` makes a source of `kind`, clause by clause ([`ReasonPart`]).
+fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> Vec<ReasonPart> {
+    let mut parts = Vec::new();
     for c in &j.causes {
         parts.push(match c {
             Cause::Parameter { name, level } if mode == Mode::Md5 => {
-                format!("parameter {name} differs (md5 of {})", level.entry)
+                ReasonPart::ParameterMd5Differs {
+                    name: (**name).into(),
+                    entry: (*level.entry).into(),
+                }
             }
-            Cause::Parameter { name, level } => format!(
-                "parameter {name} differs ({} by {})",
-                level.metric.label(),
-                fmt_err(level.err)
-            ),
+            Cause::Parameter { name, level } => ReasonPart::ParameterDiffers {
+                name: (**name).into(),
+                metric: level.metric,
+                err: level.err,
+            },
             Cause::Argument {
                 name,
                 target,
                 golden,
-            } => format!("argument {name} differs: {target} vs golden {golden}"),
+            } => ReasonPart::ArgumentDiffers {
+                name: (**name).into(),
+                target: (**target).into(),
+                golden: (**golden).into(),
+            },
         });
     }
+    let entry = |l: &Level<'_>| -> Box<str> { (*l.entry).into() };
     match (&j.input, mode) {
         (None, _) => {}
-        (Some(l), Mode::Md5) if l.err == 0.0 => parts.push("inputs are equal (md5)".into()),
-        (Some(l), _) if l.err == 0.0 => parts.push("inputs are equal".into()),
-        (Some(l), _) if *kind == SourceKind::Amplified => parts.push(format!(
-            "inputs differ by {} ({} of {})",
-            fmt_err(l.err),
-            l.metric.label(),
-            l.entry
-        )),
-        (Some(l), Mode::Md5) if !l.agrees() => parts.push("inputs differ (md5)".into()),
-        (Some(l), _) if !l.agrees() => parts.push(format!(
-            "inputs already differ by {} ({} of {})",
-            fmt_err(l.err),
-            l.metric.label(),
-            l.entry
-        )),
-        (Some(l), _) => parts.push(format!("inputs agree to {}", fmt_err(l.err))),
+        (Some(l), Mode::Md5) if l.err == 0.0 => parts.push(ReasonPart::InputsEqualMd5),
+        (Some(l), _) if l.err == 0.0 => parts.push(ReasonPart::InputsEqual),
+        (Some(l), _) if *kind == SourceKind::Amplified => parts.push(ReasonPart::InputsDiffer {
+            entry: entry(l),
+            metric: l.metric,
+            err: l.err,
+        }),
+        (Some(l), Mode::Md5) if !l.agrees() => parts.push(ReasonPart::InputsDifferMd5),
+        (Some(l), _) if !l.agrees() => parts.push(ReasonPart::InputsAlreadyDiffer {
+            entry: entry(l),
+            metric: l.metric,
+            err: l.err,
+        }),
+        (Some(l), _) => parts.push(ReasonPart::InputsAgree { err: l.err }),
     }
     if let Some(o) = &j.output {
         parts.push(match mode {
-            Mode::Md5 => format!("{} md5 differs", o.entry),
+            Mode::Md5 => ReasonPart::OutputMd5Differs { entry: entry(o) },
             _ if o.metric == judge::Metric::NonFinite => {
-                format!("{} has inf/NaN where golden has none", o.entry)
+                ReasonPart::OutputNonFinite { entry: entry(o) }
             }
-            _ => format!(
-                "{} {} differs by {}",
-                o.entry,
-                o.metric.label(),
-                fmt_err(o.err)
-            ),
+            _ => ReasonPart::OutputDiffers {
+                entry: entry(o),
+                metric: o.metric,
+                err: o.err,
+            },
         });
     }
     if let (Some(score), SourceKind::Amplified) = (j.score(), kind) {
-        parts.push(format!("{score:.0}x worse than its inputs"));
+        parts.push(ReasonPart::WorseThanInputs { score });
     }
-    parts.join("; ")
+    parts
 }
 
 /// Diagnoses one step, already loaded (all ranks of interest).
@@ -416,6 +419,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
                     continue;
                 }
             }
+            let parts = reason(mode, &kind, j);
             let g = sources.len();
             for a in data.npu.ancestors(i) {
                 group_of.entry(a).or_insert(g);
@@ -434,7 +438,8 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
                     node: n.name.to_string(),
                     golden_node: golden,
                     direction,
-                    reason: reason(mode, &kind, j),
+                    reason: reason::sentence(&parts),
+                    reason_parts: parts,
                     kind,
                     causes: j.causes.iter().cloned().map(Cause::into_owned).collect(),
                     score: j.score(),

@@ -188,12 +188,12 @@ fn rel(d: f64, base: f64) -> f64 {
 /// Statistics deviation of two tensors.
 fn stats_deviation(n: &Stats, b: &Stats) -> Option<Deviation> {
     let pairs = [
-        (n.norm, b.norm, Metric::Norm),
-        (n.max, b.max, Metric::Max),
-        (n.min, b.min, Metric::Min),
-        (n.mean, b.mean, Metric::Mean),
+        (n.norm(), b.norm(), Metric::Norm),
+        (n.max(), b.max(), Metric::Max),
+        (n.min(), b.min(), Metric::Min),
+        (n.mean(), b.mean(), Metric::Mean),
     ];
-    let scale = [n.max, n.min, b.max, b.min]
+    let scale = [n.max(), n.min(), b.max(), b.min()]
         .into_iter()
         .flatten()
         .filter(|v| v.is_finite())
@@ -245,7 +245,7 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
         Mode::Tensor => {
             let mut worst = stats_deviation(&n.stats, &b.stats);
             if let Some(m) = n.metrics.as_deref() {
-                let scale = [n.stats.max, n.stats.min]
+                let scale = [n.stats.max(), n.stats.min()]
                     .into_iter()
                     .flatten()
                     .filter(|v| v.is_finite())
@@ -284,10 +284,9 @@ fn of_role(entries: &[Entry], role: Role) -> impl Iterator<Item = &Entry> {
 }
 
 fn same_stats(a: &Stats, b: &Stats) -> bool {
-    let all = |s: &Stats| [s.max, s.min, s.mean, s.norm];
-    all(a)
+    a.all()
         .iter()
-        .zip(all(b).iter())
+        .zip(b.all().iter())
         .all(|(x, y)| matches!((x, y), (Some(x), Some(y)) if x.to_bits() == y.to_bits()))
 }
 
@@ -303,7 +302,7 @@ fn weight_name<'a>(node: &Node, api: &str, parent: Option<&'a Node>, e: &Entry) 
     }
     let parent = parent?;
     of_role(&parent.inputs, Role::Parameter)
-        .find(|p| p.stats.norm.is_some() && same_stats(&p.stats, &e.stats))
+        .find(|p| p.stats.norm().is_some() && same_stats(&p.stats, &e.stats))
         .map(|p| p.name.strip_prefix("parameters.").unwrap_or(&p.name))
 }
 
@@ -472,12 +471,7 @@ mod tests {
             role: Role::Output,
             kind: Kind::Tensor,
             dtype: DtypeClass::Float32,
-            stats: Stats {
-                max: Some(max),
-                min: Some(min),
-                mean: Some(mean),
-                norm: Some(norm),
-            },
+            stats: Stats::new(Some(max), Some(min), Some(mean), Some(norm)),
             value: None,
             md5: None,
             metrics: None,

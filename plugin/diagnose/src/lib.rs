@@ -25,6 +25,7 @@
 //! - [`options`]: tolerances per dtype class and the jump ratios.
 //! - [`judge`]: the per-node rules (how far an entry is from golden, the node's verdict).
 //! - [`diagnose`](mod@diagnose): ranking, grouping, steps and ranks: the [`Diagnosis`].
+//! - [`reason`]: why a node is a source, as data (kinds with values) and as English words.
 //! - [`report`]: the diagnosis as text, JSON or CSV.
 //! - [`export`]: every matched pair of a compare as CSV, with msprobe's compare columns.
 
@@ -36,6 +37,7 @@ pub mod export;
 pub mod judge;
 pub mod load;
 pub mod options;
+pub mod reason;
 pub mod report;
 
 pub use diagnose::{
@@ -44,3 +46,4 @@ pub use diagnose::{
 pub use error::DiagnoseError;
 pub use load::{CompareFile, Mode, RankData};
 pub use options::{Options, Tolerance};
+pub use reason::ReasonPart;

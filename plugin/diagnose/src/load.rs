@@ -2,14 +2,16 @@
 //! both sides (target `NPU` and golden `Bench`), each node with its parent, its children in the
 //! hierarchy's order, its match and its entries.
 //!
-//! Rows are read once, in batches whose JSON is parsed on every core. Nothing is written.
+//! Each side's rows are read once, borrowed from SQLite and parsed as they come, the two sides
+//! at once on two connections. Nothing is written.
 
 use std::path::Path;
 
 use foldhash::HashMap;
-use graph_ascend_visdb::store::{ConfigRow, DataRow, GraphKey, Side};
+use std::ops::Range;
+
+use graph_ascend_visdb::store::{ConfigRow, GraphKey, GraphRow, Side};
 use graph_ascend_visdb::Store;
-use rayon::prelude::*;
 use serde_json::Value;
 
 use crate::entry::{parse_entries, parse_entries_text, Entry};
@@ -297,8 +299,27 @@ impl CompareFile {
 
     /// Reads both sides of one step and rank.
     pub fn load(&self, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
-        let side = |side| load_side(&self.store, GraphKey { side, step, rank });
-        let (npu, bench) = (side(Side::Npu)?, side(Side::Bench)?);
+        // The sides are read at once, the golden one on a connection of its own (a connection
+        // is used by one thread at a time).
+        let key = |side| GraphKey { side, step, rank };
+        let (path, bench_key) = (self.path(), key(Side::Bench));
+        let mut bench = None;
+        let npu = rayon::in_place_scope(|s| {
+            s.spawn(|_| {
+                bench = Some(
+                    Store::open(path)
+                        .map_err(DiagnoseError::from)
+                        .and_then(|store| load_side(&store, bench_key)),
+                );
+            });
+            load_side(&self.store, key(Side::Npu))
+        });
+        let npu = npu?;
+        let bench = bench.ok_or_else(|| DiagnoseError::Data {
+            path: path.to_owned(),
+            what: format!("the golden side of step {step}, rank {rank}"),
+            reason: "its reader stopped".into(),
+        })??;
         let partners = npu
             .nodes
             .iter()
@@ -329,18 +350,61 @@ fn sorted_or_zero(list: &[i64]) -> Vec<i64> {
     v
 }
 
-/// Rows parsed per batch (large enough to keep every core busy, small enough to bound memory).
-const BATCH: usize = 8192;
-
-/// A node before its parent and children are resolved to indexes.
-struct Parsed {
-    node: Node,
-    up_node: String,
-    sub_nodes: Vec<String>,
+/// The names rows give for their nodes' parents and children, kept in one buffer per side
+/// until [`link`] resolves them to indexes: a 1M-node side holds millions of such names, and a
+/// string each would be as many allocations.
+#[derive(Debug, Default)]
+struct Links {
+    text: String,
+    /// Per node: its `up_node`, a range of `text`.
+    up: Vec<Range<usize>>,
+    /// Per node: its `sub_nodes`, a range of `subs`.
+    children: Vec<Range<usize>>,
+    /// Every `sub_nodes` name, a range of `text` each.
+    subs: Vec<Range<usize>>,
 }
 
-fn parse_row(path: &Path, row: DataRow) -> Result<Parsed, DiagnoseError> {
-    let name = row.node.name;
+impl Links {
+    fn with_capacity(nodes: usize) -> Links {
+        Links {
+            text: String::new(),
+            up: Vec::with_capacity(nodes),
+            children: Vec::with_capacity(nodes),
+            subs: Vec::with_capacity(nodes),
+        }
+    }
+
+    fn add(&mut self, name: &str) -> Range<usize> {
+        let start = self.text.len();
+        self.text.push_str(name);
+        start..self.text.len()
+    }
+
+    fn push<S: AsRef<str>>(&mut self, up: &str, sub_nodes: &[S]) {
+        let up = self.add(up);
+        self.up.push(up);
+        let first = self.subs.len();
+        for sub in sub_nodes {
+            let range = self.add(sub.as_ref());
+            self.subs.push(range);
+        }
+        self.children.push(first..self.subs.len());
+    }
+
+    fn up(&self, node: usize) -> &str {
+        &self.text[self.up[node].clone()]
+    }
+
+    fn sub_nodes(&self, node: usize) -> impl Iterator<Item = &str> + '_ {
+        self.subs[self.children[node].clone()]
+            .iter()
+            .map(|r| &self.text[r.clone()])
+    }
+}
+
+/// A node from its row (parent and children still unresolved).
+fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
+    let name = &*row.name;
     let object =
         |what: &str, text: &str| -> Result<serde_json::Map<String, Value>, DiagnoseError> {
             match graph_ascend_visdb::json::parse_lenient(text) {
@@ -359,34 +423,29 @@ fn parse_row(path: &Path, row: DataRow) -> Result<Parsed, DiagnoseError> {
             }
         };
     // The fast reader first; the lenient tree (bare NaN…, and its errors by name) otherwise.
-    let inputs = match parse_entries_text(&name, &row.input_data, false) {
+    let inputs = match parse_entries_text(name, &row.input_data, false) {
         Some(entries) => entries,
-        None => parse_entries(&name, &object("input_data", &row.input_data)?, false),
+        None => parse_entries(name, &object("input_data", &row.input_data)?, false),
     };
-    let outputs = match parse_entries_text(&name, &row.output_data, true) {
+    let outputs = match parse_entries_text(name, &row.output_data, true) {
         Some(entries) => entries,
-        None => parse_entries(&name, &object("output_data", &row.output_data)?, true),
+        None => parse_entries(name, &object("output_data", &row.output_data)?, true),
     };
-    let peers = peers(&row.node.matched_distributed);
-    Ok(Parsed {
-        node: Node {
-            parent: None,
-            children: Vec::new(),
-            node_type: row.node.node_type,
-            link: row.node.matched_node_link.last().map(|s| s.as_str().into()),
-            inputs,
-            outputs,
-            peers,
-            direction: if name.contains(".backward") {
-                Direction::Backward
-            } else {
-                Direction::Forward
-            },
-            param_grad: name.contains(".parameters_grad"),
-            name: name.into(),
+    Ok(Node {
+        parent: None,
+        children: Vec::new(),
+        node_type: row.node_type,
+        link: row.link.as_deref().map(Into::into),
+        inputs,
+        outputs,
+        peers: peers(&row.matched_distributed),
+        direction: if name.contains(".backward") {
+            Direction::Backward
+        } else {
+            Direction::Forward
         },
-        up_node: row.node.up_node,
-        sub_nodes: row.node.sub_nodes,
+        param_grad: name.contains(".parameters_grad"),
+        name: name.into(),
     })
 }
 
@@ -407,58 +466,38 @@ fn peers(matched_distributed: &Value) -> Vec<(i64, Box<str>)> {
         .collect()
 }
 
+/// One side, read in one pass of borrowed rows, each parsed as it comes.
 fn load_side(store: &Store, graph: GraphKey) -> Result<SideGraph, DiagnoseError> {
-    let path = store.path().to_owned();
-    // Parsed batches are kept as they are and joined once at the end, so a million nodes are
-    // moved once instead of at every doubling of one growing vector.
-    let mut batches: Vec<Vec<Parsed>> = Vec::new();
-    let mut batch: Vec<DataRow> = Vec::with_capacity(BATCH);
-    let flush =
-        |batch: &mut Vec<DataRow>, batches: &mut Vec<Vec<Parsed>>| -> Result<(), DiagnoseError> {
-            let rows = std::mem::replace(batch, Vec::with_capacity(BATCH));
-            let parsed: Vec<Parsed> = rows
-                .into_par_iter()
-                .map(|r| parse_row(&path, r))
-                .collect::<Result<_, _>>()?;
-            batches.push(parsed);
-            Ok(())
-        };
-    store.scan_data_rows(graph, |row| -> Result<(), DiagnoseError> {
-        batch.push(row);
-        if batch.len() >= BATCH {
-            flush(&mut batch, &mut batches)?;
-        }
+    let path = store.path();
+    // Sized once: a million nodes grown by doubling would be copied and faulted in again and again.
+    let rows = store.count_graph_rows(graph)?;
+    let mut nodes = Vec::with_capacity(rows);
+    let mut links = Links::with_capacity(rows);
+    store.scan_graph_rows(graph, |row| -> Result<(), DiagnoseError> {
+        nodes.push(node_of_row(path, &row)?);
+        links.push(&row.up_node, &row.sub_nodes);
         Ok(())
     })?;
-    flush(&mut batch, &mut batches)?;
-    Ok(link(batches))
+    Ok(link(nodes, &links))
 }
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
 /// the hierarchy's); a child listed there but missing, or listed twice, is skipped.
-fn link(batches: Vec<Vec<Parsed>>) -> SideGraph {
-    let n = batches.iter().map(Vec::len).sum();
-    let mut nodes = Vec::with_capacity(n);
-    let mut ups = Vec::with_capacity(n);
-    let mut subs = Vec::with_capacity(n);
-    for p in batches.into_iter().flatten() {
-        nodes.push(p.node);
-        ups.push(p.up_node);
-        subs.push(p.sub_nodes);
-    }
+fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
     let by_name = NameIndex::build(&nodes);
     let mut root = None;
-    for (i, (up, sub)) in ups.into_iter().zip(subs).enumerate() {
+    for i in 0..nodes.len() {
+        let up = links.up(i);
         let parent = if up.is_empty() {
             None
         } else {
-            by_name.get(&nodes, &up)
+            by_name.get(&nodes, up)
         };
         if up.is_empty() && root.is_none() {
             root = Some(i as u32);
         }
-        let children = sub
-            .iter()
+        let children = links
+            .sub_nodes(i)
             .filter_map(|c| by_name.get(&nodes, c))
             .filter(|&c| c as usize != i)
             .collect();
@@ -531,16 +570,24 @@ mod tests {
         }
     }
 
-    fn parsed(name: &str, up: &str, subs: &[&str]) -> Parsed {
-        Parsed {
-            node: node(name),
-            up_node: up.into(),
-            sub_nodes: subs.iter().map(|s| s.to_string()).collect(),
-        }
+    fn parsed<'a>(
+        name: &'a str,
+        up: &'a str,
+        subs: &'a [&'a str],
+    ) -> (Node, &'a str, &'a [&'a str]) {
+        (node(name), up, subs)
     }
 
-    fn link_all(parsed: Vec<Parsed>) -> SideGraph {
-        link(vec![parsed])
+    fn link_all(parsed: Vec<(Node, &str, &[&str])>) -> SideGraph {
+        let mut links = Links::default();
+        let nodes = parsed
+            .into_iter()
+            .map(|(node, up, subs)| {
+                links.push(up, subs);
+                node
+            })
+            .collect();
+        link(nodes, &links)
     }
 
     fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {

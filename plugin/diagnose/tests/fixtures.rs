@@ -10,7 +10,7 @@ mod common;
 use common::{diagnose_case, listing, source_covers};
 use graph_ascend_diagnose::diagnose::Direction;
 use graph_ascend_diagnose::judge::Cause;
-use graph_ascend_diagnose::{Mode, SourceKind};
+use graph_ascend_diagnose::{reason, Mode, ReasonPart, SourceKind};
 
 /// The first two forward sources are layer 1's ln2 (its eps) and layer 2's fc1 (its weight).
 fn assert_the_two_injected_faults(case: &str, ln2: &str, fc1: &str) {
@@ -41,6 +41,18 @@ fn statistics_pair_finds_ln2_eps_and_fc1_weight() {
         "{eps:?}"
     );
     assert!(eps.reason.contains("inputs are equal"), "{}", eps.reason);
+    // The reason as data: the argument with both values, then the inputs, then the output; its
+    // English sentence is those parts' words.
+    assert!(
+        matches!(&eps.reason_parts[..], [
+            ReasonPart::ArgumentDiffers { name, target, golden },
+            ReasonPart::InputsEqual,
+            ReasonPart::OutputDiffers { .. },
+        ] if &**name == "eps" && target != golden),
+        "{:?}",
+        eps.reason_parts
+    );
+    assert_eq!(eps.reason, reason::sentence(&eps.reason_parts));
     let fc1 = &d.sources[1];
     assert_eq!(fc1.node, "Functional.linear.10.forward");
     assert!(
@@ -83,6 +95,15 @@ fn overflow_flags_the_first_non_finite_node() {
     assert_eq!(first.node, "Torch.exp.0.forward", "{}", listing(&d));
     assert_eq!(first.direction, Direction::Forward);
     assert_eq!(d.origin_rank, Some(0));
+    assert!(
+        matches!(&first.reason_parts[..], [
+            ReasonPart::InputsFinite,
+            ReasonPart::HoldsNonFinite { entry: Some(e) },
+        ] if e.starts_with("output")),
+        "{:?}",
+        first.reason_parts
+    );
+    assert_eq!(first.reason, reason::sentence(&first.reason_parts));
 }
 
 #[test]

@@ -67,6 +67,36 @@ fn the_injected_faults_lead_with_their_reasons_and_verdicts() {
     assert_eq!(first["direction"], "forward");
     let reason = first["reason"].as_str().expect("reason");
     assert!(reason.contains("argument eps differs"), "{reason}");
+    // The same reason as data, for the page to word in its language: the argument with both
+    // values, the inputs, the output with its metric and error; unset values are empty.
+    let parts = first["reason_parts"].as_array().expect("reason_parts");
+    let kinds: Vec<&str> = parts
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["argument_differs", "inputs_equal", "output_differs"],
+        "{first}"
+    );
+    assert_eq!(parts[0]["name"], "eps");
+    assert!(parts[0]["target"].as_str().is_some_and(|t| !t.is_empty()));
+    assert_ne!(parts[0]["target"], parts[0]["golden"]);
+    assert_eq!(parts[0]["entry"], "");
+    assert!(parts[0].get("err").is_none(), "{}", parts[0]);
+    assert!(parts[2]["entry"]
+        .as_str()
+        .is_some_and(|e| e.starts_with("output")));
+    assert!(
+        ["Norm", "Max", "Min", "Mean"].contains(&parts[2]["metric"].as_str().unwrap_or("")),
+        "{}",
+        parts[2]
+    );
+    assert!(
+        parts[2]["err"].as_f64().is_some_and(|e| e > 0.0),
+        "{}",
+        parts[2]
+    );
     assert!(
         names(&first["enclosing"]).contains(&"Module.layers.1.ln2.LayerNorm.forward.0"),
         "{first}"
@@ -145,6 +175,13 @@ fn md5_and_overflow_files_are_diagnosed_too() {
             .is_some_and(|r| r.contains("inf/NaN")),
         "{answer}"
     );
+    let kinds: Vec<&str> = first["reason_parts"]
+        .as_array()
+        .expect("reason_parts")
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(kinds, ["inputs_finite", "holds_non_finite"], "{first}");
 }
 
 #[test]

@@ -16,6 +16,9 @@ use serde_json::Value;
 use crate::json::parse_lenient;
 use crate::schema;
 
+mod graph_rows;
+pub use graph_rows::GraphRow;
+
 /// What can go wrong reading a `.vis.db`.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use graph_ascend_diagnose::{
-    diagnose as diagnose_file, diagnose_step, CompareFile, Diagnosis, Options, RankData,
+    diagnose as diagnose_file, diagnose_step, CompareFile, Diagnosis, Options, RankData, ReasonPart,
 };
 use graph_ascend_proto as pb;
 
@@ -93,7 +93,11 @@ impl Weight for Diagnosis {
         self.sources
             .iter()
             .map(|s| {
-                512 + s.node.len() + s.golden_node.len() + s.reason.len() + names(&s.enclosing)
+                512 + s.node.len()
+                    + s.golden_node.len()
+                    + 2 * s.reason.len()
+                    + 64 * s.reason_parts.len()
+                    + names(&s.enclosing)
             })
             .sum::<usize>()
             + 256 * (self.first_non_finite.len() + self.peer_inheritance.len())
@@ -202,6 +206,27 @@ fn label<T: serde::Serialize>(value: &T) -> String {
     }
 }
 
+/// A reason's clauses as the answer's messages.
+fn reason_parts(parts: &[ReasonPart]) -> Vec<pb::DiagnosisReasonPart> {
+    let text = |v: Option<&str>| v.unwrap_or_default().to_owned();
+    parts
+        .iter()
+        .map(|p| {
+            let v = p.values();
+            pb::DiagnosisReasonPart {
+                kind: p.kind().to_owned(),
+                name: text(v.name),
+                entry: text(v.entry),
+                metric: v.metric.map(|m| label(&m)).unwrap_or_default(),
+                err: v.err,
+                target: text(v.target),
+                golden: text(v.golden),
+                score: v.score,
+            }
+        })
+        .collect()
+}
+
 /// The answer's message: the diagnosis with its first `top` sources.
 fn message(d: &Diagnosis, top: usize) -> pb::Diagnosis {
     pb::Diagnosis {
@@ -228,6 +253,7 @@ fn message(d: &Diagnosis, top: usize) -> pb::Diagnosis {
                 direction: label(&n.direction),
                 matched: n.matched,
                 reason: n.reason.clone(),
+                reason_parts: reason_parts(&n.reason_parts),
             })
             .collect(),
         sources: d
@@ -244,6 +270,7 @@ fn message(d: &Diagnosis, top: usize) -> pb::Diagnosis {
                 score: s.score,
                 reason: s.reason.clone(),
                 enclosing: s.enclosing.clone(),
+                reason_parts: reason_parts(&s.reason_parts),
             })
             .collect(),
         total_sources: i32::try_from(d.sources.len()).unwrap_or(i32::MAX),

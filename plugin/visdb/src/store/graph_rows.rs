@@ -1,0 +1,202 @@
+//! One pass over every row of a graph with the row's texts borrowed from SQLite, for readers
+//! of a whole graph that keep only what they parse out of each row (the diagnosis reads both
+//! sides of a 1M-node compare this way). [`Store::scan_data_rows`] copies every text of every
+//! row into owned strings and parses the lists and JSON of columns such readers never use;
+//! here a row costs no allocation unless a value needs unescaping.
+//!
+//! The values are read as [`Store::scan_data_rows`] reads them (same lenient parsing, same
+//! errors naming the file, the column and the node).
+
+use std::borrow::Cow;
+
+use rusqlite::types::ValueRef;
+use serde_json::Value;
+
+use super::{string_list, GraphKey, Store, StoreError};
+use crate::json::parse_lenient;
+
+/// One node's row, lent to the callback of [`Store::scan_graph_rows`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphRow<'r> {
+    pub name: Cow<'r, str>,
+    /// msprobe's `NodeOp`.
+    pub node_type: i32,
+    pub up_node: Cow<'r, str>,
+    /// `sub_nodes`, in the hierarchy's order.
+    pub sub_nodes: Vec<Cow<'r, str>>,
+    /// The last element of `matched_node_link`: the partner on the other side.
+    pub link: Option<Cow<'r, str>>,
+    pub matched_distributed: Value,
+    /// The stringified JSON of the node's inputs and outputs, as stored.
+    pub input_data: Cow<'r, str>,
+    pub output_data: Cow<'r, str>,
+}
+
+/// A column's value as text (NULL is empty), borrowed unless it is a number or not UTF-8.
+fn text_ref(v: ValueRef<'_>) -> Cow<'_, str> {
+    match v {
+        ValueRef::Null => Cow::Borrowed(""),
+        ValueRef::Integer(i) => Cow::Owned(i.to_string()),
+        ValueRef::Real(f) => Cow::Owned(f.to_string()),
+        // The strict check first: it is several times faster than the lossy one on valid text.
+        ValueRef::Text(t) | ValueRef::Blob(t) => match std::str::from_utf8(t) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(t),
+        },
+    }
+}
+
+/// A JSON list of strings, borrowed from `text` when no item needs unescaping; otherwise (and
+/// for anything but plain JSON) read as [`string_list`] reads it.
+fn string_list_ref(text: &str) -> Result<Vec<Cow<'_, str>>, String> {
+    if let Ok(items) = serde_json::from_str::<Vec<&str>>(text) {
+        return Ok(items.into_iter().map(Cow::Borrowed).collect());
+    }
+    Ok(string_list(text)?.into_iter().map(Cow::Owned).collect())
+}
+
+impl Store {
+    /// How many rows `graph` has (read from an index, without the rows).
+    pub fn count_graph_rows(&self, graph: GraphKey) -> Result<usize, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT count(*) FROM tb_nodes WHERE step=? AND rank=? AND data_source=?",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    rusqlite::params![graph.step, graph.rank, graph.side.data_source()],
+                    |row| row.get::<_, i64>(0),
+                )
+            })
+            .map(|n| usize::try_from(n).unwrap_or(0))
+            .map_err(|e| self.query_err(e))
+    }
+
+    /// Calls `f` with every row of `graph` in `node_order`, its texts borrowed (see the module).
+    pub fn scan_graph_rows<E: From<StoreError>>(
+        &self,
+        graph: GraphKey,
+        mut f: impl FnMut(GraphRow<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        const SQL: &str = "SELECT node_name, up_node, sub_nodes, node_type, matched_node_link, \
+             matched_distributed, input_data, output_data FROM tb_nodes \
+             WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
+        self.each_graph_row(SQL, graph, |row| {
+            let get = |i: usize| row.get_ref(i).map(text_ref).map_err(|e| self.query_err(e));
+            let name = get(0)?;
+            let what = |col: &str| format!("{col} of node {name}");
+            let sub_text = get(2)?;
+            let sub_nodes = string_list_ref(&sub_text)
+                .map_err(|reason| self.data_err(what("sub_nodes"), reason))?;
+            let node_type_text = get(3)?;
+            let node_type = node_type_text.trim().parse::<i32>().map_err(|_| {
+                self.data_err(
+                    what("node_type"),
+                    format!("{node_type_text:?} is not a number"),
+                )
+            })?;
+            let link_text = get(4)?;
+            let link = string_list_ref(&link_text)
+                .map_err(|reason| self.data_err(what("matched_node_link"), reason))?
+                .pop();
+            let distributed = get(5)?;
+            let matched_distributed = match distributed.trim() {
+                "" | "{}" => Value::Object(Default::default()),
+                text => match parse_lenient(text) {
+                    Ok(Some(v)) => v,
+                    Ok(None) => Value::Object(Default::default()),
+                    Err(e) => {
+                        return Err(self
+                            .data_err(what("matched_distributed"), e.to_string())
+                            .into())
+                    }
+                },
+            };
+            f(GraphRow {
+                up_node: get(1)?,
+                sub_nodes,
+                node_type,
+                link,
+                matched_distributed,
+                input_data: get(6)?,
+                output_data: get(7)?,
+                name,
+            })
+        })?;
+        Ok(self.shrink_page_cache()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::store::Side;
+
+    /// Every row of a compare file msprobe wrote reads the same lent as copied.
+    #[test]
+    fn borrowed_rows_read_as_the_owned_scan_reads_them() {
+        let examples =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/compare_tf_stats");
+        let src = std::fs::read_dir(&examples)
+            .expect("examples/compare_tf_stats")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+            .expect("an example .vis.db");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("compare.vis.db");
+        std::fs::copy(&src, &path).expect("copy");
+        let store = Store::open(&path).expect("open");
+        for side in [Side::Npu, Side::Bench] {
+            let graph = GraphKey {
+                side,
+                step: 0,
+                rank: 0,
+            };
+            let mut owned = Vec::new();
+            store
+                .scan_data_rows(graph, |r| -> Result<(), StoreError> {
+                    owned.push(r);
+                    Ok(())
+                })
+                .expect("owned scan");
+            let mut k = 0;
+            store
+                .scan_graph_rows(graph, |r| -> Result<(), StoreError> {
+                    let o = &owned[k];
+                    k += 1;
+                    assert_eq!(*r.name, *o.node.name);
+                    assert_eq!(*r.up_node, *o.node.up_node);
+                    let subs: Vec<&str> = r.sub_nodes.iter().map(|s| &**s).collect();
+                    assert_eq!(subs, o.node.sub_nodes);
+                    assert_eq!(r.node_type, o.node.node_type);
+                    assert_eq!(
+                        r.link.as_deref(),
+                        o.node.matched_node_link.last().map(|s| &**s)
+                    );
+                    assert_eq!(r.matched_distributed, o.node.matched_distributed);
+                    assert_eq!(*r.input_data, *o.input_data);
+                    assert_eq!(*r.output_data, *o.output_data);
+                    Ok(())
+                })
+                .expect("borrowed scan");
+            assert_eq!(k, owned.len());
+            assert!(k > 100, "{k} rows");
+            assert_eq!(store.count_graph_rows(graph).expect("count"), k);
+        }
+    }
+
+    #[test]
+    fn lists_are_borrowed_unless_escaped_and_read_leniently_otherwise() {
+        let plain = string_list_ref(r#"["a", "b"]"#).expect("a list");
+        assert_eq!(plain, ["a", "b"]);
+        assert!(plain.iter().all(|c| matches!(c, Cow::Borrowed(_))));
+        assert_eq!(string_list_ref(r#"["a\"b"]"#).expect("a list"), [r#"a"b"#]);
+        assert!(string_list_ref("").expect("empty").is_empty());
+        assert!(string_list_ref("null").expect("null").is_empty());
+        assert!(string_list_ref("[1]").is_err());
+        assert!(string_list_ref("{}").is_err());
+    }
+}
