@@ -80,6 +80,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `mb` megabytes in bytes, for the memory bound set by `flag`.
+fn megabytes(mb: usize, flag: &str) -> anyhow::Result<usize> {
+    mb.checked_mul(1 << 20)
+        .with_context(|| format!("{flag} is too large"))
+}
+
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let logdir = args
         .logdir
@@ -97,14 +103,8 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         Some(_) => Some(tcp_token_check()?),
         None => None,
     };
-    let view_bytes = args
-        .max_view_memory_mb
-        .checked_mul(1 << 20)
-        .context("--max-view-memory-mb is too large")?;
-    let index_bytes = args
-        .max_index_memory_mb
-        .checked_mul(1 << 20)
-        .context("--max-index-memory-mb is too large")?;
+    let view_bytes = megabytes(args.max_view_memory_mb, "--max-view-memory-mb")?;
+    let index_bytes = megabytes(args.max_index_memory_mb, "--max-index-memory-mb")?;
     let state = Arc::new(
         State::with_max_conversions(logdir.clone(), args.max_conversions)
             .with_view_memory(view_bytes)
