@@ -126,6 +126,8 @@ pub struct NodeDetailRow {
 
 /// The page cache of one connection, in KiB (SQLite's `cache_size` takes negative KiB).
 const PAGE_CACHE_KIB: i64 = -8 * 1024;
+/// The page cache during a pass over a whole graph ([`Store::scan_index_rows`]), in KiB.
+const SCAN_PAGE_CACHE_KIB: i64 = -512;
 
 const NODE_COLUMNS: &str = "node_name, up_node, sub_nodes, node_type, micro_step_id, \
      matched_node_link, precision_index, overflow_level, matched_distributed";
@@ -587,7 +589,10 @@ impl Store {
         let sql = "SELECT node_name, (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]'), \
                  micro_step_id, precision_index, matched_node_link FROM tb_nodes \
                  WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
-        self.each_graph_row(sql, graph, |row| -> Result<(), StoreError> {
+        // Each page is read once: a small page cache for the pass saves filling (and faulting
+        // in) the connection's 8 MB with pages that are then dropped.
+        self.set_page_cache(SCAN_PAGE_CACHE_KIB)?;
+        let scanned = self.each_graph_row(sql, graph, |row| -> Result<(), StoreError> {
             let get = |i: usize| row.get_ref(i).map_err(|e| self.query_err(e));
             let name = text_ref(get(0)?);
             let is_leaf = integer_ref(get(1)?).unwrap_or(0) != 0;
@@ -611,8 +616,16 @@ impl Store {
                 link_last,
             });
             Ok(())
-        })?;
+        });
+        self.set_page_cache(PAGE_CACHE_KIB)?;
+        scanned?;
         self.shrink_page_cache()
+    }
+
+    fn set_page_cache(&self, kib: i64) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "cache_size", kib)
+            .map_err(|e| self.query_err(e))
     }
 
     /// Runs `sql`, whose three parameters are a graph's step, rank and side, and hands each row
