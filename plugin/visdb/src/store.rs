@@ -1300,4 +1300,34 @@ mod tests {
         assert!(colors.get("#654321").is_some(), "{colors}");
         assert_eq!(names_beside(&path), ["build.vis.db"]);
     }
+
+    /// The index pass reads the partner without building the list: it must read every shape
+    /// exactly as `string_list` does (escapes, bare NaN, `null`) and fail where it fails.
+    #[test]
+    fn the_last_string_of_a_list_reads_as_string_list_does() {
+        for text in [
+            r#"["up", "name"]"#,
+            r#" ["a\"b", "c\u00e9\n"] "#,
+            "[]",
+            "null",
+            r#"["x"]"#,
+            "[NaN]",
+            r#"["a", 1]"#,
+            r#"{"a": "b"}"#,
+            "not json",
+        ] {
+            let expected = string_list(text)
+                .map(|mut l| l.pop())
+                .map_err(|e| e.to_string());
+            let got = last_string(text)
+                .map(|l| l.map(Cow::into_owned))
+                .map_err(|e| e.to_string());
+            assert_eq!(got, expected, "{text}");
+        }
+        assert!(string_list(r#"["a", 1]"#).is_err());
+        assert!(matches!(
+            last_string(r#"["up", "name"]"#),
+            Ok(Some(Cow::Borrowed("name")))
+        ));
+    }
 }
