@@ -4,14 +4,17 @@
 The file holds the graphs of many ranks; the page's first requests are timed once each, as on a
 fresh start: the catalog, the config (rank and step lists), the first root layout of the first
 and of the last rank, and the node list of the last rank. Prints one line per answer and the
-sidecar's peak memory (VmHWM).
+sidecar's peak memory (VmHWM). With --steps N, the node list of every step 0..N-1 and rank 0..R is
+asked for too (each graph's index built once, under the sidecar's index memory bound; set it with
+--max-index-memory-mb), and the sidecar's memory after that (VmRSS) is printed.
 
-usage: scale_serve.py --logdir DIR --last-rank R
+usage: scale_serve.py --logdir DIR --last-rank R [--steps N [--max-index-memory-mb MB]]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -22,11 +25,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from service_bench import call, children, free_port, stop, vm_hwm_kb
 
 
+def vm_kb(pid: int, field: str) -> int:
+    """A memory figure of /proc/PID/status, in kB (0 when the process is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--logdir", required=True, type=Path)
     ap.add_argument("--last-rank", required=True, type=int)
+    ap.add_argument("--steps", type=int, default=0, help="then touch every graph of steps 0..N-1")
+    ap.add_argument("--max-index-memory-mb", type=int, help="the sidecar's bound on its indexes")
     args = ap.parse_args()
+    if args.max_index_memory_mb is not None:
+        # The shim adds these flags to the sidecar's command line.
+        os.environ["GRAPH_ASCEND_SERVE_FLAGS"] = f"--max-index-memory-mb {args.max_index_memory_mb}"
     port = free_port()
     log = open(args.logdir.parent / "tensorboard-scale.log", "w")  # noqa: SIM115 (open until the end)
     started = time.perf_counter()
@@ -69,6 +88,19 @@ def main() -> int:
             timed(f"first root layout, rank {rank}", "changeNodeExpandState",
                   {"nodeInfo": {"nodeName": "root", "nodeType": "NPU"}, "metaData": meta})
             timed(f"node list, rank {rank}", "loadGraphAllNodeList", {"metaData": meta})
+        if args.steps:
+            started_all = time.perf_counter()
+            for step in range(args.steps):
+                for rank in range(args.last_rank + 1):
+                    meta = {"run": run, "tag": tag, "type": "db", "lang": "en", "microStep": -1,
+                            "step": step, "rank": rank}
+                    answer, _, _ = call(base, "loadGraphAllNodeList", {"metaData": meta})
+                    if not answer.get("success"):
+                        raise SystemExit(f"node list of step {step} rank {rank}: {answer}")
+            graphs = args.steps * (args.last_rank + 1)
+            print(f"{f'node lists of all {graphs} graphs':<34} {(time.perf_counter() - started_all) * 1000:9.0f} ms")
+            rss = max((vm_kb(p, "VmRSS") for p in children(tb.pid)), default=0)
+            print(f"{'sidecar memory after (VmRSS)':<34} {rss / 1024:9.0f} MB")
         sidecars = children(tb.pid)
         peak = max((vm_hwm_kb(p) for p in sidecars), default=0)
         print(f"{'sidecar peak memory (VmHWM)':<34} {peak / 1024:9.0f} MB")

@@ -4,7 +4,9 @@
 # 1. compare_big: the real 25k-node-a-side pair (BIG_DIR, by default ../shared/fixtures/big beside
 #    the repository, when present), converted by our converter; timed for ours and, when msprobe
 #    26.2 is installed (MSPROBE), for msprobe's plugin in the same TensorBoard, side by side.
-# 2. synth_1m: a synthetic compare file of about 1M nodes (gen-visdb, ~490k a side); ours only
+# 2. many_graphs: a file of 1,000 small graphs (10 steps x 100 ranks, gen-visdb); its first answers
+#    and then the node lists of all 1,000 graphs, under a 4 MB index bound (MANY_GRAPHS=0 skips it).
+# 3. synth_1m: a synthetic compare file of about 1M nodes (gen-visdb, ~490k a side); ours only
 #    (msprobe's plugin needs minutes per request at this size).
 #
 # Each part runs in its own TensorBoard, so the sidecar's peak memory is per part.
@@ -75,7 +77,18 @@ else
   echo "-- $BIG_DIR not found: skipping compare_big"
 fi
 
-# 2. A synthetic 1M-node compare file, ours only.
+# 2. A file of 1,000 graphs: opening it reads one; the indexes of all stay under the bound.
+if [ "${MANY_GRAPHS:-1}" != 0 ]; then
+  mkdir -p "$TMP/many/many_graphs"
+  "$GA" gen-visdb --single --nodes 200 --leaves 10 --steps 10 --ranks 100 \
+    --out "$TMP/many/many_graphs/many.vis.db"
+  echo "-- many_graphs (1,000 graphs of 112 nodes, synthetic; index bound 4 MB)"
+  "$PYTHON" bench/scale_serve.py --logdir "$TMP/many" --last-rank 99 --steps 10 \
+    --max-index-memory-mb 4
+  rm -rf "$TMP/many"
+fi
+
+# 3. A synthetic 1M-node compare file, ours only.
 [ "$SYNTH_NODES" -gt 0 ] || exit 0
 mkdir -p "$TMP/synth/synth_1m"
 "$GA" gen-visdb --nodes "$SYNTH_NODES" --out "$TMP/synth/synth_1m/synth.vis.db"

@@ -16,18 +16,27 @@ pub struct GenArgs {
     /// Write a single graph instead of a compare file.
     #[arg(long)]
     pub single: bool,
+    /// Steps 0..N, each with a graph per rank (a file of many graphs, as a gathered run's).
+    #[arg(long, default_value_t = 1)]
+    pub steps: usize,
+    /// Ranks 0..N of each step.
+    #[arg(long, default_value_t = 1)]
+    pub ranks: usize,
     /// Output file (.vis.db).
     #[arg(long)]
     pub out: PathBuf,
 }
 
 pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
-    let shape = Shape::with_nodes(args.nodes, args.leaves, !args.single);
+    let shape = Shape::with_nodes(args.nodes, args.leaves, !args.single)
+        .with_graphs(args.steps, args.ranks);
     let path = synthetic::write(&args.out, shape)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     println!(
-        "{}: {} nodes per side ({} layers x {} modules x {} calls)",
+        "{}: {} steps x {} ranks, {} nodes per side ({} layers x {} modules x {} calls)",
         path.display(),
+        shape.steps,
+        shape.ranks,
         shape.nodes_per_side(),
         shape.layers,
         shape.modules,

@@ -49,6 +49,10 @@ pub struct ServeArgs {
     /// recently used go first.
     #[arg(long, default_value_t = graph_ascend_service::DEFAULT_MAX_VIEW_BYTES >> 20)]
     pub max_view_memory_mb: usize,
+    /// Memory the per-graph indexes (node lists, filters, search) of all files may hold
+    /// together, in MB; the least recently used go first and are rebuilt when asked for again.
+    #[arg(long, default_value_t = graph_ascend_service::DEFAULT_MAX_INDEX_BYTES >> 20)]
+    pub max_index_memory_mb: usize,
     /// Log filter, e.g. `info` or `graph_ascend_service=debug`.
     #[arg(long, default_value = "info")]
     pub log: String,
@@ -76,6 +80,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `mb` megabytes in bytes, for the memory bound set by `flag`.
+fn megabytes(mb: usize, flag: &str) -> anyhow::Result<usize> {
+    mb.checked_mul(1 << 20)
+        .with_context(|| format!("{flag} is too large"))
+}
+
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let logdir = args
         .logdir
@@ -93,13 +103,12 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         Some(_) => Some(tcp_token_check()?),
         None => None,
     };
-    let view_bytes = args
-        .max_view_memory_mb
-        .checked_mul(1 << 20)
-        .context("--max-view-memory-mb is too large")?;
+    let view_bytes = megabytes(args.max_view_memory_mb, "--max-view-memory-mb")?;
+    let index_bytes = megabytes(args.max_index_memory_mb, "--max-index-memory-mb")?;
     let state = Arc::new(
         State::with_max_conversions(logdir.clone(), args.max_conversions)
-            .with_view_memory(view_bytes),
+            .with_view_memory(view_bytes)
+            .with_index_memory(index_bytes),
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -8,6 +8,11 @@
 //! (it cannot be opened and its size or time changed lately) is held back, not reported, until it
 //! is complete or its size settles. Files are served through [`GraphFile`] handles, which keep a few
 //! open connections for reuse and are replaced when the file on disk changes.
+//!
+//! A check reads the file's schema and configuration only, never its graphs, so a file of
+//! thousands of graphs (steps × ranks) is listed and opened as fast as a file of one. The graphs'
+//! indexes are built per (step, rank, side) when first used, and all files' indexes together stay
+//! under one memory bound (see [`crate::graph_index::IndexBudget`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -17,7 +22,7 @@ use std::time::{Instant, SystemTime};
 use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::{Store, StoreError};
 
-use crate::graph_index::{CachedRows, GraphIndex, IndexCache, RowCache};
+use crate::graph_index::{CachedRows, GraphIndex, IndexBudget, IndexCache, RowCache};
 
 /// The file name suffix of the files we serve.
 pub const VIS_DB_SUFFIX: &str = ".vis.db";
@@ -230,6 +235,8 @@ impl Known {
 pub struct Catalog {
     logdir: PathBuf,
     known: Mutex<Known>,
+    /// The bound on the indexes of all files together.
+    indexes: Arc<IndexBudget>,
 }
 
 impl Catalog {
@@ -237,7 +244,21 @@ impl Catalog {
         Catalog {
             logdir,
             known: Mutex::new(Known::default()),
+            indexes: Arc::default(),
         }
+    }
+
+    /// This catalog with the indexes of all its files bounded to about `bytes` together.
+    pub fn with_index_memory(self, bytes: usize) -> Catalog {
+        Catalog {
+            indexes: Arc::new(IndexBudget::with_max_bytes(bytes)),
+            ..self
+        }
+    }
+
+    /// The bound on the indexes of all files, and what they hold now.
+    pub fn index_budget(&self) -> &IndexBudget {
+        &self.indexes
     }
 
     pub fn logdir(&self) -> &Path {
@@ -372,7 +393,7 @@ impl Catalog {
                         stamp,
                         idle: Mutex::new(vec![store]),
                         edits: Default::default(),
-                        indexes: IndexCache::default(),
+                        indexes: IndexCache::new(self.indexes.clone()),
                         rows: RowCache::default(),
                     }),
                 );

@@ -1,5 +1,5 @@
-//! Per-file indexes: what the big answers need of every node of a graph, read once per file
-//! version and kept in compact memory.
+//! Per-graph indexes: what the big answers need of every node of a graph, read once per graph
+//! of a file version and kept in compact memory, under one bound for all files.
 //!
 //! The full node list, the matched relations, the precision filter and the name search each
 //! concern every node of a graph. Read from the file per request, each was a full pass over the
@@ -8,17 +8,22 @@
 //! searching), whether it is a leaf, its micro step, its precision index and its match state;
 //! about 100 bytes a node.
 //!
-//! Indexes live in their [`crate::catalog::GraphFile`], so a file changed on disk (a new
-//! size or modification time) gets a new `GraphFile` and fresh indexes. Our own edits (matching)
-//! call [`IndexCache::invalidate`] as well, so that nothing depends on the file system's
-//! timestamp resolution. The precision recomputed by `updatePrecisionError` is not part of the
-//! index: the filter applies it on top ([`crate::handlers::PrecisionOverrides`]).
+//! Indexes live in their [`crate::catalog::GraphFile`], one per graph (a side of a step and a
+//! rank), so a file changed on disk (a new size or modification time) gets a new `GraphFile` and
+//! fresh indexes. Our own edits (matching) call [`IndexCache::invalidate`] as well, so that
+//! nothing depends on the file system's timestamp resolution. The precision recomputed by
+//! `updatePrecisionError` is not part of the index: the filter applies it on top
+//! ([`crate::handlers::PrecisionOverrides`]).
 //!
-//! An index is built on first use, or ahead of it by [`crate::catalog::GraphFile::prefetch`] (on a background
-//! thread, when the page loads a file's configuration), so that the first search or filter does
-//! not pay for it. Concurrent users of one graph wait for the one build.
+//! An index is built on first use, or ahead of it by [`crate::catalog::GraphFile::prefetch`] (on
+//! a background thread, when the page loads a file's configuration), so that the first search or
+//! filter does not pay for it. Concurrent users of one graph wait for the one build. Only the
+//! graphs a page looks at are indexed: a file of thousands of graphs (steps × ranks) costs the
+//! memory of the few in use, since all indexes together stay under the sidecar's
+//! [`IndexBudget`] (`serve --max-index-memory-mb`), least recently used out.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use graph_ascend_visdb::store::{GraphKey, IndexRow, NodeRow};
@@ -37,12 +42,29 @@ struct Arena {
 impl Arena {
     fn push(&mut self, s: &str) -> bool {
         self.text.push_str(s);
+        self.end_string()
+    }
+
+    /// Ends the string pushed since the last end; false when the text no longer fits `u32`.
+    fn end_string(&mut self) -> bool {
         match u32::try_from(self.text.len()) {
             Ok(end) => {
                 self.ends.push(end);
                 true
             }
             Err(_) => false,
+        }
+    }
+
+    /// Pushes the lower-case form of `s` (without a temporary string for ASCII text).
+    fn push_lowercase(&mut self, s: &str) -> bool {
+        if s.is_ascii() {
+            let start = self.text.len();
+            self.text.push_str(s);
+            self.text[start..].make_ascii_lowercase();
+            self.end_string()
+        } else {
+            self.push(&s.to_lowercase())
         }
     }
 
@@ -56,11 +78,19 @@ impl Arena {
         self.ends.partition_point(|&end| end as usize <= pos)
     }
 
+    fn heap_size(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * std::mem::size_of::<u32>()
+    }
+
     fn shrink(&mut self) {
         self.text.shrink_to_fit();
         self.ends.shrink_to_fit();
     }
 }
+
+/// What an index costs besides its vectors: the index itself, its `Arc`, its slot (an `Arc`'d
+/// mutex), the slot's map entry and the budget's record of it.
+const SLOT_OVERHEAD: usize = 512;
 
 /// How a node's partner (the last element of `matched_node_link`) is stored.
 const LINK_NONE: u8 = 0;
@@ -106,7 +136,7 @@ impl GraphIndex {
         store.scan_index_rows(graph, |row: IndexRow<'_>| {
             let i = index.micro.len() as u32;
             fits &= index.names.push(row.name);
-            fits &= index.lower.push(&row.name.to_lowercase());
+            fits &= index.lower.push_lowercase(row.name);
             index.micro.push(i32::try_from(row.micro_step_id).unwrap_or(
                 if row.micro_step_id < 0 {
                     i32::MIN
@@ -121,7 +151,9 @@ impl GraphIndex {
                 None => LINK_NONE,
                 Some(link) if link == row.name => LINK_SAME,
                 Some(link) => {
-                    index.other_links.push((i, link.into_boxed_str()));
+                    index
+                        .other_links
+                        .push((i, link.into_owned().into_boxed_str()));
                     LINK_OTHER
                 }
             });
@@ -135,8 +167,30 @@ impl GraphIndex {
         }
         index.names.shrink();
         index.lower.shrink();
+        index.micro.shrink_to_fit();
+        index.leaf.shrink_to_fit();
+        index.linked.shrink_to_fit();
+        index.precision.shrink_to_fit();
+        index.link_kind.shrink_to_fit();
         index.other_links.shrink_to_fit();
         Ok(index)
+    }
+
+    /// What this index holds on the heap, with what its slot in an [`IndexCache`] costs: the
+    /// measure of the [`IndexBudget`].
+    pub fn heap_size(&self) -> usize {
+        use std::mem::size_of;
+        let other_links: usize = self.other_links.iter().map(|(_, l)| l.len()).sum();
+        SLOT_OVERHEAD
+            + self.names.heap_size()
+            + self.lower.heap_size()
+            + self.micro.capacity() * size_of::<i32>()
+            + self.leaf.capacity()
+            + self.linked.capacity()
+            + self.precision.capacity() * size_of::<Option<f64>>()
+            + self.link_kind.capacity()
+            + self.other_links.capacity() * size_of::<(u32, Box<str>)>()
+            + other_links
     }
 
     /// The length of all names together, in bytes.
@@ -251,14 +305,26 @@ impl GraphIndex {
 }
 
 type Slot = Arc<Mutex<Option<Arc<GraphIndex>>>>;
+type SlotMap = Mutex<HashMap<GraphKey, Slot>>;
 
-/// The indexes of one file version, per graph.
-#[derive(Default)]
+/// The indexes of one file version, per graph, under the sidecar's [`IndexBudget`].
 pub struct IndexCache {
-    slots: Mutex<HashMap<GraphKey, Slot>>,
+    /// Names this cache in the budget.
+    id: u64,
+    slots: Arc<SlotMap>,
+    budget: Arc<IndexBudget>,
 }
 
 impl IndexCache {
+    /// An empty cache whose indexes count against `budget`.
+    pub fn new(budget: Arc<IndexBudget>) -> IndexCache {
+        IndexCache {
+            id: budget.next_cache.fetch_add(1, Ordering::Relaxed),
+            slots: Arc::default(),
+            budget,
+        }
+    }
+
     fn slot(&self, graph: GraphKey) -> Slot {
         let mut slots = crate::lock(&self.slots);
         slots.entry(graph).or_default().clone()
@@ -273,7 +339,10 @@ impl IndexCache {
         let slot = self.slot(graph);
         let mut guard = crate::lock(&slot);
         if let Some(index) = guard.as_ref() {
-            return Ok(index.clone());
+            let index = index.clone();
+            drop(guard);
+            self.budget.touch(self.id, graph);
+            return Ok(index);
         }
         let started = std::time::Instant::now();
         let index = Arc::new(build()?);
@@ -283,6 +352,17 @@ impl IndexCache {
             started.elapsed()
         );
         *guard = Some(index.clone());
+        // Admitted before the slot is released, so that whoever waited for this build finds it
+        // accounted for. (The budget never locks a slot: no lock order to keep.)
+        self.budget.admit(Held {
+            cache: self.id,
+            graph,
+            bytes: index.heap_size(),
+            slots: Arc::downgrade(&self.slots),
+            slot: Arc::downgrade(&slot),
+            last_used: 0,
+        });
+        drop(guard);
         Ok(index)
     }
 
@@ -294,8 +374,163 @@ impl IndexCache {
     /// Forgets every index (after an edit of the file) and says which graphs had an index.
     /// Builds under way finish for their own callers; later callers build anew.
     pub fn invalidate(&self) -> Vec<GraphKey> {
-        let mut slots = crate::lock(&self.slots);
-        slots.drain().map(|(graph, _)| graph).collect()
+        let graphs: Vec<GraphKey> = {
+            let mut slots = crate::lock(&self.slots);
+            slots.drain().map(|(graph, _)| graph).collect()
+        };
+        self.budget.forget(self.id, &graphs);
+        graphs
+    }
+}
+
+impl Drop for IndexCache {
+    fn drop(&mut self) {
+        self.budget.forget_cache(self.id);
+    }
+}
+
+/// Default bound on the memory of all indexes together (`serve --max-index-memory-mb`): about
+/// 5 million nodes (a few 1M-node compare files, or thousands of small graphs).
+pub const DEFAULT_MAX_INDEX_BYTES: usize = 512 << 20;
+
+/// One built index as the budget knows it.
+struct Held {
+    cache: u64,
+    graph: GraphKey,
+    bytes: usize,
+    /// The owning cache's slots, and the slot itself (to evict it, unless it was replaced).
+    slots: std::sync::Weak<SlotMap>,
+    slot: std::sync::Weak<Mutex<Option<Arc<GraphIndex>>>>,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct Ledger {
+    /// Bumped by every use: the order of use.
+    clock: u64,
+    held: HashMap<(u64, GraphKey), Held>,
+    bytes: usize,
+}
+
+/// The bound on what the indexes of all files hold together: built indexes are accounted by
+/// their own heap size ([`GraphIndex::heap_size`]) and, past the bound, the least recently used
+/// are dropped from their caches (to be built again when next asked for). So a file of thousands
+/// of graphs (steps × ranks) costs memory for the graphs looked at lately, not for all of them.
+/// The index just built stays even when it alone exceeds the bound: its caller is waiting.
+pub struct IndexBudget {
+    max_bytes: usize,
+    next_cache: AtomicU64,
+    ledger: Mutex<Ledger>,
+}
+
+impl Default for IndexBudget {
+    fn default() -> IndexBudget {
+        IndexBudget::with_max_bytes(DEFAULT_MAX_INDEX_BYTES)
+    }
+}
+
+impl IndexBudget {
+    /// A budget of about `max_bytes` for all indexes.
+    pub fn with_max_bytes(max_bytes: usize) -> IndexBudget {
+        IndexBudget {
+            max_bytes,
+            next_cache: AtomicU64::new(0),
+            ledger: Mutex::default(),
+        }
+    }
+
+    /// Bytes held by the indexes now.
+    pub fn bytes(&self) -> usize {
+        crate::lock(&self.ledger).bytes
+    }
+
+    /// How many graphs have an index now.
+    pub fn len(&self) -> usize {
+        crate::lock(&self.ledger).held.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn touch(&self, cache: u64, graph: GraphKey) {
+        let mut ledger = crate::lock(&self.ledger);
+        ledger.clock += 1;
+        let now = ledger.clock;
+        if let Some(held) = ledger.held.get_mut(&(cache, graph)) {
+            held.last_used = now;
+        }
+    }
+
+    /// Records a new index, then drops the least recently used others until all fit the bound.
+    fn admit(&self, mut new: Held) {
+        let key = (new.cache, new.graph);
+        let mut ledger = crate::lock(&self.ledger);
+        ledger.clock += 1;
+        new.last_used = ledger.clock;
+        ledger.bytes += new.bytes;
+        if let Some(old) = ledger.held.insert(key, new) {
+            ledger.bytes -= old.bytes;
+        }
+        if ledger.bytes <= self.max_bytes {
+            return;
+        }
+        let mut by_age: Vec<(u64, (u64, GraphKey))> = ledger
+            .held
+            .iter()
+            .filter(|(k, _)| **k != key)
+            .map(|(k, h)| (h.last_used, *k))
+            .collect();
+        by_age.sort_unstable_by_key(|(t, _)| *t);
+        for (_, old) in by_age {
+            if ledger.bytes <= self.max_bytes {
+                break;
+            }
+            if let Some(held) = ledger.held.remove(&old) {
+                ledger.bytes -= held.bytes;
+                held.evict();
+            }
+        }
+    }
+
+    /// Forgets the indexes of `graphs` of one cache (dropped from it already).
+    fn forget(&self, cache: u64, graphs: &[GraphKey]) {
+        let mut ledger = crate::lock(&self.ledger);
+        for graph in graphs {
+            if let Some(held) = ledger.held.remove(&(cache, *graph)) {
+                ledger.bytes -= held.bytes;
+            }
+        }
+    }
+
+    /// Forgets every index of a cache that is gone (the file changed or left the logdir).
+    fn forget_cache(&self, cache: u64) {
+        let mut ledger = crate::lock(&self.ledger);
+        let mut freed = 0;
+        ledger.held.retain(|(c, _), held| {
+            let keep = *c != cache;
+            if !keep {
+                freed += held.bytes;
+            }
+            keep
+        });
+        ledger.bytes -= freed;
+    }
+}
+
+impl Held {
+    /// Removes this index's slot from its cache, if the slot there is still this one.
+    fn evict(self) {
+        let (Some(slots), Some(slot)) = (self.slots.upgrade(), self.slot.upgrade()) else {
+            return;
+        };
+        let mut slots = crate::lock(&slots);
+        if slots
+            .get(&self.graph)
+            .is_some_and(|s| Arc::ptr_eq(s, &slot))
+        {
+            slots.remove(&self.graph);
+        }
     }
 }
 

@@ -7,7 +7,8 @@
 //! shutdown; over the loopback TCP fallback, a per-launch token checked before every call).
 //! [`views`] keeps view state per browser client, [`root_layouts`] the root view every client
 //! starts from; [`graph_index`] keeps what the
-//! whole-graph answers (node lists, matched relations, filters, name search) need, per file;
+//! whole-graph answers (node lists, matched relations, filters, name search) need, per graph,
+//! under one memory bound for all files;
 //! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version.
 
 pub(crate) mod catalog;
@@ -30,6 +31,7 @@ pub(crate) mod watch;
 
 pub use catalog::GraphFile;
 pub use convert_jobs::STAGING_PREFIX;
+pub use graph_index::DEFAULT_MAX_INDEX_BYTES;
 pub use layout::NodeSource;
 pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenCheck};
 pub use service::GraphService;
@@ -87,6 +89,23 @@ impl State {
     pub fn with_view_memory(mut self, bytes: usize) -> State {
         self.views = views::Views::with_max_bytes(bytes);
         self
+    }
+
+    /// This state with the indexes of all files bounded to about `bytes` together (default
+    /// [`DEFAULT_MAX_INDEX_BYTES`]; the least recently used go first).
+    pub fn with_index_memory(mut self, bytes: usize) -> State {
+        self.catalog = self.catalog.with_index_memory(bytes);
+        self
+    }
+
+    /// Bytes held by the indexes of all files, by their own measure.
+    pub fn index_bytes(&self) -> usize {
+        self.catalog.index_budget().bytes()
+    }
+
+    /// How many graphs (a side of a step and rank of a file) have an index now.
+    pub fn indexed_graphs(&self) -> usize {
+        self.catalog.index_budget().len()
     }
 
     /// Bytes held by the views of all clients, as last measured.

@@ -3,43 +3,13 @@
 //! estimate of their size is honest and that a flood of ids stays under the bound.
 
 mod common;
+#[path = "common/counting.rs"]
+mod counting;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::{meta, unpack, Probe};
 use graph_ascend_service::State;
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(new_size, Ordering::Relaxed);
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 /// `clients` invented clients each open the root and one module of the NPU pane; returns the
 /// heap growth they caused and the views' own measure.
@@ -51,7 +21,7 @@ fn flood(state: &Arc<State>, clients: usize) -> (usize, usize) {
     };
     warm.expand(&m, "root", "NPU");
     warm.expand(&m, "Module.embed.Embedding.forward.0", "NPU");
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     for i in 0..clients {
         let p = Probe {
             state: state.clone(),
@@ -61,7 +31,7 @@ fn flood(state: &Arc<State>, clients: usize) -> (usize, usize) {
         let v = p.expand(&m, "Module.embed.Embedding.forward.0", "NPU");
         assert_eq!(v["success"], true, "{v}");
     }
-    let grown = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+    let grown = counting::live().saturating_sub(before);
     (grown, state.view_bytes())
 }
 

@@ -2,7 +2,7 @@
 //!
 //! - [`schema`]: the tables and indexes, as msprobe writes them.
 //! - [`store`]: the reader the service uses. Every question is one indexed query; the one pass over
-//!   a whole graph ([`store::Store::scan_index_rows`]) feeds the service's per-file indexes.
+//!   a whole graph ([`store::Store::scan_index_rows`]) feeds the service's per-graph indexes.
 //! - [`writer`]: the converter's output side (temporary file, one transaction, atomic rename).
 //! - [`bulk`]: the same file written directly in SQLite's format, in parallel and much faster.
 //! - [`synthetic`]: generated files of any size, for benchmarks.

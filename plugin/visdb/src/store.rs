@@ -7,9 +7,10 @@
 //! as plain structs; the JSON columns are parsed leniently (see [`crate::json`]) and a column that
 //! cannot be read becomes a [`StoreError::Data`] naming the file, the node and the column.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
 use serde_json::Value;
 
@@ -128,6 +129,8 @@ pub struct NodeDetailRow {
 
 /// The page cache of one connection, in KiB (SQLite's `cache_size` takes negative KiB).
 const PAGE_CACHE_KIB: i64 = -8 * 1024;
+/// The page cache during a pass over a whole graph ([`Store::scan_index_rows`]), in KiB.
+const SCAN_PAGE_CACHE_KIB: i64 = -512;
 
 const NODE_COLUMNS: &str = "node_name, up_node, sub_nodes, node_type, micro_step_id, \
      matched_node_link, precision_index, overflow_level, matched_distributed";
@@ -576,8 +579,11 @@ impl Store {
         Ok(names)
     }
 
-    /// Every node of one graph in node order, with what the per-file indexes of the service keep
-    /// (see [`IndexRow`]); `f` is called once per node. One pass over the graph's rows.
+    /// Every node of one graph in node order, with what the service's per-graph indexes keep
+    /// (see [`IndexRow`]); `f` is called once per node. One pass over the graph's rows, the one
+    /// read whose cost grows with the graph: columns are borrowed from SQLite's row (no text is
+    /// copied but a partner named with JSON escapes), and only the partner of
+    /// `matched_node_link` is parsed out of it.
     pub fn scan_index_rows(
         &self,
         graph: GraphKey,
@@ -586,20 +592,21 @@ impl Store {
         let sql = "SELECT node_name, (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]'), \
                  micro_step_id, precision_index, matched_node_link FROM tb_nodes \
                  WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
-        self.each_graph_row(sql, graph, |row| -> Result<(), StoreError> {
-            let get = |i: usize| row.get::<_, SqlValue>(i).map_err(|e| self.query_err(e));
-            let name = text(get(0)?);
-            let is_leaf = integer(get(1)?).unwrap_or(0) != 0;
-            let micro_step_id = integer(get(2)?).unwrap_or(0);
-            let precision_index = number(get(3)?);
-            let link = text(get(4)?);
+        // Each page is read once: a small page cache for the pass saves filling (and faulting
+        // in) the connection's 8 MB with pages that are then dropped.
+        self.set_page_cache(SCAN_PAGE_CACHE_KIB)?;
+        let scanned = self.each_graph_row(sql, graph, |row| -> Result<(), StoreError> {
+            let get = |i: usize| row.get_ref(i).map_err(|e| self.query_err(e));
+            let name = text_ref(get(0)?);
+            let is_leaf = integer_ref(get(1)?).unwrap_or(0) != 0;
+            let micro_step_id = integer_ref(get(2)?).unwrap_or(0);
+            let precision_index = number_ref(get(3)?);
+            let link = text_ref(get(4)?);
             let linked = !matches!(link.trim(), "" | "[]");
             let link_last = if linked {
-                string_list(&link)
-                    .map_err(|reason| {
-                        self.data_err(format!("matched_node_link of node {name}"), reason)
-                    })?
-                    .pop()
+                last_string(&link).map_err(|reason| {
+                    self.data_err(format!("matched_node_link of node {name}"), reason)
+                })?
             } else {
                 None
             };
@@ -612,8 +619,16 @@ impl Store {
                 link_last,
             });
             Ok(())
-        })?;
+        });
+        self.set_page_cache(PAGE_CACHE_KIB)?;
+        scanned?;
         self.shrink_page_cache()
+    }
+
+    fn set_page_cache(&self, kib: i64) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "cache_size", kib)
+            .map_err(|e| self.query_err(e))
     }
 
     /// Runs `sql`, whose three parameters are a graph's step, rank and side, and hands each row
@@ -1030,8 +1045,9 @@ pub struct IndexRow<'a> {
     pub precision_index: Option<f64>,
     /// `matched_node_link` is not empty text or `[]` (the filters' notion of matched).
     pub linked: bool,
-    /// The last element of `matched_node_link` (the partner, for the matched relations).
-    pub link_last: Option<String>,
+    /// The last element of `matched_node_link` (the partner, for the matched relations):
+    /// borrowed from the row unless the JSON text escapes characters of it.
+    pub link_last: Option<Cow<'a, str>>,
 }
 
 /// A candidate of the precision filter.
@@ -1069,6 +1085,77 @@ fn number(v: SqlValue) -> Option<f64> {
         SqlValue::Real(f) => Some(f),
         SqlValue::Text(t) => t.trim().parse().ok(),
         _ => None,
+    }
+}
+
+/// A borrowed SQLite value as text, as [`text`] prints it: borrowed when it is (valid UTF-8)
+/// text, printed otherwise.
+fn text_ref(v: ValueRef<'_>) -> Cow<'_, str> {
+    match v {
+        ValueRef::Null => Cow::Borrowed(""),
+        ValueRef::Integer(i) => Cow::Owned(i.to_string()),
+        ValueRef::Real(f) => Cow::Owned(f.to_string()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t),
+    }
+}
+
+/// [`integer`] of a borrowed value.
+fn integer_ref(v: ValueRef<'_>) -> Option<i64> {
+    match v {
+        ValueRef::Integer(i) => Some(i),
+        ValueRef::Real(f) => Some(f as i64),
+        ValueRef::Text(t) => std::str::from_utf8(t).ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// [`number`] of a borrowed value.
+fn number_ref(v: ValueRef<'_>) -> Option<f64> {
+    match v {
+        ValueRef::Integer(i) => Some(i as f64),
+        ValueRef::Real(f) => Some(f),
+        ValueRef::Text(t) => std::str::from_utf8(t).ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// One string of a JSON list, borrowed from the text when it has no escapes.
+#[derive(serde::Deserialize)]
+struct ListItem<'a>(#[serde(borrow)] Cow<'a, str>);
+
+/// The last string of a JSON list of strings, the others read and dropped as they come.
+struct LastItem<'a>(Option<Cow<'a, str>>);
+
+impl<'de> serde::Deserialize<'de> for LastItem<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Items;
+        impl<'de> serde::de::Visitor<'de> for Items {
+            type Value = LastItem<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of strings")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<LastItem<'de>, A::Error> {
+                let mut last = None;
+                while let Some(ListItem(item)) = seq.next_element()? {
+                    last = Some(item);
+                }
+                Ok(LastItem(last))
+            }
+        }
+        d.deserialize_seq(Items)
+    }
+}
+
+/// The last element of a JSON list of strings ([`string_list`]'s reading, same errors), without
+/// building the list: a strict list of strings is read borrowing from `text`; anything else
+/// (bare `NaN`, `null`, a wrong type) goes through [`string_list`].
+fn last_string(text: &str) -> Result<Option<Cow<'_, str>>, ListError> {
+    match serde_json::from_str::<LastItem<'_>>(text.trim()) {
+        Ok(LastItem(last)) => Ok(last),
+        Err(_) => Ok(string_list(text)?.pop().map(Cow::Owned)),
     }
 }
 
@@ -1215,5 +1302,35 @@ mod tests {
             .node_colors;
         assert!(colors.get("#654321").is_some(), "{colors}");
         assert_eq!(names_beside(&path), ["build.vis.db"]);
+    }
+
+    /// The index pass reads the partner without building the list: it must read every shape
+    /// exactly as `string_list` does (escapes, bare NaN, `null`) and fail where it fails.
+    #[test]
+    fn the_last_string_of_a_list_reads_as_string_list_does() {
+        for text in [
+            r#"["up", "name"]"#,
+            r#" ["a\"b", "c\u00e9\n"] "#,
+            "[]",
+            "null",
+            r#"["x"]"#,
+            "[NaN]",
+            r#"["a", 1]"#,
+            r#"{"a": "b"}"#,
+            "not json",
+        ] {
+            let expected = string_list(text)
+                .map(|mut l| l.pop())
+                .map_err(|e| e.to_string());
+            let got = last_string(text)
+                .map(|l| l.map(Cow::into_owned))
+                .map_err(|e| e.to_string());
+            assert_eq!(got, expected, "{text}");
+        }
+        assert!(string_list(r#"["a", 1]"#).is_err());
+        assert!(matches!(
+            last_string(r#"["up", "name"]"#),
+            Ok(Some(Cow::Borrowed("name")))
+        ));
     }
 }
