@@ -6,15 +6,22 @@
 //! (`matched_distributed`, [`crate::distributed`]) are made from the `Distributed.*` rows of all
 //! parts at once — the two ends of a link may sit in different shards — and the rows are copied
 //! part by part, in shard order (which is the unsharded run's order, see [`crate::shard`]), into a
-//! new `.vis.db` through the same bulk writer, with their links filled in.
+//! new `.vis.db` through the same bulk writer, with their links filled in. The gathered file's
+//! indexes are not sorted again: each is the merge of the same index of every part (already
+//! sorted, rowids shifted by the rows of the parts before), written page by page as it comes
+//! ([`BulkWriter::create_sorted`]), so the gather's memory does not grow with the rows.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender};
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, Row};
 
 use graph_ascend_dump::FastMap;
-use graph_ascend_visdb::bulk::BulkWriter;
+use graph_ascend_visdb::bulk::{index_key, BulkWriter, NodeIndexSpec, Value};
 use graph_ascend_visdb::schema::NODE_COLUMNS;
 use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
@@ -54,7 +61,9 @@ pub fn gather(parts: &[PathBuf], out: &Path) -> Result<PathBuf, ConvertError> {
     } else {
         FastMap::default()
     };
-    let mut writer = BulkWriter::create(&dest)?;
+    let offsets = row_offsets(&found)?;
+    // The parts' indexes are merged below: the writer keeps no index entries of its own.
+    let mut writer = BulkWriter::create_sorted(&dest)?;
     // The config row of the unsharded run is made from its first unit: the first part with units.
     let config_part = found.iter().find(|(_, m)| m.units > 0).unwrap_or(&found[0]);
     let config = read_config(&config_part.0)?;
@@ -81,8 +90,130 @@ pub fn gather(parts: &[PathBuf], out: &Path) -> Result<PathBuf, ConvertError> {
         });
         written.and(read)
     })?;
+    for spec in writer.sorted_node_indexes() {
+        merge_index(&found, &offsets, &spec, &mut writer)?;
+    }
     writer.insert_config(&config)?;
     Ok(writer.finish()?)
+}
+
+/// The rowid each part's first row takes in the gathered file, less one: the rows are copied in
+/// shard order, so a part's rows `1..=n` become `offset + 1..=offset + n`. A part whose rowids
+/// are not `1..=n` (not written by `convert --shard`) is refused.
+fn row_offsets(found: &[(PathBuf, Manifest)]) -> Result<Vec<i64>, ConvertError> {
+    let mut offsets = Vec::with_capacity(found.len());
+    let mut total = 0i64;
+    for (path, _) in found {
+        let (count, max): (i64, i64) = open(path)?
+            .query_row(
+                "SELECT count(*), coalesce(max(rowid), 0) FROM tb_nodes",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| sql(path, e))?;
+        if count != max {
+            return Err(ConvertError::Input {
+                path: path.clone(),
+                message: format!(
+                    "not a part as convert --shard writes it: {count} rows, numbered up to {max}"
+                ),
+            });
+        }
+        offsets.push(total);
+        total += count;
+    }
+    Ok(offsets)
+}
+
+/// Writes the index `spec` of the gathered file by merging the same index of every part: each
+/// is already sorted, so a k-way merge by (key, gathered rowid) gives the gathered file's order
+/// with one entry per part in memory (the writer keeps one page per level of the tree).
+fn merge_index(
+    found: &[(PathBuf, Manifest)],
+    offsets: &[i64],
+    spec: &NodeIndexSpec,
+    writer: &mut BulkWriter,
+) -> Result<(), ConvertError> {
+    let cols = spec.columns.join(", ");
+    let query = format!(
+        "SELECT {cols}, rowid FROM tb_nodes INDEXED BY {} ORDER BY {cols}, rowid",
+        spec.name
+    );
+    let n = spec.columns.len();
+    let conns = found
+        .iter()
+        .map(|(path, _)| {
+            let conn = open(path)?;
+            // Each part is read front to back once: a small cache is enough.
+            conn.execute_batch("PRAGMA cache_size = -1024")
+                .map_err(|e| sql(path, e))?;
+            Ok(conn)
+        })
+        .collect::<Result<Vec<_>, ConvertError>>()?;
+    let mut stmts = conns
+        .iter()
+        .zip(found)
+        .map(|(c, (path, _))| c.prepare(&query).map_err(|e| sql(path, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cursors = stmts
+        .iter_mut()
+        .zip(found)
+        .map(|(s, (path, _))| s.query([]).map_err(|e| sql(path, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Per part: its next entry's values (the rowid already the gathered one).
+    let mut heads: Vec<Vec<SqlValue>> = vec![Vec::new(); found.len()];
+    let mut heap: BinaryHeap<Reverse<(Vec<u8>, i64, usize)>> = BinaryHeap::new();
+    let mut advance = |i: usize,
+                       heads: &mut Vec<Vec<SqlValue>>,
+                       heap: &mut BinaryHeap<Reverse<(Vec<u8>, i64, usize)>>|
+     -> Result<(), ConvertError> {
+        let path = &found[i].0;
+        let Some(row) = cursors[i].next().map_err(|e| sql(path, e))? else {
+            return Ok(());
+        };
+        let values = (0..n)
+            .map(|c| row.get::<_, SqlValue>(c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| sql(path, e))?;
+        if values.iter().any(|v| matches!(v, SqlValue::Blob(_))) {
+            return Err(ConvertError::Input {
+                path: path.clone(),
+                message: format!(
+                    "not a part as convert --shard writes it: a blob in {}",
+                    spec.name
+                ),
+            });
+        }
+        let rowid = offsets[i] + row.get::<_, i64>(n).map_err(|e| sql(path, e))?;
+        let mut key = Vec::new();
+        index_key(&values.iter().map(value).collect::<Vec<_>>(), &mut key);
+        heads[i] = values;
+        heap.push(Reverse((key, rowid, i)));
+        Ok(())
+    };
+    for i in 0..found.len() {
+        advance(i, &mut heads, &mut heap)?;
+    }
+    let mut index = writer.begin_sorted(spec);
+    while let Some(Reverse((_, rowid, i))) = heap.pop() {
+        let values: Vec<Value<'_>> = heads[i].iter().map(value).collect();
+        writer.push_sorted(&mut index, &values, rowid)?;
+        advance(i, &mut heads, &mut heap)?;
+    }
+    writer.end_sorted(index)?;
+    Ok(())
+}
+
+/// A value read from a part as the writer takes it.
+fn value(v: &SqlValue) -> Value<'_> {
+    match v {
+        SqlValue::Null => Value::Null,
+        SqlValue::Integer(i) => Value::Int(*i),
+        SqlValue::Real(r) => Value::Real(*r),
+        SqlValue::Text(t) => Value::Text(t),
+        // Refused when read (`merge_index`): no column of a part's tb_nodes holds a blob.
+        SqlValue::Blob(_) => Value::Null,
+    }
 }
 
 /// What the reader thread hands to the writer, in order.
