@@ -127,12 +127,50 @@ fn row_offsets(found: &[(PathBuf, Manifest)]) -> Result<Vec<i64>, ConvertError> 
 
 /// Writes the index `spec` of the gathered file by merging the same index of every part: each
 /// is already sorted, so a k-way merge by (key, gathered rowid) gives the gathered file's order
-/// with one entry per part in memory (the writer keeps one page per level of the tree).
+/// with one entry per part in memory (the writer keeps one page per level of the tree). One
+/// thread merges while this one writes.
 fn merge_index(
     found: &[(PathBuf, Manifest)],
     offsets: &[i64],
     spec: &NodeIndexSpec,
     writer: &mut BulkWriter,
+) -> Result<(), ConvertError> {
+    let (tx, rx) = sync_channel::<Vec<Entry>>(4);
+    std::thread::scope(|scope| {
+        // `tx` moves into the reader: the channel closes when it is done.
+        let send = move |batch| tx.send(batch).is_ok();
+        let reader = scope.spawn(move || merge_entries(found, offsets, spec, send));
+        let written = (|| -> Result<(), ConvertError> {
+            let mut index = writer.begin_sorted(spec);
+            for batch in rx {
+                for (values, rowid) in &batch {
+                    let values: Vec<Value<'_>> = values.iter().map(value).collect();
+                    writer.push_sorted(&mut index, &values, *rowid)?;
+                }
+            }
+            Ok(writer.end_sorted(index)?)
+        })();
+        // On a write error `rx` is gone, so the reader stops at its next batch; on a read
+        // error the writer sees too few entries, and the reader's error is the one to report.
+        let read = reader.join().unwrap_or_else(|_| {
+            Err(ConvertError::Usage(
+                "internal: the gather's index reader panicked".into(),
+            ))
+        });
+        read.and(written)
+    })
+}
+
+/// One index entry: the indexed values and the gathered rowid.
+type Entry = (Vec<SqlValue>, i64);
+
+/// Hands `each` the entries of index `spec` of all parts, merged in order, in batches, while it
+/// returns true.
+fn merge_entries(
+    found: &[(PathBuf, Manifest)],
+    offsets: &[i64],
+    spec: &NodeIndexSpec,
+    mut each: impl FnMut(Vec<Entry>) -> bool,
 ) -> Result<(), ConvertError> {
     let cols = spec.columns.join(", ");
     let query = format!(
@@ -160,11 +198,11 @@ fn merge_index(
         .zip(found)
         .map(|(s, (path, _))| s.query([]).map_err(|e| sql(path, e)))
         .collect::<Result<Vec<_>, _>>()?;
-    // Per part: its next entry's values (the rowid already the gathered one).
-    let mut heads: Vec<Vec<SqlValue>> = vec![Vec::new(); found.len()];
+    // Per part: its next entry.
+    let mut heads: Vec<Entry> = vec![(Vec::new(), 0); found.len()];
     let mut heap: BinaryHeap<Reverse<(Vec<u8>, i64, usize)>> = BinaryHeap::new();
     let mut advance = |i: usize,
-                       heads: &mut Vec<Vec<SqlValue>>,
+                       heads: &mut Vec<Entry>,
                        heap: &mut BinaryHeap<Reverse<(Vec<u8>, i64, usize)>>|
      -> Result<(), ConvertError> {
         let path = &found[i].0;
@@ -187,20 +225,24 @@ fn merge_index(
         let rowid = offsets[i] + row.get::<_, i64>(n).map_err(|e| sql(path, e))?;
         let mut key = Vec::new();
         index_key(&values.iter().map(value).collect::<Vec<_>>(), &mut key);
-        heads[i] = values;
+        heads[i] = (values, rowid);
         heap.push(Reverse((key, rowid, i)));
         Ok(())
     };
     for i in 0..found.len() {
         advance(i, &mut heads, &mut heap)?;
     }
-    let mut index = writer.begin_sorted(spec);
-    while let Some(Reverse((_, rowid, i))) = heap.pop() {
-        let values: Vec<Value<'_>> = heads[i].iter().map(value).collect();
-        writer.push_sorted(&mut index, &values, rowid)?;
+    let mut batch = Vec::with_capacity(CHUNK);
+    while let Some(Reverse((_, _, i))) = heap.pop() {
+        batch.push(std::mem::take(&mut heads[i]));
         advance(i, &mut heads, &mut heap)?;
+        if batch.len() == CHUNK && !each(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK))) {
+            return Ok(());
+        }
     }
-    writer.end_sorted(index)?;
+    if !batch.is_empty() {
+        each(batch);
+    }
     Ok(())
 }
 

@@ -138,12 +138,7 @@ impl SortedIndex {
 
     /// Hands a page and its divider written by level `k - 1` (if any) to level `k`, and so on
     /// up while levels fill.
-    fn push_up(
-        &mut self,
-        mut k: usize,
-        mut up: Up,
-        file: &mut PageFile,
-    ) -> io::Result<()> {
+    fn push_up(&mut self, mut k: usize, mut up: Up, file: &mut PageFile) -> io::Result<()> {
         while let Some((child, divider)) = up {
             if k == self.interior.len() {
                 self.interior.push(Level::default());
