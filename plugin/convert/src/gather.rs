@@ -144,7 +144,11 @@ fn merge_index(
             let mut index = writer.begin_sorted(spec);
             for batch in rx {
                 for (values, rowid) in &batch {
-                    let values: Vec<Value<'_>> = values.iter().map(value).collect();
+                    // Blobs were refused when read (`merge_entries`).
+                    let values: Vec<Value<'_>> = values
+                        .iter()
+                        .map(|v| Value::from_sql(v).unwrap_or(Value::Null))
+                        .collect();
                     writer.push_sorted(&mut index, &values, *rowid)?;
                 }
             }
@@ -213,7 +217,11 @@ fn merge_entries(
             .map(|c| row.get::<_, SqlValue>(c))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| sql(path, e))?;
-        if values.iter().any(|v| matches!(v, SqlValue::Blob(_))) {
+        let Some(key_values) = values
+            .iter()
+            .map(Value::from_sql)
+            .collect::<Option<Vec<_>>>()
+        else {
             return Err(ConvertError::Input {
                 path: path.clone(),
                 message: format!(
@@ -221,10 +229,11 @@ fn merge_entries(
                     spec.name
                 ),
             });
-        }
+        };
         let rowid = offsets[i] + row.get::<_, i64>(n).map_err(|e| sql(path, e))?;
         let mut key = Vec::new();
-        index_key(&values.iter().map(value).collect::<Vec<_>>(), &mut key);
+        index_key(&key_values, &mut key);
+        drop(key_values);
         heads[i] = (values, rowid);
         heap.push(Reverse((key, rowid, i)));
         Ok(())
@@ -244,18 +253,6 @@ fn merge_entries(
         each(batch);
     }
     Ok(())
-}
-
-/// A value read from a part as the writer takes it.
-fn value(v: &SqlValue) -> Value<'_> {
-    match v {
-        SqlValue::Null => Value::Null,
-        SqlValue::Integer(i) => Value::Int(*i),
-        SqlValue::Real(r) => Value::Real(*r),
-        SqlValue::Text(t) => Value::Text(t),
-        // Refused when read (`merge_index`): no column of a part's tb_nodes holds a blob.
-        SqlValue::Blob(_) => Value::Null,
-    }
 }
 
 /// What the reader thread hands to the writer, in order.

@@ -279,6 +279,21 @@ pub fn index_key(values: &[Value<'_>], out: &mut Vec<u8>) {
     values.iter().for_each(|v| push_sort_key(v, out));
 }
 
+impl<'a> Value<'a> {
+    /// A value as rusqlite reads it (from another `.vis.db`, say); `None` for a blob, which no
+    /// column of ours holds.
+    pub fn from_sql(v: &'a rusqlite::types::Value) -> Option<Value<'a>> {
+        use rusqlite::types::Value as Sql;
+        match v {
+            Sql::Null => Some(Value::Null),
+            Sql::Integer(i) => Some(Value::Int(*i)),
+            Sql::Real(r) => Some(Value::Real(*r)),
+            Sql::Text(t) => Some(Value::Text(t)),
+            Sql::Blob(_) => None,
+        }
+    }
+}
+
 /// One index of `tb_nodes`, as [`BulkWriter::sorted_node_indexes`] lists them.
 #[derive(Debug, Clone)]
 pub struct NodeIndexSpec {
@@ -414,16 +429,6 @@ mod tests {
         .unwrap()
     }
 
-    fn value(v: &SqlValue) -> Value<'_> {
-        match v {
-            SqlValue::Null => Value::Null,
-            SqlValue::Integer(i) => Value::Int(*i),
-            SqlValue::Real(r) => Value::Real(*r),
-            SqlValue::Text(t) => Value::Text(t),
-            SqlValue::Blob(_) => unreachable!("no blob in tb_nodes"),
-        }
-    }
-
     /// The same rows written with indexes sorted in memory and with indexes given sorted (here
     /// read back from the first file): the same database, down to deep trees of small pages
     /// with spilling keys.
@@ -442,7 +447,8 @@ mod tests {
         for spec in w.sorted_node_indexes() {
             let mut ix = w.begin_sorted(&spec);
             for (values, rowid) in entries(&reference, &spec) {
-                let values: Vec<Value<'_>> = values.iter().map(value).collect();
+                let values: Option<Vec<Value<'_>>> = values.iter().map(Value::from_sql).collect();
+                let values = values.expect("no blob in tb_nodes");
                 w.push_sorted(&mut ix, &values, rowid).unwrap();
             }
             w.end_sorted(ix).unwrap();
