@@ -73,8 +73,8 @@ pub struct Flags {
     /// `db` (default) or `json` (merged builds: step<S>/rank<R>/{construct,dump,stack}.json).
     #[arg(long = "file_type", default_value = "db", value_parser = ["db", "json"])]
     file_type: String,
-    /// Convert only shard I of N of the (step, rank) graphs into a part in OUT, for
-    /// `graph-ascend gather` (docs/scale.md). Bare: I and N from the job array
+    /// Convert only shard I of N of the work units (the (step, rank) graphs; with --rank_size, the
+    /// steps) into a part in OUT, for `graph-ascend gather` (docs/scale.md). Bare: I and N from the job array
     /// (SLURM_ARRAY_TASK_ID/_MIN/_STEP/_COUNT, or JOB_COMPLETION_INDEX with --shard-count).
     #[arg(long = "shard", num_args = 0..=1, default_missing_value = "", value_name = "I/N")]
     shard: Option<String>,

@@ -6,15 +6,22 @@
 //! (`matched_distributed`, [`crate::distributed`]) are made from the `Distributed.*` rows of all
 //! parts at once — the two ends of a link may sit in different shards — and the rows are copied
 //! part by part, in shard order (which is the unsharded run's order, see [`crate::shard`]), into a
-//! new `.vis.db` through the same bulk writer, with their links filled in.
+//! new `.vis.db` through the same bulk writer, with their links filled in. The gathered file's
+//! indexes are not sorted again: each is the merge of the same index of every part (already
+//! sorted, rowids shifted by the rows of the parts before), written page by page as it comes
+//! ([`BulkWriter::create_sorted`]), so the gather's memory does not grow with the rows.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender};
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, Row};
 
 use graph_ascend_dump::FastMap;
-use graph_ascend_visdb::bulk::BulkWriter;
+use graph_ascend_visdb::bulk::{index_key, BulkWriter, NodeIndexSpec, Value};
 use graph_ascend_visdb::schema::NODE_COLUMNS;
 use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
@@ -54,7 +61,9 @@ pub fn gather(parts: &[PathBuf], out: &Path) -> Result<PathBuf, ConvertError> {
     } else {
         FastMap::default()
     };
-    let mut writer = BulkWriter::create(&dest)?;
+    let offsets = row_offsets(&found)?;
+    // The parts' indexes are merged below: the writer keeps no index entries of its own.
+    let mut writer = BulkWriter::create_sorted(&dest)?;
     // The config row of the unsharded run is made from its first unit: the first part with units.
     let config_part = found.iter().find(|(_, m)| m.units > 0).unwrap_or(&found[0]);
     let config = read_config(&config_part.0)?;
@@ -81,8 +90,169 @@ pub fn gather(parts: &[PathBuf], out: &Path) -> Result<PathBuf, ConvertError> {
         });
         written.and(read)
     })?;
+    for spec in writer.sorted_node_indexes() {
+        merge_index(&found, &offsets, &spec, &mut writer)?;
+    }
     writer.insert_config(&config)?;
     Ok(writer.finish()?)
+}
+
+/// The rowid each part's first row takes in the gathered file, less one: the rows are copied in
+/// shard order, so a part's rows `1..=n` become `offset + 1..=offset + n`. A part whose rowids
+/// are not `1..=n` (not written by `convert --shard`) is refused.
+fn row_offsets(found: &[(PathBuf, Manifest)]) -> Result<Vec<i64>, ConvertError> {
+    let mut offsets = Vec::with_capacity(found.len());
+    let mut total = 0i64;
+    for (path, _) in found {
+        let (count, max): (i64, i64) = open(path)?
+            .query_row(
+                "SELECT count(*), coalesce(max(rowid), 0) FROM tb_nodes",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| sql(path, e))?;
+        if count != max {
+            return Err(ConvertError::Input {
+                path: path.clone(),
+                message: format!(
+                    "not a part as convert --shard writes it: {count} rows, numbered up to {max}"
+                ),
+            });
+        }
+        offsets.push(total);
+        total += count;
+    }
+    Ok(offsets)
+}
+
+/// Writes the index `spec` of the gathered file by merging the same index of every part: each
+/// is already sorted, so a k-way merge by (key, gathered rowid) gives the gathered file's order
+/// with one entry per part in memory (the writer keeps one page per level of the tree). One
+/// thread merges while this one writes.
+fn merge_index(
+    found: &[(PathBuf, Manifest)],
+    offsets: &[i64],
+    spec: &NodeIndexSpec,
+    writer: &mut BulkWriter,
+) -> Result<(), ConvertError> {
+    let (tx, rx) = sync_channel::<Vec<Entry>>(4);
+    std::thread::scope(|scope| {
+        // `tx` moves into the reader: the channel closes when it is done.
+        let send = move |batch| tx.send(batch).is_ok();
+        let reader = scope.spawn(move || merge_entries(found, offsets, spec, send));
+        let written = (|| -> Result<(), ConvertError> {
+            let mut index = writer.begin_sorted(spec);
+            for batch in rx {
+                for (values, rowid) in &batch {
+                    // Blobs were refused when read (`merge_entries`).
+                    let values: Vec<Value<'_>> = values
+                        .iter()
+                        .map(|v| Value::from_sql(v).unwrap_or(Value::Null))
+                        .collect();
+                    writer.push_sorted(&mut index, &values, *rowid)?;
+                }
+            }
+            Ok(writer.end_sorted(index)?)
+        })();
+        // On a write error `rx` is gone, so the reader stops at its next batch; on a read
+        // error the writer sees too few entries, and the reader's error is the one to report.
+        let read = reader.join().unwrap_or_else(|_| {
+            Err(ConvertError::Usage(
+                "internal: the gather's index reader panicked".into(),
+            ))
+        });
+        read.and(written)
+    })
+}
+
+/// One index entry: the indexed values and the gathered rowid.
+type Entry = (Vec<SqlValue>, i64);
+
+/// Hands `each` the entries of index `spec` of all parts, merged in order, in batches, while it
+/// returns true.
+fn merge_entries(
+    found: &[(PathBuf, Manifest)],
+    offsets: &[i64],
+    spec: &NodeIndexSpec,
+    mut each: impl FnMut(Vec<Entry>) -> bool,
+) -> Result<(), ConvertError> {
+    let cols = spec.columns.join(", ");
+    let query = format!(
+        "SELECT {cols}, rowid FROM tb_nodes INDEXED BY {} ORDER BY {cols}, rowid",
+        spec.name
+    );
+    let n = spec.columns.len();
+    let conns = found
+        .iter()
+        .map(|(path, _)| {
+            let conn = open(path)?;
+            // Each part is read front to back once: a small cache is enough.
+            conn.execute_batch("PRAGMA cache_size = -1024")
+                .map_err(|e| sql(path, e))?;
+            Ok(conn)
+        })
+        .collect::<Result<Vec<_>, ConvertError>>()?;
+    let mut stmts = conns
+        .iter()
+        .zip(found)
+        .map(|(c, (path, _))| c.prepare(&query).map_err(|e| sql(path, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cursors = stmts
+        .iter_mut()
+        .zip(found)
+        .map(|(s, (path, _))| s.query([]).map_err(|e| sql(path, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Per part: its next entry.
+    let mut heads: Vec<Entry> = vec![(Vec::new(), 0); found.len()];
+    let mut heap: BinaryHeap<Reverse<(Vec<u8>, i64, usize)>> = BinaryHeap::new();
+    let mut advance = |i: usize,
+                       heads: &mut Vec<Entry>,
+                       heap: &mut BinaryHeap<Reverse<(Vec<u8>, i64, usize)>>|
+     -> Result<(), ConvertError> {
+        let path = &found[i].0;
+        let Some(row) = cursors[i].next().map_err(|e| sql(path, e))? else {
+            return Ok(());
+        };
+        let values = (0..n)
+            .map(|c| row.get::<_, SqlValue>(c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| sql(path, e))?;
+        let Some(key_values) = values
+            .iter()
+            .map(Value::from_sql)
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Err(ConvertError::Input {
+                path: path.clone(),
+                message: format!(
+                    "not a part as convert --shard writes it: a blob in {}",
+                    spec.name
+                ),
+            });
+        };
+        let rowid = offsets[i] + row.get::<_, i64>(n).map_err(|e| sql(path, e))?;
+        let mut key = Vec::new();
+        index_key(&key_values, &mut key);
+        drop(key_values);
+        heads[i] = (values, rowid);
+        heap.push(Reverse((key, rowid, i)));
+        Ok(())
+    };
+    for i in 0..found.len() {
+        advance(i, &mut heads, &mut heap)?;
+    }
+    let mut batch = Vec::with_capacity(CHUNK);
+    while let Some(Reverse((_, _, i))) = heap.pop() {
+        batch.push(std::mem::take(&mut heads[i]));
+        advance(i, &mut heads, &mut heap)?;
+        if batch.len() == CHUNK && !each(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK))) {
+            return Ok(());
+        }
+    }
+    if !batch.is_empty() {
+        each(batch);
+    }
+    Ok(())
 }
 
 /// What the reader thread hands to the writer, in order.

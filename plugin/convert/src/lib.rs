@@ -73,7 +73,7 @@ pub fn convert_cancellable(
     cancel: &AtomicBool,
 ) -> Result<PathBuf, ConvertError> {
     if !opts.parallel.is_empty() {
-        return merge::convert_merged(opts, progress, cancel);
+        return merge::convert_merged(opts, None, progress, cancel);
     }
     convert_plain(opts, None, progress, cancel)
 }
@@ -86,12 +86,13 @@ pub fn convert_shard(
     progress: ProgressFn,
     cancel: &AtomicBool,
 ) -> Result<PathBuf, ConvertError> {
-    if !opts.parallel.is_empty() || opts.json_output {
+    if opts.json_output {
         return Err(ConvertError::Usage(
-            "--shard does not apply to a parallel merge (--rank_size/--tp/--pp) yet: \
-             convert merged runs unsharded"
-                .into(),
+            "--shard writes a part of a .vis.db: it does not apply to --file_type json".into(),
         ));
+    }
+    if !opts.parallel.is_empty() {
+        return merge::convert_merged(opts, Some(shard), progress, cancel);
     }
     convert_plain(opts, Some(shard), progress, cancel)
 }
@@ -150,7 +151,14 @@ fn convert_plain(
     match shard {
         None => stage::write::write(&run, opts, graphs, &config, link_distributed),
         Some(s) => {
-            let manifest = part::Manifest::of(opts, &plan, s, &range, link_distributed);
+            let manifest = part::Manifest::of(
+                opts,
+                &plan.jobs,
+                plan.jobs.len(),
+                s,
+                &range,
+                link_distributed,
+            );
             part::write(&run, opts, &manifest, graphs, &config)
         }
     }

@@ -22,7 +22,7 @@ use graph_ascend_visdb::stale;
 use graph_ascend_visdb::writer::ConfigRow;
 
 use crate::shard::ShardSpec;
-use crate::stage::plan::Plan;
+use crate::stage::plan::Job;
 use crate::stage::write::{self, Graphs};
 use crate::stage::Run;
 use crate::{ConvertError, ConvertOptions};
@@ -66,29 +66,33 @@ pub(crate) struct Manifest {
 }
 
 impl Manifest {
-    /// The manifest of shard `shard` (units `range` of `plan`).
+    /// The manifest of shard `shard`, which holds units `range` of `total_units`; `folders`:
+    /// every (step, rank) folder the whole run reads (its fingerprint). A plain conversion's
+    /// units are its (step, rank) graphs, a parallel merge's its steps (see [`crate::merge`]).
     pub(crate) fn of(
         opts: &ConvertOptions,
-        plan: &Plan,
+        folders: &[Job],
+        total_units: usize,
         shard: ShardSpec,
         range: &Range<usize>,
         link_distributed: bool,
     ) -> Manifest {
         let options = format!(
-            "golden={} layer_mapping={:?} overflow_check={} fuzzy_match={}",
+            "golden={} layer_mapping={:?} overflow_check={} fuzzy_match={} parallel={:?}",
             opts.golden.is_some(),
             opts.layer_mapping,
             opts.overflow_check,
-            opts.fuzzy_match
+            opts.fuzzy_match,
+            opts.parallel
         );
         Manifest {
             format: FORMAT.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             options,
-            inputs: inputs_hash(opts, plan),
+            inputs: inputs_hash(opts, folders),
             target: absolute(&opts.target),
             shard,
-            total_units: plan.jobs.len() as u64,
+            total_units: total_units as u64,
             first_unit: range.start as u64,
             units: range.len() as u64,
             kind: if opts.golden.is_some() {
@@ -175,9 +179,9 @@ impl Hasher for Fnv {
     }
 }
 
-/// The inputs' hash: each unit's step, rank and folders, and the size and modification time of
-/// the dump files in them (a dump rewritten between two shards changes it).
-fn inputs_hash(opts: &ConvertOptions, plan: &Plan) -> String {
+/// The inputs' hash: each (step, rank)'s folders, and the size and modification time of the
+/// dump files in them (a dump rewritten between two shards changes it).
+fn inputs_hash(opts: &ConvertOptions, folders: &[Job]) -> String {
     let mut h = Fnv(0xcbf2_9ce4_8422_2325);
     let mut text = |s: &str| {
         h.write(s.as_bytes());
@@ -185,7 +189,7 @@ fn inputs_hash(opts: &ConvertOptions, plan: &Plan) -> String {
     };
     text(&absolute(&opts.target));
     text(&opts.golden.as_deref().map(absolute).unwrap_or_default());
-    for job in &plan.jobs {
+    for job in folders {
         text(&format!("{} {}", job.step, job.rank));
         for dir in std::iter::once(&job.target).chain(job.golden.as_ref()) {
             text(&absolute(dir));

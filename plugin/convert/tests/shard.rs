@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use graph_ascend_convert::gather::gather;
+use graph_ascend_convert::merge::ParallelParams;
 use graph_ascend_convert::part::part_name;
 use graph_ascend_convert::{convert, convert_shard, ConvertOptions, ShardSpec};
 use graph_ascend_visdb::diff::{diff_files, DiffOptions};
@@ -83,6 +84,12 @@ fn sharded_equals_unsharded(opts: &ConvertOptions, count: u32, tmp: &Path) -> Pa
     )
     .unwrap();
     assert_same(&unsharded, &gathered);
+    // The gathered indexes (merged from the parts', not built again) hold every row, in order.
+    let check: String = Connection::open(&gathered)
+        .unwrap()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok", "integrity_check of {}", gathered.display());
     gathered
 }
 
@@ -242,18 +249,12 @@ fn parts_of_different_runs_are_refused() {
 fn shard_index_must_be_below_count() {
     let e = ShardSpec::new(2, 2).unwrap_err().to_string();
     assert!(e.contains("I must be below N"), "{e}");
+    // A part is a .vis.db: a merged build written as JSON files has none.
     let opts = ConvertOptions {
         target: dumps().join("dist_stats_a"),
         output: tempfile::tempdir().unwrap().path().join("o"),
-        parallel: graph_ascend_convert::merge::params::from_flags(
-            &[2],
-            &[2],
-            &[1],
-            &[],
-            &[],
-            false,
-        )
-        .unwrap(),
+        parallel: vec![ParallelParams::new(2, 2, 1)],
+        json_output: true,
         ..Default::default()
     };
     let e = convert_shard(
@@ -264,5 +265,110 @@ fn shard_index_must_be_below_count() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("parallel merge"), "{e}");
+    assert!(e.contains("--file_type json"), "{e}");
+}
+
+/// A parallel merge is sharded by step (every merge group of a step in one part): the real
+/// two-rank dumps (two steps) merged as TP 2, a build in 2 shards and in 3 (one part empty), and
+/// a compare.
+#[test]
+fn real_two_rank_merge_sharded_equals_unsharded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let build = ConvertOptions {
+        target: dumps().join("dist_stats_a"),
+        parallel: vec![ParallelParams::new(2, 2, 1)],
+        ..Default::default()
+    };
+    sharded_equals_unsharded(&build, 2, &tmp.path().join("build"));
+    sharded_equals_unsharded(&build, 3, &tmp.path().join("build"));
+    let compare = ConvertOptions {
+        target: dumps().join("dist_stats_b"),
+        golden: Some(dumps().join("dist_stats_a")),
+        parallel: vec![ParallelParams::new(2, 2, 1); 2],
+        ..Default::default()
+    };
+    sharded_equals_unsharded(&compare, 2, &tmp.path().join("compare"));
+    // A merged run's parts and a plain run's do not mix.
+    let mut plain = compare.clone();
+    plain.parallel = Vec::new();
+    plain.output = tmp.path().join("plain");
+    let mut merged = compare;
+    merged.output = tmp.path().join("merged");
+    let e = gather(
+        &[shard(&merged, 0, 2), shard(&plain, 1, 2)],
+        &tmp.path().join("mixed"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("options differ"), "{e}");
+}
+
+/// The synthetic Megatron layouts (`tests/fixtures/merge_synth`), each copied into three steps:
+/// TP 2 × PP 2 × DP 2 (two merge groups per step, rank 0's and rank 2's) in 2 and 4 shards, and a
+/// compare of two layouts (TP 4 against TP 2 × PP 2) in 2 shards.
+#[test]
+fn synthetic_merge_groups_sharded_equals_unsharded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let synth = unpack_merge_synth(&tmp.path().join("synth"));
+    let steps = |layout: &str| {
+        let dir = tmp.path().join(format!("{layout}_steps"));
+        for step in 0..3 {
+            copy_dir(
+                &synth.join(layout).join("step0"),
+                &dir.join(format!("step{step}")),
+            );
+        }
+        dir
+    };
+    let dp = ConvertOptions {
+        target: steps("tp2pp2dp2"),
+        parallel: vec![ParallelParams::new(8, 2, 2)],
+        ..Default::default()
+    };
+    let gathered = sharded_equals_unsharded(&dp, 2, &tmp.path().join("dp"));
+    // Two merged graphs (data-parallel replicas) in each of the three steps.
+    let graphs: i64 = Connection::open(&gathered)
+        .unwrap()
+        .query_row(
+            "SELECT count(DISTINCT step || '/' || rank) FROM tb_nodes",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(graphs, 6);
+    sharded_equals_unsharded(&dp, 4, &tmp.path().join("dp"));
+    let compare = ConvertOptions {
+        target: steps("tp4"),
+        golden: Some(steps("tp2pp2")),
+        parallel: vec![ParallelParams::new(4, 4, 1), ParallelParams::new(4, 2, 2)],
+        ..Default::default()
+    };
+    sharded_equals_unsharded(&compare, 2, &tmp.path().join("compare"));
+}
+
+/// `merge_synth/dumps.json.xz` (each file's path → its text) unpacked into `dir`.
+fn unpack_merge_synth(dir: &Path) -> PathBuf {
+    let xz = dumps().join("../merge_synth/dumps.json.xz");
+    let mut input = std::io::BufReader::new(std::fs::File::open(xz).unwrap());
+    let mut bytes = Vec::new();
+    lzma_rs::xz_decompress(&mut input, &mut bytes).unwrap();
+    let files: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes).unwrap();
+    for (path, text) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text.as_str().unwrap()).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).unwrap();
+        }
+    }
 }

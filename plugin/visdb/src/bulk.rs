@@ -40,6 +40,7 @@ mod file;
 mod format;
 mod index;
 mod pack;
+mod sorted;
 mod table;
 
 #[cfg(test)]
@@ -54,9 +55,12 @@ use crate::schema::{CREATE_INDEXES, CREATE_TABLES, NODE_COLUMNS};
 use crate::writer::{ConfigRow, NodeRow, WriteError};
 
 use file::PageFile;
-use format::{db_header, encode_record, Geometry, Value, DB_HEADER};
+use format::{db_header, encode_record, Geometry, DB_HEADER};
 use index::IndexRows;
 use table::TableTree;
+
+pub use format::Value;
+pub use sorted::{index_key, NodeIndexSpec, SortedIndex, SortedNodeIndex};
 
 /// SQLite's page size for our files (see `VisDbWriter::create`).
 const PAGE_SIZE: usize = 32_768;
@@ -81,6 +85,9 @@ pub struct BulkWriter {
     stack_index: IndexRows,
     config: TableTree,
     config_index: IndexRows,
+    /// `tb_nodes`' indexes come sorted from the caller ([`BulkWriter::create_sorted`]): the
+    /// writer keeps no entries of its own, and these are the roots of those written so far.
+    sorted_roots: Option<HashMap<String, u32>>,
     /// A write failed: the trees no longer match their indexes, so nothing more is accepted.
     broken: bool,
 }
@@ -129,6 +136,7 @@ impl BulkWriter {
             stack_index: IndexRows::default(),
             config: TableTree::new(geo),
             config_index: IndexRows::default(),
+            sorted_roots: None,
             broken: false,
         })
     }
@@ -161,6 +169,10 @@ impl BulkWriter {
         let first = self.nodes.rows() + 1;
         let (nodes, file) = (&mut self.nodes, &mut self.file);
         let (indexes, entries) = (&self.schema.node_indexes, &mut self.node_indexes);
+        if self.sorted_roots.is_some() {
+            let written = write_nodes(rows, nodes, file);
+            return written.map_err(|e| self.fail(e));
+        }
         let (written, ()) = rayon::join(
             || write_nodes(rows, nodes, file),
             || {
@@ -242,6 +254,7 @@ impl BulkWriter {
             stack_index,
             config,
             config_index,
+            sorted_roots,
             ..
         } = self;
         let io = |source| WriteError::Io {
@@ -257,10 +270,25 @@ impl BulkWriter {
             roots.insert(name.to_owned(), tree.finish(&mut file).map_err(io)?);
         }
         let (stack_name, config_name) = (autoindex_name("tb_stack"), autoindex_name("tb_config"));
-        let mut jobs: Vec<(&str, IndexRows, bool)> = (schema.node_indexes.iter())
-            .zip(node_indexes)
-            .map(|(ix, rows)| (ix.name.as_str(), rows, ix.unique))
-            .collect();
+        let mut jobs: Vec<(&str, IndexRows, bool)> = Vec::new();
+        match sorted_roots {
+            None => jobs.extend(
+                (schema.node_indexes.iter())
+                    .zip(node_indexes)
+                    .map(|(ix, rows)| (ix.name.as_str(), rows, ix.unique)),
+            ),
+            Some(sorted) => {
+                for ix in &schema.node_indexes {
+                    let root = sorted.get(&ix.name).ok_or_else(|| {
+                        io(std::io::Error::other(format!(
+                            "index {} was not given its sorted entries",
+                            ix.name
+                        )))
+                    })?;
+                    roots.insert(ix.name.clone(), *root);
+                }
+            }
+        }
         jobs.push((&stack_name, stack_index, true));
         jobs.push((&config_name, config_index, true));
         write_indexes(jobs, geo, &mut file, &mut roots).map_err(|e| match e {

@@ -31,6 +31,8 @@ pub use params::ParallelParams;
 use crate::export::{self, ExportContext};
 use crate::graph::{Graph, NodeOp};
 use crate::layout::{self, Layout};
+use crate::part::Manifest;
+use crate::shard::ShardSpec;
 use crate::stage::build::{read_and_build, Built};
 use crate::stage::pair::{pair, Side};
 use crate::stage::plan::{self, StepDirs};
@@ -378,9 +380,17 @@ struct MergedStep {
     ranks: Vec<i64>,
 }
 
-/// Runs a conversion with parallel merge (`opts.parallel` set).
+/// Runs a conversion with parallel merge (`opts.parallel` set), or with `shard` only that
+/// shard's share of it, written as a part ([`crate::part`]).
+///
+/// The unit of a sharded merge is a step: every merge group (data-parallel replica) of a step
+/// goes into one part, whole. A finer unit (one replica) is not possible without reading every
+/// rank: msprobe takes the groups from the dumps themselves (each rank's first
+/// `all_reduce`/`reduce_scatter` names its TP group, the first `send` its PP peer), so which
+/// ranks make a replica is known only once all of the step's ranks are built.
 pub(crate) fn convert_merged(
     opts: &ConvertOptions,
+    shard: Option<ShardSpec>,
     progress: ProgressFn,
     cancel: &AtomicBool,
 ) -> Result<PathBuf, ConvertError> {
@@ -438,8 +448,10 @@ pub(crate) fn convert_merged(
             (steps, list)
         }
     };
+    let range = shard.map_or(0..steps.len(), |s| s.units(steps.len()));
+    let share = &steps[range.clone()];
     // Folders that cannot be listed count no bytes: building them reports the error.
-    let rank_dirs: Vec<PathBuf> = steps
+    let rank_dirs: Vec<PathBuf> = share
         .iter()
         .flat_map(|s| std::iter::once(&s.target).chain(&s.golden))
         .flat_map(|d| rank_folders(d).unwrap_or_default())
@@ -450,11 +462,11 @@ pub(crate) fn convert_merged(
         cancel,
         compare,
         crate::stage::bytes_to_read(rank_dirs.iter().map(PathBuf::as_path)),
-        steps.len() as u64 * 3,
-        format!("{} step(s) to merge", steps.len()),
+        share.len() as u64 * 3,
+        format!("{} step(s) to merge", share.len()),
     );
     let mut ready: Vec<MergedStep> = Vec::new();
-    for step in &steps {
+    for step in share {
         run.check()?;
         ready.push(merge_step(opts, step, &run)?);
     }
@@ -491,7 +503,35 @@ pub(crate) fn convert_merged(
         &step_list,
     );
     let graphs: Graphs = ready.into_iter().flat_map(|r| r.graphs).collect();
-    write::write(&run, opts, graphs, &config, false)
+    match shard {
+        None => write::write(&run, opts, graphs, &config, false),
+        Some(s) => {
+            // The config row of a part without the first step is not the run's: the gather
+            // takes the one of the part holding the first unit.
+            let folders = step_folders(&steps);
+            let manifest = Manifest::of(opts, &folders, steps.len(), s, &range, false);
+            crate::part::write(&run, opts, &manifest, graphs, &config)
+        }
+    }
+}
+
+/// Every rank folder of every step, both sides (the run's fingerprint in a part's manifest);
+/// a folder that cannot be listed is left out (building it reports the error).
+fn step_folders(steps: &[StepDirs]) -> Vec<plan::Job> {
+    let mut out = Vec::new();
+    for s in steps {
+        for dir in std::iter::once(&s.target).chain(&s.golden) {
+            for (rank, target) in rank_folders(dir).unwrap_or_default() {
+                out.push(plan::Job {
+                    step: s.step,
+                    rank,
+                    target,
+                    golden: None,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// One step: both sides' ranks built and merged, then (in a compare) each data-parallel pair of

@@ -141,7 +141,7 @@ impl TableTree {
 }
 
 /// Writes `rest` as a chain of overflow pages; returns the first page.
-fn write_overflow(rest: &[u8], geo: Geometry, file: &mut PageFile) -> io::Result<u32> {
+pub(super) fn write_overflow(rest: &[u8], geo: Geometry, file: &mut PageFile) -> io::Result<u32> {
     let first = file.next_page();
     let chunks = rest.chunks(geo.overflow_chunk());
     let count = chunks.len();

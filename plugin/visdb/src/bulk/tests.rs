@@ -47,14 +47,14 @@ impl Rng {
 
 /// What one file holds: node batches, stack batches in between, two config calls.
 #[derive(Debug)]
-struct Input {
-    batches: Vec<Vec<NodeRow>>,
+pub(super) struct Input {
+    pub(super) batches: Vec<Vec<NodeRow>>,
     stacks: Vec<Vec<(String, String)>>,
     configs: [ConfigRow; 2],
 }
 
 /// `small` rows of 10 bytes to a few KiB and `big` rows up to 200 KiB, in batches.
-fn input(seed: u64, small: usize, big: usize) -> Input {
+pub(super) fn input(seed: u64, small: usize, big: usize) -> Input {
     let mut rng = Rng(seed);
     let parents: Vec<String> = (0..40)
         .map(|i| format!("Module.layer{i}.forward"))
@@ -168,7 +168,7 @@ fn node_row(rng: &mut Rng, i: usize, parents: &[String], big: bool) -> NodeRow {
     }
 }
 
-trait Sink {
+pub(super) trait Sink {
     fn nodes(&mut self, rows: &[NodeRow]) -> Result<(), WriteError>;
     fn stacks(&mut self, rows: &[(String, String)]) -> Result<(), WriteError>;
     fn config(&mut self, c: &ConfigRow) -> Result<(), WriteError>;
@@ -199,7 +199,7 @@ impl Sink for BulkWriter {
 }
 
 /// Feeds `input` in the same interleaving to either writer.
-fn feed(sink: &mut impl Sink, input: &Input) {
+pub(super) fn feed(sink: &mut impl Sink, input: &Input) {
     let third = input.batches.len() / 3;
     for (i, batch) in input.batches.iter().enumerate() {
         if third > 0 && i % third == 1 {
@@ -265,7 +265,7 @@ fn typeof_query(conn: &Connection, table: &str) -> String {
 }
 
 /// The two files hold the same schema, rows, types and index contents.
-fn assert_same(sql: &Connection, bulk: &Connection) {
+pub(super) fn assert_same(sql: &Connection, bulk: &Connection) {
     assert_eq!(integrity(bulk), ["ok"]);
     let same = |q: &str, params: &[&dyn rusqlite::ToSql]| {
         let (a, b) = (rows(sql, q, params), rows(bulk, q, params));
@@ -303,7 +303,7 @@ fn assert_same(sql: &Connection, bulk: &Connection) {
 }
 
 /// Point queries through each index, on values taken from the file.
-fn assert_same_lookups(sql: &Connection, bulk: &Connection) {
+pub(super) fn assert_same_lookups(sql: &Connection, bulk: &Connection) {
     let sample = rows(
         sql,
         "SELECT id, up_node, node_name, matched_node_link, step, rank, data_source \
@@ -340,7 +340,7 @@ fn assert_same_lookups(sql: &Connection, bulk: &Connection) {
 }
 
 /// Levels of the b-tree rooted at `root`, following right-most children.
-fn depth(file: &[u8], page_size: usize, root: u32) -> usize {
+pub(super) fn depth(file: &[u8], page_size: usize, root: u32) -> usize {
     let mut page = root as usize;
     let mut levels = 1;
     loop {
@@ -357,7 +357,7 @@ fn depth(file: &[u8], page_size: usize, root: u32) -> usize {
     }
 }
 
-fn root_of(conn: &Connection, name: &str) -> u32 {
+pub(super) fn root_of(conn: &Connection, name: &str) -> u32 {
     conn.query_row(
         "SELECT rootpage FROM sqlite_master WHERE name = ?1",
         [name],
