@@ -1123,6 +1123,43 @@ mod tests {
         assert_eq!(depth, MAX_DEPTH - 3);
     }
 
+    /// Regression (issue 14, defect 4): a long array is kept as its text and walked one element
+    /// at a time, with the same values as a tree; a bad element deep in it is still an error.
+    #[test]
+    fn long_arrays_are_kept_as_text_with_the_same_values() {
+        let items: Vec<String> = (0..40_000)
+            .map(|i| match i % 4 {
+                0 => i.to_string(),
+                1 => format!("\"s\\u00e9{i}\""),
+                2 => format!("[{i}, {{\"k\": -Infinity}}]"),
+                _ => "-1.5e-7".into(),
+            })
+            .collect();
+        let text = format!("[{}]", items.join(", "));
+        assert!(text.len() > LAZY_ARRAY_BYTES);
+        let lazy = parse(&text);
+        assert!(matches!(lazy, JVal::LazyArr(_)), "kept as text");
+        assert_eq!(lazy.array_len(), items.len());
+        let serde = crate::json::parse_python_json(text.as_bytes()).unwrap();
+        assert_eq!(lazy, JVal::from_value(&serde));
+        assert_eq!(lazy.to_value(), serde);
+        let mut bad = text.clone();
+        bad.insert_str(text.len() - 10, "[1,]");
+        let mut p = Parser::new(bad.as_bytes()).unwrap();
+        assert!(p.value().is_err() || !p.at_end());
+        // As a dump.json entry read through a window a few bytes at a time.
+        let dump = format!("{{\"data\": {{\"a\": {{\"input_args\": {text}}}, \"b\": {{}}}}}}");
+        let mut names = Vec::new();
+        read_dump(dump.as_bytes(), &mut |k, v| {
+            names.push(k.to_string());
+            if k == "a" {
+                assert_eq!(v.get("input_args").map(JVal::array_len), Some(items.len()));
+            }
+        })
+        .unwrap();
+        assert_eq!(names, ["a", "b"]);
+    }
+
     #[test]
     fn dump_stream() {
         let text = br#"{"task": "statistics", "data": {"b": {"output": [{"type": "torch.Tensor", "Max": NaN}]}, "a": {}, "c": null}, "framework": "mindspore"}"#;

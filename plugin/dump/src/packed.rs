@@ -384,10 +384,28 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
 /// packed straight from the JSON (no `PyVal` of a long value, no copies of it).
 fn pack_fields(fields: &[(FieldName, crate::items::LeafVal)]) -> PackedItem {
     let mut out = Out::with_capacity(16 * (fields.len() + 1));
+    // Dump values already written as long lists or dicts, by address: msprobe's copies of one
+    // value refer to it without being written and compared again (the same bytes
+    // `put_shared` would leave: a value recorded there has no earlier equal).
+    let mut written: Vec<(*const JVal, (usize, usize))> = Vec::new();
     for (k, v) in fields {
         put_key(&mut out, k, field_code(k));
         match v {
-            crate::items::LeafVal::Dump(j) => put_jval(&mut out, j),
+            crate::items::LeafVal::Dump(j) => {
+                let at = std::ptr::from_ref(*j);
+                if let Some(&(_, (start, len))) = written.iter().find(|(p, _)| *p == at) {
+                    out.push(T_AGAIN);
+                    put_len(&mut out, start);
+                    put_len(&mut out, len);
+                    continue;
+                }
+                let start = out.len();
+                put_jval(&mut out, j);
+                let span = (start, out.len() - start);
+                if out.long_vals.last() == Some(&span) {
+                    written.push((at, span));
+                }
+            }
             crate::items::LeafVal::Made(p) => put_value(&mut out, p),
         }
     }
@@ -887,6 +905,77 @@ mod tests {
         assert_eq!(p.get("custom").map(ValRef::to_pyval), Some(nested));
         let pairs: Vec<_> = p.fields().map(|(k, _)| k).collect();
         assert_eq!(pairs.len(), 7);
+    }
+
+    /// Regression (issue 14, defect 4): a long list as a non-tensor's `value` is repeated by
+    /// msprobe in `Max`, `Min`, `Mean`, `Norm`; packed once, read back five times, and small
+    /// numbers take a byte or two each (not nine).
+    #[test]
+    fn a_long_list_repeated_in_an_item_is_kept_once() {
+        let numbers: Vec<String> = (0..200_000).map(|i| (i % 50).to_string()).collect();
+        let floats: Vec<&str> = vec!["1.5"; 50_000];
+        for list in [numbers.join(","), floats.join(", ")] {
+            let text = format!(r#"{{"input_args": [{{"type": "list", "value": [{list}]}}]}}"#);
+            let entry = crate::fastjson::Parser::new(text.as_bytes())
+                .unwrap()
+                .value()
+                .unwrap();
+            assert!(matches!(
+                entry.get("input_args").map(|a| a.elements().next()),
+                Some(Some(_))
+            ));
+            let name = "Functional.f.0.forward";
+            let packed = crate::parse_op_packed(name, &entry);
+            let item = &packed.input[0].1;
+            assert!(
+                item.heap_size() < list.len() * 3 / 2,
+                "{} bytes for {} of text",
+                item.heap_size(),
+                list.len()
+            );
+            assert_eq!(packed, PackedOp::pack(crate::parse_op_fast(name, &entry)));
+            let value = item.get("value").unwrap().to_pyval();
+            for k in ["Max", "Min", "Mean", "Norm"] {
+                assert_eq!(item.get(k).unwrap().to_pyval(), value, "{k}");
+            }
+            let mut shown = String::new();
+            write_py_str(&mut shown, item.get("Norm").unwrap());
+            assert_eq!(shown, value.py_str());
+        }
+    }
+
+    #[test]
+    fn ints_and_floats_round_trip_in_their_short_forms() {
+        let values = [0, 1, -1, 63, -64, 64, 1 << 40, i64::MAX, i64::MIN];
+        let mut fields: Vec<(FieldName, PyVal)> = values
+            .iter()
+            .map(|&i| ("value".into(), PyVal::Int(i)))
+            .collect();
+        for f in [
+            1.5,
+            0.1,
+            -0.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            3.4e38,
+            1e-45,
+        ] {
+            fields.push(("Max".into(), PyVal::Float(f)));
+        }
+        let item = Item { fields };
+        let back = PackedItem::pack(&item).unpack();
+        for ((_, a), (_, b)) in item.fields.iter().zip(&back.fields) {
+            match (a, b) {
+                (PyVal::Float(x), PyVal::Float(y)) => {
+                    assert!(
+                        x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan(),
+                        "{x}"
+                    )
+                }
+                _ => assert_eq!(a, b),
+            }
+        }
     }
 
     #[test]
