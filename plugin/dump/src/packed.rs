@@ -129,7 +129,12 @@ impl std::fmt::Debug for PackedItem {
     }
 }
 
-fn put_len(out: &mut Vec<u8>, mut n: usize) {
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    put_varint(out, n as u64);
+}
+
+/// 7 bits a byte, low first, the high bit set on all but the last.
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     loop {
         let b = (n & 0x7F) as u8;
         n >>= 7;
@@ -145,16 +150,7 @@ fn put_len(out: &mut Vec<u8>, mut n: usize) {
 /// its text in the dump: a `shape` of 64M ones is not kept at 9 bytes a number).
 fn put_int(out: &mut Vec<u8>, i: i64) {
     out.push(T_INT);
-    let mut n = ((i << 1) ^ (i >> 63)) as u64;
-    loop {
-        let b = (n & 0x7F) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
+    put_varint(out, ((i << 1) ^ (i >> 63)) as u64);
 }
 
 /// A float: 4 bytes when it is exactly a 32-bit float, else 8.
@@ -463,12 +459,17 @@ impl<'a> Reader<'a> {
     }
 
     fn len(&mut self) -> usize {
-        let mut n = 0usize;
+        usize::try_from(self.varint()).unwrap_or(usize::MAX)
+    }
+
+    /// A [`put_varint`] number (at most ten bytes are read).
+    fn varint(&mut self) -> u64 {
+        let mut n = 0u64;
         let mut shift = 0;
         loop {
             let b = self.byte();
-            n |= usize::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 || shift > 56 {
+            n |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 || shift >= 63 {
                 return n;
             }
             shift += 7;
@@ -503,16 +504,8 @@ impl<'a> Reader<'a> {
 
     /// A zigzag integer ([`put_int`]).
     fn int(&mut self) -> i64 {
-        let mut n = 0u64;
-        let mut shift = 0;
-        loop {
-            let b = self.byte();
-            n |= u64::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 || shift >= 63 {
-                return ((n >> 1) as i64) ^ -((n & 1) as i64);
-            }
-            shift += 7;
-        }
+        let n = self.varint();
+        ((n >> 1) as i64) ^ -((n & 1) as i64)
     }
 
     /// The earlier value a [`T_AGAIN`] refers to (after its tag).
