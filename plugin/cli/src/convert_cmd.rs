@@ -169,6 +169,8 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         fuzzy_match: flags.fuzzy_match,
         parallel,
         json_output: json_output && merging,
+        // The command line reads wherever the user points it.
+        confine: Default::default(),
     };
     let bar = (!flags.is_print_progress_log && std::io::stderr().is_terminal()).then(|| {
         let pb = indicatif::ProgressBar::new(1);

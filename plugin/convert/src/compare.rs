@@ -120,6 +120,7 @@ pub(crate) fn compare_graphs(
         Some(metrics::TensorDirs {
             npu: npu_dump.tensor_dir().unwrap_or_default(),
             bench: bench_dump.tensor_dir().unwrap_or_default(),
+            confine: npu_dump.confine.clone(),
         })
     } else {
         None

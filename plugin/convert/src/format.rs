@@ -7,7 +7,7 @@
 
 use graph_ascend_dump::{PackedItem, ValRef};
 
-use crate::pyjson::push_str;
+use crate::pyjson::{push_str, Escaped};
 
 /// What to drop from items.
 #[derive(Debug, Clone, Copy, Default)]
@@ -152,6 +152,13 @@ fn push_item(out: &mut String, item: &PackedItem, opts: FormatOptions, scratch: 
             }
             ValRef::Str(t) if !t.contains('\'') && t != "None" && !t.contains('.') => {
                 push_str(out, t)
+            }
+            // A list or dict is written escaped straight into the row: a long one is never
+            // held a second time as text.
+            ValRef::Nested(_) => {
+                out.push('"');
+                graph_ascend_dump::packed::write_py_str(&mut Escaped(out), v);
+                out.push('"');
             }
             other => {
                 scratch.clear();

@@ -91,6 +91,7 @@ impl DumpOps {
     /// within a batch, not after the whole file).
     pub fn read(
         path: &std::path::Path,
+        confine: &graph_ascend_dump::Confine,
         overflow_check: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
@@ -108,7 +109,7 @@ impl DumpOps {
         let (tx, rx) = std::sync::mpsc::sync_channel::<EntryBatch>(BATCHES_AHEAD);
         let (scanned, parsed) = std::thread::scope(|scope| {
             let scanner = scope.spawn(move || {
-                DumpFile::read_fast_batches(path, PARSE_BATCH_BYTES, &mut |batch| {
+                DumpFile::read_fast_batches(path, confine, PARSE_BATCH_BYTES, &mut |batch| {
                     tx.send(batch.take(PARSE_BATCH_BYTES + PARSE_BATCH_BYTES / 4))
                         .map_err(|_| graph_ascend_dump::fastjson::FastError {
                             offset: 0,
@@ -149,7 +150,7 @@ impl DumpOps {
             };
         }
         let mut ops = DumpOps::default();
-        let header = DumpFile::read_streaming(path, &mut |name, entry| {
+        let header = DumpFile::read_streaming(path, confine, &mut |name, entry| {
             if !ops.md5 && graph_ascend_dump::dumpfile::entry_has_md5(&entry) {
                 ops.md5 = true;
             }
@@ -739,21 +740,30 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         // Issue 13, item 5: bytes are reported batch by batch, growing, and add up to the file.
         let reports = std::sync::Mutex::new(Vec::new());
-        let (_, fast) = DumpOps::read(&path, false, &|n| {
-            reports.lock().unwrap().push(n);
-            true
-        })
+        let (_, fast) = DumpOps::read(
+            &path,
+            &graph_ascend_dump::Confine::anywhere(),
+            false,
+            &|n| {
+                reports.lock().unwrap().push(n);
+                true
+            },
+        )
         .unwrap();
         let reports = reports.into_inner().unwrap();
         assert!(reports.len() > 4, "{} reports", reports.len());
         assert_eq!(reports.iter().sum::<u64>(), text.len() as u64);
         let mut full = DumpOps::default();
-        DumpFile::read_streaming(&path, &mut |name, entry| {
-            full.md5 |= graph_ascend_dump::dumpfile::entry_has_md5(&entry);
-            full.order.push(name.clone());
-            full.ops
-                .insert(name.clone(), PackedOp::pack(parse_op(&name, &entry)));
-        })
+        DumpFile::read_streaming(
+            &path,
+            &graph_ascend_dump::Confine::anywhere(),
+            &mut |name, entry| {
+                full.md5 |= graph_ascend_dump::dumpfile::entry_has_md5(&entry);
+                full.order.push(name.clone());
+                full.ops
+                    .insert(name.clone(), PackedOp::pack(parse_op(&name, &entry)));
+            },
+        )
         .unwrap();
         assert_eq!(full.order.len(), 12_000);
         assert_eq!(fast.order, full.order);
@@ -761,7 +771,13 @@ mod tests {
         assert_eq!(fast.md5, full.md5);
 
         std::fs::write(&path, big_dump(12_000, Some(11_000))).unwrap();
-        let err = DumpOps::read(&path, false, &|_| true).expect_err("an entry that is a number");
+        let err = DumpOps::read(
+            &path,
+            &graph_ascend_dump::Confine::anywhere(),
+            false,
+            &|_| true,
+        )
+        .expect_err("an entry that is a number");
         assert!(err.to_string().contains("dump.json"), "{err}");
     }
 
@@ -772,9 +788,12 @@ mod tests {
         let path = dir.path().join("dump.json");
         std::fs::write(&path, big_dump(12_000, None)).unwrap();
         let batches = std::sync::atomic::AtomicUsize::new(0);
-        let err = DumpOps::read(&path, false, &|_| {
-            batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 1
-        })
+        let err = DumpOps::read(
+            &path,
+            &graph_ascend_dump::Confine::anywhere(),
+            false,
+            &|_| batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 1,
+        )
         .expect_err("stopped");
         assert!(matches!(err, crate::ConvertError::Cancelled), "{err}");
         assert_eq!(

@@ -121,7 +121,7 @@ fn convert_plain(
         jobs as u64 * if opts.golden.is_some() { 2 } else { 1 },
         format!("{jobs} graph(s) to convert"),
     );
-    if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping)? {
+    if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping, &opts.confine)? {
         run.note(Stage::Reading, format!("warning: {warning}"));
     }
     let units: Vec<Unit> = share

@@ -9,11 +9,27 @@ use std::fmt::Write;
 pub fn push_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
+    push_escaped(out, s);
+    out.push('"');
+}
+
+/// A writer appending what it is given to a string, escaped as inside a JSON string literal
+/// ([`push_str`] without the quotes): text written piece by piece lands escaped in place.
+pub struct Escaped<'o>(pub &'o mut String);
+
+impl std::fmt::Write for Escaped<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        push_escaped(self.0, s);
+        Ok(())
+    }
+}
+
+/// The body of [`push_str`]: `s` escaped, no quotes.
+fn push_escaped(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let clean = clean_prefix_len(bytes);
     if clean == bytes.len() {
         out.push_str(s);
-        out.push('"');
         return;
     }
     let mut start = 0;
@@ -45,7 +61,6 @@ pub fn push_str(out: &mut String, s: &str) {
         start = i + c.len_utf8();
     }
     out.push_str(&s[start..]);
-    out.push('"');
 }
 
 /// Length of the leading run of bytes that need no escaping (printable ASCII other than `"` and

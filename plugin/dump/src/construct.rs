@@ -25,8 +25,8 @@ pub struct Construct {
 const MEGATRON_KEY: &str = "megatron_micro_step_number";
 
 impl Construct {
-    pub fn read(path: &Path) -> Result<Construct, DumpError> {
-        let value = read_json_file(path)?;
+    pub fn read(path: &Path, confine: &crate::Confine) -> Result<Construct, DumpError> {
+        let value = read_json_file(path, confine)?;
         Self::from_value(path, value)
     }
 

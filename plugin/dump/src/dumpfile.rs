@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::json::{read_json_file, PythonJsonReader};
-use crate::DumpError;
+use crate::{Confine, DumpError};
 
 /// A parsed `dump.json`. Entries stay as JSON until a node needs them.
 #[derive(Debug, Clone)]
@@ -24,8 +24,8 @@ pub struct DumpFile {
 
 impl DumpFile {
     /// Reads and checks `dump.json`.
-    pub fn read(path: &Path) -> Result<DumpFile, DumpError> {
-        let value = read_json_file(path)?;
+    pub fn read(path: &Path, confine: &Confine) -> Result<DumpFile, DumpError> {
+        let value = read_json_file(path, confine)?;
         Self::from_value(path, value)
     }
 
@@ -34,14 +34,12 @@ impl DumpFile {
     /// not the whole parsed file.
     pub fn read_streaming(
         path: &Path,
+        confine: &Confine,
         visit: &mut dyn FnMut(String, Value),
     ) -> Result<DumpFile, DumpError> {
         // Streamed through the rewrite of Python's tokens: one entry at a time in memory,
         // never the file (issue 14, defect 4).
-        let file = std::fs::File::open(path).map_err(|source| DumpError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = confine.open(path)?;
         let reader = PythonJsonReader::new(std::io::BufReader::with_capacity(1 << 16, file));
         let mut de = serde_json::Deserializer::from_reader(reader);
         let header = serde::de::DeserializeSeed::deserialize(TopSeed { visit, path }, &mut de)
@@ -78,15 +76,13 @@ impl DumpFile {
     /// reports the problem (or reads what the fast reader could not).
     pub fn read_fast_batches(
         path: &Path,
+        confine: &Confine,
         batch_bytes: usize,
         on_batch: &mut dyn FnMut(
             &mut crate::fastjson::EntryBatch,
         ) -> Result<(), crate::fastjson::FastError>,
     ) -> Result<Option<DumpFile>, DumpError> {
-        let file = std::fs::File::open(path).map_err(|source| DumpError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = confine.open(path)?;
         let Ok(h) = crate::fastjson::read_dump_batches(file, batch_bytes, on_batch) else {
             return Ok(None);
         };
@@ -174,7 +170,7 @@ pub fn jval_has_md5(v: &crate::fastjson::JVal) -> bool {
             }
             m.iter().any(|(_, x)| jval_has_md5(x))
         }
-        JVal::Arr(a) => a.iter().any(jval_has_md5),
+        JVal::Arr(_) | JVal::LazyArr(_) => v.elements().any(|x| jval_has_md5(&x)),
         _ => false,
     }
 }
@@ -276,19 +272,20 @@ mod tests {
         )
         .unwrap();
         let mut names = Vec::new();
-        let d = DumpFile::read_streaming(&p, &mut |k, _| names.push(k)).unwrap();
+        let d =
+            DumpFile::read_streaming(&p, &Confine::anywhere(), &mut |k, _| names.push(k)).unwrap();
         assert_eq!(names, ["b", "a"]);
         assert_eq!(d.task, "statistics");
         assert_eq!(d.framework, "mindspore");
         std::fs::write(&p, r#"{"data": {"x": 3}}"#).unwrap();
-        let err = DumpFile::read_streaming(&p, &mut |_, _| {})
+        let err = DumpFile::read_streaming(&p, &Confine::anywhere(), &mut |_, _| {})
             .unwrap_err()
             .to_string();
         assert!(err.contains("\"x\""), "{err}");
         std::fs::write(&p, r#"[1]"#).unwrap();
-        assert!(DumpFile::read_streaming(&p, &mut |_, _| {}).is_err());
+        assert!(DumpFile::read_streaming(&p, &Confine::anywhere(), &mut |_, _| {}).is_err());
         std::fs::write(&p, r#"{"data": {"x": {"#).unwrap();
-        let err = DumpFile::read_streaming(&p, &mut |_, _| {})
+        let err = DumpFile::read_streaming(&p, &Confine::anywhere(), &mut |_, _| {})
             .unwrap_err()
             .to_string();
         assert!(err.contains("not valid JSON"), "{err}");

@@ -22,6 +22,17 @@ pub enum DumpError {
     /// Valid JSON, but not the structure msprobe writes.
     #[error("{path}: {message}")]
     Shape { path: PathBuf, message: String },
+    /// A file of a confined conversion that resolves outside its folder (a symbolic link
+    /// leading out of the logdir).
+    #[error(
+        "{path} resolves to {real}, outside {root}: conversions started from the page read \
+         only files inside the logdir"
+    )]
+    Outside {
+        path: PathBuf,
+        real: PathBuf,
+        root: PathBuf,
+    },
     /// A tensor file (`.npy`/`.pt`) that cannot be decoded.
     #[error("cannot read tensor {path}: {message}")]
     Tensor { path: PathBuf, message: String },

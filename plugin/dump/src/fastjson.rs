@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 /// A parsed JSON value borrowing from the input.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum JVal<'a> {
     Null,
     Bool(bool),
@@ -28,11 +28,121 @@ pub enum JVal<'a> {
     NonFinite(f64),
     Str(Cow<'a, str>),
     Arr(Vec<JVal<'a>>),
+    /// An array whose text is longer than [`LAZY_ARRAY_BYTES`]: checked when parsed, kept as
+    /// its text, and parsed again one element at a time when it is walked
+    /// ([`JVal::elements`]). A tree costs 32 bytes an element (a `shape` of 64M numbers
+    /// would be 2 GB for 128 MB of text); the text costs nothing more (issue 14, defect 4).
+    LazyArr(LazyArr<'a>),
     /// Keys in file order; a repeated key keeps its first position and its last value.
     Obj(Vec<(Cow<'a, str>, JVal<'a>)>),
 }
 
+/// Arrays whose text is at least this long are kept as text ([`JVal::LazyArr`]): a tree of
+/// such an array is never held whole, only the tree of one element at a time.
+pub const LAZY_ARRAY_BYTES: usize = 64 << 10;
+
+/// The text of a long array (from `[` to `]`, already checked) and its element count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LazyArr<'a> {
+    text: &'a str,
+    len: usize,
+}
+
+impl<'a> LazyArr<'a> {
+    /// How many elements the array has.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The elements of an array ([`JVal::elements`]): borrowed from a tree, or parsed one at a
+/// time from a [`JVal::LazyArr`]'s text.
+pub enum Elements<'v, 'a> {
+    Tree(std::slice::Iter<'v, JVal<'a>>),
+    Text { parser: Parser<'a>, first: bool },
+    None,
+}
+
+impl<'v, 'a> Iterator for Elements<'v, 'a> {
+    type Item = Cow<'v, JVal<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Elements::Tree(it) => it.next().map(Cow::Borrowed),
+            Elements::Text { parser, first } => {
+                // The text was checked when it was first parsed: an error here cannot happen,
+                // and would only end the walk early.
+                match parser.peek() {
+                    Some(b']') | None => return None,
+                    Some(b',') if !*first => parser.pos += 1,
+                    Some(_) if *first => {}
+                    Some(_) => return None,
+                }
+                *first = false;
+                parser.value().ok().map(Cow::Owned)
+            }
+            Elements::None => None,
+        }
+    }
+}
+
+impl PartialEq for JVal<'_> {
+    /// Values, not representations: a [`JVal::LazyArr`] equals the [`JVal::Arr`] of the same
+    /// elements.
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (JVal::Null, JVal::Null) => true,
+            (JVal::Bool(a), JVal::Bool(b)) => a == b,
+            (JVal::Int(a), JVal::Int(b)) => a == b,
+            (JVal::BigUint(a), JVal::BigUint(b)) => a == b,
+            (JVal::Float(a), JVal::Float(b)) | (JVal::NonFinite(a), JVal::NonFinite(b)) => a == b,
+            (JVal::Str(a), JVal::Str(b)) => a == b,
+            (JVal::Obj(a), JVal::Obj(b)) => a == b,
+            (a, b) if a.is_array() && b.is_array() => {
+                a.array_len() == b.array_len() && a.elements().eq(b.elements())
+            }
+            _ => false,
+        }
+    }
+}
+
 impl<'a> JVal<'a> {
+    /// `true` for an array (held as a tree or as text).
+    pub fn is_array(&self) -> bool {
+        matches!(self, JVal::Arr(_) | JVal::LazyArr(_))
+    }
+
+    /// The element count of an array (0 for other values).
+    pub fn array_len(&self) -> usize {
+        match self {
+            JVal::Arr(a) => a.len(),
+            JVal::LazyArr(a) => a.len,
+            _ => 0,
+        }
+    }
+
+    /// The elements of an array, in order (none for other values).
+    pub fn elements(&self) -> Elements<'_, 'a> {
+        match self {
+            JVal::Arr(a) => Elements::Tree(a.iter()),
+            JVal::LazyArr(a) => match Parser::new(a.text.as_bytes()) {
+                Some(mut parser) => {
+                    parser.pos = 1;
+                    Elements::Text {
+                        parser,
+                        first: true,
+                    }
+                }
+                None => Elements::None,
+            },
+            _ => Elements::None,
+        }
+    }
+
     /// The value of a key of an object.
     pub fn get(&self, key: &str) -> Option<&JVal<'a>> {
         match self {
@@ -90,7 +200,9 @@ impl<'a> JVal<'a> {
             JVal::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
             JVal::NonFinite(f) => Value::String(crate::json::marker_of(*f)),
             JVal::Str(s) => Value::String(s.to_string()),
-            JVal::Arr(a) => Value::Array(a.iter().map(JVal::to_value).collect()),
+            JVal::Arr(_) | JVal::LazyArr(_) => {
+                Value::Array(self.elements().map(|v| v.to_value()).collect())
+            }
             JVal::Obj(o) => {
                 let mut m = serde_json::Map::new();
                 for (k, v) in o {
@@ -220,19 +332,36 @@ impl<'a> Parser<'a> {
                 }
             }
             Some(b'[') => {
+                let open = self.pos;
                 self.pos += 1;
                 let mut items = Vec::new();
                 if self.peek() == Some(b']') {
                     self.pos += 1;
                     return Ok(JVal::Arr(items));
                 }
+                // Past LAZY_ARRAY_BYTES of text the elements are only checked and counted.
+                let mut counted: Option<usize> = None;
                 loop {
-                    items.push(self.value()?);
+                    let v = self.value()?;
+                    match &mut counted {
+                        Some(n) => *n += 1,
+                        None if self.pos - open >= LAZY_ARRAY_BYTES => {
+                            counted = Some(items.len() + 1);
+                            items = Vec::new();
+                        }
+                        None => items.push(v),
+                    }
                     match self.peek() {
                         Some(b',') => self.pos += 1,
                         Some(b']') => {
                             self.pos += 1;
-                            return Ok(JVal::Arr(items));
+                            return Ok(match counted {
+                                Some(len) => JVal::LazyArr(LazyArr {
+                                    text: &self.text[open..self.pos],
+                                    len,
+                                }),
+                                None => JVal::Arr(items),
+                            });
                         }
                         _ => return self.err("expected , or ]"),
                     }
@@ -542,30 +671,34 @@ impl<R: std::io::Read> Window<R> {
         let old = self.buf.len();
         // A value longer than a chunk doubles the window until it fits; once it is consumed,
         // the room it took is given back, so that one long line costs memory only while it
-        // is read.
+        // is read. Bytes are read into the spare room as they come (never zeroed first), so a
+        // window costs what it holds.
         let want = CHUNK.max(old);
         if self.buf.capacity() > 4 * (old + want) {
             self.buf.shrink_to(old + want);
         }
         self.buf.reserve_exact(want);
-        self.buf.resize(old + want, 0);
-        let mut got = 0;
-        while got < want {
-            match self.src.read(&mut self.buf[old + got..]) {
-                Ok(0) => {
+        use std::io::Read;
+        match (&mut self.src).take(want as u64).read_to_end(&mut self.buf) {
+            Ok(got) => {
+                if got < want {
                     self.eof = true;
-                    break;
                 }
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    self.buf.truncate(old + got);
-                    return self.err("read error");
-                }
+                Ok(got > 0)
             }
+            Err(_) => self.err("read error"),
         }
-        self.buf.truncate(old + got);
-        Ok(got > 0)
+    }
+
+    /// Takes the bytes `a..b` of the window out of it (moved, not copied: a long entry is
+    /// never held twice); the window keeps what follows `b`.
+    fn take_span(&mut self, a: usize, b: usize) -> Vec<u8> {
+        let tail = self.buf.get(b..).map(<[u8]>::to_vec).unwrap_or_default();
+        self.buf.truncate(b);
+        self.buf.drain(..a.min(b));
+        self.base += b;
+        self.pos = 0;
+        std::mem::replace(&mut self.buf, tail)
     }
 
     /// The next non-whitespace byte (not consumed).
@@ -776,7 +909,23 @@ impl EntryBatch {
         self.entries.push((name, start, self.arena.len(), offset));
     }
 
+    /// Adds an entry that is all of `raw` (a long one, taken out of the reader's window):
+    /// kept as it is when the batch is empty.
+    fn push_owned(&mut self, name: String, raw: Vec<u8>, offset: usize) {
+        if self.arena.is_empty() {
+            let end = raw.len();
+            self.arena = raw;
+            self.entries.push((name, 0, end, offset));
+        } else {
+            self.push(name, &raw, offset);
+        }
+    }
+
     fn clear(&mut self) {
+        // The room of a long entry is given back, not kept for the next batches.
+        if self.arena.capacity() > 4 * CHUNK {
+            self.arena = Vec::new();
+        }
         self.arena.clear();
         self.entries.clear();
     }
@@ -826,8 +975,18 @@ pub fn read_dump_batches<R: std::io::Read>(
                 first_entry = false;
                 let name = w.key()?;
                 let (a, b) = w.value_span()?;
-                batch.push(name, &w.buf[a..b], w.base + a);
-                w.pos = b;
+                if b - a >= CHUNK {
+                    // A long entry goes in a batch of its own, moved out of the window.
+                    if !batch.is_empty() {
+                        on_batch(&mut batch)?;
+                        batch.clear();
+                    }
+                    let offset = w.base + a;
+                    batch.push_owned(name, w.take_span(a, b), offset);
+                } else {
+                    batch.push(name, &w.buf[a..b], w.base + a);
+                    w.pos = b;
+                }
                 if batch.arena.len() >= batch_bytes {
                     on_batch(&mut batch)?;
                     batch.clear();
@@ -962,6 +1121,43 @@ mod tests {
         })
         .unwrap();
         assert_eq!(depth, MAX_DEPTH - 3);
+    }
+
+    /// Regression (issue 14, defect 4): a long array is kept as its text and walked one element
+    /// at a time, with the same values as a tree; a bad element deep in it is still an error.
+    #[test]
+    fn long_arrays_are_kept_as_text_with_the_same_values() {
+        let items: Vec<String> = (0..40_000)
+            .map(|i| match i % 4 {
+                0 => i.to_string(),
+                1 => format!("\"s\\u00e9{i}\""),
+                2 => format!("[{i}, {{\"k\": -Infinity}}]"),
+                _ => "-1.5e-7".into(),
+            })
+            .collect();
+        let text = format!("[{}]", items.join(", "));
+        assert!(text.len() > LAZY_ARRAY_BYTES);
+        let lazy = parse(&text);
+        assert!(matches!(lazy, JVal::LazyArr(_)), "kept as text");
+        assert_eq!(lazy.array_len(), items.len());
+        let serde = crate::json::parse_python_json(text.as_bytes()).unwrap();
+        assert_eq!(lazy, JVal::from_value(&serde));
+        assert_eq!(lazy.to_value(), serde);
+        let mut bad = text.clone();
+        bad.insert_str(text.len() - 10, "[1,]");
+        let mut p = Parser::new(bad.as_bytes()).unwrap();
+        assert!(p.value().is_err() || !p.at_end());
+        // As a dump.json entry read through a window a few bytes at a time.
+        let dump = format!("{{\"data\": {{\"a\": {{\"input_args\": {text}}}, \"b\": {{}}}}}}");
+        let mut names = Vec::new();
+        read_dump(dump.as_bytes(), &mut |k, v| {
+            names.push(k.to_string());
+            if k == "a" {
+                assert_eq!(v.get("input_args").map(JVal::array_len), Some(items.len()));
+            }
+        })
+        .unwrap();
+        assert_eq!(names, ["a", "b"]);
     }
 
     #[test]

@@ -270,13 +270,6 @@ impl Item {
         }
     }
 
-    /// Sets a field only if it is absent.
-    fn set_default(&mut self, key: &str, value: PyVal) {
-        if self.get(key).is_none() {
-            self.fields.push((field_name(key), value));
-        }
-    }
-
     /// `True` for the placeholder msprobe makes for a `null` value in the dump.
     pub fn is_placeholder(&self) -> bool {
         self.get("type").is_none() && self.get("Max").is_none_or(PyVal::is_none)
@@ -408,13 +401,13 @@ impl<T> Walker<'_, T> {
                     self.walk(&child_name(name, k), v, grad_state);
                 }
             }
-            JVal::Arr(list) => {
-                for (i, v) in list.iter().enumerate() {
+            JVal::Arr(_) | JVal::LazyArr(_) => {
+                for (i, v) in value.elements().enumerate() {
                     if grad_state {
-                        self.walk(name, v, grad_state);
+                        self.walk(name, &v, grad_state);
                     } else {
                         let mut buf = [0u8; 20];
-                        self.walk(&child_name(name, itoa_str(&mut buf, i)), v, grad_state);
+                        self.walk(&child_name(name, itoa_str(&mut buf, i)), &v, grad_state);
                     }
                 }
             }
@@ -471,73 +464,65 @@ fn placeholder_item() -> Item {
 
 const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 
-/// msprobe's `gen_op_item` for one leaf dict.
-pub(crate) fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
-    let mut item = Item {
-        fields: Vec::with_capacity(leaf.len() + 3),
-    };
-    for (k, v) in leaf {
-        let val = match PyVal::from_jval(v) {
-            PyVal::Bool(b) if k == "requires_grad" => {
-                PyVal::Str(if b { "True" } else { "False" }.into())
-            }
-            other => other,
-        };
-        item.fields.push((field_name(k), val));
+/// A field value of a leaf as msprobe's `gen_op_item` makes it: a value of the dump as it is,
+/// or one msprobe computes. Copies are cheap (a reference, or a shared value), so a long value
+/// that msprobe repeats in `Max`, `Min`, `Mean`, `Norm` and `value` is not copied five times
+/// while the item is made (issue 14, defect 4); only an [`Item`] made from it owns copies.
+#[derive(Debug, Clone)]
+pub(crate) enum LeafVal<'j, 'a> {
+    Dump(&'j JVal<'a>),
+    Made(std::rc::Rc<PyVal>),
+}
+
+impl LeafVal<'_, '_> {
+    fn made(v: PyVal) -> Self {
+        LeafVal::Made(std::rc::Rc::new(v))
     }
-    let data_name = match item.get("data_name") {
-        Some(PyVal::Str(s)) if !s.is_empty() => s.clone(),
-        _ => "-1".to_string(),
-    };
-    item.set("data_name", PyVal::Str(data_name));
-    item.set_default("requires_grad", PyVal::None);
-    for key in STAT_KEYS {
-        item.set_default(key, PyVal::None);
+
+    /// The value as Python holds it.
+    pub(crate) fn to_pyval(&self) -> PyVal {
+        match self {
+            LeafVal::Dump(v) => PyVal::from_jval(v),
+            LeafVal::Made(v) => PyVal::clone(v),
+        }
     }
-    // msprobe tests `not op_item.get('dtype')` / `not op_item.get('md5')`: a `null` or empty
-    // value counts as absent.
-    let falsy = |v: Option<&PyVal>| match v {
-        None | Some(PyVal::None) | Some(PyVal::Bool(false)) | Some(PyVal::Int(0)) => true,
-        Some(PyVal::Str(s)) => s.is_empty(),
-        _ => false,
-    };
-    if falsy(item.get("dtype")) {
-        let ty = item.text("type").unwrap_or_default();
-        let value = item.get("value").cloned().unwrap_or(PyVal::None);
-        if ty == "torch.Size" {
-            item.set("dtype", PyVal::Str(ty.clone()));
-            item.set("shape", PyVal::Str(value.py_str()));
-        } else if ty == "slice" {
-            let n = match &value {
-                PyVal::List(l) => l.len(),
-                _ => 0,
-            };
-            item.set("shape", PyVal::Str(format!("({n},)")));
-        } else if ty == "ellipsis" {
-            item.set("shape", PyVal::Str("[]".into()));
-        } else if ["src", "dst", "group_src", "group_dst"]
-            .iter()
-            .any(|s| name.ends_with(s))
-        {
-            let text = PyVal::Str(value.py_str());
-            item.set("dtype", PyVal::Str(ty.clone()));
-            item.set("shape", PyVal::Str("[]".into()));
-            for key in STAT_KEYS {
-                item.set(key, text.clone());
-            }
-            item.set("md5", text);
-        } else if ty == "torch.ProcessGroup" {
-            let ranks = PyVal::Str(
-                item.get("group_ranks")
-                    .map(PyVal::py_str)
-                    .unwrap_or_else(|| "None".into()),
-            );
-            for key in STAT_KEYS {
-                item.set(key, ranks.clone());
-            }
-            item.set("md5", ranks);
-        } else {
-            let class = match &value {
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            LeafVal::Dump(v) => v.as_str(),
+            LeafVal::Made(v) => v.as_str(),
+        }
+    }
+
+    /// msprobe's `not value` for the values it tests (`None`, `False`, `0`, `''`).
+    fn is_falsy(&self) -> bool {
+        match self {
+            LeafVal::Dump(v) => match v {
+                JVal::Null | JVal::Bool(false) | JVal::Int(0) => true,
+                JVal::Str(s) => s.is_empty(),
+                _ => false,
+            },
+            LeafVal::Made(v) => match &**v {
+                PyVal::None | PyVal::Bool(false) | PyVal::Int(0) => true,
+                PyVal::Str(s) => s.is_empty(),
+                _ => false,
+            },
+        }
+    }
+
+    /// Python's class name of the value.
+    fn class(&self) -> &'static str {
+        match self {
+            LeafVal::Dump(v) => match v {
+                JVal::Null => "NoneType",
+                JVal::Bool(_) => "bool",
+                JVal::Int(_) | JVal::BigUint(_) => "int",
+                JVal::Float(_) | JVal::NonFinite(_) => "float",
+                JVal::Str(_) => "str",
+                JVal::Arr(_) | JVal::LazyArr(_) => "list",
+                JVal::Obj(_) => "dict",
+            },
+            LeafVal::Made(v) => match &**v {
                 PyVal::None => "NoneType",
                 PyVal::Bool(_) => "bool",
                 PyVal::Int(_) | PyVal::BigInt(_) => "int",
@@ -545,25 +530,164 @@ pub(crate) fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
                 PyVal::Str(_) => "str",
                 PyVal::List(_) => "list",
                 PyVal::Dict(_) => "dict",
-            };
-            item.set("dtype", PyVal::Str(format!("<class '{class}'>")));
-            item.set("shape", PyVal::Str("[]".into()));
-            for key in STAT_KEYS {
-                item.set(key, value.clone());
+            },
+        }
+    }
+
+    /// The length of a list (`None` for other values).
+    fn list_len(&self) -> Option<usize> {
+        match self {
+            LeafVal::Dump(v) => v.is_array().then(|| v.array_len()),
+            LeafVal::Made(v) => match &**v {
+                PyVal::List(l) => Some(l.len()),
+                _ => None,
+            },
+        }
+    }
+
+    /// Python's `str()` of the value, written to `out` (no intermediate tree).
+    fn write_py_str(&self, out: &mut dyn std::fmt::Write) {
+        match self {
+            LeafVal::Dump(v) => crate::pyval::write_jval_py_str(out, v),
+            LeafVal::Made(v) => {
+                let _ = out.write_str(&v.py_str());
             }
         }
     }
-    if falsy(item.get("md5")) {
-        let md5 = match item.get("value") {
-            // The CRC of an absent value is the CRC of the empty string.
-            None => "00000000".to_string(),
-            Some(v) => format!("{:08x}", crc32fast::hash(v.py_str().as_bytes())),
+
+    fn py_str(&self) -> String {
+        let mut s = String::new();
+        self.write_py_str(&mut s);
+        s
+    }
+}
+
+/// A leaf's fields while msprobe's rules are applied.
+type LeafFields<'j, 'a> = Vec<(FieldName, LeafVal<'j, 'a>)>;
+
+fn get<'f, 'j, 'a>(fields: &'f LeafFields<'j, 'a>, key: &str) -> Option<&'f LeafVal<'j, 'a>> {
+    fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+fn set<'j, 'a>(fields: &mut LeafFields<'j, 'a>, key: &str, value: LeafVal<'j, 'a>) {
+    match fields.iter_mut().find(|(k, _)| k == key) {
+        Some((_, v)) => *v = value,
+        None => fields.push((field_name(key), value)),
+    }
+}
+
+/// msprobe's `gen_op_item` for one leaf dict.
+pub(crate) fn leaf_item(name: &str, leaf: &[(Cow<str>, JVal)]) -> Item {
+    let fields = leaf_fields(name, leaf)
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_pyval()))
+        .collect();
+    Item { fields }
+}
+
+/// The fields of msprobe's `gen_op_item` for one leaf dict, values referring to the dump's
+/// where msprobe keeps them as they are.
+pub(crate) fn leaf_fields<'j, 'a>(
+    name: &str,
+    leaf: &'j [(Cow<'a, str>, JVal<'a>)],
+) -> LeafFields<'j, 'a> {
+    let mut item: LeafFields<'j, 'a> = Vec::with_capacity(leaf.len() + 3);
+    for (k, v) in leaf {
+        let val = match v {
+            JVal::Bool(b) if k == "requires_grad" => {
+                LeafVal::made(PyVal::Str(if *b { "True" } else { "False" }.into()))
+            }
+            other => LeafVal::Dump(other),
         };
-        item.set("md5", PyVal::Str(md5));
+        item.push((field_name(k), val));
+    }
+    if get(&item, "data_name")
+        .and_then(LeafVal::as_str)
+        .is_none_or(str::is_empty)
+    {
+        set(
+            &mut item,
+            "data_name",
+            LeafVal::made(PyVal::Str("-1".into())),
+        );
+    }
+    for key in std::iter::once("requires_grad").chain(STAT_KEYS) {
+        if get(&item, key).is_none() {
+            item.push((field_name(key), LeafVal::made(PyVal::None)));
+        }
+    }
+    // msprobe tests `not op_item.get('dtype')` / `not op_item.get('md5')`: a `null` or empty
+    // value counts as absent.
+    let falsy = |v: Option<&LeafVal>| v.is_none_or(LeafVal::is_falsy);
+    let text = |s: String| LeafVal::made(PyVal::Str(s));
+    if falsy(get(&item, "dtype")) {
+        let ty = get(&item, "type").map(LeafVal::py_str).unwrap_or_default();
+        let value = get(&item, "value")
+            .cloned()
+            .unwrap_or_else(|| LeafVal::made(PyVal::None));
+        if ty == "torch.Size" {
+            set(&mut item, "dtype", text(ty.clone()));
+            set(&mut item, "shape", text(value.py_str()));
+        } else if ty == "slice" {
+            let n = value.list_len().unwrap_or(0);
+            set(&mut item, "shape", text(format!("({n},)")));
+        } else if ty == "ellipsis" {
+            set(&mut item, "shape", text("[]".into()));
+        } else if ["src", "dst", "group_src", "group_dst"]
+            .iter()
+            .any(|s| name.ends_with(s))
+        {
+            let shown = text(value.py_str());
+            set(&mut item, "dtype", text(ty.clone()));
+            set(&mut item, "shape", text("[]".into()));
+            for key in STAT_KEYS {
+                set(&mut item, key, shown.clone());
+            }
+            set(&mut item, "md5", shown);
+        } else if ty == "torch.ProcessGroup" {
+            let ranks = text(
+                get(&item, "group_ranks")
+                    .map(LeafVal::py_str)
+                    .unwrap_or_else(|| "None".into()),
+            );
+            for key in STAT_KEYS {
+                set(&mut item, key, ranks.clone());
+            }
+            set(&mut item, "md5", ranks);
+        } else {
+            set(
+                &mut item,
+                "dtype",
+                text(format!("<class '{}'>", value.class())),
+            );
+            set(&mut item, "shape", text("[]".into()));
+            for key in STAT_KEYS {
+                set(&mut item, key, value.clone());
+            }
+        }
+    }
+    if falsy(get(&item, "md5")) {
+        // The CRC of an absent value is the CRC of the empty string; the text of a long value
+        // is hashed as it is written, never held.
+        let mut crc = Crc(crc32fast::Hasher::new());
+        if let Some(v) = get(&item, "value") {
+            v.write_py_str(&mut crc);
+        }
+        set(&mut item, "md5", text(format!("{:08x}", crc.0.finalize())));
     }
     // Items live as long as the graph: give back the growth slack.
-    item.fields.shrink_to_fit();
+    item.shrink_to_fit();
     item
+}
+
+/// A CRC-32 taking text as it is written.
+struct Crc(crc32fast::Hasher);
+
+impl std::fmt::Write for Crc {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.update(s.as_bytes());
+        Ok(())
+    }
 }
 
 #[cfg(test)]

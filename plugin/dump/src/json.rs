@@ -10,16 +10,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::DumpError;
+use crate::{Confine, DumpError};
 
 const MARK: char = '\u{1}';
 
 /// Reads and parses a JSON file, accepting Python's non-finite float tokens.
-pub fn read_json_file(path: &Path) -> Result<Value, DumpError> {
-    let bytes = std::fs::read(path).map_err(|source| DumpError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+pub fn read_json_file(path: &Path, confine: &Confine) -> Result<Value, DumpError> {
+    let bytes = confine.read(path)?;
     parse_python_json(&bytes).map_err(|source| DumpError::Json {
         path: path.to_path_buf(),
         source,
@@ -27,11 +24,8 @@ pub fn read_json_file(path: &Path) -> Result<Value, DumpError> {
 }
 
 /// Reads a file's bytes with Python's non-finite tokens already turned into markers.
-pub fn read_python_json_bytes(path: &Path) -> Result<Vec<u8>, DumpError> {
-    let bytes = std::fs::read(path).map_err(|source| DumpError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+pub fn read_python_json_bytes(path: &Path, confine: &Confine) -> Result<Vec<u8>, DumpError> {
+    let bytes = confine.read(path)?;
     Ok(quote_non_finite(&bytes, NonFinite::Marker).unwrap_or(bytes))
 }
 

@@ -31,6 +31,7 @@
 //! All five stay: `JVal` and `Value` are the two readers (fast and authoritative), `PyVal`/`Item`
 //! are what the comparison works on, `PackedItem`/`ValRef` what a big graph can afford to keep.
 
+pub mod confine;
 pub(crate) mod construct;
 pub mod dumpfile;
 pub(crate) mod error;
@@ -43,6 +44,7 @@ pub mod pyval;
 pub(crate) mod stack;
 pub mod tensor;
 
+pub use confine::Confine;
 pub use construct::Construct;
 pub use dumpfile::DumpFile;
 pub use error::DumpError;

@@ -69,6 +69,12 @@ const T_KNOWN_STR: u8 = 9;
 const T_STR_AGAIN: u8 = 10;
 /// Strings at least this long are written once per item ([`T_STR_AGAIN`] after that).
 const SHARED_STR_MIN: usize = 64;
+/// A float that is exactly a 32-bit float (most dump statistics): its 4 bytes follow.
+const T_F32: u8 = 11;
+/// A list or dict equal to one written earlier in the same item: the start and length of the
+/// earlier one's packed bytes follow. msprobe repeats a non-tensor's value (a list, say) in
+/// `Max`, `Min`, `Mean`, `Norm`: a long list is kept once, as a long string is.
+const T_AGAIN: u8 = 12;
 /// Key byte of a field name not in the known table (its text follows).
 const K_CUSTOM: u8 = 0xFF;
 
@@ -78,6 +84,8 @@ struct Out {
     bytes: Vec<u8>,
     /// `(start, len)` of each long string's text in `bytes`.
     long_strs: Vec<(usize, usize)>,
+    /// `(start, len)` of each long top-level list or dict's packed bytes.
+    long_vals: Vec<(usize, usize)>,
     /// Lists and dicts open: their values are read through a reader over their own bytes,
     /// where an item offset means nothing, so strings inside them are written in full.
     nested: usize,
@@ -88,6 +96,7 @@ impl Out {
         Out {
             bytes: Vec::with_capacity(n),
             long_strs: Vec::new(),
+            long_vals: Vec::new(),
             nested: 0,
         }
     }
@@ -120,7 +129,12 @@ impl std::fmt::Debug for PackedItem {
     }
 }
 
-fn put_len(out: &mut Vec<u8>, mut n: usize) {
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    put_varint(out, n as u64);
+}
+
+/// 7 bits a byte, low first, the high bit set on all but the last.
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     loop {
         let b = (n & 0x7F) as u8;
         n >>= 7;
@@ -129,6 +143,55 @@ fn put_len(out: &mut Vec<u8>, mut n: usize) {
             return;
         }
         out.push(b | 0x80);
+    }
+}
+
+/// An integer: zigzag, then 7 bits a byte (a small int is 2 bytes with its tag, as short as
+/// its text in the dump: a `shape` of 64M ones is not kept at 9 bytes a number).
+fn put_int(out: &mut Vec<u8>, i: i64) {
+    out.push(T_INT);
+    put_varint(out, ((i << 1) ^ (i >> 63)) as u64);
+}
+
+/// A float: 4 bytes when it is exactly a 32-bit float, else 8.
+fn put_float(out: &mut Vec<u8>, f: f64) {
+    let narrow = f as f32;
+    if f64::from(narrow).to_bits() == f.to_bits() {
+        out.push(T_F32);
+        out.extend_from_slice(&narrow.to_le_bytes());
+    } else {
+        out.push(T_FLOAT);
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+}
+
+/// Writes a top-level list or dict with `write`, then, when it is long and equal to one
+/// written before in this item, replaces it by a [`T_AGAIN`] reference to that one.
+fn put_shared(out: &mut Out, write: impl FnOnce(&mut Out)) {
+    let start = out.bytes.len();
+    let shared = out.nested == 0;
+    write(out);
+    if !shared {
+        return;
+    }
+    let len = out.bytes.len() - start;
+    if len < SHARED_STR_MIN {
+        return;
+    }
+    let (done, new) = out.bytes.split_at(start);
+    let earlier = out
+        .long_vals
+        .iter()
+        .copied()
+        .find(|&(s, l)| l == len && done[s..s + l] == *new);
+    match earlier {
+        Some((s, l)) => {
+            out.bytes.truncate(start);
+            out.bytes.push(T_AGAIN);
+            put_len(&mut out.bytes, s);
+            put_len(&mut out.bytes, l);
+        }
+        None => out.long_vals.push((start, len)),
     }
 }
 
@@ -142,20 +205,14 @@ fn put_value(out: &mut Out, v: &PyVal) {
         PyVal::None => out.push(T_NONE),
         PyVal::Bool(false) => out.push(T_FALSE),
         PyVal::Bool(true) => out.push(T_TRUE),
-        PyVal::Int(i) => {
-            out.push(T_INT);
-            out.extend_from_slice(&i.to_le_bytes());
-        }
+        PyVal::Int(i) => put_int(out, *i),
         PyVal::BigInt(s) => {
             out.push(T_BIGINT);
             put_text(out, s);
         }
-        PyVal::Float(f) => {
-            out.push(T_FLOAT);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
+        PyVal::Float(f) => put_float(out, *f),
         PyVal::Str(s) => put_str(out, s),
-        PyVal::List(items) => {
+        PyVal::List(items) => put_shared(out, |out| {
             out.push(T_LIST);
             put_len(out, items.len());
             out.nested += 1;
@@ -163,8 +220,8 @@ fn put_value(out: &mut Out, v: &PyVal) {
                 put_value(out, x);
             }
             out.nested -= 1;
-        }
-        PyVal::Dict(items) => {
+        }),
+        PyVal::Dict(items) => put_shared(out, |out| {
             out.push(T_DICT);
             put_len(out, items.len());
             out.nested += 1;
@@ -173,7 +230,7 @@ fn put_value(out: &mut Out, v: &PyVal) {
                 put_value(out, x);
             }
             out.nested -= 1;
-        }
+        }),
     }
 }
 
@@ -183,29 +240,23 @@ fn put_jval(out: &mut Out, v: &JVal) {
         JVal::Null => out.push(T_NONE),
         JVal::Bool(false) => out.push(T_FALSE),
         JVal::Bool(true) => out.push(T_TRUE),
-        JVal::Int(i) => {
-            out.push(T_INT);
-            out.extend_from_slice(&i.to_le_bytes());
-        }
+        JVal::Int(i) => put_int(out, *i),
         JVal::BigUint(u) => {
             out.push(T_BIGINT);
             put_text(out, &u.to_string());
         }
-        JVal::Float(f) | JVal::NonFinite(f) => {
-            out.push(T_FLOAT);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
+        JVal::Float(f) | JVal::NonFinite(f) => put_float(out, *f),
         JVal::Str(s) => put_str(out, s),
-        JVal::Arr(items) => {
+        JVal::Arr(_) | JVal::LazyArr(_) => put_shared(out, |out| {
             out.push(T_LIST);
-            put_len(out, items.len());
+            put_len(out, v.array_len());
             out.nested += 1;
-            for x in items {
-                put_jval(out, x);
+            for x in v.elements() {
+                put_jval(out, &x);
             }
             out.nested -= 1;
-        }
-        JVal::Obj(items) => {
+        }),
+        JVal::Obj(items) => put_shared(out, |out| {
             out.push(T_DICT);
             put_len(out, items.len());
             out.nested += 1;
@@ -214,7 +265,7 @@ fn put_jval(out: &mut Out, v: &JVal) {
                 put_jval(out, x);
             }
             out.nested -= 1;
-        }
+        }),
     }
 }
 
@@ -276,7 +327,7 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
     let mut keys = [None; 16];
     let mut present = 0u64;
     if leaf.len() > keys.len() {
-        return PackedItem::pack(&crate::items::leaf_item(name, leaf));
+        return pack_fields(&crate::items::leaf_fields(name, leaf));
     }
     for ((k, _), slot) in leaf.iter().zip(keys.iter_mut()) {
         *slot = field_code(k);
@@ -293,7 +344,7 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
         })
     };
     if !has(F_DTYPE) || (!has(F_MD5) && has(F_VALUE)) || falsy(F_DTYPE) || falsy(F_MD5) {
-        return PackedItem::pack(&crate::items::leaf_item(name, leaf));
+        return pack_fields(&crate::items::leaf_fields(name, leaf));
     }
     let mut out = Out::with_capacity(16 * (leaf.len() + 3));
     for ((k, v), &index) in leaf.iter().zip(keys.iter()) {
@@ -321,6 +372,38 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
         // The CRC of an absent value is the CRC of the empty string.
         out.push(F_MD5);
         put_str(&mut out, "00000000");
+    }
+    out.finish()
+}
+
+/// `PackedItem::pack(&leaf_item(..))` from the fields msprobe's rules made, values of the dump
+/// packed straight from the JSON (no `PyVal` of a long value, no copies of it).
+fn pack_fields(fields: &[(FieldName, crate::items::LeafVal)]) -> PackedItem {
+    let mut out = Out::with_capacity(16 * (fields.len() + 1));
+    // Dump values already written as long lists or dicts, by address: msprobe's copies of one
+    // value refer to it without being written and compared again (the same bytes
+    // `put_shared` would leave: a value recorded there has no earlier equal).
+    let mut written: Vec<(*const JVal, (usize, usize))> = Vec::new();
+    for (k, v) in fields {
+        put_key(&mut out, k, field_code(k));
+        match v {
+            crate::items::LeafVal::Dump(j) => {
+                let at = std::ptr::from_ref(*j);
+                if let Some(&(_, (start, len))) = written.iter().find(|(p, _)| *p == at) {
+                    out.push(T_AGAIN);
+                    put_len(&mut out, start);
+                    put_len(&mut out, len);
+                    continue;
+                }
+                let start = out.len();
+                put_jval(&mut out, j);
+                let span = (start, out.len() - start);
+                if out.long_vals.last() == Some(&span) {
+                    written.push((at, span));
+                }
+            }
+            crate::items::LeafVal::Made(p) => put_value(&mut out, p),
+        }
     }
     out.finish()
 }
@@ -376,12 +459,17 @@ impl<'a> Reader<'a> {
     }
 
     fn len(&mut self) -> usize {
-        let mut n = 0usize;
+        usize::try_from(self.varint()).unwrap_or(usize::MAX)
+    }
+
+    /// A [`put_varint`] number (at most ten bytes are read).
+    fn varint(&mut self) -> u64 {
+        let mut n = 0u64;
         let mut shift = 0;
         loop {
             let b = self.byte();
-            n |= usize::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 || shift > 56 {
+            n |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 || shift >= 63 {
                 return n;
             }
             shift += 7;
@@ -405,6 +493,31 @@ impl<'a> Reader<'a> {
         a
     }
 
+    fn four(&mut self) -> [u8; 4] {
+        let mut a = [0u8; 4];
+        if let Some(s) = self.b.get(self.pos..self.pos + 4) {
+            a.copy_from_slice(s);
+        }
+        self.pos += 4;
+        a
+    }
+
+    /// A zigzag integer ([`put_int`]).
+    fn int(&mut self) -> i64 {
+        let n = self.varint();
+        ((n >> 1) as i64) ^ -((n & 1) as i64)
+    }
+
+    /// The earlier value a [`T_AGAIN`] refers to (after its tag).
+    fn again(&mut self) -> &'a [u8] {
+        let start = self.len();
+        let len = self.len();
+        start
+            .checked_add(len)
+            .and_then(|end| self.b.get(start..end))
+            .unwrap_or_default()
+    }
+
     fn key(&mut self) -> &'a str {
         match self.byte() {
             K_CUSTOM => self.text(),
@@ -415,7 +528,14 @@ impl<'a> Reader<'a> {
     /// Skips one packed value.
     fn skip(&mut self) {
         match self.byte() {
-            T_INT | T_FLOAT => self.pos += 8,
+            T_INT => {
+                self.int();
+            }
+            T_FLOAT => self.pos += 8,
+            T_F32 => self.pos += 4,
+            T_AGAIN => {
+                self.again();
+            }
             T_BIGINT | T_STR => {
                 let n = self.len();
                 self.pos += n;
@@ -453,9 +573,15 @@ impl<'a> Reader<'a> {
         match self.byte() {
             T_FALSE => ValRef::Bool(false),
             T_TRUE => ValRef::Bool(true),
-            T_INT => ValRef::Int(i64::from_le_bytes(self.eight())),
+            T_INT => ValRef::Int(self.int()),
             T_BIGINT => ValRef::BigInt(self.text()),
             T_FLOAT => ValRef::Float(f64::from_le_bytes(self.eight())),
+            T_F32 => ValRef::Float(f64::from(f32::from_le_bytes(self.four()))),
+            // Only a list or dict is referred to (a nested reference would be empty).
+            T_AGAIN => match self.again() {
+                bytes @ [T_LIST | T_DICT, ..] => ValRef::Nested(bytes),
+                _ => ValRef::None,
+            },
             T_STR => ValRef::Str(self.text()),
             T_STR_AGAIN => {
                 let start = self.len();
@@ -639,62 +765,67 @@ impl PackedOp {
     }
 }
 
-/// Writes Python's `str()` of a packed value (`repr` inside lists and dicts).
-pub fn write_py_str(out: &mut String, v: ValRef) {
+/// Writes Python's `str()` of a packed value (`repr` inside lists and dicts). A writer, not a
+/// string, so that a long list can go straight into an escaped row (issue 14, defect 4).
+pub fn write_py_str(out: &mut dyn std::fmt::Write, v: ValRef) {
     match v {
-        ValRef::Str(s) => out.push_str(s),
+        ValRef::Str(s) => {
+            let _ = out.write_str(s);
+        }
         other => write_py_repr(out, other),
     }
 }
 
 /// Writes Python's `repr()` of a packed value.
-pub fn write_py_repr(out: &mut String, v: ValRef) {
-    match v {
-        ValRef::None => out.push_str("None"),
-        ValRef::Bool(true) => out.push_str("True"),
-        ValRef::Bool(false) => out.push_str("False"),
-        ValRef::Int(i) => {
-            use std::fmt::Write;
-            let _ = write!(out, "{i}");
+pub fn write_py_repr(out: &mut dyn std::fmt::Write, v: ValRef) {
+    let _ = match v {
+        ValRef::None => out.write_str("None"),
+        ValRef::Bool(true) => out.write_str("True"),
+        ValRef::Bool(false) => out.write_str("False"),
+        ValRef::Int(i) => write!(out, "{i}"),
+        ValRef::BigInt(s) => out.write_str(s),
+        ValRef::Float(f) => {
+            let mut s = String::with_capacity(24);
+            crate::pyval::push_float_repr(&mut s, f);
+            out.write_str(&s)
         }
-        ValRef::BigInt(s) => out.push_str(s),
-        ValRef::Float(f) => crate::pyval::push_float_repr(out, f),
-        ValRef::Str(s) => out.push_str(&PyVal::Str(s.to_string()).py_repr()),
+        ValRef::Str(s) => out.write_str(&PyVal::Str(s.to_string()).py_repr()),
         ValRef::Nested(bytes) => {
             let mut r = Reader { b: bytes, pos: 0 };
             write_nested(out, &mut r);
+            Ok(())
         }
-    }
+    };
 }
 
-fn write_nested(out: &mut String, r: &mut Reader) {
+fn write_nested(out: &mut dyn std::fmt::Write, r: &mut Reader) {
     match r.b.get(r.pos).copied().unwrap_or(T_NONE) {
         T_LIST => {
             r.pos += 1;
             let n = r.len();
-            out.push('[');
+            let _ = out.write_str("[");
             for i in 0..n {
                 if i > 0 {
-                    out.push_str(", ");
+                    let _ = out.write_str(", ");
                 }
                 write_nested(out, r);
             }
-            out.push(']');
+            let _ = out.write_str("]");
         }
         T_DICT => {
             r.pos += 1;
             let n = r.len();
-            out.push('{');
+            let _ = out.write_str("{");
             for i in 0..n {
                 if i > 0 {
-                    out.push_str(", ");
+                    let _ = out.write_str(", ");
                 }
                 let k = r.text();
-                out.push_str(&PyVal::Str(k.to_string()).py_repr());
-                out.push_str(": ");
+                let _ = out.write_str(&PyVal::Str(k.to_string()).py_repr());
+                let _ = out.write_str(": ");
                 write_nested(out, r);
             }
-            out.push('}');
+            let _ = out.write_str("}");
         }
         _ => {
             let v = r.value();
@@ -767,6 +898,77 @@ mod tests {
         assert_eq!(p.get("custom").map(ValRef::to_pyval), Some(nested));
         let pairs: Vec<_> = p.fields().map(|(k, _)| k).collect();
         assert_eq!(pairs.len(), 7);
+    }
+
+    /// Regression (issue 14, defect 4): a long list as a non-tensor's `value` is repeated by
+    /// msprobe in `Max`, `Min`, `Mean`, `Norm`; packed once, read back five times, and small
+    /// numbers take a byte or two each (not nine).
+    #[test]
+    fn a_long_list_repeated_in_an_item_is_kept_once() {
+        let numbers: Vec<String> = (0..200_000).map(|i| (i % 50).to_string()).collect();
+        let floats: Vec<&str> = vec!["1.5"; 50_000];
+        for list in [numbers.join(","), floats.join(", ")] {
+            let text = format!(r#"{{"input_args": [{{"type": "list", "value": [{list}]}}]}}"#);
+            let entry = crate::fastjson::Parser::new(text.as_bytes())
+                .unwrap()
+                .value()
+                .unwrap();
+            assert!(matches!(
+                entry.get("input_args").map(|a| a.elements().next()),
+                Some(Some(_))
+            ));
+            let name = "Functional.f.0.forward";
+            let packed = crate::parse_op_packed(name, &entry);
+            let item = &packed.input[0].1;
+            assert!(
+                item.heap_size() < list.len() * 3 / 2,
+                "{} bytes for {} of text",
+                item.heap_size(),
+                list.len()
+            );
+            assert_eq!(packed, PackedOp::pack(crate::parse_op_fast(name, &entry)));
+            let value = item.get("value").unwrap().to_pyval();
+            for k in ["Max", "Min", "Mean", "Norm"] {
+                assert_eq!(item.get(k).unwrap().to_pyval(), value, "{k}");
+            }
+            let mut shown = String::new();
+            write_py_str(&mut shown, item.get("Norm").unwrap());
+            assert_eq!(shown, value.py_str());
+        }
+    }
+
+    #[test]
+    fn ints_and_floats_round_trip_in_their_short_forms() {
+        let values = [0, 1, -1, 63, -64, 64, 1 << 40, i64::MAX, i64::MIN];
+        let mut fields: Vec<(FieldName, PyVal)> = values
+            .iter()
+            .map(|&i| ("value".into(), PyVal::Int(i)))
+            .collect();
+        for f in [
+            1.5,
+            0.1,
+            -0.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            3.4e38,
+            1e-45,
+        ] {
+            fields.push(("Max".into(), PyVal::Float(f)));
+        }
+        let item = Item { fields };
+        let back = PackedItem::pack(&item).unpack();
+        for ((_, a), (_, b)) in item.fields.iter().zip(&back.fields) {
+            match (a, b) {
+                (PyVal::Float(x), PyVal::Float(y)) => {
+                    assert!(
+                        x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan(),
+                        "{x}"
+                    )
+                }
+                _ => assert_eq!(a, b),
+            }
+        }
     }
 
     #[test]

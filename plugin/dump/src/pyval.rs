@@ -61,7 +61,9 @@ impl PyVal {
             JVal::BigUint(u) => PyVal::BigInt(u.to_string()),
             JVal::Float(f) | JVal::NonFinite(f) => PyVal::Float(*f),
             JVal::Str(s) => PyVal::Str(s.to_string()),
-            JVal::Arr(a) => PyVal::List(a.iter().map(PyVal::from_jval).collect()),
+            JVal::Arr(_) | JVal::LazyArr(_) => {
+                PyVal::List(v.elements().map(|x| PyVal::from_jval(&x)).collect())
+            }
             JVal::Obj(o) => PyVal::Dict(
                 o.iter()
                     .map(|(k, v)| (k.to_string(), PyVal::from_jval(v)))
@@ -122,6 +124,58 @@ impl PyVal {
             _ => None,
         }
     }
+}
+
+/// Python's `str()` of a value of the fast reader, written to `out`: the text of
+/// `PyVal::from_jval(v).py_str()` without building the `PyVal` (a long list is written one
+/// element at a time).
+pub fn write_jval_py_str(out: &mut dyn std::fmt::Write, v: &crate::fastjson::JVal) {
+    match v {
+        crate::fastjson::JVal::Str(s) => {
+            let _ = out.write_str(s);
+        }
+        other => write_jval_py_repr(out, other),
+    }
+}
+
+/// Python's `repr()` of a value of the fast reader, written to `out`.
+fn write_jval_py_repr(out: &mut dyn std::fmt::Write, v: &crate::fastjson::JVal) {
+    use crate::fastjson::JVal;
+    let _ = match v {
+        JVal::Null => out.write_str("None"),
+        JVal::Bool(true) => out.write_str("True"),
+        JVal::Bool(false) => out.write_str("False"),
+        JVal::Int(i) => write!(out, "{i}"),
+        JVal::BigUint(u) => write!(out, "{u}"),
+        JVal::Float(f) | JVal::NonFinite(f) => {
+            let mut s = String::with_capacity(24);
+            push_float_repr(&mut s, *f);
+            out.write_str(&s)
+        }
+        JVal::Str(s) => out.write_str(&str_repr(s)),
+        JVal::Arr(_) | JVal::LazyArr(_) => {
+            let _ = out.write_str("[");
+            for (i, x) in v.elements().enumerate() {
+                if i > 0 {
+                    let _ = out.write_str(", ");
+                }
+                write_jval_py_repr(out, &x);
+            }
+            out.write_str("]")
+        }
+        JVal::Obj(fields) => {
+            let _ = out.write_str("{");
+            for (i, (k, x)) in fields.iter().enumerate() {
+                if i > 0 {
+                    let _ = out.write_str(", ");
+                }
+                let _ = out.write_str(&str_repr(k));
+                let _ = out.write_str(": ");
+                write_jval_py_repr(out, x);
+            }
+            out.write_str("}")
+        }
+    };
 }
 
 /// Python's `repr(str)` (single quotes unless the text contains one and no double quote).

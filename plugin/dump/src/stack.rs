@@ -18,8 +18,8 @@ pub struct StackMap {
 }
 
 impl StackMap {
-    pub fn read(path: &Path) -> Result<StackMap, DumpError> {
-        let value = read_json_file(path)?;
+    pub fn read(path: &Path, confine: &crate::Confine) -> Result<StackMap, DumpError> {
+        let value = read_json_file(path, confine)?;
         Self::from_value(path, value)
     }
 

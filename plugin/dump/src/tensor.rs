@@ -23,11 +23,8 @@ pub struct Tensor {
 
 impl Tensor {
     /// Reads a `.npy` or `.pt` file (by extension).
-    pub fn read(path: &Path) -> Result<Tensor, DumpError> {
-        let bytes = std::fs::read(path).map_err(|source| DumpError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    pub fn read(path: &Path, confine: &crate::Confine) -> Result<Tensor, DumpError> {
+        let bytes = confine.read(path)?;
         Tensor::parse(path, &bytes)
     }
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use graph_ascend_dump::{Construct, DumpError, DumpFile};
+use graph_ascend_dump::{Confine, Construct, DumpError, DumpFile};
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let path = dir.join(name);
@@ -30,7 +30,7 @@ fn a_dump_json_nested_10000_deep_is_an_error_naming_the_file() {
         "]".repeat(depth)
     );
     let path = write(dir.path(), "dump.json", &text);
-    let fast = DumpFile::read_fast_batches(&path, 1 << 16, &mut |batch| {
+    let fast = DumpFile::read_fast_batches(&path, &Confine::anywhere(), 1 << 16, &mut |batch| {
         for i in 0..batch.len() {
             batch.parse(i)?;
         }
@@ -38,9 +38,10 @@ fn a_dump_json_nested_10000_deep_is_an_error_naming_the_file() {
     })
     .expect("the file opens");
     assert!(fast.is_none(), "the fast reader refuses it");
-    let err = DumpFile::read_streaming(&path, &mut |_, _| {}).expect_err("too deep");
+    let err = DumpFile::read_streaming(&path, &Confine::anywhere(), &mut |_, _| {})
+        .expect_err("too deep");
     assert_names_file(&err, &path, "recursion limit");
-    let err = DumpFile::read(&path).expect_err("too deep");
+    let err = DumpFile::read(&path, &Confine::anywhere()).expect_err("too deep");
     assert_names_file(&err, &path, "recursion limit");
 }
 
@@ -73,7 +74,7 @@ fn a_parent_cycle_in_construct_json_is_an_error_naming_the_node() {
     ];
     for (name, text, node) in cases {
         let path = write(dir.path(), &format!("{name}.json"), text);
-        let err = Construct::read(&path).expect_err(name);
+        let err = Construct::read(&path, &Confine::anywhere()).expect_err(name);
         assert_names_file(&err, &path, node);
         assert_names_file(&err, &path, "its own ancestor");
     }
@@ -86,5 +87,11 @@ fn a_parent_cycle_in_construct_json_is_an_error_naming_the_node() {
             "Functional.relu.0.forward": "Module.b.B.forward.0",
             "Tensor.add.0.forward": "Module.elsewhere.forward.0"}"#,
     );
-    assert_eq!(Construct::read(&path).expect("good").entries.len(), 5);
+    assert_eq!(
+        Construct::read(&path, &Confine::anywhere())
+            .expect("good")
+            .entries
+            .len(),
+        5
+    );
 }

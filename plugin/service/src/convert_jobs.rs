@@ -255,6 +255,10 @@ fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, S
             fuzzy_match: req.fuzzy_match,
             parallel,
             json_output: false,
+            // Every file the engine opens must resolve inside the logdir when it is opened:
+            // the tree check above cannot see a link swapped in later.
+            confine: graph_ascend_dump::Confine::under(logdir)
+                .map_err(|e| StartError::Invalid(e.to_string()))?,
         },
         output_dir,
         staging,

@@ -230,6 +230,9 @@ impl<'a> Editor<'a> {
                     .store
                     .dump_data_dir(self.bench, bench)?
                     .unwrap_or_default(),
+                // Tensor folders recorded in a converted file are where the dumps were when
+                // they were converted, often outside the logdir.
+                confine: Default::default(),
             })
         } else {
             None

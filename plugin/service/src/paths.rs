@@ -156,8 +156,9 @@ pub const MAX_TREE_ENTRIES: usize = 2_000_000;
 /// must point inside, and folders reached through a link are walked too (once each, so a
 /// link cycle ends). Dangling links are left alone: the converter cannot read them.
 ///
-/// The check runs before the conversion starts; a link swapped in between is the one gap left
-/// (docs/service.md).
+/// The check runs before the conversion starts, so that a bad folder is refused at once with
+/// the field's name; a link swapped in afterwards is refused by the converter itself when it
+/// opens the file (`ConvertOptions.confine`, [`graph_ascend_dump::Confine`]).
 pub fn check_tree(
     logdir: &Path,
     field: &'static str,

@@ -23,6 +23,8 @@ use crate::ConvertError;
 pub struct TensorDirs {
     pub npu: String,
     pub bench: String,
+    /// Where the tensor files may be read from.
+    pub confine: graph_ascend_dump::Confine,
 }
 
 const STATS: [(&str, &str, &str); 4] = [
@@ -358,8 +360,8 @@ pub fn tensor_columns(
     if !np.is_file() || !bp.is_file() {
         return Ok(named(vec![Metric::Text("No real data"); 6]));
     }
-    let n = graph_ascend_dump::tensor::Tensor::read(&np)?;
-    let b = graph_ascend_dump::tensor::Tensor::read(&bp)?;
+    let n = graph_ascend_dump::tensor::Tensor::read(&np, &dirs.confine)?;
+    let b = graph_ascend_dump::tensor::Tensor::read(&bp, &dirs.confine)?;
     Ok(named(tensor_metrics(&n, &b)))
 }
 

@@ -29,7 +29,7 @@ pub fn mapping_for(
     npu: &RankDump,
     bench: &RankDump,
 ) -> Result<ApiMapping, ConvertError> {
-    let rules = match load_rules(lm) {
+    let rules = match load_rules(lm, &npu.confine) {
         Ok(rules) => rules,
         // Content problems were already reported by `preflight`: the mapping is then empty.
         Err(e) if e.drops_mapping() => return Ok(ApiMapping::new()),

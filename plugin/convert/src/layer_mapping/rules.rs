@@ -236,7 +236,10 @@ impl<'de> serde::de::Visitor<'de> for YamlSeed<'_> {
 /// What `-lm` asks for: its rules, or why not. A missing, unreadable or wrongly named file
 /// ([`LayerMappingError::File`]) stops the conversion; content msprobe cannot use
 /// ([`LayerMappingError::Content`]) only drops the mapping.
-pub fn load_rules(lm: &LayerMapping) -> Result<Rules, LayerMappingError> {
+pub fn load_rules(
+    lm: &LayerMapping,
+    confine: &graph_ascend_dump::Confine,
+) -> Result<Rules, LayerMappingError> {
     let path = match lm {
         LayerMapping::None | LayerMapping::Bare => return Ok(Rules::default()),
         LayerMapping::File(p) => p,
@@ -250,7 +253,8 @@ pub fn load_rules(lm: &LayerMapping) -> Result<Rules, LayerMappingError> {
             "a layer mapping file must be a .yaml file (as msprobe requires)".into(),
         ));
     }
-    let bytes = std::fs::read(path)
+    let bytes = confine
+        .read(path)
         .map_err(|e| file_error(format!("cannot read the layer mapping file: {e}")))?;
     let content = |why: &dyn std::fmt::Display| {
         LayerMappingError::Content(format!("{}: {why}", path.display()))
@@ -263,8 +267,11 @@ pub fn load_rules(lm: &LayerMapping) -> Result<Rules, LayerMappingError> {
 
 /// Checks `-lm FILE` before any dump is read: an error for a missing or unreadable file, a
 /// warning text (msprobe's "mapping is not effective") when its content cannot be used.
-pub fn preflight(lm: &LayerMapping) -> Result<Option<String>, ConvertError> {
-    match load_rules(lm) {
+pub fn preflight(
+    lm: &LayerMapping,
+    confine: &graph_ascend_dump::Confine,
+) -> Result<Option<String>, ConvertError> {
+    match load_rules(lm, confine) {
         Ok(_) => Ok(None),
         Err(e) if e.drops_mapping() => Ok(Some(ignored_warning(&e))),
         Err(e) => Err(e.into()),

@@ -338,9 +338,9 @@ impl Side {
     /// the raw `stack.json`.
     pub fn read(dump: &RankDump) -> Result<Side, LayerMappingError> {
         let dump_path = dump.dir.join("dump.json");
-        let (names, framework) = read_names(&dump_path)?;
+        let (names, framework) = read_names(&dump_path, &dump.confine)?;
         let stack_path = dump.dir.join("stack.json");
-        let stacks = RawStacks::read(&stack_path)?;
+        let stacks = RawStacks::read(&stack_path, &dump.confine)?;
         let parents: HashMap<&str, Option<&str>> = dump
             .construct
             .entries
@@ -444,7 +444,10 @@ impl Side {
 
 /// Reads the `data` names of a `dump.json` in file order, and msprobe's framework of the dump
 /// (the `framework` field when it says `pytorch` or `mindspore`, else the first tensor type).
-pub(super) fn read_names(path: &Path) -> Result<(Vec<String>, Framework), LayerMappingError> {
+pub(super) fn read_names(
+    path: &Path,
+    confine: &graph_ascend_dump::Confine,
+) -> Result<(Vec<String>, Framework), LayerMappingError> {
     #[derive(Deserialize)]
     struct Head {
         #[serde(default)]
@@ -481,7 +484,7 @@ pub(super) fn read_names(path: &Path) -> Result<(Vec<String>, Framework), LayerM
         path: path.to_path_buf(),
         message,
     };
-    let bytes = graph_ascend_dump::json::read_python_json_bytes(path)
+    let bytes = graph_ascend_dump::json::read_python_json_bytes(path, confine)
         .map_err(|e| dump_error(e.to_string()))?;
     let head: Head = serde_json::from_slice(&bytes).map_err(|e| dump_error(e.to_string()))?;
     let framework = match head.framework.as_ref().and_then(Value::as_str) {
@@ -529,12 +532,16 @@ pub(super) struct RawStacks {
 }
 
 impl RawStacks {
-    pub(super) fn read(path: &Path) -> Result<RawStacks, LayerMappingError> {
-        let value =
-            graph_ascend_dump::json::read_json_file(path).map_err(|e| LayerMappingError::Dump {
+    pub(super) fn read(
+        path: &Path,
+        confine: &graph_ascend_dump::Confine,
+    ) -> Result<RawStacks, LayerMappingError> {
+        let value = graph_ascend_dump::json::read_json_file(path, confine).map_err(|e| {
+            LayerMappingError::Dump {
                 path: path.to_path_buf(),
                 message: e.to_string(),
-            })?;
+            }
+        })?;
         let Value::Object(map) = value else {
             return Err(LayerMappingError::Dump {
                 path: path.to_path_buf(),

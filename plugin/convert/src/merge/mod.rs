@@ -575,7 +575,10 @@ fn merge_step(
                 let graph = npu.merger.forest.to_graph(mg);
                 let dump = &npu.dumps[mg.dump];
                 if opts.json_output {
-                    let raw = graph_ascend_dump::DumpFile::read(&dump.dir.join("dump.json"))?;
+                    let raw = graph_ascend_dump::DumpFile::read(
+                        &dump.dir.join("dump.json"),
+                        &dump.confine,
+                    )?;
                     let header = json_out::DumpHeader {
                         task: &dump.dump.task,
                         level: &dump.dump.level,

@@ -26,7 +26,9 @@ pub(crate) fn read_and_build(
 ) -> Result<Built, ConvertError> {
     let p = timing::phase(|| format!("read and build {}", dir.display()));
     let (mut dump, graph) =
-        RankDump::read_and_build_counted(dir, opts.overflow_check, &|n| run.read_bytes(n))?;
+        RankDump::read_and_build_counted(dir, &opts.confine, opts.overflow_check, &|n| {
+            run.read_bytes(n)
+        })?;
     p.done();
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use graph_ascend_dump::{Construct, DumpFile, StackMap};
+use graph_ascend_dump::{Confine, Construct, DumpFile, StackMap};
 
 use crate::graph::{self, DumpOps, Graph};
 use crate::{timing, ConvertError};
@@ -17,12 +17,16 @@ pub struct RankDump {
     pub ops: DumpOps,
     pub construct: Construct,
     pub stacks: StackMap,
+    /// Where the folder's files may be read from (its tensors, and again by layer mapping).
+    pub confine: Confine,
 }
 
 impl RankDump {
-    /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`).
+    /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`),
+    /// wherever they are.
     pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
-        RankDump::read_parts(dir, overflow_check, false, &|_| true).map(|(dump, _)| dump)
+        RankDump::read_parts(dir, &Confine::anywhere(), overflow_check, false, &|_| true)
+            .map(|(dump, _)| dump)
     }
 
     /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
@@ -31,7 +35,7 @@ impl RankDump {
         dir: &Path,
         overflow_check: bool,
     ) -> Result<(RankDump, Graph), ConvertError> {
-        RankDump::read_and_build_counted(dir, overflow_check, &|_| true)
+        RankDump::read_and_build_counted(dir, &Confine::anywhere(), overflow_check, &|_| true)
     }
 
     /// [`RankDump::read_and_build`] telling `on_bytes` how many more bytes of the folder's
@@ -39,10 +43,12 @@ impl RankDump {
     /// reading with [`ConvertError::Cancelled`].
     pub(crate) fn read_and_build_counted(
         dir: &Path,
+        confine: &Confine,
         overflow_check: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Graph), ConvertError> {
-        let (mut dump, skeleton) = RankDump::read_parts(dir, overflow_check, true, on_bytes)?;
+        let (mut dump, skeleton) =
+            RankDump::read_parts(dir, confine, overflow_check, true, on_bytes)?;
         let p = timing::phase(|| format!("attach items {}", dir.display()));
         let skeleton = match skeleton {
             Some(s) => s,
@@ -55,6 +61,7 @@ impl RankDump {
 
     fn read_parts(
         dir: &Path,
+        confine: &Confine,
         overflow_check: bool,
         skeleton: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
@@ -79,10 +86,10 @@ impl RankDump {
         );
         // The two small files are read (and the graph's skeleton made) while dump.json is.
         let (dump_side, (construct, stacks, sk)) = rayon::join(
-            || DumpOps::read(&dump_p, overflow_check, on_bytes),
+            || DumpOps::read(&dump_p, confine, overflow_check, on_bytes),
             || {
-                let construct = Construct::read(&construct_p);
-                let stacks = StackMap::read(&stack_p);
+                let construct = Construct::read(&construct_p, confine);
+                let stacks = StackMap::read(&stack_p, confine);
                 let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
                 // A cancel is seen by dump.json's reader, batch by batch.
                 let _ = on_bytes(size(&construct_p) + size(&stack_p));
@@ -107,6 +114,7 @@ impl RankDump {
             ops,
             construct,
             stacks,
+            confine: confine.clone(),
         };
         Ok((dump, sk))
     }
