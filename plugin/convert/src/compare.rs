@@ -7,6 +7,7 @@
 
 use graph_ascend_dump::{DumpFile, FieldName, Item, PackedItem, PyVal};
 
+use crate::entries::NodeItems;
 use crate::graph::{Graph, NodeOp};
 use crate::{ConvertError, RankDump};
 
@@ -107,7 +108,9 @@ pub struct Row<'a> {
 
 /// Compares every matched pair and sets `precision_index` on the target graph;
 /// `parallel_merge`: graphs merged across ranks (msprobe then skips the shape checker and reads
-/// API names without their `_rank<N>` suffix).
+/// API names without their `_rank<N>` suffix). With `keep_columns`, each compared target item
+/// keeps its result columns; without, only the precision index is kept and the columns are
+/// computed again when the row is written ([`compared_items`], see [`crate::entries`]).
 pub(crate) fn compare_graphs(
     mode: CompareMode,
     parallel_merge: bool,
@@ -115,6 +118,7 @@ pub(crate) fn compare_graphs(
     bench_dump: &RankDump,
     npu: &mut Graph,
     bench: &Graph,
+    keep_columns: bool,
 ) -> Result<(), ConvertError> {
     let tensors = if mode == CompareMode::Tensor {
         Some(metrics::TensorDirs {
@@ -126,54 +130,37 @@ pub(crate) fn compare_graphs(
     };
     // Only nodes with dump data are compared; the others keep a NULL precision index.
     let pairs: Vec<(usize, usize)> = (0..npu.nodes.len())
-        .filter(|&i| !(npu.nodes[i].input.is_empty() && npu.nodes[i].output.is_empty()))
+        .filter(|&i| npu.nodes[i].has_items())
         .filter_map(|i| npu.nodes[i].matched.map(|b| (i, b)))
         .collect();
-    type Packed = Vec<(String, PackedItem)>;
     // Each pair is unpacked, compared, and the target's items packed again with their result
     // columns, in parallel.
     // In chunks, so that the old items of a chunk are freed before the next one is packed.
     for chunk in pairs.chunks(4096) {
-        let results: Vec<(usize, Packed, Packed, f64)> = {
+        let results: Vec<(usize, NodeItems, f64)> = {
             use rayon::prelude::*;
+            let graphs = (&*npu, bench);
             chunk
                 .par_iter()
                 .map(|&(n, b)| {
-                    let (ni, no) = unpack_node(&npu.nodes[n]);
-                    let (bi, bo) = unpack_node(&bench.nodes[b]);
-                    let (ins, outs, p) = compare_node(
-                        mode,
-                        parallel_merge,
-                        ItemsRef {
-                            id: &npu.nodes[n].id,
-                            input: &ni,
-                            output: &no,
-                        },
-                        ItemsRef {
-                            id: &bench.nodes[b].id,
-                            input: &bi,
-                            output: &bo,
-                        },
-                        tensors.as_ref(),
-                    )?;
-                    let repack = |items: Vec<(String, Item)>, extras: Vec<Extra>| -> Packed {
+                    let (items, p) =
+                        compare_pair(mode, parallel_merge, graphs, (n, b), tensors.as_ref())?;
+                    // Without `keep_columns` the items are dropped here, in parallel.
+                    let items = if keep_columns {
                         items
-                            .into_iter()
-                            .zip(extras)
-                            .map(|((name, mut item), extra)| {
-                                item.fields.extend(extra);
-                                (name, PackedItem::pack(&item))
-                            })
-                            .collect()
+                    } else {
+                        Default::default()
                     };
-                    Ok((n, repack(ni, ins), repack(no, outs), p))
+                    Ok((n, items, p))
                 })
                 .collect::<Result<_, ConvertError>>()?
         };
-        for (n, ins, outs, p) in results {
+        for (n, (ins, outs), p) in results {
             let node = &mut npu.nodes[n];
-            node.input = ins;
-            node.output = outs;
+            if keep_columns {
+                node.input = ins;
+                node.output = outs;
+            }
             node.precision_index = Some(p);
         }
     }
@@ -226,12 +213,69 @@ pub struct ItemsRef<'a> {
 
 type Unpacked = Vec<(String, Item)>;
 
-/// A node's items, unpacked.
-fn unpack_node(node: &crate::graph::Node) -> (Unpacked, Unpacked) {
+/// The items of target node `n` with their result columns against its partner in `bench`, as
+/// a compare that keeps them stores them (`None`: a node that is not compared). For the rows of
+/// a graph compared without `keep_columns` (summary and md5 modes, not merged).
+pub(crate) fn compared_items(
+    mode: CompareMode,
+    npu: &Graph,
+    n: usize,
+    bench: &Graph,
+) -> Result<Option<NodeItems>, ConvertError> {
+    let node = &npu.nodes[n];
+    let Some(b) = node.matched.filter(|_| node.has_items()) else {
+        return Ok(None);
+    };
+    let (items, _) = compare_pair(mode, false, (npu, bench), (n, b), None)?;
+    Ok(Some(items))
+}
+
+/// Compares target node `n` with golden node `b`: the target's items with their result
+/// columns appended, and its precision index.
+fn compare_pair(
+    mode: CompareMode,
+    parallel_merge: bool,
+    (npu, bench): (&Graph, &Graph),
+    (n, b): (usize, usize),
+    tensors: Option<&metrics::TensorDirs>,
+) -> Result<(NodeItems, f64), ConvertError> {
     let unpack = |v: &[(String, PackedItem)]| -> Unpacked {
         v.iter().map(|(n, it)| (n.clone(), it.unpack())).collect()
     };
-    (unpack(&node.input), unpack(&node.output))
+    let (ni, no) = {
+        let (i, o) = npu.items(n)?;
+        (unpack(&i), unpack(&o))
+    };
+    let (bi, bo) = {
+        let (i, o) = bench.items(b)?;
+        (unpack(&i), unpack(&o))
+    };
+    let (ins, outs, p) = compare_node(
+        mode,
+        parallel_merge,
+        ItemsRef {
+            id: &npu.nodes[n].id,
+            input: &ni,
+            output: &no,
+        },
+        ItemsRef {
+            id: &bench.nodes[b].id,
+            input: &bi,
+            output: &bo,
+        },
+        tensors,
+    )?;
+    let repack = |items: Unpacked, extras: Vec<Extra>| -> Vec<(String, PackedItem)> {
+        items
+            .into_iter()
+            .zip(extras)
+            .map(|((name, mut item), extra)| {
+                item.fields.extend(extra);
+                (name, PackedItem::pack(&item))
+            })
+            .collect()
+    };
+    Ok(((repack(ni, ins), repack(no, outs)), p))
 }
 
 /// Compares one pair given as item lists: the columns to append to each target input and

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::entries::{node_items, DumpSource, EntrySpan, ItemsOf, NodeItems};
 use graph_ascend_dump::fastjson::EntryBatch;
 use graph_ascend_dump::{
     parse_op, parse_op_packed, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
@@ -73,6 +74,9 @@ const BATCHES_AHEAD: usize = 2;
 pub struct DumpOps {
     /// `op name → items` (packed); the graph takes each op's items when it creates the node.
     pub ops: FastMap<String, PackedOp>,
+    /// `op name → where its entry lies in dump.json`, for the ops whose items are read again
+    /// when needed (see [`crate::entries`]) instead of held in `ops`.
+    pub spans: FastMap<String, EntrySpan>,
     /// Op names in file order.
     pub order: Vec<String>,
     /// Overflow level of each anomalous op (filled only when asked for).
@@ -92,6 +96,17 @@ impl DumpOps {
     pub fn read(
         path: &std::path::Path,
         overflow_check: bool,
+        on_bytes: &(dyn Fn(u64) -> bool + Sync),
+    ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
+        DumpOps::read_with(path, overflow_check, false, on_bytes)
+    }
+
+    /// [`DumpOps::read`]; with `spans`, the entries the fast reader accepts are kept as their
+    /// places in the file (`spans`), not as items (`ops`).
+    pub fn read_with(
+        path: &std::path::Path,
+        overflow_check: bool,
+        spans: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
         let mut ops = DumpOps::default();
@@ -118,7 +133,7 @@ impl DumpOps {
             });
             let mut parsed = Ok(());
             for batch in rx.iter() {
-                if let Err(e) = ops.add_batch(&batch, overflow_check) {
+                if let Err(e) = ops.add_batch(&batch, overflow_check, spans) {
                     // Dropping the receiver stops the scanner at its next batch.
                     parsed = Err(e);
                     break;
@@ -173,6 +188,7 @@ impl DumpOps {
         &mut self,
         batch: &EntryBatch,
         overflow_check: bool,
+        spans: bool,
     ) -> Result<(), graph_ascend_dump::fastjson::FastError> {
         let parsed: Vec<_> = (0..batch.len())
             .into_par_iter()
@@ -185,7 +201,17 @@ impl DumpOps {
                 } else {
                     None
                 };
-                Ok((md5, level, parse_op_packed(name, &entry)))
+                let data = parse_op_packed(name, &entry);
+                let has_items = !(data.input.is_empty() && data.output.is_empty());
+                let span = batch
+                    .span(i)
+                    .filter(|_| spans)
+                    .and_then(|(offset, len)| EntrySpan::new(offset, len, has_items));
+                let data = match span {
+                    Some(span) => Err(span),
+                    None => Ok(data),
+                };
+                Ok((md5, level, data))
             })
             .collect::<Result<_, graph_ascend_dump::fastjson::FastError>>()?;
         for (i, (md5, level, data)) in parsed.into_iter().enumerate() {
@@ -195,7 +221,14 @@ impl DumpOps {
                 self.overflow.insert(name.to_string(), level);
             }
             self.order.push(name.to_string());
-            self.ops.insert(name.to_string(), data);
+            match data {
+                Ok(items) => {
+                    self.ops.insert(name.to_string(), items);
+                }
+                Err(span) => {
+                    self.spans.insert(name.to_string(), span);
+                }
+            }
         }
         Ok(())
     }
@@ -212,6 +245,9 @@ pub struct Node {
     /// [`PackedItem::unpack`] / [`PackedItem::fields`].
     pub input: Vec<(String, PackedItem)>,
     pub output: Vec<(String, PackedItem)>,
+    /// Where the node's entry lies in its graph's dump.json, when its items are read from there
+    /// when needed (`input` and `output` are then empty; see [`crate::entries`]).
+    pub entry: Option<EntrySpan>,
     pub stack: Arc<Vec<String>>,
     pub micro_step_id: Option<i64>,
     /// Ids from root to the matched node on the other side (`matched_node_link`).
@@ -225,6 +261,12 @@ pub struct Node {
 }
 
 impl Node {
+    /// The node has dump data: items held or an entry with items in dump.json.
+    pub fn has_items(&self) -> bool {
+        !(self.input.is_empty() && self.output.is_empty())
+            || self.entry.is_some_and(|e| e.has_items)
+    }
+
     pub(crate) fn new(id: &str) -> Node {
         Node {
             id: id.to_string(),
@@ -233,6 +275,7 @@ impl Node {
             children: Vec::new(),
             input: Vec::new(),
             output: Vec::new(),
+            entry: None,
             stack: Arc::new(Vec::new()),
             micro_step_id: None,
             matched_link: Vec::new(),
@@ -261,6 +304,8 @@ impl Skeleton {
             if let Some(d) = dump.ops.remove(node.id.as_str()) {
                 node.input = d.input;
                 node.output = d.output;
+            } else if let Some(span) = dump.spans.remove(node.id.as_str()) {
+                node.entry = Some(span);
             }
             node.overflow_level = dump.overflow.get(node.id.as_str()).copied();
         }
@@ -277,6 +322,8 @@ pub struct Graph {
     pub root: usize,
     /// `megatron_micro_step_number` (Megatron construct.json).
     pub micro_step_num: Option<i64>,
+    /// The dump.json that nodes with an `entry` read their items from.
+    pub source: Option<Arc<DumpSource>>,
 }
 
 pub const ROOT_ID: &str = "DefaultModel";
@@ -284,15 +331,45 @@ const NO_FORWARD_STACK: &str =
     "This backward node cannot find the forward node and cannot retrieve stack information.";
 
 impl Graph {
-    fn empty() -> Graph {
+    /// A graph of the root alone.
+    pub(crate) fn empty() -> Graph {
         let mut g = Graph {
             nodes: vec![Node::new(ROOT_ID)],
             index: FastMap::default(),
             root: 0,
             micro_step_num: None,
+            source: None,
         };
         g.index.insert(ROOT_ID.to_string(), 0);
         g
+    }
+
+    /// The items of node `n`: held, or read again from the graph's dump.json.
+    pub fn items(&self, n: usize) -> Result<ItemsOf<'_>, crate::ConvertError> {
+        node_items(&self.nodes[n], self.source.as_deref())
+    }
+
+    /// Reads every node's items that are still in dump.json into the node (for the steps that
+    /// change items: a parallel merge, a tensor compare); the graph then holds them all.
+    pub fn hold_items(&mut self) -> Result<(), crate::ConvertError> {
+        let Some(source) = self.source.take() else {
+            return Ok(());
+        };
+        let held: Vec<(usize, NodeItems)> = (0..self.nodes.len())
+            .into_par_iter()
+            .filter_map(|n| {
+                let node = &self.nodes[n];
+                let span = node.entry?;
+                Some(source.items(&node.id, span).map(|items| (n, items)))
+            })
+            .collect::<Result<_, _>>()?;
+        for (n, (input, output)) in held {
+            let node = &mut self.nodes[n];
+            node.input = input;
+            node.output = output;
+            node.entry = None;
+        }
+        Ok(())
     }
 
     pub fn get(&self, id: &str) -> Option<usize> {
@@ -465,12 +542,17 @@ impl Graph {
             let Some(&(_, parent)) = backward_max.get(prefix) else {
                 continue;
             };
-            let Some(d) = dump.ops.remove(key) else {
-                continue;
+            let (d, span) = match dump.ops.remove(key) {
+                Some(d) => (d, None),
+                None => match dump.spans.remove(key) {
+                    Some(span) => (PackedOp::default(), Some(span)),
+                    None => continue,
+                },
             };
             let i = self.add_node(key);
             self.nodes[i].input = d.input;
             self.nodes[i].output = d.output;
+            self.nodes[i].entry = span;
             self.nodes[i].overflow_level = dump.overflow.get(key).copied();
             self.nodes[i].stack = stack_of(key, stacks);
             self.set_parent(i, parent);

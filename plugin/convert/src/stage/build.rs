@@ -25,8 +25,11 @@ pub(crate) fn read_and_build(
     run: &Run,
 ) -> Result<Built, ConvertError> {
     let p = timing::phase(|| format!("read and build {}", dir.display()));
+    // A parallel merge moves items between rank graphs: it holds them. A plain conversion
+    // reads them again from dump.json when it compares and writes (see `crate::entries`).
+    let spans = opts.parallel.is_empty();
     let (mut dump, graph) =
-        RankDump::read_and_build_counted(dir, opts.overflow_check, &|n| run.read_bytes(n))?;
+        RankDump::read_and_build_counted(dir, opts.overflow_check, spans, &|n| run.read_bytes(n))?;
     p.done();
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use graph_ascend_dump::{Construct, DumpFile, StackMap};
 
+use crate::entries::DumpSource;
 use crate::graph::{self, DumpOps, Graph};
 use crate::{timing, ConvertError};
 
@@ -22,7 +23,7 @@ pub struct RankDump {
 impl RankDump {
     /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`).
     pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
-        RankDump::read_parts(dir, overflow_check, false, &|_| true).map(|(dump, _)| dump)
+        RankDump::read_parts(dir, overflow_check, false, false, &|_| true).map(|(dump, _)| dump)
     }
 
     /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
@@ -31,24 +32,30 @@ impl RankDump {
         dir: &Path,
         overflow_check: bool,
     ) -> Result<(RankDump, Graph), ConvertError> {
-        RankDump::read_and_build_counted(dir, overflow_check, &|_| true)
+        RankDump::read_and_build_counted(dir, overflow_check, false, &|_| true)
     }
 
     /// [`RankDump::read_and_build`] telling `on_bytes` how many more bytes of the folder's
     /// files were read, as they are (dump.json batch by batch); an answer `false` stops the
-    /// reading with [`ConvertError::Cancelled`].
+    /// reading with [`ConvertError::Cancelled`]. With `spans`, the graph keeps where its nodes'
+    /// entries lie in dump.json instead of their items (see [`crate::entries`]).
     pub(crate) fn read_and_build_counted(
         dir: &Path,
         overflow_check: bool,
+        spans: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Graph), ConvertError> {
-        let (mut dump, skeleton) = RankDump::read_parts(dir, overflow_check, true, on_bytes)?;
+        let (mut dump, skeleton) =
+            RankDump::read_parts(dir, overflow_check, true, spans, on_bytes)?;
         let p = timing::phase(|| format!("attach items {}", dir.display()));
         let skeleton = match skeleton {
             Some(s) => s,
             None => Graph::skeleton(&dump.construct, &dump.stacks),
         };
-        let graph = skeleton.attach(&mut dump.ops, &dump.stacks);
+        let mut graph = skeleton.attach(&mut dump.ops, &dump.stacks);
+        if graph.nodes.iter().any(|n| n.entry.is_some()) {
+            graph.source = Some(std::sync::Arc::new(DumpSource::open(&dump.dump.path)?));
+        }
         p.done();
         Ok((dump, graph))
     }
@@ -57,6 +64,7 @@ impl RankDump {
         dir: &Path,
         overflow_check: bool,
         skeleton: bool,
+        spans: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Option<graph::Skeleton>), ConvertError> {
         let file = |name: &str| {
@@ -79,7 +87,7 @@ impl RankDump {
         );
         // The two small files are read (and the graph's skeleton made) while dump.json is.
         let (dump_side, (construct, stacks, sk)) = rayon::join(
-            || DumpOps::read(&dump_p, overflow_check, on_bytes),
+            || DumpOps::read_with(&dump_p, overflow_check, spans, on_bytes),
             || {
                 let construct = Construct::read(&construct_p);
                 let stacks = StackMap::read(&stack_p);
