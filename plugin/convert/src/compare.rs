@@ -108,9 +108,9 @@ pub struct Row<'a> {
 
 /// Compares every matched pair and sets `precision_index` on the target graph;
 /// `parallel_merge`: graphs merged across ranks (msprobe then skips the shape checker and reads
-/// API names without their `_rank<N>` suffix). With `keep_columns`, each compared target item
-/// keeps its result columns; without, only the precision index is kept and the columns are
-/// computed again when the row is written ([`compared_items`], see [`crate::entries`]).
+/// API names without their `_rank<N>` suffix). Each compared target item keeps its result
+/// columns. (A graph whose items stay in dump.json is compared as its rows are written
+/// instead: [`compared_items`], see [`crate::entries`].)
 pub(crate) fn compare_graphs(
     mode: CompareMode,
     parallel_merge: bool,
@@ -118,7 +118,6 @@ pub(crate) fn compare_graphs(
     bench_dump: &RankDump,
     npu: &mut Graph,
     bench: &Graph,
-    keep_columns: bool,
 ) -> Result<(), ConvertError> {
     let tensors = if mode == CompareMode::Tensor {
         Some(metrics::TensorDirs {
@@ -145,22 +144,14 @@ pub(crate) fn compare_graphs(
                 .map(|&(n, b)| {
                     let (items, p) =
                         compare_pair(mode, parallel_merge, graphs, (n, b), tensors.as_ref())?;
-                    // Without `keep_columns` the items are dropped here, in parallel.
-                    let items = if keep_columns {
-                        items
-                    } else {
-                        Default::default()
-                    };
                     Ok((n, items, p))
                 })
                 .collect::<Result<_, ConvertError>>()?
         };
         for (n, (ins, outs), p) in results {
             let node = &mut npu.nodes[n];
-            if keep_columns {
-                node.input = ins;
-                node.output = outs;
-            }
+            node.input = ins;
+            node.output = outs;
             node.precision_index = Some(p);
         }
     }
@@ -171,16 +162,22 @@ pub(crate) fn compare_graphs(
             let worst = if mode == CompareMode::Tensor {
                 0.0
             } else {
-                npu.nodes[i]
-                    .children
-                    .iter()
-                    .filter_map(|&c| npu.nodes[c].precision_index)
-                    .fold(0.0, f64::max)
+                collection_precision(npu, i)
             };
             npu.nodes[i].precision_index = Some(worst);
         }
     }
     Ok(())
+}
+
+/// The precision index of an `api_collection` node: the worst of its children's (which must be
+/// known: in post-order they come first).
+pub(crate) fn collection_precision(g: &Graph, n: usize) -> f64 {
+    g.nodes[n]
+        .children
+        .iter()
+        .filter_map(|&c| g.nodes[c].precision_index)
+        .fold(0.0, f64::max)
 }
 
 /// The result columns appended to one item.
@@ -213,21 +210,21 @@ pub struct ItemsRef<'a> {
 
 type Unpacked = Vec<(String, Item)>;
 
-/// The items of target node `n` with their result columns against its partner in `bench`, as
-/// a compare that keeps them stores them (`None`: a node that is not compared). For the rows of
-/// a graph compared without `keep_columns` (summary and md5 modes, not merged).
+/// The items of target node `n` with their result columns against its partner in `bench`, and
+/// its precision index, as [`compare_graphs`] leaves them (`None`: a node that is not
+/// compared). For the rows of a graph compared as they are written (summary and md5 modes, not
+/// merged; `api_collection` nodes then take [`collection_precision`] as rows are written).
 pub(crate) fn compared_items(
     mode: CompareMode,
     npu: &Graph,
     n: usize,
     bench: &Graph,
-) -> Result<Option<NodeItems>, ConvertError> {
+) -> Result<Option<(NodeItems, f64)>, ConvertError> {
     let node = &npu.nodes[n];
     let Some(b) = node.matched.filter(|_| node.has_items()) else {
         return Ok(None);
     };
-    let (items, _) = compare_pair(mode, false, (npu, bench), (n, b), None)?;
-    Ok(Some(items))
+    compare_pair(mode, false, (npu, bench), (n, b), None).map(Some)
 }
 
 /// Compares target node `n` with golden node `b`: the target's items with their result

@@ -116,8 +116,12 @@ pub fn node_row(
         _ => None,
     };
     let (input, output) = match &compared {
-        Some((i, o)) => (Cow::Borrowed(i.as_slice()), Cow::Borrowed(o.as_slice())),
+        Some(((i, o), _)) => (Cow::Borrowed(i.as_slice()), Cow::Borrowed(o.as_slice())),
         None => g.items(n)?,
+    };
+    let precision_index = match &compared {
+        Some((_, p)) => Some(*p),
+        None => node.precision_index,
     };
     let graph_id = &plan.graph_id;
     let sub_nodes = if node.children.is_empty() {
@@ -149,10 +153,16 @@ pub fn node_row(
             .map(|p| g.nodes[p].id.clone())
             .unwrap_or_default(),
         sub_nodes,
-        precision_index: node.precision_index,
+        precision_index,
         overflow_level: node.overflow_level.map(str::to_string),
         micro_step_id: node.micro_step_id.unwrap_or(0),
-        matched_node_link: pyjson::str_list(&node.matched_link),
+        matched_node_link: if node.matched_link_is_path {
+            let mut path = g.ancestors(n);
+            path.push(node.id.clone());
+            pyjson::str_list(&path)
+        } else {
+            pyjson::str_list(&node.matched_link)
+        },
         stack_id: plan.stack_ids[k].to_string(),
         parallel_merge_info: if node.parallel_merge_info.is_empty() {
             String::new()

@@ -77,6 +77,9 @@ pub struct DumpOps {
     /// `op name → where its entry lies in dump.json`, for the ops whose items are read again
     /// when needed (see [`crate::entries`]) instead of held in `ops`.
     pub spans: FastMap<String, EntrySpan>,
+    /// Spans already placed: `(node of the skeleton, its entry's span)`, in file order, for the
+    /// entries read once the skeleton was ready (their names are not kept at all).
+    pub placed: Vec<(usize, EntrySpan)>,
     /// Op names in file order.
     pub order: Vec<String>,
     /// Overflow level of each anomalous op (filled only when asked for).
@@ -98,15 +101,17 @@ impl DumpOps {
         overflow_check: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
-        DumpOps::read_with(path, overflow_check, false, on_bytes)
+        DumpOps::read_with(path, overflow_check, false, &|_| None, on_bytes)
     }
 
     /// [`DumpOps::read`]; with `spans`, the entries the fast reader accepts are kept as their
-    /// places in the file (`spans`), not as items (`ops`).
+    /// places in the file (`spans`), not as items (`ops`), and those that `place` finds a
+    /// skeleton node for (see [`Skeleton::place`]) as that node's (`placed`).
     pub fn read_with(
         path: &std::path::Path,
         overflow_check: bool,
         spans: bool,
+        place: &(dyn Fn(&str) -> Option<usize> + Sync),
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
         let mut ops = DumpOps::default();
@@ -133,7 +138,7 @@ impl DumpOps {
             });
             let mut parsed = Ok(());
             for batch in rx.iter() {
-                if let Err(e) = ops.add_batch(&batch, overflow_check, spans) {
+                if let Err(e) = ops.add_batch(&batch, overflow_check, spans, place) {
                     // Dropping the receiver stops the scanner at its next batch.
                     parsed = Err(e);
                     break;
@@ -189,6 +194,7 @@ impl DumpOps {
         batch: &EntryBatch,
         overflow_check: bool,
         spans: bool,
+        place: &(dyn Fn(&str) -> Option<usize> + Sync),
     ) -> Result<(), graph_ascend_dump::fastjson::FastError> {
         let parsed: Vec<_> = (0..batch.len())
             .into_par_iter()
@@ -220,14 +226,21 @@ impl DumpOps {
             if let Some(level) = level {
                 self.overflow.insert(name.to_string(), level);
             }
-            self.order.push(name.to_string());
+            // Only parameter-gradient keys are looked up in file order (`add_parameters_grad`);
+            // a reading that keeps spans keeps no other name twice.
+            if !spans || parameters_grad_prefix(name).is_some() {
+                self.order.push(name.to_string());
+            }
             match data {
                 Ok(items) => {
                     self.ops.insert(name.to_string(), items);
                 }
-                Err(span) => {
-                    self.spans.insert(name.to_string(), span);
-                }
+                Err(span) => match place(name) {
+                    Some(node) => self.placed.push((node, span)),
+                    None => {
+                        self.spans.insert(name.to_string(), span);
+                    }
+                },
             }
         }
         Ok(())
@@ -252,6 +265,10 @@ pub struct Node {
     pub micro_step_id: Option<i64>,
     /// Ids from root to the matched node on the other side (`matched_node_link`).
     pub matched_link: Vec<String>,
+    /// The `matched_node_link` is the node's own path (its ancestors' ids, then its own), as
+    /// the default matching makes it on both sides: made when the row is written rather than
+    /// held (`matched_link` is then empty).
+    pub matched_link_is_path: bool,
     /// Index of the matched node in the other graph.
     pub matched: Option<usize>,
     pub precision_index: Option<f64>,
@@ -279,6 +296,7 @@ impl Node {
             stack: Arc::new(Vec::new()),
             micro_step_id: None,
             matched_link: Vec::new(),
+            matched_link_is_path: false,
             matched: None,
             precision_index: None,
             overflow_level: None,
@@ -296,6 +314,14 @@ pub struct Skeleton {
 }
 
 impl Skeleton {
+    /// The node that takes the items of dump entry `name` in [`Skeleton::attach`], if it is
+    /// one made for a construct.json id (not the root, not an `Apis_Between_Modules` node).
+    pub fn place(&self, name: &str) -> Option<usize> {
+        let i = self.graph.get(name)?;
+        let node = &self.graph.nodes[i];
+        (i != self.graph.root && node.op != NodeOp::ApiCollection).then_some(i)
+    }
+
     /// Gives each node its items and overflow level, and adds the parameter-gradient nodes.
     pub fn attach(self, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
         let Skeleton { mut graph, dumped } = self;
@@ -308,6 +334,13 @@ impl Skeleton {
                 node.entry = Some(span);
             }
             node.overflow_level = dump.overflow.get(node.id.as_str()).copied();
+        }
+        // Placed spans were read after those in `spans`: for a name given twice, the last wins.
+        for (i, span) in std::mem::take(&mut dump.placed) {
+            let node = &mut graph.nodes[i];
+            node.entry = Some(span);
+            node.input = Vec::new();
+            node.output = Vec::new();
         }
         graph.add_parameters_grad(dump, stacks);
         graph

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use graph_ascend_dump::StackMap;
+use graph_ascend_dump::{Construct, StackMap};
 
 use super::Run;
 use crate::graph::{DumpOps, Graph};
-use crate::{timing, ConvertError, ConvertOptions, RankDump};
+use crate::{timing, ConvertError, ConvertOptions, LayerMapping, RankDump};
 
 /// A rank folder read and its graph built.
 pub(crate) struct Built {
@@ -34,5 +34,10 @@ pub(crate) fn read_and_build(
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();
     dump.stacks = StackMap::default();
+    // The hierarchy is in the graph now; only a layer mapping reads construct.json again (and
+    // a merge's JSON output).
+    if spans && opts.layer_mapping == LayerMapping::None {
+        dump.construct = Construct::default();
+    }
     Ok(Built { dump, graph, md5 })
 }

@@ -64,15 +64,16 @@ pub(crate) fn pair(
     p.done();
     matched();
     let p = timing::phase(|| "compare".into());
-    // A merged pair's items were moved by the merge, and a tensor compare reads tensor files:
-    // both keep their result columns. Otherwise only the precision index is kept now, and the
-    // target's rows are compared again as they are written (`crate::entries`).
+    // A merged pair's items were moved by the merge, and a tensor compare reads tensor files
+    // (too slow to do twice): both are compared now and keep their result columns. Otherwise
+    // the items stay in dump.json and the target's rows are compared as they are written
+    // (`crate::entries`).
     let keep_columns = merged || mode == CompareMode::Tensor;
     if keep_columns {
         ng.hold_items()?;
         bg.hold_items()?;
+        compare::compare_graphs(mode, merged, nd, bd, &mut ng, &bg)?;
     }
-    compare::compare_graphs(mode, merged, nd, bd, &mut ng, &bg, keep_columns)?;
     p.done();
     let micro_steps = if merged {
         merge::all_ranks_index(&mut ng);

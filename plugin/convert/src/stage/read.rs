@@ -85,27 +85,27 @@ impl RankDump {
             file("construct.json")?,
             file("stack.json")?,
         );
-        // The two small files are read (and the graph's skeleton made) while dump.json is.
-        let (dump_side, (construct, stacks, sk)) = rayon::join(
-            || DumpOps::read_with(&dump_p, overflow_check, spans, on_bytes),
+        // The two small files are read (and the graph's skeleton made) while dump.json is; the
+        // entries read once the skeleton is ready are placed on their nodes at once.
+        let ready: std::sync::OnceLock<graph::Skeleton> = std::sync::OnceLock::new();
+        let place = |name: &str| ready.get().and_then(|sk| sk.place(name));
+        let (dump_side, (construct, stacks)) = rayon::join(
+            || DumpOps::read_with(&dump_p, overflow_check, spans, &place, on_bytes),
             || {
                 let construct = Construct::read(&construct_p);
                 let stacks = StackMap::read(&stack_p);
                 let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
                 // A cancel is seen by dump.json's reader, batch by batch.
                 let _ = on_bytes(size(&construct_p) + size(&stack_p));
-                let sk = match (&construct, &stacks) {
-                    (Ok(c), Ok(s)) if skeleton => {
-                        let p = timing::phase(|| format!("skeleton {}", dir.display()));
-                        let sk = Graph::skeleton(c, s);
-                        p.done();
-                        Some(sk)
-                    }
-                    _ => None,
-                };
-                (construct, stacks, sk)
+                if let (Ok(c), Ok(s), true) = (&construct, &stacks, skeleton) {
+                    let p = timing::phase(|| format!("skeleton {}", dir.display()));
+                    let _ = ready.set(Graph::skeleton(c, s));
+                    p.done();
+                }
+                (construct, stacks)
             },
         );
+        let sk = ready.into_inner();
         let construct = construct?;
         let (dump, ops) = dump_side?;
         let stacks = stacks?;

@@ -18,8 +18,8 @@ use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
 use super::Run;
 use crate::export::{self, ExportContext, GraphPlan};
-use crate::graph::Graph;
-use crate::{distributed, timing, ConvertError, ConvertOptions};
+use crate::graph::{Graph, NodeOp};
+use crate::{compare, distributed, timing, ConvertError, ConvertOptions};
 
 /// The graphs of a conversion, in the order their rows are written.
 pub(crate) type Graphs = Vec<(Graph, ExportContext)>;
@@ -114,6 +114,10 @@ pub(crate) fn write_to(
                             Ok(row)
                         })
                         .collect::<Result<_, ConvertError>>()?;
+                    let mut rows = rows;
+                    if ctx.compare_with_next.is_some() {
+                        compared_precision(graph, &plan.order[lo..hi], &mut rows);
+                    }
                     if tx.send(WriteMsg::Nodes(rows)).is_err() {
                         // The writer failed: its error is returned below.
                         return Ok(());
@@ -147,6 +151,17 @@ pub(crate) fn write_to(
     write_phase.done();
     run.finish(format!("written {}", path.display()));
     Ok(path)
+}
+
+/// Keeps the precision index of rows compared as they were made on their nodes, and gives each
+/// `api_collection` row the worst of its children's (rows in post-order: children first).
+fn compared_precision(graph: &mut Graph, nodes: &[usize], rows: &mut [NodeRow]) {
+    for (&n, row) in nodes.iter().zip(rows) {
+        if graph.nodes[n].op == NodeOp::ApiCollection {
+            row.precision_index = Some(compare::collection_precision(graph, n));
+        }
+        graph.nodes[n].precision_index = row.precision_index;
+    }
 }
 
 /// `matched_distributed` of every linked `Distributed.*` row, by row id (msprobe's
