@@ -7,6 +7,7 @@
 
 use graph_ascend_dump::{DumpFile, FieldName, Item, PackedItem, PyVal};
 
+use crate::entries::NodeItems;
 use crate::graph::{Graph, NodeOp};
 use crate::{ConvertError, RankDump};
 
@@ -107,7 +108,9 @@ pub struct Row<'a> {
 
 /// Compares every matched pair and sets `precision_index` on the target graph;
 /// `parallel_merge`: graphs merged across ranks (msprobe then skips the shape checker and reads
-/// API names without their `_rank<N>` suffix).
+/// API names without their `_rank<N>` suffix). Each compared target item keeps its result
+/// columns. (A graph whose items stay in dump.json is compared as its rows are written
+/// instead: [`compared_items`], see [`crate::entries`].)
 pub(crate) fn compare_graphs(
     mode: CompareMode,
     parallel_merge: bool,
@@ -127,51 +130,26 @@ pub(crate) fn compare_graphs(
     };
     // Only nodes with dump data are compared; the others keep a NULL precision index.
     let pairs: Vec<(usize, usize)> = (0..npu.nodes.len())
-        .filter(|&i| !(npu.nodes[i].input.is_empty() && npu.nodes[i].output.is_empty()))
+        .filter(|&i| npu.nodes[i].has_items())
         .filter_map(|i| npu.nodes[i].matched.map(|b| (i, b)))
         .collect();
-    type Packed = Vec<(String, PackedItem)>;
     // Each pair is unpacked, compared, and the target's items packed again with their result
     // columns, in parallel.
     // In chunks, so that the old items of a chunk are freed before the next one is packed.
     for chunk in pairs.chunks(4096) {
-        let results: Vec<(usize, Packed, Packed, f64)> = {
+        let results: Vec<(usize, NodeItems, f64)> = {
             use rayon::prelude::*;
+            let graphs = (&*npu, bench);
             chunk
                 .par_iter()
                 .map(|&(n, b)| {
-                    let (ni, no) = unpack_node(&npu.nodes[n]);
-                    let (bi, bo) = unpack_node(&bench.nodes[b]);
-                    let (ins, outs, p) = compare_node(
-                        mode,
-                        parallel_merge,
-                        ItemsRef {
-                            id: &npu.nodes[n].id,
-                            input: &ni,
-                            output: &no,
-                        },
-                        ItemsRef {
-                            id: &bench.nodes[b].id,
-                            input: &bi,
-                            output: &bo,
-                        },
-                        tensors.as_ref(),
-                    )?;
-                    let repack = |items: Vec<(String, Item)>, extras: Vec<Extra>| -> Packed {
-                        items
-                            .into_iter()
-                            .zip(extras)
-                            .map(|((name, mut item), extra)| {
-                                item.fields.extend(extra);
-                                (name, PackedItem::pack(&item))
-                            })
-                            .collect()
-                    };
-                    Ok((n, repack(ni, ins), repack(no, outs), p))
+                    let (items, p) =
+                        compare_pair(mode, parallel_merge, graphs, (n, b), tensors.as_ref())?;
+                    Ok((n, items, p))
                 })
                 .collect::<Result<_, ConvertError>>()?
         };
-        for (n, ins, outs, p) in results {
+        for (n, (ins, outs), p) in results {
             let node = &mut npu.nodes[n];
             node.input = ins;
             node.output = outs;
@@ -185,16 +163,22 @@ pub(crate) fn compare_graphs(
             let worst = if mode == CompareMode::Tensor {
                 0.0
             } else {
-                npu.nodes[i]
-                    .children
-                    .iter()
-                    .filter_map(|&c| npu.nodes[c].precision_index)
-                    .fold(0.0, f64::max)
+                collection_precision(npu, i)
             };
             npu.nodes[i].precision_index = Some(worst);
         }
     }
     Ok(())
+}
+
+/// The precision index of an `api_collection` node: the worst of its children's (which must be
+/// known: in post-order they come first).
+pub(crate) fn collection_precision(g: &Graph, n: usize) -> f64 {
+    g.nodes[n]
+        .children
+        .iter()
+        .filter_map(|&c| g.nodes[c].precision_index)
+        .fold(0.0, f64::max)
 }
 
 /// The result columns appended to one item.
@@ -227,12 +211,69 @@ pub struct ItemsRef<'a> {
 
 type Unpacked = Vec<(String, Item)>;
 
-/// A node's items, unpacked.
-fn unpack_node(node: &crate::graph::Node) -> (Unpacked, Unpacked) {
+/// The items of target node `n` with their result columns against its partner in `bench`, and
+/// its precision index, as [`compare_graphs`] leaves them (`None`: a node that is not
+/// compared). For the rows of a graph compared as they are written (summary and md5 modes, not
+/// merged; `api_collection` nodes then take [`collection_precision`] as rows are written).
+pub(crate) fn compared_items(
+    mode: CompareMode,
+    npu: &Graph,
+    n: usize,
+    bench: &Graph,
+) -> Result<Option<(NodeItems, f64)>, ConvertError> {
+    let node = &npu.nodes[n];
+    let Some(b) = node.matched.filter(|_| node.has_items()) else {
+        return Ok(None);
+    };
+    compare_pair(mode, false, (npu, bench), (n, b), None).map(Some)
+}
+
+/// Compares target node `n` with golden node `b`: the target's items with their result
+/// columns appended, and its precision index.
+fn compare_pair(
+    mode: CompareMode,
+    parallel_merge: bool,
+    (npu, bench): (&Graph, &Graph),
+    (n, b): (usize, usize),
+    tensors: Option<&metrics::TensorDirs>,
+) -> Result<(NodeItems, f64), ConvertError> {
     let unpack = |v: &[(String, PackedItem)]| -> Unpacked {
         v.iter().map(|(n, it)| (n.clone(), it.unpack())).collect()
     };
-    (unpack(&node.input), unpack(&node.output))
+    let (ni, no) = {
+        let (i, o) = npu.items(n)?;
+        (unpack(&i), unpack(&o))
+    };
+    let (bi, bo) = {
+        let (i, o) = bench.items(b)?;
+        (unpack(&i), unpack(&o))
+    };
+    let (ins, outs, p) = compare_node(
+        mode,
+        parallel_merge,
+        ItemsRef {
+            id: &npu.nodes[n].id,
+            input: &ni,
+            output: &no,
+        },
+        ItemsRef {
+            id: &bench.nodes[b].id,
+            input: &bi,
+            output: &bo,
+        },
+        tensors,
+    )?;
+    let repack = |items: Unpacked, extras: Vec<Extra>| -> Vec<(String, PackedItem)> {
+        items
+            .into_iter()
+            .zip(extras)
+            .map(|((name, mut item), extra)| {
+                item.fields.extend(extra);
+                (name, PackedItem::pack(&item))
+            })
+            .collect()
+    };
+    Ok(((repack(ni, ins), repack(no, outs)), p))
 }
 
 /// Compares one pair given as item lists: the columns to append to each target input and

@@ -8,10 +8,13 @@ use graph_ascend_dump::FastMap;
 use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 use serde_json::json;
 
+use std::borrow::Cow;
+
+use crate::compare::{self, CompareMode};
 use crate::format::{node_data_json, FormatOptions};
 use crate::graph::Graph;
 use crate::pyjson;
-use crate::RankDump;
+use crate::{ConvertError, RankDump};
 
 /// Where a graph's rows go.
 pub struct ExportContext {
@@ -20,6 +23,10 @@ pub struct ExportContext {
     pub rank: i64,
     pub dump_data_dir: Option<String>,
     pub keep_md5: bool,
+    /// The graph's rows carry their comparison with the graph that follows it in the list
+    /// written (its golden partner), made as the rows are ([`crate::compare::compared_items`]);
+    /// `None`: the rows are the graph's items as they are.
+    pub compare_with_next: Option<CompareMode>,
 }
 
 impl ExportContext {
@@ -37,6 +44,7 @@ impl ExportContext {
             rank,
             dump_data_dir: dump.tensor_dir(),
             keep_md5,
+            compare_with_next: None,
         }
     }
 }
@@ -92,9 +100,29 @@ pub fn plan_graph(g: &Graph, ctx: &ExportContext) -> GraphPlan {
     }
 }
 
-/// The `tb_nodes` row of the `k`-th node of a plan.
-pub fn node_row(g: &Graph, ctx: &ExportContext, plan: &GraphPlan, k: usize) -> NodeRow {
-    let node = &g.nodes[plan.order[k]];
+/// The `tb_nodes` row of the `k`-th node of a plan; `partner`: the graph that follows `g` in the
+/// list written (read when `ctx.compare_with_next` is set).
+pub fn node_row(
+    g: &Graph,
+    ctx: &ExportContext,
+    plan: &GraphPlan,
+    k: usize,
+    partner: Option<&Graph>,
+) -> Result<NodeRow, ConvertError> {
+    let n = plan.order[k];
+    let node = &g.nodes[n];
+    let compared = match (ctx.compare_with_next, partner) {
+        (Some(mode), Some(bench)) => compare::compared_items(mode, g, n, bench)?,
+        _ => None,
+    };
+    let (input, output) = match &compared {
+        Some(((i, o), _)) => (Cow::Borrowed(i.as_slice()), Cow::Borrowed(o.as_slice())),
+        None => g.items(n)?,
+    };
+    let precision_index = match &compared {
+        Some((_, p)) => Some(*p),
+        None => node.precision_index,
+    };
     let graph_id = &plan.graph_id;
     let sub_nodes = if node.children.is_empty() {
         String::new()
@@ -114,7 +142,7 @@ pub fn node_row(g: &Graph, ctx: &ExportContext, plan: &GraphPlan, k: usize) -> N
         keep_md5: ctx.keep_md5,
         batch_p2p: node.id.contains("batch_isend_irecv"),
     };
-    NodeRow {
+    Ok(NodeRow {
         id: format!("{graph_id}_{}", node.id),
         graph_id: graph_id.clone(),
         node_order: k as i64,
@@ -125,10 +153,16 @@ pub fn node_row(g: &Graph, ctx: &ExportContext, plan: &GraphPlan, k: usize) -> N
             .map(|p| g.nodes[p].id.clone())
             .unwrap_or_default(),
         sub_nodes,
-        precision_index: node.precision_index,
+        precision_index,
         overflow_level: node.overflow_level.map(str::to_string),
         micro_step_id: node.micro_step_id.unwrap_or(0),
-        matched_node_link: pyjson::str_list(&node.matched_link),
+        matched_node_link: if node.matched_link_is_path {
+            let mut path = g.ancestors(n);
+            path.push(node.id.clone());
+            pyjson::str_list(&path)
+        } else {
+            pyjson::str_list(&node.matched_link)
+        },
         stack_id: plan.stack_ids[k].to_string(),
         parallel_merge_info: if node.parallel_merge_info.is_empty() {
             String::new()
@@ -137,14 +171,14 @@ pub fn node_row(g: &Graph, ctx: &ExportContext, plan: &GraphPlan, k: usize) -> N
         },
         matched_distributed: "{}".into(),
         modified: 0,
-        input_data: node_data_json(&node.input, fmt),
-        output_data: node_data_json(&node.output, fmt),
+        input_data: node_data_json(&input, fmt),
+        output_data: node_data_json(&output, fmt),
         data_source: ctx.data_source.to_string(),
         dump_data_dir: ctx.dump_data_dir.clone(),
         step: ctx.step,
         rank: ctx.rank,
         is_distributed: i64::from(node.id.starts_with("Distributed")),
-    }
+    })
 }
 
 const UNMATCHED: (&str, &str) = ("比对过程中节点未匹配上", "unmatched node");

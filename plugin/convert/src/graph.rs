@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::entries::{node_items, DumpSource, EntrySpan, ItemsOf, NodeItems};
 use graph_ascend_dump::fastjson::EntryBatch;
 use graph_ascend_dump::{
     parse_op, parse_op_packed, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
@@ -73,6 +74,12 @@ const BATCHES_AHEAD: usize = 2;
 pub struct DumpOps {
     /// `op name → items` (packed); the graph takes each op's items when it creates the node.
     pub ops: FastMap<String, PackedOp>,
+    /// `op name → where its entry lies in dump.json`, for the ops whose items are read again
+    /// when needed (see [`crate::entries`]) instead of held in `ops`.
+    pub spans: FastMap<String, EntrySpan>,
+    /// Spans already placed: `(node of the skeleton, its entry's span)`, in file order, for the
+    /// entries read once the skeleton was ready (their names are not kept at all).
+    pub placed: Vec<(usize, EntrySpan)>,
     /// Op names in file order.
     pub order: Vec<String>,
     /// Overflow level of each anomalous op (filled only when asked for).
@@ -93,6 +100,20 @@ impl DumpOps {
         path: &std::path::Path,
         confine: &graph_ascend_dump::Confine,
         overflow_check: bool,
+        on_bytes: &(dyn Fn(u64) -> bool + Sync),
+    ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
+        DumpOps::read_with(path, confine, overflow_check, false, &|_| None, on_bytes)
+    }
+
+    /// [`DumpOps::read`]; with `spans`, the entries the fast reader accepts are kept as their
+    /// places in the file (`spans`), not as items (`ops`), and those that `place` finds a
+    /// skeleton node for (see [`Skeleton::place`]) as that node's (`placed`).
+    pub fn read_with(
+        path: &std::path::Path,
+        confine: &graph_ascend_dump::Confine,
+        overflow_check: bool,
+        spans: bool,
+        place: &(dyn Fn(&str) -> Option<usize> + Sync),
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
         let mut ops = DumpOps::default();
@@ -119,7 +140,7 @@ impl DumpOps {
             });
             let mut parsed = Ok(());
             for batch in rx.iter() {
-                if let Err(e) = ops.add_batch(&batch, overflow_check) {
+                if let Err(e) = ops.add_batch(&batch, overflow_check, spans, place) {
                     // Dropping the receiver stops the scanner at its next batch.
                     parsed = Err(e);
                     break;
@@ -174,6 +195,8 @@ impl DumpOps {
         &mut self,
         batch: &EntryBatch,
         overflow_check: bool,
+        spans: bool,
+        place: &(dyn Fn(&str) -> Option<usize> + Sync),
     ) -> Result<(), graph_ascend_dump::fastjson::FastError> {
         let parsed: Vec<_> = (0..batch.len())
             .into_par_iter()
@@ -186,7 +209,17 @@ impl DumpOps {
                 } else {
                     None
                 };
-                Ok((md5, level, parse_op_packed(name, &entry)))
+                let data = parse_op_packed(name, &entry);
+                let has_items = !(data.input.is_empty() && data.output.is_empty());
+                let span = batch
+                    .span(i)
+                    .filter(|_| spans)
+                    .and_then(|(offset, len)| EntrySpan::new(offset, len, has_items));
+                let data = match span {
+                    Some(span) => Err(span),
+                    None => Ok(data),
+                };
+                Ok((md5, level, data))
             })
             .collect::<Result<_, graph_ascend_dump::fastjson::FastError>>()?;
         for (i, (md5, level, data)) in parsed.into_iter().enumerate() {
@@ -195,8 +228,22 @@ impl DumpOps {
             if let Some(level) = level {
                 self.overflow.insert(name.to_string(), level);
             }
-            self.order.push(name.to_string());
-            self.ops.insert(name.to_string(), data);
+            // Only parameter-gradient keys are looked up in file order (`add_parameters_grad`);
+            // a reading that keeps spans keeps no other name twice.
+            if !spans || parameters_grad_prefix(name).is_some() {
+                self.order.push(name.to_string());
+            }
+            match data {
+                Ok(items) => {
+                    self.ops.insert(name.to_string(), items);
+                }
+                Err(span) => match place(name) {
+                    Some(node) => self.placed.push((node, span)),
+                    None => {
+                        self.spans.insert(name.to_string(), span);
+                    }
+                },
+            }
         }
         Ok(())
     }
@@ -213,10 +260,17 @@ pub struct Node {
     /// [`PackedItem::unpack`] / [`PackedItem::fields`].
     pub input: Vec<(String, PackedItem)>,
     pub output: Vec<(String, PackedItem)>,
+    /// Where the node's entry lies in its graph's dump.json, when its items are read from there
+    /// when needed (`input` and `output` are then empty; see [`crate::entries`]).
+    pub entry: Option<EntrySpan>,
     pub stack: Arc<Vec<String>>,
     pub micro_step_id: Option<i64>,
     /// Ids from root to the matched node on the other side (`matched_node_link`).
     pub matched_link: Vec<String>,
+    /// The `matched_node_link` is the node's own path (its ancestors' ids, then its own), as
+    /// the default matching makes it on both sides: made when the row is written rather than
+    /// held (`matched_link` is then empty).
+    pub matched_link_is_path: bool,
     /// Index of the matched node in the other graph.
     pub matched: Option<usize>,
     pub precision_index: Option<f64>,
@@ -226,6 +280,12 @@ pub struct Node {
 }
 
 impl Node {
+    /// The node has dump data: items held or an entry with items in dump.json.
+    pub fn has_items(&self) -> bool {
+        !(self.input.is_empty() && self.output.is_empty())
+            || self.entry.is_some_and(|e| e.has_items)
+    }
+
     pub(crate) fn new(id: &str) -> Node {
         Node {
             id: id.to_string(),
@@ -234,9 +294,11 @@ impl Node {
             children: Vec::new(),
             input: Vec::new(),
             output: Vec::new(),
+            entry: None,
             stack: Arc::new(Vec::new()),
             micro_step_id: None,
             matched_link: Vec::new(),
+            matched_link_is_path: false,
             matched: None,
             precision_index: None,
             overflow_level: None,
@@ -254,6 +316,14 @@ pub struct Skeleton {
 }
 
 impl Skeleton {
+    /// The node that takes the items of dump entry `name` in [`Skeleton::attach`], if it is
+    /// one made for a construct.json id (not the root, not an `Apis_Between_Modules` node).
+    pub fn place(&self, name: &str) -> Option<usize> {
+        let i = self.graph.get(name)?;
+        let node = &self.graph.nodes[i];
+        (i != self.graph.root && node.op != NodeOp::ApiCollection).then_some(i)
+    }
+
     /// Gives each node its items and overflow level, and adds the parameter-gradient nodes.
     pub fn attach(self, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
         let Skeleton { mut graph, dumped } = self;
@@ -262,8 +332,17 @@ impl Skeleton {
             if let Some(d) = dump.ops.remove(node.id.as_str()) {
                 node.input = d.input;
                 node.output = d.output;
+            } else if let Some(span) = dump.spans.remove(node.id.as_str()) {
+                node.entry = Some(span);
             }
             node.overflow_level = dump.overflow.get(node.id.as_str()).copied();
+        }
+        // Placed spans were read after those in `spans`: for a name given twice, the last wins.
+        for (i, span) in std::mem::take(&mut dump.placed) {
+            let node = &mut graph.nodes[i];
+            node.entry = Some(span);
+            node.input = Vec::new();
+            node.output = Vec::new();
         }
         graph.add_parameters_grad(dump, stacks);
         graph
@@ -278,6 +357,8 @@ pub struct Graph {
     pub root: usize,
     /// `megatron_micro_step_number` (Megatron construct.json).
     pub micro_step_num: Option<i64>,
+    /// The dump.json that nodes with an `entry` read their items from.
+    pub source: Option<Arc<DumpSource>>,
 }
 
 pub const ROOT_ID: &str = "DefaultModel";
@@ -285,15 +366,45 @@ const NO_FORWARD_STACK: &str =
     "This backward node cannot find the forward node and cannot retrieve stack information.";
 
 impl Graph {
-    fn empty() -> Graph {
+    /// A graph of the root alone.
+    pub(crate) fn empty() -> Graph {
         let mut g = Graph {
             nodes: vec![Node::new(ROOT_ID)],
             index: FastMap::default(),
             root: 0,
             micro_step_num: None,
+            source: None,
         };
         g.index.insert(ROOT_ID.to_string(), 0);
         g
+    }
+
+    /// The items of node `n`: held, or read again from the graph's dump.json.
+    pub fn items(&self, n: usize) -> Result<ItemsOf<'_>, crate::ConvertError> {
+        node_items(&self.nodes[n], self.source.as_deref())
+    }
+
+    /// Reads every node's items that are still in dump.json into the node (for the steps that
+    /// change items: a parallel merge, a tensor compare); the graph then holds them all.
+    pub fn hold_items(&mut self) -> Result<(), crate::ConvertError> {
+        let Some(source) = self.source.take() else {
+            return Ok(());
+        };
+        let held: Vec<(usize, NodeItems)> = (0..self.nodes.len())
+            .into_par_iter()
+            .filter_map(|n| {
+                let node = &self.nodes[n];
+                let span = node.entry?;
+                Some(source.items(&node.id, span).map(|items| (n, items)))
+            })
+            .collect::<Result<_, _>>()?;
+        for (n, (input, output)) in held {
+            let node = &mut self.nodes[n];
+            node.input = input;
+            node.output = output;
+            node.entry = None;
+        }
+        Ok(())
     }
 
     pub fn get(&self, id: &str) -> Option<usize> {
@@ -466,12 +577,17 @@ impl Graph {
             let Some(&(_, parent)) = backward_max.get(prefix) else {
                 continue;
             };
-            let Some(d) = dump.ops.remove(key) else {
-                continue;
+            let (d, span) = match dump.ops.remove(key) {
+                Some(d) => (d, None),
+                None => match dump.spans.remove(key) {
+                    Some(span) => (PackedOp::default(), Some(span)),
+                    None => continue,
+                },
             };
             let i = self.add_node(key);
             self.nodes[i].input = d.input;
             self.nodes[i].output = d.output;
+            self.nodes[i].entry = span;
             self.nodes[i].overflow_level = dump.overflow.get(key).copied();
             self.nodes[i].stack = stack_of(key, stacks);
             self.set_parent(i, parent);

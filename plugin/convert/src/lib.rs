@@ -21,6 +21,7 @@
 
 pub mod compare;
 pub(crate) mod distributed;
+pub(crate) mod entries;
 pub(crate) mod error;
 pub(crate) mod export;
 pub(crate) mod format;

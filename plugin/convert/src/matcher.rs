@@ -112,13 +112,14 @@ fn match_default(npu: &mut Graph, bench: &mut Graph) {
         if bench.nodes[b].matched.is_some() {
             continue;
         }
-        let anc = npu.ancestors(n);
-        if anc != bench.ancestors(b) {
+        if npu.ancestors(n) != bench.ancestors(b) {
             continue;
         }
-        let mut l = anc;
-        l.push(bench.nodes[b].id.clone());
-        link(npu, bench, n, b, l.clone(), l);
+        // The link, on both sides, is the common path and the common id: each node's own
+        // path, made when the row is written.
+        link(npu, bench, n, b, Vec::new(), Vec::new());
+        npu.nodes[n].matched_link_is_path = true;
+        bench.nodes[b].matched_link_is_path = true;
     }
 }
 

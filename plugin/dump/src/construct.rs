@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::json::read_json_file;
+use crate::json::{read_json_file, stream_object, SeenKeys};
 use crate::DumpError;
 
 /// The parsed hierarchy.
@@ -25,9 +25,56 @@ pub struct Construct {
 const MEGATRON_KEY: &str = "megatron_micro_step_number";
 
 impl Construct {
+    /// Reads construct.json entry by entry (memory: the entries kept, not the file's parsed
+    /// tree); a file the streamed reading does not take as it is (a bad file, repeated keys,
+    /// Megatron values before `megatron_micro_step_number`) is read whole, which decides.
     pub fn read(path: &Path, confine: &crate::Confine) -> Result<Construct, DumpError> {
+        if let Some(c) = Self::read_streamed(path, confine)? {
+            return Ok(c);
+        }
         let value = read_json_file(path, confine)?;
         Self::from_value(path, value)
+    }
+
+    /// [`Construct::read`] member by member: `None` when the file needs the whole-file reader.
+    fn read_streamed(
+        path: &Path,
+        confine: &crate::Confine,
+    ) -> Result<Option<Construct>, DumpError> {
+        let mut c = Construct::default();
+        let mut megatron = false;
+        let mut seen = SeenKeys::default();
+        let complete = stream_object(path, confine, &mut |node, v| {
+            if !seen.first_time(&node) {
+                return false;
+            }
+            if node == MEGATRON_KEY {
+                megatron = true;
+                c.micro_step_num = v.as_i64();
+                return true;
+            }
+            let parent = match &v {
+                Value::Array(a) if megatron => {
+                    if let Some(step) = a.get(1).and_then(Value::as_i64) {
+                        c.micro_step.insert(node.clone(), step);
+                    }
+                    parent_of(path, &node, a.first().unwrap_or(&Value::Null))
+                }
+                other => parent_of(path, &node, other),
+            };
+            match parent {
+                Ok(parent) => {
+                    c.entries.push((node, parent));
+                    true
+                }
+                Err(_) => false,
+            }
+        })?;
+        if !complete || (c.entries.is_empty() && !megatron) || c.first_in_cycle().is_some() {
+            return Ok(None);
+        }
+        c.entries.shrink_to_fit();
+        Ok(Some(c))
     }
 
     pub fn from_value(path: &Path, value: Value) -> Result<Construct, DumpError> {

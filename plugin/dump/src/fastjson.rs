@@ -882,6 +882,14 @@ impl EntryBatch {
         self.entries.get(i).map_or("", |e| e.0.as_str())
     }
 
+    /// Where entry `i`'s raw JSON lies in the file: `(offset, length)` in bytes, so that a
+    /// reader can keep the span instead of the entry and read it again later.
+    pub fn span(&self, i: usize) -> Option<(usize, usize)> {
+        self.entries
+            .get(i)
+            .map(|&(_, start, end, offset)| (offset, end - start))
+    }
+
     /// Parses entry `i`; an entry that is not an object or `null` is an error.
     pub fn parse(&self, i: usize) -> Res<JVal<'_>> {
         let bad = |message| FastError {

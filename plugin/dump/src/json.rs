@@ -23,6 +23,68 @@ pub fn read_json_file(path: &Path, confine: &Confine) -> Result<Value, DumpError
     })
 }
 
+/// Streams the members of a JSON file's top-level object, in file order, each value parsed
+/// alone (Python's non-finite tokens turned into markers, as [`read_json_file`] does), so that
+/// neither the file nor a parsed tree of it is ever held. `visit(key, value)` answers whether to
+/// go on. `Ok(true)`: every member was visited; `Ok(false)`: the file is not one well-formed
+/// JSON object, or `visit` stopped: the caller then reads the file with [`read_json_file`],
+/// which words the problem (so a bad file gets the same error either way).
+pub fn stream_object(
+    path: &Path,
+    confine: &crate::Confine,
+    visit: &mut dyn FnMut(String, Value) -> bool,
+) -> Result<bool, DumpError> {
+    let file = confine.open(path)?;
+    let reader = PythonJsonReader::new(std::io::BufReader::with_capacity(1 << 16, file));
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let done = serde::de::DeserializeSeed::deserialize(MembersSeed { visit }, &mut de)
+        .and_then(|done| de.end().map(|()| done));
+    Ok(done.unwrap_or(false))
+}
+
+/// The top-level object of [`stream_object`], member by member.
+struct MembersSeed<'a> {
+    visit: &'a mut dyn FnMut(String, Value) -> bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for MembersSeed<'_> {
+    type Value = bool;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for MembersSeed<'_> {
+    type Value = bool;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            let value: Value = map.next_value()?;
+            if !(self.visit)(key, value) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Keys seen so far in a streamed object, by hash: a repeated key (whose last value wins, at its
+/// first place, in Python and in [`read_json_file`]) sends the caller back to the whole-file
+/// reader. A hash collision does too, which is only slower.
+#[derive(Default)]
+pub struct SeenKeys(std::collections::HashSet<u64, foldhash::fast::FixedState>);
+
+impl SeenKeys {
+    /// `false` when `key` (or its hash) was seen before.
+    pub fn first_time(&mut self, key: &str) -> bool {
+        use std::hash::BuildHasher;
+        let h = foldhash::fast::FixedState::with_seed(0x5eed).hash_one(key);
+        self.0.insert(h)
+    }
+}
+
 /// Reads a file's bytes with Python's non-finite tokens already turned into markers.
 pub fn read_python_json_bytes(path: &Path, confine: &Confine) -> Result<Vec<u8>, DumpError> {
     let bytes = confine.read(path)?;

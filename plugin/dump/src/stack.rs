@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::json::read_json_file;
+use crate::json::{read_json_file, stream_object, SeenKeys};
 use crate::DumpError;
 
 /// `node → frames`.
@@ -18,9 +18,60 @@ pub struct StackMap {
 }
 
 impl StackMap {
+    /// Reads stack.json entry by entry (memory: the stacks kept, equal ones once, not the
+    /// file's parsed tree); a file the streamed reading does not take as it is (a bad file,
+    /// repeated keys, a new-form file whose key `"0"` is not first) is read whole, which decides.
     pub fn read(path: &Path, confine: &crate::Confine) -> Result<StackMap, DumpError> {
+        if let Some(s) = Self::read_streamed(path, confine)? {
+            return Ok(s);
+        }
         let value = read_json_file(path, confine)?;
         Self::from_value(path, value)
+    }
+
+    /// [`StackMap::read`] member by member: `None` when the file needs the whole-file reader.
+    fn read_streamed(path: &Path, confine: &crate::Confine) -> Result<Option<StackMap>, DumpError> {
+        let mut out = StackMap::default();
+        let mut shared = Interner::default();
+        let mut seen = SeenKeys::default();
+        // The new form is known by its key "0"; msprobe writes it first.
+        let mut new_form: Option<bool> = None;
+        let complete = stream_object(path, confine, &mut |key, v| {
+            if !seen.first_time(&key) {
+                return false;
+            }
+            let is_new = *new_form.get_or_insert(key == "0");
+            if !is_new {
+                if key == "0" {
+                    return false;
+                }
+                return match frames_of(path, &key, &v) {
+                    Ok(frames) => {
+                        out.stacks.insert(key, shared.get(frames));
+                        true
+                    }
+                    Err(_) => false,
+                };
+            }
+            let Value::Array(pair) = v else {
+                return false;
+            };
+            let (Some(Value::Array(names)), Some(frames)) = (pair.first(), pair.get(1)) else {
+                return false;
+            };
+            let Ok(frames) = frames_of(path, &key, frames) else {
+                return false;
+            };
+            let frames = shared.get(frames);
+            for n in names {
+                let Value::String(n) = n else {
+                    return false;
+                };
+                out.stacks.insert(n.clone(), Arc::clone(&frames));
+            }
+            true
+        })?;
+        Ok(complete.then_some(out))
     }
 
     pub fn from_value(path: &Path, value: Value) -> Result<StackMap, DumpError> {
@@ -61,6 +112,23 @@ impl StackMap {
 
     pub fn get(&self, node: &str) -> Option<&Arc<Vec<String>>> {
         self.stacks.get(node)
+    }
+}
+
+/// Equal frame lists kept once: the nodes of every layer of a model are called from the same
+/// lines. Which list a node shares is not seen in the output (stacks are de-duplicated by text
+/// when written).
+#[derive(Default)]
+struct Interner(std::collections::HashSet<Arc<Vec<String>>, foldhash::fast::RandomState>);
+
+impl Interner {
+    fn get(&mut self, frames: Vec<String>) -> Arc<Vec<String>> {
+        if let Some(a) = self.0.get(&frames) {
+            return Arc::clone(a);
+        }
+        let a = Arc::new(frames);
+        self.0.insert(Arc::clone(&a));
+        a
     }
 }
 

@@ -271,6 +271,8 @@ impl Forest {
             index,
             root: 0,
             micro_step_num: g.micro_step_num,
+            // A merged graph holds its items.
+            source: None,
         }
     }
 }

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use graph_ascend_dump::StackMap;
+use graph_ascend_dump::{Construct, StackMap};
 
 use super::Run;
 use crate::graph::{DumpOps, Graph};
-use crate::{timing, ConvertError, ConvertOptions, RankDump};
+use crate::{timing, ConvertError, ConvertOptions, LayerMapping, RankDump};
 
 /// A rank folder read and its graph built.
 pub(crate) struct Built {
@@ -25,13 +25,21 @@ pub(crate) fn read_and_build(
     run: &Run,
 ) -> Result<Built, ConvertError> {
     let p = timing::phase(|| format!("read and build {}", dir.display()));
+    // A parallel merge moves items between rank graphs: it holds them. A plain conversion
+    // reads them again from dump.json when it compares and writes (see `crate::entries`).
+    let spans = opts.parallel.is_empty();
     let (mut dump, graph) =
-        RankDump::read_and_build_counted(dir, &opts.confine, opts.overflow_check, &|n| {
+        RankDump::read_and_build_counted(dir, &opts.confine, opts.overflow_check, spans, &|n| {
             run.read_bytes(n)
         })?;
     p.done();
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();
     dump.stacks = StackMap::default();
+    // The hierarchy is in the graph now; only a layer mapping reads construct.json again (and
+    // a merge's JSON output).
+    if spans && opts.layer_mapping == LayerMapping::None {
+        dump.construct = Construct::default();
+    }
     Ok(Built { dump, graph, md5 })
 }

@@ -20,7 +20,8 @@ pub(crate) struct Side<'a> {
 
 /// A compared pair, ready to write.
 pub(crate) struct Paired {
-    /// The target's graph then the golden's, with where their rows go.
+    /// The target's graph then the golden's, with where their rows go (the target's rows may be
+    /// compared with the golden graph as they are written: keep the two in this order).
     pub graphs: [(Graph, ExportContext); 2],
     /// `tb_config.task`: `md5`, `summary` or `all`.
     pub task: &'static str,
@@ -63,7 +64,16 @@ pub(crate) fn pair(
     p.done();
     matched();
     let p = timing::phase(|| "compare".into());
-    compare::compare_graphs(mode, merged, nd, bd, &mut ng, &bg)?;
+    // A merged pair's items were moved by the merge, and a tensor compare reads tensor files
+    // (too slow to do twice): both are compared now and keep their result columns. Otherwise
+    // the items stay in dump.json and the target's rows are compared as they are written
+    // (`crate::entries`).
+    let keep_columns = merged || mode == CompareMode::Tensor;
+    if keep_columns {
+        ng.hold_items()?;
+        bg.hold_items()?;
+        compare::compare_graphs(mode, merged, nd, bd, &mut ng, &bg)?;
+    }
     p.done();
     let micro_steps = if merged {
         merge::all_ranks_index(&mut ng);
@@ -72,9 +82,11 @@ pub(crate) fn pair(
         ng.paging_by_micro_step(Some(&mut bg))
     };
     let keep_md5 = mode == CompareMode::Md5;
+    let mut npu_ctx = ExportContext::of(nd, NPU, step, rank, keep_md5);
+    npu_ctx.compare_with_next = (!keep_columns).then_some(mode);
     Ok(Paired {
         graphs: [
-            (ng, ExportContext::of(nd, NPU, step, rank, keep_md5)),
+            (ng, npu_ctx),
             (bg, ExportContext::of(bd, BENCH, step, rank, keep_md5)),
         ],
         task: mode.task_name(),

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use graph_ascend_dump::{Confine, Construct, DumpFile, StackMap};
 
+use crate::entries::DumpSource;
 use crate::graph::{self, DumpOps, Graph};
 use crate::{timing, ConvertError};
 
@@ -25,8 +26,15 @@ impl RankDump {
     /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`),
     /// wherever they are.
     pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
-        RankDump::read_parts(dir, &Confine::anywhere(), overflow_check, false, &|_| true)
-            .map(|(dump, _)| dump)
+        RankDump::read_parts(
+            dir,
+            &Confine::anywhere(),
+            overflow_check,
+            false,
+            false,
+            &|_| true,
+        )
+        .map(|(dump, _)| dump)
     }
 
     /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
@@ -35,26 +43,36 @@ impl RankDump {
         dir: &Path,
         overflow_check: bool,
     ) -> Result<(RankDump, Graph), ConvertError> {
-        RankDump::read_and_build_counted(dir, &Confine::anywhere(), overflow_check, &|_| true)
+        RankDump::read_and_build_counted(dir, &Confine::anywhere(), overflow_check, false, &|_| {
+            true
+        })
     }
 
     /// [`RankDump::read_and_build`] telling `on_bytes` how many more bytes of the folder's
     /// files were read, as they are (dump.json batch by batch); an answer `false` stops the
-    /// reading with [`ConvertError::Cancelled`].
+    /// reading with [`ConvertError::Cancelled`]. With `spans`, the graph keeps where its nodes'
+    /// entries lie in dump.json instead of their items (see [`crate::entries`]).
     pub(crate) fn read_and_build_counted(
         dir: &Path,
         confine: &Confine,
         overflow_check: bool,
+        spans: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Graph), ConvertError> {
         let (mut dump, skeleton) =
-            RankDump::read_parts(dir, confine, overflow_check, true, on_bytes)?;
+            RankDump::read_parts(dir, confine, overflow_check, true, spans, on_bytes)?;
         let p = timing::phase(|| format!("attach items {}", dir.display()));
         let skeleton = match skeleton {
             Some(s) => s,
             None => Graph::skeleton(&dump.construct, &dump.stacks),
         };
-        let graph = skeleton.attach(&mut dump.ops, &dump.stacks);
+        let mut graph = skeleton.attach(&mut dump.ops, &dump.stacks);
+        if graph.nodes.iter().any(|n| n.entry.is_some()) {
+            graph.source = Some(std::sync::Arc::new(DumpSource::open(
+                &dump.dump.path,
+                &dump.confine,
+            )?));
+        }
         p.done();
         Ok((dump, graph))
     }
@@ -64,6 +82,7 @@ impl RankDump {
         confine: &Confine,
         overflow_check: bool,
         skeleton: bool,
+        spans: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Option<graph::Skeleton>), ConvertError> {
         let file = |name: &str| {
@@ -84,27 +103,27 @@ impl RankDump {
             file("construct.json")?,
             file("stack.json")?,
         );
-        // The two small files are read (and the graph's skeleton made) while dump.json is.
-        let (dump_side, (construct, stacks, sk)) = rayon::join(
-            || DumpOps::read(&dump_p, confine, overflow_check, on_bytes),
+        // The two small files are read (and the graph's skeleton made) while dump.json is; the
+        // entries read once the skeleton is ready are placed on their nodes at once.
+        let ready: std::sync::OnceLock<graph::Skeleton> = std::sync::OnceLock::new();
+        let place = |name: &str| ready.get().and_then(|sk| sk.place(name));
+        let (dump_side, (construct, stacks)) = rayon::join(
+            || DumpOps::read_with(&dump_p, confine, overflow_check, spans, &place, on_bytes),
             || {
                 let construct = Construct::read(&construct_p, confine);
                 let stacks = StackMap::read(&stack_p, confine);
                 let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
                 // A cancel is seen by dump.json's reader, batch by batch.
                 let _ = on_bytes(size(&construct_p) + size(&stack_p));
-                let sk = match (&construct, &stacks) {
-                    (Ok(c), Ok(s)) if skeleton => {
-                        let p = timing::phase(|| format!("skeleton {}", dir.display()));
-                        let sk = Graph::skeleton(c, s);
-                        p.done();
-                        Some(sk)
-                    }
-                    _ => None,
-                };
-                (construct, stacks, sk)
+                if let (Ok(c), Ok(s), true) = (&construct, &stacks, skeleton) {
+                    let p = timing::phase(|| format!("skeleton {}", dir.display()));
+                    let _ = ready.set(Graph::skeleton(c, s));
+                    p.done();
+                }
+                (construct, stacks)
             },
         );
+        let sk = ready.into_inner();
         let construct = construct?;
         let (dump, ops) = dump_side?;
         let stacks = stacks?;

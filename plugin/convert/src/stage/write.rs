@@ -18,8 +18,8 @@ use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
 use super::Run;
 use crate::export::{self, ExportContext, GraphPlan};
-use crate::graph::Graph;
-use crate::{distributed, timing, ConvertError, ConvertOptions};
+use crate::graph::{Graph, NodeOp};
+use crate::{compare, distributed, timing, ConvertError, ConvertOptions};
 
 /// The graphs of a conversion, in the order their rows are written.
 pub(crate) type Graphs = Vec<(Graph, ExportContext)>;
@@ -71,6 +71,7 @@ pub(crate) fn write_to(
     overflow_check: bool,
 ) -> Result<PathBuf, ConvertError> {
     let write_phase = timing::phase(|| "write rows".into());
+    let mut graphs = graphs;
     let writer = BulkWriter::create(dest)?;
     let plans: Vec<GraphPlan> = graphs
         .iter()
@@ -79,7 +80,7 @@ pub(crate) fn write_to(
     // Communication links need every rank's Distributed.* rows; they are few, so they are made
     // (and linked) first, and every row leaves for the file complete.
     let links = if link_distributed {
-        distributed_links(&graphs, &plans, overflow_check)
+        distributed_links(&graphs, &plans, overflow_check)?
     } else {
         FastMap::default()
     };
@@ -88,8 +89,12 @@ pub(crate) fn write_to(
     let path = std::thread::scope(|scope| {
         let writer_thread = scope.spawn(move || write_rows(run, writer, rx, config));
         let produced = (|| -> Result<(), ConvertError> {
-            for ((mut graph, ctx), mut plan) in graphs.into_iter().zip(plans) {
+            for (i, mut plan) in plans.into_iter().enumerate() {
                 run.check()?;
+                // A target graph compared as it is written reads its golden partner, next.
+                let (head, tail) = graphs.split_at_mut(i + 1);
+                let (graph, ctx) = &mut head[i];
+                let partner = partner_of(ctx, tail);
                 let stacks = std::mem::take(&mut plan.stacks);
                 if tx.send(WriteMsg::Stacks(stacks)).is_err() {
                     return Ok(());
@@ -102,13 +107,17 @@ pub(crate) fn write_to(
                     let rows: Vec<NodeRow> = (lo..hi)
                         .into_par_iter()
                         .map(|k| {
-                            let mut row = export::node_row(&graph, &ctx, &plan, k);
+                            let mut row = export::node_row(graph, ctx, &plan, k, partner)?;
                             if let Some(link) = links.get(&row.id) {
                                 row.matched_distributed.clone_from(link);
                             }
-                            row
+                            Ok(row)
                         })
-                        .collect();
+                        .collect::<Result<_, ConvertError>>()?;
+                    let mut rows = rows;
+                    if ctx.compare_with_next.is_some() {
+                        compared_precision(graph, &plan.order[lo..hi], &mut rows);
+                    }
                     if tx.send(WriteMsg::Nodes(rows)).is_err() {
                         // The writer failed: its error is returned below.
                         return Ok(());
@@ -122,7 +131,9 @@ pub(crate) fn write_to(
                     }
                     lo = hi;
                 }
-                drop(graph);
+                // Written, and no graph written later reads it (a target reads its partner,
+                // written after it): free it.
+                *graph = Graph::empty();
             }
             run.check()?;
             let _ = tx.send(WriteMsg::Finish);
@@ -142,26 +153,47 @@ pub(crate) fn write_to(
     Ok(path)
 }
 
+/// Keeps the precision index of rows compared as they were made on their nodes, and gives each
+/// `api_collection` row the worst of its children's (rows in post-order: children first).
+fn compared_precision(graph: &mut Graph, nodes: &[usize], rows: &mut [NodeRow]) {
+    for (&n, row) in nodes.iter().zip(rows) {
+        if graph.nodes[n].op == NodeOp::ApiCollection {
+            row.precision_index = Some(compare::collection_precision(graph, n));
+        }
+        graph.nodes[n].precision_index = row.precision_index;
+    }
+}
+
 /// `matched_distributed` of every linked `Distributed.*` row, by row id (msprobe's
 /// `distributed_analyzer`, across all ranks and steps of the conversion).
 fn distributed_links(
     graphs: &Graphs,
     plans: &[GraphPlan],
     overflow_check: bool,
-) -> FastMap<String, String> {
+) -> Result<FastMap<String, String>, ConvertError> {
     let mut rows: Vec<NodeRow> = Vec::new();
-    for ((graph, ctx), plan) in graphs.iter().zip(plans) {
+    for (i, ((graph, ctx), plan)) in graphs.iter().zip(plans).enumerate() {
+        let partner = partner_of(ctx, &graphs[i + 1..]);
         for (k, &n) in plan.order.iter().enumerate() {
             if graph.nodes[n].id.starts_with("Distributed") {
-                rows.push(export::node_row(graph, ctx, plan, k));
+                rows.push(export::node_row(graph, ctx, plan, k, partner)?);
             }
         }
     }
     distributed::link(&mut rows, overflow_check);
-    rows.into_iter()
+    Ok(rows
+        .into_iter()
         .filter(|r| r.matched_distributed != "{}")
         .map(|r| (r.id, r.matched_distributed))
-        .collect()
+        .collect())
+}
+
+/// The graph whose items a graph's rows are compared with as they are made: the next one in
+/// the list, when its context asks for it.
+fn partner_of<'g>(ctx: &ExportContext, later: &'g [(Graph, ExportContext)]) -> Option<&'g Graph> {
+    ctx.compare_with_next
+        .and_then(|_| later.first())
+        .map(|(g, _)| g)
 }
 
 /// Rows formatted per parallel chunk (and per message to the writer thread).

@@ -1,0 +1,112 @@
+//! Node items kept as places in `dump.json`, read again when they are needed (issue 16, item 1).
+//!
+//! A node's items (its inputs, outputs, parameters; most of a graph's memory) are needed twice:
+//! when a target node is compared with its golden partner, and when its row is written. Holding
+//! them from reading to writing made memory grow with the dump (about 1.2 KB an entry a side).
+//! A plain conversion keeps instead, per node, the byte span of its entry in `dump.json`
+//! ([`EntrySpan`], 16 bytes) and reads the entry again from the file ([`DumpSource`]) when it
+//! compares the pair and when it formats the row, a batch of rows at a time. The same bytes give
+//! the same items: the entry is parsed by the same fast reader and flattened by the same code as
+//! on the first reading, so the rows are those of a conversion that held every item.
+//!
+//! A parallel merge (which moves items between rank graphs) and a tensor compare (whose metrics
+//! read the tensor files, too slow to do twice) hold their items as before
+//! ([`crate::graph::Graph::hold_items`]).
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use graph_ascend_dump::fastjson::Parser;
+use graph_ascend_dump::{parse_op_packed, Confine, PackedItem};
+
+use crate::graph::Node;
+use crate::ConvertError;
+
+/// Where one entry's raw JSON lies in `dump.json`, and whether it has any item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntrySpan {
+    pub offset: u64,
+    pub len: u32,
+    /// The entry flattens into at least one item (msprobe compares only such nodes).
+    pub has_items: bool,
+}
+
+impl EntrySpan {
+    /// The span of an entry of `len` bytes at `offset`; `None` when it is too long to keep as a
+    /// span (4 GiB): such an entry is held.
+    pub fn new(offset: usize, len: usize, has_items: bool) -> Option<EntrySpan> {
+        Some(EntrySpan {
+            offset: u64::try_from(offset).ok()?,
+            len: u32::try_from(len).ok()?,
+            has_items,
+        })
+    }
+}
+
+/// The `dump.json` a graph's spans point into, open for reading again.
+#[derive(Debug)]
+pub struct DumpSource {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+/// A node's items: `(input, output)`, as [`crate::graph::Node`] holds them.
+pub type NodeItems = (Vec<(String, PackedItem)>, Vec<(String, PackedItem)>);
+
+impl DumpSource {
+    /// Opens `path` (the `dump.json` just read) for reading entries again.
+    pub fn open(path: &Path, confine: &Confine) -> Result<DumpSource, ConvertError> {
+        let file = confine.open(path).map_err(|e| ConvertError::Input {
+            path: path.to_path_buf(),
+            message: format!("cannot open again to read its entries: {e}"),
+        })?;
+        Ok(DumpSource {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// The items of op `name`, whose entry lies at `span`: read and flattened again.
+    pub fn items(&self, name: &str, span: EntrySpan) -> Result<NodeItems, ConvertError> {
+        use std::os::unix::fs::FileExt;
+        let changed = |what: &str| ConvertError::Input {
+            path: self.path.clone(),
+            message: format!(
+                "changed while being converted: the entry of {name} at byte {} {what}",
+                span.offset
+            ),
+        };
+        let mut buf = vec![0u8; span.len as usize];
+        self.file
+            .read_exact_at(&mut buf, span.offset)
+            .map_err(|e| changed(&format!("cannot be read again ({e})")))?;
+        let mut parser = Parser::new(&buf).ok_or_else(|| changed("is no longer UTF-8"))?;
+        let entry = parser
+            .value()
+            .ok()
+            .filter(|_| parser.at_end())
+            .ok_or_else(|| changed("is no longer one JSON value"))?;
+        let op = parse_op_packed(name, &entry);
+        Ok((op.input, op.output))
+    }
+}
+
+/// A node's items, borrowed from the node or read again: `(input, output)`.
+pub type ItemsOf<'a> = (
+    Cow<'a, [(String, PackedItem)]>,
+    Cow<'a, [(String, PackedItem)]>,
+);
+
+/// The items of `node`: those it holds, or those read again from `source` at its span.
+pub fn node_items<'a>(
+    node: &'a Node,
+    source: Option<&DumpSource>,
+) -> Result<ItemsOf<'a>, ConvertError> {
+    match (node.entry, source) {
+        (Some(span), Some(source)) => {
+            let (input, output) = source.items(&node.id, span)?;
+            Ok((Cow::Owned(input), Cow::Owned(output)))
+        }
+        _ => Ok((Cow::Borrowed(&node.input), Cow::Borrowed(&node.output))),
+    }
+}
