@@ -5,49 +5,12 @@
 //! 128 MB line took about 15 times its size (a long string), 25 times (a long list of numbers).
 //! The tests run one after the other: the counters are the process's.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use graph_ascend_convert::{convert, ConvertOptions, Stage};
 
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            if new_size >= layout.size() {
-                let grow = new_size - layout.size();
-                // A moving realloc briefly holds both blocks.
-                let now = LIVE.fetch_add(grow, Ordering::Relaxed) + grow;
-                PEAK.fetch_max(now + layout.size().min(new_size), Ordering::Relaxed);
-            } else {
-                LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
-            }
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "../../service/tests/common/counting.rs"]
+mod counting;
 
 /// The counters are the process's: one measured conversion at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -85,10 +48,10 @@ fn peak_of_conversion(entry_json: &str) -> (usize, u64) {
         ..Default::default()
     };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = counting::live();
+    counting::reset_peak();
     let db = convert(&opts, &|_| {}).expect("converts");
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let peak = counting::peak() - before;
     (peak, std::fs::metadata(db).unwrap().len())
 }
 
@@ -186,16 +149,16 @@ fn peak_of_compare(entries: usize) -> (usize, usize) {
         ..Default::default()
     };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = counting::live();
+    counting::reset_peak();
     let before_rows = std::sync::OnceLock::new();
     convert(&opts, &|p| {
         if p.stage == Stage::Writing {
-            before_rows.get_or_init(|| PEAK.load(Ordering::Relaxed) - before);
+            before_rows.get_or_init(|| counting::peak() - before);
         }
     })
     .expect("converts");
-    let total = PEAK.load(Ordering::Relaxed) - before;
+    let total = counting::peak() - before;
     (before_rows.get().copied().unwrap_or(total), total)
 }
 
