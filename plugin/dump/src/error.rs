@@ -34,8 +34,12 @@ pub enum DumpError {
         root: PathBuf,
     },
     /// A tensor file (`.npy`/`.pt`) that cannot be decoded.
-    #[error("cannot read tensor {path}: {message}")]
-    Tensor { path: PathBuf, message: String },
+    #[error("cannot read tensor {path}: {source}")]
+    Tensor {
+        path: PathBuf,
+        #[source]
+        source: crate::tensor::TensorFormatError,
+    },
 }
 
 impl DumpError {
@@ -46,10 +50,10 @@ impl DumpError {
         }
     }
 
-    pub(crate) fn tensor(path: &std::path::Path, message: impl Into<String>) -> Self {
+    pub(crate) fn tensor(path: &std::path::Path, source: crate::tensor::TensorFormatError) -> Self {
         DumpError::Tensor {
             path: path.to_path_buf(),
-            message: message.into(),
+            source,
         }
     }
 }

@@ -89,11 +89,27 @@ pub const TARGETS: [(&str, Reader); 6] = [
     ("pt", pt),
 ];
 
+/// Why a corpus replay failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{target} panicked on {path}")]
+    Panicked {
+        target: String,
+        path: std::path::PathBuf,
+    },
+}
+
 /// Replays the corpus and crash cases of one target (`<fuzz>/corpus/<target>/`,
 /// `<fuzz>/artifacts/<target>/`) through `read`: `Err` names the first input that panicked;
 /// `Ok` is how many inputs were replayed. The replay tests of each crate with fuzz entry points
 /// use it.
-pub fn replay(fuzz: &Path, target: &str, read: Reader) -> Result<usize, String> {
+pub fn replay(fuzz: &Path, target: &str, read: Reader) -> Result<usize, ReplayError> {
     let mut replayed = 0;
     for kind in ["corpus", "artifacts"] {
         let Ok(entries) = std::fs::read_dir(fuzz.join(kind).join(target)) else {
@@ -104,9 +120,15 @@ pub fn replay(fuzz: &Path, target: &str, read: Reader) -> Result<usize, String> 
             if !path.is_file() {
                 continue;
             }
-            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = std::fs::read(&path).map_err(|source| ReplayError::Read {
+                path: path.clone(),
+                source,
+            })?;
             if std::panic::catch_unwind(|| read(&bytes)).is_err() {
-                return Err(format!("{target} panicked on {}", path.display()));
+                return Err(ReplayError::Panicked {
+                    target: target.to_string(),
+                    path,
+                });
             }
             replayed += 1;
         }

@@ -11,6 +11,116 @@ use std::path::Path;
 
 use crate::DumpError;
 
+/// Why the bytes of a `.npy` or `.pt` file are not a tensor this reader can decode. The file's
+/// path is added by [`DumpError::Tensor`].
+#[derive(Debug, thiserror::Error)]
+pub enum TensorFormatError {
+    #[error("not a .npy file (bad magic)")]
+    NpyMagic,
+    #[error("unsupported .npy version {0}")]
+    NpyVersion(u8),
+    #[error("truncated .npy header")]
+    NpyHeaderTruncated,
+    #[error("no {0} in .npy header")]
+    NpyHeaderField(&'static str),
+    #[error("Fortran-ordered .npy arrays are not supported")]
+    NpyFortranOrder,
+    #[error("bad shape entry {0:?}")]
+    NpyShapeEntry(String),
+    #[error("big-endian .npy ({0}) is not supported")]
+    NpyBigEndian(String),
+    #[error("unsupported .npy dtype {0}")]
+    NpyDtype(String),
+    #[error("truncated .npy data: {len} bytes for shape {shape:?} of {dtype}")]
+    NpyTruncated {
+        len: usize,
+        shape: Vec<usize>,
+        dtype: &'static str,
+    },
+    #[error("truncated pickle")]
+    PickleTruncated,
+    #[error("pickle ends without STOP")]
+    PickleNoStop,
+    #[error("pickle values nest deeper than {MAX_PICKLE_DEPTH}")]
+    PickleTooDeep,
+    #[error("the pickle makes more than {MAX_PICKLE_VALUES} values")]
+    PickleTooManyValues,
+    #[error("pickle MARK missing")]
+    PickleNoMark,
+    #[error("pickle opcode 0x{0:02x} on an empty stack")]
+    PickleEmptyStack(u8),
+    #[error("STACK_GLOBAL needs two strings")]
+    PickleStackGlobal,
+    #[error("bad memo reference {0}")]
+    PickleMemo(u32),
+    #[error("BINPERSID needs a tuple")]
+    PicklePersistentId,
+    #[error("unsupported pickle opcode 0x{0:02x}")]
+    PickleOpcode(u8),
+    #[error("not a torch zip archive: {0}")]
+    NotZip(#[source] zip::result::ZipError),
+    #[error("no data.pkl in the archive")]
+    NoPickle,
+    #[error("{name}: {source}")]
+    Member {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the pickle does not hold a tensor")]
+    NotATensor,
+    #[error("unexpected _rebuild_tensor_v2 arguments")]
+    RebuildArguments,
+    #[error("unexpected storage reference")]
+    StorageReference,
+    #[error("unsupported storage {0}")]
+    StorageType(String),
+    #[error("size/stride must be a tuple of non-negative integers")]
+    SizeEntries,
+    #[error("size {shape:?} and stride {strides:?} have different lengths")]
+    StrideLength {
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+    },
+    #[error("negative offset {0}")]
+    NegativeOffset(i64),
+    #[error("shape {0:?} has more elements than memory can address")]
+    TooManyElements(Vec<usize>),
+    #[error("size {shape:?} with stride {strides:?} overflows")]
+    ViewOverflow {
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+    },
+    #[error(
+        "storage {key} holds {stored} bytes, but size {shape:?} with stride {strides:?} from \
+         offset {offset} reaches {needed}"
+    )]
+    StorageShort {
+        key: String,
+        stored: usize,
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        offset: usize,
+        needed: usize,
+    },
+    #[error(
+        "size {shape:?} expands {stored} stored elements to {n}, more than {MAX_EXPANDED_ELEMENTS}"
+    )]
+    Expands {
+        shape: Vec<usize>,
+        stored: usize,
+        n: usize,
+    },
+    #[error("{n} elements: {source}")]
+    Allocation {
+        n: usize,
+        #[source]
+        source: std::collections::TryReserveError,
+    },
+}
+
+use TensorFormatError as E;
+
 /// A tensor as the comparator needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
@@ -31,8 +141,8 @@ impl Tensor {
     /// Parses the bytes of a `.npy` or `.pt` file (by the extension of `path`, which errors name).
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Tensor, DumpError> {
         match path.extension().and_then(|e| e.to_str()) {
-            Some("npy") => read_npy(bytes).map_err(|m| DumpError::tensor(path, m)),
-            _ => read_pt(bytes).map_err(|m| DumpError::tensor(path, m)),
+            Some("npy") => read_npy(bytes).map_err(|e| DumpError::tensor(path, e)),
+            _ => read_pt(bytes).map_err(|e| DumpError::tensor(path, e)),
         }
     }
 
@@ -79,9 +189,9 @@ fn elem_size(dtype: &str) -> usize {
 // ---------------------------------------------------------------------------------------------
 // .npy
 
-fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
+fn read_npy(bytes: &[u8]) -> Result<Tensor, E> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err("not a .npy file (bad magic)".into());
+        return Err(E::NpyMagic);
     }
     let (header_len, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
@@ -89,11 +199,11 @@ fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
             u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
             12,
         ),
-        v => return Err(format!("unsupported .npy version {v}")),
+        v => return Err(E::NpyVersion(v)),
     };
     let header = bytes
         .get(start..start + header_len)
-        .ok_or("truncated .npy header")?;
+        .ok_or(E::NpyHeaderTruncated)?;
     let header = String::from_utf8_lossy(header);
     let field = |key: &str| -> Option<String> {
         let i = header.find(&format!("'{key}'"))?;
@@ -107,22 +217,22 @@ fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
             rest.find([',', '}']).map(|j| rest[..j].trim().to_string())
         }
     };
-    let descr = field("descr").ok_or("no descr in .npy header")?;
+    let descr = field("descr").ok_or(E::NpyHeaderField("descr"))?;
     if field("fortran_order").as_deref() == Some("True") {
-        return Err("Fortran-ordered .npy arrays are not supported".into());
+        return Err(E::NpyFortranOrder);
     }
     let shape: Vec<usize> = field("shape")
-        .ok_or("no shape in .npy header")?
+        .ok_or(E::NpyHeaderField("shape"))?
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
             s.parse::<usize>()
-                .map_err(|_| format!("bad shape entry {s:?}"))
+                .map_err(|_| E::NpyShapeEntry(s.to_string()))
         })
         .collect::<Result<_, _>>()?;
     if descr.starts_with('>') {
-        return Err(format!("big-endian .npy ({descr}) is not supported"));
+        return Err(E::NpyBigEndian(descr));
     }
     let dtype: &'static str = match descr.trim_start_matches(['<', '|', '=']) {
         "f4" => "float32",
@@ -137,7 +247,7 @@ fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
         "u2" => "uint16",
         "u4" => "uint32",
         "u8" => "uint64",
-        other => return Err(format!("unsupported .npy dtype {other}")),
+        other => return Err(E::NpyDtype(other.to_string())),
     };
     let size = elem_size(dtype);
     let data = &bytes[start + header_len..];
@@ -145,11 +255,10 @@ fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
     let needed = n
         .checked_mul(size)
         .filter(|needed| *needed <= data.len())
-        .ok_or_else(|| {
-            format!(
-                "truncated .npy data: {} bytes for shape {shape:?} of {dtype}",
-                data.len()
-            )
+        .ok_or_else(|| E::NpyTruncated {
+            len: data.len(),
+            shape: shape.clone(),
+            dtype,
         })?;
     let values = data[..needed]
         .chunks_exact(size)
@@ -206,13 +315,13 @@ const LEAF: Cost = Cost {
 /// Runs a pickle. Values are bounded in depth and number ([`MAX_PICKLE_DEPTH`],
 /// [`MAX_PICKLE_VALUES`]), so that neither building nor dropping them can exhaust the stack or
 /// the memory, whatever the bytes.
-fn run_pickle(data: &[u8]) -> Result<P, String> {
+fn run_pickle(data: &[u8]) -> Result<P, E> {
     let mut stack: Vec<(P, Cost)> = Vec::new();
     let mut memo: std::collections::HashMap<u32, (P, Cost)> = std::collections::HashMap::new();
     let mut made: u64 = 0;
     let mut i = 0usize;
     // Accounts for a value about to be pushed: `parts` are what it is made of.
-    let mut account = |parts: &[Cost], copy: bool| -> Result<Cost, String> {
+    let mut account = |parts: &[Cost], copy: bool| -> Result<Cost, E> {
         let cost = if copy {
             parts.first().copied().unwrap_or(LEAF)
         } else {
@@ -223,34 +332,40 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
         };
         made = made.saturating_add(if copy { cost.values } else { 1 });
         if cost.depth > MAX_PICKLE_DEPTH {
-            return Err(format!("pickle values nest deeper than {MAX_PICKLE_DEPTH}"));
+            return Err(E::PickleTooDeep);
         }
         if made > MAX_PICKLE_VALUES {
-            return Err(format!(
-                "the pickle makes more than {MAX_PICKLE_VALUES} values"
-            ));
+            return Err(E::PickleTooManyValues);
         }
         Ok(cost)
     };
-    let take = |i: &mut usize, n: usize| -> Result<&[u8], String> {
-        let s = data.get(*i..*i + n).ok_or("truncated pickle")?;
+    let take = |i: &mut usize, n: usize| -> Result<&[u8], E> {
+        let s = data
+            .get(*i..i.saturating_add(n))
+            .ok_or(E::PickleTruncated)?;
         *i += n;
         Ok(s)
     };
-    let line = |i: &mut usize| -> Result<String, String> {
-        let rest = data.get(*i..).ok_or("truncated pickle")?;
+    // `N` bytes as an array, for the fixed-size integers and floats.
+    fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+        let mut out = [0u8; N];
+        out.copy_from_slice(&bytes[..N]);
+        out
+    }
+    let line = |i: &mut usize| -> Result<String, E> {
+        let rest = data.get(*i..).ok_or(E::PickleTruncated)?;
         let end = rest
             .iter()
             .position(|b| *b == b'\n')
-            .ok_or("truncated pickle")?;
+            .ok_or(E::PickleTruncated)?;
         *i += end + 1;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
     };
-    let pop_mark = |stack: &mut Vec<(P, Cost)>| -> Result<Vec<(P, Cost)>, String> {
+    let pop_mark = |stack: &mut Vec<(P, Cost)>| -> Result<Vec<(P, Cost)>, E> {
         let pos = stack
             .iter()
             .rposition(|(p, _)| matches!(p, P::Mark))
-            .ok_or("pickle MARK missing")?;
+            .ok_or(E::PickleNoMark)?;
         let items = stack.split_off(pos + 1);
         stack.pop();
         Ok(items)
@@ -258,7 +373,7 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
     let costs = |items: &[(P, Cost)]| items.iter().map(|(_, c)| *c).collect::<Vec<_>>();
     let values = |items: Vec<(P, Cost)>| items.into_iter().map(|(p, _)| p).collect::<Vec<_>>();
     loop {
-        let op = *data.get(i).ok_or("pickle ends without STOP")?;
+        let op = *data.get(i).ok_or(E::PickleNoStop)?;
         i += 1;
         let leaf = match op {
             0x80 => {
@@ -275,15 +390,15 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
                 Some(P::Global(module, name))
             }
             0x93 => {
-                let name = stack.pop().ok_or("empty stack")?.0;
-                let module = stack.pop().ok_or("empty stack")?.0;
+                let name = stack.pop().ok_or(E::PickleEmptyStack(op))?.0;
+                let module = stack.pop().ok_or(E::PickleEmptyStack(op))?.0;
                 match (module, name) {
                     (P::Str(m), P::Str(n)) => Some(P::Global(m, n)),
-                    _ => return Err("STACK_GLOBAL needs two strings".into()),
+                    _ => return Err(E::PickleStackGlobal),
                 }
             }
             b'X' => {
-                let n = u32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad len")?);
+                let n = u32::from_le_bytes(array(take(&mut i, 4)?));
                 let s = take(&mut i, n as usize)?;
                 Some(P::Str(String::from_utf8_lossy(s).into_owned()))
             }
@@ -295,10 +410,10 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
             b'q' | b'r' | 0x94 => {
                 let k = match op {
                     b'q' => take(&mut i, 1)?[0] as u32,
-                    b'r' => u32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad")?),
+                    b'r' => u32::from_le_bytes(array(take(&mut i, 4)?)),
                     _ => memo.len() as u32,
                 };
-                let top = stack.last().ok_or("empty stack")?;
+                let top = stack.last().ok_or(E::PickleEmptyStack(op))?;
                 let cost = account(&[top.1], true)?;
                 memo.insert(k, (top.0.clone(), cost));
                 None
@@ -307,9 +422,9 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
                 let k = if op == b'h' {
                     take(&mut i, 1)?[0] as u32
                 } else {
-                    u32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad")?)
+                    u32::from_le_bytes(array(take(&mut i, 4)?))
                 };
-                let (p, cost) = memo.get(&k).ok_or("bad memo reference")?;
+                let (p, cost) = memo.get(&k).ok_or(E::PickleMemo(k))?;
                 let cost = account(&[*cost], true)?;
                 stack.push((p.clone(), cost));
                 None
@@ -328,7 +443,7 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
             0x85..=0x87 => {
                 let n = (op - 0x84) as usize;
                 if stack.len() < n {
-                    return Err("empty stack".into());
+                    return Err(E::PickleEmptyStack(op));
                 }
                 let items = stack.split_off(stack.len() - n);
                 let cost = account(&costs(&items), false)?;
@@ -341,10 +456,10 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
                     stack.push((P::Persistent(t), cost));
                     None
                 }
-                _ => return Err("BINPERSID needs a tuple".into()),
+                _ => return Err(E::PicklePersistentId),
             },
             b'J' => {
-                let v = i32::from_le_bytes(take(&mut i, 4)?.try_into().map_err(|_| "bad")?);
+                let v = i32::from_le_bytes(array(take(&mut i, 4)?));
                 Some(P::Int(v as i64))
             }
             b'K' => {
@@ -352,7 +467,7 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
                 Some(P::Int(v as i64))
             }
             b'M' => {
-                let v = u16::from_le_bytes(take(&mut i, 2)?.try_into().map_err(|_| "bad")?);
+                let v = u16::from_le_bytes(array(take(&mut i, 2)?));
                 Some(P::Int(v as i64))
             }
             0x8a => {
@@ -368,7 +483,7 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
                 Some(P::Int(v))
             }
             b'G' => {
-                let v = f64::from_be_bytes(take(&mut i, 8)?.try_into().map_err(|_| "bad")?);
+                let v = f64::from_be_bytes(array(take(&mut i, 8)?));
                 Some(P::Float(v))
             }
             0x88 => Some(P::Bool(true)),
@@ -387,7 +502,7 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
             }
             b'a' | b'e' => {
                 let items = if op == b'a' {
-                    vec![stack.pop().ok_or("empty stack")?]
+                    vec![stack.pop().ok_or(E::PickleEmptyStack(op))?]
                 } else {
                     pop_mark(&mut stack)?
                 };
@@ -403,8 +518,8 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
                 None
             }
             b'R' | 0x81 => {
-                let (args, args_cost) = stack.pop().ok_or("empty stack")?;
-                let (f, f_cost) = stack.pop().ok_or("empty stack")?;
+                let (args, args_cost) = stack.pop().ok_or(E::PickleEmptyStack(op))?;
+                let (f, f_cost) = stack.pop().ok_or(E::PickleEmptyStack(op))?;
                 let args = match args {
                     P::Tuple(t) => t,
                     other => vec![other],
@@ -417,13 +532,8 @@ fn run_pickle(data: &[u8]) -> Result<P, String> {
                 stack.pop();
                 None
             }
-            b'.' => {
-                return stack
-                    .pop()
-                    .map(|(p, _)| p)
-                    .ok_or_else(|| "empty pickle".to_string())
-            }
-            other => return Err(format!("unsupported pickle opcode 0x{other:02x}")),
+            b'.' => return stack.pop().map(|(p, _)| p).ok_or(E::PickleEmptyStack(op)),
+            other => return Err(E::PickleOpcode(other)),
         };
         if let Some(p) = leaf {
             let cost = account(&[], false)?;
@@ -449,14 +559,14 @@ fn storage_dtype(name: &str) -> Option<&'static str> {
 }
 
 /// The number of elements of `shape`, or an error if it does not fit a `usize`.
-fn element_count(shape: &[usize]) -> Result<usize, String> {
+fn element_count(shape: &[usize]) -> Result<usize, E> {
     if shape.contains(&0) {
         return Ok(0);
     }
     shape
         .iter()
         .try_fold(1usize, |n, d| n.checked_mul(*d))
-        .ok_or_else(|| format!("shape {shape:?} has more elements than memory can address"))
+        .ok_or_else(|| E::TooManyElements(shape.to_vec()))
 }
 
 /// Elements a stride-0 (expanded) view may hold beyond its stored ones: 2^27 (1 GiB as `f64`).
@@ -465,11 +575,11 @@ const MAX_EXPANDED_ELEMENTS: usize = 1 << 27;
 
 /// The storage elements a strided view reaches: one past the highest offset that `shape` and
 /// `strides` address from `offset` (0 for a view with no elements), or an error on overflow.
-fn storage_reach(offset: usize, shape: &[usize], strides: &[usize]) -> Result<usize, String> {
+fn storage_reach(offset: usize, shape: &[usize], strides: &[usize]) -> Result<usize, E> {
     if shape.contains(&0) {
         return Ok(0);
     }
-    let overflow = || format!("size {shape:?} with stride {strides:?} overflows");
+    let overflow = || view_overflow(shape, strides);
     shape
         .iter()
         .zip(strides)
@@ -480,34 +590,44 @@ fn storage_reach(offset: usize, shape: &[usize], strides: &[usize]) -> Result<us
         .ok_or_else(overflow)
 }
 
-fn ints(p: &P) -> Result<Vec<usize>, String> {
+fn view_overflow(shape: &[usize], strides: &[usize]) -> E {
+    E::ViewOverflow {
+        shape: shape.to_vec(),
+        strides: strides.to_vec(),
+    }
+}
+
+fn ints(p: &P) -> Result<Vec<usize>, E> {
     match p {
         P::Tuple(t) | P::List(t) => t
             .iter()
             .map(|x| match x {
-                P::Int(v) if *v >= 0 => Ok(*v as usize),
-                _ => Err("bad size/stride".to_string()),
+                P::Int(v) => usize::try_from(*v).map_err(|_| E::SizeEntries),
+                _ => Err(E::SizeEntries),
             })
             .collect(),
-        _ => Err("size/stride must be a tuple".into()),
+        _ => Err(E::SizeEntries),
     }
 }
 
-fn read_pt(bytes: &[u8]) -> Result<Tensor, String> {
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .map_err(|e| format!("not a torch zip archive: {e}"))?;
+fn read_pt(bytes: &[u8]) -> Result<Tensor, E> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(E::NotZip)?;
     let pkl_name = zip
         .file_names()
         .filter_map(Result::ok)
         .find(|n| n.ends_with("data.pkl"))
         .map(|n| n.into_owned())
-        .ok_or("no data.pkl in the archive")?;
+        .ok_or(E::NoPickle)?;
     let prefix = pkl_name.trim_end_matches("data.pkl").to_string();
     let mut pkl = Vec::new();
+    let member = |name: &str, source: std::io::Error| E::Member {
+        name: name.to_string(),
+        source,
+    };
     zip.by_name(&pkl_name)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| member(&pkl_name, e.into()))?
         .read_to_end(&mut pkl)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| member(&pkl_name, e))?;
     let mut obj = run_pickle(&pkl)?;
     // Unwrap `_rebuild_parameter(tensor, …)`.
     loop {
@@ -520,73 +640,84 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, String> {
                     break;
                 }
                 P::Global(_, ref name) if name == "_rebuild_parameter" => {
-                    obj = args.into_iter().next().ok_or("empty _rebuild_parameter")?;
+                    obj = args.into_iter().next().ok_or(E::NotATensor)?;
                 }
-                _ => return Err("the pickle does not hold a tensor".into()),
+                _ => return Err(E::NotATensor),
             },
-            _ => return Err("the pickle does not hold a tensor".into()),
+            _ => return Err(E::NotATensor),
         }
     }
     let P::Call(_, args) = obj else {
-        return Err("the pickle does not hold a tensor".into());
+        return Err(E::NotATensor);
     };
     let (Some(P::Persistent(st)), Some(P::Int(offset)), Some(size), Some(stride)) =
         (args.first(), args.get(1), args.get(2), args.get(3))
     else {
-        return Err("unexpected _rebuild_tensor_v2 arguments".into());
+        return Err(E::RebuildArguments);
     };
     let (Some(P::Global(_, storage)), Some(P::Str(key))) = (st.get(1), st.get(2)) else {
-        return Err("unexpected storage reference".into());
+        return Err(E::StorageReference);
     };
-    let dtype = storage_dtype(storage).ok_or_else(|| format!("unsupported storage {storage}"))?;
+    let dtype = storage_dtype(storage).ok_or_else(|| E::StorageType(storage.clone()))?;
     let shape = ints(size)?;
     let strides = ints(stride)?;
     if strides.len() != shape.len() {
-        return Err(format!(
-            "size {shape:?} and stride {strides:?} have different lengths"
-        ));
+        return Err(E::StrideLength { shape, strides });
     }
-    let offset = usize::try_from(*offset).map_err(|_| format!("negative offset {offset}"))?;
+    let offset = usize::try_from(*offset).map_err(|_| E::NegativeOffset(*offset))?;
     // Every size is checked before anything is allocated: the bytes the view reaches must be in
     // the storage (stored uncompressed, so its length is bounded by the file's).
     let esize = elem_size(dtype);
     let n = element_count(&shape)?;
     let needed = storage_reach(offset, &shape, &strides)?
         .checked_mul(esize)
-        .ok_or_else(|| format!("size {shape:?} with stride {strides:?} overflows"))?;
+        .ok_or_else(|| view_overflow(&shape, &strides))?;
+    let storage_name = format!("{prefix}data/{key}");
     let entry = zip
-        .by_name(&format!("{prefix}data/{key}"))
-        .map_err(|e| format!("storage {key}: {e}"))?;
+        .by_name(&storage_name)
+        .map_err(|e| member(&storage_name, e.into()))?;
     let stored = usize::try_from(entry.size()).unwrap_or(usize::MAX);
     if needed > stored {
-        return Err(format!(
-            "storage {key} holds {stored} bytes, but size {shape:?} with stride {strides:?} \
-             from offset {offset} reaches {needed}"
-        ));
+        return Err(E::StorageShort {
+            key: key.clone(),
+            stored,
+            shape,
+            strides,
+            offset,
+            needed,
+        });
     }
     if n > MAX_EXPANDED_ELEMENTS && n > stored / esize {
-        return Err(format!(
-            "size {shape:?} expands {} stored elements to {n}, more than {MAX_EXPANDED_ELEMENTS}",
-            stored / esize
-        ));
+        return Err(E::Expands {
+            shape,
+            stored: stored / esize,
+            n,
+        });
     }
     let mut raw = Vec::new();
     raw.try_reserve_exact(needed)
-        .map_err(|e| format!("storage {key}: {e}"))?;
+        .map_err(|source| E::Allocation { n: needed, source })?;
     entry
         .take(needed as u64)
         .read_to_end(&mut raw)
-        .map_err(|e| format!("storage {key}: {e}"))?;
+        .map_err(|e| member(&storage_name, e))?;
     let mut data = Vec::new();
     data.try_reserve_exact(n)
-        .map_err(|e| format!("{n} elements: {e}"))?;
+        .map_err(|source| E::Allocation { n, source })?;
     let mut idx = vec![0usize; shape.len()];
     for _ in 0..n {
         // Below `needed / esize` (checked above), so neither sum nor product overflows.
         let pos = offset + idx.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>();
         let b = raw
             .get(pos * esize..(pos + 1) * esize)
-            .ok_or("storage too short for the tensor")?;
+            .ok_or_else(|| E::StorageShort {
+                key: key.clone(),
+                stored: raw.len(),
+                shape: shape.clone(),
+                strides: strides.clone(),
+                offset,
+                needed,
+            })?;
         data.push(decode(dtype, b));
         for d in (0..shape.len()).rev() {
             idx[d] += 1;
@@ -737,7 +868,7 @@ mod tests {
         for (what, offset, size, stride) in cases {
             let result = std::panic::catch_unwind(|| read_pt(&pt(&four, offset, size, stride)));
             match result {
-                Ok(Err(e)) => assert!(!e.is_empty(), "{what}"),
+                Ok(Err(e)) => assert!(!e.to_string().is_empty(), "{what}"),
                 Ok(Ok(t)) => panic!("{what}: read as {} elements", t.data.len()),
                 Err(_) => panic!("{what}: panicked"),
             }
@@ -752,14 +883,14 @@ mod tests {
         deep.extend(std::iter::repeat_n(0x85u8, 200_000));
         deep.push(b'.');
         let err = read_pt(&archive(&deep, &[])).expect_err("too deep");
-        assert!(err.contains("nest deeper"), "{err}");
+        assert!(matches!(err, E::PickleTooDeep), "{err}");
         let mut doubling = b"\x80\x02K\x00".to_vec();
         for _ in 0..200 {
             doubling.extend_from_slice(b"q\x00h\x00\x86");
         }
         doubling.push(b'.');
         let err = read_pt(&archive(&doubling, &[])).expect_err("too many");
-        assert!(err.contains("more than"), "{err}");
+        assert!(matches!(err, E::PickleTooManyValues), "{err}");
     }
 
     /// Regression (issue 14, defect 5): a `.npy` whose element count overflows was read as an
