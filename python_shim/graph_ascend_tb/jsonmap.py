@@ -120,7 +120,6 @@ class RequestDecoder:
                 message.client_id = client_id
         return message
 
-
     # ------------------------------------------------------------------------------------------
     # The direct path (see the module's doc)
 
