@@ -13,7 +13,7 @@ the calls open the module and half close it, both answering every visible box):
 - direct gRPC: the same ``CallJson`` sent by a bare client loop over the sidecar's Unix socket (gRPC's
   Python client, the socket, tonic, the sidecar's handler and JSON rendering);
 - shim Python: the in-process call with the gRPC call replaced by the answer's bytes (what the shim's
-  own Python costs: request parsing, route lookup, decoding, the answer's headers; CPU time);
+  own Python costs: request parsing, route lookup, decoding, the answer's headers; CPU time of the calling thread);
 
 and TensorBoard's own ``/data/environment`` as the floor of any TensorBoard route. Differences give
 the parts: HTTP and TensorBoard = via TensorBoard - in-process; the shim's Python ~ shim Python;
@@ -187,7 +187,7 @@ def latency(args, schema, decoder):
                 plugin._unary = lambda route, call, schema, answer=answer: answer
                 try:
                     shim = median_ms(
-                        lambda r=route_name, b=body: wsgi_call(plugin, r, b), args.n, clock=time.process_time
+                        lambda r=route_name, b=body: wsgi_call(plugin, r, b), args.n, clock=time.thread_time
                     )
                 finally:
                     plugin._unary = real_unary
