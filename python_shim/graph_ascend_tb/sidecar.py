@@ -179,6 +179,8 @@ class Sidecar:
         self._target: Optional[str] = None
         self._last_error: Optional[str] = None
         self._last_failure_at = 0.0
+        # /proc/<pid>/stat of the running sidecar, open (None without procfs); see `_alive_locked`.
+        self._stat_fd: Optional[int] = None
         self.starts = 0
         _LIVE.add(self)
 
@@ -193,10 +195,21 @@ class Sidecar:
         proc = self._proc
         return proc is not None and proc.poll() is None and not _exiting(proc.pid)
 
+    def _alive_locked(self) -> bool:
+        """:meth:`alive`, asked on every request: through the status file kept open since the start
+        (opening ``/proc/<pid>/stat`` anew cost more than the rest of the shim's own work on a
+        request). Under the lock, which the file is closed under too."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return False
+        if self._stat_fd is None:
+            return not _exiting(proc.pid)
+        return not _state_exiting(_pread_state(self._stat_fd))
+
     def channel(self) -> grpc.Channel:
         """A channel to a running sidecar, starting (or restarting) it when needed."""
         with self._lock:
-            if self._channel is not None and self.alive():
+            if self._channel is not None and self._alive_locked():
                 return self._channel
             if self._proc is not None:
                 code = self._proc.poll()
@@ -280,6 +293,7 @@ class Sidecar:
         except OSError as exc:
             raise SidecarError(f"cannot run {binary}: {exc}") from exc
         self._proc = proc
+        self._stat_fd = _open_stat(proc.pid)
         self._stdin = proc.stdin
         self.starts += 1
 
@@ -322,6 +336,9 @@ class Sidecar:
             except Exception:  # closing a broken channel must not stop the restart
                 logger.debug("closing the sidecar channel failed", exc_info=True)
         proc, self._proc = self._proc, None
+        stat_fd, self._stat_fd = self._stat_fd, None
+        if stat_fd is not None:
+            os.close(stat_fd)
         stdin, self._stdin = self._stdin, None
         if stdin is not None:
             try:
@@ -353,8 +370,33 @@ def _exiting(pid: int) -> bool:
     """
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
+            return _state_exiting(f.read())
+    except OSError:
+        return False
+
+
+def _open_stat(pid: int) -> Optional[int]:
+    """``/proc/<pid>/stat`` opened for :func:`_pread_state`, or None without procfs. The descriptor stays
+    bound to that process: once it is reaped, reads fail, even if its pid is reused."""
+    try:
+        return os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _pread_state(fd: int) -> bytes:
+    """The status line read afresh through a kept descriptor; empty once the process is gone."""
+    try:
+        return os.pread(fd, 4096, 0)
+    except OSError:
+        return b""
+
+
+def _state_exiting(stat: bytes) -> bool:
+    """Whether a ``/proc/<pid>/stat`` line shows a zombie or dead process."""
+    try:
+        state = stat.rsplit(b")", 1)[1].split()[0]
+    except IndexError:
         return False
     return state in (b"Z", b"X")
 

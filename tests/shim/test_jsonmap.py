@@ -162,3 +162,67 @@ def test_query_and_body_merge_and_client_id_only_where_the_field_exists(schema, 
     assert m.meta_data.run == "b"  # the body wins
     with pytest.raises(RequestError):
         decoder.request_from_http(cls, body={"jobId": {"not": "a string"}})
+
+
+def _sample_value(rng, field, depth):
+    """A value the page or a hand-written client might send for `field`, of its type or not."""
+    pool = [None, "", "x", "ü", "\ud800", "1", True, False, 0, 1, -1, 2**31, 2**63, 1.0, 1.5, float("nan")]
+    pool += [[], ["a"], {}]
+    if field is not None and field.message_type is not None and depth < 3 and rng.random() < 0.7:
+        return _sample_body(rng, field.message_type, depth + 1)
+    return rng.choice(pool)
+
+
+def _sample_body(rng, desc, depth=0):
+    keys = [(f.json_name, f) for f in desc.fields] + [(f.name, f) for f in desc.fields] + [("unknownKey", None)]
+    return {key: _sample_value(rng, field, depth) for key, field in rng.sample(keys, rng.randint(0, len(keys)))}
+
+
+def test_direct_path_sets_what_parse_dict_sets(schema, decoder, monkeypatch):
+    """The decoder's direct path (plain values set by a plan per message type) and json_format.ParseDict
+    agree on every request message of the API: the same message, or both refuse the request."""
+    import random
+    import types
+
+    from google.protobuf import json_format
+
+    from graph_ascend_tb import jsonmap
+
+    fallbacks = []
+
+    def counted(*args, **kwargs):
+        fallbacks.append(args[1].DESCRIPTOR.full_name)
+        return json_format.ParseDict(*args, **kwargs)
+
+    counting = types.SimpleNamespace(ParseDict=counted, ParseError=json_format.ParseError)
+    monkeypatch.setattr(jsonmap, "json_format", counting)
+    rng = random.Random(11)
+    classes = sorted({route.request_class for route in schema.routes.values()}, key=lambda c: c.DESCRIPTOR.full_name)
+    rounds, accepted = 0, 0
+    for cls in classes:
+        for _ in range(300):
+            body = _sample_body(rng, cls.DESCRIPTOR)
+            try:
+                expected = cls()
+                json_format.ParseDict(jsonmap.coerce_object(cls.DESCRIPTOR, body), expected, ignore_unknown_fields=True)
+            except (json_format.ParseError, RequestError):
+                expected = None
+            try:
+                got = decoder.request_from_http(cls, body=body)
+            except RequestError:
+                got = None
+            assert (got is None) == (expected is None), (cls.DESCRIPTOR.full_name, body)
+            assert got == expected, (cls.DESCRIPTOR.full_name, body)
+            rounds += 1
+            accepted += got is not None
+    # Both paths were exercised, on accepted and refused requests alike.
+    assert 0.1 * rounds < len(fallbacks) < 0.9 * rounds, (len(fallbacks), rounds)
+    assert 0.1 * rounds < accepted < 0.9 * rounds, (accepted, rounds)
+    # The page's usual request takes the direct path.
+    fallbacks.clear()
+    meta = {"run": "r", "tag": "t", "type": "db", "lang": "en", "microStep": -1, "step": 0, "rank": None}
+    body = {"nodeInfo": {"nodeName": "Module.layers.0", "nodeType": "NPU"}, "metaData": meta}
+    m = decoder.request_from_http(schema.routes["changeNodeExpandState"].request_class, body=body, client_id="c")
+    assert m.node_info.node_name == "Module.layers.0" and m.meta_data.HasField("step") and m.meta_data.micro_step == -1
+    assert not m.meta_data.HasField("rank") and m.client_id == "c"
+    assert fallbacks == []

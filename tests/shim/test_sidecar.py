@@ -38,6 +38,8 @@ def test_dying_sidecar_is_not_alive(sidecar):
         while _leader_state(pid) not in ("Z", "X", "gone"):
             pass
         assert not sidecar.alive(), "a killed sidecar whose leader is a zombie must not count as alive"
+        with sidecar._lock:  # the per-request check, through the status file kept open
+            assert not sidecar._alive_locked()
         assert wait_until(lambda: sidecar._proc.poll() is not None, 10)
 
 

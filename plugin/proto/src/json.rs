@@ -135,8 +135,10 @@ impl Serialize for ValueJson<'_> {
 /// The browser's JSON text of a message.
 pub fn to_vec<T: Fields + prost::Message>(message: &T) -> Vec<u8> {
     // The JSON is a little bigger than the encoded message (keys, quotes): sized once, no
-    // copies while it grows (a node list is megabytes).
-    let mut out = Vec::with_capacity(message.encoded_len() + message.encoded_len() / 2 + 64);
+    // copies while it grows (a node list is megabytes). `encoded_len` walks the whole message:
+    // asked once.
+    let encoded = message.encoded_len();
+    let mut out = Vec::with_capacity(encoded + encoded / 2 + 64);
     // Writing into a Vec cannot fail, and the wrappers above never fail.
     let _ = serde_json::to_writer(&mut out, &Json(message));
     out

@@ -255,7 +255,7 @@ impl Hierarchy {
             order.push(name.to_owned());
         }
         if order.len() < self.nodes.len() {
-            let keep: HashSet<&str> = order.iter().map(String::as_str).collect();
+            let keep: graph_ascend_dump::FastSet<&str> = order.iter().map(String::as_str).collect();
             self.nodes.retain(|name, _| keep.contains(name.as_str()));
         }
         order
@@ -472,13 +472,20 @@ impl Hierarchy {
         Ok(order)
     }
 
-    /// The children of `name` that are held, borrowed from `children` (its children list, taken
-    /// out of its box while the box's children are changed).
-    fn held<'a>(&self, children: &'a [String]) -> Vec<&'a str> {
+    /// The kind, width and height of each child held (a collapsed subtree's nodes are
+    /// forgotten), in order: one lookup per child for the whole layout step of its parent.
+    fn held<'a>(&self, children: &'a [String]) -> Vec<Held<'a>> {
         children
             .iter()
-            .map(String::as_str)
-            .filter(|c| self.nodes.contains_key(*c))
+            .filter_map(|c| {
+                let info = self.nodes.get(c.as_str())?;
+                Some(Held {
+                    name: c.as_str(),
+                    kind: info.kind,
+                    width: info.width,
+                    height: info.height,
+                })
+            })
             .collect()
     }
 
@@ -503,29 +510,25 @@ impl Hierarchy {
         let children = self.held(&info.children);
         let mut total_height = LEAF_HEIGHT;
         let mut max_child_width = 0;
-        for group in self.groups(&children) {
-            let sizes: Vec<(i64, i64)> = group
-                .iter()
-                .filter_map(|c| self.nodes.get(*c).map(|i| (i.width, i.height)))
-                .collect();
-            if self.is_leaf_group(group) {
-                let rows = sizes.len().div_ceil(MAX_PER_ROW) as i64;
+        for group in groups(&children) {
+            if is_leaf_group(group) {
+                let rows = group.len().div_ceil(MAX_PER_ROW) as i64;
                 if rows > 1 {
                     let full_row = MAX_PER_ROW as i64 * LEAF_WIDTH
                         + (MAX_PER_ROW as i64 - 1) * HORIZONTAL_SPACING;
                     max_child_width = max_child_width.max(full_row);
                     total_height += (LEAF_HEIGHT + VERTICAL_SPACING) * rows;
                 } else {
-                    let row: i64 = sizes.iter().map(|(w, _)| w).sum::<i64>()
-                        + HORIZONTAL_SPACING * (sizes.len() as i64 - 1);
+                    let row: i64 = group.iter().map(|c| c.width).sum::<i64>()
+                        + HORIZONTAL_SPACING * (group.len() as i64 - 1);
                     max_child_width = max_child_width.max(row);
                     total_height += LEAF_HEIGHT + VERTICAL_SPACING;
                 }
             } else {
-                let widest = sizes.iter().map(|(w, _)| *w).max().unwrap_or(0);
+                let widest = group.iter().map(|c| c.width).max().unwrap_or(0);
                 max_child_width = max_child_width.max(widest);
-                total_height += sizes.iter().map(|(_, h)| h).sum::<i64>()
-                    + VERTICAL_SPACING * sizes.len() as i64;
+                total_height += group.iter().map(|c| c.height).sum::<i64>()
+                    + VERTICAL_SPACING * group.len() as i64;
             }
         }
         if let Some(info) = self.nodes.get_mut(name) {
@@ -549,28 +552,24 @@ impl Hierarchy {
         let list = std::mem::take(&mut info.children);
         let children = self.held(&list);
         let mut cur_y = y + LEAF_HEIGHT + VERTICAL_SPACING;
-        for group in self.groups(&children) {
-            if self.is_leaf_group(group) {
+        for group in groups(&children) {
+            if is_leaf_group(group) {
                 for row in group.chunks(MAX_PER_ROW) {
-                    let widths: Vec<i64> = row
-                        .iter()
-                        .map(|c| self.nodes.get(*c).map_or(0, |i| i.width))
-                        .collect();
-                    let row_width =
-                        widths.iter().sum::<i64>() + HORIZONTAL_SPACING * (widths.len() as i64 - 1);
+                    let row_width = row.iter().map(|c| c.width).sum::<i64>()
+                        + HORIZONTAL_SPACING * (row.len() as i64 - 1);
                     let mut cur_x = x + (width - row_width).div_euclid(2);
-                    for (child, w) in row.iter().zip(widths) {
-                        if let Some(info) = self.nodes.get_mut(*child) {
+                    for child in row {
+                        if let Some(info) = self.nodes.get_mut(child.name) {
                             info.x = cur_x;
                             info.y = cur_y;
                         }
-                        cur_x += w + HORIZONTAL_SPACING;
+                        cur_x += child.width + HORIZONTAL_SPACING;
                     }
                     cur_y += LEAF_HEIGHT + VERTICAL_SPACING;
                 }
             } else {
                 for child in group {
-                    let Some(info) = self.nodes.get_mut(*child) else {
+                    let Some(info) = self.nodes.get_mut(child.name) else {
                         continue;
                     };
                     info.x = x + (width - info.width).div_euclid(2);
@@ -579,31 +578,28 @@ impl Hierarchy {
                 }
             }
         }
+        drop(children);
         if let Some(info) = self.nodes.get_mut(name) {
             info.children = list;
         }
     }
+}
 
-    /// Runs of consecutive children of the same render kind.
-    fn groups<'c>(&self, children: &'c [&'c str]) -> Vec<&'c [&'c str]> {
-        let mut groups = Vec::new();
-        let mut start = 0;
-        for i in 1..=children.len() {
-            let kind = |c: &str| self.nodes.get(c).map(|info| info.kind);
-            if i == children.len() || kind(children[i]) != kind(children[i - 1]) {
-                groups.push(&children[start..i]);
-                start = i;
-            }
-        }
-        groups
-    }
+/// A child held, as its parent's layout step reads it ([`Hierarchy::held`]).
+struct Held<'a> {
+    name: &'a str,
+    kind: i32,
+    width: i64,
+    height: i64,
+}
 
-    fn is_leaf_group(&self, group: &[&str]) -> bool {
-        group
-            .first()
-            .and_then(|c| self.nodes.get(*c))
-            .is_some_and(|i| i.kind == LEAF_KIND)
-    }
+/// Runs of consecutive children of the same render kind.
+fn groups<'c>(children: &'c [Held<'c>]) -> impl Iterator<Item = &'c [Held<'c>]> {
+    children.chunk_by(|a, b| a.kind == b.kind)
+}
+
+fn is_leaf_group(group: &[Held<'_>]) -> bool {
+    group.first().is_some_and(|c| c.kind == LEAF_KIND)
 }
 
 /// msprobe's text width: six units per character (Python `len`, so per code point).

@@ -322,15 +322,17 @@ impl Store {
         Ok(count == 7)
     }
 
-    /// The `tb_config` row.
+    /// The `tb_config` row. Read by every request of the service (which checks the selection
+    /// against it): the statement is prepared once per connection.
     pub fn config(&self) -> Result<ConfigRow, StoreError> {
         let row = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT graph_type, task, tool_tip, micro_steps, overflow_check, node_colors, \
                  rank_list, step_list FROM tb_config LIMIT 1",
-                [],
-                |row| {
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([], |row| {
                     Ok((
                         row.get::<_, Option<String>>(0)?,
                         row.get::<_, Option<String>>(1)?,
@@ -341,9 +343,9 @@ impl Store {
                         row.get::<_, Option<String>>(6)?,
                         row.get::<_, Option<String>>(7)?,
                     ))
-                },
-            )
-            .optional()
+                })
+                .optional()
+            })
             .map_err(|e| self.query_err(e))?
             .ok_or_else(|| self.data_err("tb_config", "the table is empty"))?;
         let (graph_type, task, tool_tip, micro_steps, overflow, colors, ranks, steps) = row;

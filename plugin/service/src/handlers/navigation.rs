@@ -117,8 +117,11 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
         success: true,
         error: None,
         data: names
-            .iter()
-            .filter_map(|name| h.info(name).map(|info| render_node(name, info, false)))
+            .into_iter()
+            .filter_map(|name| {
+                let info = h.info(&name)?;
+                Some(render_node(name, info, false))
+            })
             .collect(),
     })
 }
@@ -155,16 +158,18 @@ fn hierarchy(
         success: true,
         error: None,
         data: data
-            .iter()
-            .map(|(key, info)| render_node(key, info, true))
+            .into_iter()
+            .map(|(key, info)| render_node(key, &info, true))
             .collect(),
     })
 }
 
-fn render_node(key: &str, info: &RenderInfo, with_children: bool) -> pb::RenderNode {
+/// One box of a hierarchy answer; `key` is the node's name, moved in (a module expansion
+/// answers thousands of boxes).
+fn render_node(key: String, info: &RenderInfo, with_children: bool) -> pb::RenderNode {
     let clamp = |v: i64| v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
     pb::RenderNode {
-        key: key.to_owned(),
+        key,
         x: clamp(info.x),
         y: clamp(info.y),
         width: clamp(info.width),
