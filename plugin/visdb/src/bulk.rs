@@ -8,8 +8,11 @@
 //! each row's index entries; at [`finish`] every index is sorted in memory and cut into pages in
 //! parallel. On 50k rows of ~1.8 KB (the `bulk_vs_sqlite_timing` test) that is ~3.5x faster.
 //!
-//! Memory: one leaf page per table, plus the index entries (sort key and record of each index,
-//! about 1 KB per row with the seven indexes); the big columns are not kept.
+//! Memory: one leaf page per table (a row longer than its page's share is written piece by
+//! piece into its overflow pages, never assembled), plus the index entries (the sort key of each
+//! index, about 700 bytes a row with the eight indexes) up to a budget of 32 MB: past it they
+//! are spilled as sorted runs to a temporary file beside the output and merged at [`finish`]
+//! (`spill.rs`), so memory does not grow with the rows. The big columns are not kept.
 //!
 //! # What the file is
 //! Exactly what SQLite would hold after the writer's statements: the same `sqlite_schema` rows in

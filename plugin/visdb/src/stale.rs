@@ -1,7 +1,8 @@
 //! Temporary names that say who made them, so that the leftovers of a killed process can be
 //! cleaned without ever touching a live one.
 //!
-//! A `.vis.db` is written to a temporary file beside its destination, a conversion in the
+//! A `.vis.db` is written to a temporary file beside its destination (with, for a large one, its
+//! index runs in another: `.graph-ascend-<host>.<pid>.….index.tmp`), a conversion in the
 //! sidecar works in a staging folder, and the sidecar's socket lives in a private folder. A
 //! process killed mid-way leaves these behind. A logdir is often shared storage written by
 //! several hosts, so a process id alone proves nothing there: every such name carries the host
