@@ -170,8 +170,10 @@ fn peak_of_compare(entries: usize) -> (usize, usize) {
 /// the hierarchy and where its entry lies in dump.json, never the entry's items (they are read
 /// again to compare and to write, a batch at a time). Measured per entry a side, beyond a fixed
 /// part, until the rows are written: 820 bytes (the same code holding the items: 1,390); in
-/// all, 1,070 to 1,130 (the `.vis.db` writer's index entries, a row an entry a side, are kept
-/// until its indexes are built). The bound is between the two, so holding the items fails here.
+/// all, 1,070 to 1,130 (the `.vis.db` writer's index entries, a row an entry a side, held up to
+/// its 32 MB budget and spilled to disk past it: between these two sizes the budget fills; that
+/// the writer's memory stays flat beyond it is `plugin/visdb/tests/memory.rs`). The bound is
+/// between the two, so holding the items fails here.
 #[test]
 fn a_compare_holds_no_items_per_entry() {
     let _one = serial();
