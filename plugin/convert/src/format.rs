@@ -7,7 +7,7 @@
 
 use graph_ascend_dump::{PackedItem, ValRef};
 
-use crate::pyjson::{push_str, Escaped};
+use crate::pyjson::{escaped_len, push_str, Escaped};
 
 /// What to drop from items.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,20 +21,100 @@ pub struct FormatOptions {
 const PROCESS_GROUP_KEYS: [&str; 4] = ["type", "group_ranks", "group_id", "data_name"];
 
 /// `json.dumps(format_node_data(items))`.
+///
+/// msprobe repeats a scalar's value in `Max`, `Min`, `Mean`, `Norm` and `value`, so the text of
+/// a long value is several times its size; grown by doubling it would briefly take twice that
+/// again. Items larger than [`EXACT_FROM`] are measured first ([`TextLen`]), and the text is
+/// made in a string of exactly its length.
 pub fn node_data_json(items: &[(String, PackedItem)], opts: FormatOptions) -> String {
-    let mut out = String::with_capacity(64 + items.len() * 320);
+    let packed: usize = items.iter().map(|(n, it)| n.len() + it.heap_size()).sum();
+    let capacity = if packed > EXACT_FROM {
+        let mut len = TextLen::default();
+        write_node_data(&mut len, items, opts);
+        len.len
+    } else {
+        64 + items.len() * 320
+    };
+    let mut out = String::with_capacity(capacity);
+    write_node_data(&mut out, items, opts);
+    out
+}
+
+/// Packed items larger than this are measured before their text is made.
+const EXACT_FROM: usize = 1 << 20;
+
+fn write_node_data(out: &mut impl TextOut, items: &[(String, PackedItem)], opts: FormatOptions) {
     let mut scratch = String::new();
-    out.push('{');
+    out.push_str("{");
     for (i, (name, item)) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        push_str(&mut out, name);
+        out.push_json_str(name);
         out.push_str(": ");
-        push_item(&mut out, item, opts, &mut scratch);
+        push_item(out, item, opts, &mut scratch);
     }
-    out.push('}');
-    out
+    out.push_str("}");
+}
+
+/// Where node data goes: its text, or only the text's length ([`TextLen`]).
+trait TextOut {
+    fn push_str(&mut self, s: &str);
+    /// `s` as a JSON string literal ([`push_str`]).
+    fn push_json_str(&mut self, s: &str);
+    /// Python's `repr` of `f`.
+    fn push_float(&mut self, f: f64);
+    /// A writer of text escaped as inside a JSON string literal ([`Escaped`]).
+    fn escaped(&mut self) -> impl std::fmt::Write + '_;
+}
+
+impl TextOut for String {
+    fn push_str(&mut self, s: &str) {
+        String::push_str(self, s);
+    }
+    fn push_json_str(&mut self, s: &str) {
+        push_str(self, s);
+    }
+    fn push_float(&mut self, f: f64) {
+        graph_ascend_dump::pyval::push_float_repr(self, f);
+    }
+    fn escaped(&mut self) -> impl std::fmt::Write + '_ {
+        Escaped(self)
+    }
+}
+
+/// The length of the text that would be written, counted without writing it.
+#[derive(Default)]
+struct TextLen {
+    len: usize,
+    float: String,
+}
+
+/// [`Escaped`], counting.
+struct EscapedLen<'l>(&'l mut usize);
+
+impl std::fmt::Write for EscapedLen<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        *self.0 += escaped_len(s);
+        Ok(())
+    }
+}
+
+impl TextOut for TextLen {
+    fn push_str(&mut self, s: &str) {
+        self.len += s.len();
+    }
+    fn push_json_str(&mut self, s: &str) {
+        self.len += escaped_len(s) + 2;
+    }
+    fn push_float(&mut self, f: f64) {
+        self.float.clear();
+        graph_ascend_dump::pyval::push_float_repr(&mut self.float, f);
+        self.len += self.float.len();
+    }
+    fn escaped(&mut self) -> impl std::fmt::Write + '_ {
+        EscapedLen(&mut self.len)
+    }
 }
 
 /// `true` when msprobe writes the value as `"null"`.
@@ -90,7 +170,7 @@ fn codes() -> &'static Codes {
     })
 }
 
-fn push_item(out: &mut String, item: &PackedItem, opts: FormatOptions, scratch: &mut String) {
+fn push_item(out: &mut impl TextOut, item: &PackedItem, opts: FormatOptions, scratch: &mut String) {
     let c = codes();
     // The item's type (its first `type` field) and whether a `Max` is msprobe's "null".
     let mut type_seen = false;
@@ -122,7 +202,7 @@ fn push_item(out: &mut String, item: &PackedItem, opts: FormatOptions, scratch: 
     if is_group {
         drop |= !c.group_kept;
     }
-    out.push('{');
+    out.push_str("{");
     let mut first = true;
     for (k, v) in item.coded_fields() {
         let kept = match k.code {
@@ -139,35 +219,35 @@ fn push_item(out: &mut String, item: &PackedItem, opts: FormatOptions, scratch: 
         match k.code.and_then(|code| c.quoted.get(usize::from(code))) {
             Some(q) => out.push_str(q),
             None => {
-                push_str(out, k.name);
+                out.push_json_str(k.name);
                 out.push_str(": ");
             }
         }
         match v {
             // Common cases without an intermediate string.
             ValRef::Float(f) => {
-                out.push('"');
-                graph_ascend_dump::pyval::push_float_repr(out, f);
-                out.push('"');
+                out.push_str("\"");
+                out.push_float(f);
+                out.push_str("\"");
             }
             ValRef::Str(t) if !t.contains('\'') && t != "None" && !t.contains('.') => {
-                push_str(out, t)
+                out.push_json_str(t)
             }
             // A list or dict is written escaped straight into the row: a long one is never
             // held a second time as text.
             ValRef::Nested(_) => {
-                out.push('"');
-                graph_ascend_dump::packed::write_py_str(&mut Escaped(out), v);
-                out.push('"');
+                out.push_str("\"");
+                graph_ascend_dump::packed::write_py_str(&mut out.escaped(), v);
+                out.push_str("\"");
             }
             other => {
                 scratch.clear();
                 value_text_into(scratch, other);
-                push_str(out, scratch);
+                out.push_json_str(scratch);
             }
         }
     }
-    out.push('}');
+    out.push_str("}");
 }
 
 /// One value as msprobe writes it, into `out`.
@@ -295,6 +375,64 @@ mod tests {
             json(&p2p, true, false),
             r#"{"n": {"op": "isend", "Max": "1.0", "peer": "1", "tag": "0", "group_id": "3", "md5": "abc", "extra key": "True"}}"#
         );
+    }
+
+    /// The measured length of node data is its text's, whatever it holds (escapes, characters
+    /// beyond ASCII, floats, nested values, dropped fields, the null collapse), and a long item's
+    /// text is made in a string of exactly its length.
+    #[test]
+    fn measured_length_is_the_texts() {
+        let text = PyVal::Str("a \"q\" \\ \n\t 中文 🙂 \u{7f}\u{1} 'x' 1.23456789 None".into());
+        let nested = PyVal::List(vec![
+            PyVal::Float(1e-7),
+            text.clone(),
+            PyVal::Dict(vec![
+                ("k 中".into(), PyVal::Float(2.5)),
+                ("b".into(), PyVal::Bool(true)),
+            ]),
+            PyVal::None,
+            PyVal::Int(-3),
+        ]);
+        let items = [
+            Item {
+                fields: vec![
+                    ("type".into(), PyVal::Str("list".into())),
+                    ("value".into(), nested.clone()),
+                    ("Max".into(), PyVal::Float(3.0e16)),
+                    ("Min".into(), text.clone()),
+                    ("名字".into(), PyVal::Str("0.0722801234%".into())),
+                    ("md5".into(), PyVal::Str("abc".into())),
+                ],
+            },
+            Item {
+                fields: vec![("Max".into(), PyVal::None), ("x".into(), text)],
+            },
+        ];
+        for keep_md5 in [false, true] {
+            let opts = FormatOptions {
+                keep_md5,
+                batch_p2p: false,
+            };
+            let packed: Vec<(String, PackedItem)> = items
+                .iter()
+                .enumerate()
+                .map(|(i, it)| (format!("n.input.{i} \"中\""), PackedItem::pack(it)))
+                .collect();
+            let mut len = TextLen::default();
+            write_node_data(&mut len, &packed, opts);
+            let json = node_data_json(&packed, opts);
+            assert_eq!(len.len, json.len(), "{json}");
+        }
+        let long = Item {
+            fields: vec![(
+                "value".into(),
+                PyVal::List(vec![PyVal::Float(1.5); 300_000]),
+            )],
+        };
+        let packed = [("a.input.0".to_owned(), PackedItem::pack(&long))];
+        assert!(packed[0].1.heap_size() > EXACT_FROM);
+        let json = node_data_json(&packed, FormatOptions::default());
+        assert_eq!(json.capacity(), json.len());
     }
 
     #[test]

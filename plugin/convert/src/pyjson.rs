@@ -24,6 +24,20 @@ impl std::fmt::Write for Escaped<'_> {
     }
 }
 
+/// Length of `s` as [`push_str`] writes it, quotes excluded ([`Escaped`] of `s`).
+pub fn escaped_len(s: &str) -> usize {
+    let clean = clean_prefix_len(s.as_bytes());
+    clean
+        + s[clean..]
+            .chars()
+            .map(|c| match c {
+                '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+                ' '..='~' => 1,
+                c => 6 * c.len_utf16(),
+            })
+            .sum::<usize>()
+}
+
 /// The body of [`push_str`]: `s` escaped, no quotes.
 fn push_escaped(out: &mut String, s: &str) {
     let bytes = s.as_bytes();

@@ -8,8 +8,11 @@
 //! each row's index entries; at [`finish`] every index is sorted in memory and cut into pages in
 //! parallel. On 50k rows of ~1.8 KB (the `bulk_vs_sqlite_timing` test) that is ~3.5x faster.
 //!
-//! Memory: one leaf page per table, plus the index entries (sort key and record of each index,
-//! about 1 KB per row with the seven indexes); the big columns are not kept.
+//! Memory: one leaf page per table (a row longer than its page's share is written piece by
+//! piece into its overflow pages, never assembled), plus the index entries (the sort key of each
+//! index, about 700 bytes a row with the eight indexes) up to a budget of 32 MB: past it they
+//! are spilled as sorted runs to a temporary file beside the output and merged at [`finish`]
+//! (`spill.rs`), so memory does not grow with the rows. The big columns are not kept.
 //!
 //! # What the file is
 //! Exactly what SQLite would hold after the writer's statements: the same `sqlite_schema` rows in
@@ -41,6 +44,7 @@ mod format;
 mod index;
 mod pack;
 mod sorted;
+mod spill;
 mod table;
 
 #[cfg(test)]
@@ -57,6 +61,8 @@ use crate::writer::{ConfigRow, NodeRow, WriteError};
 use file::PageFile;
 use format::{db_header, encode_record, Geometry, DB_HEADER};
 use index::IndexRows;
+use sorted::SortedError;
+use spill::SpilledEntries;
 use table::TableTree;
 
 pub use format::Value;
@@ -78,8 +84,11 @@ pub struct BulkWriter {
     geo: Geometry,
     schema: Schema,
     nodes: TableTree,
-    /// Entries of [`Schema::node_indexes`], in that order.
+    /// Entries of [`Schema::node_indexes`], in that order, since the last spill.
     node_indexes: Vec<IndexRows>,
+    /// Where `node_indexes` go past [`index_budget`](Self::index_budget) bytes (created then).
+    spilled: Option<SpilledEntries>,
+    index_budget: usize,
     stacks: TableTree,
     stack_ids: HashSet<Box<str>>,
     stack_index: IndexRows,
@@ -129,6 +138,8 @@ impl BulkWriter {
                 .iter()
                 .map(|_| IndexRows::default())
                 .collect(),
+            spilled: None,
+            index_budget: spill::DEFAULT_BUDGET,
             schema,
             nodes: TableTree::new(geo),
             stacks: TableTree::new(geo),
@@ -173,16 +184,32 @@ impl BulkWriter {
             let written = write_nodes(rows, nodes, file);
             return written.map_err(|e| self.fail(e));
         }
-        let (written, ()) = rayon::join(
+        let (spilled, budget) = (&mut self.spilled, self.index_budget);
+        let temp_dir = self.temp.parent().unwrap_or(Path::new("."));
+        let (written, indexed) = rayon::join(
             || write_nodes(rows, nodes, file),
             || {
                 entries
                     .par_chunks_mut(INDEXES_PER_TASK)
                     .zip(indexes.par_chunks(INDEXES_PER_TASK))
-                    .for_each(|(e, ix)| add_entries(e, ix, rows, first))
+                    .for_each(|(e, ix)| add_entries(e, ix, rows, first));
+                if entries.iter().map(IndexRows::bytes).sum::<usize>() <= budget {
+                    return Ok(());
+                }
+                let runs = match spilled {
+                    Some(runs) => runs,
+                    None => spilled.insert(SpilledEntries::create(temp_dir, entries.len())?),
+                };
+                runs.spill(entries)
             },
         );
-        written.map_err(|e| self.fail(e))
+        written.and(indexed).map_err(|e| self.fail(e))
+    }
+
+    /// Keeps at most `bytes` of index entries in memory before spilling them (tests: many runs).
+    #[cfg(test)]
+    pub(crate) fn set_index_budget(&mut self, bytes: usize) {
+        self.index_budget = bytes;
     }
 
     /// Appends `tb_stack` rows `(id, stack_info)`; a repeated id is skipped (`INSERT OR IGNORE`).
@@ -249,7 +276,8 @@ impl BulkWriter {
             geo,
             schema,
             nodes,
-            node_indexes,
+            mut node_indexes,
+            spilled,
             stacks,
             stack_index,
             config,
@@ -270,14 +298,34 @@ impl BulkWriter {
             roots.insert(name.to_owned(), tree.finish(&mut file).map_err(io)?);
         }
         let (stack_name, config_name) = (autoindex_name("tb_stack"), autoindex_name("tb_config"));
+        let duplicate = |id| WriteError::Duplicate {
+            path: dest.clone(),
+            id,
+        };
         let mut jobs: Vec<(&str, IndexRows, bool)> = Vec::new();
-        match sorted_roots {
-            None => jobs.extend(
+        match (sorted_roots, spilled) {
+            (None, Some(mut runs)) => {
+                runs.spill(&mut node_indexes).map_err(io)?;
+                for (i, ix) in schema.node_indexes.iter().enumerate() {
+                    let mut index = SortedIndex::new(geo, ix.unique);
+                    runs.merge(i, &mut index, &mut file).map_err(|e| match e {
+                        SortedError::Io(source) => io(source),
+                        SortedError::Duplicate(id) => duplicate(id),
+                        SortedError::Order(what) => io(std::io::Error::other(format!(
+                            "internal error: index {} merged out of order ({what}) from {}",
+                            ix.name,
+                            runs.path().display()
+                        ))),
+                    })?;
+                    roots.insert(ix.name.clone(), index.finish(&mut file).map_err(io)?);
+                }
+            }
+            (None, None) => jobs.extend(
                 (schema.node_indexes.iter())
                     .zip(node_indexes)
                     .map(|(ix, rows)| (ix.name.as_str(), rows, ix.unique)),
             ),
-            Some(sorted) => {
+            (Some(sorted), _) => {
                 for ix in &schema.node_indexes {
                     let root = sorted.get(&ix.name).ok_or_else(|| {
                         io(std::io::Error::other(format!(
@@ -293,10 +341,7 @@ impl BulkWriter {
         jobs.push((&config_name, config_index, true));
         write_indexes(jobs, geo, &mut file, &mut roots).map_err(|e| match e {
             IndexError::Io(source) => io(source),
-            IndexError::Duplicate(id) => WriteError::Duplicate {
-                path: dest.clone(),
-                id,
-            },
+            IndexError::Duplicate(id) => duplicate(id),
         })?;
         let page1 = schema.page1(&roots, geo, file.pages()).ok_or_else(|| {
             io(std::io::Error::other(

@@ -1,7 +1,8 @@
 //! Temporary names that say who made them, so that the leftovers of a killed process can be
 //! cleaned without ever touching a live one.
 //!
-//! A `.vis.db` is written to a temporary file beside its destination, a conversion in the
+//! A `.vis.db` is written to a temporary file beside its destination (with, for a large one, its
+//! index runs in another: `.graph-ascend-<host>.<pid>.….index.tmp`), a conversion in the
 //! sidecar works in a staging folder, and the sidecar's socket lives in a private folder. A
 //! process killed mid-way leaves these behind. A logdir is often shared storage written by
 //! several hosts, so a process id alone proves nothing there: every such name carries the host
@@ -16,6 +17,9 @@ use std::sync::OnceLock;
 pub const TEMP_PREFIX: &str = ".graph-ascend-";
 /// Suffix of the temporary `.vis.db` files.
 pub const TEMP_SUFFIX: &str = ".vis.db.tmp";
+/// Suffix of the bulk writer's temporary index runs (`bulk/spill.rs`), beside the `.vis.db`
+/// temporary file and with the same prefix and tag, so cleaned with it.
+pub const INDEX_TEMP_SUFFIX: &str = ".index.tmp";
 
 /// Longest host part kept in a name (socket paths must stay under 108 bytes).
 const MAX_HOST_CHARS: usize = 32;
@@ -123,6 +127,15 @@ pub(crate) fn vis_db_temp_in(dir: &Path) -> std::io::Result<tempfile::NamedTempF
         .tempfile_in(dir)
 }
 
+/// A temporary file for a writer's index runs in `dir`, named with this process's tag (the
+/// stale ones were removed when the `.vis.db` temporary file beside it was made).
+pub(crate) fn index_temp_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(&format!("{TEMP_PREFIX}{}.", owner_tag()))
+        .suffix(INDEX_TEMP_SUFFIX)
+        .tempfile_in(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +154,8 @@ mod tests {
         let names = [
             (format!(".graph-ascend-{dead}.abc123.vis.db.tmp"), false),
             (format!(".graph-ascend-{live}.def456.vis.db.tmp"), true),
+            (format!(".graph-ascend-{dead}.ghi789.index.tmp"), false),
+            (format!(".graph-ascend-{live}.jkl012.index.tmp"), true),
             (format!(".graph-ascend-other{dead}.abc123.vis.db.tmp"), true),
             (".graph-ascend-Xy12Zq.vis.db.tmp".to_owned(), true),
             (format!("graph-{dead}.x.vis.db"), true),

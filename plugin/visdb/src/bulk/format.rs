@@ -476,6 +476,34 @@ pub fn write_record(values: &[Value<'_>], header: usize, out: &mut [u8]) {
     }
 }
 
+/// Hands the record of `values` (header length `header`, from [`record_len`]) to `out` piece
+/// by piece: the header, then each value's body, texts as they are (not copied), so that a
+/// long record can go to its pages without being assembled first.
+pub fn record_pieces<E>(
+    values: &[Value<'_>],
+    header: usize,
+    mut out: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut varint = [0u8; 9];
+    let n = put_varint(&mut varint, header as u64);
+    out(&varint[..n])?;
+    for v in values {
+        let n = put_varint(&mut varint, v.serial_type());
+        out(&varint[..n])?;
+    }
+    let mut number = [0u8; 8];
+    for v in values {
+        match *v {
+            Value::Text(s) => out(s.as_bytes())?,
+            _ => {
+                let n = v.put_body(&mut number);
+                out(&number[..n])?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Appends the record of `values`.
 pub fn encode_record(values: &[Value<'_>], out: &mut Vec<u8>) {
     let (len, header) = record_len(values);

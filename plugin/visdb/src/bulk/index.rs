@@ -60,24 +60,27 @@ impl Records {
     }
 }
 
-/// One index's entries for the rows so far, in rowid order: only the memcmp-ordered sort key of
+/// One index's entries for consecutive rows, in rowid order: only the memcmp-ordered sort key of
 /// the indexed columns ([`push_sort_key`]), which is also all that is needed to write the entry's
-/// record again after sorting ([`decode_sort_key`]); the rowid of entry `i` is `i + 1`. Keeping
-/// one form instead of key and record halves the writer's memory.
+/// record again after sorting ([`decode_sort_key`]); the rowid of entry `i` is `base + i + 1`
+/// (`base` grows when the entries so far are spilled, see [`super::spill`]). Keeping one form
+/// instead of key and record halves the writer's memory.
 #[derive(Debug, Default)]
 pub struct IndexRows {
     keys: Records,
     /// Per entry, a bit per column stored as REAL (empty while there is none: numbers in a sort
     /// key do not say whether they were INTEGER or REAL).
     reals: Vec<u64>,
+    /// Rows before the first entry held.
+    base: i64,
 }
 
 impl IndexRows {
-    /// Adds the entry (indexed values…, rowid) of one row; its rowid must be the entry count + 1.
+    /// Adds the entry (indexed values…, rowid) of one row; its rowid must follow the last one.
     pub fn push(&mut self, entry: &[Value<'_>]) {
         let key = &entry[..entry.len().saturating_sub(1)];
         debug_assert!(
-            matches!(entry.last(), Some(Value::Int(r)) if *r == self.keys.len() as i64 + 1),
+            matches!(entry.last(), Some(Value::Int(r)) if *r == self.base + self.keys.len() as i64 + 1),
             "index entries arrive in rowid order"
         );
         self.keys
@@ -95,6 +98,59 @@ impl IndexRows {
             self.reals.push(mask);
         }
     }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Bytes the entries take (their keys, ends and REAL masks).
+    pub fn bytes(&self) -> usize {
+        self.keys.bytes.len() + (self.keys.ends.len() + self.reals.len()) * 8
+    }
+
+    /// The entries as (key, REAL mask, rowid), in SQLite's order: by key, then rowid.
+    pub fn sorted(&self) -> Vec<(&[u8], u64, i64)> {
+        let mut order: Vec<(&[u8], u64, i64)> = (self.keys.iter().enumerate())
+            .map(|(i, key)| {
+                let reals = self.reals.get(i).copied().unwrap_or(0);
+                (key, reals, self.base + i as i64 + 1)
+            })
+            .collect();
+        // Rowids are distinct: the order is total.
+        order.par_sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.2.cmp(&b.2)));
+        order
+    }
+
+    /// Drops the entries held (their room is kept); the next one is that of the row after them.
+    pub fn clear(&mut self) {
+        self.base += self.keys.len() as i64;
+        self.keys.bytes.clear();
+        self.keys.ends.clear();
+        self.reals.clear();
+    }
+}
+
+/// Appends the index record (key's values…, `rowid`) of a key made by [`push_sort_key`];
+/// `false` if the key cannot be read back (keys are only ever made by `push_sort_key`: a bug).
+pub fn entry_record(key: &[u8], reals: u64, rowid: i64, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    if key_record(key, reals, rowid, out) {
+        return true;
+    }
+    out.truncate(start);
+    // Not a key `key_record` reads (too many columns): decode, then encode.
+    let mut values = Vec::new();
+    if !decode_sort_key(key, reals, &mut values) {
+        return false;
+    }
+    let entry: Vec<Value<'_>> = values
+        .iter()
+        .map(Decoded::value)
+        .chain([Value::Int(rowid)])
+        .collect();
+    encode_record(&entry, out);
+    true
 }
 
 /// Why an index could not be sorted: a UNIQUE index got two equal keys (the first column of the
@@ -109,9 +165,7 @@ pub enum SortError {
 /// The index records in SQLite's order: by key, then rowid. A UNIQUE index fails on equal keys.
 /// Consumes the entries, so that their memory goes as the records come.
 pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, SortError> {
-    let mut order: Vec<(&[u8], usize)> = rows.keys.iter().zip(0..).collect();
-    // Positions (rowid - 1) are distinct: the order is total.
-    order.par_sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+    let order = rows.sorted();
     if unique {
         if let Some(w) = order.windows(2).find(|w| w[0].0 == w[1].0) {
             return Err(SortError::Duplicate(sort_key_text(w[0].0)));
@@ -124,25 +178,10 @@ pub fn sorted_records(rows: IndexRows, unique: bool) -> Result<Records, SortErro
     records
         .bytes
         .reserve(rows.keys.bytes.len() + order.len() * RECORD_SLACK);
-    let mut values = Vec::new();
-    for (key, pos) in order {
-        let reals = rows.reals.get(pos).copied().unwrap_or(0);
-        let rowid = pos as i64 + 1;
-        if records.push_with_ok(|out| key_record(key, reals, rowid, out)) {
-            continue;
-        }
-        // Not a key `key_record` reads (too many columns): decode, then encode.
-        values.clear();
-        if !decode_sort_key(key, reals, &mut values) {
-            // Keys are only ever made by `push_sort_key`.
+    for (key, reals, rowid) in order {
+        if !records.push_with_ok(|out| entry_record(key, reals, rowid, out)) {
             return Err(SortError::BadKey);
         }
-        let entry: Vec<Value<'_>> = values
-            .iter()
-            .map(Decoded::value)
-            .chain([Value::Int(rowid)])
-            .collect();
-        records.push_with(|out| encode_record(&entry, out));
     }
     Ok(records)
 }

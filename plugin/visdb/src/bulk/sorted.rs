@@ -22,6 +22,7 @@ use super::format::{
     cell_cost, encode_record, push_sort_key, put_varint, sort_key_text, varint_len, CellArea,
     Geometry, Value, INDEX_INTERIOR, INDEX_LEAF,
 };
+use super::index::entry_record;
 use super::table::write_overflow;
 use super::BulkWriter;
 use crate::schema::NODE_COLUMNS;
@@ -97,18 +98,53 @@ impl SortedIndex {
         rowid: i64,
         file: &mut PageFile,
     ) -> Result<(), SortedError> {
-        self.key.clear();
-        index_key(values, &mut self.key);
-        if let Some((key, last_rowid)) = &self.last {
-            match key.as_slice().cmp(&self.key) {
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        index_key(values, &mut key);
+        self.record.clear();
+        let mut entry = values.to_vec();
+        entry.push(Value::Int(rowid));
+        encode_record(&entry, &mut self.record);
+        let pushed = self.push_record(&key, rowid, file);
+        self.key = key;
+        pushed
+    }
+
+    /// [`push`](Self::push) of the entry whose sort key ([`index_key`]) is `key`, its columns
+    /// stored as REAL flagged in `reals` (bit `i` for column `i`).
+    pub fn push_key(
+        &mut self,
+        key: &[u8],
+        reals: u64,
+        rowid: i64,
+        file: &mut PageFile,
+    ) -> Result<(), SortedError> {
+        self.record.clear();
+        if !entry_record(key, reals, rowid, &mut self.record) {
+            return Err(SortedError::Io(io::Error::other(
+                "internal error: an index key could not be read back",
+            )));
+        }
+        self.push_record(key, rowid, file)
+    }
+
+    /// Adds the entry of sort key `key` whose record is in `self.record`.
+    fn push_record(
+        &mut self,
+        key: &[u8],
+        rowid: i64,
+        file: &mut PageFile,
+    ) -> Result<(), SortedError> {
+        if let Some((last, last_rowid)) = &self.last {
+            match last.as_slice().cmp(key) {
                 std::cmp::Ordering::Equal if self.unique => {
-                    return Err(SortedError::Duplicate(sort_key_text(&self.key)))
+                    return Err(SortedError::Duplicate(sort_key_text(key)))
                 }
                 std::cmp::Ordering::Greater => {
                     return Err(SortedError::Order(format!(
                         "key {} after {}",
-                        sort_key_text(&self.key),
-                        sort_key_text(key)
+                        sort_key_text(key),
+                        sort_key_text(last)
                     )))
                 }
                 std::cmp::Ordering::Equal if *last_rowid >= rowid => {
@@ -120,16 +156,13 @@ impl SortedIndex {
             }
         }
         match &mut self.last {
-            Some((key, r)) => {
-                key.clone_from(&self.key);
+            Some((last, r)) => {
+                last.clear();
+                last.extend_from_slice(key);
                 *r = rowid;
             }
-            None => self.last = Some((self.key.clone(), rowid)),
+            None => self.last = Some((key.to_vec(), rowid)),
         }
-        self.record.clear();
-        let mut entry = values.to_vec();
-        entry.push(Value::Int(rowid));
-        encode_record(&entry, &mut self.record);
         let body = cell_body(&self.record, self.geo, file)?;
         self.entries += 1;
         let up = self.leaf.push(0, body, self.geo, false, file)?;

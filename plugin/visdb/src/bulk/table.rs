@@ -9,7 +9,7 @@ use std::io;
 
 use super::file::PageFile;
 use super::format::{
-    encode_record, put_varint, record_len, varint_len, write_record, CellArea, Geometry, Value,
+    put_varint, record_len, record_pieces, varint_len, write_record, CellArea, Geometry, Value,
     TABLE_INTERIOR, TABLE_LEAF,
 };
 use super::pack::group_children;
@@ -42,14 +42,16 @@ impl TableTree {
         self.rows
     }
 
-    /// Appends the row of `values` (rowid = rows + 1), serialized straight into the leaf page
-    /// unless it spills.
+    /// Appends the row of `values` (rowid = rows + 1), serialized straight into the leaf page,
+    /// and its part beyond the page's share straight into its overflow pages: the record is
+    /// never assembled (a row of one 128 MB value costs a page, not another 128 MB).
     pub fn append_values(&mut self, values: &[Value<'_>], file: &mut PageFile) -> io::Result<()> {
         let (payload, header) = record_len(values);
-        if self.geo.table_local(payload) < payload {
-            let mut record = Vec::with_capacity(payload);
-            encode_record(values, &mut record);
-            return self.append(&record, file);
+        let local = self.geo.table_local(payload);
+        if local < payload {
+            return self.append_cell(payload, local, file, |sink| {
+                record_pieces(values, header, |piece| sink.write(piece))
+            });
         }
         let rowid = self.rows + 1;
         let len = varint_len(payload as u64) + varint_len(rowid as u64) + payload;
@@ -66,9 +68,22 @@ impl TableTree {
 
     /// Appends `record` as the next row (rowid = rows + 1).
     pub fn append(&mut self, record: &[u8], file: &mut PageFile) -> io::Result<()> {
-        let rowid = self.rows + 1;
         let payload = record.len();
         let local = self.geo.table_local(payload);
+        self.append_cell(payload, local, file, |sink| sink.write(record))
+    }
+
+    /// Appends the next row, a payload of `payload` bytes of which `local` stay on the leaf,
+    /// which `write` hands to its [`PayloadSink`] in order: the overflow pages go to the file as
+    /// they fill, before the leaf that points to them.
+    fn append_cell(
+        &mut self,
+        payload: usize,
+        local: usize,
+        file: &mut PageFile,
+        write: impl FnOnce(&mut PayloadSink<'_>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let rowid = self.rows + 1;
         let spills = local < payload;
         let len = varint_len(payload as u64)
             + varint_len(rowid as u64)
@@ -77,15 +92,18 @@ impl TableTree {
         if !self.area.fits(len) {
             self.flush_leaf(file)?;
         }
-        let overflow = if spills {
-            write_overflow(&record[local..], self.geo, file)?
-        } else {
-            0
+        let mut sink = PayloadSink {
+            local: Vec::with_capacity(local),
+            local_len: local,
+            overflow: OverflowWriter::new(payload - local, self.geo, file),
+            file,
         };
+        write(&mut sink)?;
+        let (local_part, overflow) = sink.finish()?;
         let cell = self.area.push(&mut self.page, len);
         let mut at = put_varint(cell, payload as u64);
         at += put_varint(&mut cell[at..], rowid as u64);
-        cell[at..at + local].copy_from_slice(&record[..local]);
+        cell[at..at + local].copy_from_slice(&local_part);
         if spills {
             cell[at + local..].copy_from_slice(&overflow.to_be_bytes());
         }
@@ -140,24 +158,116 @@ impl TableTree {
     }
 }
 
-/// Writes `rest` as a chain of overflow pages; returns the first page.
-pub(super) fn write_overflow(rest: &[u8], geo: Geometry, file: &mut PageFile) -> io::Result<u32> {
-    let first = file.next_page();
-    let chunks = rest.chunks(geo.overflow_chunk());
-    let count = chunks.len();
-    let mut page = vec![0u8; geo.page_size];
-    for (i, chunk) in chunks.enumerate() {
-        let next = if i + 1 < count {
-            geo.page_at(first, i as u32 + 1)
+/// Where a row's payload goes as it is made: its first `local_len` bytes to the cell, the rest
+/// to its overflow chain.
+struct PayloadSink<'f> {
+    local: Vec<u8>,
+    local_len: usize,
+    overflow: OverflowWriter,
+    file: &'f mut PageFile,
+}
+
+impl PayloadSink<'_> {
+    fn write(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        let to_local = (self.local_len - self.local.len()).min(bytes.len());
+        self.local.extend_from_slice(&bytes[..to_local]);
+        bytes = &bytes[to_local..];
+        if !bytes.is_empty() {
+            self.overflow.write(bytes, self.file)?;
+        }
+        Ok(())
+    }
+
+    /// The cell's part and the first overflow page (0: none).
+    fn finish(self) -> io::Result<(Vec<u8>, u32)> {
+        let first = self.overflow.finish(self.file)?;
+        Ok((self.local, first))
+    }
+}
+
+/// An overflow chain written page by page as its bytes come: the chain's pages are appended
+/// one after the other, so each knows the number of the next ([`Geometry::page_at`]).
+pub(super) struct OverflowWriter {
+    geo: Geometry,
+    /// The first page (0 when there is nothing to write).
+    first: u32,
+    /// Pages the chain will have, and pages written so far.
+    count: usize,
+    written: usize,
+    page: Vec<u8>,
+    filled: usize,
+}
+
+impl OverflowWriter {
+    /// A chain for `len` bytes, starting at the file's next page.
+    pub(super) fn new(len: usize, geo: Geometry, file: &PageFile) -> OverflowWriter {
+        let count = len.div_ceil(geo.overflow_chunk());
+        OverflowWriter {
+            geo,
+            first: if count > 0 { file.next_page() } else { 0 },
+            count,
+            written: 0,
+            page: if count > 0 {
+                vec![0u8; geo.page_size]
+            } else {
+                Vec::new()
+            },
+            filled: 0,
+        }
+    }
+
+    pub(super) fn write(&mut self, mut bytes: &[u8], file: &mut PageFile) -> io::Result<()> {
+        let chunk = self.geo.overflow_chunk();
+        while !bytes.is_empty() {
+            if self.written == self.count {
+                return Err(io::Error::other(
+                    "internal: a payload longer than announced",
+                ));
+            }
+            let take = (chunk - self.filled).min(bytes.len());
+            self.page[4 + self.filled..4 + self.filled + take].copy_from_slice(&bytes[..take]);
+            self.filled += take;
+            bytes = &bytes[take..];
+            if self.filled == chunk {
+                self.emit(file)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, file: &mut PageFile) -> io::Result<()> {
+        let next = if self.written + 1 < self.count {
+            self.geo.page_at(self.first, self.written as u32 + 1)
         } else {
             0
         };
-        page[..4].copy_from_slice(&next.to_be_bytes());
-        page[4..4 + chunk.len()].copy_from_slice(chunk);
-        page[4 + chunk.len()..].fill(0);
-        file.append(&page)?;
+        self.page[..4].copy_from_slice(&next.to_be_bytes());
+        self.page[4 + self.filled..].fill(0);
+        file.append(&self.page)?;
+        self.written += 1;
+        self.filled = 0;
+        Ok(())
     }
-    Ok(first)
+
+    /// Writes the last page; returns the first (0 when the chain is empty).
+    pub(super) fn finish(mut self, file: &mut PageFile) -> io::Result<u32> {
+        if self.filled > 0 {
+            self.emit(file)?;
+        }
+        if self.written != self.count {
+            return Err(io::Error::other(
+                "internal: a payload shorter than announced",
+            ));
+        }
+        Ok(self.first)
+    }
+}
+
+/// Writes `rest` as a chain of overflow pages; returns the first page.
+pub(super) fn write_overflow(rest: &[u8], geo: Geometry, file: &mut PageFile) -> io::Result<u32> {
+    let mut chain = OverflowWriter::new(rest.len(), geo, file);
+    chain.write(rest, file)?;
+    chain.finish(file)
 }
 
 /// A table that must fit on one leaf page at header offset `hdr` (page 1's `sqlite_schema`).

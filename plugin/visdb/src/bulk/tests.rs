@@ -220,15 +220,34 @@ pub(super) fn feed(sink: &mut impl Sink, input: &Input) {
 
 /// Writes `input` with both writers into `dir`: (rusqlite file, bulk file).
 fn write_both(dir: &Path, input: &Input, page_size: usize) -> (PathBuf, PathBuf) {
+    let (sql, bulk, _) = write_both_spilling(dir, input, page_size, None);
+    (sql, bulk)
+}
+
+/// [`write_both`], the bulk writer keeping at most `index_budget` bytes of index entries in
+/// memory (spilling sorted runs past it) when given; also returns the runs of `tb_nodes`' first
+/// index.
+fn write_both_spilling(
+    dir: &Path,
+    input: &Input,
+    page_size: usize,
+    index_budget: Option<usize>,
+) -> (PathBuf, PathBuf, usize) {
     let sql_dest = dir.join("sqlite.vis.db");
     let mut w = VisDbWriter::create(&sql_dest).unwrap();
     feed(&mut w, input);
     w.finish().unwrap();
     let bulk_dest = dir.join("bulk.vis.db");
     let mut b = BulkWriter::with_page_size(&bulk_dest, page_size).unwrap();
+    if let Some(budget) = index_budget {
+        b.set_index_budget(budget);
+    }
     feed(&mut b, input);
-    b.finish().unwrap();
-    (sql_dest, bulk_dest)
+    let runs = b.spilled.as_ref().map_or(0, |s| s.runs(0));
+    let bulk_dest = b.finish().unwrap();
+    // Only the two databases are left: no temporary file, runs or otherwise.
+    assert_eq!(std::fs::read_dir(dir).unwrap().count(), 2, "{runs} runs");
+    (sql_dest, bulk_dest, runs)
 }
 
 fn rows(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Vec<Vec<SqlValue>> {
@@ -566,6 +585,105 @@ fn duplicate_id_fails_and_leaves_nothing() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// Issue 16: index entries past the budget are spilled as sorted runs and merged at the end.
+/// However many runs (one per batch here; one and a remainder; a single row), the database is
+/// SQLite's, deep trees and spilling keys included.
+#[test]
+fn spilled_indexes_make_the_same_database() {
+    let input = input(0x5EED_0016, 25_000, 8);
+    let batches = input.batches.len();
+    for (page_size, budget, runs) in [
+        (4_096, 0, batches),
+        (PAGE_SIZE, 0, batches),
+        (4_096, 6 << 20, 2),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (sql_path, bulk_path, spilled) =
+            write_both_spilling(dir.path(), &input, page_size, Some(budget));
+        assert_eq!(spilled, runs, "budget {budget}");
+        let (sql, bulk) = (
+            Connection::open(&sql_path).unwrap(),
+            Connection::open(&bulk_path).unwrap(),
+        );
+        assert_same(&sql, &bulk);
+        assert_same_lookups(&sql, &bulk);
+        if page_size == 4_096 {
+            let file = std::fs::read(&bulk_path).unwrap();
+            for index in ["index1", "index6"] {
+                assert!(depth(&file, 4_096, root_of(&bulk, index)) >= 3, "{index}");
+            }
+        }
+    }
+    let single = Input {
+        batches: vec![input.batches[0][..1].to_vec()],
+        stacks: Vec::new(),
+        configs: input.configs.clone(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (sql_path, bulk_path, runs) = write_both_spilling(dir.path(), &single, 4_096, Some(0));
+    assert_eq!(runs, 1);
+    let (sql, bulk) = (
+        Connection::open(&sql_path).unwrap(),
+        Connection::open(&bulk_path).unwrap(),
+    );
+    assert_same(&sql, &bulk);
+}
+
+/// A repeated id whose two rows are in different runs (and one within a run) fails at the
+/// end as it does unspilled: the same error, naming the file and the id, and nothing left.
+#[test]
+fn duplicate_id_across_runs_fails_and_leaves_nothing() {
+    let row = |id: &str| NodeRow {
+        id: id.into(),
+        ..Default::default()
+    };
+    for (batches, dup) in [
+        (vec![vec!["a", "b"], vec!["c"], vec!["d", "b"]], "b"),
+        (vec![vec!["x", "z"], vec!["y", "y"]], "y"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("dup.vis.db");
+        let mut w = BulkWriter::create(&dest).unwrap();
+        w.set_index_budget(0);
+        for batch in batches {
+            let rows: Vec<NodeRow> = batch.into_iter().map(row).collect();
+            w.insert_nodes(&rows).unwrap();
+        }
+        assert!(w.spilled.as_ref().is_some_and(|s| s.runs(0) >= 2));
+        match w.finish().unwrap_err() {
+            WriteError::Duplicate { path, id } => {
+                assert_eq!(path, dest);
+                assert_eq!(id, dup);
+            }
+            other => panic!("expected a duplicate error, got {other:?}"),
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
+
+/// A writer dropped (a cancelled conversion) after spilling removes its runs too.
+#[test]
+fn dropped_spilling_writer_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = BulkWriter::create(&dir.path().join("x.vis.db")).unwrap();
+    w.set_index_budget(0);
+    w.insert_nodes(&[NodeRow::default()]).unwrap();
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let tag = format!(".graph-ascend-{}.", crate::stale::owner_tag());
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with(&tag) && n.ends_with(".index.tmp")),
+        "{names:?}"
+    );
+    drop(w);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
 #[test]
 fn dropped_writer_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -771,9 +889,9 @@ mod property {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
         #[test]
-        fn bulk_and_sqlite_read_back_the_same(input in any_input()) {
+        fn bulk_and_sqlite_read_back_the_same(input in any_input(), spill in any::<bool>()) {
             let dir = tempfile::tempdir().unwrap();
-            let (sql, bulk) = write_both(dir.path(), &input, 4_096);
+            let (sql, bulk, _) = write_both_spilling(dir.path(), &input, 4_096, spill.then_some(0));
             let (sql, bulk) = (Connection::open(sql).unwrap(), Connection::open(bulk).unwrap());
             assert_same(&sql, &bulk);
         }
