@@ -517,11 +517,7 @@ impl Graph {
         g.index = NameIndex::with_capacity(room);
         g.index.insert(&g.nodes, g.root);
         g.micro_step_num = construct.micro_step_num;
-        let parents: FastMap<&str, Option<&str>> = construct
-            .entries
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_deref()))
-            .collect();
+        let parents = Parents::of(construct);
         let mut dumped = Vec::with_capacity(construct.entries.len());
         for (sub, up) in &construct.entries {
             let up = match up {
@@ -851,10 +847,61 @@ fn backward_of_parent(parent: &str) -> String {
     }
 }
 
+/// construct.json's `node → parent`, looked up by node: a table of entry numbers hashing the
+/// entries' own names (5 bytes a slot, where a map of two `&str` took 33, about 70 bytes an
+/// entry at a million).
+struct Parents<'c> {
+    entries: &'c [(String, Option<String>)],
+    hasher: foldhash::fast::RandomState,
+    table: hashbrown::HashTable<u32>,
+}
+
+impl<'c> Parents<'c> {
+    fn of(construct: &'c Construct) -> Parents<'c> {
+        use std::hash::BuildHasher;
+        let entries = construct.entries.as_slice();
+        let hasher = foldhash::fast::RandomState::default();
+        let mut table = hashbrown::HashTable::with_capacity(entries.len());
+        let hash = |i: u32| hasher.hash_one(entries[i as usize].0.as_str());
+        // Numbers past u32 (4 billion entries) cannot be held in memory anyway: they are left
+        // out, as not listed.
+        for i in (0..entries.len()).filter_map(|i| u32::try_from(i).ok()) {
+            let name = entries[i as usize].0.as_str();
+            // A name listed twice: the last wins, as in a map.
+            match table.find_entry(hash(i), |&j| entries[j as usize].0 == name) {
+                Ok(mut slot) => *slot.get_mut() = i,
+                Err(_) => {
+                    table.insert_unique(hash(i), i, |&j| hash(j));
+                }
+            }
+        }
+        Parents {
+            entries,
+            hasher,
+            table,
+        }
+    }
+
+    /// The parent of `node` (`Some(None)`: listed without one), `None` when not listed.
+    fn get(&self, node: &str) -> Option<Option<&'c str>> {
+        use std::hash::BuildHasher;
+        let entries = self.entries;
+        self.table
+            .find(self.hasher.hash_one(node), |&j| {
+                entries[j as usize].0 == node
+            })
+            .map(|&j| entries[j as usize].1.as_deref())
+    }
+
+    fn contains_key(&self, node: &str) -> bool {
+        self.get(node).is_some()
+    }
+}
+
 /// msprobe's `_handle_backward_upnode_missing`.
-fn backward_upnode_missing(parents: &FastMap<&str, Option<&str>>, sub: &str) -> Option<String> {
+fn backward_upnode_missing(parents: &Parents, sub: &str) -> Option<String> {
     let forward = forward_twin(sub)?;
-    let fparent = (*parents.get(forward.as_str())?)?;
+    let fparent = parents.get(forward.as_str())??;
     let candidate = backward_of_parent(fparent);
     parents
         .contains_key(candidate.as_str())
@@ -862,7 +909,7 @@ fn backward_upnode_missing(parents: &FastMap<&str, Option<&str>>, sub: &str) -> 
 }
 
 /// msprobe's `_handle_backward_inplace`.
-fn backward_inplace(parents: &FastMap<&str, Option<&str>>, sub: &str, up: &str) -> Option<String> {
+fn backward_inplace(parents: &Parents, sub: &str, up: &str) -> Option<String> {
     let sub_segs: Vec<&str> = sub.split('.').collect();
     let up_segs: Vec<&str> = up.split('.').collect();
     let is_backward = sub_segs.len() >= 2 && sub_segs[sub_segs.len() - 2] == "backward";
