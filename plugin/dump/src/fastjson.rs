@@ -1078,13 +1078,13 @@ mod tests {
     }
 
     /// Issue 14: an object of very many distinct keys parsed in quadratic time (each key was
-    /// compared with every earlier one: 200k keys, 2e10 comparisons, minutes). It is linear
-    /// now; the budget is loose (the parse takes well under a second), the quadratic search
-    /// would need far more. Repeated keys, around the switch to the table too, keep their first
+    /// compared with every earlier one: 300k keys, 4.5e10 comparisons, a minute or more). It is
+    /// linear now; the budget is loose (the parse takes about a tenth of a second), the
+    /// quadratic search needs ten times more at the very least. Repeated keys, around the switch to the table too, keep their first
     /// place and their last value, as `serde_json` does.
     #[test]
     fn an_object_of_many_keys_parses_in_linear_time() {
-        let n = 200_000;
+        let n = 300_000;
         let mut text = String::from("{");
         for i in 0..n {
             text.push_str(&format!("\"key number {i}\": {i}, "));
@@ -1093,14 +1093,14 @@ mod tests {
         let started = std::time::Instant::now();
         let v = parse(&text);
         let took = started.elapsed();
-        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
         let JVal::Obj(fields) = &v else {
             panic!("an object")
         };
         assert_eq!(fields.len(), n);
         assert_eq!(v.get("key number 7"), Some(&JVal::Int(-1)));
         assert_eq!(fields[7].0, "key number 7");
-        assert_eq!(v.get("key number 199999"), Some(&JVal::Int(199_999)));
+        assert_eq!(v.get("key number 299999"), Some(&JVal::Int(299_999)));
         for count in [3, 16, 17, 18, 40] {
             let mut text = String::from("{");
             for i in 0..count {
