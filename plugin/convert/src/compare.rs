@@ -151,8 +151,7 @@ pub(crate) fn compare_graphs(
         };
         for (n, (ins, outs), p) in results {
             let node = &mut npu.nodes[n];
-            node.input = ins;
-            node.output = outs;
+            node.set_items(ins, outs);
             node.precision_index = Some(p);
         }
     }

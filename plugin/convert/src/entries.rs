@@ -107,6 +107,6 @@ pub fn node_items<'a>(
             let (input, output) = source.items(&node.id, span)?;
             Ok((Cow::Owned(input), Cow::Owned(output)))
         }
-        _ => Ok((Cow::Borrowed(&node.input), Cow::Borrowed(&node.output))),
+        _ => Ok((Cow::Borrowed(node.input()), Cow::Borrowed(node.output()))),
     }
 }

@@ -161,13 +161,13 @@ pub fn node_row(
             path.push(node.id.clone());
             pyjson::str_list(&path)
         } else {
-            pyjson::str_list(&node.matched_link)
+            pyjson::str_list(node.matched_link())
         },
         stack_id: plan.stack_ids[k].to_string(),
-        parallel_merge_info: if node.parallel_merge_info.is_empty() {
+        parallel_merge_info: if node.parallel_merge_info().is_empty() {
             String::new()
         } else {
-            pyjson::str_list(&node.parallel_merge_info)
+            pyjson::str_list(node.parallel_merge_info())
         },
         matched_distributed: "{}".into(),
         modified: 0,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::entries::{node_items, DumpSource, EntrySpan, ItemsOf, NodeItems};
+use crate::names::NameIndex;
 use graph_ascend_dump::fastjson::EntryBatch;
 use graph_ascend_dump::{
     parse_op, parse_op_packed, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
@@ -249,60 +250,133 @@ impl DumpOps {
     }
 }
 
-/// One node.
+/// One node. What most nodes of a plain conversion lack (held items, a matched link that is not
+/// the node's own path, a merge's notes) is boxed apart ([`Rare`]): a node is 160 bytes, not
+/// 256, and a graph of a million nodes keeps a few flat allocations (issue 16, item 1).
 #[derive(Debug, Clone)]
 pub struct Node {
     pub id: String,
     pub op: NodeOp,
+    /// The `matched_node_link` is the node's own path (its ancestors' ids, then its own), as
+    /// the default matching makes it on both sides: made when the row is written rather than
+    /// held ([`Node::matched_link`] is then empty).
+    pub matched_link_is_path: bool,
     pub parent: Option<usize>,
     pub children: Vec<usize>,
-    /// Input items (inputs, keyword inputs, parameters), packed: see
-    /// [`PackedItem::unpack`] / [`PackedItem::fields`].
-    pub input: Vec<(String, PackedItem)>,
-    pub output: Vec<(String, PackedItem)>,
     /// Where the node's entry lies in its graph's dump.json, when its items are read from there
-    /// when needed (`input` and `output` are then empty; see [`crate::entries`]).
+    /// when needed (it holds none then; see [`crate::entries`]).
     pub entry: Option<EntrySpan>,
     pub stack: Arc<Vec<String>>,
     pub micro_step_id: Option<i64>,
-    /// Ids from root to the matched node on the other side (`matched_node_link`).
-    pub matched_link: Vec<String>,
-    /// The `matched_node_link` is the node's own path (its ancestors' ids, then its own), as
-    /// the default matching makes it on both sides: made when the row is written rather than
-    /// held (`matched_link` is then empty).
-    pub matched_link_is_path: bool,
     /// Index of the matched node in the other graph.
     pub matched: Option<usize>,
     pub precision_index: Option<f64>,
     pub overflow_level: Option<&'static str>,
-    /// Notes of a parallel merge (`parallel_merge_info`), empty otherwise.
-    pub parallel_merge_info: Vec<String>,
+    rare: Option<Box<Rare>>,
+}
+
+/// The parts of a node that most nodes do not have (all empty: no box at all).
+#[derive(Debug, Clone, Default)]
+struct Rare {
+    /// Input items (inputs, keyword inputs, parameters), packed: see
+    /// [`PackedItem::unpack`] / [`PackedItem::fields`].
+    input: Vec<(String, PackedItem)>,
+    output: Vec<(String, PackedItem)>,
+    /// Ids from root to the matched node on the other side (`matched_node_link`).
+    matched_link: Vec<String>,
+    /// Notes of a parallel merge (`parallel_merge_info`).
+    parallel_merge_info: Vec<String>,
+}
+
+impl Rare {
+    fn is_empty(&self) -> bool {
+        self.input.is_empty()
+            && self.output.is_empty()
+            && self.matched_link.is_empty()
+            && self.parallel_merge_info.is_empty()
+    }
 }
 
 impl Node {
     /// The node has dump data: items held or an entry with items in dump.json.
     pub fn has_items(&self) -> bool {
-        !(self.input.is_empty() && self.output.is_empty())
+        !(self.input().is_empty() && self.output().is_empty())
             || self.entry.is_some_and(|e| e.has_items)
+    }
+
+    /// The input items the node holds (inputs, keyword inputs, parameters), packed.
+    pub fn input(&self) -> &[(String, PackedItem)] {
+        self.rare.as_deref().map_or(&[], |r| &r.input)
+    }
+
+    /// The output items the node holds, packed.
+    pub fn output(&self) -> &[(String, PackedItem)] {
+        self.rare.as_deref().map_or(&[], |r| &r.output)
+    }
+
+    /// Ids from root to the matched node on the other side, when held (see
+    /// [`Node::matched_link_is_path`]).
+    pub fn matched_link(&self) -> &[String] {
+        self.rare.as_deref().map_or(&[], |r| &r.matched_link)
+    }
+
+    /// Notes of a parallel merge (`parallel_merge_info`), empty otherwise.
+    pub fn parallel_merge_info(&self) -> &[String] {
+        self.rare.as_deref().map_or(&[], |r| &r.parallel_merge_info)
+    }
+
+    /// Holds `input` and `output` as the node's items.
+    pub fn set_items(
+        &mut self,
+        input: Vec<(String, PackedItem)>,
+        output: Vec<(String, PackedItem)>,
+    ) {
+        self.change(|r| {
+            r.input = input;
+            r.output = output;
+        });
+    }
+
+    /// The items the node holds, taken from it: `(input, output)`.
+    pub fn take_items(&mut self) -> NodeItems {
+        let mut items = NodeItems::default();
+        self.change(|r| {
+            items = (std::mem::take(&mut r.input), std::mem::take(&mut r.output));
+        });
+        items
+    }
+
+    pub fn set_matched_link(&mut self, link: Vec<String>) {
+        self.change(|r| r.matched_link = link);
+    }
+
+    pub fn set_parallel_merge_info(&mut self, info: Vec<String>) {
+        self.change(|r| r.parallel_merge_info = info);
+    }
+
+    /// Changes the rare parts, boxing them only while one is not empty.
+    fn change(&mut self, f: impl FnOnce(&mut Rare)) {
+        let mut rare = self.rare.take().unwrap_or_default();
+        f(&mut rare);
+        if !rare.is_empty() {
+            self.rare = Some(rare);
+        }
     }
 
     pub(crate) fn new(id: &str) -> Node {
         Node {
             id: id.to_string(),
             op: NodeOp::classify(id),
+            matched_link_is_path: false,
             parent: None,
             children: Vec::new(),
-            input: Vec::new(),
-            output: Vec::new(),
             entry: None,
             stack: Arc::new(Vec::new()),
             micro_step_id: None,
-            matched_link: Vec::new(),
-            matched_link_is_path: false,
             matched: None,
             precision_index: None,
             overflow_level: None,
-            parallel_merge_info: Vec::new(),
+            rare: None,
         }
     }
 }
@@ -330,8 +404,7 @@ impl Skeleton {
         for i in dumped {
             let node = &mut graph.nodes[i];
             if let Some(d) = dump.ops.remove(node.id.as_str()) {
-                node.input = d.input;
-                node.output = d.output;
+                node.set_items(d.input, d.output);
             } else if let Some(span) = dump.spans.remove(node.id.as_str()) {
                 node.entry = Some(span);
             }
@@ -341,8 +414,7 @@ impl Skeleton {
         for (i, span) in std::mem::take(&mut dump.placed) {
             let node = &mut graph.nodes[i];
             node.entry = Some(span);
-            node.input = Vec::new();
-            node.output = Vec::new();
+            node.set_items(Vec::new(), Vec::new());
         }
         graph.add_parameters_grad(dump, stacks);
         graph
@@ -353,7 +425,7 @@ impl Skeleton {
 #[derive(Debug, Clone)]
 pub struct Graph {
     pub nodes: Vec<Node>,
-    pub index: FastMap<String, usize>,
+    pub index: NameIndex,
     pub root: usize,
     /// `megatron_micro_step_number` (Megatron construct.json).
     pub micro_step_num: Option<i64>,
@@ -370,12 +442,12 @@ impl Graph {
     pub(crate) fn empty() -> Graph {
         let mut g = Graph {
             nodes: vec![Node::new(ROOT_ID)],
-            index: FastMap::default(),
+            index: NameIndex::default(),
             root: 0,
             micro_step_num: None,
             source: None,
         };
-        g.index.insert(ROOT_ID.to_string(), 0);
+        g.index.insert(&g.nodes, 0);
         g
     }
 
@@ -400,15 +472,14 @@ impl Graph {
             .collect::<Result<_, _>>()?;
         for (n, (input, output)) in held {
             let node = &mut self.nodes[n];
-            node.input = input;
-            node.output = output;
+            node.set_items(input, output);
             node.entry = None;
         }
         Ok(())
     }
 
     pub fn get(&self, id: &str) -> Option<usize> {
-        self.index.get(id).copied()
+        self.index.get(&self.nodes, id)
     }
 
     fn add_node(&mut self, id: &str) -> usize {
@@ -417,7 +488,7 @@ impl Graph {
         }
         let i = self.nodes.len();
         self.nodes.push(Node::new(id));
-        self.index.insert(id.to_string(), i);
+        self.index.insert(&self.nodes, i);
         i
     }
 
@@ -439,12 +510,14 @@ impl Graph {
     /// dump.json is still being read. [`Skeleton::attach`] completes it.
     pub fn skeleton(construct: &Construct, stacks: &StackMap) -> Skeleton {
         let mut g = Graph::empty();
+        // Room for every node at once (a node per entry, a few more for parents not listed and
+        // `Apis_Between_Modules`): a growing arena would hold twice its size while it moves.
+        let room = construct.entries.len() + construct.entries.len() / 32 + 64;
+        g.nodes.reserve(room);
+        g.index = NameIndex::with_capacity(room);
+        g.index.insert(&g.nodes, g.root);
         g.micro_step_num = construct.micro_step_num;
-        let parents: FastMap<&str, Option<&str>> = construct
-            .entries
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_deref()))
-            .collect();
+        let parents = Parents::of(construct);
         let mut dumped = Vec::with_capacity(construct.entries.len());
         for (sub, up) in &construct.entries {
             let up = match up {
@@ -571,7 +644,7 @@ impl Graph {
             let Some(prefix) = parameters_grad_prefix(key) else {
                 continue;
             };
-            if self.index.contains_key(key) {
+            if self.get(key).is_some() {
                 continue;
             }
             let Some(&(_, parent)) = backward_max.get(prefix) else {
@@ -585,8 +658,7 @@ impl Graph {
                 },
             };
             let i = self.add_node(key);
-            self.nodes[i].input = d.input;
-            self.nodes[i].output = d.output;
+            self.nodes[i].set_items(d.input, d.output);
             self.nodes[i].entry = span;
             self.nodes[i].overflow_level = dump.overflow.get(key).copied();
             self.nodes[i].stack = stack_of(key, stacks);
@@ -775,10 +847,61 @@ fn backward_of_parent(parent: &str) -> String {
     }
 }
 
+/// construct.json's `node → parent`, looked up by node: a table of entry numbers hashing the
+/// entries' own names (5 bytes a slot, where a map of two `&str` took 33, about 70 bytes an
+/// entry at a million).
+struct Parents<'c> {
+    entries: &'c [(String, Option<String>)],
+    hasher: foldhash::fast::RandomState,
+    table: hashbrown::HashTable<u32>,
+}
+
+impl<'c> Parents<'c> {
+    fn of(construct: &'c Construct) -> Parents<'c> {
+        use std::hash::BuildHasher;
+        let entries = construct.entries.as_slice();
+        let hasher = foldhash::fast::RandomState::default();
+        let mut table = hashbrown::HashTable::with_capacity(entries.len());
+        let hash = |i: u32| hasher.hash_one(entries[i as usize].0.as_str());
+        // Numbers past u32 (4 billion entries) cannot be held in memory anyway: they are left
+        // out, as not listed.
+        for i in (0..entries.len()).filter_map(|i| u32::try_from(i).ok()) {
+            let name = entries[i as usize].0.as_str();
+            // A name listed twice: the last wins, as in a map.
+            match table.find_entry(hash(i), |&j| entries[j as usize].0 == name) {
+                Ok(mut slot) => *slot.get_mut() = i,
+                Err(_) => {
+                    table.insert_unique(hash(i), i, |&j| hash(j));
+                }
+            }
+        }
+        Parents {
+            entries,
+            hasher,
+            table,
+        }
+    }
+
+    /// The parent of `node` (`Some(None)`: listed without one), `None` when not listed.
+    fn get(&self, node: &str) -> Option<Option<&'c str>> {
+        use std::hash::BuildHasher;
+        let entries = self.entries;
+        self.table
+            .find(self.hasher.hash_one(node), |&j| {
+                entries[j as usize].0 == node
+            })
+            .map(|&j| entries[j as usize].1.as_deref())
+    }
+
+    fn contains_key(&self, node: &str) -> bool {
+        self.get(node).is_some()
+    }
+}
+
 /// msprobe's `_handle_backward_upnode_missing`.
-fn backward_upnode_missing(parents: &FastMap<&str, Option<&str>>, sub: &str) -> Option<String> {
+fn backward_upnode_missing(parents: &Parents, sub: &str) -> Option<String> {
     let forward = forward_twin(sub)?;
-    let fparent = (*parents.get(forward.as_str())?)?;
+    let fparent = parents.get(forward.as_str())??;
     let candidate = backward_of_parent(fparent);
     parents
         .contains_key(candidate.as_str())
@@ -786,7 +909,7 @@ fn backward_upnode_missing(parents: &FastMap<&str, Option<&str>>, sub: &str) -> 
 }
 
 /// msprobe's `_handle_backward_inplace`.
-fn backward_inplace(parents: &FastMap<&str, Option<&str>>, sub: &str, up: &str) -> Option<String> {
+fn backward_inplace(parents: &Parents, sub: &str, up: &str) -> Option<String> {
     let sub_segs: Vec<&str> = sub.split('.').collect();
     let up_segs: Vec<&str> = up.split('.').collect();
     let is_backward = sub_segs.len() >= 2 && sub_segs[sub_segs.len() - 2] == "backward";

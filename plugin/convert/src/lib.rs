@@ -31,6 +31,7 @@ pub mod layer_mapping;
 pub(crate) mod layout;
 pub(crate) mod matcher;
 pub mod merge;
+pub(crate) mod names;
 pub(crate) mod options;
 pub(crate) mod overflow;
 pub mod part;

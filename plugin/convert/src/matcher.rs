@@ -99,9 +99,9 @@ fn link(
     bench_link: Vec<String>,
 ) {
     npu.nodes[n].matched = Some(b);
-    npu.nodes[n].matched_link = npu_link;
+    npu.nodes[n].set_matched_link(npu_link);
     bench.nodes[b].matched = Some(n);
-    bench.nodes[b].matched_link = bench_link;
+    bench.nodes[b].set_matched_link(bench_link);
 }
 
 fn match_default(npu: &mut Graph, bench: &mut Graph) {

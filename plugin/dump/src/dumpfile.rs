@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::json::{read_json_file, PythonJsonReader};
+use crate::json::{read_json_file, Members, PythonJsonReader};
 use crate::{Confine, DumpError};
 
 /// A parsed `dump.json`. Entries stay as JSON until a node needs them.
@@ -210,8 +210,16 @@ impl<'de> serde::de::Visitor<'de> for TopSeed<'_> {
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "data" => {
-                    map.next_value_seed(DataSeed {
-                        visit: &mut *self.visit,
+                    let visit = &mut *self.visit;
+                    map.next_value_seed(Members {
+                        expecting: "\"data\" to be an object of op entries",
+                        visit: &mut |key, value| {
+                            if !(value.is_object() || value.is_null()) {
+                                return Err(format!("entry \"{key}\" must be an object"));
+                            }
+                            visit(key, value);
+                            Ok(true)
+                        },
                     })?;
                     h.has_data = true;
                 }
@@ -225,36 +233,6 @@ impl<'de> serde::de::Visitor<'de> for TopSeed<'_> {
             }
         }
         Ok(h)
-    }
-}
-
-struct DataSeed<'a> {
-    visit: &'a mut dyn FnMut(String, Value),
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for DataSeed<'_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for DataSeed<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("\"data\" to be an object of op entries")
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            let value: Value = map.next_value()?;
-            if !(value.is_object() || value.is_null()) {
-                return Err(serde::de::Error::custom(format!(
-                    "entry \"{key}\" must be an object"
-                )));
-            }
-            (self.visit)(key, value);
-        }
-        Ok(())
     }
 }
 

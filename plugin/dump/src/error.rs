@@ -37,8 +37,9 @@ pub enum DumpError {
     #[error("cannot read tensor {path}: {source}")]
     Tensor {
         path: PathBuf,
+        /// Boxed: the reasons are large, and every `Result` of the readers would carry them.
         #[source]
-        source: crate::tensor::TensorFormatError,
+        source: Box<crate::tensor::TensorFormatError>,
     },
 }
 
@@ -53,7 +54,7 @@ impl DumpError {
     pub(crate) fn tensor(path: &std::path::Path, source: crate::tensor::TensorFormatError) -> Self {
         DumpError::Tensor {
             path: path.to_path_buf(),
-            source,
+            source: Box::new(source),
         }
     }
 }

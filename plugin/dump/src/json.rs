@@ -37,33 +37,46 @@ pub fn stream_object(
     let file = confine.open(path)?;
     let reader = PythonJsonReader::new(std::io::BufReader::with_capacity(1 << 16, file));
     let mut de = serde_json::Deserializer::from_reader(reader);
-    let done = serde::de::DeserializeSeed::deserialize(MembersSeed { visit }, &mut de)
+    let members = Members {
+        expecting: "a JSON object",
+        visit: &mut |key, value| Ok(visit(key, value)),
+    };
+    let done = serde::de::DeserializeSeed::deserialize(members, &mut de)
         .and_then(|done| de.end().map(|()| done));
     Ok(done.unwrap_or(false))
 }
 
-/// The top-level object of [`stream_object`], member by member.
-struct MembersSeed<'a> {
-    visit: &'a mut dyn FnMut(String, Value) -> bool,
+/// A JSON object read member by member, each value parsed alone, in file order: the one
+/// streaming visitor of the dump readers ([`stream_object`] for construct.json and stack.json,
+/// [`crate::DumpFile::read_streaming`] for dump.json's `data`). `visit(key, value)` answers
+/// `Ok(true)` to go on, `Ok(false)` to stop (the object then reads as `false`), or an error
+/// message that ends the parse.
+pub(crate) struct Members<'a> {
+    /// What the value must be, for the error when it is not an object.
+    pub expecting: &'static str,
+    pub visit: &'a mut dyn FnMut(String, Value) -> Result<bool, String>,
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for MembersSeed<'_> {
+impl<'de> serde::de::DeserializeSeed<'de> for Members<'_> {
+    /// Every member was visited.
     type Value = bool;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_map(self)
+        d.deserialize_any(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for MembersSeed<'_> {
+impl<'de> serde::de::Visitor<'de> for Members<'_> {
     type Value = bool;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON object")
+        f.write_str(self.expecting)
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
         while let Some(key) = map.next_key::<String>()? {
             let value: Value = map.next_value()?;
-            if !(self.visit)(key, value) {
-                return Ok(false);
+            match (self.visit)(key, value) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(message) => return Err(serde::de::Error::custom(message)),
             }
         }
         Ok(true)

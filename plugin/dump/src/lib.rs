@@ -30,6 +30,13 @@
 //!
 //! All five stay: `JVal` and `Value` are the two readers (fast and authoritative), `PyVal`/`Item`
 //! are what the comparison works on, `PackedItem`/`ValRef` what a big graph can afford to keep.
+//!
+//! # Streaming
+//!
+//! No reader holds a file's parsed tree. The fast reader cuts `dump.json` into batches of raw
+//! entries ([`DumpFile::read_fast_batches`]); the `serde_json` path streams a JSON object member
+//! by member through one visitor, `json::Members`, behind both [`json::stream_object`]
+//! (`construct.json`, `stack.json`) and [`DumpFile::read_streaming`] (`dump.json`'s `data`).
 
 pub mod confine;
 pub(crate) mod construct;

@@ -65,8 +65,8 @@ pub fn match_graphs(npu: &mut Graph, bench: &mut Graph, mapping: &ApiMapping) {
         let mut bench_link = npu.ancestors(n);
         bench_link.push(npu.nodes[n].id.clone());
         npu.nodes[n].matched = Some(b);
-        npu.nodes[n].matched_link = npu_link;
+        npu.nodes[n].set_matched_link(npu_link);
         bench.nodes[b].matched = Some(n);
-        bench.nodes[b].matched_link = bench_link;
+        bench.nodes[b].set_matched_link(bench_link);
     }
 }

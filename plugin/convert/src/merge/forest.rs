@@ -105,16 +105,17 @@ impl Forest {
     pub fn add_graph(&mut self, g: Graph, rank: i64, micro_steps: i64, dump: usize) -> MGraph {
         let base = self.nodes.len();
         let mut map = NodeMap::default();
-        for (i, n) in g.nodes.into_iter().enumerate() {
+        for (i, mut n) in g.nodes.into_iter().enumerate() {
             map.insert(&n.id, base + i);
+            let (input, output) = n.take_items();
             self.nodes.push(MNode {
                 id: n.id,
                 op: n.op,
                 parent: n.parent.map(|p| p + base),
                 children: n.children.into_iter().map(|c| c + base).collect(),
                 children_gen: 0,
-                input: unpack_items(n.input),
-                output: unpack_items(n.output),
+                input: unpack_items(input),
+                output: unpack_items(output),
                 stack: n.stack,
                 micro_step_id: n.micro_step_id,
                 overflow_level: n.overflow_level,
@@ -249,21 +250,20 @@ impl Forest {
             node.op = m.op;
             node.parent = m.parent.and_then(|p| local.get(&p).copied());
             node.children = m.children.iter().filter_map(|&c| by_id(c)).collect();
-            node.input = pack_items(&m.input);
-            node.output = pack_items(&m.output);
+            node.set_items(pack_items(&m.input), pack_items(&m.output));
             node.stack = Arc::clone(&m.stack);
             node.micro_step_id = m.micro_step_id;
             node.overflow_level = m.overflow_level;
-            node.parallel_merge_info = m.merge_info.clone();
+            node.set_parallel_merge_info(m.merge_info.clone());
             nodes.push(node);
         }
         if let Some(r) = nodes.first_mut() {
             r.parent = None;
         }
-        let mut index: graph_ascend_dump::FastMap<String, usize> = Default::default();
+        let mut index = crate::names::NameIndex::with_capacity(nodes.len());
         for (id, n) in g.map.iter() {
             if let Some(&l) = local.get(&n) {
-                index.insert(id.to_string(), l);
+                index.insert_as(&nodes, id, l);
             }
         }
         Graph {

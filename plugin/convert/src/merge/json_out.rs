@@ -50,14 +50,14 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
     // dump.json
     let mut lookup: HashMap<(&str, &str), &PackedItem> = HashMap::new();
     for node in &g.nodes {
-        for (k, it) in node.input.iter().chain(node.output.iter()) {
+        for (k, it) in node.input().iter().chain(node.output()) {
             lookup.insert((node.id.as_str(), k.as_str()), it);
         }
     }
     let mut data: Vec<(String, PyVal)> = Vec::new();
     for &n in &order {
         let node = &g.nodes[n];
-        if n == g.root || (node.input.is_empty() && node.output.is_empty()) {
+        if n == g.root || (node.input().is_empty() && node.output().is_empty()) {
             continue;
         }
         let entry = match raw.get(&node.id) {
@@ -65,12 +65,12 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
             _ => rebuild(node),
         };
         let mut entry = strip_md5(entry);
-        if !node.parallel_merge_info.is_empty() {
+        if !node.parallel_merge_info().is_empty() {
             if let PyVal::Dict(fields) = &mut entry {
                 fields.push((
                     "parallel_merge_info".into(),
                     PyVal::List(
-                        node.parallel_merge_info
+                        node.parallel_merge_info()
                             .iter()
                             .map(|s| PyVal::Str(s.clone()))
                             .collect(),
@@ -255,7 +255,7 @@ fn rebuild(node: &crate::graph::Node) -> PyVal {
         Some((marker.to_string(), idx.to_string()))
     };
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    for (key, item) in &node.input {
+    for (key, item) in node.input() {
         let Some((marker, idx)) = split(key) else {
             continue;
         };
@@ -273,7 +273,7 @@ fn rebuild(node: &crate::graph::Node) -> PyVal {
             params.push(convert_entry(item));
         }
     }
-    for (key, item) in &node.output {
+    for (key, item) in node.output() {
         let Some((marker, idx)) = split(key) else {
             continue;
         };

@@ -669,7 +669,7 @@ pub(crate) fn paging(npu: &mut Graph, bench: &mut Graph) -> i64 {
         }
         batches = batches.max(batch + 1);
         npu.nodes[c].micro_step_id = Some(batch);
-        if let Some(last) = npu.nodes[c].matched_link.last() {
+        if let Some(last) = npu.nodes[c].matched_link().last() {
             if let Some(b) = bench.get(last) {
                 bench.nodes[b].micro_step_id = Some(batch);
             }

@@ -28,17 +28,22 @@ pub(crate) fn read_and_build(
     // A parallel merge moves items between rank graphs: it holds them. A plain conversion
     // reads them again from dump.json when it compares and writes (see `crate::entries`).
     let spans = opts.parallel.is_empty();
-    let (mut dump, graph) =
-        RankDump::read_and_build_counted(dir, &opts.confine, opts.overflow_check, spans, &|n| {
-            run.read_bytes(n)
-        })?;
+    // The hierarchy is in the graph once it is built; only a layer mapping reads construct.json
+    // again (and a merge's JSON output).
+    let keep_construct = !spans || opts.layer_mapping != LayerMapping::None;
+    let (mut dump, graph) = RankDump::read_and_build_counted(
+        dir,
+        &opts.confine,
+        opts.overflow_check,
+        spans,
+        keep_construct,
+        &|n| run.read_bytes(n),
+    )?;
     p.done();
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();
     dump.stacks = StackMap::default();
-    // The hierarchy is in the graph now; only a layer mapping reads construct.json again (and
-    // a merge's JSON output).
-    if spans && opts.layer_mapping == LayerMapping::None {
+    if !keep_construct {
         dump.construct = Construct::default();
     }
     Ok(Built { dump, graph, md5 })

@@ -10,6 +10,17 @@ use crate::entries::DumpSource;
 use crate::graph::{self, DumpOps, Graph};
 use crate::{timing, ConvertError};
 
+/// What [`RankDump::read_parts`] makes besides the three files.
+#[derive(Clone, Copy)]
+struct Parts {
+    /// The graph's skeleton, while dump.json is read.
+    skeleton: bool,
+    /// Spans of entries in dump.json instead of their items (see [`crate::entries`]).
+    spans: bool,
+    /// Keep construct.json's entries once the skeleton is made.
+    keep_construct: bool,
+}
+
 /// A rank folder read from disk.
 pub struct RankDump {
     pub dir: PathBuf,
@@ -26,15 +37,13 @@ impl RankDump {
     /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`),
     /// wherever they are.
     pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
-        RankDump::read_parts(
-            dir,
-            &Confine::anywhere(),
-            overflow_check,
-            false,
-            false,
-            &|_| true,
-        )
-        .map(|(dump, _)| dump)
+        let parts = Parts {
+            skeleton: false,
+            spans: false,
+            keep_construct: true,
+        };
+        RankDump::read_parts(dir, &Confine::anywhere(), overflow_check, parts, &|_| true)
+            .map(|(dump, _)| dump)
     }
 
     /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
@@ -43,24 +52,37 @@ impl RankDump {
         dir: &Path,
         overflow_check: bool,
     ) -> Result<(RankDump, Graph), ConvertError> {
-        RankDump::read_and_build_counted(dir, &Confine::anywhere(), overflow_check, false, &|_| {
-            true
-        })
+        RankDump::read_and_build_counted(
+            dir,
+            &Confine::anywhere(),
+            overflow_check,
+            false,
+            true,
+            &|_| true,
+        )
     }
 
     /// [`RankDump::read_and_build`] telling `on_bytes` how many more bytes of the folder's
     /// files were read, as they are (dump.json batch by batch); an answer `false` stops the
     /// reading with [`ConvertError::Cancelled`]. With `spans`, the graph keeps where its nodes'
-    /// entries lie in dump.json instead of their items (see [`crate::entries`]).
+    /// entries lie in dump.json instead of their items (see [`crate::entries`]). Without
+    /// `keep_construct`, the returned `construct` is empty: the hierarchy is freed as soon as
+    /// the skeleton holds it, not once dump.json is read (issue 16, item 1).
     pub(crate) fn read_and_build_counted(
         dir: &Path,
         confine: &Confine,
         overflow_check: bool,
         spans: bool,
+        keep_construct: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Graph), ConvertError> {
+        let parts = Parts {
+            skeleton: true,
+            spans,
+            keep_construct,
+        };
         let (mut dump, skeleton) =
-            RankDump::read_parts(dir, confine, overflow_check, true, spans, on_bytes)?;
+            RankDump::read_parts(dir, confine, overflow_check, parts, on_bytes)?;
         let p = timing::phase(|| format!("attach items {}", dir.display()));
         let skeleton = match skeleton {
             Some(s) => s,
@@ -81,10 +103,14 @@ impl RankDump {
         dir: &Path,
         confine: &Confine,
         overflow_check: bool,
-        skeleton: bool,
-        spans: bool,
+        parts: Parts,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Option<graph::Skeleton>), ConvertError> {
+        let Parts {
+            skeleton,
+            spans,
+            keep_construct,
+        } = parts;
         let file = |name: &str| {
             let p = dir.join(name);
             if p.is_file() {
@@ -110,14 +136,23 @@ impl RankDump {
         let (dump_side, (construct, stacks)) = rayon::join(
             || DumpOps::read_with(&dump_p, confine, overflow_check, spans, &place, on_bytes),
             || {
-                let construct = Construct::read(&construct_p, confine);
-                let stacks = StackMap::read(&stack_p, confine);
+                let mut construct = Construct::read(&construct_p, confine);
+                let mut stacks = StackMap::read(&stack_p, confine);
                 let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
                 // A cancel is seen by dump.json's reader, batch by batch.
                 let _ = on_bytes(size(&construct_p) + size(&stack_p));
-                if let (Ok(c), Ok(s), true) = (&construct, &stacks, skeleton) {
+                if let (Ok(c), Ok(s), true) = (&mut construct, &mut stacks, skeleton) {
                     let p = timing::phase(|| format!("skeleton {}", dir.display()));
                     let _ = ready.set(Graph::skeleton(c, s));
+                    // The skeleton holds the hierarchy and every node's stack now: while
+                    // dump.json is still being read, keep only the stacks of the nodes
+                    // that the items add (parameter gradients), and the hierarchy only when
+                    // asked for.
+                    s.stacks.retain(|id, _| graph::is_parameters_grad_id(id));
+                    s.stacks.shrink_to_fit();
+                    if !keep_construct {
+                        *c = Construct::default();
+                    }
                     p.done();
                 }
                 (construct, stacks)

@@ -126,8 +126,7 @@ pub(crate) fn write_to(
                     // free them now, to make room for the writer's index entries.
                     for &n in &plan.order[lo..hi] {
                         let node = &mut graph.nodes[n];
-                        node.input = Vec::new();
-                        node.output = Vec::new();
+                        node.set_items(Vec::new(), Vec::new());
                     }
                     lo = hi;
                 }
