@@ -120,9 +120,12 @@ def main() -> int:
             memory = f"sidecar {peak / 1024:.0f} MB peak"
             if args.steps:
                 memory += f", {rss / 1024:.0f} MB after"
-            memory += f" (index bound {f'{bound} MB' if bound is not None else 'default'}); TensorBoard {tb_peak / 1024:.0f} MB"
+            memory += f" (index bound {f'{bound} MB' if bound is not None else 'default'})"
+            memory += f"; TensorBoard {tb_peak / 1024:.0f} MB"
+            labels = " / ".join(label for label, _ in figures)
+            times = " / ".join(value for _, value in figures)
             with args.table_row.open("a") as table:
-                table.write(f"| served: {' / '.join(f[0] for f in figures)} | {' / '.join(f[1] for f in figures)} | {memory} |\n")
+                table.write(f"| served: {labels} | {times} | {memory} |\n")
     finally:
         stop(tb)
     return 0
