@@ -6,9 +6,10 @@ fresh start: the catalog, the config (rank and step lists), the first root layou
 and of the last rank, and the node list of the last rank. Prints one line per answer and the
 sidecar's peak memory (VmHWM). With --steps N, the node list of every step 0..N-1 and rank 0..R is
 asked for too (each graph's index built once, under the sidecar's index memory bound; set it with
---max-index-memory-mb), and the sidecar's memory after that (VmRSS) is printed.
+--max-index-memory-mb), and the sidecar's memory after that (VmRSS) is printed. With
+--table-row FILE, the figures are also appended to FILE as one row of docs/scale.md's table.
 
-usage: scale_serve.py --logdir DIR --last-rank R [--steps N [--max-index-memory-mb MB]]
+usage: scale_serve.py --logdir DIR --last-rank R [--steps N [--max-index-memory-mb MB]] [--table-row FILE]
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main() -> int:
     ap.add_argument("--last-rank", required=True, type=int)
     ap.add_argument("--steps", type=int, default=0, help="then touch every graph of steps 0..N-1")
     ap.add_argument("--max-index-memory-mb", type=int, help="the sidecar's bound on its indexes")
+    ap.add_argument("--table-row", type=Path, help="append the figures to this file as a Markdown table row")
     args = ap.parse_args()
     if args.max_index_memory_mb is not None:
         # The shim adds these flags to the sidecar's command line.
@@ -66,11 +68,15 @@ def main() -> int:
                 if time.time() > deadline or tb.poll() is not None:
                     raise SystemExit("TensorBoard did not start; see tensorboard-scale.log") from None
                 time.sleep(0.5)
-        print(f"{'TensorBoard up':<34} {(time.perf_counter() - started) * 1000:9.0f} ms")
+        up_ms = (time.perf_counter() - started) * 1000
+        print(f"{'TensorBoard up':<34} {up_ms:9.0f} ms")
+        # (what, time) of each timed answer, for the table row.
+        figures = [("TensorBoard up", f"{up_ms / 1000:.1f} s")]
 
         def timed(label, route, body=None, query=""):
             answer, ms, size = call(base, route, body, query)
             print(f"{label:<34} {ms:9.1f} ms  ({size} bytes)")
+            figures.append((label, f"{ms:.0f} ms"))
             return answer
 
         listing = timed("first catalog (load_meta_dir)", "load_meta_dir", {})
@@ -85,6 +91,7 @@ def main() -> int:
                 cfg = timed("first config (ranks, steps)", "loadGraphConfigInfo", {"metaData": meta})
                 ranks = (cfg.get("data") or {}).get("ranks") or []
                 print(f"{'  ranks listed':<34} {len(ranks):9d}")
+                figures[-1] = (f"first config ({len(ranks)} ranks)", figures[-1][1])
             timed(f"first root layout, rank {rank}", "changeNodeExpandState",
                   {"nodeInfo": {"nodeName": "root", "nodeType": "NPU"}, "metaData": meta})
             timed(f"node list, rank {rank}", "loadGraphAllNodeList", {"metaData": meta})
@@ -98,13 +105,27 @@ def main() -> int:
                     if not answer.get("success"):
                         raise SystemExit(f"node list of step {step} rank {rank}: {answer}")
             graphs = args.steps * (args.last_rank + 1)
-            print(f"{f'node lists of all {graphs} graphs':<34} {(time.perf_counter() - started_all) * 1000:9.0f} ms")
+            all_ms = (time.perf_counter() - started_all) * 1000
+            print(f"{f'node lists of all {graphs} graphs':<34} {all_ms:9.0f} ms")
+            figures.append((f"node lists of all {graphs} graphs", f"{all_ms / 1000:.1f} s"))
             rss = max((vm_kb(p, "VmRSS") for p in children(tb.pid)), default=0)
             print(f"{'sidecar memory after (VmRSS)':<34} {rss / 1024:9.0f} MB")
         sidecars = children(tb.pid)
         peak = max((vm_hwm_kb(p) for p in sidecars), default=0)
+        tb_peak = vm_hwm_kb(tb.pid)
         print(f"{'sidecar peak memory (VmHWM)':<34} {peak / 1024:9.0f} MB")
-        print(f"{'TensorBoard peak memory (VmHWM)':<34} {vm_hwm_kb(tb.pid) / 1024:9.0f} MB")
+        print(f"{'TensorBoard peak memory (VmHWM)':<34} {tb_peak / 1024:9.0f} MB")
+        if args.table_row:
+            bound = args.max_index_memory_mb
+            memory = f"sidecar {peak / 1024:.0f} MB peak"
+            if args.steps:
+                memory += f", {rss / 1024:.0f} MB after"
+            memory += f" (index bound {f'{bound} MB' if bound is not None else 'default'})"
+            memory += f"; TensorBoard {tb_peak / 1024:.0f} MB"
+            labels = " / ".join(label for label, _ in figures)
+            times = " / ".join(value for _, value in figures)
+            with args.table_row.open("a") as table:
+                table.write(f"| served: {labels} | {times} | {memory} |\n")
     finally:
         stop(tb)
     return 0
