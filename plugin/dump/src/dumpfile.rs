@@ -40,7 +40,7 @@ impl DumpFile {
         // Streamed through the rewrite of Python's tokens: one entry at a time in memory,
         // never the file (issue 14, defect 4).
         let file = confine.open(path)?;
-        let reader = PythonJsonReader::new(std::io::BufReader::with_capacity(1 << 16, file));
+        let reader = PythonJsonReader::buffered(file);
         let mut de = serde_json::Deserializer::from_reader(reader);
         let header = serde::de::DeserializeSeed::deserialize(TopSeed { visit, path }, &mut de)
             .and_then(|h| de.end().map(|()| h))

@@ -4,7 +4,8 @@
 //!    both) and the rank and step lists of the output;
 //! 2. [`read`]: a rank folder's three files ([`RankDump`]), and **build**: its graph
 //!    ([`build::read_and_build`]; the graph's skeleton is made from construct.json and
-//!    stack.json while dump.json is still being read, so the two steps overlap on purpose);
+//!    stack.json before dump.json is read, so each entry of dump.json goes to its node as it
+//!    is read, and the two steps overlap on purpose);
 //! 3. [`pair`]: **match** the target and golden graphs of a unit, then **compare** their items
 //!    (`precision_index`), returning the two graphs ready to export;
 //! 4. [`write`]: rows into the `.vis.db` under its one output name, never replacing a file.

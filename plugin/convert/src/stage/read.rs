@@ -1,6 +1,7 @@
 //! Step 2, read: the three files of a rank folder (`dump.json`, `construct.json`,
-//! `stack.json`). The two small files are read, and the graph's skeleton made, while dump.json
-//! is read (see [`super::build`]).
+//! `stack.json`). For a graph, the two small files are read and the graph's skeleton made
+//! first, then dump.json, its entries placed on their nodes as they are read (see
+//! [`super::build`]).
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,7 @@ use crate::{timing, ConvertError};
 /// What [`RankDump::read_parts`] makes besides the three files.
 #[derive(Clone, Copy)]
 struct Parts {
-    /// The graph's skeleton, while dump.json is read.
+    /// The graph's skeleton, made before dump.json is read.
     skeleton: bool,
     /// Spans of entries in dump.json instead of their items (see [`crate::entries`]).
     spans: bool,
@@ -47,7 +48,7 @@ impl RankDump {
     }
 
     /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
-    /// stack.json while dump.json is still being read, then the items are attached.
+    /// stack.json before dump.json is read, then the items are attached.
     pub fn read_and_build(
         dir: &Path,
         overflow_check: bool,
@@ -129,37 +130,53 @@ impl RankDump {
             file("construct.json")?,
             file("stack.json")?,
         );
-        // The two small files are read (and the graph's skeleton made) while dump.json is; the
-        // entries read once the skeleton is ready are placed on their nodes at once.
-        let ready: std::sync::OnceLock<graph::Skeleton> = std::sync::OnceLock::new();
-        let place = |name: &str| ready.get().and_then(|sk| sk.place(name));
-        let (dump_side, (construct, stacks)) = rayon::join(
-            || DumpOps::read_with(&dump_p, confine, overflow_check, spans, &place, on_bytes),
-            || {
-                let mut construct = Construct::read(&construct_p, confine);
-                let mut stacks = StackMap::read(&stack_p, confine);
-                let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-                // A cancel is seen by dump.json's reader, batch by batch.
-                let _ = on_bytes(size(&construct_p) + size(&stack_p));
-                if let (Ok(c), Ok(s), true) = (&mut construct, &mut stacks, skeleton) {
+        // The two small files are read side by side; then, for a graph, its skeleton is made
+        // before dump.json is read, so that every entry is placed on its node as it is read and
+        // no entry is ever held by its name (issue 16, item 1). Reading dump.json beside them
+        // instead saves little on two cores and makes memory depend on which file finishes
+        // first.
+        let read_small = || {
+            let (construct, stacks) = rayon::join(
+                || Construct::read(&construct_p, confine),
+                || StackMap::read(&stack_p, confine),
+            );
+            let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+            // A cancel is seen by dump.json's reader, batch by batch.
+            let _ = on_bytes(size(&construct_p) + size(&stack_p));
+            (construct, stacks)
+        };
+        let read_dump = |place: &(dyn Fn(&str) -> Option<usize> + Sync)| {
+            DumpOps::read_with(&dump_p, confine, overflow_check, spans, place, on_bytes)
+        };
+        let (dump_side, construct, stacks, sk) = if skeleton {
+            let (construct, mut stacks) = read_small();
+            let mut construct = construct?;
+            let sk = match &mut stacks {
+                Ok(s) => {
                     let p = timing::phase(|| format!("skeleton {}", dir.display()));
-                    let _ = ready.set(Graph::skeleton(c, s));
-                    // The skeleton holds the hierarchy and every node's stack now: while
-                    // dump.json is still being read, keep only the stacks of the nodes
-                    // that the items add (parameter gradients), and the hierarchy only when
-                    // asked for.
+                    let sk = Graph::skeleton(&construct, s);
+                    // The skeleton holds the hierarchy and every node's stack now: keep only
+                    // the stacks of the nodes that the items add (parameter gradients), and
+                    // the hierarchy only when asked for.
                     s.stacks.retain(|id, _| graph::is_parameters_grad_id(id));
                     s.stacks.shrink_to_fit();
                     if !keep_construct {
-                        *c = Construct::default();
+                        construct = Construct::default();
                     }
                     p.done();
+                    Some(sk)
                 }
-                (construct, stacks)
-            },
-        );
-        let sk = ready.into_inner();
-        let construct = construct?;
+                Err(_) => None,
+            };
+            let dump_side = match &sk {
+                Some(sk) => read_dump(&|name| sk.place(name)),
+                None => read_dump(&|_| None),
+            };
+            (dump_side, construct, stacks, sk)
+        } else {
+            let (dump_side, (construct, stacks)) = rayon::join(|| read_dump(&|_| None), read_small);
+            (dump_side, construct?, stacks, None)
+        };
         let (dump, ops) = dump_side?;
         let stacks = stacks?;
         let dump = RankDump {
