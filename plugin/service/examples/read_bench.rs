@@ -1,11 +1,13 @@
 //! Times the read-side handlers directly (no gRPC, no TensorBoard) on the first file of a logdir.
 //!
 //! ```text
-//! cargo run --release -p graph-ascend-service --example read_bench -- <logdir> [repeat]
+//! cargo run --release -p graph-ascend-service --example read_bench -- <logdir> [repeat] [only]
 //! ```
 //! Prints the median and the worst of `repeat` (default 5) runs of each navigation request, the
 //! first call of each separately (it may build the per-file caches), and the size of the answer's
 //! JSON. Each run includes rendering the answer as the browser's JSON, as `CallJson` does.
+//! With `only` (a request's label, e.g. `module toggle`), only that request is timed: for a
+//! profiler (`perf record`) to see it alone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +20,15 @@ fn ms(d: Duration) -> String {
     format!("{:8.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn time<T: Fields + prost::Message>(label: &str, repeat: usize, mut f: impl FnMut() -> T) {
+fn time<T: Fields + prost::Message>(
+    only: Option<&str>,
+    label: &str,
+    repeat: usize,
+    mut f: impl FnMut() -> T,
+) {
+    if only.is_some_and(|o| o != label) {
+        return;
+    }
     let t = Instant::now();
     let first = to_vec(&f());
     let first_time = t.elapsed();
@@ -55,6 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let logdir = args.first().ok_or("usage: read_bench <logdir> [repeat]")?;
     let repeat: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(5);
+    let only = args.get(2).map(String::as_str);
     let state = Arc::new(State::new(logdir.into()));
     let listing = handlers::load_meta_dir(&state);
     let run = listing.data.first().ok_or("no runs")?;
@@ -121,24 +132,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }),
         ..Default::default()
     };
-    time("root expansion", repeat, || {
+    time(only, "root expansion", repeat, || {
         handlers::change_node_expand_state(&state, "bench", node("root"))
     });
-    time("root+module", repeat, || {
+    time(only, "root+module", repeat, || {
         handlers::change_node_expand_state(&state, "bench", node("root"));
         handlers::change_node_expand_state(&state, "bench", node(&module))
     });
-    time("root+deep", repeat, || {
+    // The module opened and closed in turn, each answering the whole visible graph (as
+    // tests/shim/bench_shim.py's expansion does).
+    handlers::change_node_expand_state(&state, "bench", node("root"));
+    time(only, "module toggle", repeat, || {
+        handlers::change_node_expand_state(&state, "bench", node(&module))
+    });
+    time(only, "root+deep", repeat, || {
         handlers::change_node_expand_state(&state, "bench", node("root"));
         handlers::change_node_expand_state(&state, "bench", node(&deep))
     });
-    time("node info", repeat, || {
+    time(only, "node info", repeat, || {
         handlers::get_node_info(&state, node(&deep))
     });
-    time("full node list", repeat, || {
+    time(only, "full node list", repeat, || {
         handlers::load_graph_all_node_list(&state, mreq())
     });
-    time("name search", repeat, || {
+    time(only, "name search", repeat, || {
         handlers::search_nodes(
             &state,
             pb::SearchNodesRequest {
@@ -150,7 +167,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         )
     });
-    time("precision filter", repeat, || {
+    time(only, "precision filter", repeat, || {
         handlers::filter_nodes(
             &state,
             pb::FilterNodesRequest {
@@ -171,7 +188,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         )
     });
-    time("matched relations", repeat, || {
+    time(only, "matched relations", repeat, || {
         handlers::load_graph_matched_relations(&state, mreq())
     });
     Ok(())

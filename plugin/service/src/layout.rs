@@ -123,7 +123,7 @@ fn json_heap_size(v: &serde_json::Value) -> usize {
 }
 
 /// The expansion state and layout of one graph for one client.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Hierarchy {
     graph: GraphKey,
     micro_step: i64,
@@ -134,6 +134,32 @@ pub struct Hierarchy {
     /// SipHash (about a twentieth of a module expansion's time in the sidecar). Names come from
     /// the served files, not from the network.
     nodes: graph_ascend_dump::FastMap<String, RenderInfo>,
+    /// Heap bytes of the boxes in `nodes` (names, strings, lists, JSON), kept up to date as
+    /// boxes come, go or change their lists, so that [`Hierarchy::heap_size`], asked after every
+    /// request to keep the views under their memory bound, does not walk every box.
+    boxes_bytes: usize,
+}
+
+impl Clone for Hierarchy {
+    /// A copy whose size is measured anew: copied strings and lists have no spare capacity.
+    fn clone(&self) -> Hierarchy {
+        let nodes = self.nodes.clone();
+        let boxes_bytes = nodes.iter().map(|(name, info)| box_size(name, info)).sum();
+        Hierarchy {
+            graph: self.graph,
+            micro_step: self.micro_step,
+            prefix: self.prefix,
+            root: self.root.clone(),
+            nodes,
+            boxes_bytes,
+        }
+    }
+}
+
+/// Heap bytes of one box held under `name`.
+#[allow(clippy::ptr_arg)] // the key's capacity, not its length
+fn box_size(name: &String, info: &RenderInfo) -> usize {
+    name.capacity() + info.heap_size()
 }
 
 /// A node met again below itself while walking a hierarchy (a corrupt file's `sub_nodes` loop).
@@ -156,9 +182,10 @@ impl Hierarchy {
             prefix,
             root: root.name.clone(),
             nodes: Default::default(),
+            boxes_bytes: 0,
         };
         let info = h.render_info(store, &root, true)?;
-        h.nodes.insert(root.name.clone(), info);
+        h.insert_box(root.name.clone(), info);
         let root_name = h.root.clone();
         h.click_expand(store, &root_name)?;
         h.relayout(store)?;
@@ -213,8 +240,10 @@ impl Hierarchy {
         precision_index: Option<f64>,
     ) {
         if let Some(info) = self.nodes.get_mut(name) {
+            let before = info.heap_size();
             info.matched_node_link = matched_node_link;
             info.precision_index = precision_index;
+            self.boxes_bytes = self.boxes_bytes - before + info.heap_size();
         }
     }
 
@@ -256,7 +285,15 @@ impl Hierarchy {
         }
         if order.len() < self.nodes.len() {
             let keep: graph_ascend_dump::FastSet<&str> = order.iter().map(String::as_str).collect();
-            self.nodes.retain(|name, _| keep.contains(name.as_str()));
+            let mut forgotten = 0;
+            self.nodes.retain(|name, info| {
+                let kept = keep.contains(name.as_str());
+                if !kept {
+                    forgotten += box_size(name, info);
+                }
+                kept
+            });
+            self.boxes_bytes -= forgotten;
         }
         order
     }
@@ -267,11 +304,31 @@ impl Hierarchy {
     pub fn heap_size(&self) -> usize {
         // hashbrown: one control byte per bucket beside each (key, value) slot.
         let table = self.nodes.capacity() * (std::mem::size_of::<(String, RenderInfo)>() + 1);
-        let boxes: usize = self
-            .nodes
-            .iter()
-            .map(|(name, info)| name.capacity() + info.heap_size())
-            .sum();
+        table + self.boxes_bytes + self.root.capacity()
+    }
+
+    /// Adds a box (replacing one of the same name), counting its size.
+    fn insert_box(&mut self, name: String, info: RenderInfo) {
+        use std::collections::hash_map::Entry;
+        let added = info.heap_size();
+        match self.nodes.entry(name) {
+            Entry::Vacant(slot) => {
+                self.boxes_bytes += slot.key().capacity() + added;
+                slot.insert(info);
+            }
+            Entry::Occupied(mut slot) => {
+                // The map keeps its own key (the new one is dropped).
+                let replaced = slot.insert(info);
+                self.boxes_bytes = self.boxes_bytes + added - replaced.heap_size();
+            }
+        }
+    }
+
+    /// [`Hierarchy::heap_size`] counted box by box (what the running count must equal).
+    #[cfg(test)]
+    pub(crate) fn walked_heap_size(&self) -> usize {
+        let table = self.nodes.capacity() * (std::mem::size_of::<(String, RenderInfo)>() + 1);
+        let boxes: usize = self.nodes.iter().map(|(n, i)| box_size(n, i)).sum();
         table + boxes + self.root.capacity()
     }
 
@@ -366,7 +423,7 @@ impl Hierarchy {
         for child in store.children(self.graph, name)?.iter() {
             if !self.nodes.contains_key(&child.name) {
                 let info = self.render_info(store, child, false)?;
-                self.nodes.insert(child.name.clone(), info);
+                self.insert_box(child.name.clone(), info);
             }
         }
         if let Some(info) = self.nodes.get_mut(name) {
@@ -394,7 +451,7 @@ impl Hierarchy {
                     break;
                 };
                 let info = self.render_info(store, row, parent == self.root)?;
-                self.nodes.insert(parent.clone(), info);
+                self.insert_box(parent.clone(), info);
             }
             self.click_expand(store, &parent)?;
             if parent == self.root {
@@ -660,5 +717,53 @@ mod tests {
         );
         assert_eq!(short_label("Tensor.add.forward", 1), "add.forward");
         assert_eq!(short_label("single", 1), "single");
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use graph_ascend_visdb::store::{GraphKey, Side};
+    use graph_ascend_visdb::synthetic::{self, Shape};
+    use graph_ascend_visdb::Store;
+
+    use super::Hierarchy;
+
+    /// The running count of the boxes' size equals a walk over them after boxes come (expand,
+    /// reveal), go (collapse), change their lists (a match patched in) and are copied.
+    #[test]
+    fn the_running_size_equals_a_walk_over_the_boxes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = synthetic::write(
+            &dir.path().join("s.vis.db"),
+            Shape::with_nodes(3000, 8, true),
+        )
+        .expect("synthetic file");
+        let store = Store::open(&path).expect("open");
+        let graph = GraphKey {
+            side: Side::Npu,
+            step: 0,
+            rank: 0,
+        };
+        let mut h = Hierarchy::new(&store, graph, -1, "N___")
+            .expect("layout")
+            .expect("a root");
+        assert_eq!(h.heap_size(), h.walked_heap_size());
+        let names = store.node_names(graph, -1).expect("names");
+        let modules: Vec<&String> = names.iter().filter(|n| n.starts_with("Module.")).collect();
+        assert!(modules.len() > 4, "{modules:?}");
+        let deep = names.last().expect("a node").clone();
+        for name in [modules[1], modules[2], &deep, modules[1], modules[3]] {
+            h.toggle_or_reveal(&store, name).expect("toggle");
+            h.visible_names();
+            assert_eq!(h.heap_size(), h.walked_heap_size(), "after {name}");
+        }
+        h.patch_match(
+            &deep,
+            vec!["a much longer partner name than before".into()],
+            None,
+        );
+        assert_eq!(h.heap_size(), h.walked_heap_size());
+        let copy = h.clone();
+        assert_eq!(copy.heap_size(), copy.walked_heap_size());
     }
 }

@@ -349,9 +349,20 @@ impl GraphAscend for GraphService {
         &self,
         req: Request<pb::JsonCall>,
     ) -> Result<Response<pb::JsonAnswer>, Status> {
-        graph_ascend_proto::json::call(self, req.into_inner())
-            .await
-            .map(Response::new)
+        // Each answer's time in the sidecar (handler and JSON), at debug level: with the shim's
+        // and TensorBoard's times it says where a request's time goes (`serve --log`).
+        let started = std::time::Instant::now();
+        let call = req.into_inner();
+        let method = tracing::enabled!(tracing::Level::DEBUG).then(|| call.method.clone());
+        let answer = graph_ascend_proto::json::call(self, call).await?;
+        if let Some(method) = method {
+            tracing::debug!(
+                "{method}: {} us, {} bytes",
+                started.elapsed().as_micros(),
+                answer.json.len()
+            );
+        }
+        Ok(Response::new(answer))
     }
 
     type StreamJsonStream = graph_ascend_proto::json::JsonStream;
