@@ -1,10 +1,11 @@
 //! The gRPC edge: the `GraphAscend` service of the proto, over [`crate::handlers`].
 //!
-//! Each RPC moves its handler onto tokio's blocking pool (SQLite calls block) and turns only a
-//! failure of the server itself (a panicked or cancelled task) into a gRPC status; answers about
-//! bad requests or bad files are ordinary responses with `success: false`, as the page expects.
-//! `CallJson` and `StreamJson`, the shim's path, call the same typed RPCs and render their
-//! answers with [`graph_ascend_proto::json`], the one definition of the browser's JSON.
+//! Each RPC runs its handler where it may block (SQLite calls block; see `blocking`: on the
+//! request's own worker thread) and turns only a failure of the server itself (a panicked or
+//! cancelled handler) into a gRPC status; answers about bad requests or bad files are ordinary
+//! responses with `success: false`, as the page expects. `CallJson` and `StreamJson`, the shim's
+//! path, call the same typed RPCs and render their answers with [`graph_ascend_proto::json`], the
+//! one definition of the browser's JSON.
 
 use std::pin::Pin;
 use std::sync::Arc;
