@@ -100,19 +100,20 @@ impl GraphFile {
             .get(graph, || self.with_store(|s| GraphIndex::build(s, graph)))
     }
 
-    /// Starts building the indexes of `graphs` in the background ([`crate::background`]: at a
-    /// lower priority), one thread per graph (the two
+    /// Starts building the indexes of `graphs` in the background, one thread per graph (the two
     /// sides of a compare are read at once, each on its own connection), unless they are built
     /// or being built already, so that the first node list, filter or search waits for the
     /// slower side rather than for both in turn.
     pub fn prefetch(self: &Arc<Self>, graphs: Vec<GraphKey>) {
         for graph in graphs.into_iter().filter(|g| !self.indexes.has(*g)) {
             let file = self.clone();
-            let spawned = crate::background::spawn("graph-ascend-index", move || {
-                if let Err(e) = file.index(graph) {
-                    tracing::debug!("indexing {} failed: {e}", file.path.display());
-                }
-            });
+            let spawned = std::thread::Builder::new()
+                .name("graph-ascend-index".into())
+                .spawn(move || {
+                    if let Err(e) = file.index(graph) {
+                        tracing::debug!("indexing {} failed: {e}", file.path.display());
+                    }
+                });
             if let Err(e) = spawned {
                 tracing::debug!("cannot start an indexing thread: {e}");
             }

@@ -9,11 +9,8 @@
 //! starts from; [`graph_index`] keeps what the
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per graph,
 //! under one memory bound for all files;
-//! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version;
-//! [`background`] runs the work done ahead of requests (indexes, root layouts) at a lower
-//! priority.
+//! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version.
 
-pub(crate) mod background;
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
 pub(crate) mod diagnosis_cache;

@@ -183,20 +183,22 @@ impl RootLayouts {
         }
         let layouts = self.clone();
         let file = file.clone();
-        let spawned = crate::background::spawn("graph-ascend-root-layout", move || {
-            for (graph, prefix) in wanted {
-                let laid_out = file.index(graph).and_then(|_| {
-                    layouts.get(&file, graph, micro_step, prefix, || {
-                        file.with_cached_rows(|rows| {
-                            Hierarchy::new(rows, graph, micro_step, prefix)
+        let spawned = std::thread::Builder::new()
+            .name("graph-ascend-root-layout".into())
+            .spawn(move || {
+                for (graph, prefix) in wanted {
+                    let laid_out = file.index(graph).and_then(|_| {
+                        layouts.get(&file, graph, micro_step, prefix, || {
+                            file.with_cached_rows(|rows| {
+                                Hierarchy::new(rows, graph, micro_step, prefix)
+                            })
                         })
-                    })
-                });
-                if let Err(e) = laid_out {
-                    tracing::debug!("laying out {} failed: {e}", file.path.display());
+                    });
+                    if let Err(e) = laid_out {
+                        tracing::debug!("laying out {} failed: {e}", file.path.display());
+                    }
                 }
-            }
-        });
+            });
         if let Err(e) = spawned {
             tracing::debug!("cannot start a layout thread: {e}");
         }
