@@ -131,7 +131,7 @@ pub(crate) fn compare_graphs(
     // Only nodes with dump data are compared; the others keep a NULL precision index.
     let pairs: Vec<(usize, usize)> = (0..npu.nodes.len())
         .filter(|&i| npu.nodes[i].has_items())
-        .filter_map(|i| npu.nodes[i].matched.map(|b| (i, b)))
+        .filter_map(|i| npu.nodes[i].matched().map(|b| (i, b)))
         .collect();
     // Each pair is unpacked, compared, and the target's items packed again with their result
     // columns, in parallel.
@@ -221,7 +221,7 @@ pub(crate) fn compared_items(
     bench: &Graph,
 ) -> Result<Option<(NodeItems, f64)>, ConvertError> {
     let node = &npu.nodes[n];
-    let Some(b) = node.matched.filter(|_| node.has_items()) else {
+    let Some(b) = node.matched().filter(|_| node.has_items()) else {
         return Ok(None);
     };
     compare_pair(mode, false, (npu, bench), (n, b), None).map(Some)

@@ -251,29 +251,55 @@ impl DumpOps {
 }
 
 /// One node. What most nodes of a plain conversion lack (held items, a matched link that is not
-/// the node's own path, a merge's notes) is boxed apart ([`Rare`]): a node is 160 bytes, not
-/// 256, and a graph of a million nodes keeps a few flat allocations (issue 16, item 1).
+/// the node's own path, a merge's notes) is boxed apart ([`Rare`]); links to other nodes are
+/// `u32` numbers, the overflow level a one-byte code, the id a `Box<str>`: a node is 112 bytes
+/// (256 at first, then 168), and a graph of a million nodes keeps a few flat allocations
+/// (issue 16, item 1).
 #[derive(Debug, Clone)]
 pub struct Node {
-    pub id: String,
+    pub id: Box<str>,
     pub op: NodeOp,
     /// The `matched_node_link` is the node's own path (its ancestors' ids, then its own), as
     /// the default matching makes it on both sides: made when the row is written rather than
     /// held ([`Node::matched_link`] is then empty).
     pub matched_link_is_path: bool,
-    pub parent: Option<usize>,
+    /// [`Node::overflow_level`] as its place in [`OVERFLOW_LEVELS`] plus one (0: none).
+    overflow: u8,
+    /// [`Node::parent`], [`NO_NODE`] for none.
+    parent: u32,
+    /// [`Node::matched`], [`NO_NODE`] for none.
+    matched: u32,
     pub children: Vec<usize>,
     /// Where the node's entry lies in its graph's dump.json, when its items are read from there
     /// when needed (it holds none then; see [`crate::entries`]).
     pub entry: Option<EntrySpan>,
     pub stack: Arc<Vec<String>>,
     pub micro_step_id: Option<i64>,
-    /// Index of the matched node in the other graph.
-    pub matched: Option<usize>,
     pub precision_index: Option<f64>,
-    pub overflow_level: Option<&'static str>,
     rare: Option<Box<Rare>>,
 }
+
+/// A link to no node. A graph holds fewer than `u32::MAX` nodes: each takes over 100 bytes, so
+/// that many would need 400 GB.
+const NO_NODE: u32 = u32::MAX;
+
+/// A node number as held in a link.
+fn link(n: Option<usize>) -> u32 {
+    n.and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n != NO_NODE)
+        .unwrap_or(NO_NODE)
+}
+
+fn unlink(n: u32) -> Option<usize> {
+    (n != NO_NODE).then_some(n as usize)
+}
+
+/// The overflow levels a node may carry ([`crate::overflow::level_of`]'s answers).
+const OVERFLOW_LEVELS: [&str; 3] = [
+    crate::overflow::LEVEL_MEDIUM,
+    crate::overflow::LEVEL_HIGH,
+    crate::overflow::LEVEL_CRITICAL,
+];
 
 /// The parts of a node that most nodes do not have (all empty: no box at all).
 #[derive(Debug, Clone, Default)]
@@ -301,7 +327,38 @@ impl Node {
     /// The node has dump data: items held or an entry with items in dump.json.
     pub fn has_items(&self) -> bool {
         !(self.input().is_empty() && self.output().is_empty())
-            || self.entry.is_some_and(|e| e.has_items)
+            || self.entry.is_some_and(|e| e.has_items())
+    }
+
+    /// The node's parent.
+    pub fn parent(&self) -> Option<usize> {
+        unlink(self.parent)
+    }
+
+    pub fn set_parent(&mut self, parent: Option<usize>) {
+        self.parent = link(parent);
+    }
+
+    /// The matched node in the other graph.
+    pub fn matched(&self) -> Option<usize> {
+        unlink(self.matched)
+    }
+
+    pub fn set_matched(&mut self, matched: Option<usize>) {
+        self.matched = link(matched);
+    }
+
+    /// msprobe's overflow level of the node's entry (`-oc`), if any.
+    pub fn overflow_level(&self) -> Option<&'static str> {
+        OVERFLOW_LEVELS
+            .get(usize::from(self.overflow).checked_sub(1)?)
+            .copied()
+    }
+
+    pub fn set_overflow_level(&mut self, level: Option<&'static str>) {
+        self.overflow = level
+            .and_then(|l| OVERFLOW_LEVELS.iter().position(|&k| k == l))
+            .map_or(0, |i| i as u8 + 1);
     }
 
     /// The input items the node holds (inputs, keyword inputs, parameters), packed.
@@ -365,17 +422,17 @@ impl Node {
 
     pub(crate) fn new(id: &str) -> Node {
         Node {
-            id: id.to_string(),
+            id: id.into(),
             op: NodeOp::classify(id),
             matched_link_is_path: false,
-            parent: None,
+            overflow: 0,
+            parent: NO_NODE,
+            matched: NO_NODE,
             children: Vec::new(),
             entry: None,
             stack: Arc::new(Vec::new()),
             micro_step_id: None,
-            matched: None,
             precision_index: None,
-            overflow_level: None,
             rare: None,
         }
     }
@@ -403,12 +460,12 @@ impl Skeleton {
         let Skeleton { mut graph, dumped } = self;
         for i in dumped {
             let node = &mut graph.nodes[i];
-            if let Some(d) = dump.ops.remove(node.id.as_str()) {
+            if let Some(d) = dump.ops.remove(&*node.id) {
                 node.set_items(d.input, d.output);
-            } else if let Some(span) = dump.spans.remove(node.id.as_str()) {
+            } else if let Some(span) = dump.spans.remove(&*node.id) {
                 node.entry = Some(span);
             }
-            node.overflow_level = dump.overflow.get(node.id.as_str()).copied();
+            node.set_overflow_level(dump.overflow.get(&*node.id).copied());
         }
         // Placed spans were read after those in `spans`: for a name given twice, the last wins.
         for (i, span) in std::mem::take(&mut dump.placed) {
@@ -493,10 +550,10 @@ impl Graph {
     }
 
     fn set_parent(&mut self, child: usize, parent: usize) {
-        if child == parent || self.nodes[child].parent.is_some() || child == self.root {
+        if child == parent || self.nodes[child].parent().is_some() || child == self.root {
             return;
         }
-        self.nodes[child].parent = Some(parent);
+        self.nodes[child].set_parent(Some(parent));
         self.nodes[parent].children.push(child);
     }
 
@@ -592,10 +649,10 @@ impl Graph {
                 counter += 1;
                 let c = self.add_node(&id);
                 self.nodes[c].op = NodeOp::ApiCollection;
-                self.nodes[c].parent = Some(root);
+                self.nodes[c].set_parent(Some(root));
                 self.nodes[c].micro_step_id = self.nodes[children[i]].micro_step_id;
                 for &api in &children[i..j] {
-                    self.nodes[api].parent = Some(c);
+                    self.nodes[api].set_parent(Some(c));
                     self.nodes[c].children.push(api);
                 }
                 new_children.push(c);
@@ -660,7 +717,7 @@ impl Graph {
             let i = self.add_node(key);
             self.nodes[i].set_items(d.input, d.output);
             self.nodes[i].entry = span;
-            self.nodes[i].overflow_level = dump.overflow.get(key).copied();
+            self.nodes[i].set_overflow_level(dump.overflow.get(key).copied());
             self.nodes[i].stack = stack_of(key, stacks);
             self.set_parent(i, parent);
         }
@@ -703,10 +760,10 @@ impl Graph {
     /// Ids from the root down to the parent of `n`.
     pub fn ancestors(&self, n: usize) -> Vec<String> {
         let mut ids = Vec::new();
-        let mut cur = self.nodes[n].parent;
+        let mut cur = self.nodes[n].parent();
         while let Some(p) = cur {
-            ids.push(self.nodes[p].id.clone());
-            cur = self.nodes[p].parent;
+            ids.push(self.nodes[p].id.to_string());
+            cur = self.nodes[p].parent();
         }
         ids.reverse();
         ids
@@ -744,7 +801,7 @@ impl Graph {
             // golden node still without one takes its parent's. A step set on a node is never
             // overwritten by an ancestor's (differential seed 71258).
             for &(c, b) in &assigned {
-                if let Some(m) = self.nodes[c].matched {
+                if let Some(m) = self.nodes[c].matched() {
                     other.nodes[m].micro_step_id = Some(b);
                 }
             }
@@ -1040,6 +1097,38 @@ mod tests {
             2,
             "stopped at the batch after the answer"
         );
+    }
+
+    /// Issue 16, item 1: every node of a graph is this record (168 bytes before links became
+    /// `u32`, the overflow level a byte code, the id a `Box<str>`, the entry's span 12 bytes).
+    #[test]
+    fn a_node_is_a_compact_record() {
+        assert!(
+            std::mem::size_of::<Node>() <= 112,
+            "{}",
+            std::mem::size_of::<Node>()
+        );
+        assert_eq!(std::mem::size_of::<Option<EntrySpan>>(), 12);
+        let mut n = Node::new("Module.a.forward.0");
+        assert_eq!(
+            (n.parent(), n.matched(), n.overflow_level()),
+            (None, None, None)
+        );
+        n.set_parent(Some(7));
+        n.set_matched(Some(0));
+        for level in OVERFLOW_LEVELS {
+            n.set_overflow_level(Some(level));
+            assert_eq!(n.overflow_level(), Some(level));
+        }
+        assert_eq!((n.parent(), n.matched()), (Some(7), Some(0)));
+        let span = EntrySpan::new((5 << 32) + 3, 1 << 20, true).expect("a span");
+        assert_eq!(
+            (span.offset(), span.len(), span.has_items()),
+            ((5 << 32) + 3, 1 << 20, true)
+        );
+        assert!(!EntrySpan::new(9, 1, false).expect("a span").has_items());
+        assert_eq!(EntrySpan::new(0, 0, true), None);
+        assert_eq!(EntrySpan::new(0, 1 << 31, true), None);
     }
 
     #[test]
