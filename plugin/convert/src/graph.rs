@@ -16,6 +16,7 @@ use crate::names::NameIndex;
 use graph_ascend_dump::fastjson::EntryBatch;
 use graph_ascend_dump::{
     parse_op, parse_op_packed, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
+    StackSink,
 };
 
 /// msprobe's `NodeOp`.
@@ -301,6 +302,13 @@ const OVERFLOW_LEVELS: [&str; 3] = [
     crate::overflow::LEVEL_CRITICAL,
 ];
 
+/// The empty stack, one for every node without frames (not an allocation a node).
+fn empty_stack() -> Arc<Vec<String>> {
+    static EMPTY: std::sync::LazyLock<Arc<Vec<String>>> =
+        std::sync::LazyLock::new(|| Arc::new(Vec::new()));
+    Arc::clone(&EMPTY)
+}
+
 /// The parts of a node that most nodes do not have (all empty: no box at all).
 #[derive(Debug, Clone, Default)]
 struct Rare {
@@ -430,7 +438,7 @@ impl Node {
             matched: NO_NODE,
             children: Vec::new(),
             entry: None,
-            stack: Arc::new(Vec::new()),
+            stack: empty_stack(),
             micro_step_id: None,
             precision_index: None,
             rare: None,
@@ -442,11 +450,83 @@ impl Node {
 #[derive(Debug)]
 pub struct Skeleton {
     graph: Graph,
-    /// The nodes made for construct.json ids: each takes its dump entry's items.
+    /// The nodes made for construct.json ids, in the order they were made: each takes its
+    /// stack and its dump entry's items.
     dumped: Vec<usize>,
+    /// stack.json's frames of parameter gradients (the nodes [`Skeleton::attach`] adds).
+    parameters_grad_stacks: StackMap,
+}
+
+impl StackSink for Skeleton {
+    /// A node's own frames: kept on its node when not empty (an empty list counts as none), and
+    /// apart for a parameter gradient.
+    fn stack(&mut self, node: &str, frames: &Arc<Vec<String>>) {
+        if is_parameters_grad_id(node) {
+            self.parameters_grad_stacks.stack(node, frames);
+        }
+        // Only the nodes made for construct.json ids take a stack (`dumped` is in node order).
+        if let Some(i) = self.graph.get(node) {
+            if self.dumped.binary_search(&i).is_ok() {
+                self.graph.nodes[i].stack = if frames.is_empty() {
+                    empty_stack()
+                } else {
+                    Arc::clone(frames)
+                };
+            }
+        }
+    }
+
+    fn restart(&mut self) {
+        self.parameters_grad_stacks.restart();
+        for &i in &self.dumped {
+            self.graph.nodes[i].stack = empty_stack();
+        }
+    }
 }
 
 impl Skeleton {
+    /// Reads stack.json onto the nodes ([`StackSink`]), then completes their stacks.
+    pub fn read_stacks(
+        &mut self,
+        path: &std::path::Path,
+        confine: &graph_ascend_dump::Confine,
+    ) -> Result<(), graph_ascend_dump::DumpError> {
+        StackMap::read_into(path, confine, self)?;
+        self.derive_stacks();
+        Ok(())
+    }
+
+    /// The stack of each node made (`_create_or_get_node`), in the order they were made: its
+    /// own non-empty stack.json entry (given before); otherwise, for a backward node
+    /// (`….backward.N` module or `….backward` API), the stack of its forward node *already in
+    /// the graph* when it was made (made before it: `….forward.0` for modules, whatever its own
+    /// stack), or msprobe's note that there is none.
+    pub fn derive_stacks(&mut self) {
+        let g = &mut self.graph;
+        let no_forward = Arc::new(vec![NO_FORWARD_STACK.to_string()]);
+        for &i in &self.dumped {
+            if !g.nodes[i].stack.is_empty() {
+                continue;
+            }
+            let id = &g.nodes[i].id;
+            let forward = match module_backward(id) {
+                Some((prefix, _)) => format!("{prefix}.forward.0"),
+                None if id.ends_with(".backward") => id.replace("backward", "forward"),
+                None => continue,
+            };
+            g.nodes[i].stack = match g.get(&forward).filter(|&f| f < i) {
+                Some(f) => Arc::clone(&g.nodes[f].stack),
+                None => Arc::clone(&no_forward),
+            };
+        }
+    }
+
+    /// stack.json's frames of parameter gradients, given to [`Skeleton::attach`] (the other
+    /// nodes hold theirs).
+    pub fn take_parameters_grad_stacks(&mut self) -> StackMap {
+        std::mem::take(&mut self.parameters_grad_stacks)
+    }
+
     /// The node that takes the items of dump entry `name` in [`Skeleton::attach`], if it is
     /// one made for a construct.json id (not the root, not an `Apis_Between_Modules` node).
     pub fn place(&self, name: &str) -> Option<usize> {
@@ -457,7 +537,9 @@ impl Skeleton {
 
     /// Gives each node its items and overflow level, and adds the parameter-gradient nodes.
     pub fn attach(self, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
-        let Skeleton { mut graph, dumped } = self;
+        let Skeleton {
+            mut graph, dumped, ..
+        } = self;
         for i in dumped {
             let node = &mut graph.nodes[i];
             if let Some(d) = dump.ops.remove(&*node.id) {
@@ -563,9 +645,21 @@ impl Graph {
     }
 
     /// The graph of one dump folder before its items: hierarchy, stacks, micro steps and
-    /// `Apis_Between_Modules`, from construct.json and stack.json alone, so it can be made while
-    /// dump.json is still being read. [`Skeleton::attach`] completes it.
+    /// `Apis_Between_Modules`, from construct.json and stack.json alone, so it can be made
+    /// before dump.json is read. [`Skeleton::attach`] completes it.
     pub fn skeleton(construct: &Construct, stacks: &StackMap) -> Skeleton {
+        let mut sk = Graph::hierarchy(construct);
+        for (node, frames) in &stacks.stacks {
+            sk.stack(node, frames);
+        }
+        sk.derive_stacks();
+        sk
+    }
+
+    /// [`Graph::skeleton`] without the stacks: stack.json's frames are then given node by node
+    /// as they are read ([`StackSink`]), and [`Skeleton::derive_stacks`] completes them; no map
+    /// of stack.json is ever held (issue 16, item 1).
+    pub fn hierarchy(construct: &Construct) -> Skeleton {
         let mut g = Graph::empty();
         // Room for every node at once (a node per entry, a few more for parents not listed and
         // `Apis_Between_Modules`): a growing arena would hold twice its size while it moves.
@@ -582,54 +676,32 @@ impl Graph {
                 None => backward_upnode_missing(&parents, sub),
             };
             let parent = match up {
-                Some(up) => g.create_node(&up, stacks, construct, &mut dumped),
+                Some(up) => g.create_node(&up, construct, &mut dumped),
                 None => g.root,
             };
-            let node = g.create_node(sub, stacks, construct, &mut dumped);
+            let node = g.create_node(sub, construct, &mut dumped);
             g.set_parent(node, parent);
         }
         g.collect_apis_between_modules();
-        Skeleton { graph: g, dumped }
+        Skeleton {
+            graph: g,
+            dumped,
+            parameters_grad_stacks: StackMap::default(),
+        }
     }
 
-    /// A node of the hierarchy (made once; later calls return it); its items come from the dump
-    /// in [`Skeleton::attach`].
-    fn create_node(
-        &mut self,
-        id: &str,
-        stacks: &StackMap,
-        construct: &Construct,
-        dumped: &mut Vec<usize>,
-    ) -> usize {
+    /// A node of the hierarchy (made once; later calls return it); its stack comes from
+    /// stack.json ([`Skeleton::derive_stacks`]), its items from the dump
+    /// ([`Skeleton::attach`]).
+    fn create_node(&mut self, id: &str, construct: &Construct, dumped: &mut Vec<usize>) -> usize {
         if let Some(i) = self.get(id) {
             return i;
         }
         let i = self.add_node(id);
         dumped.push(i);
-        self.nodes[i].stack = self.stack_for(id, stacks);
         let node = &mut self.nodes[i];
         node.micro_step_id = construct.micro_step.get(id).copied();
         i
-    }
-
-    /// The stack of a node being made (`_create_or_get_node`): its own non-empty stack.json
-    /// entry; otherwise, for a backward node (`….backward.N` module or `….backward` API), the
-    /// stack of its forward node *already in the graph* (`….forward.0` for modules, whatever its
-    /// own stack), or msprobe's note that there is none.
-    fn stack_for(&self, id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
-        let own = stacks.get(id);
-        if let Some(s) = own.filter(|s| !s.is_empty()) {
-            return Arc::clone(s);
-        }
-        let forward = match module_backward(id) {
-            Some((prefix, _)) => format!("{prefix}.forward.0"),
-            None if id.ends_with(".backward") => id.replace("backward", "forward"),
-            None => return own.map_or_else(|| Arc::new(Vec::new()), Arc::clone),
-        };
-        match self.get(&forward) {
-            Some(f) => Arc::clone(&self.nodes[f].stack),
-            None => Arc::new(vec![NO_FORWARD_STACK.to_string()]),
-        }
     }
 
     /// Wraps runs of two or more consecutive root-level APIs into `Apis_Between_Modules.<k>`.
@@ -857,7 +929,7 @@ fn stack_of(id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
         return Arc::clone(s);
     }
     if !id.contains("backward") {
-        return Arc::new(Vec::new());
+        return empty_stack();
     }
     match module_backward(id) {
         Some((prefix, _)) => match stacks.get(&format!("{prefix}.forward.0")) {
@@ -867,7 +939,7 @@ fn stack_of(id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
         // API style: the forward call's stack, or none (msprobe writes `[]`).
         None => match stacks.get(&id.replace("backward", "forward")) {
             Some(s) => Arc::clone(s),
-            None => Arc::new(Vec::new()),
+            None => empty_stack(),
         },
     }
 }

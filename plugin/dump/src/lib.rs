@@ -62,7 +62,7 @@ pub use items::{
 };
 pub use packed::{PackedItem, PackedOp, ValRef};
 pub use pyval::PyVal;
-pub use stack::StackMap;
+pub use stack::{StackMap, StackSink};
 
 /// A `HashMap` with a fast non-cryptographic hash (foldhash): the readers and the graph builder
 /// look up every op and node name several times, and SipHash was a tenth of building a graph.
