@@ -152,7 +152,7 @@ pub(crate) fn compare_graphs(
         for (n, (ins, outs), p) in results {
             let node = &mut npu.nodes[n];
             node.set_items(ins, outs);
-            node.precision_index = Some(p);
+            node.set_precision_index(Some(p));
         }
     }
     // api_collection nodes: the worst of their children. In tensor mode msprobe takes that
@@ -164,7 +164,7 @@ pub(crate) fn compare_graphs(
             } else {
                 collection_precision(npu, i)
             };
-            npu.nodes[i].precision_index = Some(worst);
+            npu.nodes[i].set_precision_index(Some(worst));
         }
     }
     Ok(())
@@ -176,7 +176,7 @@ pub(crate) fn collection_precision(g: &Graph, n: usize) -> f64 {
     g.nodes[n]
         .children
         .iter()
-        .filter_map(|&c| g.nodes[c].precision_index)
+        .filter_map(|&c| g.nodes[c].precision_index())
         .fold(0.0, f64::max)
 }
 

@@ -121,7 +121,7 @@ pub fn node_row(
     };
     let precision_index = match &compared {
         Some((_, p)) => Some(*p),
-        None => node.precision_index,
+        None => node.precision_index(),
     };
     let graph_id = &plan.graph_id;
     let sub_nodes = if node.children.is_empty() {
@@ -155,7 +155,7 @@ pub fn node_row(
         sub_nodes,
         precision_index,
         overflow_level: node.overflow_level().map(str::to_string),
-        micro_step_id: node.micro_step_id.unwrap_or(0),
+        micro_step_id: node.micro_step_id().unwrap_or(0),
         matched_node_link: if node.matched_link_is_path {
             let mut path = g.ancestors(n);
             path.push(node.id.to_string());

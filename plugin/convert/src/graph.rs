@@ -15,8 +15,8 @@ use crate::entries::{node_items, DumpSource, EntrySpan, ItemsOf, NodeItems};
 use crate::names::NameIndex;
 use graph_ascend_dump::fastjson::EntryBatch;
 use graph_ascend_dump::{
-    parse_op, parse_op_packed, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
-    StackSink,
+    parse_op, parse_op_packed, Construct, DumpFile, EntryIndex, FastMap, PackedItem, PackedOp,
+    StackMap, StackSink,
 };
 
 /// msprobe's `NodeOp`.
@@ -253,9 +253,9 @@ impl DumpOps {
 
 /// One node. What most nodes of a plain conversion lack (held items, a matched link that is not
 /// the node's own path, a merge's notes) is boxed apart ([`Rare`]); links to other nodes are
-/// `u32` numbers, the overflow level a one-byte code, the id a `Box<str>`: a node is 112 bytes
-/// (256 at first, then 168), and a graph of a million nodes keeps a few flat allocations
-/// (issue 16, item 1).
+/// `u32` numbers, the overflow level a one-byte code, the id a `Box<str>`, the optional numbers
+/// flagged by bits: a node is 96 bytes (256 at first, then 168), and a graph of a million
+/// nodes keeps a few flat allocations (issue 16, item 1).
 #[derive(Debug, Clone)]
 pub struct Node {
     pub id: Box<str>,
@@ -275,10 +275,17 @@ pub struct Node {
     /// when needed (it holds none then; see [`crate::entries`]).
     pub entry: Option<EntrySpan>,
     pub stack: Arc<Vec<String>>,
-    pub micro_step_id: Option<i64>,
-    pub precision_index: Option<f64>,
+    /// [`Node::micro_step_id`], when [`HAS_MICRO_STEP`] is in `has`.
+    micro_step_id: i64,
+    /// [`Node::precision_index`], when [`HAS_PRECISION`] is in `has`.
+    precision_index: f64,
+    /// Which of the optional numbers above are set (an `Option` of each would take 16 bytes).
+    has: u8,
     rare: Option<Box<Rare>>,
 }
+
+const HAS_MICRO_STEP: u8 = 1;
+const HAS_PRECISION: u8 = 2;
 
 /// A link to no node. A graph holds fewer than `u32::MAX` nodes: each takes over 100 bytes, so
 /// that many would need 400 GB.
@@ -354,6 +361,26 @@ impl Node {
 
     pub fn set_matched(&mut self, matched: Option<usize>) {
         self.matched = link(matched);
+    }
+
+    /// The node's micro step.
+    pub fn micro_step_id(&self) -> Option<i64> {
+        (self.has & HAS_MICRO_STEP != 0).then_some(self.micro_step_id)
+    }
+
+    pub fn set_micro_step_id(&mut self, step: Option<i64>) {
+        self.micro_step_id = step.unwrap_or(0);
+        self.has = (self.has & !HAS_MICRO_STEP) | if step.is_some() { HAS_MICRO_STEP } else { 0 };
+    }
+
+    /// The node's `precision_index` (compared target nodes).
+    pub fn precision_index(&self) -> Option<f64> {
+        (self.has & HAS_PRECISION != 0).then_some(self.precision_index)
+    }
+
+    pub fn set_precision_index(&mut self, index: Option<f64>) {
+        self.precision_index = index.unwrap_or(0.0);
+        self.has = (self.has & !HAS_PRECISION) | if index.is_some() { HAS_PRECISION } else { 0 };
     }
 
     /// msprobe's overflow level of the node's entry (`-oc`), if any.
@@ -439,8 +466,9 @@ impl Node {
             children: Vec::new(),
             entry: None,
             stack: empty_stack(),
-            micro_step_id: None,
-            precision_index: None,
+            micro_step_id: 0,
+            precision_index: 0.0,
+            has: 0,
             rare: None,
         }
     }
@@ -668,9 +696,9 @@ impl Graph {
         g.index = NameIndex::with_capacity(room);
         g.index.insert(&g.nodes, g.root);
         g.micro_step_num = construct.micro_step_num;
-        let parents = Parents::of(construct);
+        let parents = construct.entries.index();
         let mut dumped = Vec::with_capacity(construct.entries.len());
-        for (sub, up) in &construct.entries {
+        for (sub, up) in construct.entries.iter() {
             let up = match up {
                 Some(up) => backward_inplace(&parents, sub, up),
                 None => backward_upnode_missing(&parents, sub),
@@ -700,7 +728,7 @@ impl Graph {
         let i = self.add_node(id);
         dumped.push(i);
         let node = &mut self.nodes[i];
-        node.micro_step_id = construct.micro_step.get(id).copied();
+        node.set_micro_step_id(construct.micro_step.get(id).copied());
         i
     }
 
@@ -722,7 +750,8 @@ impl Graph {
                 let c = self.add_node(&id);
                 self.nodes[c].op = NodeOp::ApiCollection;
                 self.nodes[c].set_parent(Some(root));
-                self.nodes[c].micro_step_id = self.nodes[children[i]].micro_step_id;
+                let step = self.nodes[children[i]].micro_step_id();
+                self.nodes[c].set_micro_step_id(step);
                 for &api in &children[i..j] {
                     self.nodes[api].set_parent(Some(c));
                     self.nodes[c].children.push(api);
@@ -874,19 +903,19 @@ impl Graph {
             // overwritten by an ancestor's (differential seed 71258).
             for &(c, b) in &assigned {
                 if let Some(m) = self.nodes[c].matched() {
-                    other.nodes[m].micro_step_id = Some(b);
+                    other.nodes[m].set_micro_step_id(Some(b));
                 }
             }
             let bench_children = other.nodes[other.root].children.clone();
             for c in bench_children {
-                if other.nodes[c].micro_step_id.is_none() {
+                if other.nodes[c].micro_step_id().is_none() {
                     let b = other.nodes[c]
                         .id
                         .rsplit('.')
                         .next()
                         .and_then(|s| s.parse::<i64>().ok())
                         .unwrap_or(0);
-                    other.nodes[c].micro_step_id = Some(b);
+                    other.nodes[c].set_micro_step_id(Some(b));
                 }
             }
             other.fill_micro_step_down(other.root);
@@ -899,11 +928,11 @@ impl Graph {
     fn fill_micro_step_down(&mut self, n: usize) {
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
-            let step = self.nodes[x].micro_step_id;
+            let step = self.nodes[x].micro_step_id();
             let children = self.nodes[x].children.clone();
             for c in children {
-                if self.nodes[c].micro_step_id.is_none() {
-                    self.nodes[c].micro_step_id = step;
+                if self.nodes[c].micro_step_id().is_none() {
+                    self.nodes[c].set_micro_step_id(step);
                 }
                 stack.push(c);
             }
@@ -913,7 +942,7 @@ impl Graph {
     fn set_micro_step_down(&mut self, n: usize, step: i64) {
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
-            self.nodes[x].micro_step_id = Some(step);
+            self.nodes[x].set_micro_step_id(Some(step));
             stack.extend_from_slice(&self.nodes[x].children);
         }
     }
@@ -976,64 +1005,18 @@ fn backward_of_parent(parent: &str) -> String {
     }
 }
 
-/// construct.json's `node → parent`, looked up by node: a table of entry numbers hashing the
-/// entries' own names (5 bytes a slot, where a map of two `&str` took 33, about 70 bytes an
-/// entry at a million).
-struct Parents<'c> {
-    entries: &'c [(String, Option<String>)],
-    hasher: foldhash::fast::RandomState,
-    table: hashbrown::HashTable<u32>,
-}
-
-impl<'c> Parents<'c> {
-    fn of(construct: &'c Construct) -> Parents<'c> {
-        use std::hash::BuildHasher;
-        let entries = construct.entries.as_slice();
-        let hasher = foldhash::fast::RandomState::default();
-        let mut table = hashbrown::HashTable::with_capacity(entries.len());
-        let hash = |i: u32| hasher.hash_one(entries[i as usize].0.as_str());
-        // Numbers past u32 (4 billion entries) cannot be held in memory anyway: they are left
-        // out, as not listed.
-        for i in (0..entries.len()).filter_map(|i| u32::try_from(i).ok()) {
-            let name = entries[i as usize].0.as_str();
-            // A name listed twice: the last wins, as in a map.
-            match table.find_entry(hash(i), |&j| entries[j as usize].0 == name) {
-                Ok(mut slot) => *slot.get_mut() = i,
-                Err(_) => {
-                    table.insert_unique(hash(i), i, |&j| hash(j));
-                }
-            }
-        }
-        Parents {
-            entries,
-            hasher,
-            table,
-        }
-    }
-
-    /// The parent of `node` (`Some(None)`: listed without one), `None` when not listed.
-    fn get(&self, node: &str) -> Option<Option<&'c str>> {
-        use std::hash::BuildHasher;
-        let entries = self.entries;
-        self.table
-            .find(self.hasher.hash_one(node), |&j| {
-                entries[j as usize].0 == node
-            })
-            .map(|&j| entries[j as usize].1.as_deref())
-    }
-
-    fn contains_key(&self, node: &str) -> bool {
-        self.get(node).is_some()
-    }
-}
+/// construct.json's `node → parent`, looked up by node (5 bytes an entry: see
+/// [`EntryIndex`]).
+type Parents<'c> = EntryIndex<'c>;
 
 /// msprobe's `_handle_backward_upnode_missing`.
 fn backward_upnode_missing(parents: &Parents, sub: &str) -> Option<String> {
     let forward = forward_twin(sub)?;
-    let fparent = parents.get(forward.as_str())??;
+    let fparent = parents.parent(forward.as_str())??;
     let candidate = backward_of_parent(fparent);
     parents
-        .contains_key(candidate.as_str())
+        .find(candidate.as_str())
+        .is_some()
         .then_some(candidate)
 }
 
@@ -1051,7 +1034,7 @@ fn backward_inplace(parents: &Parents, sub: &str, up: &str) -> Option<String> {
     let Some(forward) = forward_twin(sub) else {
         return Some(up.to_string());
     };
-    match parents.get(forward.as_str()) {
+    match parents.parent(forward.as_str()) {
         Some(Some(fparent)) => Some(backward_of_parent(fparent)),
         Some(None) => None,
         None => Some(up.to_string()),
@@ -1172,11 +1155,12 @@ mod tests {
     }
 
     /// Issue 16, item 1: every node of a graph is this record (168 bytes before links became
-    /// `u32`, the overflow level a byte code, the id a `Box<str>`, the entry's span 12 bytes).
+    /// `u32`, the overflow level a byte code, the id a `Box<str>`, the entry's span 12 bytes,
+    /// the micro step and `precision_index` numbers with a bit each for whether they are set).
     #[test]
     fn a_node_is_a_compact_record() {
         assert!(
-            std::mem::size_of::<Node>() <= 112,
+            std::mem::size_of::<Node>() <= 96,
             "{}",
             std::mem::size_of::<Node>()
         );
@@ -1193,6 +1177,16 @@ mod tests {
             assert_eq!(n.overflow_level(), Some(level));
         }
         assert_eq!((n.parent(), n.matched()), (Some(7), Some(0)));
+        assert_eq!((n.micro_step_id(), n.precision_index()), (None, None));
+        n.set_micro_step_id(Some(i64::MIN));
+        n.set_precision_index(Some(f64::NAN));
+        assert_eq!(n.micro_step_id(), Some(i64::MIN));
+        assert!(n.precision_index().is_some_and(f64::is_nan));
+        n.set_micro_step_id(None);
+        assert_eq!(
+            (n.micro_step_id(), n.precision_index().is_some()),
+            (None, true)
+        );
         let span = EntrySpan::new((5 << 32) + 3, 1 << 20, true).expect("a span");
         assert_eq!(
             (span.offset(), span.len(), span.has_items()),

@@ -52,7 +52,7 @@ pub(crate) mod stack;
 pub mod tensor;
 
 pub use confine::Confine;
-pub use construct::Construct;
+pub use construct::{Construct, Entries as ConstructEntries, EntryIndex};
 pub use dumpfile::DumpFile;
 pub use error::DumpError;
 pub use items::{

@@ -108,7 +108,8 @@ impl Forest {
         for (i, mut n) in g.nodes.into_iter().enumerate() {
             map.insert(&n.id, base + i);
             let (input, output) = n.take_items();
-            let (parent, overflow_level) = (n.parent(), n.overflow_level());
+            let (parent, overflow_level, micro_step_id) =
+                (n.parent(), n.overflow_level(), n.micro_step_id());
             self.nodes.push(MNode {
                 id: n.id.into(),
                 op: n.op,
@@ -118,7 +119,7 @@ impl Forest {
                 input: unpack_items(input),
                 output: unpack_items(output),
                 stack: n.stack,
-                micro_step_id: n.micro_step_id,
+                micro_step_id,
                 overflow_level,
                 rank,
                 merge_info: Vec::new(),
@@ -253,7 +254,7 @@ impl Forest {
             node.children = m.children.iter().filter_map(|&c| by_id(c)).collect();
             node.set_items(pack_items(&m.input), pack_items(&m.output));
             node.stack = Arc::clone(&m.stack);
-            node.micro_step_id = m.micro_step_id;
+            node.set_micro_step_id(m.micro_step_id);
             node.set_overflow_level(m.overflow_level);
             node.set_parallel_merge_info(m.merge_info.clone());
             nodes.push(node);
