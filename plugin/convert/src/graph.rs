@@ -79,9 +79,6 @@ pub struct DumpOps {
     /// `op name → where its entry lies in dump.json`, for the ops whose items are read again
     /// when needed (see [`crate::entries`]) instead of held in `ops`.
     pub spans: FastMap<String, EntrySpan>,
-    /// Spans already placed: `(node of the skeleton, its entry's span)`, in file order, for the
-    /// entries read once the skeleton was ready (their names are not kept at all).
-    pub placed: Vec<(usize, EntrySpan)>,
     /// Op names in file order.
     pub order: Vec<String>,
     /// Overflow level of each anomalous op (filled only when asked for).
@@ -104,18 +101,26 @@ impl DumpOps {
         overflow_check: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
-        DumpOps::read_with(path, confine, overflow_check, false, &|_| None, on_bytes)
+        DumpOps::read_with(
+            path,
+            confine,
+            overflow_check,
+            false,
+            &mut |_, _| false,
+            on_bytes,
+        )
     }
 
     /// [`DumpOps::read`]; with `spans`, the entries the fast reader accepts are kept as their
-    /// places in the file (`spans`), not as items (`ops`), and those that `place` finds a
-    /// skeleton node for (see [`Skeleton::place`]) as that node's (`placed`).
+    /// places in the file (`spans`), not as items (`ops`), except those that `place` takes
+    /// (it answers `true`: a skeleton's node took the span, see [`Skeleton::place`]; their
+    /// names are not kept at all).
     pub fn read_with(
         path: &std::path::Path,
         confine: &graph_ascend_dump::Confine,
         overflow_check: bool,
         spans: bool,
-        place: &(dyn Fn(&str) -> Option<usize> + Sync),
+        place: &mut dyn FnMut(&str, EntrySpan) -> bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
         let mut ops = DumpOps::default();
@@ -198,7 +203,7 @@ impl DumpOps {
         batch: &EntryBatch,
         overflow_check: bool,
         spans: bool,
-        place: &(dyn Fn(&str) -> Option<usize> + Sync),
+        place: &mut dyn FnMut(&str, EntrySpan) -> bool,
     ) -> Result<(), graph_ascend_dump::fastjson::FastError> {
         let parsed: Vec<_> = (0..batch.len())
             .into_par_iter()
@@ -239,12 +244,11 @@ impl DumpOps {
                 Ok(items) => {
                     self.ops.insert(name.to_string(), items);
                 }
-                Err(span) => match place(name) {
-                    Some(node) => self.placed.push((node, span)),
-                    None => {
+                Err(span) => {
+                    if !place(name, span) {
                         self.spans.insert(name.to_string(), span);
                     }
-                },
+                }
             }
         }
         Ok(())
@@ -555,12 +559,20 @@ impl Skeleton {
         std::mem::take(&mut self.parameters_grad_stacks)
     }
 
-    /// The node that takes the items of dump entry `name` in [`Skeleton::attach`], if it is
-    /// one made for a construct.json id (not the root, not an `Apis_Between_Modules` node).
-    pub fn place(&self, name: &str) -> Option<usize> {
-        let i = self.graph.get(name)?;
-        let node = &self.graph.nodes[i];
-        (i != self.graph.root && node.op != NodeOp::ApiCollection).then_some(i)
+    /// Gives dump entry `name`'s span to its node, if it is one made for a construct.json id
+    /// (not the root, not an `Apis_Between_Modules` node): `false` when there is none. Spans
+    /// are placed on their nodes as dump.json is read, no list of them is kept (issue 16,
+    /// item 1); a name given twice takes the last.
+    pub fn place(&mut self, name: &str, span: EntrySpan) -> bool {
+        let Some(i) = self.graph.get(name) else {
+            return false;
+        };
+        let node = &mut self.graph.nodes[i];
+        if i == self.graph.root || node.op == NodeOp::ApiCollection {
+            return false;
+        }
+        node.entry = Some(span);
+        true
     }
 
     /// Gives each node its items and overflow level, and adds the parameter-gradient nodes.
@@ -570,18 +582,16 @@ impl Skeleton {
         } = self;
         for i in dumped {
             let node = &mut graph.nodes[i];
-            if let Some(d) = dump.ops.remove(&*node.id) {
-                node.set_items(d.input, d.output);
-            } else if let Some(span) = dump.spans.remove(&*node.id) {
-                node.entry = Some(span);
+            // A node placed while dump.json was read keeps its span: placed spans were read
+            // after those held or in `spans` (for a name given twice, the last wins).
+            if node.entry.is_none() {
+                if let Some(d) = dump.ops.remove(&*node.id) {
+                    node.set_items(d.input, d.output);
+                } else if let Some(span) = dump.spans.remove(&*node.id) {
+                    node.entry = Some(span);
+                }
             }
             node.set_overflow_level(dump.overflow.get(&*node.id).copied());
-        }
-        // Placed spans were read after those in `spans`: for a name given twice, the last wins.
-        for (i, span) in std::mem::take(&mut dump.placed) {
-            let node = &mut graph.nodes[i];
-            node.entry = Some(span);
-            node.set_items(Vec::new(), Vec::new());
         }
         graph.add_parameters_grad(dump, stacks);
         graph

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use graph_ascend_dump::{Confine, Construct, DumpFile, StackMap};
 
-use crate::entries::DumpSource;
+use crate::entries::{DumpSource, EntrySpan};
 use crate::graph::{DumpOps, Graph};
 use crate::{timing, ConvertError};
 
@@ -131,7 +131,7 @@ impl RankDump {
             file("stack.json")?,
         );
         let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-        let read_dump = |place: &(dyn Fn(&str) -> Option<usize> + Sync)| {
+        let read_dump = |place: &mut dyn FnMut(&str, EntrySpan) -> bool| {
             DumpOps::read_with(&dump_p, confine, overflow_check, spans, place, on_bytes)
         };
         // A cancel is seen by dump.json's reader, batch by batch: the small files' bytes are
@@ -157,10 +157,10 @@ impl RankDump {
                 .map(|()| sk.take_parameters_grad_stacks());
             let _ = on_bytes(size(&stack_p));
             p.done();
-            let sk = stacks.is_ok().then_some(sk);
-            let dump_side = match &sk {
-                Some(sk) => read_dump(&|name| sk.place(name)),
-                None => read_dump(&|_| None),
+            let mut sk = stacks.is_ok().then_some(sk);
+            let dump_side = match &mut sk {
+                Some(sk) => read_dump(&mut |name, span| sk.place(name, span)),
+                None => read_dump(&mut |_, _| false),
             };
             (dump_side, construct, stacks, sk)
         } else {
@@ -172,7 +172,8 @@ impl RankDump {
                 let _ = on_bytes(size(&construct_p) + size(&stack_p));
                 (construct, stacks)
             };
-            let (dump_side, (construct, stacks)) = rayon::join(|| read_dump(&|_| None), read_small);
+            let (dump_side, (construct, stacks)) =
+                rayon::join(|| read_dump(&mut |_, _| false), read_small);
             (dump_side, construct?, stacks, None)
         };
         let (dump, ops) = dump_side?;
