@@ -42,6 +42,12 @@ impl Construct {
         confine: &crate::Confine,
     ) -> Result<Option<Construct>, DumpError> {
         let mut c = Construct::default();
+        // The entries' text is at most the file's: room for it at once, so the buffer never
+        // holds twice its size while it grows (issue 16, item 1).
+        if let Ok(m) = std::fs::metadata(path) {
+            c.entries
+                .reserve_text(usize::try_from(m.len()).unwrap_or(0));
+        }
         let mut megatron = false;
         let mut seen = SeenKeys::default();
         let complete = stream_object(path, confine, &mut |node, v| {
@@ -213,6 +219,11 @@ impl Entries {
 
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, Option<&str>)> + '_ {
         (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Room for `bytes` of text (an estimate: the text may grow past it).
+    pub fn reserve_text(&mut self, bytes: usize) {
+        self.text.reserve(bytes);
     }
 
     pub fn shrink_to_fit(&mut self) {
