@@ -131,7 +131,7 @@ pub(crate) fn compare_graphs(
     // Only nodes with dump data are compared; the others keep a NULL precision index.
     let pairs: Vec<(usize, usize)> = (0..npu.nodes.len())
         .filter(|&i| npu.nodes[i].has_items())
-        .filter_map(|i| npu.nodes[i].matched.map(|b| (i, b)))
+        .filter_map(|i| npu.nodes[i].matched().map(|b| (i, b)))
         .collect();
     // Each pair is unpacked, compared, and the target's items packed again with their result
     // columns, in parallel.
@@ -152,7 +152,7 @@ pub(crate) fn compare_graphs(
         for (n, (ins, outs), p) in results {
             let node = &mut npu.nodes[n];
             node.set_items(ins, outs);
-            node.precision_index = Some(p);
+            node.set_precision_index(Some(p));
         }
     }
     // api_collection nodes: the worst of their children. In tensor mode msprobe takes that
@@ -164,7 +164,7 @@ pub(crate) fn compare_graphs(
             } else {
                 collection_precision(npu, i)
             };
-            npu.nodes[i].precision_index = Some(worst);
+            npu.nodes[i].set_precision_index(Some(worst));
         }
     }
     Ok(())
@@ -176,7 +176,7 @@ pub(crate) fn collection_precision(g: &Graph, n: usize) -> f64 {
     g.nodes[n]
         .children
         .iter()
-        .filter_map(|&c| g.nodes[c].precision_index)
+        .filter_map(|&c| g.nodes[c].precision_index())
         .fold(0.0, f64::max)
 }
 
@@ -221,7 +221,7 @@ pub(crate) fn compared_items(
     bench: &Graph,
 ) -> Result<Option<(NodeItems, f64)>, ConvertError> {
     let node = &npu.nodes[n];
-    let Some(b) = node.matched.filter(|_| node.has_items()) else {
+    let Some(b) = node.matched().filter(|_| node.has_items()) else {
         return Ok(None);
     };
     compare_pair(mode, false, (npu, bench), (n, b), None).map(Some)

@@ -22,24 +22,41 @@ use graph_ascend_dump::{parse_op_packed, Confine, PackedItem};
 use crate::graph::Node;
 use crate::ConvertError;
 
-/// Where one entry's raw JSON lies in `dump.json`, and whether it has any item.
+/// Where one entry's raw JSON lies in `dump.json`, and whether it has any item: 12 bytes, as
+/// every node of a plain conversion carries one (issue 16, item 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntrySpan {
-    pub offset: u64,
-    pub len: u32,
-    /// The entry flattens into at least one item (msprobe compares only such nodes).
-    pub has_items: bool,
+    /// The offset's low and high 32 bits (two `u32`s: a `u64` would pad the span to 16 bytes).
+    offset: [u32; 2],
+    /// The length times two, plus one when the entry has items (never 0: an entry is at least
+    /// one byte; the zero is the niche that keeps `Option<EntrySpan>` at 12 bytes).
+    len_items: std::num::NonZeroU32,
 }
 
 impl EntrySpan {
     /// The span of an entry of `len` bytes at `offset`; `None` when it is too long to keep as a
-    /// span (4 GiB): such an entry is held.
+    /// span (2 GiB) or empty: such an entry is held.
     pub fn new(offset: usize, len: usize, has_items: bool) -> Option<EntrySpan> {
+        let offset = u64::try_from(offset).ok()?;
+        let len = u32::try_from(len).ok().filter(|&l| l < 1 << 31)?;
         Some(EntrySpan {
-            offset: u64::try_from(offset).ok()?,
-            len: u32::try_from(len).ok()?,
-            has_items,
+            offset: [offset as u32, (offset >> 32) as u32],
+            len_items: std::num::NonZeroU32::new(len << 1 | u32::from(has_items))
+                .filter(|_| len > 0)?,
         })
+    }
+
+    pub fn offset(&self) -> u64 {
+        u64::from(self.offset[0]) | u64::from(self.offset[1]) << 32
+    }
+
+    pub fn len(&self) -> u32 {
+        self.len_items.get() >> 1
+    }
+
+    /// The entry flattens into at least one item (msprobe compares only such nodes).
+    pub fn has_items(&self) -> bool {
+        self.len_items.get() & 1 == 1
     }
 }
 
@@ -73,12 +90,12 @@ impl DumpSource {
             path: self.path.clone(),
             message: format!(
                 "changed while being converted: the entry of {name} at byte {} {what}",
-                span.offset
+                span.offset()
             ),
         };
-        let mut buf = vec![0u8; span.len as usize];
+        let mut buf = vec![0u8; span.len() as usize];
         self.file
-            .read_exact_at(&mut buf, span.offset)
+            .read_exact_at(&mut buf, span.offset())
             .map_err(|e| changed(&format!("cannot be read again ({e})")))?;
         let mut parser = Parser::new(&buf).ok_or_else(|| changed("is no longer UTF-8"))?;
         let entry = parser

@@ -121,7 +121,7 @@ pub fn node_row(
     };
     let precision_index = match &compared {
         Some((_, p)) => Some(*p),
-        None => node.precision_index,
+        None => node.precision_index(),
     };
     let graph_id = &plan.graph_id;
     let sub_nodes = if node.children.is_empty() {
@@ -146,19 +146,19 @@ pub fn node_row(
         id: format!("{graph_id}_{}", node.id),
         graph_id: graph_id.clone(),
         node_order: k as i64,
-        node_name: node.id.clone(),
+        node_name: node.id.to_string(),
         node_type: (node.op as i32).to_string(),
         up_node: node
-            .parent
-            .map(|p| g.nodes[p].id.clone())
+            .parent()
+            .map(|p| g.nodes[p].id.to_string())
             .unwrap_or_default(),
         sub_nodes,
         precision_index,
-        overflow_level: node.overflow_level.map(str::to_string),
-        micro_step_id: node.micro_step_id.unwrap_or(0),
+        overflow_level: node.overflow_level().map(str::to_string),
+        micro_step_id: node.micro_step_id().unwrap_or(0),
         matched_node_link: if node.matched_link_is_path {
             let mut path = g.ancestors(n);
-            path.push(node.id.clone());
+            path.push(node.id.to_string());
             pyjson::str_list(&path)
         } else {
             pyjson::str_list(node.matched_link())

@@ -15,7 +15,8 @@ use crate::entries::{node_items, DumpSource, EntrySpan, ItemsOf, NodeItems};
 use crate::names::NameIndex;
 use graph_ascend_dump::fastjson::EntryBatch;
 use graph_ascend_dump::{
-    parse_op, parse_op_packed, Construct, DumpFile, FastMap, PackedItem, PackedOp, StackMap,
+    parse_op, parse_op_packed, Construct, DumpFile, EntryIndex, FastMap, PackedItem, PackedOp,
+    StackMap, StackSink,
 };
 
 /// msprobe's `NodeOp`.
@@ -78,9 +79,6 @@ pub struct DumpOps {
     /// `op name → where its entry lies in dump.json`, for the ops whose items are read again
     /// when needed (see [`crate::entries`]) instead of held in `ops`.
     pub spans: FastMap<String, EntrySpan>,
-    /// Spans already placed: `(node of the skeleton, its entry's span)`, in file order, for the
-    /// entries read once the skeleton was ready (their names are not kept at all).
-    pub placed: Vec<(usize, EntrySpan)>,
     /// Op names in file order.
     pub order: Vec<String>,
     /// Overflow level of each anomalous op (filled only when asked for).
@@ -103,18 +101,26 @@ impl DumpOps {
         overflow_check: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
-        DumpOps::read_with(path, confine, overflow_check, false, &|_| None, on_bytes)
+        DumpOps::read_with(
+            path,
+            confine,
+            overflow_check,
+            false,
+            &mut |_, _| false,
+            on_bytes,
+        )
     }
 
     /// [`DumpOps::read`]; with `spans`, the entries the fast reader accepts are kept as their
-    /// places in the file (`spans`), not as items (`ops`), and those that `place` finds a
-    /// skeleton node for (see [`Skeleton::place`]) as that node's (`placed`).
+    /// places in the file (`spans`), not as items (`ops`), except those that `place` takes
+    /// (it answers `true`: a skeleton's node took the span, see [`Skeleton::place`]; their
+    /// names are not kept at all).
     pub fn read_with(
         path: &std::path::Path,
         confine: &graph_ascend_dump::Confine,
         overflow_check: bool,
         spans: bool,
-        place: &(dyn Fn(&str) -> Option<usize> + Sync),
+        place: &mut dyn FnMut(&str, EntrySpan) -> bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
         let mut ops = DumpOps::default();
@@ -197,7 +203,7 @@ impl DumpOps {
         batch: &EntryBatch,
         overflow_check: bool,
         spans: bool,
-        place: &(dyn Fn(&str) -> Option<usize> + Sync),
+        place: &mut dyn FnMut(&str, EntrySpan) -> bool,
     ) -> Result<(), graph_ascend_dump::fastjson::FastError> {
         let parsed: Vec<_> = (0..batch.len())
             .into_par_iter()
@@ -238,12 +244,11 @@ impl DumpOps {
                 Ok(items) => {
                     self.ops.insert(name.to_string(), items);
                 }
-                Err(span) => match place(name) {
-                    Some(node) => self.placed.push((node, span)),
-                    None => {
+                Err(span) => {
+                    if !place(name, span) {
                         self.spans.insert(name.to_string(), span);
                     }
-                },
+                }
             }
         }
         Ok(())
@@ -251,28 +256,68 @@ impl DumpOps {
 }
 
 /// One node. What most nodes of a plain conversion lack (held items, a matched link that is not
-/// the node's own path, a merge's notes) is boxed apart ([`Rare`]): a node is 160 bytes, not
-/// 256, and a graph of a million nodes keeps a few flat allocations (issue 16, item 1).
+/// the node's own path, a merge's notes) is boxed apart ([`Rare`]); links to other nodes are
+/// `u32` numbers, the overflow level a one-byte code, the id a `Box<str>`, the optional numbers
+/// flagged by bits: a node is 96 bytes (256 at first, then 168), and a graph of a million
+/// nodes keeps a few flat allocations (issue 16, item 1).
 #[derive(Debug, Clone)]
 pub struct Node {
-    pub id: String,
+    pub id: Box<str>,
     pub op: NodeOp,
     /// The `matched_node_link` is the node's own path (its ancestors' ids, then its own), as
     /// the default matching makes it on both sides: made when the row is written rather than
     /// held ([`Node::matched_link`] is then empty).
     pub matched_link_is_path: bool,
-    pub parent: Option<usize>,
+    /// [`Node::overflow_level`] as its place in [`OVERFLOW_LEVELS`] plus one (0: none).
+    overflow: u8,
+    /// [`Node::parent`], [`NO_NODE`] for none.
+    parent: u32,
+    /// [`Node::matched`], [`NO_NODE`] for none.
+    matched: u32,
     pub children: Vec<usize>,
     /// Where the node's entry lies in its graph's dump.json, when its items are read from there
     /// when needed (it holds none then; see [`crate::entries`]).
     pub entry: Option<EntrySpan>,
     pub stack: Arc<Vec<String>>,
-    pub micro_step_id: Option<i64>,
-    /// Index of the matched node in the other graph.
-    pub matched: Option<usize>,
-    pub precision_index: Option<f64>,
-    pub overflow_level: Option<&'static str>,
+    /// [`Node::micro_step_id`], when [`HAS_MICRO_STEP`] is in `has`.
+    micro_step_id: i64,
+    /// [`Node::precision_index`], when [`HAS_PRECISION`] is in `has`.
+    precision_index: f64,
+    /// Which of the optional numbers above are set (an `Option` of each would take 16 bytes).
+    has: u8,
     rare: Option<Box<Rare>>,
+}
+
+const HAS_MICRO_STEP: u8 = 1;
+const HAS_PRECISION: u8 = 2;
+
+/// A link to no node. A graph holds fewer than `u32::MAX` nodes: each takes over 100 bytes, so
+/// that many would need 400 GB.
+const NO_NODE: u32 = u32::MAX;
+
+/// A node number as held in a link.
+fn link(n: Option<usize>) -> u32 {
+    n.and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n != NO_NODE)
+        .unwrap_or(NO_NODE)
+}
+
+fn unlink(n: u32) -> Option<usize> {
+    (n != NO_NODE).then_some(n as usize)
+}
+
+/// The overflow levels a node may carry ([`crate::overflow::level_of`]'s answers).
+const OVERFLOW_LEVELS: [&str; 3] = [
+    crate::overflow::LEVEL_MEDIUM,
+    crate::overflow::LEVEL_HIGH,
+    crate::overflow::LEVEL_CRITICAL,
+];
+
+/// The empty stack, one for every node without frames (not an allocation a node).
+fn empty_stack() -> Arc<Vec<String>> {
+    static EMPTY: std::sync::LazyLock<Arc<Vec<String>>> =
+        std::sync::LazyLock::new(|| Arc::new(Vec::new()));
+    Arc::clone(&EMPTY)
 }
 
 /// The parts of a node that most nodes do not have (all empty: no box at all).
@@ -301,7 +346,58 @@ impl Node {
     /// The node has dump data: items held or an entry with items in dump.json.
     pub fn has_items(&self) -> bool {
         !(self.input().is_empty() && self.output().is_empty())
-            || self.entry.is_some_and(|e| e.has_items)
+            || self.entry.is_some_and(|e| e.has_items())
+    }
+
+    /// The node's parent.
+    pub fn parent(&self) -> Option<usize> {
+        unlink(self.parent)
+    }
+
+    pub fn set_parent(&mut self, parent: Option<usize>) {
+        self.parent = link(parent);
+    }
+
+    /// The matched node in the other graph.
+    pub fn matched(&self) -> Option<usize> {
+        unlink(self.matched)
+    }
+
+    pub fn set_matched(&mut self, matched: Option<usize>) {
+        self.matched = link(matched);
+    }
+
+    /// The node's micro step.
+    pub fn micro_step_id(&self) -> Option<i64> {
+        (self.has & HAS_MICRO_STEP != 0).then_some(self.micro_step_id)
+    }
+
+    pub fn set_micro_step_id(&mut self, step: Option<i64>) {
+        self.micro_step_id = step.unwrap_or(0);
+        self.has = (self.has & !HAS_MICRO_STEP) | if step.is_some() { HAS_MICRO_STEP } else { 0 };
+    }
+
+    /// The node's `precision_index` (compared target nodes).
+    pub fn precision_index(&self) -> Option<f64> {
+        (self.has & HAS_PRECISION != 0).then_some(self.precision_index)
+    }
+
+    pub fn set_precision_index(&mut self, index: Option<f64>) {
+        self.precision_index = index.unwrap_or(0.0);
+        self.has = (self.has & !HAS_PRECISION) | if index.is_some() { HAS_PRECISION } else { 0 };
+    }
+
+    /// msprobe's overflow level of the node's entry (`-oc`), if any.
+    pub fn overflow_level(&self) -> Option<&'static str> {
+        OVERFLOW_LEVELS
+            .get(usize::from(self.overflow).checked_sub(1)?)
+            .copied()
+    }
+
+    pub fn set_overflow_level(&mut self, level: Option<&'static str>) {
+        self.overflow = level
+            .and_then(|l| OVERFLOW_LEVELS.iter().position(|&k| k == l))
+            .map_or(0, |i| i as u8 + 1);
     }
 
     /// The input items the node holds (inputs, keyword inputs, parameters), packed.
@@ -365,17 +461,18 @@ impl Node {
 
     pub(crate) fn new(id: &str) -> Node {
         Node {
-            id: id.to_string(),
+            id: id.into(),
             op: NodeOp::classify(id),
             matched_link_is_path: false,
-            parent: None,
+            overflow: 0,
+            parent: NO_NODE,
+            matched: NO_NODE,
             children: Vec::new(),
             entry: None,
-            stack: Arc::new(Vec::new()),
-            micro_step_id: None,
-            matched: None,
-            precision_index: None,
-            overflow_level: None,
+            stack: empty_stack(),
+            micro_step_id: 0,
+            precision_index: 0.0,
+            has: 0,
             rare: None,
         }
     }
@@ -385,36 +482,116 @@ impl Node {
 #[derive(Debug)]
 pub struct Skeleton {
     graph: Graph,
-    /// The nodes made for construct.json ids: each takes its dump entry's items.
+    /// The nodes made for construct.json ids, in the order they were made: each takes its
+    /// stack and its dump entry's items.
     dumped: Vec<usize>,
+    /// stack.json's frames of parameter gradients (the nodes [`Skeleton::attach`] adds).
+    parameters_grad_stacks: StackMap,
+}
+
+impl StackSink for Skeleton {
+    /// A node's own frames: kept on its node when not empty (an empty list counts as none), and
+    /// apart for a parameter gradient.
+    fn stack(&mut self, node: &str, frames: &Arc<Vec<String>>) {
+        if is_parameters_grad_id(node) {
+            self.parameters_grad_stacks.stack(node, frames);
+        }
+        // Only the nodes made for construct.json ids take a stack (`dumped` is in node order).
+        if let Some(i) = self.graph.get(node) {
+            if self.dumped.binary_search(&i).is_ok() {
+                self.graph.nodes[i].stack = if frames.is_empty() {
+                    empty_stack()
+                } else {
+                    Arc::clone(frames)
+                };
+            }
+        }
+    }
+
+    fn restart(&mut self) {
+        self.parameters_grad_stacks.restart();
+        for &i in &self.dumped {
+            self.graph.nodes[i].stack = empty_stack();
+        }
+    }
 }
 
 impl Skeleton {
-    /// The node that takes the items of dump entry `name` in [`Skeleton::attach`], if it is
-    /// one made for a construct.json id (not the root, not an `Apis_Between_Modules` node).
-    pub fn place(&self, name: &str) -> Option<usize> {
-        let i = self.graph.get(name)?;
-        let node = &self.graph.nodes[i];
-        (i != self.graph.root && node.op != NodeOp::ApiCollection).then_some(i)
+    /// Reads stack.json onto the nodes ([`StackSink`]), then completes their stacks.
+    pub fn read_stacks(
+        &mut self,
+        path: &std::path::Path,
+        confine: &graph_ascend_dump::Confine,
+    ) -> Result<(), graph_ascend_dump::DumpError> {
+        StackMap::read_into(path, confine, self)?;
+        self.derive_stacks();
+        Ok(())
+    }
+
+    /// The stack of each node made (`_create_or_get_node`), in the order they were made: its
+    /// own non-empty stack.json entry (given before); otherwise, for a backward node
+    /// (`….backward.N` module or `….backward` API), the stack of its forward node *already in
+    /// the graph* when it was made (made before it: `….forward.0` for modules, whatever its own
+    /// stack), or msprobe's note that there is none.
+    pub fn derive_stacks(&mut self) {
+        let g = &mut self.graph;
+        let no_forward = Arc::new(vec![NO_FORWARD_STACK.to_string()]);
+        for &i in &self.dumped {
+            if !g.nodes[i].stack.is_empty() {
+                continue;
+            }
+            let id = &g.nodes[i].id;
+            let forward = match module_backward(id) {
+                Some((prefix, _)) => format!("{prefix}.forward.0"),
+                None if id.ends_with(".backward") => id.replace("backward", "forward"),
+                None => continue,
+            };
+            g.nodes[i].stack = match g.get(&forward).filter(|&f| f < i) {
+                Some(f) => Arc::clone(&g.nodes[f].stack),
+                None => Arc::clone(&no_forward),
+            };
+        }
+    }
+
+    /// stack.json's frames of parameter gradients, given to [`Skeleton::attach`] (the other
+    /// nodes hold theirs).
+    pub fn take_parameters_grad_stacks(&mut self) -> StackMap {
+        std::mem::take(&mut self.parameters_grad_stacks)
+    }
+
+    /// Gives dump entry `name`'s span to its node, if it is one made for a construct.json id
+    /// (not the root, not an `Apis_Between_Modules` node): `false` when there is none. Spans
+    /// are placed on their nodes as dump.json is read, no list of them is kept (issue 16,
+    /// item 1); a name given twice takes the last.
+    pub fn place(&mut self, name: &str, span: EntrySpan) -> bool {
+        let Some(i) = self.graph.get(name) else {
+            return false;
+        };
+        let node = &mut self.graph.nodes[i];
+        if i == self.graph.root || node.op == NodeOp::ApiCollection {
+            return false;
+        }
+        node.entry = Some(span);
+        true
     }
 
     /// Gives each node its items and overflow level, and adds the parameter-gradient nodes.
     pub fn attach(self, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
-        let Skeleton { mut graph, dumped } = self;
+        let Skeleton {
+            mut graph, dumped, ..
+        } = self;
         for i in dumped {
             let node = &mut graph.nodes[i];
-            if let Some(d) = dump.ops.remove(node.id.as_str()) {
-                node.set_items(d.input, d.output);
-            } else if let Some(span) = dump.spans.remove(node.id.as_str()) {
-                node.entry = Some(span);
+            // A node placed while dump.json was read keeps its span: placed spans were read
+            // after those held or in `spans` (for a name given twice, the last wins).
+            if node.entry.is_none() {
+                if let Some(d) = dump.ops.remove(&*node.id) {
+                    node.set_items(d.input, d.output);
+                } else if let Some(span) = dump.spans.remove(&*node.id) {
+                    node.entry = Some(span);
+                }
             }
-            node.overflow_level = dump.overflow.get(node.id.as_str()).copied();
-        }
-        // Placed spans were read after those in `spans`: for a name given twice, the last wins.
-        for (i, span) in std::mem::take(&mut dump.placed) {
-            let node = &mut graph.nodes[i];
-            node.entry = Some(span);
-            node.set_items(Vec::new(), Vec::new());
+            node.set_overflow_level(dump.overflow.get(&*node.id).copied());
         }
         graph.add_parameters_grad(dump, stacks);
         graph
@@ -493,10 +670,10 @@ impl Graph {
     }
 
     fn set_parent(&mut self, child: usize, parent: usize) {
-        if child == parent || self.nodes[child].parent.is_some() || child == self.root {
+        if child == parent || self.nodes[child].parent().is_some() || child == self.root {
             return;
         }
-        self.nodes[child].parent = Some(parent);
+        self.nodes[child].set_parent(Some(parent));
         self.nodes[parent].children.push(child);
     }
 
@@ -506,9 +683,21 @@ impl Graph {
     }
 
     /// The graph of one dump folder before its items: hierarchy, stacks, micro steps and
-    /// `Apis_Between_Modules`, from construct.json and stack.json alone, so it can be made while
-    /// dump.json is still being read. [`Skeleton::attach`] completes it.
+    /// `Apis_Between_Modules`, from construct.json and stack.json alone, so it can be made
+    /// before dump.json is read. [`Skeleton::attach`] completes it.
     pub fn skeleton(construct: &Construct, stacks: &StackMap) -> Skeleton {
+        let mut sk = Graph::hierarchy(construct);
+        for (node, frames) in &stacks.stacks {
+            sk.stack(node, frames);
+        }
+        sk.derive_stacks();
+        sk
+    }
+
+    /// [`Graph::skeleton`] without the stacks: stack.json's frames are then given node by node
+    /// as they are read ([`StackSink`]), and [`Skeleton::derive_stacks`] completes them; no map
+    /// of stack.json is ever held (issue 16, item 1).
+    pub fn hierarchy(construct: &Construct) -> Skeleton {
         let mut g = Graph::empty();
         // Room for every node at once (a node per entry, a few more for parents not listed and
         // `Apis_Between_Modules`): a growing arena would hold twice its size while it moves.
@@ -517,62 +706,40 @@ impl Graph {
         g.index = NameIndex::with_capacity(room);
         g.index.insert(&g.nodes, g.root);
         g.micro_step_num = construct.micro_step_num;
-        let parents = Parents::of(construct);
+        let parents = construct.entries.index();
         let mut dumped = Vec::with_capacity(construct.entries.len());
-        for (sub, up) in &construct.entries {
+        for (sub, up) in construct.entries.iter() {
             let up = match up {
                 Some(up) => backward_inplace(&parents, sub, up),
                 None => backward_upnode_missing(&parents, sub),
             };
             let parent = match up {
-                Some(up) => g.create_node(&up, stacks, construct, &mut dumped),
+                Some(up) => g.create_node(&up, construct, &mut dumped),
                 None => g.root,
             };
-            let node = g.create_node(sub, stacks, construct, &mut dumped);
+            let node = g.create_node(sub, construct, &mut dumped);
             g.set_parent(node, parent);
         }
         g.collect_apis_between_modules();
-        Skeleton { graph: g, dumped }
+        Skeleton {
+            graph: g,
+            dumped,
+            parameters_grad_stacks: StackMap::default(),
+        }
     }
 
-    /// A node of the hierarchy (made once; later calls return it); its items come from the dump
-    /// in [`Skeleton::attach`].
-    fn create_node(
-        &mut self,
-        id: &str,
-        stacks: &StackMap,
-        construct: &Construct,
-        dumped: &mut Vec<usize>,
-    ) -> usize {
+    /// A node of the hierarchy (made once; later calls return it); its stack comes from
+    /// stack.json ([`Skeleton::derive_stacks`]), its items from the dump
+    /// ([`Skeleton::attach`]).
+    fn create_node(&mut self, id: &str, construct: &Construct, dumped: &mut Vec<usize>) -> usize {
         if let Some(i) = self.get(id) {
             return i;
         }
         let i = self.add_node(id);
         dumped.push(i);
-        self.nodes[i].stack = self.stack_for(id, stacks);
         let node = &mut self.nodes[i];
-        node.micro_step_id = construct.micro_step.get(id).copied();
+        node.set_micro_step_id(construct.micro_step.get(id).copied());
         i
-    }
-
-    /// The stack of a node being made (`_create_or_get_node`): its own non-empty stack.json
-    /// entry; otherwise, for a backward node (`….backward.N` module or `….backward` API), the
-    /// stack of its forward node *already in the graph* (`….forward.0` for modules, whatever its
-    /// own stack), or msprobe's note that there is none.
-    fn stack_for(&self, id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
-        let own = stacks.get(id);
-        if let Some(s) = own.filter(|s| !s.is_empty()) {
-            return Arc::clone(s);
-        }
-        let forward = match module_backward(id) {
-            Some((prefix, _)) => format!("{prefix}.forward.0"),
-            None if id.ends_with(".backward") => id.replace("backward", "forward"),
-            None => return own.map_or_else(|| Arc::new(Vec::new()), Arc::clone),
-        };
-        match self.get(&forward) {
-            Some(f) => Arc::clone(&self.nodes[f].stack),
-            None => Arc::new(vec![NO_FORWARD_STACK.to_string()]),
-        }
     }
 
     /// Wraps runs of two or more consecutive root-level APIs into `Apis_Between_Modules.<k>`.
@@ -592,10 +759,11 @@ impl Graph {
                 counter += 1;
                 let c = self.add_node(&id);
                 self.nodes[c].op = NodeOp::ApiCollection;
-                self.nodes[c].parent = Some(root);
-                self.nodes[c].micro_step_id = self.nodes[children[i]].micro_step_id;
+                self.nodes[c].set_parent(Some(root));
+                let step = self.nodes[children[i]].micro_step_id();
+                self.nodes[c].set_micro_step_id(step);
                 for &api in &children[i..j] {
-                    self.nodes[api].parent = Some(c);
+                    self.nodes[api].set_parent(Some(c));
                     self.nodes[c].children.push(api);
                 }
                 new_children.push(c);
@@ -660,7 +828,7 @@ impl Graph {
             let i = self.add_node(key);
             self.nodes[i].set_items(d.input, d.output);
             self.nodes[i].entry = span;
-            self.nodes[i].overflow_level = dump.overflow.get(key).copied();
+            self.nodes[i].set_overflow_level(dump.overflow.get(key).copied());
             self.nodes[i].stack = stack_of(key, stacks);
             self.set_parent(i, parent);
         }
@@ -703,10 +871,10 @@ impl Graph {
     /// Ids from the root down to the parent of `n`.
     pub fn ancestors(&self, n: usize) -> Vec<String> {
         let mut ids = Vec::new();
-        let mut cur = self.nodes[n].parent;
+        let mut cur = self.nodes[n].parent();
         while let Some(p) = cur {
-            ids.push(self.nodes[p].id.clone());
-            cur = self.nodes[p].parent;
+            ids.push(self.nodes[p].id.to_string());
+            cur = self.nodes[p].parent();
         }
         ids.reverse();
         ids
@@ -744,20 +912,20 @@ impl Graph {
             // golden node still without one takes its parent's. A step set on a node is never
             // overwritten by an ancestor's (differential seed 71258).
             for &(c, b) in &assigned {
-                if let Some(m) = self.nodes[c].matched {
-                    other.nodes[m].micro_step_id = Some(b);
+                if let Some(m) = self.nodes[c].matched() {
+                    other.nodes[m].set_micro_step_id(Some(b));
                 }
             }
             let bench_children = other.nodes[other.root].children.clone();
             for c in bench_children {
-                if other.nodes[c].micro_step_id.is_none() {
+                if other.nodes[c].micro_step_id().is_none() {
                     let b = other.nodes[c]
                         .id
                         .rsplit('.')
                         .next()
                         .and_then(|s| s.parse::<i64>().ok())
                         .unwrap_or(0);
-                    other.nodes[c].micro_step_id = Some(b);
+                    other.nodes[c].set_micro_step_id(Some(b));
                 }
             }
             other.fill_micro_step_down(other.root);
@@ -770,11 +938,11 @@ impl Graph {
     fn fill_micro_step_down(&mut self, n: usize) {
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
-            let step = self.nodes[x].micro_step_id;
+            let step = self.nodes[x].micro_step_id();
             let children = self.nodes[x].children.clone();
             for c in children {
-                if self.nodes[c].micro_step_id.is_none() {
-                    self.nodes[c].micro_step_id = step;
+                if self.nodes[c].micro_step_id().is_none() {
+                    self.nodes[c].set_micro_step_id(step);
                 }
                 stack.push(c);
             }
@@ -784,7 +952,7 @@ impl Graph {
     fn set_micro_step_down(&mut self, n: usize, step: i64) {
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
-            self.nodes[x].micro_step_id = Some(step);
+            self.nodes[x].set_micro_step_id(Some(step));
             stack.extend_from_slice(&self.nodes[x].children);
         }
     }
@@ -800,7 +968,7 @@ fn stack_of(id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
         return Arc::clone(s);
     }
     if !id.contains("backward") {
-        return Arc::new(Vec::new());
+        return empty_stack();
     }
     match module_backward(id) {
         Some((prefix, _)) => match stacks.get(&format!("{prefix}.forward.0")) {
@@ -810,7 +978,7 @@ fn stack_of(id: &str, stacks: &StackMap) -> Arc<Vec<String>> {
         // API style: the forward call's stack, or none (msprobe writes `[]`).
         None => match stacks.get(&id.replace("backward", "forward")) {
             Some(s) => Arc::clone(s),
-            None => Arc::new(Vec::new()),
+            None => empty_stack(),
         },
     }
 }
@@ -847,64 +1015,18 @@ fn backward_of_parent(parent: &str) -> String {
     }
 }
 
-/// construct.json's `node → parent`, looked up by node: a table of entry numbers hashing the
-/// entries' own names (5 bytes a slot, where a map of two `&str` took 33, about 70 bytes an
-/// entry at a million).
-struct Parents<'c> {
-    entries: &'c [(String, Option<String>)],
-    hasher: foldhash::fast::RandomState,
-    table: hashbrown::HashTable<u32>,
-}
-
-impl<'c> Parents<'c> {
-    fn of(construct: &'c Construct) -> Parents<'c> {
-        use std::hash::BuildHasher;
-        let entries = construct.entries.as_slice();
-        let hasher = foldhash::fast::RandomState::default();
-        let mut table = hashbrown::HashTable::with_capacity(entries.len());
-        let hash = |i: u32| hasher.hash_one(entries[i as usize].0.as_str());
-        // Numbers past u32 (4 billion entries) cannot be held in memory anyway: they are left
-        // out, as not listed.
-        for i in (0..entries.len()).filter_map(|i| u32::try_from(i).ok()) {
-            let name = entries[i as usize].0.as_str();
-            // A name listed twice: the last wins, as in a map.
-            match table.find_entry(hash(i), |&j| entries[j as usize].0 == name) {
-                Ok(mut slot) => *slot.get_mut() = i,
-                Err(_) => {
-                    table.insert_unique(hash(i), i, |&j| hash(j));
-                }
-            }
-        }
-        Parents {
-            entries,
-            hasher,
-            table,
-        }
-    }
-
-    /// The parent of `node` (`Some(None)`: listed without one), `None` when not listed.
-    fn get(&self, node: &str) -> Option<Option<&'c str>> {
-        use std::hash::BuildHasher;
-        let entries = self.entries;
-        self.table
-            .find(self.hasher.hash_one(node), |&j| {
-                entries[j as usize].0 == node
-            })
-            .map(|&j| entries[j as usize].1.as_deref())
-    }
-
-    fn contains_key(&self, node: &str) -> bool {
-        self.get(node).is_some()
-    }
-}
+/// construct.json's `node → parent`, looked up by node (5 bytes an entry: see
+/// [`EntryIndex`]).
+type Parents<'c> = EntryIndex<'c>;
 
 /// msprobe's `_handle_backward_upnode_missing`.
 fn backward_upnode_missing(parents: &Parents, sub: &str) -> Option<String> {
     let forward = forward_twin(sub)?;
-    let fparent = parents.get(forward.as_str())??;
+    let fparent = parents.parent(forward.as_str())??;
     let candidate = backward_of_parent(fparent);
     parents
-        .contains_key(candidate.as_str())
+        .find(candidate.as_str())
+        .is_some()
         .then_some(candidate)
 }
 
@@ -922,7 +1044,7 @@ fn backward_inplace(parents: &Parents, sub: &str, up: &str) -> Option<String> {
     let Some(forward) = forward_twin(sub) else {
         return Some(up.to_string());
     };
-    match parents.get(forward.as_str()) {
+    match parents.parent(forward.as_str()) {
         Some(Some(fparent)) => Some(backward_of_parent(fparent)),
         Some(None) => None,
         None => Some(up.to_string()),
@@ -1040,6 +1162,49 @@ mod tests {
             2,
             "stopped at the batch after the answer"
         );
+    }
+
+    /// Issue 16, item 1: every node of a graph is this record (168 bytes before links became
+    /// `u32`, the overflow level a byte code, the id a `Box<str>`, the entry's span 12 bytes,
+    /// the micro step and `precision_index` numbers with a bit each for whether they are set).
+    #[test]
+    fn a_node_is_a_compact_record() {
+        assert!(
+            std::mem::size_of::<Node>() <= 96,
+            "{}",
+            std::mem::size_of::<Node>()
+        );
+        assert_eq!(std::mem::size_of::<Option<EntrySpan>>(), 12);
+        let mut n = Node::new("Module.a.forward.0");
+        assert_eq!(
+            (n.parent(), n.matched(), n.overflow_level()),
+            (None, None, None)
+        );
+        n.set_parent(Some(7));
+        n.set_matched(Some(0));
+        for level in OVERFLOW_LEVELS {
+            n.set_overflow_level(Some(level));
+            assert_eq!(n.overflow_level(), Some(level));
+        }
+        assert_eq!((n.parent(), n.matched()), (Some(7), Some(0)));
+        assert_eq!((n.micro_step_id(), n.precision_index()), (None, None));
+        n.set_micro_step_id(Some(i64::MIN));
+        n.set_precision_index(Some(f64::NAN));
+        assert_eq!(n.micro_step_id(), Some(i64::MIN));
+        assert!(n.precision_index().is_some_and(f64::is_nan));
+        n.set_micro_step_id(None);
+        assert_eq!(
+            (n.micro_step_id(), n.precision_index().is_some()),
+            (None, true)
+        );
+        let span = EntrySpan::new((5 << 32) + 3, 1 << 20, true).expect("a span");
+        assert_eq!(
+            (span.offset(), span.len(), span.has_items()),
+            ((5 << 32) + 3, 1 << 20, true)
+        );
+        assert!(!EntrySpan::new(9, 1, false).expect("a span").has_items());
+        assert_eq!(EntrySpan::new(0, 0, true), None);
+        assert_eq!(EntrySpan::new(0, 1 << 31, true), None);
     }
 
     #[test]

@@ -173,13 +173,20 @@ struct Unit {
     task: &'static str,
 }
 
-/// Read and build one job's folders (both sides at once: they are independent), then match and
-/// compare them in a compare.
+/// Read and build one job's folders, then match and compare them in a compare.
+///
+/// The two sides are read one after the other, not side by side: reading a side already keeps
+/// both cores busy (dump.json is parsed in parallel batches, construct.json and stack.json side
+/// by side), so reading both at once saves little time, while their transient peaks (the
+/// skeletons being made beside construct.json's and stack.json's entries) would add up. One
+/// after the other, a compare's peak is one side's built graph plus the other's skeleton being
+/// made (issue 16, item 1).
 fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, ConvertError> {
-    let (npu, bench) = rayon::join(
-        || read_and_build(opts, &job.target, run),
-        || job.golden.as_deref().map(|g| read_and_build(opts, g, run)),
-    );
+    let npu = read_and_build(opts, &job.target, run);
+    let bench = match (&npu, job.golden.as_deref()) {
+        (Ok(_), Some(g)) => Some(read_and_build(opts, g, run)),
+        _ => None,
+    };
     let Built {
         dump: npu_dump,
         graph: mut npu_graph,

@@ -98,9 +98,9 @@ fn link(
     npu_link: Vec<String>,
     bench_link: Vec<String>,
 ) {
-    npu.nodes[n].matched = Some(b);
+    npu.nodes[n].set_matched(Some(b));
     npu.nodes[n].set_matched_link(npu_link);
-    bench.nodes[b].matched = Some(n);
+    bench.nodes[b].set_matched(Some(n));
     bench.nodes[b].set_matched_link(bench_link);
 }
 
@@ -109,7 +109,7 @@ fn match_default(npu: &mut Graph, bench: &mut Graph) {
         let Some(b) = bench.get(&npu.nodes[n].id) else {
             continue;
         };
-        if bench.nodes[b].matched.is_some() {
+        if bench.nodes[b].matched().is_some() {
             continue;
         }
         if npu.ancestors(n) != bench.ancestors(b) {
@@ -165,9 +165,9 @@ fn match_fuzzy(npu: &mut Graph, bench: &mut Graph) {
             continue;
         };
         let mut nl = npu.ancestors(n);
-        nl.push(bench.nodes[b].id.clone());
+        nl.push(bench.nodes[b].id.to_string());
         let mut bl = bench.ancestors(b);
-        bl.push(npu.nodes[n].id.clone());
+        bl.push(npu.nodes[n].id.to_string());
         link(npu, bench, n, b, nl, bl);
         let bench_keys = api_children_keys(bench, b);
         let npu_keys = api_children_keys(npu, n);
@@ -178,9 +178,9 @@ fn match_fuzzy(npu: &mut Graph, bench: &mut Graph) {
         pairs.sort();
         for (nc, bc) in pairs {
             let mut nl = npu.ancestors(nc);
-            nl.push(bench.nodes[bc].id.clone());
+            nl.push(bench.nodes[bc].id.to_string());
             let mut bl = bench.ancestors(bc);
-            bl.push(npu.nodes[nc].id.clone());
+            bl.push(npu.nodes[nc].id.to_string());
             link(npu, bench, nc, bc, nl, bl);
         }
     }

@@ -47,7 +47,7 @@ impl NameIndex {
         let h = self.hasher.hash_one(id);
         if let Some(&i) = self
             .table
-            .find(h, |&i| nodes.get(i as usize).is_some_and(|n| n.id == id))
+            .find(h, |&i| nodes.get(i as usize).is_some_and(|n| *n.id == *id))
         {
             return Some(i as usize);
         }
@@ -68,13 +68,13 @@ impl NameIndex {
 
     /// Names node `i` `name` (an alias when it is not the node's own id).
     pub fn insert_as(&mut self, nodes: &[Node], name: &str, i: usize) {
-        let own = nodes.get(i).is_some_and(|n| n.id == name);
+        let own = nodes.get(i).is_some_and(|n| *n.id == *name);
         let number = u32::try_from(i).ok().filter(|_| own);
         let h = self.hasher.hash_one(name);
         let hasher = &self.hasher;
-        let found = self
-            .table
-            .find_entry(h, |&j| nodes.get(j as usize).is_some_and(|n| n.id == name));
+        let found = self.table.find_entry(h, |&j| {
+            nodes.get(j as usize).is_some_and(|n| *n.id == *name)
+        });
         match (found, number) {
             (Ok(mut slot), Some(number)) => *slot.get_mut() = number,
             (Ok(slot), None) => {
@@ -83,9 +83,7 @@ impl NameIndex {
             }
             (Err(_), Some(number)) => {
                 self.table.insert_unique(h, number, |&j| {
-                    nodes
-                        .get(j as usize)
-                        .map_or(0, |n| hasher.hash_one(n.id.as_str()))
+                    nodes.get(j as usize).map_or(0, |n| hasher.hash_one(&*n.id))
                 });
                 self.aliases.remove(name);
             }

@@ -138,6 +138,11 @@ fn norms<'a>(items: impl Iterator<Item = &'a Value>) -> Vec<f64> {
         .collect()
 }
 
+/// msprobe's overflow levels, the only answers of [`level_of`].
+pub const LEVEL_MEDIUM: &str = "medium";
+pub const LEVEL_HIGH: &str = "high";
+pub const LEVEL_CRITICAL: &str = "critical";
+
 /// The overflow level of dump entry `name`, after msprobe's ignore rules.
 pub fn level_of(name: &str, entry: &Value) -> Option<&'static str> {
     let Value::Object(e) = entry else {
@@ -153,9 +158,9 @@ pub fn level_of(name: &str, entry: &Value) -> Option<&'static str> {
     let in_bad = args.iter().any(anomalous) || kwargs.values().any(anomalous);
     let out_bad = outputs.iter().any(anomalous);
     let level = match (in_bad, out_bad) {
-        (false, true) => "critical",
-        (true, true) => "high",
-        (true, false) => "medium",
+        (false, true) => LEVEL_CRITICAL,
+        (true, true) => LEVEL_HIGH,
+        (true, false) => LEVEL_MEDIUM,
         (false, false) => {
             let i = norms(args.iter().chain(kwargs.values()));
             let o = norms(outputs.iter());
@@ -172,7 +177,7 @@ pub fn level_of(name: &str, entry: &Value) -> Option<&'static str> {
             if !mutation {
                 return None;
             }
-            "high"
+            LEVEL_HIGH
         }
     };
     if ignored(name, args, kwargs, outputs) {

@@ -15,7 +15,7 @@ use crate::DumpError;
 #[derive(Debug, Clone, Default)]
 pub struct Construct {
     /// `(node, parent)` in file order.
-    pub entries: Vec<(String, Option<String>)>,
+    pub entries: Entries,
     /// Micro step of each node (Megatron form only).
     pub micro_step: crate::FastMap<String, i64>,
     /// `megatron_micro_step_number`, when present.
@@ -42,6 +42,12 @@ impl Construct {
         confine: &crate::Confine,
     ) -> Result<Option<Construct>, DumpError> {
         let mut c = Construct::default();
+        // The entries' text is at most the file's: room for it at once, so the buffer never
+        // holds twice its size while it grows (issue 16, item 1).
+        if let Ok(m) = std::fs::metadata(path) {
+            c.entries
+                .reserve_text(usize::try_from(m.len()).unwrap_or(0));
+        }
         let mut megatron = false;
         let mut seen = SeenKeys::default();
         let complete = stream_object(path, confine, &mut |node, v| {
@@ -64,7 +70,7 @@ impl Construct {
             };
             match parent {
                 Ok(parent) => {
-                    c.entries.push((node, parent));
+                    c.entries.push(&node, parent.as_deref());
                     true
                 }
                 Err(_) => false,
@@ -113,7 +119,7 @@ impl Construct {
             } else {
                 parent_of(path, &node, &v)?
             };
-            c.entries.push((node, parent));
+            c.entries.push(&node, parent.as_deref());
         }
         if let Some(node) = c.first_in_cycle() {
             return Err(DumpError::shape(
@@ -126,38 +132,167 @@ impl Construct {
 
     /// A node whose chain of parents comes back to it (the first met in file order), if any:
     /// such nodes would hang off no root and vanish from the graph without a word. Each node is
-    /// walked once, without recursion.
+    /// walked once, without recursion; entries are found by number ([`EntryIndex`]: 5 bytes an
+    /// entry, where maps of names took about 100 while the file was read).
     fn first_in_cycle(&self) -> Option<&str> {
-        let parents: crate::FastMap<&str, &str> = self
-            .entries
-            .iter()
-            .filter_map(|(node, parent)| Some((node.as_str(), parent.as_deref()?)))
-            .collect();
+        let index = self.entries.index();
         /// Set once a node's chain is known to end at a root.
         const DONE: u8 = 2;
         const ON_PATH: u8 = 1;
-        let mut state: crate::FastMap<&str, u8> = crate::FastMap::default();
-        let mut path: Vec<&str> = Vec::new();
-        for (start, _) in &self.entries {
-            let mut node = start.as_str();
+        let mut state = vec![0u8; self.entries.len()];
+        let mut path: Vec<usize> = Vec::new();
+        for start in 0..self.entries.len() {
+            let mut node = start;
             loop {
-                match state.get(node) {
-                    Some(&DONE) => break,
-                    Some(_) => return Some(node),
-                    None => {}
+                match state[node] {
+                    DONE => break,
+                    ON_PATH => return Some(self.entries.get(node).0),
+                    _ => {}
                 }
-                state.insert(node, ON_PATH);
+                state[node] = ON_PATH;
                 path.push(node);
-                match parents.get(node) {
+                // A parent not listed has no parent: the chain ends there.
+                match self.entries.get(node).1.and_then(|p| index.find(p)) {
                     Some(parent) => node = parent,
                     None => break,
                 }
             }
             for node in path.drain(..) {
-                state.insert(node, DONE);
+                state[node] = DONE;
             }
         }
         None
+    }
+}
+
+/// construct.json's `(node, parent)` pairs in file order, their text in one buffer (two
+/// `String`s an entry took about 100 bytes for 60 of text; issue 16, item 1).
+#[derive(Debug, Clone, Default)]
+pub struct Entries {
+    /// Each entry's node, then its parent.
+    text: String,
+    /// Per entry: where its node starts in `text`, its length, and its parent's length
+    /// ([`NO_PARENT`]: none); the parent follows the node.
+    spans: Vec<(u64, u32, u32)>,
+}
+
+const NO_PARENT: u32 = u32::MAX;
+
+impl Entries {
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Adds an entry. A name or parent of 4 GiB or more cannot be held (it would not fit in
+    /// memory beside the rest): it is cut to its first 4 GiB - 2 bytes.
+    pub fn push(&mut self, node: &str, parent: Option<&str>) {
+        let start = self.text.len() as u64;
+        let node = cut(node);
+        self.text.push_str(node);
+        let parent_len = match parent {
+            Some(p) => {
+                let p = cut(p);
+                self.text.push_str(p);
+                p.len() as u32
+            }
+            None => NO_PARENT,
+        };
+        self.spans.push((start, node.len() as u32, parent_len));
+    }
+
+    /// Entry `i`: `(node, parent)`.
+    pub fn get(&self, i: usize) -> (&str, Option<&str>) {
+        let Some(&(start, len, parent_len)) = self.spans.get(i) else {
+            return ("", None);
+        };
+        let start = start as usize;
+        let end = start + len as usize;
+        let node = self.text.get(start..end).unwrap_or("");
+        let parent = (parent_len != NO_PARENT)
+            .then(|| self.text.get(end..end + parent_len as usize).unwrap_or(""));
+        (node, parent)
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, Option<&str>)> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Room for `bytes` of text (an estimate: the text may grow past it).
+    pub fn reserve_text(&mut self, bytes: usize) {
+        self.text.reserve(bytes);
+    }
+
+    pub fn shrink_to_fit(&mut self) {
+        self.text.shrink_to_fit();
+        self.spans.shrink_to_fit();
+    }
+
+    /// The entries' numbers by node name.
+    pub fn index(&self) -> EntryIndex<'_> {
+        EntryIndex::of(self)
+    }
+}
+
+/// `s`, or its first `u32::MAX - 1` bytes (at a character boundary).
+fn cut(s: &str) -> &str {
+    let mut end = s.len().min(NO_PARENT as usize - 1);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// construct.json's entries by node name: a table of entry numbers hashing the entries' own
+/// names (5 bytes a slot; a map of `&str` keys took over 30).
+pub struct EntryIndex<'c> {
+    entries: &'c Entries,
+    hasher: foldhash::fast::RandomState,
+    table: hashbrown::HashTable<u32>,
+}
+
+impl<'c> EntryIndex<'c> {
+    fn of(entries: &'c Entries) -> EntryIndex<'c> {
+        use std::hash::BuildHasher;
+        let hasher = foldhash::fast::RandomState::default();
+        let mut table = hashbrown::HashTable::with_capacity(entries.len());
+        let hash = |i: u32| hasher.hash_one(entries.get(i as usize).0);
+        // Numbers past u32 (4 billion entries) cannot be held in memory anyway: they are left
+        // out, as not listed.
+        for i in (0..entries.len()).filter_map(|i| u32::try_from(i).ok()) {
+            let name = entries.get(i as usize).0;
+            // A name listed twice: the last wins, as in a map.
+            match table.find_entry(hash(i), |&j| entries.get(j as usize).0 == name) {
+                Ok(mut slot) => *slot.get_mut() = i,
+                Err(_) => {
+                    table.insert_unique(hash(i), i, |&j| hash(j));
+                }
+            }
+        }
+        EntryIndex {
+            entries,
+            hasher,
+            table,
+        }
+    }
+
+    /// The number of the entry of `node`.
+    pub fn find(&self, node: &str) -> Option<usize> {
+        use std::hash::BuildHasher;
+        let entries = self.entries;
+        self.table
+            .find(self.hasher.hash_one(node), |&j| {
+                entries.get(j as usize).0 == node
+            })
+            .map(|&j| j as usize)
+    }
+
+    /// The parent of `node` (`Some(None)`: listed without one), `None` when not listed.
+    pub fn parent(&self, node: &str) -> Option<Option<&'c str>> {
+        self.find(node).map(|i| self.entries.get(i).1)
     }
 }
 

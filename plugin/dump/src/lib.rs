@@ -52,7 +52,7 @@ pub(crate) mod stack;
 pub mod tensor;
 
 pub use confine::Confine;
-pub use construct::Construct;
+pub use construct::{Construct, Entries as ConstructEntries, EntryIndex};
 pub use dumpfile::DumpFile;
 pub use error::DumpError;
 pub use items::{
@@ -62,7 +62,7 @@ pub use items::{
 };
 pub use packed::{PackedItem, PackedOp, ValRef};
 pub use pyval::PyVal;
-pub use stack::StackMap;
+pub use stack::{StackMap, StackSink};
 
 /// A `HashMap` with a fast non-cryptographic hash (foldhash): the readers and the graph builder
 /// look up every op and node name several times, and SipHash was a tenth of building a graph.

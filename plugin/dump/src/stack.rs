@@ -17,21 +17,63 @@ pub struct StackMap {
     pub stacks: crate::FastMap<String, Arc<Vec<String>>>,
 }
 
+/// Where stack.json's `node → frames` pairs go as they are read ([`StackMap::read_into`]).
+pub trait StackSink {
+    /// Node `node`'s frames (equal lists share one `Arc`). A node may be given more than once:
+    /// the last time wins, as in a map.
+    fn stack(&mut self, node: &str, frames: &Arc<Vec<String>>);
+    /// Forget every pair given so far: the file is read again, whole.
+    fn restart(&mut self);
+}
+
+impl StackSink for StackMap {
+    fn stack(&mut self, node: &str, frames: &Arc<Vec<String>>) {
+        self.stacks.insert(node.to_string(), Arc::clone(frames));
+    }
+
+    fn restart(&mut self) {
+        self.stacks.clear();
+    }
+}
+
 impl StackMap {
     /// Reads stack.json entry by entry (memory: the stacks kept, equal ones once, not the
     /// file's parsed tree); a file the streamed reading does not take as it is (a bad file,
     /// repeated keys, a new-form file whose key `"0"` is not first) is read whole, which decides.
     pub fn read(path: &Path, confine: &crate::Confine) -> Result<StackMap, DumpError> {
-        if let Some(s) = Self::read_streamed(path, confine)? {
-            return Ok(s);
-        }
-        let value = read_json_file(path, confine)?;
-        Self::from_value(path, value)
+        let mut out = StackMap::default();
+        Self::read_into(path, confine, &mut out)?;
+        Ok(out)
     }
 
-    /// [`StackMap::read`] member by member: `None` when the file needs the whole-file reader.
-    fn read_streamed(path: &Path, confine: &crate::Confine) -> Result<Option<StackMap>, DumpError> {
-        let mut out = StackMap::default();
+    /// [`StackMap::read`] handing each pair to `sink` instead of keeping a map (a graph's
+    /// skeleton takes each node's frames as they are read, issue 16, item 1). When the file is
+    /// read again whole, `sink` is told to restart first; on an error, what it was given is
+    /// not the file's.
+    pub fn read_into(
+        path: &Path,
+        confine: &crate::Confine,
+        sink: &mut dyn StackSink,
+    ) -> Result<(), DumpError> {
+        if Self::read_streamed(path, confine, sink)? {
+            return Ok(());
+        }
+        sink.restart();
+        let value = read_json_file(path, confine)?;
+        let whole = Self::from_value(path, value)?;
+        for (node, frames) in &whole.stacks {
+            sink.stack(node, frames);
+        }
+        Ok(())
+    }
+
+    /// [`StackMap::read_into`] member by member: `false` when the file needs the whole-file
+    /// reader.
+    fn read_streamed(
+        path: &Path,
+        confine: &crate::Confine,
+        out: &mut dyn StackSink,
+    ) -> Result<bool, DumpError> {
         let mut shared = Interner::default();
         let mut seen = SeenKeys::default();
         // The new form is known by its key "0"; msprobe writes it first.
@@ -47,7 +89,7 @@ impl StackMap {
                 }
                 return match frames_of(path, &key, &v) {
                     Ok(frames) => {
-                        out.stacks.insert(key, shared.get(frames));
+                        out.stack(&key, &shared.get(frames));
                         true
                     }
                     Err(_) => false,
@@ -67,11 +109,11 @@ impl StackMap {
                 let Value::String(n) = n else {
                     return false;
                 };
-                out.stacks.insert(n.clone(), Arc::clone(&frames));
+                out.stack(n, &frames);
             }
             true
         })?;
-        Ok(complete.then_some(out))
+        Ok(complete)
     }
 
     pub fn from_value(path: &Path, value: Value) -> Result<StackMap, DumpError> {

@@ -52,7 +52,7 @@ pub fn mapping_for(
 pub fn match_graphs(npu: &mut Graph, bench: &mut Graph, mapping: &ApiMapping) {
     for n in npu.bfs() {
         let id = &npu.nodes[n].id;
-        let golden = match mapping.get(id) {
+        let golden = match mapping.get(&**id) {
             Some(Some(g)) => bench.get(g),
             Some(None) => None,
             None => bench.get(id),
@@ -61,12 +61,12 @@ pub fn match_graphs(npu: &mut Graph, bench: &mut Graph, mapping: &ApiMapping) {
             continue;
         };
         let mut npu_link = bench.ancestors(b);
-        npu_link.push(bench.nodes[b].id.clone());
+        npu_link.push(bench.nodes[b].id.to_string());
         let mut bench_link = npu.ancestors(n);
-        bench_link.push(npu.nodes[n].id.clone());
-        npu.nodes[n].matched = Some(b);
+        bench_link.push(npu.nodes[n].id.to_string());
+        npu.nodes[n].set_matched(Some(b));
         npu.nodes[n].set_matched_link(npu_link);
-        bench.nodes[b].matched = Some(n);
+        bench.nodes[b].set_matched(Some(n));
         bench.nodes[b].set_matched_link(bench_link);
     }
 }

@@ -341,12 +341,7 @@ impl Side {
         let (names, framework) = read_names(&dump_path, &dump.confine)?;
         let stack_path = dump.dir.join("stack.json");
         let stacks = RawStacks::read(&stack_path, &dump.confine)?;
-        let parents: HashMap<&str, Option<&str>> = dump
-            .construct
-            .entries
-            .iter()
-            .map(|(n, p)| (n.as_str(), p.as_deref()))
-            .collect();
+        let parents: HashMap<&str, Option<&str>> = dump.construct.entries.iter().collect();
         if stacks.is_empty || parents.is_empty() {
             // msprobe makes no entries at all then: every node looks for its own id.
             return Ok(Side::from_entries(Vec::new()));

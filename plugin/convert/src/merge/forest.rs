@@ -108,17 +108,19 @@ impl Forest {
         for (i, mut n) in g.nodes.into_iter().enumerate() {
             map.insert(&n.id, base + i);
             let (input, output) = n.take_items();
+            let (parent, overflow_level, micro_step_id) =
+                (n.parent(), n.overflow_level(), n.micro_step_id());
             self.nodes.push(MNode {
-                id: n.id,
+                id: n.id.into(),
                 op: n.op,
-                parent: n.parent.map(|p| p + base),
+                parent: parent.map(|p| p + base),
                 children: n.children.into_iter().map(|c| c + base).collect(),
                 children_gen: 0,
                 input: unpack_items(input),
                 output: unpack_items(output),
                 stack: n.stack,
-                micro_step_id: n.micro_step_id,
-                overflow_level: n.overflow_level,
+                micro_step_id,
+                overflow_level,
                 rank,
                 merge_info: Vec::new(),
                 pp_merged: false,
@@ -248,17 +250,17 @@ impl Forest {
             let m = &self.nodes[n];
             let mut node = Node::new(&m.id);
             node.op = m.op;
-            node.parent = m.parent.and_then(|p| local.get(&p).copied());
+            node.set_parent(m.parent.and_then(|p| local.get(&p).copied()));
             node.children = m.children.iter().filter_map(|&c| by_id(c)).collect();
             node.set_items(pack_items(&m.input), pack_items(&m.output));
             node.stack = Arc::clone(&m.stack);
-            node.micro_step_id = m.micro_step_id;
-            node.overflow_level = m.overflow_level;
+            node.set_micro_step_id(m.micro_step_id);
+            node.set_overflow_level(m.overflow_level);
             node.set_parallel_merge_info(m.merge_info.clone());
             nodes.push(node);
         }
         if let Some(r) = nodes.first_mut() {
-            r.parent = None;
+            r.set_parent(None);
         }
         let mut index = crate::names::NameIndex::with_capacity(nodes.len());
         for (id, n) in g.map.iter() {

@@ -41,9 +41,12 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
         order
             .iter()
             .filter_map(|&n| {
-                g.nodes[n]
-                    .parent
-                    .map(|p| (g.nodes[n].id.clone(), PyVal::Str(g.nodes[p].id.clone())))
+                g.nodes[n].parent().map(|p| {
+                    (
+                        g.nodes[n].id.to_string(),
+                        PyVal::Str(g.nodes[p].id.to_string()),
+                    )
+                })
             })
             .collect(),
     );
@@ -51,7 +54,7 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
     let mut lookup: HashMap<(&str, &str), &PackedItem> = HashMap::new();
     for node in &g.nodes {
         for (k, it) in node.input().iter().chain(node.output()) {
-            lookup.insert((node.id.as_str(), k.as_str()), it);
+            lookup.insert((&*node.id, k.as_str()), it);
         }
     }
     let mut data: Vec<(String, PyVal)> = Vec::new();
@@ -60,7 +63,7 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
         if n == g.root || (node.input().is_empty() && node.output().is_empty()) {
             continue;
         }
-        let entry = match raw.get(&node.id) {
+        let entry = match raw.get(&*node.id) {
             Some(Value::Object(rawn)) => from_raw(rawn, &node.id, &lookup),
             _ => rebuild(node),
         };
@@ -78,9 +81,9 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
                 ));
             }
         }
-        match data.iter_mut().find(|(k, _)| *k == node.id) {
+        match data.iter_mut().find(|(k, _)| **k == *node.id) {
             Some(e) => e.1 = entry,
-            None => data.push((node.id.clone(), entry)),
+            None => data.push((node.id.to_string(), entry)),
         }
     }
     let dump = PyVal::Dict(vec![
@@ -105,10 +108,10 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
             continue;
         }
         match seen.get(s) {
-            Some(&i) => groups[i].0.push(g.nodes[n].id.clone()),
+            Some(&i) => groups[i].0.push(g.nodes[n].id.to_string()),
             None => {
                 seen.insert(s, groups.len());
-                groups.push((vec![g.nodes[n].id.clone()], s));
+                groups.push((vec![g.nodes[n].id.to_string()], s));
             }
         }
     }
@@ -171,7 +174,7 @@ fn post_order_unique(g: &Graph) -> Vec<usize> {
     let mut seen = std::collections::HashSet::new();
     g.post_order()
         .into_iter()
-        .filter(|&n| seen.insert(g.nodes[n].id.as_str()))
+        .filter(|&n| seen.insert(&*g.nodes[n].id))
         .collect()
 }
 
@@ -247,7 +250,7 @@ fn rebuild(node: &crate::graph::Node) -> PyVal {
     let mut params: Vec<PyVal> = Vec::new();
     let mut seen_params: Vec<String> = Vec::new();
     let split = |key: &str| -> Option<(String, String)> {
-        let suffix = match key.strip_prefix(node.id.as_str()) {
+        let suffix = match key.strip_prefix(&*node.id) {
             Some(rest) => rest.get(1..).unwrap_or(""),
             None => key,
         };

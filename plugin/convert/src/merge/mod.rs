@@ -633,17 +633,17 @@ pub(crate) fn all_ranks_index(g: &mut Graph) {
         g.nodes[n]
             .children
             .iter()
-            .map(|&c| g.nodes[c].precision_index.unwrap_or(0.0))
+            .map(|&c| g.nodes[c].precision_index().unwrap_or(0.0))
             .fold(0.0, f64::max)
     };
     for n in g.nodes[g.root].children.clone() {
         if g.nodes[n].op == NodeOp::ApiCollection && g.nodes[n].id.starts_with(ALL_RANKS) {
             for s in g.nodes[n].children.clone() {
                 let w = worst(g, s);
-                g.nodes[s].precision_index = Some(w);
+                g.nodes[s].set_precision_index(Some(w));
             }
             let w = worst(g, n);
-            g.nodes[n].precision_index = Some(w);
+            g.nodes[n].set_precision_index(Some(w));
         }
     }
 }
@@ -668,24 +668,24 @@ pub(crate) fn paging(npu: &mut Graph, bench: &mut Graph) -> i64 {
             }
         }
         batches = batches.max(batch + 1);
-        npu.nodes[c].micro_step_id = Some(batch);
+        npu.nodes[c].set_micro_step_id(Some(batch));
         if let Some(last) = npu.nodes[c].matched_link().last() {
             if let Some(b) = bench.get(last) {
-                bench.nodes[b].micro_step_id = Some(batch);
+                bench.nodes[b].set_micro_step_id(Some(batch));
             }
         }
     }
     inherit(npu);
     let root = bench.root;
     for c in bench.nodes[root].children.clone() {
-        if bench.nodes[c].micro_step_id.is_none() {
+        if bench.nodes[c].micro_step_id().is_none() {
             let v = bench.nodes[c]
                 .id
                 .rsplit('.')
                 .next()
                 .and_then(|s| s.parse::<i64>().ok())
                 .unwrap_or(0);
-            bench.nodes[c].micro_step_id = Some(v);
+            bench.nodes[c].set_micro_step_id(Some(v));
         }
     }
     inherit(bench);
@@ -695,10 +695,10 @@ pub(crate) fn paging(npu: &mut Graph, bench: &mut Graph) -> i64 {
 fn inherit(g: &mut Graph) {
     let mut stack = vec![g.root];
     while let Some(n) = stack.pop() {
-        let ms = g.nodes[n].micro_step_id;
+        let ms = g.nodes[n].micro_step_id();
         for c in g.nodes[n].children.clone() {
-            if g.nodes[c].micro_step_id.is_none() {
-                g.nodes[c].micro_step_id = ms;
+            if g.nodes[c].micro_step_id().is_none() {
+                g.nodes[c].set_micro_step_id(ms);
             }
             stack.push(c);
         }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use graph_ascend_dump::{Confine, Construct, DumpFile, StackMap};
 
-use crate::entries::DumpSource;
-use crate::graph::{self, DumpOps, Graph};
+use crate::entries::{DumpSource, EntrySpan};
+use crate::graph::{DumpOps, Graph};
 use crate::{timing, ConvertError};
 
 /// What [`RankDump::read_parts`] makes besides the three files.
@@ -106,7 +106,7 @@ impl RankDump {
         overflow_check: bool,
         parts: Parts,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
-    ) -> Result<(RankDump, Option<graph::Skeleton>), ConvertError> {
+    ) -> Result<(RankDump, Option<crate::graph::Skeleton>), ConvertError> {
         let Parts {
             skeleton,
             spans,
@@ -130,51 +130,50 @@ impl RankDump {
             file("construct.json")?,
             file("stack.json")?,
         );
-        // The two small files are read side by side; then, for a graph, its skeleton is made
-        // before dump.json is read, so that every entry is placed on its node as it is read and
-        // no entry is ever held by its name (issue 16, item 1). Reading dump.json beside them
-        // instead saves little on two cores and makes memory depend on which file finishes
-        // first.
-        let read_small = || {
-            let (construct, stacks) = rayon::join(
-                || Construct::read(&construct_p, confine),
-                || StackMap::read(&stack_p, confine),
-            );
-            let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-            // A cancel is seen by dump.json's reader, batch by batch.
-            let _ = on_bytes(size(&construct_p) + size(&stack_p));
-            (construct, stacks)
-        };
-        let read_dump = |place: &(dyn Fn(&str) -> Option<usize> + Sync)| {
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let read_dump = |place: &mut dyn FnMut(&str, EntrySpan) -> bool| {
             DumpOps::read_with(&dump_p, confine, overflow_check, spans, place, on_bytes)
         };
+        // A cancel is seen by dump.json's reader, batch by batch: the small files' bytes are
+        // only counted.
         let (dump_side, construct, stacks, sk) = if skeleton {
-            let (construct, mut stacks) = read_small();
-            let mut construct = construct?;
-            let sk = match &mut stacks {
-                Ok(s) => {
-                    let p = timing::phase(|| format!("skeleton {}", dir.display()));
-                    let sk = Graph::skeleton(&construct, s);
-                    // The skeleton holds the hierarchy and every node's stack now: keep only
-                    // the stacks of the nodes that the items add (parameter gradients), and
-                    // the hierarchy only when asked for.
-                    s.stacks.retain(|id, _| graph::is_parameters_grad_id(id));
-                    s.stacks.shrink_to_fit();
-                    if !keep_construct {
-                        construct = Construct::default();
-                    }
-                    p.done();
-                    Some(sk)
-                }
-                Err(_) => None,
-            };
-            let dump_side = match &sk {
-                Some(sk) => read_dump(&|name| sk.place(name)),
-                None => read_dump(&|_| None),
+            // For a graph, its skeleton is made before dump.json is read, so that every entry is
+            // placed on its node as it is read and no entry is ever held by its name; and the
+            // hierarchy is made before stack.json is read, so that each node takes its frames
+            // as they are read and no map of stack.json is held either (issue 16, item 1).
+            // construct.json's entries are freed once the hierarchy holds them, before
+            // stack.json is read, unless asked for.
+            let mut construct = Construct::read(&construct_p, confine)?;
+            let _ = on_bytes(size(&construct_p));
+            let p = timing::phase(|| format!("skeleton {}", dir.display()));
+            let mut sk = Graph::hierarchy(&construct);
+            if !keep_construct {
+                construct = Construct::default();
+            }
+            // Only the parameter gradients' stacks are kept apart: the nodes that the items
+            // add (`Skeleton::attach`) look them up.
+            let stacks = sk
+                .read_stacks(&stack_p, confine)
+                .map(|()| sk.take_parameters_grad_stacks());
+            let _ = on_bytes(size(&stack_p));
+            p.done();
+            let mut sk = stacks.is_ok().then_some(sk);
+            let dump_side = match &mut sk {
+                Some(sk) => read_dump(&mut |name, span| sk.place(name, span)),
+                None => read_dump(&mut |_, _| false),
             };
             (dump_side, construct, stacks, sk)
         } else {
-            let (dump_side, (construct, stacks)) = rayon::join(|| read_dump(&|_| None), read_small);
+            let read_small = || {
+                let (construct, stacks) = rayon::join(
+                    || Construct::read(&construct_p, confine),
+                    || StackMap::read(&stack_p, confine),
+                );
+                let _ = on_bytes(size(&construct_p) + size(&stack_p));
+                (construct, stacks)
+            };
+            let (dump_side, (construct, stacks)) =
+                rayon::join(|| read_dump(&mut |_, _| false), read_small);
             (dump_side, construct?, stacks, None)
         };
         let (dump, ops) = dump_side?;

@@ -159,7 +159,7 @@ fn compared_precision(graph: &mut Graph, nodes: &[usize], rows: &mut [NodeRow]) 
         if graph.nodes[n].op == NodeOp::ApiCollection {
             row.precision_index = Some(compare::collection_precision(graph, n));
         }
-        graph.nodes[n].precision_index = row.precision_index;
+        graph.nodes[n].set_precision_index(row.precision_index);
     }
 }
 
