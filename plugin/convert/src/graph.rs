@@ -677,26 +677,10 @@ impl Graph {
         self.nodes[parent].children.push(child);
     }
 
-    /// Builds the graph of one dump folder.
-    pub fn build(construct: &Construct, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
-        Graph::skeleton(construct, stacks).attach(dump, stacks)
-    }
-
-    /// The graph of one dump folder before its items: hierarchy, stacks, micro steps and
-    /// `Apis_Between_Modules`, from construct.json and stack.json alone, so it can be made
-    /// before dump.json is read. [`Skeleton::attach`] completes it.
-    pub fn skeleton(construct: &Construct, stacks: &StackMap) -> Skeleton {
-        let mut sk = Graph::hierarchy(construct);
-        for (node, frames) in &stacks.stacks {
-            sk.stack(node, frames);
-        }
-        sk.derive_stacks();
-        sk
-    }
-
-    /// [`Graph::skeleton`] without the stacks: stack.json's frames are then given node by node
-    /// as they are read ([`StackSink`]), and [`Skeleton::derive_stacks`] completes them; no map
-    /// of stack.json is ever held (issue 16, item 1).
+    /// The graph of one dump folder before its stacks and items: hierarchy, micro steps and
+    /// `Apis_Between_Modules`, from construct.json alone. stack.json's frames are then given
+    /// node by node as they are read ([`Skeleton::read_stacks`]), no map of stack.json ever
+    /// held (issue 16, item 1), and [`Skeleton::attach`] completes it once dump.json is read.
     pub fn hierarchy(construct: &Construct) -> Skeleton {
         let mut g = Graph::empty();
         // Room for every node at once (a node per entry, a few more for parents not listed and

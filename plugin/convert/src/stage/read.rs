@@ -11,17 +11,6 @@ use crate::entries::{DumpSource, EntrySpan};
 use crate::graph::{DumpOps, Graph};
 use crate::{timing, ConvertError};
 
-/// What [`RankDump::read_parts`] makes besides the three files.
-#[derive(Clone, Copy)]
-struct Parts {
-    /// The graph's skeleton, made before dump.json is read.
-    skeleton: bool,
-    /// Spans of entries in dump.json instead of their items (see [`crate::entries`]).
-    spans: bool,
-    /// Keep construct.json's entries once the skeleton is made.
-    keep_construct: bool,
-}
-
 /// A rank folder read from disk.
 pub struct RankDump {
     pub dir: PathBuf,
@@ -38,13 +27,36 @@ impl RankDump {
     /// Reads the three mandatory files of a rank folder (overflow levels under `overflow_check`),
     /// wherever they are.
     pub fn read(dir: &Path, overflow_check: bool) -> Result<RankDump, ConvertError> {
-        let parts = Parts {
-            skeleton: false,
-            spans: false,
-            keep_construct: true,
-        };
-        RankDump::read_parts(dir, &Confine::anywhere(), overflow_check, parts, &|_| true)
-            .map(|(dump, _)| dump)
+        let confine = Confine::anywhere();
+        let [dump_p, construct_p, stack_p] = rank_files(dir)?;
+        let (dump_side, (construct, stacks)) = rayon::join(
+            || {
+                DumpOps::read_with(
+                    &dump_p,
+                    &confine,
+                    overflow_check,
+                    false,
+                    &mut |_, _| false,
+                    &|_| true,
+                )
+            },
+            || {
+                rayon::join(
+                    || Construct::read(&construct_p, &confine),
+                    || StackMap::read(&stack_p, &confine),
+                )
+            },
+        );
+        let construct = construct?;
+        let (dump, ops) = dump_side?;
+        Ok(RankDump {
+            dir: dir.to_path_buf(),
+            dump,
+            ops,
+            construct,
+            stacks: stacks?,
+            confine,
+        })
     }
 
     /// [`RankDump::read`] and the folder's graph: its skeleton is made from construct.json and
@@ -77,18 +89,15 @@ impl RankDump {
         keep_construct: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(RankDump, Graph), ConvertError> {
-        let parts = Parts {
-            skeleton: true,
+        let (mut dump, skeleton) = RankDump::read_parts(
+            dir,
+            confine,
+            overflow_check,
             spans,
             keep_construct,
-        };
-        let (mut dump, skeleton) =
-            RankDump::read_parts(dir, confine, overflow_check, parts, on_bytes)?;
+            on_bytes,
+        )?;
         let p = timing::phase(|| format!("attach items {}", dir.display()));
-        let skeleton = match skeleton {
-            Some(s) => s,
-            None => Graph::skeleton(&dump.construct, &dump.stacks),
-        };
         let mut graph = skeleton.attach(&mut dump.ops, &dump.stacks);
         if graph.nodes.iter().any(|n| n.entry.is_some()) {
             graph.source = Some(std::sync::Arc::new(DumpSource::open(
@@ -100,90 +109,55 @@ impl RankDump {
         Ok((dump, graph))
     }
 
+    /// The three files, and the graph's skeleton made before dump.json is read, so that every
+    /// entry is placed on its node as it is read and no entry is ever held by its name; the
+    /// hierarchy is made before stack.json is read, so that each node takes its frames as they
+    /// are read and no map of stack.json is held either (issue 16, item 1). construct.json's
+    /// entries are freed once the hierarchy holds them, before stack.json is read, unless
+    /// `keep_construct`.
     fn read_parts(
         dir: &Path,
         confine: &Confine,
         overflow_check: bool,
-        parts: Parts,
+        spans: bool,
+        keep_construct: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
-    ) -> Result<(RankDump, Option<crate::graph::Skeleton>), ConvertError> {
-        let Parts {
-            skeleton,
-            spans,
-            keep_construct,
-        } = parts;
-        let file = |name: &str| {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(ConvertError::Input {
-                    path: p,
-                    message:
-                        "missing (every rank folder needs dump.json, construct.json and stack.json)"
-                            .into(),
-                })
-            }
-        };
-        let (dump_p, construct_p, stack_p) = (
-            file("dump.json")?,
-            file("construct.json")?,
-            file("stack.json")?,
-        );
-        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-        let read_dump = |place: &mut dyn FnMut(&str, EntrySpan) -> bool| {
-            DumpOps::read_with(&dump_p, confine, overflow_check, spans, place, on_bytes)
-        };
+    ) -> Result<(RankDump, crate::graph::Skeleton), ConvertError> {
+        let [dump_p, construct_p, stack_p] = rank_files(dir)?;
         // A cancel is seen by dump.json's reader, batch by batch: the small files' bytes are
         // only counted.
-        let (dump_side, construct, stacks, sk) = if skeleton {
-            // For a graph, its skeleton is made before dump.json is read, so that every entry is
-            // placed on its node as it is read and no entry is ever held by its name; and the
-            // hierarchy is made before stack.json is read, so that each node takes its frames
-            // as they are read and no map of stack.json is held either (issue 16, item 1).
-            // construct.json's entries are freed once the hierarchy holds them, before
-            // stack.json is read, unless asked for.
-            let mut construct = Construct::read(&construct_p, confine)?;
-            let _ = on_bytes(size(&construct_p));
-            let p = timing::phase(|| format!("skeleton {}", dir.display()));
-            let mut sk = Graph::hierarchy(&construct);
-            if !keep_construct {
-                construct = Construct::default();
-            }
-            // Only the parameter gradients' stacks are kept apart: the nodes that the items
-            // add (`Skeleton::attach`) look them up.
-            let stacks = sk
-                .read_stacks(&stack_p, confine)
-                .map(|()| sk.take_parameters_grad_stacks());
-            let _ = on_bytes(size(&stack_p));
-            p.done();
-            let mut sk = stacks.is_ok().then_some(sk);
-            let dump_side = match &mut sk {
-                Some(sk) => read_dump(&mut |name, span| sk.place(name, span)),
-                None => read_dump(&mut |_, _| false),
-            };
-            (dump_side, construct, stacks, sk)
-        } else {
-            let read_small = || {
-                let (construct, stacks) = rayon::join(
-                    || Construct::read(&construct_p, confine),
-                    || StackMap::read(&stack_p, confine),
-                );
-                let _ = on_bytes(size(&construct_p) + size(&stack_p));
-                (construct, stacks)
-            };
-            let (dump_side, (construct, stacks)) =
-                rayon::join(|| read_dump(&mut |_, _| false), read_small);
-            (dump_side, construct?, stacks, None)
-        };
-        let (dump, ops) = dump_side?;
-        let stacks = stacks?;
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let mut construct = Construct::read(&construct_p, confine)?;
+        let _ = on_bytes(size(&construct_p));
+        let p = timing::phase(|| format!("skeleton {}", dir.display()));
+        let mut sk = Graph::hierarchy(&construct);
+        if !keep_construct {
+            construct = Construct::default();
+        }
+        // Only the parameter gradients' stacks are kept apart: the nodes that the items add
+        // (`Skeleton::attach`) look them up.
+        let stacks = sk
+            .read_stacks(&stack_p, confine)
+            .map(|()| sk.take_parameters_grad_stacks());
+        let _ = on_bytes(size(&stack_p));
+        p.done();
+        // A bad stack.json is told after dump.json's own error, as when the files were read
+        // together.
+        let mut place = |name: &str, span: EntrySpan| stacks.is_ok() && sk.place(name, span);
+        let (dump, ops) = DumpOps::read_with(
+            &dump_p,
+            confine,
+            overflow_check,
+            spans,
+            &mut place,
+            on_bytes,
+        )?;
         let dump = RankDump {
             dir: dir.to_path_buf(),
             dump,
             ops,
             construct,
-            stacks,
+            stacks: stacks?,
             confine: confine.clone(),
         };
         Ok((dump, sk))
@@ -211,4 +185,26 @@ impl RankDump {
             )
         }
     }
+}
+
+/// A rank folder's `dump.json`, `construct.json` and `stack.json`, each checked to be there.
+fn rank_files(dir: &Path) -> Result<[PathBuf; 3], ConvertError> {
+    let file = |name: &str| {
+        let p = dir.join(name);
+        if p.is_file() {
+            Ok(p)
+        } else {
+            Err(ConvertError::Input {
+                path: p,
+                message:
+                    "missing (every rank folder needs dump.json, construct.json and stack.json)"
+                        .into(),
+            })
+        }
+    };
+    Ok([
+        file("dump.json")?,
+        file("construct.json")?,
+        file("stack.json")?,
+    ])
 }
