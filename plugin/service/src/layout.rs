@@ -302,9 +302,14 @@ impl Hierarchy {
     /// (an estimate from capacities, as the allocator would count them; see
     /// `tests/views_memory.rs`, which checks it against a counting allocator).
     pub fn heap_size(&self) -> usize {
+        self.table_and_root_size() + self.boxes_bytes
+    }
+
+    /// The heap bytes besides the boxes' own: the map's table and the root's name.
+    fn table_and_root_size(&self) -> usize {
         // hashbrown: one control byte per bucket beside each (key, value) slot.
         let table = self.nodes.capacity() * (std::mem::size_of::<(String, RenderInfo)>() + 1);
-        table + self.boxes_bytes + self.root.capacity()
+        table + self.root.capacity()
     }
 
     /// Adds a box (replacing one of the same name), counting its size.
@@ -327,9 +332,8 @@ impl Hierarchy {
     /// [`Hierarchy::heap_size`] counted box by box (what the running count must equal).
     #[cfg(test)]
     pub(crate) fn walked_heap_size(&self) -> usize {
-        let table = self.nodes.capacity() * (std::mem::size_of::<(String, RenderInfo)>() + 1);
         let boxes: usize = self.nodes.iter().map(|(n, i)| box_size(n, i)).sum();
-        table + boxes + self.root.capacity()
+        self.table_and_root_size() + boxes
     }
 
     /// The box of a node held.
