@@ -81,7 +81,7 @@ wait_job() {
     case "$state" in
       COMPLETED) return 0 ;;
       FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)
-        echo "slurm.sh: job $1 ended $state"; cat "$tmp"/work/logs/* 2>/dev/null; return 1 ;;
+        echo "slurm.sh: job $1 ended $state"; cat "$tmp"/jobdir/logs/* 2>/dev/null; return 1 ;;
     esac
     sleep 1
   done
@@ -91,7 +91,7 @@ wait_job() {
 "$ga" convert "${flags[@]}" -o "$tmp/whole" >/dev/null
 whole="$(ls "$tmp"/whole/*.vis.db)"
 
-read -r array gather < <(GRAPH_ASCEND="$ga" "$script" -n 4 -w "$tmp/work" -o "$tmp/out/gathered.vis.db" -- "${flags[@]}")
+read -r array gather < <(GRAPH_ASCEND="$ga" "$script" -n 4 -w "$tmp/jobdir" -o "$tmp/out/gathered.vis.db" -- "${flags[@]}")
 echo "slurm.sh: array job $array (4 shards), gather job $gather (afterok)"
 dep="$(scontrol show job "$gather" | sed -n 's/.*Dependency=\([^ ]*\).*/\1/p')"
 [[ "$dep" == afterok:"$array"* || "$dep" == "(null)" ]] || { echo "slurm.sh: gather dependency '$dep'"; exit 1; }  # (null) once met
@@ -104,16 +104,16 @@ for i in 0 1 2 3; do
   end="$(field "${array}_$i" EndTime)"
   [[ ! "$gather_start" < "$end" ]] || { echo "slurm.sh: gather started $gather_start before shard $i ended $end"; exit 1; }
 done
-ls "$tmp/work/parts"
-[[ "$(ls "$tmp/work/parts" | wc -l)" == 4 ]] || { echo "slurm.sh: expected 4 parts"; exit 1; }
+ls "$tmp/jobdir/parts"
+[[ "$(ls "$tmp/jobdir/parts" | wc -l)" == 4 ]] || { echo "slurm.sh: expected 4 parts"; exit 1; }
 "$ga" diff-visdb "$whole" "$tmp/out/gathered.vis.db"
 
 # Resume: shard 2's part lost; re-run only it, gather again.
-rm "$tmp/work/parts/shard-00002-of-00004.vis.part"
-before="$(stat -c %Y.%i "$tmp/work/parts/shard-00001-of-00004.vis.part")"
-read -r array gather < <(GRAPH_ASCEND="$ga" "$script" -n 4 -r 2 -w "$tmp/work" -o "$tmp/out/resumed.vis.db" -- "${flags[@]}")
+rm "$tmp/jobdir/parts/shard-00002-of-00004.vis.part"
+before="$(stat -c %Y.%i "$tmp/jobdir/parts/shard-00001-of-00004.vis.part")"
+read -r array gather < <(GRAPH_ASCEND="$ga" "$script" -n 4 -r 2 -w "$tmp/jobdir" -o "$tmp/out/resumed.vis.db" -- "${flags[@]}")
 echo "slurm.sh: resume: array job $array (shard 2), gather job $gather"
 wait_job "$gather"
-[[ "$(stat -c %Y.%i "$tmp/work/parts/shard-00001-of-00004.vis.part")" == "$before" ]] || { echo "slurm.sh: shard 1's part was touched"; exit 1; }
+[[ "$(stat -c %Y.%i "$tmp/jobdir/parts/shard-00001-of-00004.vis.part")" == "$before" ]] || { echo "slurm.sh: shard 1's part was touched"; exit 1; }
 "$ga" diff-visdb "$whole" "$tmp/out/resumed.vis.db"
 echo "slurm.sh: passed (array + dependent gather, resume of one shard) on a real Slurm"
