@@ -111,6 +111,7 @@ pub fn node_row(
 ) -> Result<NodeRow, ConvertError> {
     let n = plan.order[k];
     let node = &g.nodes[n];
+    let id = g.id(n);
     let compared = match (ctx.compare_with_next, partner) {
         (Some(mode), Some(bench)) => compare::compared_items(mode, g, n, bench)?,
         _ => None,
@@ -124,33 +125,34 @@ pub fn node_row(
         None => node.precision_index(),
     };
     let graph_id = &plan.graph_id;
-    let sub_nodes = if node.children.is_empty() {
+    let children = g.children(n);
+    let sub_nodes = if children.len() == 0 {
         String::new()
     } else {
-        let mut s = String::with_capacity(node.children.len() * 48);
+        let mut s = String::with_capacity(children.len() * 48);
         s.push('[');
-        for (i, &c) in node.children.iter().enumerate() {
+        for (i, c) in children.enumerate() {
             if i > 0 {
                 s.push_str(", ");
             }
-            pyjson::push_str(&mut s, &g.nodes[c].id);
+            pyjson::push_str(&mut s, g.id(c));
         }
         s.push(']');
         s
     };
     let fmt = FormatOptions {
         keep_md5: ctx.keep_md5,
-        batch_p2p: node.id.contains("batch_isend_irecv"),
+        batch_p2p: id.contains("batch_isend_irecv"),
     };
     Ok(NodeRow {
-        id: format!("{graph_id}_{}", node.id),
+        id: format!("{graph_id}_{id}"),
         graph_id: graph_id.clone(),
         node_order: k as i64,
-        node_name: node.id.to_string(),
+        node_name: id.to_string(),
         node_type: (node.op as i32).to_string(),
         up_node: node
             .parent()
-            .map(|p| g.nodes[p].id.to_string())
+            .map(|p| g.id(p).to_string())
             .unwrap_or_default(),
         sub_nodes,
         precision_index,
@@ -158,7 +160,7 @@ pub fn node_row(
         micro_step_id: node.micro_step_id().unwrap_or(0),
         matched_node_link: if node.matched_link_is_path {
             let mut path = g.ancestors(n);
-            path.push(node.id.to_string());
+            path.push(id.to_string());
             pyjson::str_list(&path)
         } else {
             pyjson::str_list(node.matched_link())
@@ -177,7 +179,7 @@ pub fn node_row(
         dump_data_dir: ctx.dump_data_dir.clone(),
         step: ctx.step,
         rank: ctx.rank,
-        is_distributed: i64::from(node.id.starts_with("Distributed")),
+        is_distributed: i64::from(id.starts_with("Distributed")),
     })
 }
 

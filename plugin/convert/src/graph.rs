@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::children::{ChildLists, Children};
 use crate::entries::{node_items, DumpSource, EntrySpan, ItemsOf, NodeItems};
+use crate::ids::NodeIds;
 use crate::names::NameIndex;
 use graph_ascend_dump::fastjson::EntryBatch;
 use graph_ascend_dump::{
@@ -257,12 +259,12 @@ impl DumpOps {
 
 /// One node. What most nodes of a plain conversion lack (held items, a matched link that is not
 /// the node's own path, a merge's notes) is boxed apart ([`Rare`]); links to other nodes are
-/// `u32` numbers, the overflow level a one-byte code, the id a `Box<str>`, the optional numbers
-/// flagged by bits: a node is 96 bytes (256 at first, then 168), and a graph of a million
-/// nodes keeps a few flat allocations (issue 16, item 1).
+/// `u32` numbers, the overflow level a one-byte code, the optional numbers flagged by bits; its
+/// id and its children are held by its graph ([`Graph::id`], [`Graph::children`]): a node is
+/// 56 bytes (256 at first, then 168, then 96 with its id and children in it), and a graph of a
+/// million nodes keeps a few flat allocations (issue 16, item 1).
 #[derive(Debug, Clone)]
 pub struct Node {
-    pub id: Box<str>,
     pub op: NodeOp,
     /// The `matched_node_link` is the node's own path (its ancestors' ids, then its own), as
     /// the default matching makes it on both sides: made when the row is written rather than
@@ -274,7 +276,6 @@ pub struct Node {
     parent: u32,
     /// [`Node::matched`], [`NO_NODE`] for none.
     matched: u32,
-    pub children: Vec<usize>,
     /// Where the node's entry lies in its graph's dump.json, when its items are read from there
     /// when needed (it holds none then; see [`crate::entries`]).
     pub entry: Option<EntrySpan>,
@@ -459,15 +460,14 @@ impl Node {
         }
     }
 
-    pub(crate) fn new(id: &str) -> Node {
+    /// A node of kind `op`, alone.
+    pub(crate) fn new(op: NodeOp) -> Node {
         Node {
-            id: id.into(),
-            op: NodeOp::classify(id),
+            op,
             matched_link_is_path: false,
             overflow: 0,
             parent: NO_NODE,
             matched: NO_NODE,
-            children: Vec::new(),
             entry: None,
             stack: empty_stack(),
             micro_step_id: 0,
@@ -540,7 +540,7 @@ impl Skeleton {
             if !g.nodes[i].stack.is_empty() {
                 continue;
             }
-            let id = &g.nodes[i].id;
+            let id = g.id(i);
             let forward = match module_backward(id) {
                 Some((prefix, _)) => format!("{prefix}.forward.0"),
                 None if id.ends_with(".backward") => id.replace("backward", "forward"),
@@ -581,19 +581,21 @@ impl Skeleton {
             mut graph, dumped, ..
         } = self;
         for i in dumped {
+            let id = graph.ids.get(i);
             let node = &mut graph.nodes[i];
             // A node placed while dump.json was read keeps its span: placed spans were read
             // after those held or in `spans` (for a name given twice, the last wins).
             if node.entry.is_none() {
-                if let Some(d) = dump.ops.remove(&*node.id) {
+                if let Some(d) = dump.ops.remove(id) {
                     node.set_items(d.input, d.output);
-                } else if let Some(span) = dump.spans.remove(&*node.id) {
+                } else if let Some(span) = dump.spans.remove(id) {
                     node.entry = Some(span);
                 }
             }
-            node.set_overflow_level(dump.overflow.get(&*node.id).copied());
+            node.set_overflow_level(dump.overflow.get(id).copied());
         }
         graph.add_parameters_grad(dump, stacks);
+        graph.shrink_to_fit();
         graph
     }
 }
@@ -602,6 +604,10 @@ impl Skeleton {
 #[derive(Debug, Clone)]
 pub struct Graph {
     pub nodes: Vec<Node>,
+    /// Node `n`'s id is `ids.get(n)` ([`Graph::id`]).
+    ids: NodeIds,
+    /// Node `n`'s children are `children.of(n)` ([`Graph::children`]).
+    children: ChildLists,
     pub index: NameIndex,
     pub root: usize,
     /// `megatron_micro_step_number` (Megatron construct.json).
@@ -617,20 +623,86 @@ const NO_FORWARD_STACK: &str =
 impl Graph {
     /// A graph of the root alone.
     pub(crate) fn empty() -> Graph {
+        let mut g = Graph::with_capacity(1);
+        g.add_node(ROOT_ID);
+        g
+    }
+
+    /// A graph without nodes (not even a root), with room for `nodes`: filled by
+    /// [`Graph::push_node`], its names given by [`Graph::index_as`].
+    pub(crate) fn with_capacity(nodes: usize) -> Graph {
         let mut g = Graph {
-            nodes: vec![Node::new(ROOT_ID)],
-            index: NameIndex::default(),
+            nodes: Vec::with_capacity(nodes),
+            ids: NodeIds::default(),
+            children: ChildLists::default(),
+            index: NameIndex::with_capacity(nodes),
             root: 0,
             micro_step_num: None,
             source: None,
         };
-        g.index.insert(&g.nodes, 0);
+        g.ids.reserve(nodes, 0);
+        g.children.reserve_nodes(nodes);
         g
+    }
+
+    /// Names node `n` `name` (an alias when it is not the node's own id).
+    pub(crate) fn index_as(&mut self, name: &str, n: usize) {
+        self.index.insert_as(&self.ids, name, n);
+    }
+
+    /// The graph's nodes, each with its id and children, in node order.
+    pub(crate) fn into_nodes(self) -> impl Iterator<Item = (String, Node, Vec<usize>)> {
+        let Graph {
+            nodes,
+            ids,
+            children,
+            ..
+        } = self;
+        nodes
+            .into_iter()
+            .enumerate()
+            .map(move |(n, node)| (ids.get(n).to_string(), node, children.of(n).collect()))
+    }
+
+    /// Node `n`'s id.
+    pub fn id(&self, n: usize) -> &str {
+        self.ids.get(n)
+    }
+
+    /// Node `n`'s children, in order.
+    pub fn children(&self, n: usize) -> Children<'_> {
+        self.children.of(n)
+    }
+
+    /// Node `n`'s `k`-th child.
+    pub fn child(&self, n: usize, k: usize) -> Option<usize> {
+        self.children.at(n, k)
+    }
+
+    /// Replaces node `n`'s children.
+    pub(crate) fn set_children(&mut self, n: usize, children: impl IntoIterator<Item = usize>) {
+        self.children.set(n, children);
+    }
+
+    /// Appends a node of id `id` (not indexed: see [`Graph::add_node`]); its number.
+    pub(crate) fn push_node(&mut self, id: &str) -> usize {
+        let i = self.nodes.len();
+        self.nodes.push(Node::new(NodeOp::classify(id)));
+        self.ids.push(id);
+        self.children.push_node();
+        i
+    }
+
+    /// Gives back the room the arenas did not use.
+    fn shrink_to_fit(&mut self) {
+        self.nodes.shrink_to_fit();
+        self.ids.shrink_to_fit();
+        self.children.shrink_to_fit();
     }
 
     /// The items of node `n`: held, or read again from the graph's dump.json.
     pub fn items(&self, n: usize) -> Result<ItemsOf<'_>, crate::ConvertError> {
-        node_items(&self.nodes[n], self.source.as_deref())
+        node_items(&self.nodes[n], self.id(n), self.source.as_deref())
     }
 
     /// Reads every node's items that are still in dump.json into the node (for the steps that
@@ -644,7 +716,7 @@ impl Graph {
             .filter_map(|n| {
                 let node = &self.nodes[n];
                 let span = node.entry?;
-                Some(source.items(&node.id, span).map(|items| (n, items)))
+                Some(source.items(self.ids.get(n), span).map(|items| (n, items)))
             })
             .collect::<Result<_, _>>()?;
         for (n, (input, output)) in held {
@@ -656,25 +728,32 @@ impl Graph {
     }
 
     pub fn get(&self, id: &str) -> Option<usize> {
-        self.index.get(&self.nodes, id)
+        self.index.get(&self.ids, id)
     }
 
     fn add_node(&mut self, id: &str) -> usize {
         if let Some(i) = self.get(id) {
             return i;
         }
-        let i = self.nodes.len();
-        self.nodes.push(Node::new(id));
-        self.index.insert(&self.nodes, i);
+        let i = self.push_node(id);
+        self.index.insert(&self.ids, i);
         i
     }
 
-    fn set_parent(&mut self, child: usize, parent: usize) {
+    /// Makes `parent` the parent of `child` if `child` has none yet (a node only ever takes its
+    /// first parent): `true` when it did, and `child` is then to be listed under `parent`.
+    fn adopt(&mut self, child: usize, parent: usize) -> bool {
         if child == parent || self.nodes[child].parent().is_some() || child == self.root {
-            return;
+            return false;
         }
         self.nodes[child].set_parent(Some(parent));
-        self.nodes[parent].children.push(child);
+        true
+    }
+
+    fn set_parent(&mut self, child: usize, parent: usize) {
+        if self.adopt(child, parent) {
+            self.children.push(parent, child);
+        }
     }
 
     /// The graph of one dump folder before its stacks and items: hierarchy, micro steps and
@@ -686,12 +765,17 @@ impl Graph {
         // Room for every node at once (a node per entry, a few more for parents not listed and
         // `Apis_Between_Modules`): a growing arena would hold twice its size while it moves.
         let room = construct.entries.len() + construct.entries.len() / 32 + 64;
+        let id_bytes: usize = construct.entries.iter().map(|(sub, _)| sub.len()).sum();
         g.nodes.reserve(room);
+        g.ids.reserve(room, id_bytes + id_bytes / 32);
+        g.children.reserve_nodes(room);
         g.index = NameIndex::with_capacity(room);
-        g.index.insert(&g.nodes, g.root);
+        g.index.insert(&g.ids, g.root);
         g.micro_step_num = construct.micro_step_num;
         let parents = construct.entries.index();
         let mut dumped = Vec::with_capacity(construct.entries.len());
+        // `(parent, child)` in the order they are made: the child lists in one pass at the end.
+        let mut links: Vec<(u32, u32)> = Vec::with_capacity(construct.entries.len());
         for (sub, up) in construct.entries.iter() {
             let up = match up {
                 Some(up) => backward_inplace(&parents, sub, up),
@@ -702,8 +786,14 @@ impl Graph {
                 None => g.root,
             };
             let node = g.create_node(sub, construct, &mut dumped);
-            g.set_parent(node, parent);
+            if g.adopt(node, parent) {
+                if let (Ok(p), Ok(c)) = (u32::try_from(parent), u32::try_from(node)) {
+                    links.push((p, c));
+                }
+            }
         }
+        g.children = ChildLists::from_links(g.nodes.len(), &links);
+        drop(links);
         g.collect_apis_between_modules();
         Skeleton {
             graph: g,
@@ -729,7 +819,7 @@ impl Graph {
     /// Wraps runs of two or more consecutive root-level APIs into `Apis_Between_Modules.<k>`.
     fn collect_apis_between_modules(&mut self) {
         let root = self.root;
-        let children = std::mem::take(&mut self.nodes[root].children);
+        let children: Vec<usize> = self.children(root).collect();
         let mut new_children = Vec::with_capacity(children.len());
         let mut counter = 0usize;
         let mut i = 0;
@@ -748,8 +838,8 @@ impl Graph {
                 self.nodes[c].set_micro_step_id(step);
                 for &api in &children[i..j] {
                     self.nodes[api].set_parent(Some(c));
-                    self.nodes[c].children.push(api);
                 }
+                self.set_children(c, children[i..j].iter().copied());
                 new_children.push(c);
                 i = j;
             } else {
@@ -757,7 +847,7 @@ impl Graph {
                 i += 1;
             }
         }
-        self.nodes[root].children = new_children;
+        self.set_children(root, new_children);
     }
 
     /// Dump keys `<prefix>.parameters_grad[.N]` not yet in the graph become nodes under the
@@ -774,8 +864,8 @@ impl Graph {
             return;
         }
         let mut backward_max: FastMap<String, (u64, usize)> = FastMap::default();
-        for (i, n) in self.nodes.iter().enumerate() {
-            let Some((prefix, num)) = n.id.rsplit_once(".backward.") else {
+        for i in 0..self.nodes.len() {
+            let Some((prefix, num)) = self.id(i).rsplit_once(".backward.") else {
                 continue;
             };
             if !wanted.contains_key(prefix) {
@@ -825,11 +915,10 @@ impl Graph {
         let mut done = vec![false; self.nodes.len()];
         let mut stack: Vec<(usize, usize)> = vec![(self.root, 0)];
         while let Some((n, next)) = stack.pop() {
-            let children = &self.nodes[n].children;
-            if next < children.len() {
+            if let Some(c) = self.child(n, next) {
                 stack.push((n, next + 1));
-                if !done[children[next]] {
-                    stack.push((children[next], 0));
+                if !done[c] {
+                    stack.push((c, 0));
                 }
             } else if !done[n] {
                 done[n] = true;
@@ -846,7 +935,7 @@ impl Graph {
         let mut i = 0;
         while i < out.len() {
             let n = out[i];
-            out.extend_from_slice(&self.nodes[n].children);
+            out.extend(self.children(n));
             i += 1;
         }
         out
@@ -857,7 +946,7 @@ impl Graph {
         let mut ids = Vec::new();
         let mut cur = self.nodes[n].parent();
         while let Some(p) = cur {
-            ids.push(self.nodes[p].id.to_string());
+            ids.push(self.id(p).to_string());
             cur = self.nodes[p].parent();
         }
         ids.reverse();
@@ -870,17 +959,18 @@ impl Graph {
             return n + 1;
         }
         let root = self.root;
-        let children = self.nodes[root].children.clone();
+        let children: Vec<usize> = self.children(root).collect();
         let mut batch = 0i64;
         let mut seen_backward = false;
         let mut assigned: Vec<(usize, i64)> = Vec::with_capacity(children.len());
         for &c in &children {
             let node = &self.nodes[c];
             if node.op == NodeOp::Module {
-                if node.id.contains(".forward.") && seen_backward {
+                let id = self.id(c);
+                if id.contains(".forward.") && seen_backward {
                     batch += 1;
                     seen_backward = false;
-                } else if node.id.contains(".backward.") {
+                } else if id.contains(".backward.") {
                     seen_backward = true;
                 }
             }
@@ -900,11 +990,11 @@ impl Graph {
                     other.nodes[m].set_micro_step_id(Some(b));
                 }
             }
-            let bench_children = other.nodes[other.root].children.clone();
+            let bench_children: Vec<usize> = other.children(other.root).collect();
             for c in bench_children {
                 if other.nodes[c].micro_step_id().is_none() {
-                    let b = other.nodes[c]
-                        .id
+                    let b = other
+                        .id(c)
                         .rsplit('.')
                         .next()
                         .and_then(|s| s.parse::<i64>().ok())
@@ -923,8 +1013,10 @@ impl Graph {
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
             let step = self.nodes[x].micro_step_id();
-            let children = self.nodes[x].children.clone();
-            for c in children {
+            for k in 0..self.children(x).len() {
+                let Some(c) = self.child(x, k) else {
+                    break;
+                };
                 if self.nodes[c].micro_step_id().is_none() {
                     self.nodes[c].set_micro_step_id(step);
                 }
@@ -937,7 +1029,7 @@ impl Graph {
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
             self.nodes[x].set_micro_step_id(Some(step));
-            stack.extend_from_slice(&self.nodes[x].children);
+            stack.extend(self.children(x));
         }
     }
 }
@@ -1149,17 +1241,18 @@ mod tests {
     }
 
     /// Issue 16, item 1: every node of a graph is this record (168 bytes before links became
-    /// `u32`, the overflow level a byte code, the id a `Box<str>`, the entry's span 12 bytes,
-    /// the micro step and `precision_index` numbers with a bit each for whether they are set).
+    /// `u32`, the overflow level a byte code, the entry's span 12 bytes, the micro step and
+    /// `precision_index` numbers with a bit each for whether they are set; 96 before its id
+    /// and children moved to the graph's arenas).
     #[test]
     fn a_node_is_a_compact_record() {
         assert!(
-            std::mem::size_of::<Node>() <= 96,
+            std::mem::size_of::<Node>() <= 56,
             "{}",
             std::mem::size_of::<Node>()
         );
         assert_eq!(std::mem::size_of::<Option<EntrySpan>>(), 12);
-        let mut n = Node::new("Module.a.forward.0");
+        let mut n = Node::new(NodeOp::Module);
         assert_eq!(
             (n.parent(), n.matched(), n.overflow_level()),
             (None, None, None)
