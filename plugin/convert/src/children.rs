@@ -8,7 +8,7 @@
 //! merged graph may list a node under several parents (`to_graph`), which runs allow.
 //!
 //! A hierarchy is made from its `(parent, child)` links in the order they are made
-//! ([`ChildLists::from_links`]: one pass, no per-node growth); later additions
+//! ([`ChildLists::set_links`]: one pass, no per-node growth); later additions
 //! ([`ChildLists::push`], [`ChildLists::set`]) append runs at the end of the list, and the
 //! runs left behind are dropped once they are half the list.
 
@@ -31,12 +31,14 @@ fn widen(c: &u32) -> usize {
 }
 
 impl ChildLists {
-    /// Lists for `nodes` nodes from their `(parent, child)` links, each parent's children in
-    /// the order of the links.
-    pub fn from_links(nodes: usize, links: &[(u32, u32)]) -> ChildLists {
-        let mut runs = vec![(0u32, 0u32); nodes];
-        for &(p, _) in links {
-            if let Some(r) = runs.get_mut(p as usize) {
+    /// Replaces every list by the `(parent, child)` links that `links` gives (the same each
+    /// time it is called: it is walked twice), each parent's children in the order of the
+    /// links.
+    pub fn set_links<I: Iterator<Item = (usize, usize)>>(&mut self, links: impl Fn() -> I) {
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.fill((0, 0));
+        for (p, _) in links() {
+            if let Some(r) = runs.get_mut(p) {
                 r.1 += 1;
             }
         }
@@ -48,19 +50,20 @@ impl ChildLists {
             r.1 = 0;
         }
         let mut list = vec![0u32; start as usize];
-        for &(p, c) in links {
-            if let Some(r) = runs.get_mut(p as usize) {
-                if let Some(slot) = list.get_mut((r.0 + r.1) as usize) {
-                    *slot = c;
-                    r.1 += 1;
-                }
+        for (p, c) in links() {
+            let (Some(r), Ok(c)) = (runs.get_mut(p), u32::try_from(c)) else {
+                continue;
+            };
+            if let Some(slot) = list.get_mut((r.0 + r.1) as usize) {
+                *slot = c;
+                r.1 += 1;
             }
         }
-        ChildLists {
+        *self = ChildLists {
             runs,
             list,
             unused: 0,
-        }
+        };
     }
 
     /// Adds a node without children.
@@ -159,7 +162,12 @@ mod tests {
     #[test]
     fn links_keep_their_order_and_additions_move_runs() {
         // Links interleaved between parents, as construct.json gives them.
-        let mut c = ChildLists::from_links(5, &[(0, 1), (1, 2), (0, 3), (1, 4), (0, 2)]);
+        let mut c = ChildLists::default();
+        for _ in 0..5 {
+            c.push_node();
+        }
+        c.push(3, 4);
+        c.set_links(|| [(0, 1), (1, 2), (0, 3), (1, 4), (0, 2)].into_iter());
         assert_eq!(
             lists(&c, 5),
             [vec![1, 3, 2], vec![2, 4], vec![], vec![], vec![]]

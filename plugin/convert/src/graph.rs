@@ -482,9 +482,10 @@ impl Node {
 #[derive(Debug)]
 pub struct Skeleton {
     graph: Graph,
-    /// The nodes made for construct.json ids, in the order they were made: each takes its
-    /// stack and its dump entry's items.
-    dumped: Vec<usize>,
+    /// The nodes made for construct.json ids (every node the hierarchy made but the root,
+    /// before `Apis_Between_Modules`), in the order they were made: each takes its stack and
+    /// its dump entry's items. A range, not a list (8 bytes a node; issue 16, item 1).
+    dumped: std::ops::Range<usize>,
     /// stack.json's frames of parameter gradients (the nodes [`Skeleton::attach`] adds).
     parameters_grad_stacks: StackMap,
 }
@@ -498,7 +499,7 @@ impl StackSink for Skeleton {
         }
         // Only the nodes made for construct.json ids take a stack (`dumped` is in node order).
         if let Some(i) = self.graph.get(node) {
-            if self.dumped.binary_search(&i).is_ok() {
+            if self.dumped.contains(&i) {
                 self.graph.nodes[i].stack = if frames.is_empty() {
                     empty_stack()
                 } else {
@@ -510,7 +511,7 @@ impl StackSink for Skeleton {
 
     fn restart(&mut self) {
         self.parameters_grad_stacks.restart();
-        for &i in &self.dumped {
+        for i in self.dumped.clone() {
             self.graph.nodes[i].stack = empty_stack();
         }
     }
@@ -536,7 +537,7 @@ impl Skeleton {
     pub fn derive_stacks(&mut self) {
         let g = &mut self.graph;
         let no_forward = Arc::new(vec![NO_FORWARD_STACK.to_string()]);
-        for &i in &self.dumped {
+        for i in self.dumped.clone() {
             if !g.nodes[i].stack.is_empty() {
                 continue;
             }
@@ -762,38 +763,54 @@ impl Graph {
     /// held (issue 16, item 1), and [`Skeleton::attach`] completes it once dump.json is read.
     pub fn hierarchy(construct: &Construct) -> Skeleton {
         let mut g = Graph::empty();
-        // Room for every node at once (a node per entry, a few more for parents not listed and
-        // `Apis_Between_Modules`): a growing arena would hold twice its size while it moves.
-        let room = construct.entries.len() + construct.entries.len() / 32 + 64;
-        let id_bytes: usize = construct.entries.iter().map(|(sub, _)| sub.len()).sum();
-        g.nodes.reserve(room);
-        g.ids.reserve(room, id_bytes + id_bytes / 32);
+        // Room for every node at once: a node per entry, a few more for parents not listed and
+        // `Apis_Between_Modules`, and the parameter gradients that `attach` adds (one a module
+        // at most: room for one a module call). A growing arena would be copied (the
+        // allocator's `realloc` of a large block copies it), the old and the new held at once:
+        // 5M entries a side peaked so. Room never used is never touched: no resident memory.
+        let (mut id_bytes, mut grads, mut grad_bytes) = (0, 0, 0);
+        for (sub, _) in construct.entries.iter() {
+            id_bytes += sub.len();
+            if let Some((prefix, _)) = module_forward(sub) {
+                grads += 1;
+                grad_bytes += prefix.len() + ".parameters_grad".len();
+            }
+        }
+        let entries = construct.entries.len();
+        let room = entries + grads + entries / 32 + 64;
+        g.nodes.reserve_exact(room);
+        g.ids.reserve(room, id_bytes + id_bytes / 32 + grad_bytes);
         g.children.reserve_nodes(room);
         g.index = NameIndex::with_capacity(room);
         g.index.insert(&g.ids, g.root);
         g.micro_step_num = construct.micro_step_num;
         let parents = construct.entries.index();
-        let mut dumped = Vec::with_capacity(construct.entries.len());
-        // `(parent, child)` in the order they are made: the child lists in one pass at the end.
-        let mut links: Vec<(u32, u32)> = Vec::with_capacity(construct.entries.len());
         for (sub, up) in construct.entries.iter() {
             let up = match up {
                 Some(up) => backward_inplace(&parents, sub, up),
                 None => backward_upnode_missing(&parents, sub),
             };
             let parent = match up {
-                Some(up) => g.create_node(&up, construct, &mut dumped),
+                Some(up) => g.create_node(&up, construct),
                 None => g.root,
             };
-            let node = g.create_node(sub, construct, &mut dumped);
-            if g.adopt(node, parent) {
-                if let (Ok(p), Ok(c)) = (u32::try_from(parent), u32::try_from(node)) {
-                    links.push((p, c));
-                }
-            }
+            let node = g.create_node(sub, construct);
+            g.adopt(node, parent);
         }
-        g.children = ChildLists::from_links(g.nodes.len(), &links);
-        drop(links);
+        // A node takes its parent at its own entry (an entry's node is listed once): each
+        // parent's children are the nodes of the entries that it adopted, in file order. The
+        // lists are made in one pass from there, not grown node by node nor from a list of
+        // the links kept meanwhile (8 bytes an entry).
+        let (nodes, ids, index) = (&g.nodes, &g.ids, &g.index);
+        g.children.set_links(|| {
+            construct
+                .entries
+                .iter()
+                .filter_map(|(sub, _)| index.get(ids, sub))
+                .filter_map(|n| nodes[n].parent().map(|p| (p, n)))
+        });
+        // Node 0 is the root; every node made since was made for a construct.json id.
+        let dumped = 1..g.nodes.len();
         g.collect_apis_between_modules();
         Skeleton {
             graph: g,
@@ -805,12 +822,11 @@ impl Graph {
     /// A node of the hierarchy (made once; later calls return it); its stack comes from
     /// stack.json ([`Skeleton::derive_stacks`]), its items from the dump
     /// ([`Skeleton::attach`]).
-    fn create_node(&mut self, id: &str, construct: &Construct, dumped: &mut Vec<usize>) -> usize {
+    fn create_node(&mut self, id: &str, construct: &Construct) -> usize {
         if let Some(i) = self.get(id) {
             return i;
         }
         let i = self.add_node(id);
-        dumped.push(i);
         let node = &mut self.nodes[i];
         node.set_micro_step_id(construct.micro_step.get(id).copied());
         i
