@@ -173,10 +173,8 @@ pub(crate) fn compare_graphs(
 /// The precision index of an `api_collection` node: the worst of its children's (which must be
 /// known: in post-order they come first).
 pub(crate) fn collection_precision(g: &Graph, n: usize) -> f64 {
-    g.nodes[n]
-        .children
-        .iter()
-        .filter_map(|&c| g.nodes[c].precision_index())
+    g.children(n)
+        .filter_map(|c| g.nodes[c].precision_index())
         .fold(0.0, f64::max)
 }
 
@@ -251,12 +249,12 @@ fn compare_pair(
         mode,
         parallel_merge,
         ItemsRef {
-            id: &npu.nodes[n].id,
+            id: npu.id(n),
             input: &ni,
             output: &no,
         },
         ItemsRef {
-            id: &bench.nodes[b].id,
+            id: bench.id(b),
             input: &bi,
             output: &bo,
         },

@@ -114,14 +114,16 @@ pub type ItemsOf<'a> = (
     Cow<'a, [(String, PackedItem)]>,
 );
 
-/// The items of `node`: those it holds, or those read again from `source` at its span.
+/// The items of `node` (of id `id`): those it holds, or those read again from `source` at its
+/// span.
 pub fn node_items<'a>(
     node: &'a Node,
+    id: &str,
     source: Option<&DumpSource>,
 ) -> Result<ItemsOf<'a>, ConvertError> {
     match (node.entry, source) {
         (Some(span), Some(source)) => {
-            let (input, output) = source.items(&node.id, span)?;
+            let (input, output) = source.items(id, span)?;
             Ok((Cow::Owned(input), Cow::Owned(output)))
         }
         _ => Ok((Cow::Borrowed(node.input()), Cow::Borrowed(node.output()))),

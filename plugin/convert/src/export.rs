@@ -55,17 +55,26 @@ impl ExportContext {
 pub struct GraphPlan {
     pub graph_id: String,
     pub order: Vec<usize>,
-    /// `stack_id` of `order[k]`.
-    pub stack_ids: Vec<std::sync::Arc<str>>,
+    /// The stack of `order[k]`: its place in `stacks`, its `stack_id` `<graph_id>_<place>`
+    /// ([`GraphPlan::stack_id`]; 4 bytes a row, where the id's `Arc<str>` took 16).
+    pub stack_ids: Vec<u32>,
     pub stacks: Vec<(String, String)>,
+}
+
+impl GraphPlan {
+    /// The `stack_id` of `order[k]`.
+    pub fn stack_id(&self, k: usize) -> String {
+        let place = self.stack_ids.get(k).copied().unwrap_or_default();
+        format!("{}_{place}", self.graph_id)
+    }
 }
 
 /// Orders one graph's rows and de-duplicates its stacks: stacks shared by several nodes (new
 /// stack.json format) are printed once; equal stacks of different nodes get one id.
 pub fn plan_graph(g: &Graph, ctx: &ExportContext) -> GraphPlan {
     let graph_id = format!("{}_{}_{}", ctx.data_source, ctx.step, ctx.rank);
-    let mut by_text: FastMap<String, std::sync::Arc<str>> = FastMap::default();
-    let mut by_ptr: FastMap<*const Vec<String>, std::sync::Arc<str>> = FastMap::default();
+    let mut by_text: FastMap<String, u32> = FastMap::default();
+    let mut by_ptr: FastMap<*const Vec<String>, u32> = FastMap::default();
     let mut stacks = Vec::new();
     let order = g.post_order();
     let mut stack_ids = Vec::with_capacity(order.len());
@@ -73,20 +82,20 @@ pub fn plan_graph(g: &Graph, ctx: &ExportContext) -> GraphPlan {
         let node = &g.nodes[n];
         let ptr = std::sync::Arc::as_ptr(&node.stack);
         let id = match by_ptr.get(&ptr) {
-            Some(id) => id.clone(),
+            Some(&id) => id,
             None => {
                 let text = pyjson::str_list(&node.stack);
                 let id = match by_text.get(&text) {
-                    Some(id) => id.clone(),
+                    Some(&id) => id,
                     None => {
-                        let id: std::sync::Arc<str> =
-                            format!("{graph_id}_{}", by_text.len()).into();
-                        stacks.push((id.to_string(), text.clone()));
-                        by_text.insert(text, id.clone());
+                        // Fewer stacks than nodes, and nodes are numbered by `u32`.
+                        let id = u32::try_from(stacks.len()).unwrap_or(u32::MAX);
+                        stacks.push((format!("{graph_id}_{id}"), text.clone()));
+                        by_text.insert(text, id);
                         id
                     }
                 };
-                by_ptr.insert(ptr, id.clone());
+                by_ptr.insert(ptr, id);
                 id
             }
         };
@@ -111,6 +120,7 @@ pub fn node_row(
 ) -> Result<NodeRow, ConvertError> {
     let n = plan.order[k];
     let node = &g.nodes[n];
+    let id = g.id(n);
     let compared = match (ctx.compare_with_next, partner) {
         (Some(mode), Some(bench)) => compare::compared_items(mode, g, n, bench)?,
         _ => None,
@@ -124,33 +134,34 @@ pub fn node_row(
         None => node.precision_index(),
     };
     let graph_id = &plan.graph_id;
-    let sub_nodes = if node.children.is_empty() {
+    let children = g.children(n);
+    let sub_nodes = if children.len() == 0 {
         String::new()
     } else {
-        let mut s = String::with_capacity(node.children.len() * 48);
+        let mut s = String::with_capacity(children.len() * 48);
         s.push('[');
-        for (i, &c) in node.children.iter().enumerate() {
+        for (i, c) in children.enumerate() {
             if i > 0 {
                 s.push_str(", ");
             }
-            pyjson::push_str(&mut s, &g.nodes[c].id);
+            pyjson::push_str(&mut s, g.id(c));
         }
         s.push(']');
         s
     };
     let fmt = FormatOptions {
         keep_md5: ctx.keep_md5,
-        batch_p2p: node.id.contains("batch_isend_irecv"),
+        batch_p2p: id.contains("batch_isend_irecv"),
     };
     Ok(NodeRow {
-        id: format!("{graph_id}_{}", node.id),
+        id: format!("{graph_id}_{id}"),
         graph_id: graph_id.clone(),
         node_order: k as i64,
-        node_name: node.id.to_string(),
+        node_name: id.to_string(),
         node_type: (node.op as i32).to_string(),
         up_node: node
             .parent()
-            .map(|p| g.nodes[p].id.to_string())
+            .map(|p| g.id(p).to_string())
             .unwrap_or_default(),
         sub_nodes,
         precision_index,
@@ -158,12 +169,12 @@ pub fn node_row(
         micro_step_id: node.micro_step_id().unwrap_or(0),
         matched_node_link: if node.matched_link_is_path {
             let mut path = g.ancestors(n);
-            path.push(node.id.to_string());
+            path.push(id.to_string());
             pyjson::str_list(&path)
         } else {
             pyjson::str_list(node.matched_link())
         },
-        stack_id: plan.stack_ids[k].to_string(),
+        stack_id: plan.stack_id(k),
         parallel_merge_info: if node.parallel_merge_info().is_empty() {
             String::new()
         } else {
@@ -177,7 +188,7 @@ pub fn node_row(
         dump_data_dir: ctx.dump_data_dir.clone(),
         step: ctx.step,
         rank: ctx.rank,
-        is_distributed: i64::from(node.id.starts_with("Distributed")),
+        is_distributed: i64::from(id.starts_with("Distributed")),
     })
 }
 

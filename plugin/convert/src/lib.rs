@@ -10,7 +10,8 @@
 //! # Layout
 //! - [`options`], [`progress`]: what a caller asks for and what it is told;
 //! - `stage`: the steps (`plan`, `read`, `build`, `pair`, `write`);
-//! - `layout`: msprobe's folder classification; `graph`: a rank's graph built from its dump;
+//! - `layout`: msprobe's folder classification; `graph`: a rank's graph built from its dump
+//!   (its nodes' ids in `ids`, their children in `children`, looked up by id through `names`);
 //!   `matcher` and `layer_mapping`: node pairing; [`compare`]: the item comparison and
 //!   `precision_index` (also used by the service's precision answers); `overflow`: anomaly
 //!   levels; `export` and `format`: graphs → rows; `distributed`: communication links across
@@ -19,6 +20,7 @@
 //!   (what a shard writes: a `.vis.part` with its manifest), [`gather`] (parts → the one
 //!   `.vis.db` an unsharded run writes, communication links made across every rank).
 
+pub(crate) mod children;
 pub mod compare;
 pub(crate) mod distributed;
 pub(crate) mod entries;
@@ -27,6 +29,7 @@ pub(crate) mod export;
 pub(crate) mod format;
 pub mod gather;
 pub(crate) mod graph;
+pub(crate) mod ids;
 pub mod layer_mapping;
 pub(crate) mod layout;
 pub(crate) mod matcher;

@@ -106,7 +106,7 @@ fn link(
 
 fn match_default(npu: &mut Graph, bench: &mut Graph) {
     for n in npu.bfs() {
-        let Some(b) = bench.get(&npu.nodes[n].id) else {
+        let Some(b) = bench.get(npu.id(n)) else {
             continue;
         };
         if bench.nodes[b].matched().is_some() {
@@ -144,11 +144,11 @@ fn fuzzy_key(id: &str) -> String {
 fn api_children_keys(g: &Graph, n: usize) -> HashMap<String, usize> {
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut out = HashMap::new();
-    for &c in &g.nodes[n].children {
+    for c in g.children(n) {
         if g.nodes[c].op != NodeOp::FunctionApi {
             continue;
         }
-        let base = fuzzy_key(&g.nodes[c].id);
+        let base = fuzzy_key(g.id(c));
         let k = counts.entry(base.clone()).or_insert(0);
         *k += 1;
         out.insert(format!("{base}.{k}"), c);
@@ -161,13 +161,13 @@ fn match_fuzzy(npu: &mut Graph, bench: &mut Graph) {
         if npu.nodes[n].op == NodeOp::FunctionApi {
             continue;
         }
-        let Some(b) = bench.get(&npu.nodes[n].id) else {
+        let Some(b) = bench.get(npu.id(n)) else {
             continue;
         };
         let mut nl = npu.ancestors(n);
-        nl.push(bench.nodes[b].id.to_string());
+        nl.push(bench.id(b).to_string());
         let mut bl = bench.ancestors(b);
-        bl.push(npu.nodes[n].id.to_string());
+        bl.push(npu.id(n).to_string());
         link(npu, bench, n, b, nl, bl);
         let bench_keys = api_children_keys(bench, b);
         let npu_keys = api_children_keys(npu, n);
@@ -178,9 +178,9 @@ fn match_fuzzy(npu: &mut Graph, bench: &mut Graph) {
         pairs.sort();
         for (nc, bc) in pairs {
             let mut nl = npu.ancestors(nc);
-            nl.push(bench.nodes[bc].id.to_string());
+            nl.push(bench.id(bc).to_string());
             let mut bl = bench.ancestors(bc);
-            bl.push(npu.nodes[nc].id.to_string());
+            bl.push(npu.id(nc).to_string());
             link(npu, bench, nc, bc, nl, bl);
         }
     }

@@ -3,7 +3,7 @@
 //! A graph of a million nodes looked its nodes up in a `HashMap<String, usize>`: every id was
 //! held twice (in its node and as the map's key), about 70 bytes a node. [`NameIndex`] holds
 //! only node numbers (`u32`); a lookup hashes the id asked for and compares it with the id of
-//! each candidate node, which the caller passes in (`nodes`). The hasher is seeded per index,
+//! each candidate node, which the caller passes in (`ids`). The hasher is seeded per index,
 //! so ids crafted to collide cannot be prepared in advance.
 
 use std::hash::BuildHasher;
@@ -11,9 +11,9 @@ use std::hash::BuildHasher;
 use graph_ascend_dump::FastMap;
 use hashbrown::HashTable;
 
-use crate::graph::Node;
+use crate::ids::NodeIds;
 
-/// Ids → node numbers of one graph's `nodes`.
+/// Ids → node numbers of one graph's nodes.
 #[derive(Clone, Default)]
 pub struct NameIndex {
     hasher: foldhash::fast::RandomState,
@@ -43,12 +43,9 @@ impl NameIndex {
     }
 
     /// The node named `id`.
-    pub fn get(&self, nodes: &[Node], id: &str) -> Option<usize> {
+    pub fn get(&self, ids: &NodeIds, id: &str) -> Option<usize> {
         let h = self.hasher.hash_one(id);
-        if let Some(&i) = self
-            .table
-            .find(h, |&i| nodes.get(i as usize).is_some_and(|n| *n.id == *id))
-        {
+        if let Some(&i) = self.table.find(h, |&i| named(ids, i, id)) {
             return Some(i as usize);
         }
         if self.aliases.is_empty() {
@@ -58,23 +55,19 @@ impl NameIndex {
         }
     }
 
-    /// Names node `i` by its own id (`nodes[i].id`), replacing what that id named before.
-    pub fn insert(&mut self, nodes: &[Node], i: usize) {
-        let Some(node) = nodes.get(i) else {
-            return;
-        };
-        self.insert_as(nodes, &node.id, i);
+    /// Names node `i` by its own id (`ids.get(i)`), replacing what that id named before.
+    pub fn insert(&mut self, ids: &NodeIds, i: usize) {
+        if i < ids.count() {
+            self.insert_as(ids, ids.get(i), i);
+        }
     }
 
     /// Names node `i` `name` (an alias when it is not the node's own id).
-    pub fn insert_as(&mut self, nodes: &[Node], name: &str, i: usize) {
-        let own = nodes.get(i).is_some_and(|n| *n.id == *name);
-        let number = u32::try_from(i).ok().filter(|_| own);
+    pub fn insert_as(&mut self, ids: &NodeIds, name: &str, i: usize) {
+        let number = u32::try_from(i).ok().filter(|&i| named(ids, i, name));
         let h = self.hasher.hash_one(name);
         let hasher = &self.hasher;
-        let found = self.table.find_entry(h, |&j| {
-            nodes.get(j as usize).is_some_and(|n| *n.id == *name)
-        });
+        let found = self.table.find_entry(h, |&j| named(ids, j, name));
         match (found, number) {
             (Ok(mut slot), Some(number)) => *slot.get_mut() = number,
             (Ok(slot), None) => {
@@ -82,9 +75,8 @@ impl NameIndex {
                 self.aliases.insert(name.to_string(), i);
             }
             (Err(_), Some(number)) => {
-                self.table.insert_unique(h, number, |&j| {
-                    nodes.get(j as usize).map_or(0, |n| hasher.hash_one(&*n.id))
-                });
+                self.table
+                    .insert_unique(h, number, |&j| hasher.hash_one(ids.get(j as usize)));
                 self.aliases.remove(name);
             }
             (Err(_), None) => {
@@ -93,8 +85,8 @@ impl NameIndex {
         }
     }
 
-    pub fn contains(&self, nodes: &[Node], id: &str) -> bool {
-        self.get(nodes, id).is_some()
+    pub fn contains(&self, ids: &NodeIds, id: &str) -> bool {
+        self.get(ids, id).is_some()
     }
 
     /// How many names.
@@ -107,15 +99,23 @@ impl NameIndex {
     }
 }
 
+/// Node `i` exists and its id is `id`.
+fn named(ids: &NodeIds, i: u32, id: &str) -> bool {
+    (i as usize) < ids.count() && ids.get(i as usize) == id
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn finds_nodes_by_their_ids_and_aliases() {
-        let nodes: Vec<Node> = ["a", "b", "c"].iter().map(|id| Node::new(id)).collect();
+        let mut nodes = NodeIds::default();
+        for id in ["a", "b", "c"] {
+            nodes.push(id);
+        }
         let mut index = NameIndex::default();
-        for i in 0..nodes.len() {
+        for i in 0..nodes.count() {
             index.insert(&nodes, i);
         }
         index.insert_as(&nodes, "old_c", 2);

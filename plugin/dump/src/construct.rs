@@ -76,10 +76,13 @@ impl Construct {
                 Err(_) => false,
             }
         })?;
-        if !complete || (c.entries.is_empty() && !megatron) || c.first_in_cycle().is_some() {
+        if !complete || (c.entries.is_empty() && !megatron) {
             return Ok(None);
         }
-        c.entries.shrink_to_fit();
+        c.entries.resolve_parents();
+        if c.first_in_cycle().is_some() {
+            return Ok(None);
+        }
         Ok(Some(c))
     }
 
@@ -121,6 +124,7 @@ impl Construct {
             };
             c.entries.push(&node, parent.as_deref());
         }
+        c.entries.resolve_parents();
         if let Some(node) = c.first_in_cycle() {
             return Err(DumpError::shape(
                 path,
@@ -132,10 +136,10 @@ impl Construct {
 
     /// A node whose chain of parents comes back to it (the first met in file order), if any:
     /// such nodes would hang off no root and vanish from the graph without a word. Each node is
-    /// walked once, without recursion; entries are found by number ([`EntryIndex`]: 5 bytes an
-    /// entry, where maps of names took about 100 while the file was read).
+    /// walked once, without recursion; a listed parent is its entry's number
+    /// ([`Entries::resolve_parents`]: where maps of names took about 100 bytes an entry while
+    /// the file was read).
     fn first_in_cycle(&self) -> Option<&str> {
-        let index = self.entries.index();
         /// Set once a node's chain is known to end at a root.
         const DONE: u8 = 2;
         const ON_PATH: u8 = 1;
@@ -152,7 +156,7 @@ impl Construct {
                 state[node] = ON_PATH;
                 path.push(node);
                 // A parent not listed has no parent: the chain ends there.
-                match self.entries.get(node).1.and_then(|p| index.find(p)) {
+                match self.entries.parent_entry(node) {
                     Some(parent) => node = parent,
                     None => break,
                 }
@@ -166,17 +170,23 @@ impl Construct {
 }
 
 /// construct.json's `(node, parent)` pairs in file order, their text in one buffer (two
-/// `String`s an entry took about 100 bytes for 60 of text; issue 16, item 1).
+/// `String`s an entry took about 100 bytes for 60 of text; issue 16, item 1). Once read, a
+/// parent that is itself listed is held as its entry's number, not as text again
+/// ([`Entries::resolve_parents`]: the parents' text was about 40% of the file).
 #[derive(Debug, Clone, Default)]
 pub struct Entries {
-    /// Each entry's node, then its parent.
+    /// Each entry's node, then its parent's text unless the parent is an entry's number.
     text: String,
-    /// Per entry: where its node starts in `text`, its length, and its parent's length
-    /// ([`NO_PARENT`]: none); the parent follows the node.
+    /// Per entry: where its node starts in `text`, its length, and its parent: an entry's
+    /// number (with [`PARENT_ENTRY`]), the length of its text that follows the node, or
+    /// [`NO_PARENT`].
     spans: Vec<(u64, u32, u32)>,
 }
 
 const NO_PARENT: u32 = u32::MAX;
+/// Marks a parent held as an entry's number (in the low 31 bits: entries past 2^31 - 1, which
+/// could not be held in memory anyway, keep their parent's text).
+const PARENT_ENTRY: u32 = 1 << 31;
 
 impl Entries {
     pub fn len(&self) -> usize {
@@ -187,8 +197,8 @@ impl Entries {
         self.spans.is_empty()
     }
 
-    /// Adds an entry. A name or parent of 4 GiB or more cannot be held (it would not fit in
-    /// memory beside the rest): it is cut to its first 4 GiB - 2 bytes.
+    /// Adds an entry. A name or parent of 2 GiB or more cannot be held (it would not fit in
+    /// memory beside the rest): it is cut to its first 2 GiB - 1 bytes.
     pub fn push(&mut self, node: &str, parent: Option<&str>) {
         let start = self.text.len() as u64;
         let node = cut(node);
@@ -206,15 +216,72 @@ impl Entries {
 
     /// Entry `i`: `(node, parent)`.
     pub fn get(&self, i: usize) -> (&str, Option<&str>) {
-        let Some(&(start, len, parent_len)) = self.spans.get(i) else {
+        let Some(&(start, len, parent)) = self.spans.get(i) else {
             return ("", None);
         };
         let start = start as usize;
         let end = start + len as usize;
         let node = self.text.get(start..end).unwrap_or("");
-        let parent = (parent_len != NO_PARENT)
-            .then(|| self.text.get(end..end + parent_len as usize).unwrap_or(""));
+        let parent = match parent {
+            NO_PARENT => None,
+            p if p & PARENT_ENTRY != 0 => Some(self.node((p & !PARENT_ENTRY) as usize)),
+            len => Some(self.text.get(end..end + len as usize).unwrap_or("")),
+        };
         (node, parent)
+    }
+
+    /// Entry `i`'s node.
+    fn node(&self, i: usize) -> &str {
+        self.spans.get(i).map_or("", |&(start, len, _)| {
+            let start = start as usize;
+            self.text.get(start..start + len as usize).unwrap_or("")
+        })
+    }
+
+    /// The number of entry `i`'s parent's entry, when its parent is listed (once
+    /// [`Entries::resolve_parents`] ran).
+    fn parent_entry(&self, i: usize) -> Option<usize> {
+        match self.spans.get(i)?.2 {
+            NO_PARENT => None,
+            p if p & PARENT_ENTRY != 0 => Some((p & !PARENT_ENTRY) as usize),
+            _ => None,
+        }
+    }
+
+    /// Holds each parent that is listed as its entry's number, and its text no more: the text
+    /// is rewritten without it (the entries once more, briefly, while the file's reading
+    /// ends; the hierarchy is then made beside the smaller text).
+    pub fn resolve_parents(&mut self) {
+        let parents: Vec<u32> = {
+            let index = self.index();
+            (0..self.len())
+                .map(|i| {
+                    let listed = self.get(i).1.and_then(|p| index.find(p));
+                    match listed.and_then(|j| u32::try_from(j).ok()) {
+                        Some(j) if j < PARENT_ENTRY - 1 => PARENT_ENTRY | j,
+                        _ => self.spans[i].2,
+                    }
+                })
+                .collect()
+        };
+        let kept: usize = self
+            .spans
+            .iter()
+            .zip(&parents)
+            .map(|(&(_, len, _), &p)| len as usize + inline_len(p))
+            .sum();
+        let mut text = String::with_capacity(kept);
+        for (span, &parent) in self.spans.iter_mut().zip(&parents) {
+            let (start, len) = (span.0 as usize, span.1 as usize);
+            let own = self
+                .text
+                .get(start..start + len + inline_len(parent))
+                .unwrap_or("");
+            *span = (text.len() as u64, span.1, parent);
+            text.push_str(own);
+        }
+        self.text = text;
+        self.spans.shrink_to_fit();
     }
 
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, Option<&str>)> + '_ {
@@ -226,20 +293,24 @@ impl Entries {
         self.text.reserve(bytes);
     }
 
-    pub fn shrink_to_fit(&mut self) {
-        self.text.shrink_to_fit();
-        self.spans.shrink_to_fit();
-    }
-
     /// The entries' numbers by node name.
     pub fn index(&self) -> EntryIndex<'_> {
         EntryIndex::of(self)
     }
 }
 
-/// `s`, or its first `u32::MAX - 1` bytes (at a character boundary).
+/// The bytes of a parent's text held after its node (none when it is an entry's number).
+fn inline_len(parent: u32) -> usize {
+    if parent & PARENT_ENTRY != 0 {
+        0
+    } else {
+        parent as usize
+    }
+}
+
+/// `s`, or its first `2^31 - 1` bytes (at a character boundary).
 fn cut(s: &str) -> &str {
-    let mut end = s.len().min(NO_PARENT as usize - 1);
+    let mut end = s.len().min(PARENT_ENTRY as usize - 1);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
@@ -305,5 +376,46 @@ fn parent_of(path: &Path, node: &str, v: &Value) -> Result<Option<String>, DumpE
             path,
             format!("the parent of \"{node}\" must be a string or null"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 16, item 1: listed parents become entry numbers, the rest stay text, and every
+    /// entry reads back as it was given (in file order, parents before or after their children).
+    #[test]
+    fn listed_parents_are_held_by_number() {
+        let given: [(&str, Option<&str>); 5] = [
+            ("Functional.relu.0.forward", Some("Module.block.forward.0")),
+            ("Module.block.forward.0", None),
+            (
+                "Functional.gelu.0.forward",
+                Some("Module.not_listed.forward.0"),
+            ),
+            ("Module.block.backward.0", Some("Module.block.forward.0")),
+            ("Tensor.add.0.forward", Some("Module.block.backward.0")),
+        ];
+        let mut entries = Entries::default();
+        for (node, parent) in given {
+            entries.push(node, parent);
+        }
+        let before = entries.text.len();
+        entries.resolve_parents();
+        assert_eq!(entries.iter().collect::<Vec<_>>(), given);
+        assert_eq!(
+            before - entries.text.len(),
+            3 * "Module.block.forward.0".len() - "Module.block.forward.0".len()
+                + "Module.block.backward.0".len()
+        );
+        assert_eq!(
+            (0..5).map(|i| entries.parent_entry(i)).collect::<Vec<_>>(),
+            [Some(1), None, None, Some(1), Some(3)]
+        );
+        assert_eq!(
+            entries.index().parent("Tensor.add.0.forward"),
+            Some(Some("Module.block.backward.0"))
+        );
     }
 }

@@ -51,8 +51,8 @@ pub fn mapping_for(
 /// target root: each side's link is the other side's ancestors and id.
 pub fn match_graphs(npu: &mut Graph, bench: &mut Graph, mapping: &ApiMapping) {
     for n in npu.bfs() {
-        let id = &npu.nodes[n].id;
-        let golden = match mapping.get(&**id) {
+        let id = npu.id(n);
+        let golden = match mapping.get(id) {
             Some(Some(g)) => bench.get(g),
             Some(None) => None,
             None => bench.get(id),
@@ -61,9 +61,9 @@ pub fn match_graphs(npu: &mut Graph, bench: &mut Graph, mapping: &ApiMapping) {
             continue;
         };
         let mut npu_link = bench.ancestors(b);
-        npu_link.push(bench.nodes[b].id.to_string());
+        npu_link.push(bench.id(b).to_string());
         let mut bench_link = npu.ancestors(n);
-        bench_link.push(npu.nodes[n].id.to_string());
+        bench_link.push(npu.id(n).to_string());
         npu.nodes[n].set_matched(Some(b));
         npu.nodes[n].set_matched_link(npu_link);
         bench.nodes[b].set_matched(Some(n));

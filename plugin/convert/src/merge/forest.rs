@@ -105,16 +105,17 @@ impl Forest {
     pub fn add_graph(&mut self, g: Graph, rank: i64, micro_steps: i64, dump: usize) -> MGraph {
         let base = self.nodes.len();
         let mut map = NodeMap::default();
-        for (i, mut n) in g.nodes.into_iter().enumerate() {
-            map.insert(&n.id, base + i);
+        let (root, micro_step_num) = (g.root, g.micro_step_num);
+        for (i, (id, mut n, children)) in g.into_nodes().enumerate() {
+            map.insert(&id, base + i);
             let (input, output) = n.take_items();
             let (parent, overflow_level, micro_step_id) =
                 (n.parent(), n.overflow_level(), n.micro_step_id());
             self.nodes.push(MNode {
-                id: n.id.into(),
+                id,
                 op: n.op,
                 parent: parent.map(|p| p + base),
-                children: n.children.into_iter().map(|c| c + base).collect(),
+                children: children.into_iter().map(|c| c + base).collect(),
                 children_gen: 0,
                 input: unpack_items(input),
                 output: unpack_items(output),
@@ -128,11 +129,11 @@ impl Forest {
             });
         }
         MGraph {
-            root: g.root + base,
+            root: root + base,
             map,
             rank,
             micro_steps,
-            micro_step_num: g.micro_step_num,
+            micro_step_num,
             id_counters: HashMap::new(),
             dump,
         }
@@ -177,8 +178,7 @@ impl Forest {
         };
         let id = format!("{base}.{k}");
         let n = self.nodes.len();
-        let mut node = Node::new(&id);
-        node.op = op;
+        let node = Node::new(op);
         self.nodes.push(MNode {
             id: id.clone(),
             op,
@@ -245,37 +245,31 @@ impl Forest {
             kept.get(self.nodes[c].id.as_str())
                 .and_then(|k| local.get(k).copied())
         };
-        let mut nodes = Vec::with_capacity(order.len());
+        // A merged graph holds its items (no `source`).
+        let mut graph = Graph::with_capacity(order.len());
+        graph.micro_step_num = g.micro_step_num;
         for &n in &order {
             let m = &self.nodes[n];
-            let mut node = Node::new(&m.id);
+            let i = graph.push_node(&m.id);
+            graph.set_children(i, m.children.iter().filter_map(|&c| by_id(c)));
+            let node = &mut graph.nodes[i];
             node.op = m.op;
             node.set_parent(m.parent.and_then(|p| local.get(&p).copied()));
-            node.children = m.children.iter().filter_map(|&c| by_id(c)).collect();
             node.set_items(pack_items(&m.input), pack_items(&m.output));
             node.stack = Arc::clone(&m.stack);
             node.set_micro_step_id(m.micro_step_id);
             node.set_overflow_level(m.overflow_level);
             node.set_parallel_merge_info(m.merge_info.clone());
-            nodes.push(node);
         }
-        if let Some(r) = nodes.first_mut() {
+        if let Some(r) = graph.nodes.first_mut() {
             r.set_parent(None);
         }
-        let mut index = crate::names::NameIndex::with_capacity(nodes.len());
         for (id, n) in g.map.iter() {
             if let Some(&l) = local.get(&n) {
-                index.insert_as(&nodes, id, l);
+                graph.index_as(id, l);
             }
         }
-        Graph {
-            nodes,
-            index,
-            root: 0,
-            micro_step_num: g.micro_step_num,
-            // A merged graph holds its items.
-            source: None,
-        }
+        graph
     }
 }
 

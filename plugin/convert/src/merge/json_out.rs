@@ -41,20 +41,17 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
         order
             .iter()
             .filter_map(|&n| {
-                g.nodes[n].parent().map(|p| {
-                    (
-                        g.nodes[n].id.to_string(),
-                        PyVal::Str(g.nodes[p].id.to_string()),
-                    )
-                })
+                g.nodes[n]
+                    .parent()
+                    .map(|p| (g.id(n).to_string(), PyVal::Str(g.id(p).to_string())))
             })
             .collect(),
     );
     // dump.json
     let mut lookup: HashMap<(&str, &str), &PackedItem> = HashMap::new();
-    for node in &g.nodes {
+    for (n, node) in g.nodes.iter().enumerate() {
         for (k, it) in node.input().iter().chain(node.output()) {
-            lookup.insert((&*node.id, k.as_str()), it);
+            lookup.insert((g.id(n), k.as_str()), it);
         }
     }
     let mut data: Vec<(String, PyVal)> = Vec::new();
@@ -63,9 +60,9 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
         if n == g.root || (node.input().is_empty() && node.output().is_empty()) {
             continue;
         }
-        let entry = match raw.get(&*node.id) {
-            Some(Value::Object(rawn)) => from_raw(rawn, &node.id, &lookup),
-            _ => rebuild(node),
+        let entry = match raw.get(g.id(n)) {
+            Some(Value::Object(rawn)) => from_raw(rawn, g.id(n), &lookup),
+            _ => rebuild(node, g.id(n)),
         };
         let mut entry = strip_md5(entry);
         if !node.parallel_merge_info().is_empty() {
@@ -81,9 +78,9 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
                 ));
             }
         }
-        match data.iter_mut().find(|(k, _)| **k == *node.id) {
+        match data.iter_mut().find(|(k, _)| k == g.id(n)) {
             Some(e) => e.1 = entry,
-            None => data.push((node.id.to_string(), entry)),
+            None => data.push((g.id(n).to_string(), entry)),
         }
     }
     let dump = PyVal::Dict(vec![
@@ -108,10 +105,10 @@ pub fn render(g: &Graph, raw: &Map<String, Value>, header: &DumpHeader) -> JsonG
             continue;
         }
         match seen.get(s) {
-            Some(&i) => groups[i].0.push(g.nodes[n].id.to_string()),
+            Some(&i) => groups[i].0.push(g.id(n).to_string()),
             None => {
                 seen.insert(s, groups.len());
-                groups.push((vec![g.nodes[n].id.to_string()], s));
+                groups.push((vec![g.id(n).to_string()], s));
             }
         }
     }
@@ -174,7 +171,7 @@ fn post_order_unique(g: &Graph) -> Vec<usize> {
     let mut seen = std::collections::HashSet::new();
     g.post_order()
         .into_iter()
-        .filter(|&n| seen.insert(&*g.nodes[n].id))
+        .filter(|&n| seen.insert(g.id(n)))
         .collect()
 }
 
@@ -242,15 +239,15 @@ fn from_raw(
     PyVal::Dict(out)
 }
 
-/// `_reconstruct_node_entry`: an entry rebuilt from a node's items.
-fn rebuild(node: &crate::graph::Node) -> PyVal {
+/// `_reconstruct_node_entry`: an entry rebuilt from a node's items (`id`: the node's id).
+fn rebuild(node: &crate::graph::Node, id: &str) -> PyVal {
     let mut input_args: Vec<(i64, PyVal)> = Vec::new();
     let mut input_kwargs: Vec<(String, PyVal)> = Vec::new();
     let mut output: Vec<(i64, PyVal)> = Vec::new();
     let mut params: Vec<PyVal> = Vec::new();
     let mut seen_params: Vec<String> = Vec::new();
     let split = |key: &str| -> Option<(String, String)> {
-        let suffix = match key.strip_prefix(&*node.id) {
+        let suffix = match key.strip_prefix(id) {
             Some(rest) => rest.get(1..).unwrap_or(""),
             None => key,
         };

@@ -630,15 +630,13 @@ fn merge_step(
 /// takes the worst of its APIs, then `…_All_Ranks.k` the worst of those.
 pub(crate) fn all_ranks_index(g: &mut Graph) {
     let worst = |g: &Graph, n: usize| {
-        g.nodes[n]
-            .children
-            .iter()
-            .map(|&c| g.nodes[c].precision_index().unwrap_or(0.0))
+        g.children(n)
+            .map(|c| g.nodes[c].precision_index().unwrap_or(0.0))
             .fold(0.0, f64::max)
     };
-    for n in g.nodes[g.root].children.clone() {
-        if g.nodes[n].op == NodeOp::ApiCollection && g.nodes[n].id.starts_with(ALL_RANKS) {
-            for s in g.nodes[n].children.clone() {
+    for n in g.children(g.root).collect::<Vec<_>>() {
+        if g.nodes[n].op == NodeOp::ApiCollection && g.id(n).starts_with(ALL_RANKS) {
+            for s in g.children(n).collect::<Vec<_>>() {
                 let w = worst(g, s);
                 g.nodes[s].set_precision_index(Some(w));
             }
@@ -657,13 +655,14 @@ pub(crate) fn paging(npu: &mut Graph, bench: &mut Graph) -> i64 {
     let mut batch = 0i64;
     let mut seen_backward = false;
     let mut batches = 0i64;
-    for c in npu.nodes[npu.root].children.clone() {
+    for c in npu.children(npu.root).collect::<Vec<_>>() {
         let node = &npu.nodes[c];
         if node.op == NodeOp::Module {
-            if node.id.contains(".forward.") && seen_backward {
+            let id = npu.id(c);
+            if id.contains(".forward.") && seen_backward {
                 batch += 1;
                 seen_backward = false;
-            } else if node.id.contains(".backward.") {
+            } else if id.contains(".backward.") {
                 seen_backward = true;
             }
         }
@@ -677,10 +676,10 @@ pub(crate) fn paging(npu: &mut Graph, bench: &mut Graph) -> i64 {
     }
     inherit(npu);
     let root = bench.root;
-    for c in bench.nodes[root].children.clone() {
+    for c in bench.children(root).collect::<Vec<_>>() {
         if bench.nodes[c].micro_step_id().is_none() {
-            let v = bench.nodes[c]
-                .id
+            let v = bench
+                .id(c)
                 .rsplit('.')
                 .next()
                 .and_then(|s| s.parse::<i64>().ok())
@@ -696,7 +695,7 @@ fn inherit(g: &mut Graph) {
     let mut stack = vec![g.root];
     while let Some(n) = stack.pop() {
         let ms = g.nodes[n].micro_step_id();
-        for c in g.nodes[n].children.clone() {
+        for c in g.children(n).collect::<Vec<_>>() {
             if g.nodes[c].micro_step_id().is_none() {
                 g.nodes[c].set_micro_step_id(ms);
             }

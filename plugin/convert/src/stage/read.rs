@@ -127,13 +127,17 @@ impl RankDump {
         // A cancel is seen by dump.json's reader, batch by batch: the small files' bytes are
         // only counted.
         let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let p = timing::phase(|| format!("skeleton {}", dir.display()));
+        let read = timing::phase(|| format!("  construct.json {}", dir.display()));
         let mut construct = Construct::read(&construct_p, confine)?;
         let _ = on_bytes(size(&construct_p));
-        let p = timing::phase(|| format!("skeleton {}", dir.display()));
+        read.done();
+        let made = timing::phase(|| format!("  hierarchy {}", dir.display()));
         let mut sk = Graph::hierarchy(&construct);
         if !keep_construct {
             construct = Construct::default();
         }
+        made.done();
         // Only the parameter gradients' stacks are kept apart: the nodes that the items add
         // (`Skeleton::attach`) look them up.
         let stacks = sk
@@ -143,6 +147,7 @@ impl RankDump {
         p.done();
         // A bad stack.json is told after dump.json's own error, as when the files were read
         // together.
+        let read = timing::phase(|| format!("dump.json {}", dir.display()));
         let mut place = |name: &str, span: EntrySpan| stacks.is_ok() && sk.place(name, span);
         let (dump, ops) = DumpOps::read_with(
             &dump_p,
@@ -152,6 +157,7 @@ impl RankDump {
             &mut place,
             on_bytes,
         )?;
+        read.done();
         let dump = RankDump {
             dir: dir.to_path_buf(),
             dump,

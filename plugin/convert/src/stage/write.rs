@@ -174,7 +174,7 @@ fn distributed_links(
     for (i, ((graph, ctx), plan)) in graphs.iter().zip(plans).enumerate() {
         let partner = partner_of(ctx, &graphs[i + 1..]);
         for (k, &n) in plan.order.iter().enumerate() {
-            if graph.nodes[n].id.starts_with("Distributed") {
+            if graph.id(n).starts_with("Distributed") {
                 rows.push(export::node_row(graph, ctx, plan, k, partner)?);
             }
         }
