@@ -100,6 +100,16 @@ impl GraphFile {
             .get(graph, || self.with_store(|s| GraphIndex::build(s, graph)))
     }
 
+    /// The index of `graph` if it is built (no waiting, no build).
+    pub fn ready_index(&self, graph: GraphKey) -> Option<Arc<GraphIndex>> {
+        self.indexes.ready(graph)
+    }
+
+    /// Whether the index of `graph` is built or being built.
+    pub fn has_index(&self, graph: GraphKey) -> bool {
+        self.indexes.has(graph)
+    }
+
     /// Starts building the indexes of `graphs` in the background, one thread per graph (the two
     /// sides of a compare are read at once, each on its own connection), unless they are built
     /// or being built already, so that the first node list, filter or search waits for the

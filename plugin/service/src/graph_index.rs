@@ -366,6 +366,18 @@ impl IndexCache {
         Ok(index)
     }
 
+    /// The index of `graph` if it is built, without waiting for a build under way.
+    pub fn ready(&self, graph: GraphKey) -> Option<Arc<GraphIndex>> {
+        let slot = crate::lock(&self.slots).get(&graph)?.clone();
+        let index = match slot.try_lock() {
+            Ok(guard) => guard.clone()?,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner().clone()?,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        self.budget.touch(self.id, graph);
+        Some(index)
+    }
+
     /// Whether `graph` has a slot already (built, or being built).
     pub fn has(&self, graph: GraphKey) -> bool {
         crate::lock(&self.slots).contains_key(&graph)

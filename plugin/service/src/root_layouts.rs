@@ -5,9 +5,10 @@
 //! the file or its edits change, and it is the costliest of the first answers: the root's children
 //! are read whole from the file (on the 48-layer compare file, 865 rows spread over most of the
 //! file's pages). So it is laid out once per (file version, graph, micro step, pane) and each
-//! client's view starts as a copy of it. When the page opens a file, `loadGraphData` starts
-//! laying out the roots in the background as soon as the graph's index is built
-//! ([`RootLayouts::prefetch`]), so that the page's first root request finds it ready.
+//! client's view starts as a copy of it. When the page opens a file, the roots are laid out in
+//! the background as soon as the graph's index is built ([`RootLayouts::prefetch`], started by
+//! [`crate::warm_up`] once the first answers have gone), so that the page's first root request
+//! finds it ready.
 //!
 //! An entry is valid for one version of the file (the catalog makes a new [`GraphFile`] for a
 //! changed file) and one edit count ([`GraphFile::edit_count`]); a stale entry is laid out anew.
@@ -85,6 +86,25 @@ impl RootLayouts {
         let bytes = layout.as_ref().as_ref().map_or(0, Hierarchy::heap_size);
         self.record_size(&key, &cell, bytes);
         Ok(layout)
+    }
+
+    /// Whether a layout of each of `panes` (graph and prefix) for `micro_step` is kept or being
+    /// made for this version of the file.
+    pub fn has_all(
+        &self,
+        file: &Arc<GraphFile>,
+        panes: &[(GraphKey, &'static str)],
+        micro_step: i64,
+    ) -> bool {
+        panes.iter().all(|(graph, prefix)| {
+            let key = Key {
+                file: file.path.clone(),
+                graph: *graph,
+                micro_step,
+                prefix,
+            };
+            self.has(file, &key)
+        })
     }
 
     /// Whether a layout of this key is kept or being made for this version of the file.

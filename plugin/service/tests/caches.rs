@@ -337,6 +337,81 @@ fn edits_and_file_changes_invalidate_the_caches() {
 /// Opening a file (`loadGraphData`) lays out each pane's root in the background, shared by every
 /// client: the page's first root requests then answer what a sidecar that laid nothing out ahead
 /// answers, for each pane, and a client's expansion does not change another client's root view.
+fn open_req(m: &pb::MetaData) -> pb::LoadGraphDataRequest {
+    pb::LoadGraphDataRequest {
+        run: m.run.clone(),
+        tag: m.tag.clone(),
+        r#type: m.r#type.clone(),
+        lang: m.lang.clone(),
+        micro_step: m.micro_step,
+        step: m.step,
+        rank: m.rank,
+        client_id: "a".into(),
+    }
+}
+
+/// Waits up to a minute for `done`.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn opening_holds_its_work_back_until_a_request_needs_it() {
+    let (dir, _file, _tag, m) = compare_logdir();
+    let state = State::new(dir.path().to_path_buf());
+    handlers::load_meta_dir(&state);
+
+    // The opening answers start nothing while they travel back (the work waits 20 ms, at least,
+    // after loadGraphData: checked only when this thread got here sooner than that).
+    let started = std::time::Instant::now();
+    let opened = handlers::load_graph_data(&state, open_req(&m));
+    assert!(opened.success, "{:?}", opened.error);
+    let config = handlers::load_graph_config_info(&state, meta_req(&m));
+    assert!(config.success, "{:?}", config.error);
+    if started.elapsed() < std::time::Duration::from_millis(3) {
+        assert!(
+            state.warm_up.is_pending(),
+            "the work started with the answers"
+        );
+        assert_eq!(state.indexed_graphs(), 0, "indexes built with the answers");
+    }
+
+    // The next request needs the graphs: the work starts at once, and its answer is whole.
+    let lists = handlers::load_graph_all_node_list(&state, meta_req(&m));
+    assert!(lists.success, "{:?}", lists.error);
+    assert!(
+        !state.warm_up.is_pending(),
+        "a node list left the work held"
+    );
+    assert_eq!(lists.data.len(), 2);
+    assert!(lists.data.iter().all(|list| !list.names.is_empty()));
+    eventually("the roots were not laid out", || {
+        state.root_layouts.len() == 2
+    });
+    assert_eq!(state.indexed_graphs(), 2);
+    // From the indexes now: the same lists as before they were built.
+    let again = handlers::load_graph_all_node_list(&state, meta_req(&m));
+    assert_eq!(browser_json(&again), browser_json(&lists));
+
+    // Opened again with everything in place: nothing is held.
+    let opened = handlers::load_graph_data(&state, open_req(&m));
+    assert!(opened.success, "{:?}", opened.error);
+    assert!(!state.warm_up.is_pending(), "work held for a warm file");
+
+    // Without a request after the opening answers, the work starts on its own.
+    let quiet = State::new(dir.path().to_path_buf());
+    handlers::load_meta_dir(&quiet);
+    assert!(handlers::load_graph_data(&quiet, open_req(&m)).success);
+    eventually("the held work never started", || {
+        quiet.indexed_graphs() == 2 && quiet.root_layouts.len() == 2
+    });
+    assert!(!quiet.warm_up.is_pending());
+}
+
 #[test]
 fn roots_laid_out_ahead_answer_as_laid_out_on_request() {
     let (dir, _file, _tag, m) = compare_logdir();
@@ -364,28 +439,11 @@ fn roots_laid_out_ahead_answer_as_laid_out_on_request() {
 
     let state = State::new(dir.path().to_path_buf());
     handlers::load_meta_dir(&state);
-    let opened = handlers::load_graph_data(
-        &state,
-        pb::LoadGraphDataRequest {
-            run: m.run.clone(),
-            tag: m.tag.clone(),
-            r#type: m.r#type.clone(),
-            lang: m.lang.clone(),
-            micro_step: m.micro_step,
-            step: m.step,
-            rank: m.rank,
-            client_id: "a".into(),
-        },
-    );
+    let opened = handlers::load_graph_data(&state, open_req(&m));
     assert!(opened.success, "{:?}", opened.error);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while state.root_layouts.len() < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the roots were not laid out ahead"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    eventually("the roots were not laid out ahead", || {
+        state.root_layouts.len() == 2
+    });
     for (side, expected) in ["NPU", "Bench"].iter().zip(&expected) {
         assert_eq!(&root_of(&state, "a", side), expected, "{side}");
     }
