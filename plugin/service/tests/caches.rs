@@ -360,56 +360,45 @@ fn eventually(what: &str, done: impl Fn() -> bool) {
 }
 
 #[test]
-fn opening_holds_its_work_back_until_a_request_needs_it() {
+fn the_opening_answers_have_the_background_work_pause_and_it_still_gets_done() {
     let (dir, _file, _tag, m) = compare_logdir();
     let state = State::new(dir.path().to_path_buf());
     handlers::load_meta_dir(&state);
+    assert!(!state.step_aside.is_pausing());
 
-    // The opening answers start nothing while they travel back (the work waits 20 ms, at least,
-    // after loadGraphData: checked only when this thread got here sooner than that).
+    // Each opening answer asks for a pause of a few ms (checked when this thread got here
+    // sooner than that).
     let started = std::time::Instant::now();
     let opened = handlers::load_graph_data(&state, open_req(&m));
     assert!(opened.success, "{:?}", opened.error);
+    if started.elapsed() < std::time::Duration::from_millis(2) {
+        assert!(
+            state.step_aside.is_pausing(),
+            "loadGraphData asked for no pause"
+        );
+    }
+    let started = std::time::Instant::now();
     let config = handlers::load_graph_config_info(&state, meta_req(&m));
     assert!(config.success, "{:?}", config.error);
-    if started.elapsed() < std::time::Duration::from_millis(3) {
+    if started.elapsed() < std::time::Duration::from_millis(2) {
         assert!(
-            state.warm_up.is_pending(),
-            "the work started with the answers"
+            state.step_aside.is_pausing(),
+            "the configuration asked for no pause"
         );
-        assert_eq!(state.indexed_graphs(), 0, "indexes built with the answers");
     }
 
-    // The next request needs the graphs: the work starts at once, and its answer is whole.
+    // Paused, not stopped: both indexes and both roots are made in the background.
+    eventually("the background work never finished", || {
+        state.indexed_graphs() == 2 && state.root_layouts.len() == 2
+    });
+    assert!(!state.step_aside.is_pausing());
     let lists = handlers::load_graph_all_node_list(&state, meta_req(&m));
     assert!(lists.success, "{:?}", lists.error);
-    assert!(
-        !state.warm_up.is_pending(),
-        "a node list left the work held"
+    assert_eq!(
+        snapshot(&state, &m, "a")["lists"],
+        fresh(dir.path(), &m)["lists"],
+        "the lists of paused builds differ from a fresh sidecar's"
     );
-    assert_eq!(lists.data.len(), 2);
-    assert!(lists.data.iter().all(|list| !list.names.is_empty()));
-    eventually("the roots were not laid out", || {
-        state.root_layouts.len() == 2
-    });
-    assert_eq!(state.indexed_graphs(), 2);
-    // From the indexes now: the same lists as before they were built.
-    let again = handlers::load_graph_all_node_list(&state, meta_req(&m));
-    assert_eq!(browser_json(&again), browser_json(&lists));
-
-    // Opened again with everything in place: nothing is held.
-    let opened = handlers::load_graph_data(&state, open_req(&m));
-    assert!(opened.success, "{:?}", opened.error);
-    assert!(!state.warm_up.is_pending(), "work held for a warm file");
-
-    // Without a request after the opening answers, the work starts on its own.
-    let quiet = State::new(dir.path().to_path_buf());
-    handlers::load_meta_dir(&quiet);
-    assert!(handlers::load_graph_data(&quiet, open_req(&m)).success);
-    eventually("the held work never started", || {
-        quiet.indexed_graphs() == 2 && quiet.root_layouts.len() == 2
-    });
-    assert!(!quiet.warm_up.is_pending());
 }
 
 #[test]

@@ -85,12 +85,6 @@ fn a_file_of_a_thousand_graphs_opens_without_reading_them_and_stays_under_the_bo
     assert_eq!(root["success"], true, "{root}");
     let opened = started.elapsed();
     eprintln!("1,000 graphs: listed, configured, node list and root layout in {opened:?}");
-    // The opened graph's index is built in the background (`warm_up`): wait for it, and for no
-    // other.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while state.indexed_graphs() < 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
     assert_eq!(state.indexed_graphs(), 1, "opening indexed other graphs");
     // Generous: the real check is the count above; this catches a pass over the whole file.
     assert!(opened < Duration::from_secs(10), "{opened:?}");

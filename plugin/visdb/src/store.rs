@@ -8,7 +8,6 @@
 //! cannot be read becomes a [`StoreError::Data`] naming the file, the node and the column.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
@@ -564,15 +563,7 @@ impl Store {
     }
 
     /// Node names of one side in node order, optionally of one micro step (`-1`: all).
-    ///
-    /// All of them are read from two indexes of msprobe's schema alone, without the table rows
-    /// (which carry the tensor statistics, so a pass over them reads most of the file): the
-    /// rowids in node order (`index3`), and the names with their rowids (`index2`), matched up
-    /// here. SQLite picks those covering indexes itself; a file without them is still answered.
     pub fn node_names(&self, graph: GraphKey, micro_step: i64) -> Result<Vec<String>, StoreError> {
-        if micro_step == -1 {
-            return self.all_node_names(graph);
-        }
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -587,37 +578,6 @@ impl Store {
             )
             .and_then(|rows| rows.collect())
             .map_err(|e| self.query_err(e))?;
-        Ok(names)
-    }
-
-    /// [`Store::node_names`] of every micro step: rowids in node order, then each name put at
-    /// its rowid's place.
-    fn all_node_names(&self, graph: GraphKey) -> Result<Vec<String>, StoreError> {
-        let mut place: HashMap<i64, usize> = HashMap::new();
-        self.each_graph_row(
-            "SELECT rowid FROM tb_nodes WHERE step=? AND rank=? AND data_source=? \
-             ORDER BY node_order",
-            graph,
-            |row| -> Result<(), StoreError> {
-                let rowid: i64 = row.get(0).map_err(|e| self.query_err(e))?;
-                let next = place.len();
-                place.entry(rowid).or_insert(next);
-                Ok(())
-            },
-        )?;
-        let mut names = vec![String::new(); place.len()];
-        self.each_graph_row(
-            "SELECT rowid, node_name FROM tb_nodes WHERE step=? AND rank=? AND data_source=?",
-            graph,
-            |row| -> Result<(), StoreError> {
-                let rowid: i64 = row.get(0).map_err(|e| self.query_err(e))?;
-                if let Some(&i) = place.get(&rowid) {
-                    let name = row.get_ref(1).map_err(|e| self.query_err(e))?;
-                    names[i] = text_ref(name).into_owned();
-                }
-                Ok(())
-            },
-        )?;
         Ok(names)
     }
 
@@ -1270,67 +1230,6 @@ fn loose_string_list(text: &str) -> Result<Vec<String>, ListError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every node name of a graph as the full pass reads them, in node order.
-    fn scanned_names(store: &Store, graph: GraphKey) -> Vec<String> {
-        let mut names = Vec::new();
-        store
-            .scan_index_rows(graph, |row| names.push(row.name.to_owned()))
-            .expect("scan");
-        names
-    }
-
-    #[test]
-    fn all_names_from_the_indexes_equal_the_full_pass() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let synthetic = crate::synthetic::write(
-            &dir.path().join("s.vis.db"),
-            crate::synthetic::Shape::with_nodes(3000, 8, true),
-        )
-        .expect("synthetic file");
-        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-        let mut files = vec![synthetic];
-        for case in ["compare_tf_stats", "compare_dist_ranks", "build_tf_stats"] {
-            files.extend(
-                std::fs::read_dir(examples.join(case))
-                    .expect("an example folder")
-                    .filter_map(Result::ok)
-                    .map(|e| e.path())
-                    .filter(|p| p.to_string_lossy().ends_with(".vis.db")),
-            );
-        }
-        let mut graphs_seen = 0;
-        for file in &files {
-            let store = Store::open(file).expect("open");
-            let config = store.config().expect("config");
-            let steps = if config.steps.is_empty() {
-                vec![0]
-            } else {
-                config.steps.clone()
-            };
-            let ranks = if config.ranks.is_empty() {
-                vec![0]
-            } else {
-                config.ranks.clone()
-            };
-            for (step, rank, side) in steps.iter().flat_map(|&step| {
-                ranks
-                    .iter()
-                    .flat_map(move |&rank| [Side::Npu, Side::Bench].map(|side| (step, rank, side)))
-            }) {
-                let graph = GraphKey { side, step, rank };
-                let expected = scanned_names(&store, graph);
-                graphs_seen += usize::from(!expected.is_empty());
-                assert_eq!(
-                    store.node_names(graph, -1).expect("names"),
-                    expected,
-                    "{} {graph:?}",
-                    file.display()
-                );
-            }
-        }
-        assert!(graphs_seen >= 4, "only {graphs_seen} graphs with nodes");
-    }
 
     /// A copy of an example file written by msprobe (WAL mode), alone in a temp folder whose
     /// name needs percent-encoding in a URI.

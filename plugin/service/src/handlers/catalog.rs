@@ -8,10 +8,9 @@ use graph_ascend_visdb::Store;
 use serde_json::Value;
 
 use super::navigation::pane;
-use super::{answer, lang_of, select_for_opening, HandlerError, Result, Selection, StoreContext};
+use super::{answer, lang_of, select, HandlerError, Result, Selection, StoreContext};
 use crate::messages::{Lang, Msg};
 use crate::values::{json_to_prost, json_to_struct};
-use crate::warm_up::{Opening, Wait};
 use crate::State;
 
 /// `load_meta_dir`: every run and its files, and the files that cannot be served, with reasons.
@@ -39,8 +38,7 @@ pub fn load_meta_dir(state: &State) -> pb::LoadMetaDirResponse {
     }
 }
 
-/// `loadGraphData`: checks the selection (flat in the query string); indexing it starts once
-/// the first answers have gone (see [`crate::warm_up`]).
+/// `loadGraphData`: checks the selection (flat in the query string) and starts indexing it.
 pub fn load_graph_data(state: &State, req: pb::LoadGraphDataRequest) -> pb::StatusResponse {
     let lang = Lang::parse(&req.lang);
     answer(lang, load_selection(state, req))
@@ -56,8 +54,10 @@ fn load_selection(state: &State, req: pb::LoadGraphDataRequest) -> Result<pb::St
         step: req.step,
         rank: req.rank,
     };
-    let sel = select_for_opening(state, Some(&meta))?;
-    prefetch(state, &sel, Wait::Opened)?;
+    let sel = select(state, Some(&meta))?;
+    prefetch(state, &sel)?;
+    // This answer's way back is not the background work's to slow down.
+    state.step_aside.pause();
     Ok(pb::StatusResponse {
         success: true,
         error: None,
@@ -65,19 +65,22 @@ fn load_selection(state: &State, req: pb::LoadGraphDataRequest) -> Result<pb::St
 }
 
 /// `loadGraphConfigInfo`: the file's configuration (and, when the selection is valid, its
-/// indexes are built in the background once the first answers have gone).
+/// indexes start building in the background).
 pub fn load_graph_config_info(state: &State, req: pb::MetaRequest) -> pb::ConfigInfoResponse {
     let lang = lang_of(req.meta_data.as_ref());
-    if let Ok(sel) = select_for_opening(state, req.meta_data.as_ref()) {
-        let _ = prefetch(state, &sel, Wait::Config);
+    if let Ok(sel) = select(state, req.meta_data.as_ref()) {
+        let _ = prefetch(state, &sel);
     }
-    answer(lang, config_info(state, req.meta_data.as_ref()))
+    let answered = answer(lang, config_info(state, req.meta_data.as_ref()));
+    state.step_aside.pause();
+    answered
 }
 
-/// Has the graphs of a selection indexed in the background (see [`crate::graph_index`]), and
-/// their roots laid out after that (see [`crate::root_layouts`]), once the page's first answers
-/// have gone ([`crate::warm_up`]): the page asks for the node lists, then for each pane's root.
-fn prefetch(state: &State, sel: &Selection, wait: Wait) -> Result<()> {
+/// Starts indexing the graphs of a selection in the background (see [`crate::graph_index`]),
+/// and laying out their roots after that (see [`crate::root_layouts`]): the page asks for the
+/// node lists, then for each pane's root. Both pause while the opening answers travel
+/// ([`crate::step_aside`]).
+fn prefetch(state: &State, sel: &Selection) -> Result<()> {
     let compare = sel.is_compare()?;
     let panes: Vec<(GraphKey, &'static str)> = ["NPU", "Bench"]
         .into_iter()
@@ -85,22 +88,13 @@ fn prefetch(state: &State, sel: &Selection, wait: Wait) -> Result<()> {
         .map(|(side, prefix, _)| (sel.graph(side), prefix))
         .take(if compare { 2 } else { 1 })
         .collect();
-    let indexed = panes.iter().all(|(graph, _)| sel.file.has_index(*graph));
-    if indexed
-        && state
-            .root_layouts
-            .has_all(&sel.file, &panes, sel.micro_step)
-    {
-        return Ok(());
-    }
-    state.warm_up.defer(
-        Opening {
-            file: sel.file.clone(),
-            panes,
-            micro_step: sel.micro_step,
-        },
-        wait,
+    sel.file.prefetch(
+        panes.iter().map(|(graph, _)| *graph).collect(),
+        &state.step_aside,
     );
+    state
+        .root_layouts
+        .prefetch(&sel.file, panes, sel.micro_step, &state.step_aside);
     Ok(())
 }
 

@@ -176,17 +176,8 @@ pub(crate) fn lang_of(meta: Option<&pb::MetaData>) -> Lang {
 }
 
 /// msprobe's `check_file_type` + `safe_get_meta_data`: the file must exist, and step, rank and
-/// micro step must be among the file's. A request that selects a file needs its graphs: the
-/// work held back since a file was opened starts now ([`crate::warm_up`]).
+/// micro step must be among the file's.
 pub(crate) fn select(state: &State, meta: Option<&pb::MetaData>) -> Result<Selection> {
-    let selection = select_for_opening(state, meta)?;
-    state.warm_up.start();
-    Ok(selection)
-}
-
-/// [`select`] for the requests that open a file (`loadGraphData`, `loadGraphConfigInfo`), which
-/// hold that work back rather than start it.
-pub(crate) fn select_for_opening(state: &State, meta: Option<&pb::MetaData>) -> Result<Selection> {
     let meta = meta.ok_or(HandlerError::Invalid(Msg::MetaData))?;
     let file = file_of(state, &meta.run, &meta.tag, &meta.r#type)?;
     let config = file.with_store(Store::config).context(Msg::LoadConfig)?;

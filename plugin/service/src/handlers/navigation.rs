@@ -17,31 +17,14 @@ pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::Node
     answer(lang_of(req.meta_data.as_ref()), node_lists(state, &req))
 }
 
-/// From the graph's index; while it is being built (the page's first node list comes as opening
-/// the file has the indexes built, [`crate::warm_up`]), all names straight from the file's own
-/// indexes of names and node order ([`graph_ascend_visdb::Store::node_names`]), a small part of
-/// what the build reads. A micro step's names wait for the build (it knows each node's micro
-/// step), and a graph nobody is indexing has its index built now.
 fn node_lists(state: &State, req: &pb::MetaRequest) -> Result<pb::NodeListResponse> {
     let sel = select(state, req.meta_data.as_ref())?;
     let compare = sel.is_compare()?;
     let list = |name: &str, side| -> Result<pb::NamedNodeList> {
-        let graph = sel.graph(side);
-        let names = match sel.file.ready_index(graph) {
-            Some(index) => index.names(sel.micro_step),
-            None if sel.micro_step == -1 && sel.file.has_index(graph) => sel
-                .file
-                .with_store(|store| store.node_names(graph, -1))
-                .context(Msg::LoadNode)?,
-            None => sel
-                .file
-                .index(graph)
-                .context(Msg::LoadNode)?
-                .names(sel.micro_step),
-        };
+        let index = sel.file.index(sel.graph(side)).context(Msg::LoadNode)?;
         Ok(pb::NamedNodeList {
             name: name.to_owned(),
-            names,
+            names: index.names(sel.micro_step),
         })
     };
     let mut data = vec![list("npuNodeList", Side::Npu)?];
