@@ -113,6 +113,7 @@ impl GraphFile {
                 .name("graph-ascend-index".into())
                 .spawn(move || {
                     let built = file.indexes.get(graph, || {
+                        gate.wait();
                         file.with_store(|s| GraphIndex::build_between(s, graph, || gate.wait()))
                     });
                     if let Err(e) = built {

@@ -8,15 +8,17 @@
 //! about twice as slow as msprobe's. Holding the work back until they had gone cost the first node
 //! list its head start instead (it waits for the indexes), which made it twice as slow. So the work
 //! starts at once and pauses instead: each opening answer asks it to step aside for [`PAUSE`] (its
-//! way back), and the builds look every [`ROWS_BETWEEN_LOOKS`] rows whether to wait. The gaps
-//! between the page's requests, and everything after its opening, stay theirs.
+//! way back), and the builds look before they open the file and every [`ROWS_BETWEEN_LOOKS`]
+//! rows whether to wait. The gaps between the page's requests, and everything after its
+//! opening, stay theirs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long background work pauses after an opening answer: about that answer's way back
-/// through the shim and TensorBoard on a busy host.
-pub(crate) const PAUSE: Duration = Duration::from_millis(4);
+/// through the shim and TensorBoard on a busy host (4 ms was measured too short on a 2-core
+/// host at load 3).
+pub(crate) const PAUSE: Duration = Duration::from_millis(8);
 
 /// How many rows an index build reads between two looks at [`StepAside::wait`] (a few tens of
 /// microseconds of work).
