@@ -8,7 +8,8 @@
 //! about twice as slow as msprobe's. Holding the work back until they had gone cost the first node
 //! list its head start instead (it waits for the indexes), which made it twice as slow. So the work
 //! starts at once and pauses instead: each opening answer asks it to step aside for [`PAUSE`] (its
-//! way back), and the builds look before they open the file and every [`ROWS_BETWEEN_LOOKS`]
+//! way back) or until the next request about a file comes (which shows that the answer has
+//! arrived), and the builds look before they open the file and every [`ROWS_BETWEEN_LOOKS`]
 //! rows whether to wait. The gaps between the page's requests, and everything after its
 //! opening, stay theirs.
 
@@ -23,6 +24,9 @@ pub(crate) const PAUSE: Duration = Duration::from_millis(8);
 /// How many rows an index build reads between two looks at [`StepAside::wait`] (a few tens of
 /// microseconds of work).
 pub(crate) const ROWS_BETWEEN_LOOKS: usize = 64;
+
+/// How often a paused build looks whether the pause has ended early ([`StepAside::resume`]).
+const LOOK_AGAIN: Duration = Duration::from_millis(1);
 
 /// Until when background work pauses.
 pub struct StepAside {
@@ -51,15 +55,25 @@ impl StepAside {
         self.until_us.fetch_max(until, Ordering::Relaxed);
     }
 
-    /// Called by background work between steps: sleeps while it is asked to pause (at most
-    /// [`PAUSE`] per call, so a stream of opening requests slows the work down, never stops it).
+    /// Ends a pause early: the next request has come, so the answer before it has arrived.
+    pub fn resume(&self) {
+        self.until_us.store(0, Ordering::Relaxed);
+    }
+
+    /// Called by background work between steps: sleeps while it is asked to pause, looking
+    /// again every millisecond (at most [`PAUSE`] per call, so a stream of opening requests
+    /// slows the work down, never stops it).
     pub fn wait(&self) {
-        let until = self.until_us.load(Ordering::Relaxed);
-        let now = self.now_us();
-        if until > now {
-            std::thread::sleep(Duration::from_micros(
-                (until - now).min(PAUSE.as_micros() as u64),
-            ));
+        let started = Instant::now();
+        loop {
+            let until = self.until_us.load(Ordering::Relaxed);
+            let now = self.now_us();
+            let left = PAUSE.saturating_sub(started.elapsed());
+            if until <= now || left.is_zero() {
+                return;
+            }
+            let nap = Duration::from_micros(until - now).min(left).min(LOOK_AGAIN);
+            std::thread::sleep(nap);
         }
     }
 
@@ -86,6 +100,13 @@ mod tests {
         let waited = started.elapsed();
         assert!(waited + Duration::from_millis(1) >= PAUSE / 2, "{waited:?}");
         assert!(!gate.is_pausing());
+        // The next request ends a pause early.
+        gate.pause();
+        gate.resume();
+        assert!(!gate.is_pausing());
+        let started = Instant::now();
+        gate.wait();
+        assert!(started.elapsed() < PAUSE, "waited after the pause ended");
         // Pauses asked for again and again: one wait still ends.
         let gate = std::sync::Arc::new(gate);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
