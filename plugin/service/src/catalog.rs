@@ -23,6 +23,7 @@ use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::{Store, StoreError};
 
 use crate::graph_index::{CachedRows, GraphIndex, IndexBudget, IndexCache, RowCache};
+use crate::step_aside::StepAside;
 
 /// The file name suffix of the files we serve.
 pub const VIS_DB_SUFFIX: &str = ".vis.db";
@@ -103,14 +104,19 @@ impl GraphFile {
     /// Starts building the indexes of `graphs` in the background, one thread per graph (the two
     /// sides of a compare are read at once, each on its own connection), unless they are built
     /// or being built already, so that the first node list, filter or search waits for the
-    /// slower side rather than for both in turn.
-    pub fn prefetch(self: &Arc<Self>, graphs: Vec<GraphKey>) {
+    /// slower side rather than for both in turn. The builds pause when `gate` asks them to.
+    pub fn prefetch(self: &Arc<Self>, graphs: Vec<GraphKey>, gate: &Arc<StepAside>) {
         for graph in graphs.into_iter().filter(|g| !self.indexes.has(*g)) {
             let file = self.clone();
+            let gate = gate.clone();
             let spawned = std::thread::Builder::new()
                 .name("graph-ascend-index".into())
                 .spawn(move || {
-                    if let Err(e) = file.index(graph) {
+                    let built = file.indexes.get(graph, || {
+                        gate.wait();
+                        file.with_store(|s| GraphIndex::build_between(s, graph, || gate.wait()))
+                    });
+                    if let Err(e) = built {
                         tracing::debug!("indexing {} failed: {e}", file.path.display());
                     }
                 });

@@ -122,6 +122,16 @@ pub struct Leaf<'a> {
 impl GraphIndex {
     /// Reads one graph of `store`.
     pub fn build(store: &Store, graph: GraphKey) -> Result<GraphIndex, StoreError> {
+        GraphIndex::build_between(store, graph, || {})
+    }
+
+    /// [`GraphIndex::build`], calling `between` every [`crate::step_aside::ROWS_BETWEEN_LOOKS`]
+    /// rows (where a background build pauses when asked to).
+    pub fn build_between(
+        store: &Store,
+        graph: GraphKey,
+        mut between: impl FnMut(),
+    ) -> Result<GraphIndex, StoreError> {
         let mut index = GraphIndex {
             names: Arena::default(),
             lower: Arena::default(),
@@ -135,6 +145,9 @@ impl GraphIndex {
         let mut fits = true;
         store.scan_index_rows(graph, |row: IndexRow<'_>| {
             let i = index.micro.len() as u32;
+            if (i as usize + 1).is_multiple_of(crate::step_aside::ROWS_BETWEEN_LOOKS) {
+                between();
+            }
             fits &= index.names.push(row.name);
             fits &= index.lower.push_lowercase(row.name);
             index.micro.push(i32::try_from(row.micro_step_id).unwrap_or(

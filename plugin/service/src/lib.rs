@@ -6,7 +6,8 @@
 //! shapes) → [`service`] (the tonic edge) → [`server`] (a private Unix socket, graceful
 //! shutdown; over the loopback TCP fallback, a per-launch token checked before every call).
 //! [`views`] keeps view state per browser client, [`root_layouts`] the root view every client
-//! starts from; [`graph_index`] keeps what the
+//! starts from, [`step_aside`] has that background work pause while the answers to opening a
+//! file travel back; [`graph_index`] keeps what the
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per graph,
 //! under one memory bound for all files;
 //! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version.
@@ -25,6 +26,7 @@ pub(crate) mod precision;
 pub(crate) mod root_layouts;
 pub mod server;
 pub mod service;
+pub(crate) mod step_aside;
 pub(crate) mod values;
 pub(crate) mod views;
 pub(crate) mod watch;
@@ -58,6 +60,8 @@ pub struct State {
     pub views: views::Views,
     /// The root layouts shared by clients, per file version (`root_layouts`).
     pub root_layouts: Arc<root_layouts::RootLayouts>,
+    /// Pauses the background work of opening a file while its first answers travel (`step_aside`).
+    pub step_aside: Arc<step_aside::StepAside>,
     pub watch: watch::LogdirWatch,
     pub precision_overrides: handlers::PrecisionOverrides,
     pub conversions: convert_jobs::Conversions,
@@ -80,6 +84,7 @@ impl State {
             catalog: catalog::Catalog::new(logdir),
             views: views::Views::default(),
             root_layouts: Arc::default(),
+            step_aside: Arc::default(),
             diagnoses: diagnosis_cache::DiagnosisCache::default(),
         }
     }

@@ -7,7 +7,8 @@
 //! file's pages). So it is laid out once per (file version, graph, micro step, pane) and each
 //! client's view starts as a copy of it. When the page opens a file, `loadGraphData` starts
 //! laying out the roots in the background as soon as the graph's index is built
-//! ([`RootLayouts::prefetch`]), so that the page's first root request finds it ready.
+//! ([`RootLayouts::prefetch`]; pausing while the opening answers travel, [`crate::step_aside`]),
+//! so that the page's first root request finds it ready.
 //!
 //! An entry is valid for one version of the file (the catalog makes a new [`GraphFile`] for a
 //! changed file) and one edit count ([`GraphFile::edit_count`]); a stale entry is laid out anew.
@@ -22,6 +23,7 @@ use graph_ascend_visdb::store::{GraphKey, StoreError};
 
 use crate::catalog::GraphFile;
 use crate::layout::Hierarchy;
+use crate::step_aside::StepAside;
 
 /// At most this many root layouts are kept; the least recently used go first.
 const MAX_LAYOUTS: usize = 32;
@@ -159,12 +161,13 @@ impl RootLayouts {
 
     /// Lays out the roots of `graphs` (with their pane prefixes) in the background, each once
     /// its index is built (the first node list waits for the indexes: the layouts must not slow
-    /// it down), unless they are kept or being made already.
+    /// it down), unless they are kept or being made already; each after a pause `gate` asks for.
     pub fn prefetch(
         self: &Arc<Self>,
         file: &Arc<GraphFile>,
         graphs: Vec<(GraphKey, &'static str)>,
         micro_step: i64,
+        gate: &Arc<StepAside>,
     ) {
         let wanted: Vec<(GraphKey, &'static str)> = graphs
             .into_iter()
@@ -183,11 +186,13 @@ impl RootLayouts {
         }
         let layouts = self.clone();
         let file = file.clone();
+        let gate = gate.clone();
         let spawned = std::thread::Builder::new()
             .name("graph-ascend-root-layout".into())
             .spawn(move || {
                 for (graph, prefix) in wanted {
                     let laid_out = file.index(graph).and_then(|_| {
+                        gate.wait();
                         layouts.get(&file, graph, micro_step, prefix, || {
                             file.with_cached_rows(|rows| {
                                 Hierarchy::new(rows, graph, micro_step, prefix)

@@ -337,6 +337,70 @@ fn edits_and_file_changes_invalidate_the_caches() {
 /// Opening a file (`loadGraphData`) lays out each pane's root in the background, shared by every
 /// client: the page's first root requests then answer what a sidecar that laid nothing out ahead
 /// answers, for each pane, and a client's expansion does not change another client's root view.
+fn open_req(m: &pb::MetaData) -> pb::LoadGraphDataRequest {
+    pb::LoadGraphDataRequest {
+        run: m.run.clone(),
+        tag: m.tag.clone(),
+        r#type: m.r#type.clone(),
+        lang: m.lang.clone(),
+        micro_step: m.micro_step,
+        step: m.step,
+        rank: m.rank,
+        client_id: "a".into(),
+    }
+}
+
+/// Waits up to a minute for `done`.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_opening_answers_have_the_background_work_pause_and_it_still_gets_done() {
+    let (dir, _file, _tag, m) = compare_logdir();
+    let state = State::new(dir.path().to_path_buf());
+    handlers::load_meta_dir(&state);
+    assert!(!state.step_aside.is_pausing());
+
+    // Each opening answer asks for a pause of a few ms (checked when this thread got here
+    // sooner than that).
+    let started = std::time::Instant::now();
+    let opened = handlers::load_graph_data(&state, open_req(&m));
+    assert!(opened.success, "{:?}", opened.error);
+    if started.elapsed() < std::time::Duration::from_millis(2) {
+        assert!(
+            state.step_aside.is_pausing(),
+            "loadGraphData asked for no pause"
+        );
+    }
+    let started = std::time::Instant::now();
+    let config = handlers::load_graph_config_info(&state, meta_req(&m));
+    assert!(config.success, "{:?}", config.error);
+    if started.elapsed() < std::time::Duration::from_millis(2) {
+        assert!(
+            state.step_aside.is_pausing(),
+            "the configuration asked for no pause"
+        );
+    }
+
+    // Paused, not stopped: both indexes and both roots are made in the background.
+    eventually("the background work never finished", || {
+        state.indexed_graphs() == 2 && state.root_layouts.len() == 2
+    });
+    assert!(!state.step_aside.is_pausing());
+    let lists = handlers::load_graph_all_node_list(&state, meta_req(&m));
+    assert!(lists.success, "{:?}", lists.error);
+    assert_eq!(
+        snapshot(&state, &m, "a")["lists"],
+        fresh(dir.path(), &m)["lists"],
+        "the lists of paused builds differ from a fresh sidecar's"
+    );
+}
+
 #[test]
 fn roots_laid_out_ahead_answer_as_laid_out_on_request() {
     let (dir, _file, _tag, m) = compare_logdir();
@@ -364,28 +428,11 @@ fn roots_laid_out_ahead_answer_as_laid_out_on_request() {
 
     let state = State::new(dir.path().to_path_buf());
     handlers::load_meta_dir(&state);
-    let opened = handlers::load_graph_data(
-        &state,
-        pb::LoadGraphDataRequest {
-            run: m.run.clone(),
-            tag: m.tag.clone(),
-            r#type: m.r#type.clone(),
-            lang: m.lang.clone(),
-            micro_step: m.micro_step,
-            step: m.step,
-            rank: m.rank,
-            client_id: "a".into(),
-        },
-    );
+    let opened = handlers::load_graph_data(&state, open_req(&m));
     assert!(opened.success, "{:?}", opened.error);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while state.root_layouts.len() < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the roots were not laid out ahead"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    eventually("the roots were not laid out ahead", || {
+        state.root_layouts.len() == 2
+    });
     for (side, expected) in ["NPU", "Bench"].iter().zip(&expected) {
         assert_eq!(&root_of(&state, "a", side), expected, "{side}");
     }

@@ -56,6 +56,8 @@ fn load_selection(state: &State, req: pb::LoadGraphDataRequest) -> Result<pb::St
     };
     let sel = select(state, Some(&meta))?;
     prefetch(state, &sel)?;
+    // This answer's way back is not the background work's to slow down.
+    state.step_aside.pause();
     Ok(pb::StatusResponse {
         success: true,
         error: None,
@@ -69,12 +71,15 @@ pub fn load_graph_config_info(state: &State, req: pb::MetaRequest) -> pb::Config
     if let Ok(sel) = select(state, req.meta_data.as_ref()) {
         let _ = prefetch(state, &sel);
     }
-    answer(lang, config_info(state, req.meta_data.as_ref()))
+    let answered = answer(lang, config_info(state, req.meta_data.as_ref()));
+    state.step_aside.pause();
+    answered
 }
 
 /// Starts indexing the graphs of a selection in the background (see [`crate::graph_index`]),
 /// and laying out their roots after that (see [`crate::root_layouts`]): the page asks for the
-/// node lists, then for each pane's root.
+/// node lists, then for each pane's root. Both pause while the opening answers travel
+/// ([`crate::step_aside`]).
 fn prefetch(state: &State, sel: &Selection) -> Result<()> {
     let compare = sel.is_compare()?;
     let panes: Vec<(GraphKey, &'static str)> = ["NPU", "Bench"]
@@ -83,11 +88,13 @@ fn prefetch(state: &State, sel: &Selection) -> Result<()> {
         .map(|(side, prefix, _)| (sel.graph(side), prefix))
         .take(if compare { 2 } else { 1 })
         .collect();
-    sel.file
-        .prefetch(panes.iter().map(|(graph, _)| *graph).collect());
+    sel.file.prefetch(
+        panes.iter().map(|(graph, _)| *graph).collect(),
+        &state.step_aside,
+    );
     state
         .root_layouts
-        .prefetch(&sel.file, panes, sel.micro_step);
+        .prefetch(&sel.file, panes, sel.micro_step, &state.step_aside);
     Ok(())
 }
 

@@ -147,7 +147,7 @@ fn edit(
     let indexed = sel.file.invalidate_indexes();
     if !indexed.is_empty() {
         if let Some(current) = state.catalog.file(&sel.file.run, &sel.file.tag) {
-            current.prefetch(indexed);
+            current.prefetch(indexed, &state.step_aside);
         }
     }
     if outcome.success == 0 {

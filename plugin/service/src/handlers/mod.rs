@@ -178,6 +178,9 @@ pub(crate) fn lang_of(meta: Option<&pb::MetaData>) -> Lang {
 /// msprobe's `check_file_type` + `safe_get_meta_data`: the file must exist, and step, rank and
 /// micro step must be among the file's.
 pub(crate) fn select(state: &State, meta: Option<&pb::MetaData>) -> Result<Selection> {
+    // A request about a file: the answer before it has arrived, so the background work of
+    // opening a file need not pause for it any longer (`step_aside`).
+    state.step_aside.resume();
     let meta = meta.ok_or(HandlerError::Invalid(Msg::MetaData))?;
     let file = file_of(state, &meta.run, &meta.tag, &meta.r#type)?;
     let config = file.with_store(Store::config).context(Msg::LoadConfig)?;
