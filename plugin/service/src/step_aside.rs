@@ -65,14 +65,11 @@ impl StepAside {
     /// slows the work down, never stops it).
     pub fn wait(&self) {
         let started = Instant::now();
-        loop {
-            let until = self.until_us.load(Ordering::Relaxed);
-            let now = self.now_us();
-            let left = PAUSE.saturating_sub(started.elapsed());
-            if until <= now || left.is_zero() {
-                return;
-            }
-            let nap = Duration::from_micros(until - now).min(left).min(LOOK_AGAIN);
+        while let Some(nap) = next_nap(
+            self.until_us.load(Ordering::Relaxed),
+            self.now_us(),
+            started.elapsed(),
+        ) {
             std::thread::sleep(nap);
         }
     }
@@ -83,50 +80,73 @@ impl StepAside {
     }
 }
 
+/// How long a waiting build sleeps next, when it is asked to pause until `until_us` and it is
+/// `now_us` (both in microseconds on the gate's clock), having waited `waited` in this call:
+/// `None` once the pause is over or the call has waited its [`PAUSE`].
+fn next_nap(until_us: u64, now_us: u64, waited: Duration) -> Option<Duration> {
+    let left = PAUSE.saturating_sub(waited);
+    if until_us <= now_us || left.is_zero() {
+        return None;
+    }
+    Some(
+        Duration::from_micros(until_us - now_us)
+            .min(left)
+            .min(LOOK_AGAIN),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_pause_ends_and_each_wait_is_bounded() {
+    fn a_nap_lasts_until_the_pause_ends_and_at_most_a_pause_per_call() {
+        let pause_us = PAUSE.as_micros() as u64;
+        let look_us = LOOK_AGAIN.as_micros() as u64;
+        // No pause asked for, or one already over: no nap.
+        assert_eq!(next_nap(0, 5, Duration::ZERO), None);
+        assert_eq!(next_nap(100, 100, Duration::ZERO), None);
+        // Asked to pause: naps of at most LOOK_AGAIN, shorter at the pause's end.
+        assert_eq!(
+            next_nap(pause_us, 0, Duration::ZERO),
+            Some(LOOK_AGAIN.min(PAUSE))
+        );
+        assert_eq!(
+            next_nap(1_000 + look_us / 2, 1_000, Duration::ZERO),
+            Some(Duration::from_micros(look_us / 2))
+        );
+        // A call that has waited a whole pause goes on, however long the pause asked for.
+        assert_eq!(next_nap(u64::MAX, 0, PAUSE), None);
+        assert_eq!(
+            next_nap(u64::MAX, 0, PAUSE - Duration::from_micros(300)),
+            Some(Duration::from_micros(300).min(LOOK_AGAIN))
+        );
+    }
+
+    #[test]
+    fn pause_and_resume_set_and_clear_the_gate() {
         let gate = StepAside::default();
-        let started = Instant::now();
-        gate.wait();
-        assert!(started.elapsed() < PAUSE, "waited without a pause");
-        gate.pause();
-        assert!(gate.is_pausing());
-        let started = Instant::now();
-        gate.wait();
-        let waited = started.elapsed();
-        assert!(waited + Duration::from_millis(1) >= PAUSE / 2, "{waited:?}");
         assert!(!gate.is_pausing());
-        // The next request ends a pause early.
         gate.pause();
+        // PAUSE from now: still pausing unless this thread slept that long in between.
+        let until = gate.until_us.load(Ordering::Relaxed);
+        assert!(until >= PAUSE.as_micros() as u64, "{until}");
+        // A later pause never shortens an earlier one.
+        gate.until_us.store(u64::MAX, Ordering::Relaxed);
+        gate.pause();
+        assert_eq!(gate.until_us.load(Ordering::Relaxed), u64::MAX);
+        assert!(gate.is_pausing());
+        // The next request ends a pause early, and a wait then returns without a nap.
         gate.resume();
         assert!(!gate.is_pausing());
-        let started = Instant::now();
+        assert_eq!(
+            next_nap(
+                gate.until_us.load(Ordering::Relaxed),
+                gate.now_us(),
+                Duration::ZERO
+            ),
+            None
+        );
         gate.wait();
-        assert!(started.elapsed() < PAUSE, "waited after the pause ended");
-        // Pauses asked for again and again: one wait still ends.
-        let gate = std::sync::Arc::new(gate);
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let pauser = std::thread::spawn({
-            let (gate, stop) = (gate.clone(), stop.clone());
-            move || {
-                while !stop.load(Ordering::Relaxed) {
-                    gate.pause();
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-            }
-        });
-        while !gate.is_pausing() {
-            std::thread::yield_now();
-        }
-        let started = Instant::now();
-        gate.wait();
-        let waited = started.elapsed();
-        stop.store(true, Ordering::Relaxed);
-        pauser.join().expect("the pauser");
-        assert!(waited < PAUSE * 20, "{waited:?}");
     }
 }

@@ -334,9 +334,7 @@ fn edits_and_file_changes_invalidate_the_caches() {
     }
 }
 
-/// Opening a file (`loadGraphData`) lays out each pane's root in the background, shared by every
-/// client: the page's first root requests then answer what a sidecar that laid nothing out ahead
-/// answers, for each pane, and a client's expansion does not change another client's root view.
+/// The page's `loadGraphData` for `m`, from client "a".
 fn open_req(m: &pb::MetaData) -> pb::LoadGraphDataRequest {
     pb::LoadGraphDataRequest {
         run: m.run.clone(),
@@ -401,6 +399,9 @@ fn the_opening_answers_have_the_background_work_pause_and_it_still_gets_done() {
     );
 }
 
+/// Opening a file (`loadGraphData`) lays out each pane's root in the background, shared by every
+/// client: the page's first root requests then answer what a sidecar that laid nothing out ahead
+/// answers, for each pane, and a client's expansion does not change another client's root view.
 #[test]
 fn roots_laid_out_ahead_answer_as_laid_out_on_request() {
     let (dir, _file, _tag, m) = compare_logdir();
