@@ -97,8 +97,20 @@ impl GraphFile {
 
     /// The in-memory index of one graph of this file, read on first use.
     pub fn index(&self, graph: GraphKey) -> Result<Arc<GraphIndex>, StoreError> {
-        self.indexes
-            .get(graph, || self.with_store(|s| GraphIndex::build(s, graph)))
+        self.index_between(graph, || {})
+    }
+
+    /// [`GraphFile::index`], calling `between` before the build opens the file and between
+    /// its steps (a background build pauses there when asked to: `step_aside`).
+    fn index_between(
+        &self,
+        graph: GraphKey,
+        mut between: impl FnMut(),
+    ) -> Result<Arc<GraphIndex>, StoreError> {
+        self.indexes.get(graph, || {
+            between();
+            self.with_store(|s| GraphIndex::build(s, graph, between))
+        })
     }
 
     /// Starts building the indexes of `graphs` in the background, one thread per graph (the two
@@ -112,11 +124,7 @@ impl GraphFile {
             let spawned = std::thread::Builder::new()
                 .name("graph-ascend-index".into())
                 .spawn(move || {
-                    let built = file.indexes.get(graph, || {
-                        gate.wait();
-                        file.with_store(|s| GraphIndex::build_between(s, graph, || gate.wait()))
-                    });
-                    if let Err(e) = built {
+                    if let Err(e) = file.index_between(graph, || gate.wait()) {
                         tracing::debug!("indexing {} failed: {e}", file.path.display());
                     }
                 });

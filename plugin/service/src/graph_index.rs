@@ -120,14 +120,10 @@ pub struct Leaf<'a> {
 }
 
 impl GraphIndex {
-    /// Reads one graph of `store`.
-    pub fn build(store: &Store, graph: GraphKey) -> Result<GraphIndex, StoreError> {
-        GraphIndex::build_between(store, graph, || {})
-    }
-
-    /// [`GraphIndex::build`], calling `between` every [`crate::step_aside::ROWS_BETWEEN_LOOKS`]
-    /// rows (where a background build pauses when asked to).
-    pub fn build_between(
+    /// Reads one graph of `store`, calling `between` every
+    /// [`crate::step_aside::ROWS_BETWEEN_LOOKS`] rows (where a background build pauses when
+    /// asked to).
+    pub fn build(
         store: &Store,
         graph: GraphKey,
         mut between: impl FnMut(),
