@@ -366,24 +366,19 @@ fn the_opening_answers_have_the_background_work_pause_and_it_still_gets_done() {
 
     // Each opening answer asks for a pause of a few ms (checked when this thread got here
     // sooner than that).
+    let paused_after = |what: &str, started: std::time::Instant| {
+        if started.elapsed() < std::time::Duration::from_millis(2) {
+            assert!(state.step_aside.is_pausing(), "{what} asked for no pause");
+        }
+    };
     let started = std::time::Instant::now();
     let opened = handlers::load_graph_data(&state, open_req(&m));
     assert!(opened.success, "{:?}", opened.error);
-    if started.elapsed() < std::time::Duration::from_millis(2) {
-        assert!(
-            state.step_aside.is_pausing(),
-            "loadGraphData asked for no pause"
-        );
-    }
+    paused_after("loadGraphData", started);
     let started = std::time::Instant::now();
     let config = handlers::load_graph_config_info(&state, meta_req(&m));
     assert!(config.success, "{:?}", config.error);
-    if started.elapsed() < std::time::Duration::from_millis(2) {
-        assert!(
-            state.step_aside.is_pausing(),
-            "the configuration asked for no pause"
-        );
-    }
+    paused_after("the configuration", started);
 
     // Paused, not stopped: both indexes and both roots are made in the background.
     eventually("the background work never finished", || {
