@@ -122,6 +122,9 @@ fn json_heap_size(v: &serde_json::Value) -> usize {
     total
 }
 
+/// The boxes held, by node name.
+type BoxMap = indexmap::IndexMap<String, RenderInfo, foldhash::fast::RandomState>;
+
 /// The expansion state and layout of one graph for one client.
 #[derive(Debug)]
 pub struct Hierarchy {
@@ -130,10 +133,10 @@ pub struct Hierarchy {
     /// `"N___"`, `"B___"` or `""`: prefixed to `name` so both panes' names stay distinct.
     prefix: &'static str,
     root: String,
-    /// Looked up several times per visible box on every layout: hashed with foldhash, not
-    /// SipHash (about a twentieth of a module expansion's time in the sidecar). Names come from
-    /// the served files, not from the network.
-    nodes: graph_ascend_dump::FastMap<String, RenderInfo>,
+    /// An index map, so that a layout looks each box up by name once and then goes by position
+    /// (see [`Hierarchy::relayout`]); hashed with foldhash, not SipHash: names come from the
+    /// served files, not from the network.
+    nodes: BoxMap,
     /// Heap bytes of the boxes in `nodes` (names, strings, lists, JSON), kept up to date as
     /// boxes come, go or change their lists, so that [`Hierarchy::heap_size`], asked after every
     /// request to keep the views under their memory bound, does not walk every box.
@@ -162,8 +165,9 @@ fn box_size(name: &String, info: &RenderInfo) -> usize {
     name.capacity() + info.heap_size()
 }
 
-/// A node met again below itself while walking a hierarchy (a corrupt file's `sub_nodes` loop).
-struct Cycle(String);
+/// A box met again below itself while walking a hierarchy (a corrupt file's `sub_nodes` loop),
+/// by its position in the hierarchy's `nodes`.
+struct Cycle(usize);
 
 impl Hierarchy {
     /// Builds the hierarchy with the root expanded. `None` if the graph has no root.
@@ -268,26 +272,46 @@ impl Hierarchy {
     /// The names of [`Hierarchy::visible`]'s boxes (read them with [`Hierarchy::info`]); also
     /// forgets the nodes of collapsed subtrees.
     pub fn visible_names(&mut self) -> Vec<String> {
-        let mut order: Vec<String> = Vec::new();
-        let mut stack = vec![self.root.as_str()];
-        let mut seen: graph_ascend_dump::FastSet<&str> = HashSet::default();
-        while let Some(name) = stack.pop() {
-            if !seen.insert(name) {
+        let count = self.nodes.len();
+        let mut order: Vec<usize> = Vec::new();
+        let mut seen = vec![false; count];
+        let mut stack: Vec<usize> = self
+            .nodes
+            .get_index_of(self.root.as_str())
+            .into_iter()
+            .collect();
+        while let Some(at) = stack.pop() {
+            if std::mem::replace(&mut seen[at], true) {
                 continue;
             }
-            let Some(info) = self.nodes.get(name) else {
+            let Some((_, info)) = self.nodes.get_index(at) else {
                 continue;
             };
             if info.expand {
-                stack.extend(info.children.iter().rev().map(String::as_str));
+                let first = stack.len();
+                stack.extend(
+                    info.children
+                        .iter()
+                        .filter_map(|c| self.nodes.get_index_of(c.as_str())),
+                );
+                stack[first..].reverse();
             }
-            order.push(name.to_owned());
+            order.push(at);
         }
-        if order.len() < self.nodes.len() {
-            let keep: graph_ascend_dump::FastSet<&str> = order.iter().map(String::as_str).collect();
+        let names = order
+            .iter()
+            .filter_map(|&at| self.nodes.get_index(at).map(|(name, _)| name.clone()))
+            .collect();
+        if order.len() < count {
+            let mut keep = vec![false; count];
+            for &at in &order {
+                keep[at] = true;
+            }
             let mut forgotten = 0;
+            let mut at = 0;
             self.nodes.retain(|name, info| {
-                let kept = keep.contains(name.as_str());
+                let kept = keep.get(at).copied().unwrap_or(false);
+                at += 1;
                 if !kept {
                     forgotten += box_size(name, info);
                 }
@@ -295,7 +319,7 @@ impl Hierarchy {
             });
             self.boxes_bytes -= forgotten;
         }
-        order
+        names
     }
 
     /// Heap bytes held: every box with its strings, lists and JSON, and the map's table
@@ -307,14 +331,16 @@ impl Hierarchy {
 
     /// The heap bytes besides the boxes' own: the map's table and the root's name.
     fn table_and_root_size(&self) -> usize {
-        // hashbrown: one control byte per bucket beside each (key, value) slot.
-        let table = self.nodes.capacity() * (std::mem::size_of::<(String, RenderInfo)>() + 1);
+        // indexmap: each entry (hash, key, value) in a list, and its position in a hash table
+        // (one control byte per bucket beside each position).
+        let entry = std::mem::size_of::<(u64, String, RenderInfo)>();
+        let table = self.nodes.capacity() * (entry + std::mem::size_of::<usize>() + 1);
         table + self.root.capacity()
     }
 
     /// Adds a box (replacing one of the same name), counting its size.
     fn insert_box(&mut self, name: String, info: RenderInfo) {
-        use std::collections::hash_map::Entry;
+        use indexmap::map::Entry;
         let added = info.heap_size();
         match self.nodes.entry(name) {
             Entry::Vacant(slot) => {
@@ -472,60 +498,90 @@ impl Hierarchy {
     /// Sizes every open box from the leaves up, then places them from the root down. Both walks
     /// are iterative (a hierarchy may be thousands of levels deep); a node met again below itself
     /// is an error naming it, and a node listed under two parents is laid out once.
+    ///
+    /// Boxes are addressed by their position in `nodes` here: each box's children held are looked
+    /// up by name once, and both walks and every sizing and placing step then go by position
+    /// (names were hashed and compared about ten times a box before, the most of a module
+    /// expansion's time in the sidecar).
     fn relayout(&mut self, store: &dyn NodeSource) -> Result<(), StoreError> {
-        let root = self.root.clone();
-        let cycle = |Cycle(node): Cycle| StoreError::Data {
+        let Some(root) = self.nodes.get_index_of(self.root.as_str()) else {
+            return Ok(());
+        };
+        let cycle = |at: usize| StoreError::Data {
             path: store.path().to_owned(),
             what: "hierarchy".into(),
-            reason: format!("{node} is its own ancestor (its sub_nodes lead back to it)"),
+            reason: format!(
+                "{} is its own ancestor (its sub_nodes lead back to it)",
+                self.nodes
+                    .get_index(at)
+                    .map_or("?", |(name, _)| name.as_str())
+            ),
         };
-        // msprobe's `resize_hierarchy` descends into open boxes that are not leaves.
-        let sized = self.walk(&root, |info| info.expand && info.kind != LEAF_KIND);
-        for name in sized.map_err(cycle)?.iter().rev() {
-            self.resize(name);
+        let mut kids = HeldChildren::new(self.nodes.len());
+        // msprobe's `resize_hierarchy` descends into open boxes that are not leaves; its
+        // `layout_hierarchy` into every open box.
+        let sized = self.walk(root, &mut kids, |info| {
+            info.expand && info.kind != LEAF_KIND
+        });
+        let placed = self.walk(root, &mut kids, |info| info.expand);
+        let (sized, placed) = match (sized, placed) {
+            (Ok(sized), Ok(placed)) => (sized, placed),
+            (Err(Cycle(at)), _) | (_, Err(Cycle(at))) => return Err(cycle(at)),
+        };
+        for &at in sized.iter().rev() {
+            self.resize(at, kids.of(at));
         }
-        if let Some(info) = self.nodes.get_mut(&root) {
+        if let Some((_, info)) = self.nodes.get_index_mut(root) {
             info.x = 0;
             info.y = 0;
         }
-        // msprobe's `layout_hierarchy` descends into every open box.
-        for name in self.walk(&root, |info| info.expand).map_err(cycle)? {
-            self.position(&name);
+        for &at in &placed {
+            self.position(at, kids.of(at));
         }
         Ok(())
     }
 
-    /// The nodes held under `root` in depth-first order (parents before children), descending
-    /// into those for which `open` holds; a [`Cycle`] if a node is reached again below itself.
-    /// Names are borrowed while walking and copied once, into the order returned.
-    fn walk(&self, root: &str, open: impl Fn(&RenderInfo) -> bool) -> Result<Vec<String>, Cycle> {
-        let mut order: Vec<String> = Vec::new();
-        let mut seen: graph_ascend_dump::FastSet<&str> = HashSet::default();
-        // The current path from the root: each node with the children still to visit.
-        let mut path: Vec<(&str, std::slice::Iter<'_, String>)> = Vec::new();
-        let mut on_path: graph_ascend_dump::FastSet<&str> = HashSet::default();
+    /// The boxes held under `root` in depth-first order (parents before children), descending
+    /// into those for which `open` holds; a [`Cycle`] if a box is reached again below itself.
+    /// Each box's children held are resolved into `kids` on first need.
+    fn walk(
+        &self,
+        root: usize,
+        kids: &mut HeldChildren,
+        open: impl Fn(&RenderInfo) -> bool,
+    ) -> Result<Vec<usize>, Cycle> {
+        let count = self.nodes.len();
+        let mut order = Vec::new();
+        let mut seen = vec![false; count];
+        let mut on_path = vec![false; count];
+        // The current path from the root: each box with the position of its next child.
+        let mut path: Vec<(usize, usize)> = Vec::new();
         let mut next = Some(root);
         loop {
-            if let Some(name) = next.take() {
-                if on_path.contains(name) {
-                    return Err(Cycle(name.to_owned()));
+            if let Some(at) = next.take() {
+                if on_path[at] {
+                    return Err(Cycle(at));
                 }
-                if seen.insert(name) {
-                    order.push(name.to_owned());
-                    if let Some(info) = self.nodes.get(name).filter(|info| open(info)) {
-                        on_path.insert(name);
-                        path.push((name, info.children.iter()));
+                if !seen[at] {
+                    seen[at] = true;
+                    order.push(at);
+                    if self.nodes.get_index(at).is_some_and(|(_, info)| open(info)) {
+                        kids.resolve(at, &self.nodes);
+                        on_path[at] = true;
+                        path.push((at, 0));
                     }
                 }
             }
-            let Some((name, children)) = path.last_mut() else {
+            let Some((at, child)) = path.last_mut() else {
                 break;
             };
-            // Only the children held (a collapsed subtree's nodes are forgotten).
-            match children.find(|c| self.nodes.contains_key(c.as_str())) {
-                Some(child) => next = Some(child.as_str()),
+            match kids.of(*at).get(*child) {
+                Some(&held) => {
+                    *child += 1;
+                    next = Some(held);
+                }
                 None => {
-                    on_path.remove(*name);
+                    on_path[*at] = false;
                     path.pop();
                 }
             }
@@ -533,15 +589,15 @@ impl Hierarchy {
         Ok(order)
     }
 
-    /// The kind, width and height of each child held (a collapsed subtree's nodes are
-    /// forgotten), in order: one lookup per child for the whole layout step of its parent.
-    fn held<'a>(&self, children: &'a [String]) -> Vec<Held<'a>> {
+    /// The kind, width and height of each child held, in order: what one layout step of their
+    /// parent reads.
+    fn held(&self, children: &[usize]) -> Vec<Held> {
         children
             .iter()
-            .filter_map(|c| {
-                let info = self.nodes.get(c.as_str())?;
+            .filter_map(|&at| {
+                let (_, info) = self.nodes.get_index(at)?;
                 Some(Held {
-                    name: c.as_str(),
+                    at,
                     kind: info.kind,
                     width: info.width,
                     height: info.height,
@@ -550,9 +606,9 @@ impl Hierarchy {
             .collect()
     }
 
-    /// msprobe's `resize_hierarchy` for one box, its children already sized.
-    fn resize(&mut self, name: &str) {
-        let Some(info) = self.nodes.get(name) else {
+    /// msprobe's `resize_hierarchy` for one box, its children (`children`, held) already sized.
+    fn resize(&mut self, at: usize, children: &[usize]) {
+        let Some((_, info)) = self.nodes.get_index(at) else {
             return;
         };
         let (kind, expand, label_width) = (info.kind, info.expand, text_width(&info.label) + 10);
@@ -562,13 +618,13 @@ impl Hierarchy {
             } else {
                 label_width
             };
-            if let Some(info) = self.nodes.get_mut(name) {
+            if let Some((_, info)) = self.nodes.get_index_mut(at) {
                 info.width = width;
                 info.height = LEAF_HEIGHT;
             }
             return;
         }
-        let children = self.held(&info.children);
+        let children = self.held(children);
         let mut total_height = LEAF_HEIGHT;
         let mut max_child_width = 0;
         for group in groups(&children) {
@@ -592,26 +648,23 @@ impl Hierarchy {
                     + VERTICAL_SPACING * group.len() as i64;
             }
         }
-        if let Some(info) = self.nodes.get_mut(name) {
+        if let Some((_, info)) = self.nodes.get_index_mut(at) {
             info.width = (max_child_width + 10).max(label_width);
             info.height = total_height + 10;
         }
     }
 
-    /// msprobe's `layout_hierarchy` for one box: place the children of an expanded node, itself
-    /// already placed. The box's children list is taken out of it meanwhile, so that the
-    /// children can be moved without copying their names (a box is never its own child here:
-    /// [`Hierarchy::walk`] refused cycles before).
-    fn position(&mut self, name: &str) {
-        let Some(info) = self.nodes.get_mut(name) else {
+    /// msprobe's `layout_hierarchy` for one box: place the children (`children`, held) of an
+    /// expanded box, itself already placed.
+    fn position(&mut self, at: usize, children: &[usize]) {
+        let Some((_, info)) = self.nodes.get_index(at) else {
             return;
         };
         if !info.expand {
             return;
         }
         let (x, y, width) = (info.x, info.y, info.width);
-        let list = std::mem::take(&mut info.children);
-        let children = self.held(&list);
+        let children = self.held(children);
         let mut cur_y = y + LEAF_HEIGHT + VERTICAL_SPACING;
         for group in groups(&children) {
             if is_leaf_group(group) {
@@ -620,7 +673,7 @@ impl Hierarchy {
                         + HORIZONTAL_SPACING * (row.len() as i64 - 1);
                     let mut cur_x = x + (width - row_width).div_euclid(2);
                     for child in row {
-                        if let Some(info) = self.nodes.get_mut(child.name) {
+                        if let Some((_, info)) = self.nodes.get_index_mut(child.at) {
                             info.x = cur_x;
                             info.y = cur_y;
                         }
@@ -630,7 +683,7 @@ impl Hierarchy {
                 }
             } else {
                 for child in group {
-                    let Some(info) = self.nodes.get_mut(child.name) else {
+                    let Some((_, info)) = self.nodes.get_index_mut(child.at) else {
                         continue;
                     };
                     info.x = x + (width - info.width).div_euclid(2);
@@ -639,27 +692,69 @@ impl Hierarchy {
                 }
             }
         }
-        drop(children);
-        if let Some(info) = self.nodes.get_mut(name) {
-            info.children = list;
+    }
+}
+
+/// The children held of the boxes a layout visits, by position in the hierarchy's `nodes`:
+/// each box's list resolved from its names once per layout (a collapsed subtree's nodes are
+/// forgotten, so a child named may not be held).
+struct HeldChildren {
+    /// Where each box's run starts in `list` and how long it is; `None`: not resolved yet.
+    runs: Vec<Option<(usize, usize)>>,
+    list: Vec<usize>,
+}
+
+impl HeldChildren {
+    fn new(boxes: usize) -> HeldChildren {
+        HeldChildren {
+            runs: vec![None; boxes],
+            list: Vec::new(),
+        }
+    }
+
+    /// Resolves the children held of the box at `at`, once.
+    fn resolve(&mut self, at: usize, nodes: &BoxMap) {
+        if self.runs.get(at).is_some_and(Option::is_some) {
+            return;
+        }
+        let Some((_, info)) = nodes.get_index(at) else {
+            return;
+        };
+        let start = self.list.len();
+        self.list.extend(
+            info.children
+                .iter()
+                .filter_map(|c| nodes.get_index_of(c.as_str())),
+        );
+        if let Some(run) = self.runs.get_mut(at) {
+            *run = Some((start, self.list.len() - start));
+        }
+    }
+
+    /// The children held of the box at `at` (none if not resolved).
+    fn of(&self, at: usize) -> &[usize] {
+        match self.runs.get(at) {
+            Some(Some((start, len))) => self.list.get(*start..start + len).unwrap_or(&[]),
+            _ => &[],
         }
     }
 }
 
 /// A child held, as its parent's layout step reads it ([`Hierarchy::held`]).
-struct Held<'a> {
-    name: &'a str,
+struct Held {
+    /// Its position in the hierarchy's `nodes`.
+    at: usize,
     kind: i32,
     width: i64,
     height: i64,
 }
 
 /// Runs of consecutive children of the same render kind.
-fn groups<'c>(children: &'c [Held<'c>]) -> impl Iterator<Item = &'c [Held<'c>]> {
+fn groups(children: &[Held]) -> impl Iterator<Item = &[Held]> {
     children.chunk_by(|a, b| a.kind == b.kind)
 }
 
-fn is_leaf_group(group: &[Held<'_>]) -> bool {
+fn is_leaf_group(group: &[Held]) -> bool {
     group.first().is_some_and(|c| c.kind == LEAF_KIND)
 }
 
