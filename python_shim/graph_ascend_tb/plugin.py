@@ -35,7 +35,7 @@ import grpc
 from tensorboard.plugins import base_plugin
 from werkzeug.wrappers import Request, Response
 
-from . import static_files, write_access
+from . import allocator, static_files, write_access
 from .jsonmap import RequestDecoder, RequestError
 from .schema import SERVICE, Route, Schema, SchemaError, json_answer_bytes
 from .sidecar import Sidecar, SidecarError, find_binary
@@ -132,6 +132,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         self.allow_remote_writes = write_access.allowed_by_env() or bool(
             getattr(flags, write_access.ALLOW_FLAG, False)
         )
+        allocator.tune_for_large_answers()
 
     # TBPlugin --------------------------------------------------------------------------------------
 
