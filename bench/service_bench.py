@@ -114,7 +114,12 @@ GOAL_OVER_FLOOR_MS = 3.0
 # msprobe 26.2's first answers on the 48-layer compare file (compare_big), fresh start, as issue 11
 # recorded them: the stand-in when msprobe's plugin is not installed.
 ISSUE_MSPROBE_FIRST_MS = {"first node list": 265.0, "first root layout": 45.0, "first module expansion": 7.9}
-GOAL_OPS = ("first node list", "first root layout", "first module expansion")
+# Every first answer is held to the goal. The floor of the opening two is measured once before the
+# file is opened: a floor measured between them would delay the config past the time the file's
+# background work steps aside for it (`plugin/service/src/step_aside.rs`), which a page never does.
+OPENING_OPS = ("open file (loadGraphData)", "first config")
+GOAL_OPS = OPENING_OPS + ("first node list", "first root layout", "first root layout, Bench pane",
+                          "first module expansion", "first name search")
 FLOOR_SAMPLES = 5
 OURS = "graph-ascend"
 MSPROBE = "msprobe 26.2"
@@ -244,8 +249,11 @@ def fresh_start(logdir: Path, env: dict, backend: str, target: Target) -> tuple:
             raise SystemExit("msprobe's plugin did not load in this TensorBoard")
         base = plugin_base(root, backend)
         call(base, "load_meta_dir", {})
+        opening_floor = floor_ms(root)
         for name, route, body, query in target.first_answers(backend):
-            if name in GOAL_OPS:
+            if name in OPENING_OPS:
+                floors[name] = opening_floor
+            elif name in GOAL_OPS:
                 floors[name] = floor_ms(root)
             _, ms, _ = call(base, route, body, query)
             times[name] = ms
