@@ -118,8 +118,8 @@ ISSUE_MSPROBE_FIRST_MS = {"first node list": 265.0, "first root layout": 45.0, "
 # file is opened: a floor measured between them would delay the config past the time the file's
 # background work steps aside for it (`plugin/service/src/step_aside.rs`), which a page never does.
 OPENING_OPS = ("open file (loadGraphData)", "first config")
-GOAL_OPS = OPENING_OPS + ("first node list", "first root layout", "first root layout, Bench pane",
-                          "first module expansion", "first name search")
+GOAL_OPS = (*OPENING_OPS, "first node list", "first root layout", "first root layout, Bench pane",
+            "first module expansion", "first name search")
 FLOOR_SAMPLES = 5
 OURS = "graph-ascend"
 MSPROBE = "msprobe 26.2"
