@@ -69,6 +69,9 @@ fn load_selection(state: &State, req: pb::LoadGraphDataRequest) -> Result<pb::St
 pub fn load_graph_config_info(state: &State, req: pb::MetaRequest) -> pb::ConfigInfoResponse {
     let lang = lang_of(req.meta_data.as_ref());
     if let Ok(sel) = select(state, req.meta_data.as_ref()) {
+        // This request ended the pause for the answer before it (`select`); its own handling,
+        // like its way back, is not the background work's to slow down either.
+        state.step_aside.pause();
         let _ = prefetch(state, &sel);
     }
     let answered = answer(lang, config_info(state, req.meta_data.as_ref()));
