@@ -183,6 +183,8 @@ pub struct Entries {
     spans: Vec<(u64, u32, u32)>,
 }
 
+/// An entry without a parent. It has [`PARENT_ENTRY`]'s bit set too, so every reader tests for it
+/// first; entry numbers stop below it (`PARENT_ENTRY - 1` is never given out).
 const NO_PARENT: u32 = u32::MAX;
 /// Marks a parent held as an entry's number (in the low 31 bits: entries past 2^31 - 1, which
 /// could not be held in memory anyway, keep their parent's text).
