@@ -14,7 +14,9 @@ both interleaving the two sides so that they see the same load:
    list, each pane's root layout, a module expansion). Reported: the median over the starts and the spread
    (min–max), and the ratio of each start's pair (msprobe / ours, the two measured back to back).
    TensorBoard's own smallest request (`/data/environment`, median of 5) is timed right before each
-   first answer, in the same TensorBoard, so that ours and the floor see the same load.
+   first answer, in the same TensorBoard, so that ours and the floor see the same load (before the
+   file is opened for the opening two). msprobe's starts turn off the malloc thresholds our plugin
+   sets in TensorBoard's process (GRAPH_ASCEND_TB_MALLOC=default), as msprobe runs without it.
 2. Steady state: one TensorBoard with both plugins, the file opened on both sides, then `--repeat`
    rounds in which every operation is sent to ours and to msprobe's back to back (the order flipped
    every round). Reported: p50 and p90 per side, and the ratio of the p50s.
@@ -244,6 +246,10 @@ def fresh_start(logdir: Path, env: dict, backend: str, target: Target) -> tuple:
     """A new TensorBoard; the page's opening sequence on `backend`, each answer timed once, each goal
     answer with TensorBoard's own request cost right before it. Returns ({op: ms}, {op: floor ms})."""
     times, floors = {}, {}
+    if backend != OURS:
+        # msprobe's plugin as a user has it: without the malloc thresholds our plugin sets in the
+        # process it shares with msprobe's (`graph_ascend_tb/allocator.py`).
+        env = {**env, "GRAPH_ASCEND_TB_MALLOC": "default"}
     with tensorboard(logdir, logdir.parent / "tensorboard-bench.log", env) as (_, root, listing):
         if backend != OURS and "graph_ascend_msprobe" not in listing:
             raise SystemExit("msprobe's plugin did not load in this TensorBoard")
