@@ -129,12 +129,12 @@ fn browser_json(pool: &DescriptorPool) -> Result<String, BoxError> {
     Ok(code)
 }
 
-/// The runtime wrapper (in `src/json.rs`) of a well-known type, if it is one.
+/// The writer (in `src/json/write.rs`) of a well-known type, if it is one.
 fn well_known(msg: &MessageDescriptor) -> Option<&'static str> {
     match msg.full_name() {
-        "google.protobuf.Struct" => Some("StructJson"),
-        "google.protobuf.Value" => Some("ValueJson"),
-        "google.protobuf.ListValue" => Some("ListJson"),
+        "google.protobuf.Struct" => Some("struct_value"),
+        "google.protobuf.Value" => Some("value"),
+        "google.protobuf.ListValue" => Some("list_value"),
         _ => None,
     }
 }
@@ -163,19 +163,22 @@ fn rust_field(field: &FieldDescriptor) -> String {
     }
 }
 
-/// The name of the generated wrapper of an object-rendered field.
-fn keyed_wrapper(field: &FieldDescriptor) -> String {
-    format!("{}_{}", field.parent_message().name(), field.name())
-}
-
-/// A `Serialize` expression for `value`, a reference to one (not repeated) value of `field`.
+/// The statement that appends `value`, a reference to one (not repeated) value of `field`, to
+/// `out`.
 fn one_value(field: &FieldDescriptor, value: &str) -> Result<String, BoxError> {
+    // Scalars are passed by value: `&self.x` becomes `self.x`, `v` becomes `*v`.
+    let copied = match value.strip_prefix('&') {
+        Some(place) => place.to_owned(),
+        None => format!("*{value}"),
+    };
     Ok(match field.kind() {
-        Kind::String | Kind::Bool | Kind::Int32 => value.to_owned(),
-        Kind::Double => format!("&crate::json::Double(*{value})"),
+        Kind::String => format!("crate::json::write::string(out, {value});"),
+        Kind::Bool => format!("crate::json::write::boolean(out, {copied});"),
+        Kind::Int32 => format!("crate::json::write::int(out, {copied});"),
+        Kind::Double => format!("crate::json::write::double(out, {copied});"),
         Kind::Message(m) => match well_known(&m) {
-            Some(wrapper) => format!("&crate::json::{wrapper}({value})"),
-            None => format!("&crate::json::Json({value})"),
+            Some(writer) => format!("crate::json::write::{writer}(out, {value});"),
+            None => format!("crate::json::write_object(out, {value}, 0);"),
         },
         other => {
             return Err(format!(
@@ -187,8 +190,8 @@ fn one_value(field: &FieldDescriptor, value: &str) -> Result<String, BoxError> {
     })
 }
 
-/// A `Serialize` expression for the whole of `field` in `owner` (a reference to its message),
-/// for a field that is present (`Option` fields: `Some`).
+/// The statement that appends the whole of `field` of `owner` (a reference to its message) to
+/// `out`, for a field that is present (`Option` fields: `Some`).
 fn field_value(opts: &Options, field: &FieldDescriptor, owner: &str) -> Result<String, BoxError> {
     let access = format!("{owner}.{}", rust_field(field));
     if field.is_map() || field.containing_oneof().is_some() {
@@ -200,59 +203,90 @@ fn field_value(opts: &Options, field: &FieldDescriptor, owner: &str) -> Result<S
     }
     if field.cardinality() == Cardinality::Repeated {
         if opts.string(field, &opts.map_key).is_some() {
-            return Ok(format!("&{}(&{access})", keyed_wrapper(field)));
+            return Ok(format!("{}(out, &{access});", keyed_writer(field)));
         }
-        return Ok(match field.kind() {
-            Kind::String | Kind::Bool | Kind::Int32 => format!("&{access}"),
-            Kind::Double => format!("&crate::json::Doubles(&{access})"),
-            Kind::Message(m) if well_known(&m).is_none() => {
-                format!("&crate::json::List(&{access})")
+        if field.kind() == Kind::String {
+            return Ok(format!("crate::json::write::strings(out, &{access});"));
+        }
+        if let Kind::Message(m) = field.kind() {
+            if well_known(&m).is_some() {
+                return Err(format!(
+                    "{}: repeated well-known types are not supported in answers",
+                    field.full_name()
+                )
+                .into());
             }
-            _ => one_value(field, "unsupported")?,
-        });
+        }
+        return Ok(format!(
+            "crate::json::write::array(out, &{access}, |out, v| {{ {} }});",
+            one_value(field, "v")?
+        ));
     }
     one_value(field, &format!("&{access}"))
 }
 
-/// `impl Fields` for one message, and the wrappers of its object-rendered fields.
+/// A field's JSON key with its colon, as a Rust byte string literal. JSON names are checked to
+/// be plain identifiers, which need no escaping in JSON or in Rust.
+fn key_literal(field: &FieldDescriptor) -> Result<String, BoxError> {
+    let key = field.json_name();
+    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(format!(
+            "{}: JSON name {key:?} is not a plain identifier (plugin/proto/build.rs writes keys unescaped)",
+            field.full_name()
+        )
+        .into());
+    }
+    Ok(format!("b\"\\\"{key}\\\":\""))
+}
+
+/// `impl Fields` for one message, and the writers of its object-rendered fields.
 fn message_fields(
     code: &mut String,
     opts: &Options,
     msg: &MessageDescriptor,
 ) -> Result<(), BoxError> {
     let ty = rust_type(msg)?;
-    let mut wrappers = String::new();
+    let mut writers = String::new();
     writeln!(code, "impl crate::json::Fields for {ty} {{")?;
-    writeln!(code, "    fn write_fields<M: serde::ser::SerializeMap>(&self, map: &mut M, skip: u32) -> Result<(), M::Error> {{")?;
+    writeln!(
+        code,
+        "    fn write_fields(&self, out: &mut Vec<u8>, skip: u32) {{"
+    )?;
+    writeln!(code, "        let first = &mut true;")?;
     for field in msg.fields() {
-        let key = field.json_name();
+        let key = format!(
+            "crate::json::write::key(out, first, {});",
+            key_literal(&field)?
+        );
         let number = field.number();
         let name = rust_field(&field);
         if field.supports_presence() {
             let value = one_value(&field, "v")?;
             let absent = if opts.json_null(&field) {
-                format!(" else {{ map.serialize_entry({key:?}, &())?; }}")
+                format!(" else {{ {key} crate::json::write::null(out); }}")
             } else {
                 String::new()
             };
-            writeln!(code, "        if skip != {number} {{ if let Some(v) = &self.{name} {{ map.serialize_entry({key:?}, {value})?; }}{absent} }}")?;
+            writeln!(code, "        if skip != {number} {{ if let Some(v) = &self.{name} {{ {key} {value} }}{absent} }}")?;
         } else {
             let value = field_value(opts, &field, "self")?;
-            writeln!(
-                code,
-                "        if skip != {number} {{ map.serialize_entry({key:?}, {value})?; }}"
-            )?;
+            writeln!(code, "        if skip != {number} {{ {key} {value} }}")?;
         }
         if let Some(map_key) = opts.string(&field, &opts.map_key) {
-            keyed_field(&mut wrappers, opts, &field, &map_key)?;
+            keyed_field(&mut writers, opts, &field, &map_key)?;
         }
     }
-    writeln!(code, "        Ok(())\n    }}\n}}")?;
-    code.push_str(&wrappers);
+    writeln!(code, "        let _ = first;\n    }}\n}}")?;
+    code.push_str(&writers);
     Ok(())
 }
 
-/// The wrapper of a repeated message field rendered as an object: `{entry.key: value}` where
+/// The name of the generated writer of an object-rendered field.
+fn keyed_writer(field: &FieldDescriptor) -> String {
+    format!("write_{}_{}", field.parent_message().name(), field.name())
+}
+
+/// The writer of a repeated message field rendered as an object: `{entry.key: value}` where
 /// the value is the entry's `json_map_value` field, or the entry without its key field.
 fn keyed_field(
     code: &mut String,
@@ -289,39 +323,34 @@ fn keyed_field(
             })?;
             if value_field.supports_presence() {
                 // An unset value is rendered as null.
-                let one = one_value(&value_field, "v")?;
                 format!(
-                    "&e.{}.as_ref().map(|v| {})",
+                    "match &e.{} {{ Some(v) => {{ {} }} None => crate::json::write::null(out) }}",
                     rust_field(&value_field),
-                    one.trim_start_matches('&')
+                    one_value(&value_field, "v")?
                 )
             } else {
                 field_value(opts, &value_field, "e")?
             }
         }
-        None => format!("&crate::json::Without(e, {})", key_field.number()),
+        None => format!("crate::json::write_object(out, e, {});", key_field.number()),
     };
-    let wrapper = keyed_wrapper(field);
+    let writer = keyed_writer(field);
     writeln!(
         code,
-        "#[allow(non_camel_case_types)]\nstruct {wrapper}<'a>(&'a [{entry_ty}]);"
+        "#[allow(non_snake_case)]\nfn {writer}(out: &mut Vec<u8>, entries: &[{entry_ty}]) {{"
     )?;
-    writeln!(code, "impl serde::Serialize for {wrapper}<'_> {{")?;
+    writeln!(code, "    out.push(b'{{');")?;
+    writeln!(code, "    for (i, e) in entries.iter().enumerate() {{")?;
+    writeln!(code, "        if i > 0 {{ out.push(b','); }}")?;
     writeln!(
         code,
-        "    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {{"
-    )?;
-    writeln!(code, "        use serde::ser::SerializeMap;")?;
-    writeln!(
-        code,
-        "        let mut map = s.serialize_map(Some(self.0.len()))?;"
-    )?;
-    writeln!(
-        code,
-        "        for e in self.0 {{ map.serialize_entry(e.{}.as_str(), {value})?; }}",
+        "        crate::json::write::string(out, &e.{});",
         rust_field(&key_field)
     )?;
-    writeln!(code, "        map.end()\n    }}\n}}")?;
+    writeln!(code, "        out.push(b':');")?;
+    writeln!(code, "        {value}")?;
+    writeln!(code, "    }}")?;
+    writeln!(code, "    out.push(b'}}');\n}}")?;
     Ok(())
 }
 

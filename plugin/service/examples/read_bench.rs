@@ -24,16 +24,29 @@ fn time<T: Fields + prost::Message>(
     only: Option<&str>,
     label: &str,
     repeat: usize,
+    f: impl FnMut() -> T,
+) {
+    time_after(only, label, repeat, || {}, f)
+}
+
+/// As [`time`], with `setup` run untimed before each call.
+fn time_after<T: Fields + prost::Message>(
+    only: Option<&str>,
+    label: &str,
+    repeat: usize,
+    mut setup: impl FnMut(),
     mut f: impl FnMut() -> T,
 ) {
     if only.is_some_and(|o| o != label) {
         return;
     }
+    setup();
     let t = Instant::now();
     let first = to_vec(&f());
     let first_time = t.elapsed();
     let mut times = Vec::new();
     for _ in 0..repeat {
+        setup();
         let t = Instant::now();
         let _ = to_vec(&f());
         times.push(t.elapsed());
@@ -139,6 +152,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         handlers::change_node_expand_state(&state, "bench", node("root"));
         handlers::change_node_expand_state(&state, "bench", node(&module))
     });
+    // A module opened in a pane just laid out from its root: the page's first expansion.
+    time_after(
+        only,
+        "module after root",
+        repeat,
+        || {
+            handlers::change_node_expand_state(&state, "bench", node("root"));
+        },
+        || handlers::change_node_expand_state(&state, "bench", node(&module)),
+    );
     // The module opened and closed in turn, each answering the whole visible graph (as
     // tests/shim/bench_shim.py's expansion does).
     handlers::change_node_expand_state(&state, "bench", node("root"));
