@@ -38,7 +38,7 @@ BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
 .PHONY: build rust frontend wheel venv install demo test test-rust lint-rust test-frontend test-wheel test-shim test-e2e test-differential test-scale bench fuzz clean
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request
+FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request json_strings
 
 build: frontend wheel
 

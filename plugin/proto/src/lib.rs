@@ -16,6 +16,10 @@ pub use v1::*;
 
 pub mod json;
 
+/// The tests' and fuzz targets' check of [`json`] against serde_json (not used by the sidecar).
+#[doc(hidden)]
+pub mod json_check;
+
 /// The serialized `FileDescriptorSet` of `graph_ascend.proto` (with its imports).
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/graph_ascend_descriptor.bin"));

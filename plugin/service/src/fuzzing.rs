@@ -1,7 +1,8 @@
 //! Entry points for the fuzz targets of `fuzz/` that reach the sidecar, taking raw bytes: a
-//! `.vis.db` file ([`vis_db`]) and a request ([`request`]). `tests/fuzz_corpus.rs` replays their
-//! corpora and crash cases on stable Rust. An error answer is fine; a panic, an abort or a hang
-//! is a bug.
+//! `.vis.db` file ([`vis_db`]), a request ([`request`]) and the JSON the browser gets for strings,
+//! values and numbers ([`json_strings`], against serde_json). `tests/fuzz_corpus.rs` replays
+//! their corpora and crash cases on stable Rust. An error answer is fine; a panic, an abort or a
+//! hang is a bug.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -218,4 +219,53 @@ fn served() -> &'static Fixture {
             state,
         }
     })
+}
+
+/// The browser's JSON writer (`graph_ascend_proto::json::write`) against serde_json on
+/// arbitrary bytes: as a string when they are UTF-8, as a JSON value through the sidecar's own
+/// JSON → protobuf bridge when serde_json parses them, and the first eight as a double. Panics
+/// with the difference when a byte differs (`graph_ascend_proto::json_check`).
+pub fn json_strings(bytes: &[u8]) {
+    use graph_ascend_proto::json::write;
+    use graph_ascend_proto::json_check::{canonical, compare};
+
+    let check = |result: Result<(), graph_ascend_proto::json_check::Difference>| {
+        if let Err(e) = result {
+            panic!("{e}");
+        }
+    };
+    let mut ours = Vec::new();
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        write::string(&mut ours, s);
+        check(compare("a string", &ours, &serde_to_vec(&s)));
+    }
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+        // The value as the sidecar holds it (numbers as doubles), and as serde_json writes that.
+        let value = crate::json_to_prost(&value);
+        ours.clear();
+        write::value(&mut ours, &value);
+        let expected = serde_to_vec(&crate::values::prost_to_json(&value));
+        check(compare("a JSON value", &ours, &expected));
+        check(canonical(&ours));
+    }
+    if let Some(bits) = bytes.first_chunk::<8>() {
+        let v = f64::from_le_bytes(*bits);
+        ours.clear();
+        write::number(&mut ours, v);
+        check(compare("a number", &ours, &serde_to_vec(&v)));
+        ours.clear();
+        write::double(&mut ours, v);
+        let expected = match v {
+            v if v.is_nan() => b"\"NaN\"".to_vec(),
+            f64::INFINITY => b"\"Infinity\"".to_vec(),
+            f64::NEG_INFINITY => b"\"-Infinity\"".to_vec(),
+            v => serde_to_vec(&v),
+        };
+        check(compare("a double", &ours, &expected));
+    }
+}
+
+/// serde_json's compact bytes of a value it can always write (no map with non-string keys).
+fn serde_to_vec<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_else(|e| panic!("serde_json refused a value: {e}"))
 }

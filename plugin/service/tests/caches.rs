@@ -14,7 +14,7 @@ use graph_ascend_service::{handlers, State};
 use graph_ascend_visdb::store::{GraphKey, Side};
 use serde_json::{json, Value};
 
-use common::{meta, unpack};
+use common::{browser_json, meta, unpack};
 
 fn meta_req(m: &pb::MetaData) -> pb::MetaRequest {
     pb::MetaRequest {
@@ -133,11 +133,6 @@ fn keeping_mtime<T>(file: &std::path::Path, edit: impl FnOnce() -> T) -> T {
         .and_then(|f| f.set_modified(modified))
         .expect("set mtime");
     out
-}
-
-/// An answer as the browser sees it.
-fn browser_json<T: graph_ascend_proto::json::Fields + prost::Message>(answer: &T) -> Value {
-    serde_json::from_slice(&graph_ascend_proto::json::to_vec(answer)).expect("valid JSON")
 }
 
 /// The same questions of a fresh sidecar on the same logdir: no cache can be involved.

@@ -160,8 +160,15 @@ impl Probe {
 }
 
 /// An answer as the browser sees it: rendered by the sidecar's one JSON definition.
+///
+/// Every answer of these tests also checks the JSON writer: its bytes must be the bytes
+/// serde_json writes for the same value (`graph_ascend_proto::json_check::canonical`).
 pub fn browser_json<T: graph_ascend_proto::json::Fields + prost::Message>(answer: &T) -> Value {
-    serde_json::from_slice(&graph_ascend_proto::json::to_vec(answer)).expect("valid JSON")
+    let bytes = graph_ascend_proto::json::to_vec(answer);
+    if let Err(e) = graph_ascend_proto::json_check::canonical(&bytes) {
+        panic!("{e}");
+    }
+    serde_json::from_slice(&bytes).expect("valid JSON")
 }
 
 pub fn meta_request(m: &pb::MetaData) -> pb::MetaRequest {

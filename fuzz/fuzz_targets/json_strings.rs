@@ -1,0 +1,4 @@
+//! `graph_ascend_service::fuzzing::json_strings` on arbitrary bytes.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_service::fuzzing::json_strings(data));
