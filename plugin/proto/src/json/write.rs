@@ -5,9 +5,10 @@
 //! The generated code (`build.rs`) knows every answer's keys and value types when it is
 //! compiled, so it writes each key as one pre-escaped byte string and each value through the
 //! function of its type below. Going through serde instead (a `Serializer` state machine per
-//! object, every key escaped anew at run time) took three times as long for a module
-//! expansion's 322 KB answer, measured on the same typed message (`read_bench`, 0.37 ms against
-//! 0.12 ms in process): the largest part of the sidecar's time per click.
+//! object, every key escaped anew at run time) took about three times as long for a module
+//! expansion's 322 KB answer: the same typed message written both ways, in process, before the
+//! serde path was removed (the figures are in the session's note on issue 11). Writing that
+//! answer was the largest part of the sidecar's time per click.
 //!
 //! # Byte for byte serde_json's compact format
 //!
