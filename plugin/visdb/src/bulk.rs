@@ -2,7 +2,7 @@
 //!
 //! # Why
 //! Through [`VisDbWriter`](crate::writer::VisDbWriter), SQLite inserts the rows one at a time on
-//! one thread and then builds the seven indexes one after the other, each by a full table scan
+//! one thread and then builds the eight indexes one after the other, each by a full table scan
 //! and sort: about 0.8 s of a 1.25 s conversion. Here the rows arrive in rowid order, so the
 //! table b-trees are bulk-loaded page by page as rows come in, while other threads (rayon) make
 //! each row's index entries; at [`finish`] every index is sorted in memory and cut into pages in
@@ -10,14 +10,15 @@
 //!
 //! Memory: one leaf page per table (a row longer than its page's share is written piece by
 //! piece into its overflow pages, never assembled), plus the index entries (the sort key of each
-//! index, about 700 bytes a row with the eight indexes) up to a budget of 32 MB: past it they
+//! index, about 900 bytes a row with the nine indexes) up to a budget of 32 MB: past it they
 //! are spilled as sorted runs to a temporary file beside the output and merged at [`finish`]
 //! (`spill.rs`), so memory does not grow with the rows. The big columns are not kept.
 //!
 //! # What the file is
 //! Exactly what SQLite would hold after the writer's statements: the same `sqlite_schema` rows in
-//! the same order (each table, then its `sqlite_autoindex_<table>_1`, then `index1`..`index7`,
-//! with the `sql` text SQLite stores: the statement from `CREATE` up to its `;`), the same rowids
+//! the same order (each table, then its `sqlite_autoindex_<table>_1`, then `index1`..`index7`
+//! and `ga_node_list`, with the `sql` text SQLite stores: the statement from `CREATE` up to its
+//! `;`), the same rowids
 //! (1, 2, … in arrival order; `id TEXT PRIMARY KEY` is not a rowid alias) and the same stored
 //! types. The format facts it relies on (<https://www.sqlite.org/fileformat2.html>):
 //! - Header: page size, file format 1/1 (rollback journal), payload fractions 64/32/32, change

@@ -47,8 +47,42 @@ CREATE TABLE tb_config (
 );
 ";
 
-/// The indexes msprobe adds once all rows are in (`add_table_index`).
-pub const CREATE_INDEXES: &str = "
+/// SQL of "the node is a leaf" (its `sub_nodes` empty), as a literal for `concat!`: see
+/// [`IS_LEAF_SQL`].
+macro_rules! is_leaf_sql {
+    () => {
+        "(sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]')"
+    };
+}
+pub(crate) use is_leaf_sql;
+
+/// "The node is a leaf", in SQL: 1 when `sub_nodes` is empty, NULL or `[]`, else 0 (msprobe's
+/// test, spelled once).
+pub const IS_LEAF_SQL: &str = is_leaf_sql!();
+
+/// The name of our own index, as a literal for `concat!`: see [`NODE_LIST_INDEX`].
+macro_rules! node_list_index {
+    () => {
+        "ga_node_list"
+    };
+}
+
+/// Our own index, beside msprobe's seven (the last statement of [`CREATE_INDEXES`]).
+///
+/// It holds, per graph in node order, every column the service's pass over a whole graph reads
+/// (`Store::scan_index_rows`: names, `sub_nodes` for "is a leaf", micro step, precision, match),
+/// so that SQLite answers that pass from the index alone (a covering index) instead of from every
+/// row, whose pages the rows share with their input and output statistics (`docs/visdb.md` §2).
+/// Plain columns only, no expression: any SQLite opens the file. SQLite keeps it up to date
+/// through any change to `tb_nodes`, ours or another tool's (msprobe's plugin edits matches in
+/// place). Files without it (msprobe's) are read through `index3` and the rows, with the same
+/// results.
+pub const NODE_LIST_INDEX: &str = node_list_index!();
+
+/// The indexes of a file we write, created once all rows are in: msprobe's seven
+/// (`add_table_index`), then [`NODE_LIST_INDEX`].
+pub const CREATE_INDEXES: &str = concat!(
+    "
 CREATE INDEX index1 ON tb_nodes (step, rank, data_source, up_node, node_order);
 CREATE INDEX index2 ON tb_nodes (step, rank, data_source, node_name);
 CREATE INDEX index3 ON tb_nodes (step, rank, data_source, node_order);
@@ -56,7 +90,12 @@ CREATE INDEX index4 ON tb_nodes (step, rank, node_order);
 CREATE INDEX index5 ON tb_nodes (step, rank, micro_step_id, node_order);
 CREATE INDEX index6 ON tb_nodes (step, rank, modified, matched_node_link);
 CREATE INDEX index7 ON tb_nodes (is_distributed);
-";
+CREATE INDEX ",
+    node_list_index!(),
+    " ON tb_nodes (step, rank, data_source, node_order, node_name, sub_nodes, micro_step_id, \
+precision_index, matched_node_link);
+"
+);
 
 /// Columns of `tb_nodes` in msprobe's insert order.
 pub const NODE_COLUMNS: [&str; 22] = [

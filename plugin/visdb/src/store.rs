@@ -3,7 +3,9 @@
 //! Every method is one query on one of msprobe's indexes (`index1`: children of a node,
 //! `index2`: a node by name, `index3`/`index5`: a graph in node order), so the cost of a request
 //! depends on what it returns, never on the size of the file (except [`Store::scan_index_rows`],
-//! the one pass over a whole graph that the service makes once per file version). Rows come back
+//! the one pass over a whole graph that the service makes once per file version; in the files we
+//! write it reads our own covering index, [`schema::NODE_LIST_INDEX`], instead of every row's
+//! page). Rows come back
 //! as plain structs; the JSON columns are parsed leniently (see [`crate::json`]) and a column that
 //! cannot be read becomes a [`StoreError::Data`] naming the file, the node and the column.
 
@@ -15,7 +17,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
 use serde_json::Value;
 
 use crate::json::parse_lenient;
-use crate::schema;
+use crate::schema::{self, is_leaf_sql};
 
 mod graph_rows;
 pub use graph_rows::GraphRow;
@@ -173,6 +175,16 @@ pub struct Store {
     path: PathBuf,
     conn: Connection,
 }
+
+/// The index pass ([`Store::scan_index_rows`]): read from our covering index
+/// [`schema::NODE_LIST_INDEX`] alone where the file has it (ours), else through `index3` and the
+/// rows (msprobe's files).
+const INDEX_PASS_SQL: &str = concat!(
+    "SELECT node_name, ",
+    is_leaf_sql!(),
+    ", micro_step_id, precision_index, matched_node_link FROM tb_nodes \
+     WHERE step=? AND rank=? AND data_source=? ORDER BY node_order"
+);
 
 impl Store {
     /// Opens `path` for reading only, and checks that it has msprobe's tables and columns and
@@ -591,13 +603,10 @@ impl Store {
         graph: GraphKey,
         mut f: impl FnMut(IndexRow<'_>),
     ) -> Result<(), StoreError> {
-        let sql = "SELECT node_name, (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]'), \
-                 micro_step_id, precision_index, matched_node_link FROM tb_nodes \
-                 WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
         // Each page is read once: a small page cache for the pass saves filling (and faulting
         // in) the connection's 8 MB with pages that are then dropped.
         self.set_page_cache(SCAN_PAGE_CACHE_KIB)?;
-        let scanned = self.each_graph_row(sql, graph, |row| -> Result<(), StoreError> {
+        let scanned = self.each_graph_row(INDEX_PASS_SQL, graph, |row| -> Result<(), StoreError> {
             let get = |i: usize| row.get_ref(i).map_err(|e| self.query_err(e));
             let name = text_ref(get(0)?);
             let is_leaf = integer_ref(get(1)?).unwrap_or(0) != 0;
@@ -710,11 +719,13 @@ impl Store {
     ) -> Result<Vec<LeafPrecision>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached(
+            .prepare_cached(concat!(
                 "SELECT node_name, precision_index, matched_node_link FROM tb_nodes \
                  WHERE step=? AND rank=? AND data_source='NPU' AND (?3 = -1 OR micro_step_id = ?3) \
-                 AND (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]') ORDER BY node_order",
-            )
+                 AND ",
+                is_leaf_sql!(),
+                " ORDER BY node_order"
+            ))
             .map_err(|e| self.query_err(e))?;
         let mut rows = stmt
             .query(rusqlite::params![step, rank, micro_step])
@@ -747,12 +758,13 @@ impl Store {
         }
         let mut stmt = self
             .conn
-            .prepare_cached(
+            .prepare_cached(concat!(
                 "SELECT node_name, overflow_level FROM tb_nodes \
                  WHERE step=? AND rank=? AND data_source='NPU' AND (?3 = -1 OR micro_step_id = ?3) \
-                 AND (sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]') \
-                 AND overflow_level IS NOT NULL AND overflow_level != '' ORDER BY node_order",
-            )
+                 AND ",
+                is_leaf_sql!(),
+                " AND overflow_level IS NOT NULL AND overflow_level != '' ORDER BY node_order"
+            ))
             .map_err(|e| self.query_err(e))?;
         let rows: Vec<(String, String)> = stmt
             .query_map(rusqlite::params![step, rank, micro_step], |row| {
@@ -1309,6 +1321,87 @@ mod tests {
             .node_colors;
         assert!(colors.get("#654321").is_some(), "{colors}");
         assert_eq!(names_beside(&path), ["build.vis.db"]);
+    }
+
+    /// Every row of the index pass, both sides: (name, leaf, micro step, precision, linked,
+    /// partner).
+    type PassRow = (String, bool, i64, Option<f64>, bool, Option<String>);
+
+    fn index_pass(path: &Path) -> Vec<PassRow> {
+        let store = Store::open(path).expect("open");
+        let mut rows = Vec::new();
+        for side in [Side::Npu, Side::Bench] {
+            let graph = GraphKey {
+                side,
+                step: 0,
+                rank: 0,
+            };
+            store
+                .scan_index_rows(graph, |r| {
+                    rows.push((
+                        r.name.to_owned(),
+                        r.is_leaf,
+                        r.micro_step_id,
+                        r.precision_index,
+                        r.linked,
+                        r.link_last.map(Cow::into_owned),
+                    ))
+                })
+                .expect("index pass");
+        }
+        rows
+    }
+
+    fn index_pass_plan(conn: &Connection) -> String {
+        conn.query_row(
+            &format!("EXPLAIN QUERY PLAN {INDEX_PASS_SQL}"),
+            rusqlite::params![0, 0, "NPU"],
+            |r| r.get(3),
+        )
+        .expect("plan")
+    }
+
+    /// The index pass reads our files from `ga_node_list` alone, and a file without that index
+    /// (msprobe's) gives the same rows through `index3`; SQLite keeps our index right through
+    /// another program's edits.
+    #[test]
+    fn the_index_pass_reads_our_covering_index_and_the_same_rows_without_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shape = crate::synthetic::Shape::with_nodes(400, 3, true);
+        let ours = crate::synthetic::write(&dir.path().join("ours.vis.db"), shape).expect("write");
+        let conn = Connection::open(&ours).expect("open");
+        // Another program's edits, through SQLite: each shape of "no sub nodes", a new partner
+        // and a new precision.
+        conn.execute_batch(
+            "UPDATE tb_nodes SET sub_nodes = '[]' WHERE node_order = 1;
+             UPDATE tb_nodes SET sub_nodes = NULL WHERE node_order = 2;
+             UPDATE tb_nodes SET sub_nodes = '[\"x\"]' WHERE node_order = 3 AND sub_nodes = '';
+             UPDATE tb_nodes SET matched_node_link = '[\"elsewhere\"]', precision_index = 0.25
+                 WHERE node_order = 5;",
+        )
+        .expect("edit");
+        let ok: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .expect("integrity");
+        assert_eq!(ok, "ok");
+        let plan = index_pass_plan(&conn);
+        let covering = format!("COVERING INDEX {}", schema::NODE_LIST_INDEX);
+        assert!(plan.contains(&covering), "{plan}");
+        drop(conn);
+        let theirs = dir.path().join("theirs.vis.db");
+        std::fs::copy(&ours, &theirs).expect("copy");
+        let conn = Connection::open(&theirs).expect("open");
+        conn.execute_batch(&format!("DROP INDEX {}", schema::NODE_LIST_INDEX))
+            .expect("drop");
+        assert!(index_pass_plan(&conn).contains("index3"));
+        drop(conn);
+        let rows = index_pass(&ours);
+        assert_eq!(rows.len(), 2 * shape.nodes_per_side(), "both sides");
+        assert_eq!(rows, index_pass(&theirs));
+        let leaf = |order: usize| rows[order].1;
+        assert!(leaf(1) && leaf(2), "[] and NULL are leaves");
+        assert_eq!(rows[5].5.as_deref(), Some("elsewhere"));
+        assert_eq!(rows[5].3, Some(0.25));
     }
 
     /// The index pass reads the partner without building the list: it must read every shape

@@ -363,7 +363,8 @@ impl BulkWriter {
         Ok(w)
     }
 
-    /// `tb_nodes`' indexes: its autoindex on `id`, then `index1`…`index7`.
+    /// `tb_nodes`' indexes: its autoindex on `id`, then those of
+    /// [`CREATE_INDEXES`](crate::schema::CREATE_INDEXES).
     pub fn sorted_node_indexes(&self) -> Vec<NodeIndexSpec> {
         self.schema
             .node_indexes

@@ -2,7 +2,7 @@
 //! [`SortedIndex`] at the end.
 //!
 //! # Why
-//! Each row leaves one entry in each of `tb_nodes`' eight indexes (about 700 bytes a row in all),
+//! Each row leaves one entry in each of `tb_nodes`' nine indexes (about 900 bytes a row in all),
 //! and the indexes can only be written once every row is in: kept in memory, the entries of a
 //! million-row conversion alone take 1.4 GB (issue 16). So the writer keeps them in memory only
 //! up to a budget ([`DEFAULT_BUDGET`] for all the indexes together); past it, each index's
