@@ -2,7 +2,8 @@
 //! (`docs/visdb.md`; real files in `tests/fixtures/upstream_vis/`).
 //!
 //! Files we write must open in msprobe's plugin, so tables, column order, types and index names
-//! are kept byte for byte.
+//! are kept byte for byte; the one addition is an index of our own, [`NODE_LIST_INDEX`], which no
+//! other reader names.
 
 /// `CREATE TABLE` statements, in msprobe's order.
 pub const CREATE_TABLES: &str = "
