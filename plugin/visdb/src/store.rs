@@ -5,9 +5,9 @@
 //! depends on what it returns, never on the size of the file (except [`Store::scan_index_rows`],
 //! the one pass over a whole graph that the service makes once per file version; in the files we
 //! write it reads our own covering index, [`schema::NODE_LIST_INDEX`], instead of every row's
-//! page). Rows come back
-//! as plain structs; the JSON columns are parsed leniently (see [`crate::json`]) and a column that
-//! cannot be read becomes a [`StoreError::Data`] naming the file, the node and the column.
+//! page). Rows come back as plain structs; the JSON columns are parsed leniently (see
+//! [`crate::json`]) and a column that cannot be read becomes a [`StoreError::Data`] naming the
+//! file, the node and the column.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
