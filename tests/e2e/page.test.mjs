@@ -52,6 +52,30 @@ describe('GRAPH_ASCEND page (issue 13)', () => {
       await screenshot(page, 'issue13-search');
     }));
 
+  it('keeps what the user types in the search box while the node list arrives (item 6)', () =>
+    withPage('search-typing', { width: 1500, height: 950 }, async (page) => {
+      const frame = await open(page, COMPARE);
+      // The node list is held back until the user has begun to type, as on a large file.
+      let release;
+      const held = new Promise((resolve) => { release = resolve; });
+      let asked = 0;
+      await page.route('**/loadGraphAllNodeList', async (route) => {
+        asked++;
+        await held;
+        await route.continue();
+      });
+      await frame.click('[data-testid=searchSiderButton]');
+      await frame.click('[data-testid=searchInput]');
+      await page.keyboard.type('Layer');
+      release();
+      await frame.waitForSelector('[data-testid=searchItem]');
+      await page.keyboard.type('Norm');
+      assert.equal(asked, 1, 'the panel asked for the node list once, after it opened');
+      assert.equal(await frame.inputValue('[data-testid=searchInput]'), 'LayerNorm', 'the keys typed after the list arrived reached the box');
+      const marks = await frame.$$eval('[data-testid=searchItem] mark', (els) => els.map((e) => e.textContent));
+      assert.ok(marks.length > 0 && marks.every((m) => m === 'LayerNorm'), `${marks}`);
+    }));
+
   it('keeps every toolbar button on screen at 1280×720 with a side panel open (item 9)', () =>
     withPage('toolbar', { width: 1280, height: 720 }, async (page) => {
       const frame = await open(page, COMPARE);

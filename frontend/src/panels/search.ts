@@ -10,6 +10,8 @@ import type { PaneSide } from '../store';
 export class SearchPanel {
   private side: PaneSide = 'NPU';
   private query = '';
+  /** Redraws the hits of the panel on screen, its input left as it is (focus and caret too). */
+  private redrawHits: (() => void) | null = null;
 
   constructor(private ctx: PageCtx) {}
 
@@ -30,7 +32,11 @@ export class SearchPanel {
   setNodeList(npu: string[], bench: string[]): void {
     const s = this.ctx.store;
     s.nodeList = { key: metaKey(s.meta), NPU: new NameIndex(npu), Bench: new NameIndex(bench) };
-    if (s.tab === 'search') s.changed('panel');
+    if (s.tab !== 'search') return;
+    // The list often arrives while the user types: drawing the panel anew would replace the input
+    // under their fingers (the keys after it were lost), so only the hits are drawn again.
+    if (this.redrawHits) this.redrawHits();
+    else s.changed('panel');
   }
 
   render(): HTMLElement {
@@ -60,6 +66,10 @@ export class SearchPanel {
     };
     input.addEventListener('input', update);
     update();
+    this.redrawHits = () => {
+      if (input.isConnected) update();
+      else s.changed('panel');
+    };
     return h('div.panel-section', { testid: 'searchPanel' }, h('h3', null, t('sider.nodeSearch')),
       h('div.radios', null, radio('NPU', 'debug'), radio('Bench', 'bench')), input, listHost);
   }
