@@ -39,31 +39,41 @@ fn client_of(client_id: &str) -> String {
     }
 }
 
-/// Runs a handler where it may block (SQLite calls block). On the multi-threaded runtime (the
-/// server's) it runs on the request's own worker thread, which hands its other tasks to another
-/// thread meanwhile (`block_in_place`): no hop to a blocking-pool thread and back, which on a
-/// loaded machine cost two thread wake-ups on every answer's path. Elsewhere (a current-thread
-/// runtime in tests) it goes to the blocking pool. Either way a panicking handler becomes an
+/// Runs a handler that may wait long (for an index build, a file write, a conversion, the walk of
+/// the logdir) on a thread of the blocking pool, so that the runtime's workers stay free and stay
+/// the same threads: [`quick`] handlers and every answer's JSON run on them, with their caches
+/// and allocator memory warm. (`block_in_place` ran the handler on the worker's thread instead
+/// and moved the worker's role to another thread each time.) A panicking handler becomes an
 /// `internal` status, not a dead connection.
 async fn blocking<T: Send + 'static>(
     state: &Arc<State>,
     f: impl FnOnce(&State) -> T + Send + 'static,
 ) -> Result<Response<T>, Status> {
-    let failed =
-        |e: &dyn std::fmt::Display| Status::internal(format!("request handler failed: {e}"));
-    let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
-        == tokio::runtime::RuntimeFlavor::MultiThread;
-    if multi_thread {
-        let run = std::panic::AssertUnwindSafe(|| f(state));
-        return tokio::task::block_in_place(|| std::panic::catch_unwind(run))
-            .map(Response::new)
-            .map_err(|panic| failed(&panic_text(panic.as_ref())));
-    }
     let state = state.clone();
     tokio::task::spawn_blocking(move || f(&state))
         .await
         .map(Response::new)
-        .map_err(|e| failed(&e))
+        .map_err(|e| Status::internal(format!("request handler failed: {e}")))
+}
+
+/// Runs a handler whose work is bounded by the answer it makes (the page's opening requests and
+/// its clicks: a file's configuration, a layout, a node's details) right on the runtime's worker
+/// thread, like the JSON of every answer. It waits for no background build and writes no file.
+///
+/// On the same few threads, the answers of consecutive clicks find caches and allocator memory
+/// warm; under `block_in_place`, which moved the worker's role to another thread on each call,
+/// they did not, and each first layout took about 0.3 ms longer (`docs/service.md`, "Clicks
+/// answered on the runtime's own threads"). What may wait long goes through [`blocking`], so that
+/// it never holds a worker. A panicking handler becomes an `internal` status, as there.
+fn quick<T>(state: &State, f: impl FnOnce(&State) -> T) -> Result<Response<T>, Status> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state)))
+        .map(Response::new)
+        .map_err(|panic| {
+            Status::internal(format!(
+                "request handler failed: {}",
+                panic_text(panic.as_ref())
+            ))
+        })
 }
 
 /// The message of a caught panic.
@@ -138,7 +148,7 @@ impl GraphAscend for GraphService {
         req: Request<pb::LoadGraphDataRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::load_graph_data(s, req)).await
+        quick(&self.state, move |s| handlers::load_graph_data(s, req))
     }
 
     async fn load_graph_config_info(
@@ -146,10 +156,9 @@ impl GraphAscend for GraphService {
         req: Request<pb::MetaRequest>,
     ) -> Result<Response<pb::ConfigInfoResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| {
+        quick(&self.state, move |s| {
             handlers::load_graph_config_info(s, req)
         })
-        .await
     }
 
     async fn load_graph_all_node_list(
@@ -169,10 +178,9 @@ impl GraphAscend for GraphService {
     ) -> Result<Response<pb::HierarchyResponse>, Status> {
         let req = req.into_inner();
         let client = client_of(&req.client_id);
-        blocking(&self.state, move |s| {
+        quick(&self.state, move |s| {
             handlers::change_node_expand_state(s, &client, req)
         })
-        .await
     }
 
     async fn update_hierarchy_data(
@@ -181,10 +189,9 @@ impl GraphAscend for GraphService {
     ) -> Result<Response<pb::HierarchyResponse>, Status> {
         let req = req.into_inner();
         let client = client_of(&req.client_id);
-        blocking(&self.state, move |s| {
+        quick(&self.state, move |s| {
             handlers::update_hierarchy_data(s, &client, req)
         })
-        .await
     }
 
     async fn get_node_info(
@@ -192,7 +199,7 @@ impl GraphAscend for GraphService {
         req: Request<pb::NodeRequest>,
     ) -> Result<Response<pb::NodeInfoResponse>, Status> {
         let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::get_node_info(s, req)).await
+        quick(&self.state, move |s| handlers::get_node_info(s, req))
     }
 
     async fn filter_nodes(
