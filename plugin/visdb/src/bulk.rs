@@ -18,9 +18,9 @@
 //! Exactly what SQLite would hold after the writer's statements: the same `sqlite_schema` rows in
 //! the same order (each table, then its `sqlite_autoindex_<table>_1`, then `index1`..`index7`
 //! and `ga_node_list`, with the `sql` text SQLite stores: the statement from `CREATE` up to its
-//! `;`), the same rowids
-//! (1, 2, … in arrival order; `id TEXT PRIMARY KEY` is not a rowid alias) and the same stored
-//! types. The format facts it relies on (<https://www.sqlite.org/fileformat2.html>):
+//! `;`), the same rowids (1, 2, … in arrival order; `id TEXT PRIMARY KEY` is not a rowid alias)
+//! and the same stored types. The format facts it relies on
+//! (<https://www.sqlite.org/fileformat2.html>):
 //! - Header: page size, file format 1/1 (rollback journal), payload fractions 64/32/32, change
 //!   counter = version-valid-for (so the page count in the header is trusted), schema format 4,
 //!   UTF-8, no auto-vacuum, no free pages: every page belongs to a b-tree or an overflow chain.

@@ -48,18 +48,14 @@ CREATE TABLE tb_config (
 );
 ";
 
-/// SQL of "the node is a leaf" (its `sub_nodes` empty), as a literal for `concat!`: see
-/// [`IS_LEAF_SQL`].
+/// "The node is a leaf", in SQL: 1 when `sub_nodes` is empty, NULL or `[]`, else 0 (msprobe's
+/// test, spelled once; a macro so that the store's queries can `concat!` it).
 macro_rules! is_leaf_sql {
     () => {
         "(sub_nodes = '' OR sub_nodes IS NULL OR sub_nodes = '[]')"
     };
 }
 pub(crate) use is_leaf_sql;
-
-/// "The node is a leaf", in SQL: 1 when `sub_nodes` is empty, NULL or `[]`, else 0 (msprobe's
-/// test, spelled once).
-pub const IS_LEAF_SQL: &str = is_leaf_sql!();
 
 /// The name of our own index, as a literal for `concat!`: see [`NODE_LIST_INDEX`].
 macro_rules! node_list_index {
