@@ -50,10 +50,10 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&State) -> T + Send + 'static,
 ) -> Result<Response<T>, Status> {
     let state = state.clone();
-    tokio::task::spawn_blocking(move || f(&state))
-        .await
-        .map(Response::new)
-        .map_err(|e| Status::internal(format!("request handler failed: {e}")))
+    match tokio::task::spawn_blocking(move || quick(&state, f)).await {
+        Ok(answered) => answered,
+        Err(e) => Err(handler_failed(&e)),
+    }
 }
 
 /// Runs a handler whose work is bounded by the answer it makes (the page's opening requests and
@@ -68,12 +68,12 @@ async fn blocking<T: Send + 'static>(
 fn quick<T>(state: &State, f: impl FnOnce(&State) -> T) -> Result<Response<T>, Status> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state)))
         .map(Response::new)
-        .map_err(|panic| {
-            Status::internal(format!(
-                "request handler failed: {}",
-                panic_text(panic.as_ref())
-            ))
-        })
+        .map_err(|panic| handler_failed(&panic_text(panic.as_ref())))
+}
+
+/// The status of a request whose handler failed (panicked, or could not be run).
+fn handler_failed(reason: &dyn std::fmt::Display) -> Status {
+    Status::internal(format!("request handler failed: {reason}"))
 }
 
 /// The message of a caught panic.
