@@ -11,6 +11,39 @@
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per graph,
 //! under one memory bound for all files;
 //! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version.
+//!
+//! # Layout
+//!
+//! From the edge down: each module imports only from modules listed below it, never from one
+//! above it nor from the root, and no two modules import each other (`make lint-imports` checks
+//! this with `tools/check_imports.py`). This file only declares the modules and re-exports the
+//! public face.
+//!
+//! ```text
+//! server               the listener, graceful shutdown, the TCP token; serves a State
+//! service              the tonic edge: one method per RPC, run quick or on the blocking pool
+//! fuzzing              fuzz entry points (files, requests, the JSON of values)
+//! handlers/            one function per RPC; below its routes, `selection` and `reply`
+//! state                State: everything the handlers share, one per sidecar
+//! convert_jobs         conversions on demand
+//! diagnosis_cache      diagnoses per file version
+//! root_layouts         the root view every client starts from, per file version
+//! catalog              the served files, opened and pooled
+//! graph_index          per-graph in-memory indexes, under one memory bound
+//! views                each client's expanded hierarchy, under one memory bound
+//! matching             manual matching edits
+//! precision_overrides  precision indexes recomputed by `updatePrecisionError`
+//! layout               a laid-out hierarchy
+//! precision            a matched pair's precision, by the converter's comparison
+//! step_aside           background work pausing while the opening answers travel
+//! paths                request paths resolved inside the logdir
+//! messages             the page's error texts, in both languages
+//! values               JSON <-> protobuf `Value`
+//! watch                the logdir watched for new and changed files
+//! sync                 `lock`: the one policy for poisoned mutexes
+//! ```
+
+#![deny(unsafe_code)]
 
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
