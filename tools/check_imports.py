@@ -149,7 +149,6 @@ MOD_RE = re.compile(r"\bmod\s+(r#)?([A-Za-z_]\w*)\s*([;{])")
 USE_RE = re.compile(r"\buse\s+([^;]*);")
 PATH_RE = re.compile(r"(?<![\w$:])(crate|super|self)((?:\s*::\s*[A-Za-z_]\w*)+)")
 PUB_IN_RE = re.compile(r"\bpub\s*\(\s*in\s+[^)]*\)")
-ATTR_RE = re.compile(r"#!?\[[^\]]*\]\s*$")
 PATH_ATTR_RE = re.compile(r'#\[path\s*=\s*"([^"]+)"\]\s*(?:pub(?:\s*\([^)]*\))?\s+)?mod\s+(?:r#)?(\w+)\s*;')
 CFG_TEST_RE = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\s*\([^)]*\))?\s+)?$")
 
@@ -356,7 +355,7 @@ def _imports(tree: Tree, mod: str, file: Path, text: str) -> list[Import]:
     for m in PATH_RE.finditer(text):
         if any(s <= m.start() < e for s, e in skip):
             continue
-        segs = [m.group(1)] + re.findall(r"[A-Za-z_]\w*", m.group(2))
+        segs = [m.group(1), *re.findall(r"[A-Za-z_]\w*", m.group(2))]
         where = _module_at(tree, mod, text, m.start(), spans)
         add(where, m.start(), segs, relative_ok=False)
     return found
@@ -464,7 +463,7 @@ def check_tree(tree: Tree, report: Report, base: Path) -> None:
             levels.setdefault(parent, {}).setdefault(a, set()).add(b)
             why.setdefault((a, b), []).append(imp)
     report.edges += len(edges)
-    for parent, graph in sorted(levels.items()):
+    for _parent, graph in sorted(levels.items()):
         nodes = set(graph) | {b for bs in graph.values() for b in bs}
         for comp in strongly_connected(nodes, graph):
             key = f"{prefix}loop " + " <-> ".join(comp)
@@ -473,9 +472,7 @@ def check_tree(tree: Tree, report: Report, base: Path) -> None:
             for a in comp:
                 for b in comp:
                     for imp in why.get((a, b), []):
-                        lines.append(
-                            f"{rel(imp.file, base)}:{imp.line}: {name(imp.source)} uses {imp.item}"
-                        )
+                        lines.append(f"{rel(imp.file, base)}:{imp.line}: {name(imp.source)} uses {imp.item}")
             report.loop_lines[key] = lines
 
 
