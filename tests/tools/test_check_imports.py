@@ -24,6 +24,18 @@ def run(capsys, *args: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
+@pytest.fixture
+def check(tmp_path, monkeypatch, capsys):
+    """Writes crate `c` (in a fresh current folder) and checks it: (exit status, output)."""
+    monkeypatch.chdir(tmp_path)
+
+    def write_and_check(files: dict[str, str], *args: str) -> tuple[int, str]:
+        crate(tmp_path / "c", files)
+        return run(capsys, "--crate", "c", *args)
+
+    return write_and_check
+
+
 CLEAN = {
     "lib.rs": "//! use crate::b::Y; in a comment\nmod a;\nmod b;\npub use a::X;\npub use b::Y;\n",
     "a.rs": 'use crate::b::Y;\npub struct X(Y);\nconst S: &str = "crate::X";\n',
@@ -31,51 +43,42 @@ CLEAN = {
 }
 
 
-def test_a_clean_crate_passes(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    crate(tmp_path / "c", CLEAN)
-    code, out = run(capsys, "--crate", "c")
+def test_a_clean_crate_passes(check):
+    code, out = check(CLEAN)
     assert code == 0, out
     assert "c: 3 imports between 3 pairs of modules; 0 upward" in out  # the root's two re-exports and a -> b
     assert "0 loops" in out
 
 
-def test_an_import_through_the_root_is_upward(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    crate(tmp_path / "c", {**CLEAN, "b.rs": "pub struct Y;\nfn f() -> crate::X { todo!() }\n"})
-    code, out = run(capsys, "--crate", "c")
+def test_an_import_through_the_root_is_upward(check):
+    code, out = check({**CLEAN, "b.rs": "pub struct Y;\nfn f() -> crate::X { todo!() }\n"})
     assert code == 1
     assert "up b -> crate" in out
     assert "c/src/b.rs:2: b uses crate::X" in out
 
 
-def test_a_child_importing_its_parent_is_upward(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+def test_a_child_importing_its_parent_is_upward(check):
     files = {
         "lib.rs": "mod h;\n",
         "h/mod.rs": "mod r;\nmod x;\npub(crate) fn shared() {}\n",
         "h/x.rs": "use super::shared;\nuse super::r::Ok;\n",
         "h/r.rs": "pub struct Ok;\n",
     }
-    crate(tmp_path / "c", files)
-    code, out = run(capsys, "--crate", "c")
+    code, out = check(files)
     assert code == 1
     assert "up h::x -> h" in out
     assert "h::x uses crate::h::shared" in out
     assert "crate::h::r" not in out  # a sibling through `super::` is not upward
 
 
-def test_a_loop_between_two_modules_is_found(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+def test_a_loop_between_two_modules_is_found(check):
     files = {**CLEAN, "b.rs": "use crate::a::X;\npub struct Y;\n"}
-    crate(tmp_path / "c", files)
-    code, out = run(capsys, "--crate", "c")
+    code, out = check(files)
     assert code == 1
     assert "loop a <-> b" in out
 
 
-def test_a_loop_through_a_submodule_counts_on_the_parents_level(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+def test_a_loop_through_a_submodule_counts_on_the_parents_level(check):
     files = {
         "lib.rs": "mod a;\nmod b;\nmod c;\n",
         "a/mod.rs": "mod inner;\npub struct Z;\n",
@@ -83,27 +86,25 @@ def test_a_loop_through_a_submodule_counts_on_the_parents_level(tmp_path, monkey
         "b.rs": "pub struct Y;\nfn f() { let _ = crate::c::W; }\n",
         "c.rs": "pub struct W;\nuse crate::a::Z;\n",
     }
-    crate(tmp_path / "c", files)
-    code, out = run(capsys, "--crate", "c")
+    code, out = check(files)
     assert code == 1
     assert "loop a <-> b <-> c" in out
     assert "up" not in out.split("\n", 1)[1]
 
 
-def test_comments_strings_and_visibility_are_not_imports(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+def test_comments_strings_and_visibility_are_not_imports(check):
     files = {
         "lib.rs": "mod a;\npub struct X;\n",
+        "a/inner.rs": "pub(in crate::a) struct P;\n",
         "a.rs": (
+            "mod inner;\n"
             "/* use crate::X; /* nested */ crate::X */\n"
-            "pub(in crate::a) struct P;\n"
             'const T: &str = r#"use crate::X;"#;\n'
             "fn f<'a>(c: char) -> bool { c == '\"' }\n"
             "macro_rules! m { () => { $crate::X }; }\n"
         ),
     }
-    crate(tmp_path / "c", files)
-    code, out = run(capsys, "--crate", "c")
+    code, out = check(files)
     assert code == 0, out
 
 
