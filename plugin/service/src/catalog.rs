@@ -60,13 +60,13 @@ impl GraphFile {
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let edits = self.edits.load(std::sync::atomic::Ordering::SeqCst);
-        let pooled = crate::lock(&self.idle).pop();
+        let pooled = crate::sync::lock(&self.idle).pop();
         let store = match pooled {
             Some(store) => store,
             None => Store::open(&self.path)?,
         };
         let result = f(&store);
-        let mut idle = crate::lock(&self.idle);
+        let mut idle = crate::sync::lock(&self.idle);
         if idle.len() < POOL_SIZE && self.edits.load(std::sync::atomic::Ordering::SeqCst) == edits {
             idle.push(store);
         }
@@ -83,7 +83,7 @@ impl GraphFile {
         let store = Store::open_for_edit(&self.path)?;
         let result = f(&store);
         drop(store);
-        let mut idle = crate::lock(&self.idle);
+        let mut idle = crate::sync::lock(&self.idle);
         self.edits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         idle.clear();
         result
@@ -292,7 +292,7 @@ impl Catalog {
         }
         let mut found: Vec<(String, String, PathBuf)> = Vec::new();
         self.walk(&self.logdir, 0, &mut found);
-        let mut known = crate::lock(&self.known);
+        let mut known = crate::sync::lock(&self.known);
         let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut by_name = HashMap::new();
         let mut still_there = std::collections::HashSet::new();
@@ -329,7 +329,7 @@ impl Catalog {
     /// The file for `(run, tag)`; rescans once when it is not known (yet).
     pub fn file(&self, run: &str, tag: &str) -> Option<Arc<GraphFile>> {
         let lookup = |cat: &Catalog| {
-            let known = crate::lock(&cat.known);
+            let known = crate::sync::lock(&cat.known);
             let path = known.by_name.get(&(run.to_owned(), tag.to_owned()))?;
             known.files.get(path).cloned()
         };
@@ -342,7 +342,7 @@ impl Catalog {
 
     /// The folder of a run, if it is known.
     pub fn run_dir(&self, run: &str) -> Option<PathBuf> {
-        let known = crate::lock(&self.known);
+        let known = crate::sync::lock(&self.known);
         known
             .by_name
             .iter()
@@ -352,7 +352,7 @@ impl Catalog {
 
     /// A run's first file in natural order (msprobe's fallback when a request names no tag).
     pub fn first_tag(&self, run: &str) -> Option<String> {
-        let known = crate::lock(&self.known);
+        let known = crate::sync::lock(&self.known);
         known
             .by_name
             .keys()

@@ -337,14 +337,14 @@ impl Conversions {
 
     /// A job by id.
     pub fn job(&self, id: &str) -> Option<Arc<Job>> {
-        crate::lock(&self.table).jobs.get(id).cloned()
+        crate::sync::lock(&self.table).jobs.get(id).cloned()
     }
 
     /// The newest job `client` started; for a client that started none (msprobe's page opens
     /// its progress stream with `EventSource`, which sends no client header), the newest job
     /// of all, as msprobe's single global progress.
     pub fn newest(&self, client: &str) -> Option<Arc<Job>> {
-        let t = crate::lock(&self.table);
+        let t = crate::sync::lock(&self.table);
         t.newest_by_client
             .get(client)
             .or_else(|| t.order.last())
@@ -359,7 +359,7 @@ impl Conversions {
         client: &str,
         req: &pb::ConvertRequest,
     ) -> Result<Arc<Job>, StartError> {
-        let mut table = crate::lock(&self.table);
+        let mut table = crate::sync::lock(&self.table);
         let building = self.slots.load(Ordering::SeqCst);
         if building >= self.max {
             return Err(StartError::Busy {

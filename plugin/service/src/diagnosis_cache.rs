@@ -57,7 +57,7 @@ impl Entry {
     }
 }
 
-/// The cache (one per sidecar, in [`crate::State`]).
+/// The cache (one per sidecar, in [`crate::state::State`]).
 #[derive(Default)]
 pub struct DiagnosisCache {
     /// Least recently used first.
@@ -69,7 +69,7 @@ impl DiagnosisCache {
     /// entries of older versions are dropped on the way.
     fn slot(&self, file: &Arc<GraphFile>, key: Key) -> (Slot, Arc<AtomicUsize>) {
         let edits = file.edit_count();
-        let mut entries = crate::lock(&self.entries);
+        let mut entries = crate::sync::lock(&self.entries);
         entries.retain(Entry::is_current);
         let found = entries.iter().position(|e| {
             e.key == key && e.edits == edits && std::ptr::eq(e.file.as_ptr(), Arc::as_ptr(file))
@@ -110,7 +110,7 @@ impl DiagnosisCache {
         compute: impl FnOnce() -> Result<T, E>,
     ) -> Result<Arc<T>, E> {
         let (slot, bytes) = self.slot(file, key);
-        let mut guard = crate::lock(&slot);
+        let mut guard = crate::sync::lock(&slot);
         if let Some(value) = guard.as_ref().and_then(|v| v.clone().downcast::<T>().ok()) {
             return Ok(value);
         }
@@ -122,11 +122,11 @@ impl DiagnosisCache {
 
     /// How many results are kept now (for tests).
     pub fn len(&self) -> usize {
-        let mut entries = crate::lock(&self.entries);
+        let mut entries = crate::sync::lock(&self.entries);
         entries.retain(Entry::is_current);
         entries
             .iter()
-            .filter(|e| crate::lock(&e.slot).is_some())
+            .filter(|e| crate::sync::lock(&e.slot).is_some())
             .count()
     }
 

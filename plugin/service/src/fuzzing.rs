@@ -11,7 +11,8 @@ use std::sync::{Arc, OnceLock};
 use graph_ascend_proto as pb;
 use prost::Message;
 
-use crate::{handlers, State};
+use crate::handlers;
+use crate::state::State;
 
 /// A logdir with a run folder, and a state serving it (one per process: a state watches its
 /// logdir with a thread).
@@ -146,7 +147,7 @@ pub fn request(bytes: &[u8]) {
         return;
     };
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
-        let _ = crate::values::prost_to_json(&crate::json_to_prost(&value));
+        let _ = crate::values::prost_to_json(&crate::values::json_to_prost(&value));
     }
     let state = &served().state;
     macro_rules! call {
@@ -241,7 +242,7 @@ pub fn json_strings(bytes: &[u8]) {
     }
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
         // The value as the sidecar holds it (numbers as doubles), and as serde_json writes that.
-        let value = crate::json_to_prost(&value);
+        let value = crate::values::json_to_prost(&value);
         ours.clear();
         write::value(&mut ours, &value);
         let expected = serde_to_vec(&crate::values::prost_to_json(&value));

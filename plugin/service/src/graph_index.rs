@@ -13,7 +13,7 @@
 //! fresh indexes. Our own edits (matching) call [`IndexCache::invalidate`] as well, so that
 //! nothing depends on the file system's timestamp resolution. The precision recomputed by
 //! `updatePrecisionError` is not part of the index: the filter applies it on top
-//! ([`crate::handlers::PrecisionOverrides`]).
+//! ([`crate::precision_overrides::PrecisionOverrides`]).
 //!
 //! An index is built on first use, or ahead of it by [`crate::catalog::GraphFile::prefetch`] (on
 //! a background thread, when the page loads a file's configuration), so that the first search or
@@ -335,7 +335,7 @@ impl IndexCache {
     }
 
     fn slot(&self, graph: GraphKey) -> Slot {
-        let mut slots = crate::lock(&self.slots);
+        let mut slots = crate::sync::lock(&self.slots);
         slots.entry(graph).or_default().clone()
     }
 
@@ -346,7 +346,7 @@ impl IndexCache {
         build: impl FnOnce() -> Result<GraphIndex, StoreError>,
     ) -> Result<Arc<GraphIndex>, StoreError> {
         let slot = self.slot(graph);
-        let mut guard = crate::lock(&slot);
+        let mut guard = crate::sync::lock(&slot);
         if let Some(index) = guard.as_ref() {
             let index = index.clone();
             drop(guard);
@@ -377,14 +377,14 @@ impl IndexCache {
 
     /// Whether `graph` has a slot already (built, or being built).
     pub fn has(&self, graph: GraphKey) -> bool {
-        crate::lock(&self.slots).contains_key(&graph)
+        crate::sync::lock(&self.slots).contains_key(&graph)
     }
 
     /// Forgets every index (after an edit of the file) and says which graphs had an index.
     /// Builds under way finish for their own callers; later callers build anew.
     pub fn invalidate(&self) -> Vec<GraphKey> {
         let graphs: Vec<GraphKey> = {
-            let mut slots = crate::lock(&self.slots);
+            let mut slots = crate::sync::lock(&self.slots);
             slots.drain().map(|(graph, _)| graph).collect()
         };
         self.budget.forget(self.id, &graphs);
@@ -450,12 +450,12 @@ impl IndexBudget {
 
     /// Bytes held by the indexes now.
     pub fn bytes(&self) -> usize {
-        crate::lock(&self.ledger).bytes
+        crate::sync::lock(&self.ledger).bytes
     }
 
     /// How many graphs have an index now.
     pub fn len(&self) -> usize {
-        crate::lock(&self.ledger).held.len()
+        crate::sync::lock(&self.ledger).held.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -463,7 +463,7 @@ impl IndexBudget {
     }
 
     fn touch(&self, cache: u64, graph: GraphKey) {
-        let mut ledger = crate::lock(&self.ledger);
+        let mut ledger = crate::sync::lock(&self.ledger);
         ledger.clock += 1;
         let now = ledger.clock;
         if let Some(held) = ledger.held.get_mut(&(cache, graph)) {
@@ -474,7 +474,7 @@ impl IndexBudget {
     /// Records a new index, then drops the least recently used others until all fit the bound.
     fn admit(&self, mut new: Held) {
         let key = (new.cache, new.graph);
-        let mut ledger = crate::lock(&self.ledger);
+        let mut ledger = crate::sync::lock(&self.ledger);
         ledger.clock += 1;
         new.last_used = ledger.clock;
         ledger.bytes += new.bytes;
@@ -504,7 +504,7 @@ impl IndexBudget {
 
     /// Forgets the indexes of `graphs` of one cache (dropped from it already).
     fn forget(&self, cache: u64, graphs: &[GraphKey]) {
-        let mut ledger = crate::lock(&self.ledger);
+        let mut ledger = crate::sync::lock(&self.ledger);
         for graph in graphs {
             if let Some(held) = ledger.held.remove(&(cache, *graph)) {
                 ledger.bytes -= held.bytes;
@@ -514,7 +514,7 @@ impl IndexBudget {
 
     /// Forgets every index of a cache that is gone (the file changed or left the logdir).
     fn forget_cache(&self, cache: u64) {
-        let mut ledger = crate::lock(&self.ledger);
+        let mut ledger = crate::sync::lock(&self.ledger);
         let mut freed = 0;
         ledger.held.retain(|(c, _), held| {
             let keep = *c != cache;
@@ -533,7 +533,7 @@ impl Held {
         let (Some(slots), Some(slot)) = (self.slots.upgrade(), self.slot.upgrade()) else {
             return;
         };
-        let mut slots = crate::lock(&slots);
+        let mut slots = crate::sync::lock(&slots);
         if slots
             .get(&self.graph)
             .is_some_and(|s| Arc::ptr_eq(s, &slot))
@@ -562,7 +562,7 @@ struct RowMap {
 
 impl RowCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, RowMap> {
-        crate::lock(&self.map)
+        crate::sync::lock(&self.map)
     }
 
     /// Forgets everything (after an edit of the file).

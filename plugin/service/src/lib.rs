@@ -11,6 +11,39 @@
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per graph,
 //! under one memory bound for all files;
 //! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version.
+//!
+//! # Layout
+//!
+//! From the edge down: each module imports only from modules listed below it, never from one
+//! above it nor from the root, and no two modules import each other (`make lint-imports` checks
+//! this with `tools/check_imports.py`). This file only declares the modules and re-exports the
+//! public face.
+//!
+//! ```text
+//! server               the listener, graceful shutdown, the TCP token; serves a State
+//! service              the tonic edge: one method per RPC, run quick or on the blocking pool
+//! fuzzing              fuzz entry points (files, requests, the JSON of values)
+//! handlers/            one function per RPC; below its routes, `selection` and `reply`
+//! state                State: everything the handlers share, one per sidecar
+//! convert_jobs         conversions on demand
+//! diagnosis_cache      diagnoses per file version
+//! root_layouts         the root view every client starts from, per file version
+//! catalog              the served files, opened and pooled
+//! graph_index          per-graph in-memory indexes, under one memory bound
+//! views                each client's expanded hierarchy, under one memory bound
+//! matching             manual matching edits
+//! precision_overrides  precision indexes recomputed by `updatePrecisionError`
+//! layout               a laid-out hierarchy
+//! precision            a matched pair's precision, by the converter's comparison
+//! step_aside           background work pausing while the opening answers travel
+//! paths                request paths resolved inside the logdir
+//! messages             the page's error texts, in both languages
+//! values               JSON <-> protobuf `Value`
+//! watch                the logdir watched for new and changed files
+//! sync                 `lock`: the one policy for poisoned mutexes
+//! ```
+
+#![deny(unsafe_code)]
 
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
@@ -23,10 +56,13 @@ pub(crate) mod matching;
 pub(crate) mod messages;
 pub(crate) mod paths;
 pub(crate) mod precision;
+pub(crate) mod precision_overrides;
 pub(crate) mod root_layouts;
 pub mod server;
 pub mod service;
+pub(crate) mod state;
 pub(crate) mod step_aside;
+pub(crate) mod sync;
 pub(crate) mod values;
 pub(crate) mod views;
 pub(crate) mod watch;
@@ -35,86 +71,9 @@ pub use catalog::GraphFile;
 pub use convert_jobs::STAGING_PREFIX;
 pub use graph_index::DEFAULT_MAX_INDEX_BYTES;
 pub use layout::NodeSource;
+pub use precision_overrides::PrecisionOverrides;
 pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenCheck};
 pub use service::GraphService;
+pub use state::State;
 pub use values::json_to_prost;
 pub use views::DEFAULT_MAX_VIEW_BYTES;
-
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Locks a mutex of the sidecar, recovering it if a thread panicked while holding it.
-///
-/// The one policy for poisoned locks: every mutex here guards a cache or a client's view state,
-/// each left whole between statements, so the data is still usable; refusing it would turn one
-/// failed request into a file or view that stays broken until a restart.
-pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Everything the handlers share.
-pub struct State {
-    pub catalog: catalog::Catalog,
-    pub views: views::Views,
-    /// The root layouts shared by clients, per file version (`root_layouts`).
-    pub root_layouts: Arc<root_layouts::RootLayouts>,
-    /// Pauses the background work of opening a file while its first answers travel (`step_aside`).
-    pub step_aside: Arc<step_aside::StepAside>,
-    pub watch: watch::LogdirWatch,
-    pub precision_overrides: handlers::PrecisionOverrides,
-    pub conversions: convert_jobs::Conversions,
-    /// Diagnoses per file version (`handlers::diagnose`).
-    pub diagnoses: diagnosis_cache::DiagnosisCache,
-}
-
-impl State {
-    /// The state of a sidecar serving `logdir`.
-    pub fn new(logdir: PathBuf) -> State {
-        State::with_max_conversions(logdir, convert_jobs::DEFAULT_MAX_CONVERSIONS)
-    }
-
-    /// The state of a sidecar serving `logdir` that runs at most `max_conversions` at once.
-    pub fn with_max_conversions(logdir: PathBuf, max_conversions: usize) -> State {
-        State {
-            precision_overrides: handlers::PrecisionOverrides::default(),
-            conversions: convert_jobs::Conversions::new(max_conversions),
-            watch: watch::LogdirWatch::start(&logdir),
-            catalog: catalog::Catalog::new(logdir),
-            views: views::Views::default(),
-            root_layouts: Arc::default(),
-            step_aside: Arc::default(),
-            diagnoses: diagnosis_cache::DiagnosisCache::default(),
-        }
-    }
-
-    /// This state with the views of all clients bounded to about `bytes` together (default
-    /// [`DEFAULT_MAX_VIEW_BYTES`]; the least recently used go first).
-    pub fn with_view_memory(mut self, bytes: usize) -> State {
-        self.views = views::Views::with_max_bytes(bytes);
-        self
-    }
-
-    /// This state with the indexes of all files bounded to about `bytes` together (default
-    /// [`DEFAULT_MAX_INDEX_BYTES`]; the least recently used go first).
-    pub fn with_index_memory(mut self, bytes: usize) -> State {
-        self.catalog = self.catalog.with_index_memory(bytes);
-        self
-    }
-
-    /// Bytes held by the indexes of all files, by their own measure.
-    pub fn index_bytes(&self) -> usize {
-        self.catalog.index_budget().bytes()
-    }
-
-    /// How many graphs (a side of a step and rank of a file) have an index now.
-    pub fn indexed_graphs(&self) -> usize {
-        self.catalog.index_budget().len()
-    }
-
-    /// Bytes held by the views of all clients, as last measured.
-    pub fn view_bytes(&self) -> usize {
-        self.views.bytes()
-    }
-}

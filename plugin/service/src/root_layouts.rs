@@ -77,7 +77,7 @@ impl RootLayouts {
         };
         let edits = file.edit_count();
         let cell = self.cell(&key, file, edits);
-        let mut guard = crate::lock(&cell);
+        let mut guard = crate::sync::lock(&cell);
         if let Some(layout) = guard.as_ref() {
             return Ok(layout.clone());
         }
@@ -91,14 +91,14 @@ impl RootLayouts {
 
     /// Whether a layout of this key is kept or being made for this version of the file.
     fn has(&self, file: &Arc<GraphFile>, key: &Key) -> bool {
-        crate::lock(&self.entries).get(key).is_some_and(|e| {
+        crate::sync::lock(&self.entries).get(key).is_some_and(|e| {
             e.edits == file.edit_count() && Weak::ptr_eq(&e.file, &Arc::downgrade(file))
         })
     }
 
     /// The cell of `key` for this version of the file: the kept one, or a new empty one.
     fn cell(&self, key: &Key, file: &Arc<GraphFile>, edits: u64) -> Cell {
-        let mut entries = crate::lock(&self.entries);
+        let mut entries = crate::sync::lock(&self.entries);
         let now = Instant::now();
         let version = Arc::downgrade(file);
         if let Some(entry) = entries.get_mut(key) {
@@ -135,7 +135,7 @@ impl RootLayouts {
     /// Records the size of a layout just made, then drops the least recently used others until
     /// all fit [`MAX_BYTES`]; a layout larger than that on its own is not kept.
     fn record_size(&self, key: &Key, cell: &Cell, bytes: usize) {
-        let mut entries = crate::lock(&self.entries);
+        let mut entries = crate::sync::lock(&self.entries);
         match entries.get_mut(key) {
             Some(entry) if Arc::ptr_eq(&entry.cell, cell) => entry.bytes = bytes,
             _ => return,
@@ -211,7 +211,7 @@ impl RootLayouts {
 
     /// How many layouts are kept (for tests).
     pub fn len(&self) -> usize {
-        crate::lock(&self.entries).len()
+        crate::sync::lock(&self.entries).len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -14,7 +14,7 @@ use tokio_stream::Stream;
 use tonic::transport::server::Connected;
 
 use crate::service::GraphService;
-use crate::State;
+use crate::state::State;
 
 /// Largest message either way (a node list of a million names is tens of megabytes).
 pub const MAX_MESSAGE_BYTES: usize = 1 << 30;

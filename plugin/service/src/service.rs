@@ -16,7 +16,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 use crate::handlers;
-use crate::State;
+use crate::state::State;
 
 /// The service object tonic serves.
 #[derive(Clone)]

@@ -73,7 +73,7 @@ impl Views {
     /// stays, even alone above the bound: its client is waiting for it).
     pub fn record_size(&self, key: &ViewKey, hierarchy: Option<&Hierarchy>) {
         let bytes = hierarchy.map_or(0, Hierarchy::heap_size);
-        let mut slots = crate::lock(&self.slots);
+        let mut slots = crate::sync::lock(&self.slots);
         if let Some(slot) = slots.get_mut(key) {
             slot.bytes = bytes;
         }
@@ -104,7 +104,7 @@ impl Views {
 
     /// Bytes held by all views, as last measured.
     pub fn bytes(&self) -> usize {
-        crate::lock(&self.slots)
+        crate::sync::lock(&self.slots)
             .iter()
             .map(|(k, s)| k.cost() + s.bytes)
             .sum()
@@ -114,7 +114,7 @@ impl Views {
     /// duration of one request, so one client's concurrent requests on one pane are serialized
     /// while different clients never wait for each other.
     pub fn slot(&self, key: ViewKey) -> Arc<Mutex<Option<Hierarchy>>> {
-        let mut slots = crate::lock(&self.slots);
+        let mut slots = crate::sync::lock(&self.slots);
         let now = Instant::now();
         slots.retain(|_, slot| now.duration_since(slot.last_used) < IDLE_LIMIT);
         if slots.len() >= MAX_VIEWS && !slots.contains_key(&key) {
@@ -144,7 +144,7 @@ impl Views {
         file: &std::path::Path,
         pane: &str,
     ) -> Vec<Arc<Mutex<Option<Hierarchy>>>> {
-        let slots = crate::lock(&self.slots);
+        let slots = crate::sync::lock(&self.slots);
         slots
             .iter()
             .filter(|(k, _)| k.file == file && k.pane == pane)
@@ -154,7 +154,7 @@ impl Views {
 
     /// How many hierarchies are held (for tests and metrics).
     pub fn len(&self) -> usize {
-        crate::lock(&self.slots).len()
+        crate::sync::lock(&self.slots).len()
     }
 
     pub fn is_empty(&self) -> bool {

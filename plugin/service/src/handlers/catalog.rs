@@ -8,10 +8,11 @@ use graph_ascend_visdb::Store;
 use serde_json::Value;
 
 use super::navigation::pane;
-use super::{answer, lang_of, select, HandlerError, Result, Selection, StoreContext};
+use super::reply::{answer, HandlerError, Result, StoreContext};
+use super::selection::{lang_of, select, Selection};
 use crate::messages::{Lang, Msg};
+use crate::state::State;
 use crate::values::{json_to_prost, json_to_struct};
-use crate::State;
 
 /// `load_meta_dir`: every run and its files, and the files that cannot be served, with reasons.
 pub fn load_meta_dir(state: &State) -> pb::LoadMetaDirResponse {

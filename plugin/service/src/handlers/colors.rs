@@ -3,39 +3,10 @@
 use graph_ascend_proto as pb;
 use serde_json::Value;
 
-use super::{answer, lang_of, select, HandlerError, Result, StoreContext};
+use super::reply::{answer, ColorsError, HandlerError, Result, StoreContext};
+use super::selection::{lang_of, select};
 use crate::messages::Msg;
-use crate::State;
-
-/// Why msprobe's `validate_colors_param` refuses a legend; the texts are msprobe's (English in
-/// both languages).
-#[derive(Debug, PartialEq, thiserror::Error)]
-pub enum ColorsError {
-    #[error("Colors must be an object")]
-    NotObject,
-    #[error("Colors cannot be empty")]
-    Empty,
-    #[error("Illegal color key: {0}")]
-    IllegalKey(String),
-    #[error("The value of {0} must be an object")]
-    NotAnObject(String),
-    #[error("The value of {0} lacks the value field")]
-    NoValue(String),
-    #[error("The value of {0} must be an array of length 2")]
-    NotAPair(String),
-    #[error("The value of {0} must consist of numbers")]
-    NotNumbers(String),
-    #[error("The value range of {0} is invalid")]
-    EmptyRange(String),
-    #[error("Unsupported value: {0}")]
-    UnsupportedValue(String),
-    #[error("The value of {0} has the wrong type")]
-    WrongType(String),
-    #[error("The description of {0} is not a string")]
-    DescriptionNotText(String),
-    #[error("The description of {0} is not allowed")]
-    DescriptionRefused(String),
-}
+use crate::state::State;
 
 /// `updateColors`: checks the legend as msprobe does and stores it in the file.
 pub fn update_colors(state: &State, req: pb::UpdateColorsRequest) -> pb::StatusResponse {

@@ -11,10 +11,10 @@ use std::pin::Pin;
 use graph_ascend_proto as pb;
 use tokio_stream::Stream;
 
-use super::{answer, HandlerError};
+use super::reply::{answer, HandlerError};
 use crate::convert_jobs::{self, Status};
 use crate::messages::{Lang, Msg};
-use crate::State;
+use crate::state::State;
 
 /// `loadConvertedGraphData`: the dump folders and layer-mapping files a conversion may use.
 pub fn load_converted_graph_data(state: &State) -> pb::ConvertCandidatesResponse {

@@ -14,11 +14,12 @@ use graph_ascend_diagnose::{
 };
 use graph_ascend_proto as pb;
 
-use super::{answer, file_of, select, Failure, HandlerError, Result};
+use super::reply::{answer, Failure, HandlerError, Result};
+use super::selection::{file_of, select};
 use crate::catalog::GraphFile;
 use crate::diagnosis_cache::{Key, Weight};
 use crate::messages::{Lang, Msg};
-use crate::State;
+use crate::state::State;
 
 /// Sources answered when the request names no `top`, and the most it may ask for.
 const DEFAULT_TOP: usize = 50;

@@ -4,9 +4,10 @@ use graph_ascend_proto as pb;
 use graph_ascend_visdb::store::Side;
 use serde_json::Value;
 
-use super::{answer, lang_of, select, HandlerError, Result, Selection, StoreContext};
+use super::reply::{answer, HandlerError, Result, StoreContext};
+use super::selection::{lang_of, select, Selection};
 use crate::messages::Msg;
-use crate::State;
+use crate::state::State;
 
 /// The precision bands of the filter: `lower <= precision_index < upper`.
 const PRECISION_BANDS: [(&str, f64, f64); 3] = [

@@ -12,11 +12,12 @@ use graph_ascend_visdb::store::Side;
 use graph_ascend_visdb::{Store, StoreError};
 use serde_json::Value;
 
-use super::{answer, lang_of, select, HandlerError, Result, Selection, StoreContext};
+use super::reply::{answer, HandlerError, Result, StoreContext};
+use super::selection::{lang_of, select, Selection};
 use crate::matching::{opposite, Editor, Outcome};
 use crate::messages::Msg;
 use crate::precision::mode_of_task;
-use crate::State;
+use crate::state::State;
 
 // ---------------------------------------------------------------------------------------------
 // Reading.
@@ -160,7 +161,7 @@ fn edit(
             Side::Bench => "Bench",
         };
         for slot in state.views.slots_of(&sel.file.path, pane) {
-            let mut guard = crate::lock(&slot);
+            let mut guard = crate::sync::lock(&slot);
             let Some(h) = guard.as_mut() else { continue };
             if h.graph() != sel.graph(side) {
                 continue;

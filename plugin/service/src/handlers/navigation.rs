@@ -5,12 +5,13 @@ use graph_ascend_proto as pb;
 use graph_ascend_visdb::store::{NodeDetailRow, Side};
 use serde_json::Value;
 
-use super::{answer, lang_of, select, HandlerError, Result, StoreContext};
+use super::reply::{answer, HandlerError, Result, StoreContext};
+use super::selection::{lang_of, select};
 use crate::layout::{Hierarchy, RenderInfo};
 use crate::messages::Msg;
+use crate::state::State;
 use crate::values::{json_to_prost, json_to_struct};
 use crate::views::ViewKey;
-use crate::State;
 
 /// `loadGraphAllNodeList`: every node name of each graph, in node order.
 pub fn load_graph_all_node_list(state: &State, req: pb::MetaRequest) -> pb::NodeListResponse {
@@ -79,7 +80,7 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
         pane: pane_name.to_owned(),
     };
     let slot = state.views.slot(key.clone());
-    let mut guard = crate::lock(&slot);
+    let mut guard = crate::sync::lock(&slot);
     let graph = sel.graph(side);
     if node.node_name == "root" {
         state.precision_overrides.clear(&sel.file.path);
@@ -152,7 +153,7 @@ fn hierarchy(
         file: sel.file.path.clone(),
         pane: req.graph_type.clone(),
     });
-    let guard = crate::lock(&slot);
+    let guard = crate::sync::lock(&slot);
     let data = guard.as_ref().map(Hierarchy::all).unwrap_or_default();
     Ok(pb::HierarchyResponse {
         success: true,

@@ -1,49 +1,16 @@
 //! The precision recomputation route, `updatePrecisionError` (`docs/msprobe-api.md`
-//! §4), and the recomputed indexes it keeps.
+//! §4); the recomputed indexes are kept in [`crate::precision_overrides`].
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use graph_ascend_proto as pb;
 use graph_ascend_visdb::store::Side;
 use serde_json::Value;
 
-use super::{answer, lang_of, select, HandlerError, Result, StoreContext};
+use super::reply::{answer, HandlerError, Result, StoreContext};
+use super::selection::{lang_of, select};
 use crate::messages::Msg;
-use crate::State;
-
-/// Precision indexes recomputed by `updatePrecisionError`, per file, step and rank.
-///
-/// msprobe keeps these in memory only (the file keeps the converter's values) and drops them
-/// when the root is expanded again; so does this cache. The precision filter reads through it.
-#[derive(Default)]
-pub struct PrecisionOverrides {
-    map: Mutex<OverrideMap>,
-}
-
-/// `(file, step, rank)` → node name → recomputed precision index.
-type OverrideMap = HashMap<(PathBuf, i64, i64), HashMap<String, f64>>;
-
-impl PrecisionOverrides {
-    fn lock(&self) -> std::sync::MutexGuard<'_, OverrideMap> {
-        crate::lock(&self.map)
-    }
-
-    /// The recomputed index of `name`, if any.
-    pub fn get(&self, file: &Path, step: i64, rank: i64) -> Option<HashMap<String, f64>> {
-        self.lock().get(&(file.to_owned(), step, rank)).cloned()
-    }
-
-    fn set(&self, file: &Path, step: i64, rank: i64, values: HashMap<String, f64>) {
-        self.lock().insert((file.to_owned(), step, rank), values);
-    }
-
-    /// Forgets a file's recomputed indexes (a root expansion, or an edit of the file).
-    pub fn clear(&self, file: &Path) {
-        self.lock().retain(|(f, _, _), _| f != file);
-    }
-}
+use crate::state::State;
 
 /// The metrics `updatePrecisionError` may use, by the page's codes.
 const ERROR_METRICS: [(&str, &str); 4] = [
@@ -83,7 +50,7 @@ fn metric_value(v: &Value) -> Option<f64> {
 }
 
 /// `updatePrecisionError`: recomputes the precision index of matched nodes from the chosen
-/// error metrics (kept in memory, as msprobe does, see [`PrecisionOverrides`]).
+/// error metrics (kept in memory, as msprobe does, see [`crate::precision_overrides`]).
 pub fn update_precision_error(
     state: &State,
     req: pb::UpdatePrecisionErrorRequest,
@@ -129,7 +96,7 @@ fn recompute(state: &State, req: &pb::UpdatePrecisionErrorRequest) -> Result<pb:
         return Err(HandlerError::Invalid(Msg::NoUpdateNodesFound));
     }
     for slot in state.views.slots_of(&sel.file.path, "NPU") {
-        let mut guard = crate::lock(&slot);
+        let mut guard = crate::sync::lock(&slot);
         if let Some(h) = guard.as_mut() {
             if h.graph() == sel.graph(Side::Npu) {
                 h.patch_precision(&values);

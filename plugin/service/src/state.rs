@@ -1,0 +1,78 @@
+//! What the handlers share: one [`State`] per sidecar, built by the server.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::catalog::Catalog;
+use crate::convert_jobs::{Conversions, DEFAULT_MAX_CONVERSIONS};
+use crate::diagnosis_cache::DiagnosisCache;
+use crate::precision_overrides::PrecisionOverrides;
+use crate::root_layouts::RootLayouts;
+use crate::step_aside::StepAside;
+use crate::views::Views;
+use crate::watch::LogdirWatch;
+
+/// Everything the handlers share.
+pub struct State {
+    pub catalog: Catalog,
+    pub views: Views,
+    /// The root layouts shared by clients, per file version (`root_layouts`).
+    pub root_layouts: Arc<RootLayouts>,
+    /// Pauses the background work of opening a file while its first answers travel (`step_aside`).
+    pub step_aside: Arc<StepAside>,
+    pub watch: LogdirWatch,
+    pub precision_overrides: PrecisionOverrides,
+    pub conversions: Conversions,
+    /// Diagnoses per file version (`handlers::diagnose`).
+    pub diagnoses: DiagnosisCache,
+}
+
+impl State {
+    /// The state of a sidecar serving `logdir`.
+    pub fn new(logdir: PathBuf) -> State {
+        State::with_max_conversions(logdir, DEFAULT_MAX_CONVERSIONS)
+    }
+
+    /// The state of a sidecar serving `logdir` that runs at most `max_conversions` at once.
+    pub fn with_max_conversions(logdir: PathBuf, max_conversions: usize) -> State {
+        State {
+            precision_overrides: PrecisionOverrides::default(),
+            conversions: Conversions::new(max_conversions),
+            watch: LogdirWatch::start(&logdir),
+            catalog: Catalog::new(logdir),
+            views: Views::default(),
+            root_layouts: Arc::default(),
+            step_aside: Arc::default(),
+            diagnoses: DiagnosisCache::default(),
+        }
+    }
+
+    /// This state with the views of all clients bounded to about `bytes` together (default
+    /// [`DEFAULT_MAX_VIEW_BYTES`](crate::DEFAULT_MAX_VIEW_BYTES); the least recently used go first).
+    pub fn with_view_memory(mut self, bytes: usize) -> State {
+        self.views = Views::with_max_bytes(bytes);
+        self
+    }
+
+    /// This state with the indexes of all files bounded to about `bytes` together (default
+    /// [`DEFAULT_MAX_INDEX_BYTES`](crate::DEFAULT_MAX_INDEX_BYTES); the least recently used go first).
+    pub fn with_index_memory(mut self, bytes: usize) -> State {
+        self.catalog = self.catalog.with_index_memory(bytes);
+        self
+    }
+
+    /// Bytes held by the indexes of all files, by their own measure.
+    pub fn index_bytes(&self) -> usize {
+        self.catalog.index_budget().bytes()
+    }
+
+    /// How many graphs (a side of a step and rank of a file) have an index now.
+    pub fn indexed_graphs(&self) -> usize {
+        self.catalog.index_budget().len()
+    }
+
+    /// Bytes held by the views of all clients, as last measured.
+    pub fn view_bytes(&self) -> usize {
+        self.views.bytes()
+    }
+}
