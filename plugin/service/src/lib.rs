@@ -15,7 +15,6 @@
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
 pub(crate) mod diagnosis_cache;
-pub mod fuzzing;
 pub(crate) mod graph_index;
 pub mod handlers;
 pub(crate) mod layout;
@@ -37,7 +36,7 @@ pub use graph_index::DEFAULT_MAX_INDEX_BYTES;
 pub use layout::NodeSource;
 pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenCheck};
 pub use service::GraphService;
-pub use values::json_to_prost;
+pub use values::{json_to_prost, prost_to_json};
 pub use views::DEFAULT_MAX_VIEW_BYTES;
 
 use std::path::PathBuf;
