@@ -173,12 +173,12 @@ $(SCALE_VENV)/.installed:
 
 test-scale: $(SCALE_VENV)/.installed
 	command -v slurmctld >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm; } || { echo "test-scale needs Debian's slurm-wlm (apt-get install -y slurm-wlm)"; exit 1; }
-	$(CARGO) build --release --locked -p graph-ascend -p graph-ascend-convert --bins
+	$(CARGO) build --release --locked -p graph-ascend -p graph-ascend-testkit --bins
 	GRAPH_ASCEND=$(TARGET_DIR)/release/graph-ascend GEN_DUMP=$(TARGET_DIR)/release/gen_dump bash tests/scale/slurm.sh
 	K8S_PY=$(CURDIR)/$(SCALE_VENV)/bin/python bash tests/scale/k8s.sh
 
 # New inputs that raise coverage go to fuzz/corpus/<target>/, crashes to fuzz/artifacts/<target>/:
-# commit the crash cases with their fix (plugin/dump/tests/fuzz_corpus.rs replays both).
+# commit the crash cases with their fix (plugin/testkit/tests/fuzz_corpus.rs replays both).
 fuzz:
 	for t in $(FUZZ_TARGETS); do \
 		$(CARGO) +nightly fuzz run --fuzz-dir fuzz -O $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048; \

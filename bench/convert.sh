@@ -3,7 +3,7 @@
 #
 # 1. The real 20,758-entry pair (BIG_DIR, by default ../shared/fixtures/big beside the
 #    repository, when present): build, compare, and a TP 2 merge with the two sides as two ranks.
-# 2. Synthetic dumps from `gen_dump` at growing sizes (BENCH_SIZES, default 20k 100k 300k
+# 2. Synthetic dumps from `gen_dump` (the test-support crate's) at growing sizes (BENCH_SIZES, default 20k 100k 300k
 #    entries a side; add 1000000 for the 1M point): how time and memory grow with size.
 #
 # When msprobe can run here (MSPROBE_DIR: an unpacked msprobe 26.2 package, default the one the
@@ -28,7 +28,7 @@ SIZES=${BENCH_SIZES:-"20000 100000 300000"}
 TMP=${BENCH_TMP:-$(mktemp -d)}
 trap 'rm -rf "$TMP"' EXIT
 
-cargo build --release -q -p graph-ascend-convert --bin gen_dump
+cargo build --release -q -p graph-ascend-testkit --bin gen_dump
 GEN=target/release/gen_dump
 [ -x "$GA" ] || cargo build --release -q -p graph-ascend
 

@@ -4,7 +4,7 @@
 # 1. The real 48-layer pair (BIG_DIR, by default ../shared/fixtures/big beside the repository, when present), converted to a compare .vis.db
 #    with `graph-ascend convert`: target under 50 ms.
 # 2. A synthetic compare of about BENCH_DIAG_NODES nodes a side (default 1,000,000) from
-#    `graph-ascend gen-visdb`: target under 1 s after load.
+#    `gen_visdb` (the test-support crate's generator): target under 1 s after load.
 #
 # Each line: nodes, load time, the rules' best wall time of RUNS and their CPU time (all threads):
 # on a shared machine the wall time includes waiting for a core. For each file, the sidecar's
@@ -25,6 +25,8 @@ trap 'rm -rf "$TMP"' EXIT
 
 cargo build --release -q -p graph-ascend-diagnose --example diagnose_bench
 cargo build --release -q -p graph-ascend-service --example diagnosis_bench
+cargo build --release -q -p graph-ascend-testkit --bin gen_visdb
+GEN_VISDB=target/release/gen_visdb
 BENCH=target/release/examples/diagnose_bench
 ROUTE=target/release/examples/diagnosis_bench
 [ -x "$GA" ] || cargo build --release -q -p graph-ascend
@@ -44,7 +46,7 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
 else
   echo "48-layer pair: $BIG_DIR/big_stats_{a,b}.tar.xz not found, skipped"
 fi
-"$GA" gen-visdb --nodes "$NODES" --out "$TMP/synthetic.vis.db" >/dev/null
+"$GEN_VISDB" --nodes "$NODES" --out "$TMP/synthetic.vis.db" >/dev/null
 echo "synthetic compare, $NODES nodes a side (target < 1 s after load):"
 /usr/bin/time -f "  (whole run: %e s, peak %M KB)" "$BENCH" "$TMP/synthetic.vis.db" "$RUNS"
 mkdir -p "$TMP/synthetic_dir/run" && mv "$TMP/synthetic.vis.db" "$TMP/synthetic_dir/run/"

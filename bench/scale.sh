@@ -37,7 +37,7 @@ TMP=${BENCH_TMP:-$(mktemp -d)}
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 
-cargo build --release -q --locked -p graph-ascend-convert --bin gen_dump
+cargo build --release -q --locked -p graph-ascend-testkit --bin gen_dump
 cargo build --release -q --locked -p graph-ascend
 GEN=target/release/gen_dump
 GA=$(realpath "$GA")

@@ -4,9 +4,9 @@
 # 1. compare_big: the real 25k-node-a-side pair (BIG_DIR, by default ../shared/fixtures/big beside
 #    the repository, when present), converted by our converter; timed for ours and, when msprobe
 #    26.2 is installed (MSPROBE), for msprobe's plugin in the same TensorBoard, side by side.
-# 2. many_graphs: a file of 1,000 small graphs (10 steps x 100 ranks, gen-visdb); its first answers
+# 2. many_graphs: a file of 1,000 small graphs (10 steps x 100 ranks, gen_visdb); its first answers
 #    and then the node lists of all 1,000 graphs, under a 4 MB index bound (MANY_GRAPHS=0 skips it).
-# 3. synth_1m: a synthetic compare file of about 1M nodes (gen-visdb, ~490k a side); ours only
+# 3. synth_1m: a synthetic compare file of about 1M nodes (gen_visdb, ~490k a side); ours only
 #    (msprobe's plugin needs minutes per request at this size).
 #
 # Each part runs in its own TensorBoard, so the sidecar's peak memory is per part.
@@ -38,8 +38,11 @@ else
   trap 'rm -rf "$TMP"' EXIT
 fi
 
-# The binary, and the shim's copy of it (the plugin runs the package's bin/ unless told otherwise).
+# The binary, and the shim's copy of it (the plugin runs the package's bin/ unless told otherwise);
+# the synthetic files' generator (the test-support crate's).
 cargo build --release -q --locked -p graph-ascend
+cargo build --release -q --locked -p graph-ascend-testkit --bin gen_visdb
+GEN_VISDB=$(realpath -- target/release/gen_visdb)
 GA=$(realpath -- "$GA")
 export GRAPH_ASCEND_BINARY=$GA
 if [ ! -x "$PYTHON" ]; then
@@ -80,7 +83,7 @@ fi
 # 2. A file of 1,000 graphs: opening it reads one; the indexes of all stay under the bound.
 if [ "${MANY_GRAPHS:-1}" != 0 ]; then
   mkdir -p "$TMP/many/many_graphs"
-  "$GA" gen-visdb --single --nodes 200 --leaves 10 --steps 10 --ranks 100 \
+  "$GEN_VISDB" --single --nodes 200 --leaves 10 --steps 10 --ranks 100 \
     --out "$TMP/many/many_graphs/many.vis.db"
   echo "-- many_graphs (1,000 graphs of 112 nodes, synthetic; index bound 4 MB)"
   "$PYTHON" bench/scale_serve.py --logdir "$TMP/many" --last-rank 99 --steps 10 \
@@ -91,7 +94,7 @@ fi
 # 3. A synthetic 1M-node compare file, ours only.
 [ "$SYNTH_NODES" -gt 0 ] || exit 0
 mkdir -p "$TMP/synth/synth_1m"
-"$GA" gen-visdb --nodes "$SYNTH_NODES" --out "$TMP/synth/synth_1m/synth.vis.db"
+"$GEN_VISDB" --nodes "$SYNTH_NODES" --out "$TMP/synth/synth_1m/synth.vis.db"
 echo "-- synth_1m ($SYNTH_NODES nodes a side requested, synthetic)"
 "$PYTHON" bench/service_bench.py --logdir "$TMP/synth" --repeat "$REPEAT" --starts "$STARTS" \
   --out "$OUT/service_synth_1m.md"

@@ -1,4 +1,4 @@
-//! `graph_ascend_service::fuzzing::json_strings` on arbitrary bytes.
+//! `graph_ascend_testkit::fuzzing::json_strings` on arbitrary bytes.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_service::fuzzing::json_strings(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_testkit::fuzzing::json_strings(data));

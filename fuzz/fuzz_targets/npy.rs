@@ -1,4 +1,4 @@
-//! `graph_ascend_dump::fuzzing::npy` on arbitrary bytes.
+//! `graph_ascend_testkit::fuzzing::npy` on arbitrary bytes.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_dump::fuzzing::npy(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_testkit::fuzzing::npy(data));

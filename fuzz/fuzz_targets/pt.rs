@@ -1,4 +1,4 @@
-//! `graph_ascend_dump::fuzzing::pt` on arbitrary bytes.
+//! `graph_ascend_testkit::fuzzing::pt` on arbitrary bytes.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_dump::fuzzing::pt(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_testkit::fuzzing::pt(data));

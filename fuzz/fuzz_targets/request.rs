@@ -1,4 +1,4 @@
-//! `graph_ascend_service::fuzzing::request` on arbitrary bytes.
+//! `graph_ascend_testkit::fuzzing::request` on arbitrary bytes.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_service::fuzzing::request(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_testkit::fuzzing::request(data));

@@ -1,4 +1,4 @@
-//! `graph_ascend_dump::fuzzing::stack_json` on arbitrary bytes.
+//! `graph_ascend_testkit::fuzzing::stack_json` on arbitrary bytes.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_dump::fuzzing::stack_json(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_testkit::fuzzing::stack_json(data));

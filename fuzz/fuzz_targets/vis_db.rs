@@ -1,4 +1,4 @@
-//! `graph_ascend_service::fuzzing::vis_db` on arbitrary bytes.
+//! `graph_ascend_testkit::fuzzing::vis_db` on arbitrary bytes.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_service::fuzzing::vis_db(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| graph_ascend_testkit::fuzzing::vis_db(data));

@@ -21,11 +21,11 @@ const PREFIX = '/tb';
 // an idle 2-core machine (100,000 gave ~4 s there: 0 %, then two polls).
 const ENTRIES = process.env.GA_E2E_CONVERT_ENTRIES || '160000';
 
-/** Generated dumps `gen_a` (target) and `gen_b` (golden, perturbed), by the converter's generator. */
+/** Generated dumps `gen_a` (target) and `gen_b` (golden, perturbed), by the test-support crate's generator. */
 function generate(dir) {
   let gen = path.join(repo, 'target/release/gen_dump');
   if (!fs.existsSync(gen)) {
-    const b = spawnSync('cargo', ['build', '--release', '--locked', '-q', '-p', 'graph-ascend-convert', '--bin', 'gen_dump'], { cwd: repo, stdio: 'inherit' });
+    const b = spawnSync('cargo', ['build', '--release', '--locked', '-q', '-p', 'graph-ascend-testkit', '--bin', 'gen_dump'], { cwd: repo, stdio: 'inherit' });
     if (b.status !== 0) throw new Error('cannot build gen_dump');
   }
   for (const [name, extra] of [['gen_a', []], ['gen_b', ['--perturb']]]) {

@@ -12,7 +12,6 @@ mod convert_cmd;
 mod diagnose_cmd;
 mod diff_cmd;
 mod gather_cmd;
-mod gen_cmd;
 mod serve_cmd;
 
 use std::process::ExitCode;
@@ -86,9 +85,6 @@ enum Command {
     ExportCsv(diagnose_cmd::ExportCsvArgs),
     /// Compare two .vis.db files node by node; exit status 1 when they differ.
     DiffVisdb(diff_cmd::DiffArgs),
-    /// Write a synthetic .vis.db of about N nodes per side (for benchmarks).
-    #[command(hide = true)]
-    GenVisdb(gen_cmd::GenArgs),
     /// Write the API's protobuf FileDescriptorSet (used by the Python shim).
     #[command(hide = true)]
     ProtoDescriptor {
@@ -111,7 +107,6 @@ fn main() -> ExitCode {
         Command::Diagnose(args) => diagnose_cmd::run(args),
         Command::ExportCsv(args) => diagnose_cmd::run_export(args),
         Command::DiffVisdb(args) => diff_cmd::run(args),
-        Command::GenVisdb(args) => gen_cmd::run(args),
         Command::ProtoDescriptor { out } => {
             std::fs::write(&out, graph_ascend_proto::FILE_DESCRIPTOR_SET)
                 .map(|()| ExitCode::SUCCESS)

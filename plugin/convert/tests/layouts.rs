@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use graph_ascend_convert::{convert, ConvertOptions};
+use graph_ascend_testkit::synthetic_dump::{self, DumpShape};
 use rusqlite::Connection;
 
 fn dumps() -> PathBuf {
@@ -71,14 +72,12 @@ fn layouts_must_agree() {
 #[test]
 fn synthetic_dumps_convert() {
     let tmp = tempfile::tempdir().unwrap();
-    let gen = env!("CARGO_BIN_EXE_gen_dump");
-    for (side, extra) in [("a", None), ("b", Some("--perturb"))] {
-        let mut cmd = std::process::Command::new(gen);
-        cmd.arg(tmp.path().join(side)).arg("900");
-        if let Some(x) = extra {
-            cmd.arg(x);
-        }
-        assert!(cmd.status().unwrap().success());
+    for (side, perturb) in [("a", false), ("b", true)] {
+        let shape = DumpShape {
+            perturb,
+            ..DumpShape::new(900)
+        };
+        synthetic_dump::write(&tmp.path().join(side), shape).expect("synthetic dump");
     }
     let opts = ConvertOptions {
         target: tmp.path().join("b/step0/rank0"),

@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use graph_ascend_convert::{convert, ConvertOptions, Stage};
+use graph_ascend_testkit::synthetic_dump::{self, DumpShape};
 
 #[path = "../../service/tests/common/counting.rs"]
 mod counting;
@@ -132,7 +133,7 @@ fn a_long_list_repeated_by_msprobe_is_kept_once() {
 }
 
 /// Peak live heap bytes of a compare of two synthetic dumps of `entries` entries a side
-/// (`gen_dump`, the benchmark's generator): until the rows start being written (the graphs
+/// (`synthetic_dump`, the benchmark's generator): until the rows start being written (the graphs
 /// read, built, matched), and in all.
 fn peak_of_compare(entries: usize) -> (usize, usize) {
     peak_of_conversion_of(entries, true)
@@ -142,12 +143,11 @@ fn peak_of_compare(entries: usize) -> (usize, usize) {
 fn peak_of_conversion_of(entries: usize, compare: bool) -> (usize, usize) {
     let tmp = tempfile::tempdir().unwrap();
     let gen = |dir: &str, perturb: bool| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gen_dump"));
-        cmd.arg(tmp.path().join(dir)).arg(entries.to_string());
-        if perturb {
-            cmd.arg("--perturb");
-        }
-        assert!(cmd.output().expect("gen_dump runs").status.success());
+        let shape = DumpShape {
+            perturb,
+            ..DumpShape::new(entries)
+        };
+        synthetic_dump::write(&tmp.path().join(dir), shape).expect("synthetic dump");
     };
     gen("a", false);
     gen("b", true);

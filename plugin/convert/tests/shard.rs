@@ -9,6 +9,7 @@ use graph_ascend_convert::gather::gather;
 use graph_ascend_convert::merge::ParallelParams;
 use graph_ascend_convert::part::part_name;
 use graph_ascend_convert::{convert, convert_shard, ConvertOptions, ShardSpec};
+use graph_ascend_testkit::synthetic_dump::{self, DumpShape};
 use graph_ascend_visdb::diff::{diff_files, DiffOptions};
 use rusqlite::types::Value;
 use rusqlite::Connection;
@@ -123,25 +124,23 @@ fn real_two_rank_build_sharded_equals_unsharded() {
     sharded_equals_unsharded(&opts, 2, tmp.path());
 }
 
-fn generate(dir: &Path, entries: &str, extra: &[&str]) {
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_gen_dump"))
-        .arg(dir)
-        .arg(entries)
-        .args(extra)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 /// 64 synthetic ranks of two steps in 5 uneven shards: the ring of sends and receives crosses
 /// every shard boundary.
 #[test]
 fn synthetic_64_ranks_sharded_equals_unsharded() {
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    generate(&a, "18", &["--ranks", "64", "--steps", "2"]);
-    generate(&b, "18", &["--ranks", "64", "--steps", "2", "--perturb"]);
+    let shape = DumpShape {
+        ranks: 64,
+        steps: 2,
+        ..DumpShape::new(18)
+    };
+    synthetic_dump::write(&a, shape).expect("synthetic dump");
+    let perturbed = DumpShape {
+        perturb: true,
+        ..shape
+    };
+    synthetic_dump::write(&b, perturbed).expect("synthetic dump");
     let opts = ConvertOptions {
         target: b,
         golden: Some(a),

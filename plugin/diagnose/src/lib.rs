@@ -29,6 +29,8 @@
 //! - [`report`]: the diagnosis as text, JSON or CSV.
 //! - [`export`]: every matched pair of a compare as CSV, with msprobe's compare columns.
 
+#![deny(unsafe_code)]
+
 pub mod api;
 pub mod diagnose;
 pub mod entry;

@@ -43,7 +43,6 @@ pub(crate) mod construct;
 pub mod dumpfile;
 pub(crate) mod error;
 pub mod fastjson;
-pub mod fuzzing;
 pub(crate) mod items;
 pub mod json;
 pub mod packed;

@@ -1,6 +1,6 @@
 //! Checks that the browser's JSON ([`crate::json`]) is serde_json's JSON, byte for byte: for the
 //! tests (`tests/json_bytes.rs`, the service's tests, which check every typed answer they
-//! render) and the fuzz target `json_strings` (`graph_ascend_service::fuzzing::json_strings`).
+//! render) and the fuzz target `json_strings` (`graph_ascend_testkit::fuzzing::json_strings`).
 //! Not used by the sidecar itself.
 //!
 //! The writer of [`crate::json::write`] must write what serde_json 1.0 writes in compact form

@@ -6,6 +6,7 @@
 //! browser's JSON (generated from the same descriptor at build time).
 
 #![allow(clippy::all, clippy::pedantic)]
+#![deny(unsafe_code)]
 
 /// `graph_ascend.v1`: messages and the `GraphAscend` service.
 pub mod v1 {

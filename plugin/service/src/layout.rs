@@ -821,8 +821,8 @@ mod tests {
 
 #[cfg(test)]
 mod size_tests {
+    use graph_ascend_testkit::synthetic_visdb::{self, Shape};
     use graph_ascend_visdb::store::{GraphKey, Side};
-    use graph_ascend_visdb::synthetic::{self, Shape};
     use graph_ascend_visdb::Store;
 
     use super::Hierarchy;
@@ -832,7 +832,7 @@ mod size_tests {
     #[test]
     fn the_running_size_equals_a_walk_over_the_boxes() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = synthetic::write(
+        let path = synthetic_visdb::write(
             &dir.path().join("s.vis.db"),
             Shape::with_nodes(3000, 8, true),
         )

@@ -22,7 +22,6 @@
 //! ```text
 //! server               the listener, graceful shutdown, the TCP token; serves a State
 //! service              the tonic edge: one method per RPC, run quick or on the blocking pool
-//! fuzzing              fuzz entry points (files, requests, the JSON of values)
 //! handlers/            one function per RPC; below its routes, `selection` and `reply`
 //! state                State: everything the handlers share, one per sidecar
 //! convert_jobs         conversions on demand
@@ -48,7 +47,6 @@
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
 pub(crate) mod diagnosis_cache;
-pub mod fuzzing;
 pub(crate) mod graph_index;
 pub mod handlers;
 pub(crate) mod layout;
@@ -75,5 +73,5 @@ pub use precision_overrides::PrecisionOverrides;
 pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenCheck};
 pub use service::GraphService;
 pub use state::State;
-pub use values::json_to_prost;
+pub use values::{json_to_prost, prost_to_json};
 pub use views::DEFAULT_MAX_VIEW_BYTES;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{meta, Probe};
 use graph_ascend_proto as pb;
 use graph_ascend_service::State;
-use graph_ascend_visdb::synthetic::{self, Shape};
+use graph_ascend_testkit::synthetic_visdb::{self, Shape};
 
 const STEPS: usize = 10;
 const RANKS: usize = 100;
@@ -27,7 +27,7 @@ fn logdir() -> tempfile::TempDir {
     let run = dir.path().join(RUN);
     std::fs::create_dir(&run).expect("mkdir");
     let shape = Shape::with_nodes(22, 1, false).with_graphs(STEPS, RANKS);
-    synthetic::write(&run.join(format!("{TAG}.vis.db")), shape).expect("write the file");
+    synthetic_visdb::write(&run.join(format!("{TAG}.vis.db")), shape).expect("write the file");
     dir
 }
 

@@ -5,11 +5,15 @@
 //!   a whole graph ([`store::Store::scan_index_rows`]) feeds the service's per-graph indexes.
 //! - [`writer`]: the converter's output side (temporary file, one transaction, atomic rename).
 //! - [`bulk`]: the same file written directly in SQLite's format, in parallel and much faster.
-//! - [`synthetic`]: generated files of any size, for benchmarks.
 //! - [`files`]: finished files put in place whole, new outputs never over an existing file.
 //! - [`json`]: JSON text as Python writes it (bare `NaN`, `Infinity`), read.
 //! - [`stale`]: temporary names tagged with host and process, and the cleaning of a killed
 //!   process's leftovers.
+//!
+//! Synthetic files for tests and benchmarks are the test-support crate's
+//! (`graph_ascend_testkit::synthetic_visdb`), never this crate's.
+
+#![deny(unsafe_code)]
 
 pub mod bulk;
 pub mod diff;
@@ -18,7 +22,10 @@ pub mod json;
 pub mod schema;
 pub mod stale;
 pub mod store;
-pub mod synthetic;
 pub mod writer;
 
 pub use store::{Store, StoreError};
+
+/// The unit tests' synthetic files (`crate::synthetic::write`), from the test-support crate.
+#[cfg(test)]
+use graph_ascend_testkit::synthetic_visdb as synthetic;

@@ -1,37 +1,41 @@
-//! `graph-ascend gen-visdb`: synthetic `.vis.db` files for benchmarks.
+//! `gen_visdb --out FILE [--nodes N] [--leaves L] [--single] [--steps S] [--ranks R]`: a
+//! synthetic `.vis.db` of about N nodes per side (`graph_ascend_testkit::synthetic_visdb`), for
+//! the service and diagnosis benchmarks.
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use anyhow::Context;
-use graph_ascend_visdb::synthetic::{self, Shape};
+use clap::Parser;
+use graph_ascend_testkit::synthetic_visdb::{self, Shape};
 
-#[derive(clap::Args)]
-pub struct GenArgs {
+/// Write a synthetic .vis.db of about N nodes per side (for benchmarks).
+#[derive(Parser)]
+#[command(name = "gen_visdb")]
+struct GenArgs {
     /// About this many nodes per side.
     #[arg(long, default_value_t = 500_000)]
-    pub nodes: usize,
+    nodes: usize,
     /// API calls per module (the children of one module box).
     #[arg(long, default_value_t = 1000)]
-    pub leaves: usize,
+    leaves: usize,
     /// Write a single graph instead of a compare file.
     #[arg(long)]
-    pub single: bool,
+    single: bool,
     /// Steps 0..N, each with a graph per rank (a file of many graphs, as a gathered run's).
     #[arg(long, default_value_t = 1)]
-    pub steps: usize,
+    steps: usize,
     /// Ranks 0..N of each step.
     #[arg(long, default_value_t = 1)]
-    pub ranks: usize,
+    ranks: usize,
     /// Output file (.vis.db).
     #[arg(long)]
-    pub out: PathBuf,
+    out: PathBuf,
 }
 
-pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = GenArgs::parse();
     let shape = Shape::with_nodes(args.nodes, args.leaves, !args.single)
         .with_graphs(args.steps, args.ranks);
-    let path = synthetic::write(&args.out, shape)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let path = synthetic_visdb::write(&args.out, shape)
+        .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
     println!(
         "{}: {} steps x {} ranks, {} nodes per side ({} layers x {} modules x {} calls)",
         path.display(),
@@ -42,5 +46,5 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
         shape.modules,
         shape.leaves
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

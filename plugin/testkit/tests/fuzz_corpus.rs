@@ -1,22 +1,16 @@
-//! Replays the sidecar's fuzz targets' corpora and crash cases (`fuzz/corpus/<target>/`,
-//! `fuzz/artifacts/<target>/` for `vis_db`, `request` and `json_strings`) on stable Rust: every
-//! input that ever made the sidecar panic (or its JSON differ from serde_json's) stays a test, and
-//! `make test` needs no nightly toolchain.
+//! Replays the fuzz targets' corpora and crash cases (`fuzz/corpus/<target>/`,
+//! `fuzz/artifacts/<target>/`) through their entry points on stable Rust: every input that ever
+//! made a reader or the sidecar panic (or the browser's JSON differ from serde_json's) stays a
+//! test, and `make test` needs no nightly toolchain.
 
 use std::path::Path;
 
-use graph_ascend_dump::fuzzing::{replay, Reader};
-use graph_ascend_service::fuzzing;
+use graph_ascend_testkit::fuzzing::{json_strings, replay, TARGETS};
 
 #[test]
-fn every_corpus_and_crash_input_is_answered_without_panic() {
+fn every_corpus_and_crash_input_is_read_without_panic() {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
-    let targets: [(&str, Reader); 3] = [
-        ("vis_db", fuzzing::vis_db),
-        ("request", fuzzing::request),
-        ("json_strings", fuzzing::json_strings),
-    ];
-    for (target, read) in targets {
+    for (target, read) in TARGETS {
         let replayed = replay(&fuzz, target, read).unwrap_or_else(|e| panic!("{e}"));
         // The seed corpora are part of the repository: an empty replay would prove nothing.
         assert!(replayed > 0, "no {target} input replayed");
@@ -36,14 +30,14 @@ fn every_golden_answer_is_written_as_serde_json_writes_it() {
             continue;
         }
         let text = std::fs::read(&path).expect("a golden answer");
-        fuzzing::json_strings(&text);
+        json_strings(&text);
         let value: serde_json::Value = serde_json::from_slice(&text).expect("golden JSON");
         for section in value["answers"]
             .as_object()
             .into_iter()
             .flat_map(|a| a.values())
         {
-            fuzzing::json_strings(&serde_json::to_vec(section).expect("a section"));
+            json_strings(&serde_json::to_vec(section).expect("a section"));
         }
         files += 1;
     }

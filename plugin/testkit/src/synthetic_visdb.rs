@@ -1,16 +1,18 @@
-//! Synthetic `.vis.db` files of any size, for benchmarks of the service and the page.
+//! Synthetic `.vis.db` files of any size, for the tests of the store and the service and for
+//! the service and diagnosis benchmarks (`gen_visdb`, `src/bin/gen_visdb.rs`).
 //!
 //! The model is a transformer-like hierarchy: `DefaultModel` → `layers` blocks → `modules`
-//! sub-modules each → `leaves` API calls each, written with the real [`crate::writer`] so the
-//! schema, row formats and indexes are exactly what the converter produces. Precision indexes
-//! come from a fixed pseudo-random sequence, so two runs give the same file. A file may hold the
-//! graphs of several steps and ranks (each the same shape), as a gathered run's file does.
+//! sub-modules each → `leaves` API calls each, written with the real
+//! [`graph_ascend_visdb::writer`] so the schema, row formats and indexes are exactly what the
+//! converter produces. Precision indexes come from a fixed pseudo-random sequence, so two runs
+//! give the same file. A file may hold the graphs of several steps and ranks (each the same
+//! shape), as a gathered run's file does.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::writer::{ConfigRow, NodeRow, VisDbWriter, WriteError};
+use graph_ascend_visdb::writer::{ConfigRow, NodeRow, VisDbWriter, WriteError};
 
 /// The shape of a synthetic graph.
 #[derive(Debug, Clone, Copy)]

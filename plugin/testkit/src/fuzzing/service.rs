@@ -1,8 +1,6 @@
-//! Entry points for the fuzz targets of `fuzz/` that reach the sidecar, taking raw bytes: a
-//! `.vis.db` file ([`vis_db`]), a request ([`request`]) and the JSON the browser gets for strings,
-//! values and numbers ([`json_strings`], against serde_json). `tests/fuzz_corpus.rs` replays
-//! their corpora and crash cases on stable Rust. An error answer is fine; a panic, an abort or a
-//! hang is a bug.
+//! The sidecar's fuzz entry points, taking raw bytes: a `.vis.db` file ([`vis_db`]), a request
+//! ([`request`]) and the JSON the browser gets for strings, values and numbers ([`json_strings`],
+//! against serde_json).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,8 +9,7 @@ use std::sync::{Arc, OnceLock};
 use graph_ascend_proto as pb;
 use prost::Message;
 
-use crate::handlers;
-use crate::state::State;
+use graph_ascend_service::{handlers, json_to_prost, prost_to_json, State};
 
 /// A logdir with a run folder, and a state serving it (one per process: a state watches its
 /// logdir with a thread).
@@ -147,7 +144,7 @@ pub fn request(bytes: &[u8]) {
         return;
     };
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
-        let _ = crate::values::prost_to_json(&crate::values::json_to_prost(&value));
+        let _ = prost_to_json(&json_to_prost(&value));
     }
     let state = &served().state;
     macro_rules! call {
@@ -242,10 +239,10 @@ pub fn json_strings(bytes: &[u8]) {
     }
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
         // The value as the sidecar holds it (numbers as doubles), and as serde_json writes that.
-        let value = crate::values::json_to_prost(&value);
+        let value = json_to_prost(&value);
         ours.clear();
         write::value(&mut ours, &value);
-        let expected = serde_to_vec(&crate::values::prost_to_json(&value));
+        let expected = serde_to_vec(&prost_to_json(&value));
         check(compare("a JSON value", &ours, &expected));
         check(canonical(&ours));
     }

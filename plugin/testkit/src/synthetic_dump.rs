@@ -1,18 +1,18 @@
-//! Synthetic msprobe dumps of any size, for the converter benchmark.
+//! Synthetic msprobe dumps of any size: the converter's memory and sharding tests, the converter
+//! and scale benchmarks (`gen_dump`, `src/bin/gen_dump.rs`).
 //!
-//! `gen_dump OUT_DIR ENTRIES [--perturb] [--ranks R] [--steps S]` writes
-//! `OUT_DIR/step<s>/rank<r>/{dump,construct,stack}.json` (one rank and one step by default)
-//! shaped like a real PyTorch `mix`-level statistics dump: per layer a `Block` module with a
-//! `Linear` sub-module (its `Functional.linear` call and parameters), a `Functional.relu`, their
-//! backward twins and the Linear's `parameters_grad`; `--perturb` shifts some statistics so a
-//! compare run has real differences to grade. With several ranks, each rank also starts with
-//! communication ops shaped as msprobe dumps them: a ring `send` to the next rank and `recv` from
-//! the previous one (links between far-apart ranks, so across shards) and an `all_reduce` in its
-//! group of 8 ranks. Output is streamed, so memory stays flat.
+//! [`write`] writes `OUT/step<s>/rank<r>/{dump,construct,stack}.json` (one rank and one step by
+//! default) shaped like a real PyTorch `mix`-level statistics dump: per layer a `Block` module with
+//! a `Linear` sub-module (its `Functional.linear` call and parameters), a `Functional.relu`, their
+//! backward twins and the Linear's `parameters_grad`; [`DumpShape::perturb`] shifts some
+//! statistics so a compare run has real differences to grade. With several ranks, each rank also
+//! starts with communication ops shaped as msprobe dumps them: a ring `send` to the next rank and
+//! `recv` from the previous one (links between far-apart ranks, so across shards) and an
+//! `all_reduce` in its group of 8 ranks. Output is streamed, so memory stays flat.
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 struct Rng(u64);
 
@@ -39,46 +39,60 @@ fn tensor(out: &mut String, rng: &mut Rng, shape: &[usize], scale: f64, grad: bo
     );
 }
 
-/// The value after flag `name`, or `default`.
-fn flag(args: &[String], name: &str, default: usize) -> Result<usize, Box<dyn std::error::Error>> {
-    match args.iter().position(|a| a == name) {
-        None => Ok(default),
-        Some(i) => Ok(args.get(i + 1).ok_or("flag without a value")?.parse()?),
+/// What [`write`] generates.
+#[derive(Debug, Clone, Copy)]
+pub struct DumpShape {
+    /// Entries of each rank's `dump.json` (rounded up to whole layers of 9).
+    pub entries: usize,
+    /// Shift some statistics (every 7th layer's), so that a compare against the unperturbed
+    /// dump has differences to grade.
+    pub perturb: bool,
+    /// Ranks `0..ranks` (at least one); with more than one, each starts with its communication
+    /// ops.
+    pub ranks: usize,
+    /// Steps `0..steps` (at least one).
+    pub steps: usize,
+}
+
+impl DumpShape {
+    /// One rank of one step with about `entries` entries, unperturbed.
+    pub fn new(entries: usize) -> DumpShape {
+        DumpShape {
+            entries,
+            perturb: false,
+            ranks: 1,
+            steps: 1,
+        }
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() < 3 {
-        eprintln!("usage: gen_dump OUT_DIR ENTRIES [--perturb] [--ranks R] [--steps S]");
-        std::process::exit(2);
-    }
-    let entries: usize = args[2].parse()?;
-    let perturb = args.iter().any(|a| a == "--perturb");
-    let ranks = flag(&args, "--ranks", 1)?.max(1);
-    let steps = flag(&args, "--steps", 1)?.max(1);
-    for step in 0..steps {
+/// Writes the dump folders of `shape` under `out` (`out/step<s>/rank<r>/`); returns each rank
+/// folder written, with its number of entries.
+pub fn write(out: &Path, shape: DumpShape) -> std::io::Result<Vec<(PathBuf, usize)>> {
+    let ranks = shape.ranks.max(1);
+    let mut written = Vec::new();
+    for step in 0..shape.steps.max(1) {
         for rank in 0..ranks {
-            let dir = PathBuf::from(&args[1])
-                .join(format!("step{step}"))
-                .join(format!("rank{rank}"));
-            write_rank(&dir, entries, perturb, rank, ranks)?;
+            let dir = out.join(format!("step{step}")).join(format!("rank{rank}"));
+            let entries = write_rank(&dir, shape.entries, shape.perturb, rank, ranks)?;
+            written.push((dir, entries));
         }
     }
-    Ok(())
+    Ok(written)
 }
 
 /// The ranks of `rank`'s all_reduce group: the 8 (or fewer, at the end) around it.
 const GROUP: usize = 8;
 
-/// One rank folder; `rank` of `ranks` (communication ops when `ranks > 1`).
+/// One rank folder; `rank` of `ranks` (communication ops when `ranks > 1`). Returns the number of
+/// entries written besides the communication ops.
 fn write_rank(
-    dir: &std::path::Path,
+    dir: &Path,
     entries: usize,
     perturb: bool,
     rank: usize,
     ranks: usize,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> std::io::Result<usize> {
     std::fs::create_dir_all(dir)?;
     let per_layer = 9;
     let layers = entries.div_ceil(per_layer).max(1);
@@ -200,6 +214,5 @@ fn write_rank(
     dump.flush()?;
     construct.flush()?;
     stack.flush()?;
-    println!("{} ({} entries)", dir.display(), layers * per_layer);
-    Ok(())
+    Ok(layers * per_layer)
 }
