@@ -1,6 +1,16 @@
 //! Compiles `proto/graph_ascend.proto` with protox (pure Rust, no `protoc` needed), keeps the
 //! FileDescriptorSet, which the binary hands to the Python shim (`graph-ascend proto-descriptor`),
-//! and generates the browser's JSON of every answer (`browser_json.rs`, see `src/json.rs`).
+//! and generates from its descriptor, with its options:
+//!
+//! - the browser's JSON of every answer (`browser_json.rs`, below; see `src/json.rs`);
+//! - the sidecar's RPC wrappers (`rpc_service.rs`, `build/rpc.rs`; see `src/rpc.rs`);
+//! - the page's answer and request types and route table (`page_proto.ts`, `build/page_ts.rs`),
+//!   committed as `frontend/src/generated/proto.ts` (`tests/generated_ts.rs` keeps it current).
+#[path = "build/page_ts.rs"]
+mod page_ts;
+#[path = "build/rpc.rs"]
+mod rpc;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -29,6 +39,8 @@ fn main() -> Result<(), BoxError> {
     )?;
     let pool = compiler.descriptor_pool();
     std::fs::write(out.join("browser_json.rs"), browser_json(&pool)?)?;
+    std::fs::write(out.join("rpc_service.rs"), rpc::service_macro(&pool)?)?;
+    std::fs::write(out.join("page_proto.ts"), page_ts::page_proto(&pool)?)?;
     let fds = compiler.file_descriptor_set();
     tonic_prost_build::configure()
         .build_client(true)
@@ -40,9 +52,10 @@ fn main() -> Result<(), BoxError> {
 const PACKAGE: &str = "graph_ascend.v1";
 const SERVICE: &str = "graph_ascend.v1.GraphAscend";
 
-/// The custom options of the proto (see its "Options read by the shim").
+/// The custom options of the proto (see its "Options").
 struct Options {
     http: ExtensionDescriptor,
+    blocking: ExtensionDescriptor,
     map_key: ExtensionDescriptor,
     map_value: ExtensionDescriptor,
     json_null: ExtensionDescriptor,
@@ -56,6 +69,7 @@ impl Options {
         };
         Ok(Options {
             http: ext("http")?,
+            blocking: ext("blocking")?,
             map_key: ext("json_map_key")?,
             map_value: ext("json_map_value")?,
             json_null: ext("json_null")?,
@@ -86,12 +100,39 @@ impl Options {
     }
 
     fn download(&self, method: &prost_reflect::MethodDescriptor) -> bool {
+        self.route_flag(method, "download")
+    }
+
+    /// A `bool` field of a method's `http` option (`sse`, `write`, `download`).
+    fn route_flag(&self, method: &prost_reflect::MethodDescriptor, flag: &str) -> bool {
         match method.options().get_extension(&self.http).as_ref() {
             Value::Message(route) => route
-                .get_field_by_name("download")
+                .get_field_by_name(flag)
                 .is_some_and(|v| matches!(v.as_ref(), Value::Bool(true))),
             _ => false,
         }
+    }
+
+    /// The route names of a method's `http` option (empty: no route).
+    fn route_paths(&self, method: &prost_reflect::MethodDescriptor) -> Vec<String> {
+        match method.options().get_extension(&self.http).as_ref() {
+            Value::Message(route) => match route.get_field_by_name("paths").as_deref() {
+                Some(Value::List(paths)) => paths
+                    .iter()
+                    .filter_map(|p| p.as_str().map(str::to_owned))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether a method carries `option (blocking) = true`.
+    fn blocking(&self, method: &prost_reflect::MethodDescriptor) -> bool {
+        matches!(
+            method.options().get_extension(&self.blocking).as_ref(),
+            Value::Bool(true)
+        )
     }
 }
 
