@@ -17,7 +17,7 @@ use prost_reflect::{
     Cardinality, DescriptorPool, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor,
 };
 
-use crate::{well_known, BoxError, Options, SERVICE};
+use crate::{reachable, BoxError, Options, SERVICE};
 
 /// The request field the shim fills itself.
 const CLIENT_ID: &str = "client_id";
@@ -68,25 +68,6 @@ pub fn page_proto(pool: &DescriptorPool) -> Result<String, BoxError> {
     }
     route_table(&mut ts, &opts, &routed)?;
     Ok(ts)
-}
-
-/// Every message `roots` can contain (well-known types aside), sorted by name.
-fn reachable(roots: impl Iterator<Item = MessageDescriptor>) -> Vec<MessageDescriptor> {
-    let mut todo: Vec<MessageDescriptor> = roots.collect();
-    let mut seen: Vec<MessageDescriptor> = Vec::new();
-    while let Some(msg) = todo.pop() {
-        if seen.contains(&msg) || well_known(&msg).is_some() {
-            continue;
-        }
-        for field in msg.fields() {
-            if let Kind::Message(m) = field.kind() {
-                todo.push(m);
-            }
-        }
-        seen.push(msg);
-    }
-    seen.sort_by(|a, b| a.full_name().cmp(b.full_name()));
-    seen
 }
 
 /// The TypeScript name of a message's type.
