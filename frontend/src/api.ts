@@ -4,6 +4,7 @@
  * `X-Graph-Ascend-Client` so the server keeps one view state per tab, and every failure becomes a
  * plain `{success: false, error}` the page can show (HTTP errors, a backend that is down, bad JSON).
  */
+import type { Routes, SseRoute } from './generated/proto';
 import type { MetaData } from './types';
 import { noteWriteState, WRITE_STATE_HEADER } from './writeAccess';
 
@@ -30,9 +31,29 @@ export function clientId(): string {
 }
 let cachedId: string | undefined;
 
-export interface Answer<T> {
+/** A route that answers one JSON answer (the route table is generated from the proto). */
+export type JsonRoute = Exclude<keyof Routes, SseRoute>;
+export type { Routes, SseRoute };
+
+/**
+ * What a route takes: its request message's fields by JSON name (each optional). Other keys are
+ * allowed, as the shim ignores keys that are not fields.
+ */
+export type RouteRequest<R extends keyof Routes> = Routes[R]['request'] & Record<string, unknown>;
+
+/** A route's answer as the sidecar writes it (one event's, for an SSE route). */
+export type RouteAnswer<R extends keyof Routes> = Routes[R]['answer'];
+
+/**
+ * A route's answer once `normalize` has made failures uniform: the answer with `success: true`, or
+ * `{success: false, error}` (the server's failed answer, an HTTP error, no answer, bad JSON). The
+ * type follows from the route, so a call cannot name another answer.
+ */
+export type Answer<R extends JsonRoute> = (RouteAnswer<R> & { success: true }) | { success: false; error: string };
+
+/** Any answer as `normalize` returns it, before its route gives it a type. */
+export interface LooseAnswer {
   success: boolean;
-  data?: T;
   error?: string;
   [key: string]: unknown;
 }
@@ -87,18 +108,18 @@ function errorText(e: unknown): string {
 }
 
 /** Turn whatever the server said into an Answer; `error` may be a string or a list upstream. */
-export function normalize<T>(status: number, statusText: string, body: unknown): Answer<T> {
+export function normalize(status: number, statusText: string, body: unknown): LooseAnswer {
   if (body && typeof body === 'object' && !Array.isArray(body)) {
     const b = body as Record<string, unknown>;
     if (status >= 200 && status < 300) {
-      // load_meta_dir has no `success` key on its normal path.
+      // load_meta_dir has no `success` key on its normal path (nor getConvertState's answer).
       const success = b.success === undefined ? true : Boolean(b.success);
       const error = b.error === undefined || b.error === null ? undefined : b.error;
-      return { ...b, success, error: success ? (error as string | undefined) : describe(error) || `HTTP ${status}` } as Answer<T>;
+      return { ...b, success, error: success ? (error as string | undefined) : describe(error) || `HTTP ${status}` };
     }
     return { success: false, error: describe(b.error) || `HTTP ${status} ${statusText}`.trim() };
   }
-  if (status >= 200 && status < 300) return { success: true, data: body as T };
+  if (status >= 200 && status < 300) return { success: true, data: body };
   return { success: false, error: `HTTP ${status} ${statusText}`.trim() };
 }
 
@@ -116,7 +137,7 @@ export function setTransport(t: Transport): void {
   transport = t;
 }
 
-async function send<T>(route: string, init: RequestInit, timeoutMs = 180_000): Promise<Answer<T>> {
+async function send<R extends JsonRoute>(route: string, init: RequestInit, timeoutMs = 180_000): Promise<Answer<R>> {
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);
   try {
@@ -134,7 +155,8 @@ async function send<T>(route: string, init: RequestInit, timeoutMs = 180_000): P
         if (res.ok) return { success: false, error: `${route}: the server's answer is not JSON` };
       }
     }
-    return normalize<T>(res.status, res.statusText, body);
+    // The route's answer (an answer of another shape would be the server's contract broken).
+    return normalize(res.status, res.statusText, body) as Answer<R>;
   } catch (e) {
     if (ctrl.signal.aborted) return { success: false, error: `${route}: request timed out` };
     return { success: false, error: `${route}: no answer from the server (${errorText(e)})` };
@@ -143,22 +165,25 @@ async function send<T>(route: string, init: RequestInit, timeoutMs = 180_000): P
   }
 }
 
-export function post<T>(route: string, body?: unknown): Promise<Answer<T>> {
-  return send<T>(route, {
+/** POSTs `body` as JSON to `route`; the answer's type is the route's. */
+export function post<R extends JsonRoute>(route: R, body?: RouteRequest<R>): Promise<Answer<R>> {
+  return send<R>(route, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
 }
 
-export function get<T>(route: string, params: Record<string, string | number | undefined>): Promise<Answer<T>> {
+/** GETs `route` with `params` in the query string (flat requests only); the answer's type is the route's. */
+export function get<R extends JsonRoute>(route: R, params: RouteRequest<R>): Promise<Answer<R>> {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, String(v));
   const s = q.toString();
-  return send<T>(s ? `${route}?${s}` : route, { method: 'GET' });
+  return send<R>(s ? `${route}?${s}` : route, { method: 'GET' });
 }
 
-export function metaQuery(m: MetaData): Record<string, string | number> {
+/** The selection flat, as the GET routes (`loadGraphData`, `diagnosis`) take it. */
+export function metaQuery(m: MetaData) {
   return { run: m.run, tag: m.tag, type: m.type, lang: m.lang, microStep: m.microStep, step: m.step, rank: m.rank };
 }
 

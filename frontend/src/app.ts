@@ -30,7 +30,7 @@ import { matchedOf, metaKey, paneLayout, readUrlState, unprefixed, visibleOnly, 
 import { Store, type PageName, type Part, type PaneSide, type Tab } from './store';
 import { followTensorBoardTheme } from './theme';
 import { renderToolbar } from './toolbar';
-import type { ConfigInfo, MetaData, NodeInfo, RenderNode } from './types';
+import type { MetaData, RenderNode } from './types';
 
 interface Els {
   sider: HTMLElement;
@@ -337,7 +337,7 @@ export class App implements PageCtx {
       this.failGraph(`loadGraphData (${run}/${tag}): ${ld.error}`);
       return;
     }
-    const cf = await post<ConfigInfo>('loadGraphConfigInfo', { metaData: s.meta });
+    const cf = await post('loadGraphConfigInfo', { metaData: s.meta });
     if (seq !== this.loadSeq) return;
     if (!cf.success || !cf.data) {
       this.failGraph(`loadGraphConfigInfo (${run}/${tag}): ${cf.error ?? 'no data'}`);
@@ -408,7 +408,7 @@ export class App implements PageCtx {
     this.panes.NPU.setScene(null);
     this.panes.Bench.setScene(null);
     const answers = await Promise.all(
-      sides.map((side) => post<Record<string, RenderNode>>('changeNodeExpandState', { nodeInfo: { nodeName: 'root', nodeType: s.sideName(side) }, metaData: s.meta })),
+      sides.map((side) => post('changeNodeExpandState', { nodeInfo: { nodeName: 'root', nodeType: s.sideName(side) }, metaData: s.meta })),
     );
     let ok = true;
     answers.forEach((r, i) => {
@@ -543,7 +543,7 @@ export class App implements PageCtx {
     if (reveal) this.panes[side].reveal(key);
     this.saveSelection();
     s.changed('selection');
-    const r = await post<NodeInfo>('getNodeInfo', { nodeInfo: { nodeName: key, nodeType: s.sideName(side) }, metaData: s.meta });
+    const r = await post('getNodeInfo', { nodeInfo: { nodeName: key, nodeType: s.sideName(side) }, metaData: s.meta });
     if (s.selected !== selection) return;
     if (!r.success) {
       s.lastInfo = null;
@@ -559,7 +559,7 @@ export class App implements PageCtx {
   /** Ask the server to expand or collapse `key`; the answer is the side's new layout. */
   private async expandOnServer(side: PaneSide, key: string): Promise<boolean> {
     const s = this.store;
-    const r = await post<Record<string, RenderNode>>('changeNodeExpandState', { nodeInfo: { nodeName: key, nodeType: s.sideName(side) }, metaData: s.meta });
+    const r = await post('changeNodeExpandState', { nodeInfo: { nodeName: key, nodeType: s.sideName(side) }, metaData: s.meta });
     if (!r.success || !r.data) {
       this.toast(`changeNodeExpandState (${side} ${key}): ${r.error ?? 'no data'}`, 'error');
       return false;
@@ -614,7 +614,7 @@ export class App implements PageCtx {
     if (!m) return;
     const other: PaneSide = side === 'NPU' ? 'Bench' : 'NPU';
     if (!s.hier[other][m]) {
-      const r = await post<Record<string, RenderNode>>('changeNodeExpandState', { nodeInfo: { nodeName: m, nodeType: s.sideName(other) }, metaData: s.meta });
+      const r = await post('changeNodeExpandState', { nodeInfo: { nodeName: m, nodeType: s.sideName(other) }, metaData: s.meta });
       if (!r.success || !r.data) return;
       this.setHierarchy(other, r.data);
       this.saveSelection();

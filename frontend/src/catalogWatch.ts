@@ -29,7 +29,7 @@ export class CatalogWatch {
   /** Lists runs and files; false when the server could not (the error is shown). */
   async load(): Promise<boolean> {
     const s = this.host.store;
-    const r = await post<Catalog>('load_meta_dir');
+    const r = await post('load_meta_dir');
     if (!r.success || !r.data) {
       s.catalog = {};
       const msg = `load_meta_dir: ${r.error ?? 'failed'}`;
@@ -39,7 +39,7 @@ export class CatalogWatch {
       return false;
     }
     s.catalogFailure = '';
-    this.apply(r.data, (r as unknown as { error?: unknown }).error);
+    this.apply(r.data, r.error);
     return true;
   }
 

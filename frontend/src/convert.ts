@@ -88,7 +88,7 @@ export class ConvertPage {
     this.el = el;
     this.render(el);
     if (this.step !== 'form') return;
-    const r = await get<ConvertCandidates>('loadConvertedGraphData', {});
+    const r = await get('loadConvertedGraphData', {});
     if (!r.success || !r.data) {
       this.error = tidyError(`loadConvertedGraphData: ${r.error ?? 'no data'}`);
       this.host.toast(this.error, 'error');
@@ -162,12 +162,12 @@ export class ConvertPage {
     const p = this.params;
     if (!p.npu_path) return this.host.toast(`${t('label_npu_path')} ${t('required')}`, 'error');
     if (!p.output_path.trim()) return this.host.toast(`${t('label_output_path')} ${t('required')}`, 'error');
-    const r = await post<unknown>('convertToGraph', convertBody(p));
+    const r = await post('convertToGraph', convertBody(p));
     if (!r.success) {
       this.host.toast(`convertToGraph: ${r.error}`, 'error');
       return;
     }
-    const job = (r as unknown as { jobId?: string; job_id?: string }).jobId ?? (r as unknown as { job_id?: string }).job_id ?? '';
+    const job = r.jobId ?? (r as { job_id?: string }).job_id ?? '';
     this.jobId = job;
     this.progress = { progress: 0, status: 'building' };
     this.stalled = false;
@@ -210,9 +210,9 @@ export class ConvertPage {
       this.stalled = true;
       this.updateBar();
       while (!finished && !ctrl.signal.aborted) {
-        const r = await get<ConvertProgress>('getConvertState', { jobId: id || undefined });
+        const r = await get('getConvertState', { jobId: id || undefined });
         if (finished || ctrl.signal.aborted) return;
-        if (r.success && (r as unknown as ConvertProgress).status) apply(r as unknown as ConvertProgress);
+        if (r.success && r.status) apply(r);
         await sleep(POLL_MS, ctrl.signal);
       }
     };
@@ -329,9 +329,9 @@ export function durationText(secs: number): string {
 /** What the converter measured: bytes read, rows written, time left (empty before the first measure). */
 export function measuresText(p: ConvertProgress): string {
   const parts: string[] = [];
-  if (p.bytesTotal) parts.push(t('progressRead', { done: bytesText(p.bytesRead ?? 0), total: bytesText(p.bytesTotal) }));
+  if (p.bytesTotal) parts.push(t('progressRead', { done: bytesText(Number(p.bytesRead ?? 0)), total: bytesText(Number(p.bytesTotal)) }));
   if (p.rowsTotal) parts.push(t('progressRows', { done: String(p.rowsWritten ?? 0), total: String(p.rowsTotal) }));
-  if (p.etaSeconds !== undefined && p.etaSeconds !== null && p.status === 'building') parts.push(t('progressEta', { time: durationText(p.etaSeconds) }));
+  if (p.etaSeconds !== undefined && p.etaSeconds !== null && p.status === 'building') parts.push(t('progressEta', { time: durationText(Number(p.etaSeconds)) }));
   return parts.join(' · ');
 }
 

@@ -115,7 +115,7 @@ export function worstCells(rows: DetailRow[], cols: string[], rules: Rules): Map
     const rule = byName.get(col);
     if (!rule || (rule.worse !== 'higher' && rule.worse !== 'lower')) continue;
     let at = -1;
-    let far = rule.threshold;
+    let far = Number(rule.threshold);
     rows.forEach((r, i) => {
       const d = distance(rule, r.cells[col]);
       if (d > far) {

@@ -6,10 +6,10 @@
 import { badResult, columnsOf, pairRows, worstCells } from './details';
 import { h } from './dom';
 import { t } from './i18n';
-import type { DetailColumn, NodeDetail } from './types';
+import type { DetailColumn, JsonValue, NodeDetail } from './types';
 
 /** The inputs/outputs table of the selected node (both sides paired) with its header and legend. */
-export function detailTableView(npu: NodeDetail | null, bench: NodeDetail | null, single: boolean, tooltips: Record<string, string> | null, rules: readonly DetailColumn[]): HTMLElement {
+export function detailTableView(npu: NodeDetail | null, bench: NodeDetail | null, single: boolean, tooltips: { [key: string]: JsonValue } | null, rules: readonly DetailColumn[]): HTMLElement {
   const rows = pairRows(npu, single ? null : bench);
   const head = h('div.details-head', null,
     h('span', { testid: 'debugNodeName' }, h('b', null, `${t('debugNode')}: `), npu?.node_name ?? '-'),
@@ -20,7 +20,7 @@ export function detailTableView(npu: NodeDetail | null, bench: NodeDetail | null
   const cols = ['name', ...columnsOf(rows, rules)];
   const worst = worstCells(rows, cols, rules);
   const table = h('table.details-table', { testid: 'detailsTable' },
-    h('thead', null, h('tr', null, ...cols.map((c) => h('th', { title: tooltips?.[c] ?? '' }, c)))),
+    h('thead', null, h('tr', null, ...cols.map((c) => h('th', { title: tooltips?.[c] == null ? '' : String(tooltips[c]) }, c)))),
     h('tbody', null, ...rows.map((r, i) =>
       h('tr', { class: r.side === 'bench' ? 'bench-row' : 'debug-row' },
         ...cols.map((c) => {

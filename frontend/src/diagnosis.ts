@@ -1,72 +1,18 @@
 /**
- * The diagnosis as the page reads it (the `diagnosis` route, docs/diagnosis.md): its JSON shapes,
- * the colour rule of the mode "where the error is introduced" (source / inherited / fine), and the
- * pure helpers of the Diagnosis panel (which view a source lives in, the CSV download's address).
- * Shared by the panel, the toolbar's legend and the app's box colours; no DOM here.
+ * The diagnosis as the page reads it (the `diagnosis` route, docs/diagnosis.md): its answer's
+ * shapes (generated from the proto), the colour rule of the mode "where the error is introduced"
+ * (source / inherited / fine), and the pure helpers of the Diagnosis panel (which view a source
+ * lives in, the CSV download's address). Shared by the panel, the toolbar's legend and the app's
+ * box colours; no DOM here.
  */
 import { WHITE, type ColorTable } from './colors';
+import type { Diagnosis, DiagnosisReasonPart, DiagnosisSource } from './generated/proto';
 import { t, type Key } from './i18n';
 import type { MetaData, RenderNode } from './types';
 
+export type { Diagnosis, DiagnosisNonFinite, DiagnosisReasonPart, DiagnosisSource, DiagnosisStates } from './generated/proto';
+
 export type SourceKind = 'cause' | 'introduced' | 'amplified';
-
-/**
- * One clause of a reason (graph_ascend_diagnose::ReasonPart): its kind and values; values the
- * kind does not have are empty. Non-finite numbers arrive as "Infinity"/"NaN".
- */
-export interface DiagnosisReasonPart {
-  kind: string;
-  name: string;
-  entry: string;
-  metric: string;
-  err?: number | string | null;
-  target: string;
-  golden: string;
-  score?: number | string | null;
-}
-
-export interface DiagnosisSource {
-  step: number;
-  rank: number;
-  node: string;
-  golden_node: string;
-  direction: 'forward' | 'backward' | 'update' | string;
-  kind: SourceKind | string;
-  score: number | string | null;
-  /** In English words (for other clients); the page words `reason_parts` in its language. */
-  reason: string;
-  enclosing: string[];
-  reason_parts?: DiagnosisReasonPart[];
-}
-
-export interface DiagnosisNonFinite {
-  step: number;
-  rank: number;
-  node: string;
-  direction: string;
-  matched: boolean;
-  reason: string;
-  reason_parts?: DiagnosisReasonPart[];
-}
-
-export interface Diagnosis {
-  mode: 'statistics' | 'tensor' | 'md5' | string;
-  step: number;
-  ranks: number[];
-  origin_rank: number | null;
-  first_non_finite: DiagnosisNonFinite[];
-  sources: DiagnosisSource[];
-  total_sources: number;
-  nodes_judged: number;
-}
-
-/** The verdicts of one step and rank: matched nodes in neither list are fine. */
-export interface DiagnosisStates {
-  step: number;
-  rank: number;
-  source: string[];
-  inherited: string[];
-}
 
 /** What the page keeps: the file's diagnosis, and the verdicts of the view they were asked for. */
 export interface DiagnosisView {

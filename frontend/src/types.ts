@@ -1,134 +1,72 @@
-/** The JSON shapes of msprobe 26.2's GRAPH_ASCEND routes, as the page reads them. */
+/**
+ * The JSON shapes of the GRAPH_ASCEND routes as the page reads them. The answers are msprobe 26.2's
+ * shapes, generated from the proto with its JSON options (`generated/proto.ts`, do not copy them
+ * here); what is written by hand below is what the proto does not say, each with why.
+ */
+import type * as pb from './generated/proto';
 
+export type { CatalogError, ConvertCandidates, DetailColumn, FilterHit, JsonValue, MatchedRelations, NonFinite } from './generated/proto';
+
+/** The page's languages (the proto's `lang` is any string; the sidecar falls back to English). */
 export type Lang = 'zh' | 'en';
+/** A graph's side as requests name it (the proto's `node_type`/`graph_type` strings). */
 export type Side = 'NPU' | 'Bench' | 'Single';
 
-export interface MetaData {
-  run: string;
-  tag: string;
+/**
+ * The page's selection, sent as `metaData` (the proto's MetaData, whose fields a request may leave
+ * out): the page always has every field, and only these values.
+ */
+export interface MetaData extends Required<pb.MetaData> {
   type: 'db';
   lang: Lang;
-  microStep: number;
-  step: number;
-  rank: number;
 }
 
-export interface CatalogError {
-  run: string;
-  tag: string;
-  info: string;
-}
+/** The catalog: `{run: {type, tags}}` (`load_meta_dir`, `watchMetaDir`). */
+export type Catalog = pb.LoadMetaDirResponse['data'];
 
-export type Catalog = Record<string, { type: string; tags: string[] }>;
+/**
+ * One colour of the legend, the value of `{color: {value, description, accuracy_level}}`. Each part
+ * optional: the legend is the file's own table (msprobe's `tb_config.node_colors`), read as it is.
+ */
+export type ColorEntry = Partial<Omit<pb.ColorLegend, 'color'>>;
 
-export interface ColorEntry {
-  value: [number, number] | [] | string;
-  description?: string;
-  accuracy_level?: string;
-}
+/**
+ * A file's configuration (`loadGraphConfigInfo`). `detailColumns` is beyond msprobe: msprobe's own
+ * answers (the dev replay server's recordings) lack it, and then nothing is painted.
+ */
+export type ConfigInfo = Omit<pb.ConfigInfo, 'detailColumns' | 'colors'> &
+  Partial<Pick<pb.ConfigInfo, 'detailColumns'>> & { colors: Record<string, ColorEntry> };
 
-export interface ConfigInfo {
-  microSteps: number;
-  tooltips?: Record<string, string> | null;
-  overflowCheck: boolean;
-  isSingleGraph: boolean;
-  colors: Record<string, ColorEntry>;
-  matchedConfigFiles: string[];
-  task: string;
-  ranks: number[];
-  steps: number[];
-  /** The details table's known columns in order, metrics with their rules (absent from older sidecars: nothing is painted). */
-  detailColumns?: DetailColumn[];
-}
+/** One box of the server-side layout (`changeNodeExpandState` answers, keyed by node name). */
+export type RenderNode = pb.HierarchyResponse['data'][string];
 
-/** One known column of the details table (the proto's DetailColumn). */
-export interface DetailColumn {
-  name: string;
-  /** "higher": a larger |value| is worse; "lower": a value below 1 is worse; "": not a metric. */
-  worse: string;
-  /** Distances from perfect at or below this are not painted (percent values as fractions). */
-  threshold: number;
-}
-
-/** One box of the server-side layout (`changeNodeExpandState` answers). */
-export interface RenderNode {
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-  expand: boolean;
-  isRoot: boolean;
-  parentNode: string;
-  label: string;
-  name: string;
-  nodeType: number;
-  matchedNodeLink: string[];
-  precisionIndex: number | string | null;
-  overflowLevel: string | null;
-  matchedDistributed: MatchedDistributed | Record<string, never> | null;
-}
-
+/**
+ * What a communication node's `matched_distributed` holds (a `Struct` in the proto: its content
+ * is msprobe's converter's, which the proto does not describe).
+ */
 export interface MatchedDistributed {
   communications_type?: string;
   nodes_info?: Record<string, [string | number, string]>;
 }
 
-export type TensorSlot = Record<string, string | number | null>;
+/** One input or output slot of a node's details: `{statistic: value}`. */
+export type TensorSlot = pb.NodeDetail['input_data'][string];
 
-export interface NodeDetail {
-  id?: string;
-  node_name?: string;
-  node_type?: number;
-  input_data?: Record<string, TensorSlot>;
-  output_data?: Record<string, TensorSlot>;
-  upnode?: string;
-  subnodes?: string[];
-  matched_node_link?: string[];
-  stack_info?: string[];
-  parallel_merge_info?: string[] | string;
-  micro_step_id?: number;
-  data?: { precision_index?: number | string | null; overflow_level?: string | null };
-  matched_distributed?: MatchedDistributed;
-}
+/**
+ * One side of a node's details (`getNodeInfo`). The details helpers take any part of it: a side
+ * may be missing, and the tests build only the parts they read.
+ */
+export type NodeDetail = Partial<pb.NodeDetail>;
 
-export interface NodeInfo {
-  npu?: NodeDetail | null;
-  bench?: NodeDetail | null;
-}
+/** A node's details: `{npu, bench}`, a side `null` when the node has no counterpart there. */
+export type NodeInfo = pb.NodeInfoResponse['data'];
 
-export interface FilterHit {
-  name: string;
-  status: string;
-}
+/**
+ * A conversion's progress (`getConvertProgress` events, `getConvertState`). Only `progress` and
+ * `status` are always there: the measures are beyond msprobe (its events have none), and the page
+ * starts from `{progress: 0, status: 'building'}`.
+ */
+export type ConvertProgress = Partial<pb.ConvertProgress> & Pick<pb.ConvertProgress, 'progress' | 'status'>;
 
-export interface MatchedRelations {
-  npuMatchNodes: Record<string, string>;
-  benchMatchNodes: Record<string, string>;
-  npuUnMatchNodes: string[];
-  benchUnMatchNodes: string[];
-  matchedTotal?: number;
-  matchedSuccess?: number;
-}
-
-export interface ConvertCandidates {
-  dirs: string[];
-  yaml_files: string[];
-}
-
-export interface ConvertProgress {
-  progress: number;
-  status: 'building' | 'done' | 'error' | 'cancelled';
-  error?: string[] | string;
-  jobId?: string;
-  outputFile?: string;
-  /** Beyond msprobe: input bytes read, rows written (rowsTotal 0 until known), seconds left. */
-  bytesRead?: number;
-  bytesTotal?: number;
-  rowsWritten?: number;
-  rowsTotal?: number;
-  etaSeconds?: number;
-  stage?: string;
-}
-
-/** Node kinds as the server sends them in `nodeType`. */
+/** Node kinds as the server sends them in `nodeType` (the proto's comment on `RenderNode.node_type`). */
 export const NodeKind = { MODULE: 0, LEAF: 1, MULTI_COLLECTION: 8, API_LIST: 9 } as const;

@@ -8,7 +8,7 @@
 import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
-import { attachmentName, csvAddress, fileKey, reasonText, scoreText, viewFor, type Diagnosis, type DiagnosisNonFinite, type DiagnosisSource, type DiagnosisStates } from '../diagnosis';
+import { attachmentName, csvAddress, fileKey, reasonText, scoreText, viewFor, type DiagnosisNonFinite, type DiagnosisSource } from '../diagnosis';
 import { h } from '../dom';
 import { t, type Key } from '../i18n';
 import { icon } from '../icons';
@@ -36,13 +36,13 @@ export class DiagnosisPanel {
     const seq = ++this.seq;
     s.diagnosisError = '';
     if (s.tab === 'diagnosis') s.changed('panel');
-    const r = await get<Diagnosis>('diagnosis', { ...metaQuery(s.meta), top: TOP, states: states ? 'true' : undefined });
+    const r = await get('diagnosis', { ...metaQuery(s.meta), top: TOP, states: states || undefined });
     if (seq !== this.seq || fileKey(s.meta) !== file) return;
     if (!r.success || !r.data) {
       s.diagnosisError = r.error ?? 'diagnosis: no data';
       this.ctx.toast(`diagnosis: ${s.diagnosisError}`, 'error');
     } else {
-      const st = r.states as DiagnosisStates | undefined;
+      const st = r.states;
       s.diagnosis = {
         file,
         data: r.data,

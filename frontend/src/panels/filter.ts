@@ -9,7 +9,6 @@ import { h } from '../dom';
 import { hitHostOf, hitList } from '../hitlist';
 import { t, type Key } from '../i18n';
 import { unprefixed } from '../state';
-import type { FilterHit } from '../types';
 
 export class FilterPanel {
   constructor(private ctx: PageCtx) {}
@@ -54,7 +53,7 @@ export class FilterPanel {
       return;
     }
     const values = [...s.filterValues].map((v) => (v === '-1' ? -1 : v));
-    const r = await post<FilterHit[]>('filterNodes', { metaData: s.meta, type: s.mode, values });
+    const r = await post('filterNodes', { metaData: s.meta, type: s.mode, values });
     if (!r.success) {
       this.ctx.toast(`filterNodes: ${r.error}`, 'error');
       s.filterHits = [];

@@ -8,7 +8,7 @@ import { clear, h, option } from '../dom';
 import { t } from '../i18n';
 import { icon } from '../icons';
 import { metaKey } from '../state';
-import type { MatchedRelations, RenderNode } from '../types';
+import type { MatchedRelations } from '../types';
 import { guardWrite } from '../writeAccess';
 
 export class MatchPanel {
@@ -23,7 +23,7 @@ export class MatchPanel {
     const s = this.ctx.store;
     const key = metaKey(s.meta);
     if (!force && s.relations?.key === key) return;
-    const r = await post<MatchedRelations>('loadGraphMatchedRelations', { metaData: s.meta });
+    const r = await post('loadGraphMatchedRelations', { metaData: s.meta });
     if (!r.success || !r.data) {
       this.ctx.toast(`loadGraphMatchedRelations: ${r.error ?? 'no data'}`, 'error');
       return;
@@ -135,7 +135,7 @@ export class MatchPanel {
     const body = add
       ? { npuNodeName: npu, benchNodeName: bench, metaData: s.meta, isMatchChildren: ms.children }
       : { npuNodeName: npu, benchNodeName: bench, metaData: s.meta, isUnMatchChildren: ms.unChildren };
-    const r = await post<MatchedRelations>(add ? 'addMatchNodes' : 'deleteMatchNodes', body);
+    const r = await post(add ? 'addMatchNodes' : 'deleteMatchNodes', body);
     if (!r.success || !r.data) {
       this.ctx.toast(`${add ? 'addMatchNodes' : 'deleteMatchNodes'}: ${r.error ?? 'failed'}`, 'error');
       return;
@@ -150,7 +150,7 @@ export class MatchPanel {
     const s = this.ctx.store;
     s.relations = { key: metaKey(s.meta), data };
     for (const side of ['NPU', 'Bench'] as const) {
-      const r = await post<Record<string, RenderNode>>('updateHierarchyData', { graphType: side, metaData: s.meta });
+      const r = await post('updateHierarchyData', { graphType: side, metaData: s.meta });
       if (r.success && r.data) this.ctx.setHierarchy(side, r.data);
       else this.ctx.toast(`updateHierarchyData (${side}): ${r.error ?? 'no data'}`, 'error');
     }
@@ -161,7 +161,7 @@ export class MatchPanel {
   private async matchByConfig(file: string): Promise<void> {
     const s = this.ctx.store;
     if (!file) return;
-    const r = await post<MatchedRelations>('addMatchNodesByConfig', { configFile: file, metaData: s.meta });
+    const r = await post('addMatchNodesByConfig', { configFile: file, metaData: s.meta });
     if (!r.success || !r.data) {
       this.ctx.toast(`addMatchNodesByConfig: ${r.error ?? 'failed'}`, 'error');
       return;
@@ -173,7 +173,7 @@ export class MatchPanel {
 
   private async saveRelations(): Promise<void> {
     const s = this.ctx.store;
-    const r = await post<string>('saveMatchedRelations', { metaData: s.meta });
+    const r = await post('saveMatchedRelations', { metaData: s.meta });
     if (!r.success) {
       this.ctx.toast(`saveMatchedRelations: ${r.error}`, 'error');
       return;

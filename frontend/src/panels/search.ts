@@ -20,7 +20,7 @@ export class SearchPanel {
     const s = this.ctx.store;
     const key = metaKey(s.meta);
     if (s.nodeList?.key === key) return;
-    const r = await post<{ npuNodeList?: string[]; benchNodeList?: string[] }>('loadGraphAllNodeList', { metaData: s.meta });
+    const r = await post('loadGraphAllNodeList', { metaData: s.meta });
     if (!r.success || !r.data) {
       this.ctx.toast(`loadGraphAllNodeList: ${r.error ?? 'no data'}`, 'error');
       return;

@@ -21,8 +21,6 @@
 //! The gRPC API itself stays typed; the shim calls `CallJson`/`StreamJson` ([`call`],
 //! [`stream`]) with a routed RPC's name and its encoded request, and passes the JSON through.
 
-use std::pin::Pin;
-
 use tokio_stream::{Stream, StreamExt};
 
 pub mod write;
@@ -63,8 +61,7 @@ pub fn answer<T: Fields + prost::Message>(message: &T) -> crate::v1::JsonAnswer 
 }
 
 /// The stream of a server-streaming RPC, each message as a `JsonAnswer`.
-pub type JsonStream =
-    Pin<Box<dyn Stream<Item = Result<crate::v1::JsonAnswer, tonic::Status>> + Send>>;
+pub type JsonStream = crate::rpc::ServerStream<crate::v1::JsonAnswer>;
 
 fn answers<T, St>(stream: St) -> JsonStream
 where

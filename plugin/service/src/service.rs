@@ -1,18 +1,21 @@
 //! The gRPC edge: the `GraphAscend` service of the proto, over [`crate::handlers`].
 //!
-//! Each RPC runs its handler where it may block (SQLite calls block; see `blocking`: on the
-//! request's own worker thread) and turns only a failure of the server itself (a panicked or
-//! cancelled handler) into a gRPC status; answers about bad requests or bad files are ordinary
-//! responses with `success: false`, as the page expects. `CallJson` and `StreamJson`, the shim's
-//! path, call the same typed RPCs and render their answers with [`graph_ascend_proto::json`], the
-//! one definition of the browser's JSON.
+//! The wrapper of each routed unary RPC is generated from the proto
+//! ([`graph_ascend_proto::graph_ascend_service!`], invoked at the end of this file with one handler
+//! per RPC): it runs the handler through [`GraphService::quick`], right on the runtime's worker
+//! thread, or, for the RPCs the proto marks `option (blocking) = true` (the handlers that may wait
+//! long: index builds, file writes, conversions, the logdir walk), through
+//! [`GraphService::blocking`], on the blocking pool. Only a failure of the server itself (a
+//! panicked or cancelled handler) becomes a gRPC status; answers about bad requests or bad files
+//! are ordinary responses with `success: false`, as the page expects. The streams and the shim's
+//! path are written here: `CallJson` and `StreamJson` call the same typed RPCs and render their
+//! answers with [`graph_ascend_proto::json`], the one definition of the browser's JSON.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
 use graph_ascend_proto as pb;
-use pb::graph_ascend_server::GraphAscend;
-use tokio_stream::{Stream, StreamExt};
+use pb::rpc::ServerStream;
+use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
 use crate::handlers;
@@ -39,33 +42,43 @@ fn client_of(client_id: &str) -> String {
     }
 }
 
-/// Runs a handler that may wait long (for an index build, a file write, a conversion, the walk of
-/// the logdir) on a thread of the blocking pool, so that the runtime's workers stay free and stay
-/// the same threads: [`quick`] handlers and every answer's JSON run on them, with their caches
-/// and allocator memory warm. (`block_in_place` ran the handler on the worker's thread instead
-/// and moved the worker's role to another thread each time.) A panicking handler becomes an
-/// `internal` status, not a dead connection.
-async fn blocking<T: Send + 'static>(
-    state: &Arc<State>,
-    f: impl FnOnce(&State) -> T + Send + 'static,
-) -> Result<Response<T>, Status> {
-    let state = state.clone();
-    match tokio::task::spawn_blocking(move || quick(&state, f)).await {
-        Ok(answered) => answered,
-        Err(e) => Err(handler_failed(&e)),
+impl GraphService {
+    /// Runs a handler that may wait long (for an index build, a file write, a conversion, the
+    /// walk of the logdir: the RPCs marked `blocking` in the proto) on a thread of the blocking
+    /// pool, so that the runtime's workers stay free and stay the same threads: [`Self::quick`]
+    /// handlers and every answer's JSON run on them, with their caches and allocator memory warm.
+    /// (`block_in_place` ran the handler on the worker's thread instead and moved the worker's
+    /// role to another thread each time.) A panicking handler becomes an `internal` status, not a
+    /// dead connection.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&State) -> T + Send + 'static,
+    ) -> Result<Response<T>, Status> {
+        let state = self.state.clone();
+        match tokio::task::spawn_blocking(move || run_caught(&state, f)).await {
+            Ok(answered) => answered,
+            Err(e) => Err(handler_failed(&e)),
+        }
+    }
+
+    /// Runs a handler whose work is bounded by the answer it makes (the page's opening requests
+    /// and its clicks: a file's configuration, a layout, a node's details; the RPCs not marked
+    /// `blocking` in the proto) right on the runtime's worker thread, like the JSON of every
+    /// answer. It waits for no background build and writes no file.
+    ///
+    /// On the same few threads, the answers of consecutive clicks find caches and allocator
+    /// memory warm; under `block_in_place`, which moved the worker's role to another thread on
+    /// each call, they did not, and each first layout took about 0.3 ms longer (`docs/service.md`,
+    /// "Clicks answered on the runtime's own threads"). What may wait long goes through
+    /// [`Self::blocking`], so that it never holds a worker. A panicking handler becomes an
+    /// `internal` status, as there.
+    fn quick<T>(&self, f: impl FnOnce(&State) -> T) -> Result<Response<T>, Status> {
+        run_caught(&self.state, f)
     }
 }
 
-/// Runs a handler whose work is bounded by the answer it makes (the page's opening requests and
-/// its clicks: a file's configuration, a layout, a node's details) right on the runtime's worker
-/// thread, like the JSON of every answer. It waits for no background build and writes no file.
-///
-/// On the same few threads, the answers of consecutive clicks find caches and allocator memory
-/// warm; under `block_in_place`, which moved the worker's role to another thread on each call,
-/// they did not, and each first layout took about 0.3 ms longer (`docs/service.md`, "Clicks
-/// answered on the runtime's own threads"). What may wait long goes through [`blocking`], so that
-/// it never holds a worker. A panicking handler becomes an `internal` status, as there.
-fn quick<T>(state: &State, f: impl FnOnce(&State) -> T) -> Result<Response<T>, Status> {
+/// Runs a handler, a panic caught and turned into an `internal` status.
+fn run_caught<T>(state: &State, f: impl FnOnce(&State) -> T) -> Result<Response<T>, Status> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state)))
         .map(Response::new)
         .map_err(|panic| handler_failed(&panic_text(panic.as_ref())))
@@ -85,25 +98,15 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-type ListingStream = Pin<Box<dyn Stream<Item = Result<pb::LoadMetaDirResponse, Status>> + Send>>;
-type ProgressStream = Pin<Box<dyn Stream<Item = Result<pb::ConvertProgress, Status>> + Send>>;
-type FileStream = Pin<Box<dyn Stream<Item = Result<pb::FileChunk, Status>> + Send>>;
-
-#[tonic::async_trait]
-impl GraphAscend for GraphService {
-    async fn load_meta_dir(
+/// The RPCs that are not a handler's answer: the streams and the shim's path (named in the
+/// generated impl below).
+impl GraphService {
+    /// `WatchMetaDir`: the listing now, then again whenever it changes (the logdir walked on the
+    /// blocking pool after each file event, or every `watch::POLL`).
+    async fn watch_listing(
         &self,
         _req: Request<pb::LoadMetaDirRequest>,
-    ) -> Result<Response<pb::LoadMetaDirResponse>, Status> {
-        blocking(&self.state, handlers::load_meta_dir).await
-    }
-
-    type WatchMetaDirStream = ListingStream;
-
-    async fn watch_meta_dir(
-        &self,
-        _req: Request<pb::LoadMetaDirRequest>,
-    ) -> Result<Response<Self::WatchMetaDirStream>, Status> {
+    ) -> Result<Response<ServerStream<pb::LoadMetaDirResponse>>, Status> {
         let state = self.state.clone();
         let mut events = state.watch.subscribe();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -143,228 +146,23 @@ impl GraphAscend for GraphService {
         )))
     }
 
-    async fn load_graph_data(
-        &self,
-        req: Request<pb::LoadGraphDataRequest>,
-    ) -> Result<Response<pb::StatusResponse>, Status> {
-        let req = req.into_inner();
-        quick(&self.state, move |s| handlers::load_graph_data(s, req))
-    }
-
-    async fn load_graph_config_info(
-        &self,
-        req: Request<pb::MetaRequest>,
-    ) -> Result<Response<pb::ConfigInfoResponse>, Status> {
-        let req = req.into_inner();
-        quick(&self.state, move |s| {
-            handlers::load_graph_config_info(s, req)
-        })
-    }
-
-    async fn load_graph_all_node_list(
-        &self,
-        req: Request<pb::MetaRequest>,
-    ) -> Result<Response<pb::NodeListResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| {
-            handlers::load_graph_all_node_list(s, req)
-        })
-        .await
-    }
-
-    async fn change_node_expand_state(
-        &self,
-        req: Request<pb::NodeRequest>,
-    ) -> Result<Response<pb::HierarchyResponse>, Status> {
-        let req = req.into_inner();
-        let client = client_of(&req.client_id);
-        quick(&self.state, move |s| {
-            handlers::change_node_expand_state(s, &client, req)
-        })
-    }
-
-    async fn update_hierarchy_data(
-        &self,
-        req: Request<pb::UpdateHierarchyRequest>,
-    ) -> Result<Response<pb::HierarchyResponse>, Status> {
-        let req = req.into_inner();
-        let client = client_of(&req.client_id);
-        quick(&self.state, move |s| {
-            handlers::update_hierarchy_data(s, &client, req)
-        })
-    }
-
-    async fn get_node_info(
-        &self,
-        req: Request<pb::NodeRequest>,
-    ) -> Result<Response<pb::NodeInfoResponse>, Status> {
-        let req = req.into_inner();
-        quick(&self.state, move |s| handlers::get_node_info(s, req))
-    }
-
-    async fn filter_nodes(
-        &self,
-        req: Request<pb::FilterNodesRequest>,
-    ) -> Result<Response<pb::FilterNodesResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::filter_nodes(s, req)).await
-    }
-
-    async fn search_nodes(
-        &self,
-        req: Request<pb::SearchNodesRequest>,
-    ) -> Result<Response<pb::SearchNodesResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::search_nodes(s, req)).await
-    }
-
-    async fn load_graph_matched_relations(
-        &self,
-        req: Request<pb::MetaRequest>,
-    ) -> Result<Response<pb::MatchedRelationsResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| {
-            handlers::load_graph_matched_relations(s, req)
-        })
-        .await
-    }
-
-    async fn add_match_nodes(
-        &self,
-        req: Request<pb::MatchNodesRequest>,
-    ) -> Result<Response<pb::MatchResultResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::add_match_nodes(s, req)).await
-    }
-
-    async fn delete_match_nodes(
-        &self,
-        req: Request<pb::MatchNodesRequest>,
-    ) -> Result<Response<pb::MatchResultResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::delete_match_nodes(s, req)).await
-    }
-
-    async fn add_match_nodes_by_config(
-        &self,
-        req: Request<pb::MatchByConfigRequest>,
-    ) -> Result<Response<pb::MatchResultResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| {
-            handlers::add_match_nodes_by_config(s, req)
-        })
-        .await
-    }
-
-    async fn save_matched_relations(
-        &self,
-        req: Request<pb::MetaRequest>,
-    ) -> Result<Response<pb::SaveMatchedRelationsResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| {
-            handlers::save_matched_relations(s, req)
-        })
-        .await
-    }
-
-    async fn save_data(
-        &self,
-        req: Request<pb::MetaRequest>,
-    ) -> Result<Response<pb::StatusResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::save_data(s, req)).await
-    }
-
-    async fn update_colors(
-        &self,
-        req: Request<pb::UpdateColorsRequest>,
-    ) -> Result<Response<pb::StatusResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::update_colors(s, req)).await
-    }
-
-    async fn update_precision_error(
-        &self,
-        req: Request<pb::UpdatePrecisionErrorRequest>,
-    ) -> Result<Response<pb::StatusResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| {
-            handlers::update_precision_error(s, req)
-        })
-        .await
-    }
-
-    async fn load_converted_graph_data(
-        &self,
-        _req: Request<pb::LoadConvertedGraphDataRequest>,
-    ) -> Result<Response<pb::ConvertCandidatesResponse>, Status> {
-        blocking(&self.state, handlers::load_converted_graph_data).await
-    }
-
-    async fn convert_to_graph(
-        &self,
-        req: Request<pb::ConvertRequest>,
-    ) -> Result<Response<pb::ConvertStartResponse>, Status> {
-        let req = req.into_inner();
-        let client = client_of(&req.client_id);
-        blocking(&self.state, move |s| {
-            handlers::convert_to_graph(s, &client, req)
-        })
-        .await
-    }
-
-    type GetConvertProgressStream = ProgressStream;
-
-    async fn get_convert_progress(
+    /// `GetConvertProgress`: the job's progress events.
+    async fn progress_events(
         &self,
         req: Request<pb::ConvertProgressRequest>,
-    ) -> Result<Response<Self::GetConvertProgressStream>, Status> {
+    ) -> Result<Response<ServerStream<pb::ConvertProgress>>, Status> {
         let req = req.into_inner();
         let client = client_of(&req.client_id);
         let stream = handlers::progress_stream(&self.state, &client, &req.job_id);
         Ok(Response::new(Box::pin(stream.map(Ok))))
     }
 
-    async fn get_convert_state(
-        &self,
-        req: Request<pb::ConvertProgressRequest>,
-    ) -> Result<Response<pb::ConvertProgress>, Status> {
-        let req = req.into_inner();
-        let client = client_of(&req.client_id);
-        blocking(&self.state, move |s| {
-            handlers::convert_state(s, &client, &req.job_id)
-        })
-        .await
-    }
-
-    async fn cancel_convert(
-        &self,
-        req: Request<pb::ConvertProgressRequest>,
-    ) -> Result<Response<pb::StatusResponse>, Status> {
-        let req = req.into_inner();
-        let client = client_of(&req.client_id);
-        blocking(&self.state, move |s| {
-            handlers::cancel_convert(s, &client, &req.job_id)
-        })
-        .await
-    }
-
-    async fn diagnose(
-        &self,
-        req: Request<pb::DiagnoseRequest>,
-    ) -> Result<Response<pb::DiagnoseResponse>, Status> {
-        let req = req.into_inner();
-        blocking(&self.state, move |s| handlers::diagnose(s, req)).await
-    }
-
-    type ExportCsvStream = FileStream;
-
-    /// The CSV is written on the blocking pool into a small channel: at most a few chunks wait
-    /// for a slow reader, and a reader that goes away stops the export.
-    async fn export_csv(
+    /// `ExportCsv`: the CSV is written on the blocking pool into a small channel: at most a few
+    /// chunks wait for a slow reader, and a reader that goes away stops the export.
+    async fn csv_download(
         &self,
         req: Request<pb::ExportCsvRequest>,
-    ) -> Result<Response<Self::ExportCsvStream>, Status> {
+    ) -> Result<Response<ServerStream<pb::FileChunk>>, Status> {
         let req = req.into_inner();
         let state = self.state.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -378,7 +176,8 @@ impl GraphAscend for GraphService {
         )))
     }
 
-    async fn call_json(
+    /// `CallJson`: the routed RPC named in the call, its answer as the browser's JSON.
+    async fn json_answer(
         &self,
         req: Request<pb::JsonCall>,
     ) -> Result<Response<pb::JsonAnswer>, Status> {
@@ -398,14 +197,57 @@ impl GraphAscend for GraphService {
         Ok(Response::new(answer))
     }
 
-    type StreamJsonStream = graph_ascend_proto::json::JsonStream;
-
-    async fn stream_json(
+    /// `StreamJson`: the routed streaming RPC named in the call, each message as JSON.
+    async fn json_answers(
         &self,
         req: Request<pb::JsonCall>,
-    ) -> Result<Response<Self::StreamJsonStream>, Status> {
+    ) -> Result<Response<pb::json::JsonStream>, Status> {
         graph_ascend_proto::json::stream(self, req.into_inner())
             .await
             .map(Response::new)
+    }
+}
+
+// One handler per RPC, in the proto's order; which of them run on the blocking pool is the proto's
+// `blocking` option.
+graph_ascend_proto::graph_ascend_service! {
+    GraphService {
+        load_meta_dir: |state, _| handlers::load_meta_dir(state),
+        watch_meta_dir: GraphService::watch_listing,
+        load_graph_data: handlers::load_graph_data,
+        load_graph_config_info: handlers::load_graph_config_info,
+        load_graph_all_node_list: handlers::load_graph_all_node_list,
+        change_node_expand_state: |state, req| {
+            handlers::change_node_expand_state(state, &client_of(&req.client_id), req)
+        },
+        update_hierarchy_data: |state, req| {
+            handlers::update_hierarchy_data(state, &client_of(&req.client_id), req)
+        },
+        get_node_info: handlers::get_node_info,
+        filter_nodes: handlers::filter_nodes,
+        search_nodes: handlers::search_nodes,
+        load_graph_matched_relations: handlers::load_graph_matched_relations,
+        add_match_nodes: handlers::add_match_nodes,
+        delete_match_nodes: handlers::delete_match_nodes,
+        add_match_nodes_by_config: handlers::add_match_nodes_by_config,
+        save_matched_relations: handlers::save_matched_relations,
+        save_data: handlers::save_data,
+        update_colors: handlers::update_colors,
+        update_precision_error: handlers::update_precision_error,
+        load_converted_graph_data: |state, _| handlers::load_converted_graph_data(state),
+        convert_to_graph: |state, req| {
+            handlers::convert_to_graph(state, &client_of(&req.client_id), req)
+        },
+        get_convert_progress: GraphService::progress_events,
+        get_convert_state: |state, req| {
+            handlers::convert_state(state, &client_of(&req.client_id), &req.job_id)
+        },
+        cancel_convert: |state, req| {
+            handlers::cancel_convert(state, &client_of(&req.client_id), &req.job_id)
+        },
+        diagnose: handlers::diagnose,
+        export_csv: GraphService::csv_download,
+        call_json: GraphService::json_answer,
+        stream_json: GraphService::json_answers,
     }
 }

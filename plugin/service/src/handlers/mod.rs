@@ -1,6 +1,11 @@
 //! One function per RPC: a request message in, a response message out, no sockets.
 //!
-//! Handlers are synchronous (they run on tokio's blocking pool, see [`crate::service`]). Each is
+//! Handlers are synchronous. Where each runs is the proto's `blocking` option on its RPC, read by
+//! the generated wrappers ([`crate::service`]): those that may wait long (index builds, file
+//! writes, conversions, the logdir walk) on tokio's blocking pool, the others (the page's opening
+//! requests and clicks, whose work is bounded by the answer) inline on the runtime's worker. A new
+//! RPC is its proto entry (with `blocking` if it may wait long), its handler here, and one line in
+//! `service.rs`'s `graph_ascend_service!`. Each is
 //! a named function returning [`Result`], and the public handler wraps it with [`answer`], the one
 //! place where failures become msprobe's `{"success": false, "error": "<text>"}` in the page's
 //! language; only a failure of the server itself becomes a gRPC status (at the edge, in
