@@ -717,28 +717,7 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, E> {
         .map_err(|e| member(&pkl_name, e.into()))?
         .read_to_end(&mut pkl)
         .map_err(|e| member(&pkl_name, e))?;
-    let mut obj = run_pickle(&pkl)?;
-    // Unwrap `_rebuild_parameter(tensor, …)`.
-    loop {
-        match obj {
-            P::Call(f, args) => match *f {
-                P::Global(_, ref name)
-                    if name == "_rebuild_tensor_v2" || name == "_rebuild_tensor" =>
-                {
-                    obj = P::Call(f, args);
-                    break;
-                }
-                P::Global(_, ref name) if name == "_rebuild_parameter" => {
-                    obj = args.into_iter().next().ok_or(E::NotATensor)?;
-                }
-                _ => return Err(E::NotATensor),
-            },
-            _ => return Err(E::NotATensor),
-        }
-    }
-    let P::Call(_, args) = obj else {
-        return Err(E::NotATensor);
-    };
+    let args = rebuild_tensor_args(run_pickle(&pkl)?)?;
     let (Some(P::Persistent(st)), Some(P::Int(offset)), Some(size), Some(stride)) =
         (args.first(), args.get(1), args.get(2), args.get(3))
     else {
@@ -790,23 +769,57 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, E> {
         .take(needed as u64)
         .read_to_end(&mut raw)
         .map_err(|e| member(&storage_name, e))?;
+    let short = || E::StorageShort {
+        key: key.clone(),
+        stored: raw.len(),
+        shape: shape.clone(),
+        strides: strides.clone(),
+        offset,
+        needed,
+    };
+    let data = view_values(&raw, dtype, n, offset, &shape, &strides, short)?;
+    Ok(Tensor { shape, data, dtype })
+}
+
+/// The arguments of the `_rebuild_tensor_v2(storage, offset, size, stride, …)` call that a
+/// `.pt` pickle makes, inside any `_rebuild_parameter(tensor, …)` calls.
+fn rebuild_tensor_args(mut obj: P) -> Result<Vec<P>, E> {
+    loop {
+        let P::Call(f, args) = obj else {
+            return Err(E::NotATensor);
+        };
+        match *f {
+            P::Global(_, ref name) if name == "_rebuild_tensor_v2" || name == "_rebuild_tensor" => {
+                return Ok(args)
+            }
+            P::Global(_, ref name) if name == "_rebuild_parameter" => {
+                obj = args.into_iter().next().ok_or(E::NotATensor)?;
+            }
+            _ => return Err(E::NotATensor),
+        }
+    }
+}
+
+/// The `n` values of the view (`offset`, `shape`, `strides`, in elements) of the storage
+/// `raw`, in row-major order; `short()` is the error when the view reaches past `raw`.
+fn view_values(
+    raw: &[u8],
+    dtype: &str,
+    n: usize,
+    offset: usize,
+    shape: &[usize],
+    strides: &[usize],
+    short: impl Fn() -> E,
+) -> Result<Vec<f64>, E> {
+    let esize = elem_size(dtype);
     let mut data = Vec::new();
     data.try_reserve_exact(n)
         .map_err(|source| E::Allocation { n, source })?;
     let mut idx = vec![0usize; shape.len()];
     for _ in 0..n {
-        // Below `needed / esize` (checked above), so neither sum nor product overflows.
-        let pos = offset + idx.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>();
-        let b = raw
-            .get(pos * esize..(pos + 1) * esize)
-            .ok_or_else(|| E::StorageShort {
-                key: key.clone(),
-                stored: raw.len(),
-                shape: shape.clone(),
-                strides: strides.clone(),
-                offset,
-                needed,
-            })?;
+        // Below `needed / esize` (checked by the caller), so neither sum nor product overflows.
+        let pos = offset + idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>();
+        let b = raw.get(pos * esize..(pos + 1) * esize).ok_or_else(&short)?;
         data.push(decode(dtype, b));
         for d in (0..shape.len()).rev() {
             idx[d] += 1;
@@ -816,7 +829,7 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, E> {
             idx[d] = 0;
         }
     }
-    Ok(Tensor { shape, data, dtype })
+    Ok(data)
 }
 
 #[cfg(test)]
