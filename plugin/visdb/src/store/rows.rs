@@ -90,7 +90,8 @@ pub struct NodeDetailRow {
     pub modified: i64,
 }
 
-/// One node as [`Store::scan_data_rows`] reads it: the navigation columns and the raw JSON texts.
+/// One node as [`Store::scan_data_rows`](super::Store::scan_data_rows) reads it: the navigation
+/// columns and the raw JSON texts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataRow {
     pub node: NodeRow,
@@ -98,7 +99,7 @@ pub struct DataRow {
     pub output_data: String,
 }
 
-/// One node as [`Store::scan_index_rows`] reads it.
+/// One node as [`Store::scan_index_rows`](super::Store::scan_index_rows) reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexRow<'a> {
     pub name: &'a str,
