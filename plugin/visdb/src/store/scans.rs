@@ -10,8 +10,8 @@ use super::rows::{DataRow, GraphKey, IndexRow};
 use crate::schema::is_leaf_sql;
 
 /// The index pass ([`Store::scan_index_rows`]): read from our covering index
-/// [`crate::schema::NODE_LIST_INDEX`] alone where the file has it (ours), else through `index3` and the
-/// rows (msprobe's files).
+/// [`crate::schema::NODE_LIST_INDEX`] alone where the file has it (ours), else through `index3`
+/// and the rows (msprobe's files).
 const INDEX_PASS_SQL: &str = concat!(
     "SELECT node_name, ",
     is_leaf_sql!(),
