@@ -316,12 +316,96 @@ const LEAF: Cost = Cost {
 /// [`MAX_PICKLE_VALUES`]), so that neither building nor dropping them can exhaust the stack or
 /// the memory, whatever the bytes.
 fn run_pickle(data: &[u8]) -> Result<P, E> {
-    let mut stack: Vec<(P, Cost)> = Vec::new();
-    let mut memo: std::collections::HashMap<u32, (P, Cost)> = std::collections::HashMap::new();
-    let mut made: u64 = 0;
-    let mut i = 0usize;
-    // Accounts for a value about to be pushed: `parts` are what it is made of.
-    let mut account = |parts: &[Cost], copy: bool| -> Result<Cost, E> {
+    let mut machine = Pickle {
+        data,
+        pos: 0,
+        stack: Vec::new(),
+        memo: std::collections::HashMap::new(),
+        made: 0,
+    };
+    loop {
+        let op = machine.byte().map_err(|_| E::PickleNoStop)?;
+        if op == b'.' {
+            return machine
+                .stack
+                .pop()
+                .map(|(p, _)| p)
+                .ok_or(E::PickleEmptyStack(op));
+        }
+        if let Some(p) = machine.step(op)? {
+            let cost = machine.account(&[], false)?;
+            machine.stack.push((p, cost));
+        }
+    }
+}
+
+/// The pickle machine: the bytes and where it reads them, its stack and memo (each value with
+/// its [`Cost`]), and how many values it has made.
+struct Pickle<'a> {
+    data: &'a [u8],
+    pos: usize,
+    stack: Vec<(P, Cost)>,
+    memo: std::collections::HashMap<u32, (P, Cost)>,
+    made: u64,
+}
+
+/// The costs of `items`, in order.
+fn costs(items: &[(P, Cost)]) -> Vec<Cost> {
+    items.iter().map(|(_, c)| *c).collect()
+}
+
+/// The values of `items`, in order.
+fn values(items: Vec<(P, Cost)>) -> Vec<P> {
+    items.into_iter().map(|(p, _)| p).collect()
+}
+
+/// `N` bytes as an array, for the fixed-size integers and floats.
+fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&bytes[..N]);
+    out
+}
+
+impl<'a> Pickle<'a> {
+    /// Runs opcode `op` (all but STOP): `Some` is a new value for the stack, which the caller
+    /// accounts for and pushes; the other opcodes change the stack or the memo themselves.
+    fn step(&mut self, op: u8) -> Result<Option<P>, E> {
+        match op {
+            // PROTO, FRAME: nothing to do with their argument.
+            0x80 => self.skip(1),
+            0x95 => self.skip(8),
+            b'c' | 0x93 => self.global(op).map(Some),
+            b'X' | 0x8c => self.string(op).map(Some),
+            b'J' | b'K' | b'M' | 0x8a | b'G' => self.number(op).map(Some),
+            0x88 => Ok(Some(P::Bool(true))),
+            0x89 => Ok(Some(P::Bool(false))),
+            b'N' => Ok(Some(P::None)),
+            b'q' | b'r' | 0x94 => self.memo_put(op),
+            b'h' | b'j' => self.memo_get(op),
+            b'(' => {
+                self.stack.push((P::Mark, LEAF));
+                Ok(None)
+            }
+            b')' => Ok(Some(P::Tuple(Vec::new()))),
+            b't' | 0x85..=0x87 => self.tuple(op),
+            b'}' => Ok(Some(P::Dict)),
+            b']' => Ok(Some(P::List(Vec::new()))),
+            b's' | b'u' => self.set_items(op),
+            b'a' | b'e' => self.append(op),
+            b'Q' => self.persistent_id(),
+            b'R' | 0x81 => self.call(op),
+            // BUILD: the state of an object is not needed.
+            b'b' => {
+                self.stack.pop();
+                Ok(None)
+            }
+            other => Err(E::PickleOpcode(other)),
+        }
+    }
+
+    /// Accounts for a value about to be pushed: `parts` are what it is made of (with `copy`,
+    /// the one value it copies, counted again whole).
+    fn account(&mut self, parts: &[Cost], copy: bool) -> Result<Cost, E> {
         let cost = if copy {
             parts.first().copied().unwrap_or(LEAF)
         } else {
@@ -330,149 +414,102 @@ fn run_pickle(data: &[u8]) -> Result<P, E> {
                 values: 1 + parts.iter().map(|c| c.values).sum::<u64>(),
             }
         };
-        made = made.saturating_add(if copy { cost.values } else { 1 });
+        self.made = self.made.saturating_add(if copy { cost.values } else { 1 });
         if cost.depth > MAX_PICKLE_DEPTH {
             return Err(E::PickleTooDeep);
         }
-        if made > MAX_PICKLE_VALUES {
+        if self.made > MAX_PICKLE_VALUES {
             return Err(E::PickleTooManyValues);
         }
         Ok(cost)
-    };
-    let take = |i: &mut usize, n: usize| -> Result<&[u8], E> {
-        let s = data
-            .get(*i..i.saturating_add(n))
-            .ok_or(E::PickleTruncated)?;
-        *i += n;
-        Ok(s)
-    };
-    // `N` bytes as an array, for the fixed-size integers and floats.
-    fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
-        let mut out = [0u8; N];
-        out.copy_from_slice(&bytes[..N]);
-        out
     }
-    let line = |i: &mut usize| -> Result<String, E> {
-        let rest = data.get(*i..).ok_or(E::PickleTruncated)?;
+
+    /// The next `n` bytes.
+    fn take(&mut self, n: usize) -> Result<&'a [u8], E> {
+        let data = self.data;
+        let s = data
+            .get(self.pos..self.pos.saturating_add(n))
+            .ok_or(E::PickleTruncated)?;
+        self.pos += n;
+        Ok(s)
+    }
+
+    /// The next byte.
+    fn byte(&mut self) -> Result<u8, E> {
+        Ok(self.take(1)?[0])
+    }
+
+    /// The next 4 bytes, a little-endian `u32`.
+    fn u32_le(&mut self) -> Result<u32, E> {
+        Ok(u32::from_le_bytes(array(self.take(4)?)))
+    }
+
+    /// Skips an opcode's argument of `n` bytes.
+    fn skip(&mut self, n: usize) -> Result<Option<P>, E> {
+        self.take(n)?;
+        Ok(None)
+    }
+
+    /// The text up to the next newline (which is consumed).
+    fn line(&mut self) -> Result<String, E> {
+        let rest = self.data.get(self.pos..).ok_or(E::PickleTruncated)?;
         let end = rest
             .iter()
             .position(|b| *b == b'\n')
             .ok_or(E::PickleTruncated)?;
-        *i += end + 1;
+        self.pos += end + 1;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
-    };
-    let pop_mark = |stack: &mut Vec<(P, Cost)>| -> Result<Vec<(P, Cost)>, E> {
-        let pos = stack
+    }
+
+    /// The items above the topmost mark, which is removed.
+    fn pop_mark(&mut self) -> Result<Vec<(P, Cost)>, E> {
+        let pos = self
+            .stack
             .iter()
             .rposition(|(p, _)| matches!(p, P::Mark))
             .ok_or(E::PickleNoMark)?;
-        let items = stack.split_off(pos + 1);
-        stack.pop();
+        let items = self.stack.split_off(pos + 1);
+        self.stack.pop();
         Ok(items)
-    };
-    let costs = |items: &[(P, Cost)]| items.iter().map(|(_, c)| *c).collect::<Vec<_>>();
-    let values = |items: Vec<(P, Cost)>| items.into_iter().map(|(p, _)| p).collect::<Vec<_>>();
-    loop {
-        let op = *data.get(i).ok_or(E::PickleNoStop)?;
-        i += 1;
-        let leaf = match op {
-            0x80 => {
-                take(&mut i, 1)?;
-                None
-            }
-            0x95 => {
-                take(&mut i, 8)?;
-                None
-            }
-            b'c' => {
-                let module = line(&mut i)?;
-                let name = line(&mut i)?;
-                Some(P::Global(module, name))
-            }
-            0x93 => {
-                let name = stack.pop().ok_or(E::PickleEmptyStack(op))?.0;
-                let module = stack.pop().ok_or(E::PickleEmptyStack(op))?.0;
-                match (module, name) {
-                    (P::Str(m), P::Str(n)) => Some(P::Global(m, n)),
-                    _ => return Err(E::PickleStackGlobal),
-                }
-            }
-            b'X' => {
-                let n = u32::from_le_bytes(array(take(&mut i, 4)?));
-                let s = take(&mut i, n as usize)?;
-                Some(P::Str(String::from_utf8_lossy(s).into_owned()))
-            }
-            0x8c => {
-                let n = take(&mut i, 1)?[0] as usize;
-                let s = take(&mut i, n)?;
-                Some(P::Str(String::from_utf8_lossy(s).into_owned()))
-            }
-            b'q' | b'r' | 0x94 => {
-                let k = match op {
-                    b'q' => take(&mut i, 1)?[0] as u32,
-                    b'r' => u32::from_le_bytes(array(take(&mut i, 4)?)),
-                    _ => memo.len() as u32,
-                };
-                let top = stack.last().ok_or(E::PickleEmptyStack(op))?;
-                let cost = account(&[top.1], true)?;
-                memo.insert(k, (top.0.clone(), cost));
-                None
-            }
-            b'h' | b'j' => {
-                let k = if op == b'h' {
-                    take(&mut i, 1)?[0] as u32
-                } else {
-                    u32::from_le_bytes(array(take(&mut i, 4)?))
-                };
-                let (p, cost) = memo.get(&k).ok_or(E::PickleMemo(k))?;
-                let cost = account(&[*cost], true)?;
-                stack.push((p.clone(), cost));
-                None
-            }
-            b'(' => {
-                stack.push((P::Mark, LEAF));
-                None
-            }
-            b't' => {
-                let items = pop_mark(&mut stack)?;
-                let cost = account(&costs(&items), false)?;
-                stack.push((P::Tuple(values(items)), cost));
-                None
-            }
-            b')' => Some(P::Tuple(Vec::new())),
-            0x85..=0x87 => {
-                let n = (op - 0x84) as usize;
-                if stack.len() < n {
-                    return Err(E::PickleEmptyStack(op));
-                }
-                let items = stack.split_off(stack.len() - n);
-                let cost = account(&costs(&items), false)?;
-                stack.push((P::Tuple(values(items)), cost));
-                None
-            }
-            b'Q' => match stack.pop() {
-                Some((P::Tuple(t), cost)) => {
-                    let cost = account(&[cost], false)?;
-                    stack.push((P::Persistent(t), cost));
-                    None
-                }
-                _ => return Err(E::PicklePersistentId),
-            },
-            b'J' => {
-                let v = i32::from_le_bytes(array(take(&mut i, 4)?));
-                Some(P::Int(v as i64))
-            }
-            b'K' => {
-                let v = take(&mut i, 1)?[0];
-                Some(P::Int(v as i64))
-            }
-            b'M' => {
-                let v = u16::from_le_bytes(array(take(&mut i, 2)?));
-                Some(P::Int(v as i64))
-            }
-            0x8a => {
-                let n = take(&mut i, 1)?[0] as usize;
-                let b = take(&mut i, n)?;
+    }
+
+    /// GLOBAL (module and name on two lines) and STACK_GLOBAL (both from the stack).
+    fn global(&mut self, op: u8) -> Result<P, E> {
+        if op == b'c' {
+            let module = self.line()?;
+            let name = self.line()?;
+            return Ok(P::Global(module, name));
+        }
+        let name = self.stack.pop().ok_or(E::PickleEmptyStack(op))?.0;
+        let module = self.stack.pop().ok_or(E::PickleEmptyStack(op))?.0;
+        match (module, name) {
+            (P::Str(m), P::Str(n)) => Ok(P::Global(m, n)),
+            _ => Err(E::PickleStackGlobal),
+        }
+    }
+
+    /// BINUNICODE (4-byte length) and SHORT_BINUNICODE (1-byte length).
+    fn string(&mut self, op: u8) -> Result<P, E> {
+        let n = if op == b'X' {
+            self.u32_le()? as usize
+        } else {
+            self.byte()? as usize
+        };
+        let s = self.take(n)?;
+        Ok(P::Str(String::from_utf8_lossy(s).into_owned()))
+    }
+
+    /// BININT, BININT1, BININT2, LONG1 (little-endian two's complement of 1 to 8 bytes read)
+    /// and BINFLOAT (big-endian).
+    fn number(&mut self, op: u8) -> Result<P, E> {
+        Ok(match op {
+            b'J' => P::Int(i32::from_le_bytes(array(self.take(4)?)) as i64),
+            b'K' => P::Int(self.byte()? as i64),
+            b'M' => P::Int(u16::from_le_bytes(array(self.take(2)?)) as i64),
+            b'G' => P::Float(f64::from_be_bytes(array(self.take(8)?))),
+            _ => {
+                let n = self.byte()? as usize;
+                let b = self.take(n)?;
                 let mut v: i64 = 0;
                 for (k, byte) in b.iter().enumerate().take(8) {
                     v |= (*byte as i64) << (8 * k);
@@ -480,65 +517,117 @@ fn run_pickle(data: &[u8]) -> Result<P, E> {
                 if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
                     v -= 1i64 << (8 * n);
                 }
-                Some(P::Int(v))
+                P::Int(v)
             }
-            b'G' => {
-                let v = f64::from_be_bytes(array(take(&mut i, 8)?));
-                Some(P::Float(v))
-            }
-            0x88 => Some(P::Bool(true)),
-            0x89 => Some(P::Bool(false)),
-            b'N' => Some(P::None),
-            b'}' => Some(P::Dict),
-            b']' => Some(P::List(Vec::new())),
-            b's' => {
-                stack.pop();
-                stack.pop();
-                None
-            }
-            b'u' => {
-                pop_mark(&mut stack)?;
-                None
-            }
-            b'a' | b'e' => {
-                let items = if op == b'a' {
-                    vec![stack.pop().ok_or(E::PickleEmptyStack(op))?]
-                } else {
-                    pop_mark(&mut stack)?
-                };
-                if let Some((P::List(l), cost)) = stack.last_mut() {
-                    let mut parts = costs(&items);
-                    parts.push(Cost {
-                        depth: cost.depth - 1,
-                        values: cost.values - 1,
-                    });
-                    *cost = account(&parts, false)?;
-                    l.extend(values(items));
-                }
-                None
-            }
-            b'R' | 0x81 => {
-                let (args, args_cost) = stack.pop().ok_or(E::PickleEmptyStack(op))?;
-                let (f, f_cost) = stack.pop().ok_or(E::PickleEmptyStack(op))?;
-                let args = match args {
-                    P::Tuple(t) => t,
-                    other => vec![other],
-                };
-                let cost = account(&[args_cost, f_cost], false)?;
-                stack.push((P::Call(Box::new(f), args), cost));
-                None
-            }
-            b'b' => {
-                stack.pop();
-                None
-            }
-            b'.' => return stack.pop().map(|(p, _)| p).ok_or(E::PickleEmptyStack(op)),
-            other => return Err(E::PickleOpcode(other)),
+        })
+    }
+
+    /// BINPUT, LONG_BINPUT, MEMOIZE: the top of the stack copied into the memo.
+    fn memo_put(&mut self, op: u8) -> Result<Option<P>, E> {
+        let k = match op {
+            b'q' => self.byte()? as u32,
+            b'r' => self.u32_le()?,
+            _ => self.memo.len() as u32,
         };
-        if let Some(p) = leaf {
-            let cost = account(&[], false)?;
-            stack.push((p, cost));
+        let top_cost = self.stack.last().ok_or(E::PickleEmptyStack(op))?.1;
+        let cost = self.account(&[top_cost], true)?;
+        if let Some((top, _)) = self.stack.last() {
+            let copy = top.clone();
+            self.memo.insert(k, (copy, cost));
         }
+        Ok(None)
+    }
+
+    /// BINGET, LONG_BINGET: a memo entry copied onto the stack.
+    fn memo_get(&mut self, op: u8) -> Result<Option<P>, E> {
+        let k = if op == b'h' {
+            self.byte()? as u32
+        } else {
+            self.u32_le()?
+        };
+        let (_, memo_cost) = self.memo.get(&k).ok_or(E::PickleMemo(k))?;
+        let cost = self.account(&[*memo_cost], true)?;
+        if let Some((p, _)) = self.memo.get(&k) {
+            let copy = p.clone();
+            self.stack.push((copy, cost));
+        }
+        Ok(None)
+    }
+
+    /// TUPLE (the items above the mark) and TUPLE1 to TUPLE3 (the top one to three items).
+    fn tuple(&mut self, op: u8) -> Result<Option<P>, E> {
+        let items = if op == b't' {
+            self.pop_mark()?
+        } else {
+            let n = (op - 0x84) as usize;
+            if self.stack.len() < n {
+                return Err(E::PickleEmptyStack(op));
+            }
+            self.stack.split_off(self.stack.len() - n)
+        };
+        let cost = self.account(&costs(&items), false)?;
+        self.stack.push((P::Tuple(values(items)), cost));
+        Ok(None)
+    }
+
+    /// SETITEM (one key and value) and SETITEMS (those above the mark): dicts are not kept.
+    fn set_items(&mut self, op: u8) -> Result<Option<P>, E> {
+        if op == b's' {
+            self.stack.pop();
+            self.stack.pop();
+        } else {
+            self.pop_mark()?;
+        }
+        Ok(None)
+    }
+
+    /// APPEND (one item) and APPENDS (those above the mark), onto the list below them.
+    fn append(&mut self, op: u8) -> Result<Option<P>, E> {
+        let items = if op == b'a' {
+            vec![self.stack.pop().ok_or(E::PickleEmptyStack(op))?]
+        } else {
+            self.pop_mark()?
+        };
+        let Some((P::List(_), list_cost)) = self.stack.last() else {
+            return Ok(None);
+        };
+        let mut parts = costs(&items);
+        parts.push(Cost {
+            depth: list_cost.depth - 1,
+            values: list_cost.values - 1,
+        });
+        let cost = self.account(&parts, false)?;
+        if let Some((P::List(l), list_cost)) = self.stack.last_mut() {
+            *list_cost = cost;
+            l.extend(values(items));
+        }
+        Ok(None)
+    }
+
+    /// BINPERSID: the tuple on the stack names a persistent object (a storage).
+    fn persistent_id(&mut self) -> Result<Option<P>, E> {
+        match self.stack.pop() {
+            Some((P::Tuple(t), cost)) => {
+                let cost = self.account(&[cost], false)?;
+                self.stack.push((P::Persistent(t), cost));
+                Ok(None)
+            }
+            _ => Err(E::PicklePersistentId),
+        }
+    }
+
+    /// REDUCE and NEWOBJ: a call of the callable below with the arguments on top (kept, never
+    /// run).
+    fn call(&mut self, op: u8) -> Result<Option<P>, E> {
+        let (args, args_cost) = self.stack.pop().ok_or(E::PickleEmptyStack(op))?;
+        let (f, f_cost) = self.stack.pop().ok_or(E::PickleEmptyStack(op))?;
+        let args = match args {
+            P::Tuple(t) => t,
+            other => vec![other],
+        };
+        let cost = self.account(&[args_cost, f_cost], false)?;
+        self.stack.push((P::Call(Box::new(f), args), cost));
+        Ok(None)
     }
 }
 
@@ -628,28 +717,7 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, E> {
         .map_err(|e| member(&pkl_name, e.into()))?
         .read_to_end(&mut pkl)
         .map_err(|e| member(&pkl_name, e))?;
-    let mut obj = run_pickle(&pkl)?;
-    // Unwrap `_rebuild_parameter(tensor, …)`.
-    loop {
-        match obj {
-            P::Call(f, args) => match *f {
-                P::Global(_, ref name)
-                    if name == "_rebuild_tensor_v2" || name == "_rebuild_tensor" =>
-                {
-                    obj = P::Call(f, args);
-                    break;
-                }
-                P::Global(_, ref name) if name == "_rebuild_parameter" => {
-                    obj = args.into_iter().next().ok_or(E::NotATensor)?;
-                }
-                _ => return Err(E::NotATensor),
-            },
-            _ => return Err(E::NotATensor),
-        }
-    }
-    let P::Call(_, args) = obj else {
-        return Err(E::NotATensor);
-    };
+    let args = rebuild_tensor_args(run_pickle(&pkl)?)?;
     let (Some(P::Persistent(st)), Some(P::Int(offset)), Some(size), Some(stride)) =
         (args.first(), args.get(1), args.get(2), args.get(3))
     else {
@@ -701,23 +769,57 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, E> {
         .take(needed as u64)
         .read_to_end(&mut raw)
         .map_err(|e| member(&storage_name, e))?;
+    let short = || E::StorageShort {
+        key: key.clone(),
+        stored: raw.len(),
+        shape: shape.clone(),
+        strides: strides.clone(),
+        offset,
+        needed,
+    };
+    let data = view_values(&raw, dtype, n, offset, &shape, &strides, short)?;
+    Ok(Tensor { shape, data, dtype })
+}
+
+/// The arguments of the `_rebuild_tensor_v2(storage, offset, size, stride, …)` call that a
+/// `.pt` pickle makes, inside any `_rebuild_parameter(tensor, …)` calls.
+fn rebuild_tensor_args(mut obj: P) -> Result<Vec<P>, E> {
+    loop {
+        let P::Call(f, args) = obj else {
+            return Err(E::NotATensor);
+        };
+        match *f {
+            P::Global(_, ref name) if name == "_rebuild_tensor_v2" || name == "_rebuild_tensor" => {
+                return Ok(args)
+            }
+            P::Global(_, ref name) if name == "_rebuild_parameter" => {
+                obj = args.into_iter().next().ok_or(E::NotATensor)?;
+            }
+            _ => return Err(E::NotATensor),
+        }
+    }
+}
+
+/// The `n` values of the view (`offset`, `shape`, `strides`, in elements) of the storage
+/// `raw`, in row-major order; `short()` is the error when the view reaches past `raw`.
+fn view_values(
+    raw: &[u8],
+    dtype: &str,
+    n: usize,
+    offset: usize,
+    shape: &[usize],
+    strides: &[usize],
+    short: impl Fn() -> E,
+) -> Result<Vec<f64>, E> {
+    let esize = elem_size(dtype);
     let mut data = Vec::new();
     data.try_reserve_exact(n)
         .map_err(|source| E::Allocation { n, source })?;
     let mut idx = vec![0usize; shape.len()];
     for _ in 0..n {
-        // Below `needed / esize` (checked above), so neither sum nor product overflows.
-        let pos = offset + idx.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>();
-        let b = raw
-            .get(pos * esize..(pos + 1) * esize)
-            .ok_or_else(|| E::StorageShort {
-                key: key.clone(),
-                stored: raw.len(),
-                shape: shape.clone(),
-                strides: strides.clone(),
-                offset,
-                needed,
-            })?;
+        // Below `needed / esize` (checked by the caller), so neither sum nor product overflows.
+        let pos = offset + idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>();
+        let b = raw.get(pos * esize..(pos + 1) * esize).ok_or_else(&short)?;
         data.push(decode(dtype, b));
         for d in (0..shape.len()).rev() {
             idx[d] += 1;
@@ -727,7 +829,7 @@ fn read_pt(bytes: &[u8]) -> Result<Tensor, E> {
             idx[d] = 0;
         }
     }
-    Ok(Tensor { shape, data, dtype })
+    Ok(data)
 }
 
 #[cfg(test)]

@@ -26,6 +26,3 @@ pub mod writer;
 
 pub use store::{Store, StoreError};
 
-/// The unit tests' synthetic files (`crate::synthetic::write`), from the test-support crate.
-#[cfg(test)]
-use graph_ascend_testkit::synthetic_visdb as synthetic;

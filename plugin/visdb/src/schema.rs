@@ -5,33 +5,71 @@
 //! are kept byte for byte; the one addition is an index of our own, [`NODE_LIST_INDEX`], which no
 //! other reader names.
 
-/// `CREATE TABLE` statements, in msprobe's order.
-pub const CREATE_TABLES: &str = "
-CREATE TABLE tb_nodes (
-    id TEXT PRIMARY KEY,
-    graph_id TEXT NOT NULL,
-    node_order INTEGER NOT NULL,
-    node_name TEXT NOT NULL,
-    node_type TEXT NOT NULL,
-    up_node TEXT,
-    sub_nodes TEXT,
-    precision_index INTEGER,
-    overflow_level TEXT,
-    micro_step_id INTEGER NOT NULL,
-    matched_node_link TEXT,
-    stack_id TEXT,
-    parallel_merge_info TEXT,
-    matched_distributed TEXT,
-    modified INTEGER NOT NULL,
-    input_data TEXT,
-    output_data TEXT,
-    data_source TEXT,
-    dump_data_dir TEXT,
-    step INTEGER NOT NULL,
-    rank INTEGER NOT NULL,
-    is_distributed INTEGER
-);
-CREATE TABLE tb_stack (
+/// Defines `tb_nodes` from one list of its columns (name, then type and constraints, in
+/// msprobe's order): the `CREATE TABLE` statements ([`CREATE_TABLES`], byte for byte msprobe's),
+/// the column names ([`NODE_COLUMNS`]) and the insert of a whole row ([`INSERT_NODE_SQL`]).
+macro_rules! tb_nodes {
+    (
+        columns { $first:ident $first_decl:literal $(, $name:ident $decl:literal)* $(,)? }
+        other_tables $other_tables:literal
+    ) => {
+        /// `CREATE TABLE` statements, in msprobe's order.
+        pub const CREATE_TABLES: &str = concat!(
+            "\nCREATE TABLE tb_nodes (\n    ",
+            stringify!($first), " ", $first_decl,
+            $(",\n    ", stringify!($name), " ", $decl,)*
+            "\n);\n",
+            $other_tables
+        );
+
+        /// Columns of `tb_nodes` in msprobe's insert order.
+        pub const NODE_COLUMNS: [&str; [stringify!($first) $(, stringify!($name))*].len()] =
+            [stringify!($first) $(, stringify!($name))*];
+
+        /// Inserts one `tb_nodes` row, its values in [`NODE_COLUMNS`] order (`?` each).
+        pub const INSERT_NODE_SQL: &str = concat!(
+            "INSERT INTO tb_nodes (",
+            stringify!($first) $(, ", ", stringify!($name))*,
+            ") VALUES (?",
+            $(placeholder!($name),)*
+            ")"
+        );
+    };
+}
+
+/// One more `?` of [`INSERT_NODE_SQL`], for each column after the first.
+macro_rules! placeholder {
+    ($column:ident) => {
+        ", ?"
+    };
+}
+
+tb_nodes! {
+    columns {
+        id "TEXT PRIMARY KEY",
+        graph_id "TEXT NOT NULL",
+        node_order "INTEGER NOT NULL",
+        node_name "TEXT NOT NULL",
+        node_type "TEXT NOT NULL",
+        up_node "TEXT",
+        sub_nodes "TEXT",
+        precision_index "INTEGER",
+        overflow_level "TEXT",
+        micro_step_id "INTEGER NOT NULL",
+        matched_node_link "TEXT",
+        stack_id "TEXT",
+        parallel_merge_info "TEXT",
+        matched_distributed "TEXT",
+        modified "INTEGER NOT NULL",
+        input_data "TEXT",
+        output_data "TEXT",
+        data_source "TEXT",
+        dump_data_dir "TEXT",
+        step "INTEGER NOT NULL",
+        rank "INTEGER NOT NULL",
+        is_distributed "INTEGER",
+    }
+    other_tables "CREATE TABLE tb_stack (
     id TEXT PRIMARY KEY,
     stack_info TEXT
 );
@@ -46,7 +84,8 @@ CREATE TABLE tb_config (
     rank_list TEXT NOT NULL,
     step_list TEXT NOT NULL
 );
-";
+"
+}
 
 /// "The node is a leaf", in SQL: 1 when `sub_nodes` is empty, NULL or `[]`, else 0 (msprobe's
 /// test, spelled once; a macro so that the store's queries can `concat!` it).
@@ -94,33 +133,8 @@ precision_index, matched_node_link);
 "
 );
 
-/// Columns of `tb_nodes` in msprobe's insert order.
-pub const NODE_COLUMNS: [&str; 22] = [
-    "id",
-    "graph_id",
-    "node_order",
-    "node_name",
-    "node_type",
-    "up_node",
-    "sub_nodes",
-    "precision_index",
-    "overflow_level",
-    "micro_step_id",
-    "matched_node_link",
-    "stack_id",
-    "parallel_merge_info",
-    "matched_distributed",
-    "modified",
-    "input_data",
-    "output_data",
-    "data_source",
-    "dump_data_dir",
-    "step",
-    "rank",
-    "is_distributed",
-];
-
-/// The tables a file must have for us to serve it, with the columns we read from each.
+/// The tables a file must have for us to serve it, with the columns we read from each (for
+/// `tb_nodes`, the columns of [`NODE_COLUMNS`] that the store reads).
 pub const REQUIRED: &[(&str, &[&str])] = &[
     (
         "tb_nodes",
@@ -165,3 +179,23 @@ pub const REQUIRED: &[(&str, &[&str])] = &[
 pub const NPU: &str = "NPU";
 /// `data_source` of the golden ("bench") side.
 pub const BENCH: &str = "Bench";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The columns the store requires of `tb_nodes` are columns of the one list, in its order.
+    #[test]
+    fn required_node_columns_are_node_columns_in_order() {
+        let (_, required) = REQUIRED
+            .iter()
+            .find(|(table, _)| *table == "tb_nodes")
+            .expect("tb_nodes is required");
+        let positions: Vec<Option<usize>> = required
+            .iter()
+            .map(|c| NODE_COLUMNS.iter().position(|n| n == c))
+            .collect();
+        assert!(positions.iter().all(Option::is_some), "{required:?}");
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{required:?}");
+    }
+}

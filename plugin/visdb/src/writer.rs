@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection};
 
-use crate::schema::{CREATE_INDEXES, CREATE_TABLES};
+use crate::schema::{CREATE_INDEXES, CREATE_TABLES, INSERT_NODE_SQL};
 
 /// Errors of the writer; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -149,14 +149,7 @@ impl VisDbWriter {
     ) -> Result<(), WriteError> {
         let mut stmt = self
             .conn()
-            .prepare_cached(
-                "INSERT INTO tb_nodes (id, graph_id, node_order, node_name, node_type, up_node, \
-                 sub_nodes, precision_index, overflow_level, micro_step_id, matched_node_link, \
-                 stack_id, parallel_merge_info, matched_distributed, modified, input_data, \
-                 output_data, data_source, dump_data_dir, step, rank, is_distributed) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
-                 ?17, ?18, ?19, ?20, ?21, ?22)",
-            )
+            .prepare_cached(INSERT_NODE_SQL)
             .map_err(|e| self.sql_err(e))?;
         for r in rows {
             stmt.execute(params![

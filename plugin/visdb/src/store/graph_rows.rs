@@ -9,11 +9,11 @@
 
 use std::borrow::Cow;
 
-use rusqlite::types::ValueRef;
 use serde_json::Value;
 
-use super::{string_list, GraphKey, Store, StoreError};
-use crate::json::parse_lenient;
+use super::decode::{string_list_ref, text_ref, value_or_empty_object};
+use super::open::{QueryResult, Store, StoreError};
+use super::rows::GraphKey;
 
 /// One node's row, lent to the callback of [`Store::scan_graph_rows`].
 #[derive(Debug, Clone, PartialEq)]
@@ -32,29 +32,6 @@ pub struct GraphRow<'r> {
     pub output_data: Cow<'r, str>,
 }
 
-/// A column's value as text (NULL is empty), borrowed unless it is a number or not UTF-8.
-fn text_ref(v: ValueRef<'_>) -> Cow<'_, str> {
-    match v {
-        ValueRef::Null => Cow::Borrowed(""),
-        ValueRef::Integer(i) => Cow::Owned(i.to_string()),
-        ValueRef::Real(f) => Cow::Owned(f.to_string()),
-        // The strict check first: it is several times faster than the lossy one on valid text.
-        ValueRef::Text(t) | ValueRef::Blob(t) => match std::str::from_utf8(t) {
-            Ok(text) => Cow::Borrowed(text),
-            Err(_) => String::from_utf8_lossy(t),
-        },
-    }
-}
-
-/// A JSON list of strings, borrowed from `text` when no item needs unescaping; otherwise (and
-/// for anything but plain JSON) read as [`string_list`] reads it.
-fn string_list_ref(text: &str) -> Result<Vec<Cow<'_, str>>, String> {
-    if let Ok(items) = serde_json::from_str::<Vec<&str>>(text) {
-        return Ok(items.into_iter().map(Cow::Borrowed).collect());
-    }
-    Ok(string_list(text)?.into_iter().map(Cow::Owned).collect())
-}
-
 impl Store {
     /// How many rows `graph` has (read from an index, without the rows).
     pub fn count_graph_rows(&self, graph: GraphKey) -> Result<usize, StoreError> {
@@ -69,7 +46,7 @@ impl Store {
                 )
             })
             .map(|n| usize::try_from(n).unwrap_or(0))
-            .map_err(|e| self.query_err(e))
+            .or_query_err(self)
     }
 
     /// Calls `f` with every row of `graph` in `node_order`, its texts borrowed (see the module).
@@ -82,7 +59,7 @@ impl Store {
              matched_distributed, input_data, output_data FROM tb_nodes \
              WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
         self.each_graph_row(SQL, graph, |row| {
-            let get = |i: usize| row.get_ref(i).map(text_ref).map_err(|e| self.query_err(e));
+            let get = |i: usize| row.get_ref(i).map(text_ref).or_query_err(self);
             let name = get(0)?;
             let what = |col: &str| format!("{col} of node {name}");
             let sub_text = get(2)?;
@@ -99,19 +76,8 @@ impl Store {
             let link = string_list_ref(&link_text)
                 .map_err(|reason| self.data_err(what("matched_node_link"), reason))?
                 .pop();
-            let distributed = get(5)?;
-            let matched_distributed = match distributed.trim() {
-                "" | "{}" => Value::Object(Default::default()),
-                text => match parse_lenient(text) {
-                    Ok(Some(v)) => v,
-                    Ok(None) => Value::Object(Default::default()),
-                    Err(e) => {
-                        return Err(self
-                            .data_err(what("matched_distributed"), e.to_string())
-                            .into())
-                    }
-                },
-            };
+            let matched_distributed = value_or_empty_object(&get(5)?)
+                .map_err(|e| self.data_err(what("matched_distributed"), e.to_string()))?;
             f(GraphRow {
                 up_node: get(1)?,
                 sub_nodes,
@@ -132,7 +98,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::store::Side;
+    use crate::store::rows::Side;
 
     /// Every row of a compare file msprobe wrote reads the same lent as copied.
     #[test]
@@ -186,17 +152,5 @@ mod tests {
             assert!(k > 100, "{k} rows");
             assert_eq!(store.count_graph_rows(graph).expect("count"), k);
         }
-    }
-
-    #[test]
-    fn lists_are_borrowed_unless_escaped_and_read_leniently_otherwise() {
-        let plain = string_list_ref(r#"["a", "b"]"#).expect("a list");
-        assert_eq!(plain, ["a", "b"]);
-        assert!(plain.iter().all(|c| matches!(c, Cow::Borrowed(_))));
-        assert_eq!(string_list_ref(r#"["a\"b"]"#).expect("a list"), [r#"a"b"#]);
-        assert!(string_list_ref("").expect("empty").is_empty());
-        assert!(string_list_ref("null").expect("null").is_empty());
-        assert!(string_list_ref("[1]").is_err());
-        assert!(string_list_ref("{}").is_err());
     }
 }
