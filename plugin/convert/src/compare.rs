@@ -8,8 +8,9 @@
 use graph_ascend_dump::{DumpFile, FieldName, Item, PackedItem, PyVal};
 
 use crate::entries::NodeItems;
+use crate::error::ConvertError;
 use crate::graph::{Graph, NodeOp};
-use crate::{ConvertError, RankDump};
+use crate::rank_dump::RankDump;
 
 pub mod checkers;
 pub mod metrics;

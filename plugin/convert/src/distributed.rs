@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use graph_ascend_dump::FastMap;
 use graph_ascend_visdb::writer::NodeRow;
 use serde_json::Value;
 
@@ -79,8 +80,18 @@ type Links = (String, Vec<(i64, String, String)>);
 
 type Graphs = BTreeMap<(String, i64), BTreeMap<i64, Vec<Op>>>;
 
+/// `matched_distributed` of every linked row of `rows` (the `Distributed.*` rows of all ranks
+/// and steps of a conversion), by row id.
+pub(crate) fn links(mut rows: Vec<NodeRow>, overflow_check: bool) -> FastMap<String, String> {
+    link(&mut rows, overflow_check);
+    rows.into_iter()
+        .filter(|r| r.matched_distributed != "{}")
+        .map(|r| (r.id, r.matched_distributed))
+        .collect()
+}
+
 /// Fills `matched_distributed` of the rows of `Distributed.*` nodes.
-pub fn link(rows: &mut [NodeRow], overflow_check: bool) {
+fn link(rows: &mut [NodeRow], overflow_check: bool) {
     // data source, step → rank → ops in node order.
     let mut graphs: Graphs = BTreeMap::new();
     let mut order: Vec<usize> = (0..rows.len())

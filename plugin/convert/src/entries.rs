@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use graph_ascend_dump::fastjson::Parser;
 use graph_ascend_dump::{parse_op_packed, Confine, PackedItem};
 
+use crate::error::ConvertError;
 use crate::graph::Node;
-use crate::ConvertError;
 
 /// Where one entry's raw JSON lies in `dump.json`, and whether it has any item: 12 bytes, as
 /// every node of a plain conversion carries one (issue 16, item 1).

@@ -102,7 +102,7 @@ impl DumpOps {
         confine: &graph_ascend_dump::Confine,
         overflow_check: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
-    ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
+    ) -> Result<(DumpFile, DumpOps), crate::error::ConvertError> {
         DumpOps::read_with(
             path,
             confine,
@@ -124,7 +124,7 @@ impl DumpOps {
         spans: bool,
         place: &mut dyn FnMut(&str, EntrySpan) -> bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
-    ) -> Result<(DumpFile, DumpOps), crate::ConvertError> {
+    ) -> Result<(DumpFile, DumpOps), crate::error::ConvertError> {
         let mut ops = DumpOps::default();
         let mut reported: u64 = 0;
         let mut report_to = |offset: u64| {
@@ -164,7 +164,7 @@ impl DumpOps {
             (scanned, parsed)
         });
         if stopped {
-            return Err(crate::ConvertError::Cancelled);
+            return Err(crate::error::ConvertError::Cancelled);
         }
         let fast = match (scanned?, parsed) {
             (Some(header), Ok(())) => Some(header),
@@ -176,7 +176,7 @@ impl DumpOps {
             return if report_to(file_size) {
                 Ok((header, ops))
             } else {
-                Err(crate::ConvertError::Cancelled)
+                Err(crate::error::ConvertError::Cancelled)
             };
         }
         let mut ops = DumpOps::default();
@@ -194,7 +194,7 @@ impl DumpOps {
             ops.ops.insert(name, data);
         })?;
         if !report_to(file_size) {
-            return Err(crate::ConvertError::Cancelled);
+            return Err(crate::error::ConvertError::Cancelled);
         }
         Ok((header, ops))
     }
@@ -702,13 +702,13 @@ impl Graph {
     }
 
     /// The items of node `n`: held, or read again from the graph's dump.json.
-    pub fn items(&self, n: usize) -> Result<ItemsOf<'_>, crate::ConvertError> {
+    pub fn items(&self, n: usize) -> Result<ItemsOf<'_>, crate::error::ConvertError> {
         node_items(&self.nodes[n], self.id(n), self.source.as_deref())
     }
 
     /// Reads every node's items that are still in dump.json into the node (for the steps that
     /// change items: a parallel merge, a tensor compare); the graph then holds them all.
-    pub fn hold_items(&mut self) -> Result<(), crate::ConvertError> {
+    pub fn hold_items(&mut self) -> Result<(), crate::error::ConvertError> {
         let Some(source) = self.source.take() else {
             return Ok(());
         };
@@ -1248,7 +1248,10 @@ mod tests {
             &|_| batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 1,
         )
         .expect_err("stopped");
-        assert!(matches!(err, crate::ConvertError::Cancelled), "{err}");
+        assert!(
+            matches!(err, crate::error::ConvertError::Cancelled),
+            "{err}"
+        );
         assert_eq!(
             batches.into_inner(),
             2,

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ConvertError;
+use crate::error::ConvertError;
 
 /// msprobe's directory kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -46,8 +46,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::error::ConvertError;
 use crate::graph::Graph;
-use crate::{ConvertError, LayerMapping, RankDump};
+use crate::options::LayerMapping;
+use crate::rank_dump::RankDump;
 
 pub use mapping::{api_mapping, mapping_for, match_graphs, ApiMapping};
 pub use rules::{load_rules, preflight, Rules};

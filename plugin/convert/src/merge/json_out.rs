@@ -13,8 +13,8 @@ use graph_ascend_dump::pyval::float_repr;
 use graph_ascend_dump::{PackedItem, PyVal};
 use serde_json::{Map, Value};
 
+use crate::error::ConvertError;
 use crate::graph::Graph;
-use crate::ConvertError;
 
 const STATS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 

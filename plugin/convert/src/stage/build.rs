@@ -5,9 +5,12 @@ use std::path::Path;
 
 use graph_ascend_dump::{Construct, StackMap};
 
-use super::Run;
+use super::run::Run;
+use crate::error::ConvertError;
 use crate::graph::{DumpOps, Graph};
-use crate::{timing, ConvertError, ConvertOptions, LayerMapping, RankDump};
+use crate::options::{ConvertOptions, LayerMapping};
+use crate::rank_dump::RankDump;
+use crate::timing;
 
 /// A rank folder read and its graph built.
 pub(crate) struct Built {

@@ -4,8 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::ConvertError;
 use crate::layout::{self, Layout};
-use crate::{ConvertError, ConvertOptions};
+use crate::options::ConvertOptions;
+use crate::part::InputDirs;
 
 /// One unit of work of a plain conversion: one rank of one step (one side or both).
 pub(crate) struct Job {
@@ -13,6 +15,18 @@ pub(crate) struct Job {
     pub rank: i64,
     pub target: PathBuf,
     pub golden: Option<PathBuf>,
+}
+
+impl Job {
+    /// The job's folders, for a part's fingerprint.
+    pub fn input_dirs(&self) -> InputDirs<'_> {
+        InputDirs {
+            step: self.step,
+            rank: self.rank,
+            target: &self.target,
+            golden: self.golden.as_deref(),
+        }
+    }
 }
 
 /// The units of a plain conversion and the rank and step lists of its output.
