@@ -7,12 +7,13 @@
 //! repaired from their forward twin, runs of root-level APIs are wrapped in
 //! `Apis_Between_Modules.N`, and parameter gradients hang under their module's last backward call.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use crate::children::{ChildLists, Children};
-use crate::entries::{node_items, DumpSource, EntrySpan, ItemsOf, NodeItems};
+use crate::entries::{DumpSource, EntrySpan, ItemsOf, NodeItems};
 use crate::ids::NodeIds;
 use crate::names::NameIndex;
 use graph_ascend_dump::fastjson::EntryBatch;
@@ -703,7 +704,14 @@ impl Graph {
 
     /// The items of node `n`: held, or read again from the graph's dump.json.
     pub fn items(&self, n: usize) -> Result<ItemsOf<'_>, crate::error::ConvertError> {
-        node_items(&self.nodes[n], self.id(n), self.source.as_deref())
+        let node = &self.nodes[n];
+        match (node.entry, self.source.as_deref()) {
+            (Some(span), Some(source)) => {
+                let (input, output) = source.items(self.id(n), span)?;
+                Ok((Cow::Owned(input), Cow::Owned(output)))
+            }
+            _ => Ok((Cow::Borrowed(node.input()), Cow::Borrowed(node.output()))),
+        }
     }
 
     /// Reads every node's items that are still in dump.json into the node (for the steps that

@@ -5,7 +5,8 @@
 
 use graph_ascend_dump::{FieldName, PyVal};
 
-use super::{CompareMode, Row};
+use super::mode::CompareMode;
+use super::row::Row;
 
 /// A row's or node's grade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

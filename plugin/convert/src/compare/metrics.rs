@@ -16,7 +16,7 @@
 
 use graph_ascend_dump::{FieldName, PyVal, TENSOR_METRIC_COLUMNS as TENSOR_COLUMNS};
 
-use super::Row;
+use super::row::Row;
 use crate::error::ConvertError;
 
 /// Where the two sides' real tensors are.
