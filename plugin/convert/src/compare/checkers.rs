@@ -320,13 +320,8 @@ pub fn grade_with(
             let tensor = mode == CompareMode::Tensor;
             check_rows(&mut grades, rows, &graded, inf_nan_err);
             if tensor {
-                // OneThousandthErrChecker (on the first output row)
-                if let Some(o) = first_output {
-                    let key = "One Thousandth Err Ratio";
-                    // msprobe tests `< 0.1` although its message says 0.6.
-                    if min_or_max(key, false, true) > 0.9 && min_or_max(key, true, true) < 0.1 {
-                        grades[o].raise(Level::Error, MSG_ONE_THOUSANDTH);
-                    }
+                if let Some(o) = first_output.filter(|_| one_thousandth_err(&min_or_max)) {
+                    grades[o].raise(Level::Error, MSG_ONE_THOUSANDTH);
                 }
             } else if whole {
                 // RelativeErrChecker
@@ -348,32 +343,45 @@ pub fn grade_with(
                 check_rows(&mut grades, rows, &graded, shape_err);
             }
             if let Some(o) = first_output {
-                if tensor {
-                    // CosineWarnChecker
-                    let (min_in, min_out) = (
-                        min_or_max("Cosine", false, true),
-                        min_or_max("Cosine", true, true),
-                    );
-                    if min_in > 0.9 && min_in - min_out > 0.1 {
-                        grades[o].raise(Level::Warning, MSG_COSINE);
-                    }
-                } else {
-                    // RelativeWarnChecker
-                    let inp = min_or_max("NormRelativeErr", false, false).abs();
-                    let out = min_or_max("NormRelativeErr", true, false).abs();
-                    let warn = if inp == 0.0 {
-                        out > 0.1
-                    } else {
-                        out / inp > 10.0
-                    };
-                    if warn {
-                        grades[o].raise(Level::Warning, MSG_NORM_WARN);
-                    }
+                if tensor && cosine_warn(&min_or_max) {
+                    grades[o].raise(Level::Warning, MSG_COSINE);
+                } else if !tensor && relative_warn(&min_or_max) {
+                    grades[o].raise(Level::Warning, MSG_NORM_WARN);
                 }
             }
         }
     }
     grades.into_iter().map(|g| (g.level, g.messages)).collect()
+}
+
+/// The min (`is_min`) or max of a column over the input or the `output` rows.
+type MinOrMax<'a> = dyn Fn(&str, bool, bool) -> f64 + 'a;
+
+/// `OneThousandthErrChecker` (on the first output row; msprobe tests `< 0.1` although its
+/// message says 0.6).
+fn one_thousandth_err(min_or_max: &MinOrMax) -> bool {
+    let key = "One Thousandth Err Ratio";
+    min_or_max(key, false, true) > 0.9 && min_or_max(key, true, true) < 0.1
+}
+
+/// `CosineWarnChecker` (on the first output row).
+fn cosine_warn(min_or_max: &MinOrMax) -> bool {
+    let (min_in, min_out) = (
+        min_or_max("Cosine", false, true),
+        min_or_max("Cosine", true, true),
+    );
+    min_in > 0.9 && min_in - min_out > 0.1
+}
+
+/// `RelativeWarnChecker` (on the first output row).
+fn relative_warn(min_or_max: &MinOrMax) -> bool {
+    let inp = min_or_max("NormRelativeErr", false, false).abs();
+    let out = min_or_max("NormRelativeErr", true, false).abs();
+    if inp == 0.0 {
+        out > 0.1
+    } else {
+        out / inp > 10.0
+    }
 }
 
 /// A checker of one row: the grade it raises, if any.
