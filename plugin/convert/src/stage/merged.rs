@@ -18,7 +18,7 @@ use super::run::{bytes_to_read, Run};
 use super::write::{self, Graphs};
 use crate::error::ConvertError;
 use crate::export::{self, ExportContext};
-use crate::layout::{self, Layout};
+use crate::layout;
 use crate::merge::{self, json_out, params, Merged};
 use crate::options::{ConvertOptions, LayerMapping};
 use crate::parallel::ParallelParams;
@@ -161,60 +161,9 @@ pub(crate) fn convert_merged(
     progress: ProgressFn,
     cancel: &AtomicBool,
 ) -> Result<PathBuf, ConvertError> {
+    check_options(opts)?;
     let compare = opts.golden.is_some();
-    let want = if compare { 2 } else { 1 };
-    if opts.parallel.len() != want {
-        return Err(ConvertError::Usage(format!(
-            "parallel merge: {} layout(s) given, a {} needs {want}",
-            opts.parallel.len(),
-            if compare { "compare" } else { "build" }
-        )));
-    }
-    if opts.json_output && compare {
-        return Err(ConvertError::Usage(
-            "--file_type json is only for a merged build, not a compare (-gp)".into(),
-        ));
-    }
-    if let LayerMapping::File(path) = &opts.layer_mapping {
-        return Err(ConvertError::Input {
-            path: path.clone(),
-            message: "layer mapping YAML files are not supported yet (bare -lm is)".into(),
-        });
-    }
-    let (steps, step_list) = match plan::layout(opts)? {
-        Layout::Files => {
-            return Err(ConvertError::Input {
-                path: opts.target.clone(),
-                message: "parallel merge (--rank_size) needs a folder of rankN/ folders (or of \
-                          stepN/ folders of them), not a single rank's dump"
-                    .into(),
-            })
-        }
-        Layout::Ranks => {
-            let step = if compare {
-                0
-            } else {
-                opts.target
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.strip_prefix("step"))
-                    .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|d| d.parse().ok())
-                    .unwrap_or(0)
-            };
-            let one = StepDirs {
-                step,
-                target: opts.target.clone(),
-                golden: opts.golden.clone(),
-            };
-            (vec![one], vec![0])
-        }
-        Layout::Steps => {
-            let steps = plan::common_steps(opts)?;
-            let list = steps.iter().map(|s| s.step).collect();
-            (steps, list)
-        }
-    };
+    let (steps, step_list) = plan::merged_steps(opts)?;
     let range = shard.map_or(0..steps.len(), |s| s.units(steps.len()));
     let share = &steps[range.clone()];
     // Folders that cannot be listed count no bytes: building them reports the error.
@@ -239,24 +188,7 @@ pub(crate) fn convert_merged(
     }
     run.check()?;
     if opts.json_output {
-        std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
-            path: opts.output.clone(),
-            source,
-        })?;
-        let mut written: Vec<PathBuf> = Vec::new();
-        for r in &ready {
-            for (rank, files) in &r.json {
-                match json_out::write(&opts.output, r.step, *rank, files) {
-                    Ok(w) => written.extend(w),
-                    Err(e) => {
-                        for p in &written {
-                            let _ = std::fs::remove_file(p);
-                        }
-                        return Err(e);
-                    }
-                }
-            }
-        }
+        write_json(opts, &ready)?;
         run.finish(format!("written {}", opts.output.display()));
         return Ok(opts.output.clone());
     }
@@ -289,6 +221,56 @@ pub(crate) fn convert_merged(
             write::write_part(&run, opts, &manifest, graphs, &config)
         }
     }
+}
+
+/// The options a parallel merge refuses: a layout per side, `--file_type json` only for a
+/// build, no layer mapping file.
+fn check_options(opts: &ConvertOptions) -> Result<(), ConvertError> {
+    let compare = opts.golden.is_some();
+    let want = if compare { 2 } else { 1 };
+    if opts.parallel.len() != want {
+        return Err(ConvertError::Usage(format!(
+            "parallel merge: {} layout(s) given, a {} needs {want}",
+            opts.parallel.len(),
+            if compare { "compare" } else { "build" }
+        )));
+    }
+    if opts.json_output && compare {
+        return Err(ConvertError::Usage(
+            "--file_type json is only for a merged build, not a compare (-gp)".into(),
+        ));
+    }
+    if let LayerMapping::File(path) = &opts.layer_mapping {
+        return Err(ConvertError::Input {
+            path: path.clone(),
+            message: "layer mapping YAML files are not supported yet (bare -lm is)".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Writes the `--file_type json` folders of every merged graph; on an error, removes the files
+/// already written.
+fn write_json(opts: &ConvertOptions, ready: &[MergedStep]) -> Result<(), ConvertError> {
+    std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
+        path: opts.output.clone(),
+        source,
+    })?;
+    let mut written: Vec<PathBuf> = Vec::new();
+    for r in ready {
+        for (rank, files) in &r.json {
+            match json_out::write(&opts.output, r.step, *rank, files) {
+                Ok(w) => written.extend(w),
+                Err(e) => {
+                    for p in &written {
+                        let _ = std::fs::remove_file(p);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every rank folder of every step, both sides (the run's fingerprint in a part's manifest);

@@ -165,3 +165,44 @@ fn rank_jobs(
     }
     Ok(())
 }
+
+/// The units of a parallel merge: its steps (a `Ranks` layout is one step, numbered from its
+/// folder's `stepN` name in a build), and the step list of its output.
+pub(crate) fn merged_steps(
+    opts: &ConvertOptions,
+) -> Result<(Vec<StepDirs>, Vec<i64>), ConvertError> {
+    Ok(match layout(opts)? {
+        Layout::Files => {
+            return Err(ConvertError::Input {
+                path: opts.target.clone(),
+                message: "parallel merge (--rank_size) needs a folder of rankN/ folders (or of \
+                          stepN/ folders of them), not a single rank's dump"
+                    .into(),
+            })
+        }
+        Layout::Ranks => {
+            let step = if opts.golden.is_some() {
+                0
+            } else {
+                opts.target
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_prefix("step"))
+                    .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(0)
+            };
+            let one = StepDirs {
+                step,
+                target: opts.target.clone(),
+                golden: opts.golden.clone(),
+            };
+            (vec![one], vec![0])
+        }
+        Layout::Steps => {
+            let steps = common_steps(opts)?;
+            let list = steps.iter().map(|s| s.step).collect();
+            (steps, list)
+        }
+    })
+}
