@@ -46,47 +46,20 @@ pub(crate) struct StepDirs {
 
 /// The layout of the target, checked to be the golden's too.
 pub(crate) fn layout(opts: &ConvertOptions) -> Result<Layout, ConvertError> {
-    let layout = layout::classify(&opts.target)?;
-    if let Some(g) = &opts.golden {
-        if layout::classify(g)? != layout {
-            return Err(ConvertError::Usage(format!(
-                "the directory structures of {} and {} are inconsistent",
-                opts.target.display(),
-                g.display()
-            )));
-        }
-    }
-    Ok(layout)
+    layout::classify_both(&opts.target, opts.golden.as_deref())
 }
 
 /// The step folders of a `Steps` layout: every target step, or in a compare the steps that
 /// both sides have (an error when there is none).
 pub(crate) fn common_steps(opts: &ConvertOptions) -> Result<Vec<StepDirs>, ConvertError> {
-    let golden = match &opts.golden {
-        Some(g) => Some(layout::steps(g)?),
-        None => None,
-    };
-    let mut out = Vec::new();
-    for (step, target) in layout::steps(&opts.target)? {
-        let golden = match &golden {
-            None => None,
-            Some(gs) => match gs.iter().find(|(s, _)| *s == step) {
-                Some((_, d)) => Some(d.clone()),
-                None => continue,
-            },
-        };
-        out.push(StepDirs {
+    Ok(layout::common_steps(&opts.target, opts.golden.as_deref())?
+        .into_iter()
+        .map(|(step, target, golden)| StepDirs {
             step,
             target,
             golden,
-        });
-    }
-    if out.is_empty() {
-        return Err(ConvertError::Usage(
-            "no step in common between the two dumps".into(),
-        ));
-    }
-    Ok(out)
+        })
+        .collect())
 }
 
 /// The units of a plain conversion: one per rank folder (per step), paired by rank number.
@@ -128,34 +101,7 @@ fn rank_jobs(
     golden: Option<&Path>,
     jobs: &mut Vec<Job>,
 ) -> Result<(), ConvertError> {
-    let target_ranks = layout::ranks(target)?;
-    let ranks: Vec<(i64, PathBuf, Option<PathBuf>)> = match golden {
-        None => target_ranks
-            .into_iter()
-            .map(|(r, p)| (r, p, None))
-            .collect(),
-        Some(g) => {
-            let golden_ranks = layout::ranks(g)?;
-            let both: Vec<_> = target_ranks
-                .into_iter()
-                .filter_map(|(r, p)| {
-                    golden_ranks
-                        .iter()
-                        .find(|(r2, _)| *r2 == r)
-                        .map(|(_, gp)| (r, p, Some(gp.clone())))
-                })
-                .collect();
-            if both.is_empty() {
-                return Err(ConvertError::Usage(format!(
-                    "{} and {} have no rank in common",
-                    target.display(),
-                    g.display()
-                )));
-            }
-            both
-        }
-    };
-    for (rank, target, golden) in ranks {
+    for (rank, target, golden) in layout::common_ranks(target, golden)? {
         jobs.push(Job {
             step,
             rank,
