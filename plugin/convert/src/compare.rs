@@ -9,7 +9,8 @@ use graph_ascend_dump::{FieldName, Item, PackedItem, PyVal};
 
 use crate::entries::NodeItems;
 use crate::error::ConvertError;
-use crate::graph::{Graph, NodeOp};
+use crate::graph::Graph;
+use crate::node::NodeOp;
 use crate::rank_dump::RankDump;
 
 pub mod checkers;
@@ -31,7 +32,7 @@ pub enum Group {
 
 /// The group of an item of node `id`.
 pub fn group_of(node_id: &str, item_name: &str, output: bool) -> Group {
-    if crate::graph::is_parameters_grad_id(node_id) {
+    if crate::node::is_parameters_grad_id(node_id) {
         return Group::ParamsGrad;
     }
     if output {

@@ -24,9 +24,12 @@
 //! - what the steps call, by concern:
 //!   - reading: `rank_dump` (a rank folder's three files, [`RankDump`]), `layout` (msprobe's
 //!     folder classification);
-//!   - the graph: `graph` (a rank's graph built from its dump), its nodes' items kept as
-//!     places in dump.json in `entries`, its ids in `ids`, children in `children`, names
-//!     looked up in `names`; `overflow`: anomaly levels;
+//!   - the graph: `graph` (a rank's graph built from its dump: the hierarchy from
+//!     construct.json, then stack.json's frames and dump.json's entries placed on its nodes),
+//!     `node` (a node, msprobe's node kinds, the ids' naming rules), `dump_ops` (dump.json
+//!     read into its ops' items, batch by batch), the nodes' items kept as places in dump.json
+//!     in `entries`, their ids in `ids`, children in `children`, names looked up in `names`;
+//!     `overflow`: anomaly levels;
 //!   - pairing: `matcher` and [`layer_mapping`]: node pairing; [`compare`]: the item
 //!     comparison and `precision_index` (also used by the service's precision answers);
 //!   - [`merge`]: the merging of a side's rank graphs (parallel merge), and its
@@ -43,6 +46,7 @@
 pub(crate) mod children;
 pub mod compare;
 pub(crate) mod distributed;
+pub(crate) mod dump_ops;
 pub(crate) mod entries;
 pub(crate) mod error;
 pub(crate) mod export;
@@ -55,6 +59,7 @@ pub(crate) mod layout;
 pub(crate) mod matcher;
 pub mod merge;
 pub(crate) mod names;
+pub(crate) mod node;
 pub(crate) mod options;
 pub(crate) mod output;
 pub(crate) mod overflow;

@@ -11,8 +11,9 @@
 use std::collections::HashMap;
 
 use crate::error::ConvertError;
-use crate::graph::{Graph, NodeOp};
+use crate::graph::Graph;
 use crate::layer_mapping;
+use crate::node::NodeOp;
 use crate::options::{ConvertOptions, LayerMapping};
 use crate::rank_dump::RankDump;
 

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use graph_ascend_dump::{Confine, Construct, DumpFile, StackMap};
 
+use crate::dump_ops::DumpOps;
 use crate::entries::{DumpSource, EntrySpan};
 use crate::error::ConvertError;
-use crate::graph::{DumpOps, Graph, Skeleton};
+use crate::graph::{Graph, Skeleton};
 use crate::timing;
 
 /// A rank folder read from disk.

@@ -240,7 +240,7 @@ fn from_raw(
 }
 
 /// `_reconstruct_node_entry`: an entry rebuilt from a node's items (`id`: the node's id).
-fn rebuild(node: &crate::graph::Node, id: &str) -> PyVal {
+fn rebuild(node: &crate::node::Node, id: &str) -> PyVal {
     let mut input_args: Vec<(i64, PyVal)> = Vec::new();
     let mut input_kwargs: Vec<(String, PyVal)> = Vec::new();
     let mut output: Vec<(i64, PyVal)> = Vec::new();

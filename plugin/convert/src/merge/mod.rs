@@ -22,7 +22,8 @@ pub(crate) mod pp;
 pub(crate) mod tp;
 
 use crate::error::ConvertError;
-use crate::graph::{Graph, NodeOp};
+use crate::graph::Graph;
+use crate::node::NodeOp;
 use crate::parallel::ParallelParams;
 use forest::{Forest, MGraph};
 use merger::Merger;

@@ -6,7 +6,7 @@
 
 use super::forest::{layers_match, layers_sub_all, mark_match, unmark, Forest, MGraph};
 use super::merger::Merger;
-use crate::graph::NodeOp;
+use crate::node::NodeOp;
 
 const UNMERGED_MODULES: [&str; 2] = ["clip_grad", "optimizer"];
 

@@ -8,7 +8,7 @@ use graph_ascend_dump::PyVal;
 
 use super::forest::{number, rank_mark, rank_sub_all, Forest, MGraph};
 use super::merger::Merger;
-use crate::graph::NodeOp;
+use crate::node::NodeOp;
 
 pub(crate) const TP_MERGED_INFO: &str =
     "This data is the merged data after tensor parallelism(TP), and the data is merged from rank ";

@@ -6,8 +6,9 @@ use std::path::Path;
 use graph_ascend_dump::{Construct, StackMap};
 
 use super::run::Run;
+use crate::dump_ops::DumpOps;
 use crate::error::ConvertError;
-use crate::graph::{DumpOps, Graph};
+use crate::graph::Graph;
 use crate::options::{ConvertOptions, LayerMapping};
 use crate::rank_dump::RankDump;
 use crate::timing;
