@@ -387,6 +387,16 @@ fn relative_warn(min_or_max: &MinOrMax) -> bool {
 /// A checker of one row: the grade it raises, if any.
 type RowChecker = fn(&Row) -> Option<(Level, &'static str)>;
 
+/// The target's and the golden's `key` of a row when both are truthy (the checkers skip the
+/// row otherwise).
+fn both_truthy<'r>(r: &'r Row, key: &str) -> Option<(&'r PyVal, &'r PyVal)> {
+    let (n, b) = (r.npu.get(key), bench_cell(r, key));
+    if !truthy(n) || !truthy(b) {
+        return None;
+    }
+    Some((n?, b?))
+}
+
 /// Runs `check` on the rows `which`, in order.
 fn check_rows(grades: &mut [Grade], rows: &[Row], which: &[usize], check: RowChecker) {
     for &i in which {
@@ -425,11 +435,7 @@ fn requires_grad_err(r: &Row) -> Option<(Level, &'static str)> {
     if ["", "N/A"].contains(&bench_name(r)) {
         return None;
     }
-    let (n, b) = (r.npu.get("requires_grad"), bench_cell(r, "requires_grad"));
-    if !truthy(n) || !truthy(b) {
-        return None;
-    }
-    let (n, b) = (n?, b?);
+    let (n, b) = both_truthy(r, "requires_grad")?;
     (!py_eq(n, b)).then_some((Level::Error, MSG_REQ_GRAD))
 }
 
@@ -438,14 +444,8 @@ fn parameters_err(r: &Row) -> Option<(Level, &'static str)> {
     if ["", "N/A"].contains(&bench_name(r)) {
         return None;
     }
-    let (nd, bd) = (r.npu.get("dtype"), bench_cell(r, "dtype"));
-    if !truthy(nd) || !truthy(bd) {
-        return None;
-    }
-    let class = |v: Option<&PyVal>| {
-        v.and_then(PyVal::as_str)
-            .is_some_and(|s| s.contains("class"))
-    };
+    let (nd, bd) = both_truthy(r, "dtype")?;
+    let class = |v: &PyVal| v.as_str().is_some_and(|s| s.contains("class"));
     if !class(nd) || !class(bd) || text(Some(r.npu), "shape") != "[]" {
         return None;
     }
@@ -461,11 +461,7 @@ fn dtype_err(r: &Row) -> Option<(Level, &'static str)> {
     if bname.contains("qkv") || bname.contains("gate_up") {
         return None;
     }
-    let (nd, bd) = (r.npu.get("dtype"), bench_cell(r, "dtype"));
-    if !truthy(nd) || !truthy(bd) {
-        return None;
-    }
-    let (nd, bd) = (nd?, bd?);
+    let (nd, bd) = both_truthy(r, "dtype")?;
     (!py_eq(nd, bd)).then_some((Level::Error, MSG_DTYPE))
 }
 
