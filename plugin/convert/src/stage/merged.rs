@@ -322,69 +322,86 @@ fn merge_step(
         ranks: npu.merged.graphs.iter().map(|g| g.rank).collect(),
     };
     match bench {
-        None => {
-            r.micro_steps = npu.merged.graphs.first().map_or(1, |g| g.micro_steps);
-            for mg in &npu.merged.graphs {
-                let graph = npu.merged.to_graph(mg);
-                let dump = &npu.dumps[mg.dump];
-                if opts.json_output {
-                    let raw = graph_ascend_dump::DumpFile::read(
-                        &dump.dir.join("dump.json"),
-                        &dump.confine,
-                    )?;
-                    let header = json_out::DumpHeader {
-                        task: &dump.dump.task,
-                        level: &dump.dump.level,
-                        framework: &dump.dump.framework,
-                        dump_data_dir: dump.dump.dump_data_dir.as_deref(),
-                    };
-                    r.json
-                        .push((mg.rank, json_out::render(&graph, &raw.data, &header)));
-                } else {
-                    let ctx = ExportContext::of(dump, NPU, step, mg.rank, false);
-                    r.graphs.push((graph, ctx));
-                }
-            }
-        }
-        Some(bench) => {
-            if npu.merged.graphs.len() != bench.merged.graphs.len() {
-                return Err(ConvertError::Usage(format!(
-                    "parallel merge: the target merges into {} data-parallel graph(s) but the \
-                     golden into {}; both sides need the same data parallelism \
-                     (rank_size / (tp × pp))",
-                    npu.merged.graphs.len(),
-                    bench.merged.graphs.len()
-                )));
-            }
-            let sides: Vec<(Side, Side, i64)> = (0..npu.merged.graphs.len())
-                .map(|i| (npu.side(i), bench.side(i), npu.merged.graphs[i].rank))
-                .collect();
-            // msprobe matches merged graphs fuzzily, without a layer mapping.
-            let mut match_opts = opts.clone();
-            match_opts.fuzzy_match = true;
-            match_opts.layer_mapping = LayerMapping::None;
-            let compared: Vec<_> = sides
-                .into_par_iter()
-                .map(|(n, b, rank)| {
-                    let mut paired = pair(&match_opts, true, step, rank, n, b, &|| {})?;
-                    let [(npu_graph, _), (bench_graph, _)] = &mut paired.graphs;
-                    merge::all_ranks_index(npu_graph);
-                    let micro_steps = merge::paging(npu_graph, bench_graph);
-                    Ok::<_, ConvertError>((paired, micro_steps))
-                })
-                .collect::<Result<_, _>>()?;
-            for (paired, micro_steps) in compared {
-                if r.task.is_empty() {
-                    r.task = paired.task;
-                    r.micro_steps = micro_steps;
-                }
-                r.graphs.extend(paired.graphs);
-            }
-        }
+        None => build_ready(opts, &npu, &mut r)?,
+        Some(bench) => compare_ready(opts, &npu, &bench, &mut r)?,
     }
     run.tick(
         Stage::Comparing,
         format!("step {step}: merged graphs ready"),
     );
     Ok(r)
+}
+
+/// A merged build's graphs ready to write: rows, or `--file_type json` files.
+fn build_ready(
+    opts: &ConvertOptions,
+    npu: &MergedSide,
+    r: &mut MergedStep,
+) -> Result<(), ConvertError> {
+    let step = r.step;
+    r.micro_steps = npu.merged.graphs.first().map_or(1, |g| g.micro_steps);
+    for mg in &npu.merged.graphs {
+        let graph = npu.merged.to_graph(mg);
+        let dump = &npu.dumps[mg.dump];
+        if opts.json_output {
+            let raw =
+                graph_ascend_dump::DumpFile::read(&dump.dir.join("dump.json"), &dump.confine)?;
+            let header = json_out::DumpHeader {
+                task: &dump.dump.task,
+                level: &dump.dump.level,
+                framework: &dump.dump.framework,
+                dump_data_dir: dump.dump.dump_data_dir.as_deref(),
+            };
+            r.json
+                .push((mg.rank, json_out::render(&graph, &raw.data, &header)));
+        } else {
+            let ctx = ExportContext::of(dump, NPU, step, mg.rank, false);
+            r.graphs.push((graph, ctx));
+        }
+    }
+    Ok(())
+}
+
+/// A merged compare's graphs ready to write: each data-parallel pair matched and compared.
+fn compare_ready(
+    opts: &ConvertOptions,
+    npu: &MergedSide,
+    bench: &MergedSide,
+    r: &mut MergedStep,
+) -> Result<(), ConvertError> {
+    let step = r.step;
+    if npu.merged.graphs.len() != bench.merged.graphs.len() {
+        return Err(ConvertError::Usage(format!(
+            "parallel merge: the target merges into {} data-parallel graph(s) but the \
+             golden into {}; both sides need the same data parallelism \
+             (rank_size / (tp × pp))",
+            npu.merged.graphs.len(),
+            bench.merged.graphs.len()
+        )));
+    }
+    let sides: Vec<(Side, Side, i64)> = (0..npu.merged.graphs.len())
+        .map(|i| (npu.side(i), bench.side(i), npu.merged.graphs[i].rank))
+        .collect();
+    // msprobe matches merged graphs fuzzily, without a layer mapping.
+    let mut match_opts = opts.clone();
+    match_opts.fuzzy_match = true;
+    match_opts.layer_mapping = LayerMapping::None;
+    let compared: Vec<_> = sides
+        .into_par_iter()
+        .map(|(n, b, rank)| {
+            let mut paired = pair(&match_opts, true, step, rank, n, b, &|| {})?;
+            let [(npu_graph, _), (bench_graph, _)] = &mut paired.graphs;
+            merge::all_ranks_index(npu_graph);
+            let micro_steps = merge::paging(npu_graph, bench_graph);
+            Ok::<_, ConvertError>((paired, micro_steps))
+        })
+        .collect::<Result<_, _>>()?;
+    for (paired, micro_steps) in compared {
+        if r.task.is_empty() {
+            r.task = paired.task;
+            r.micro_steps = micro_steps;
+        }
+        r.graphs.extend(paired.graphs);
+    }
+    Ok(())
 }
