@@ -237,7 +237,7 @@ mod tests {
         let text = big_dump(12_000, None);
         assert!(text.len() > 4 * PARSE_BATCH_BYTES, "{}", text.len());
         std::fs::write(&path, &text).unwrap();
-        // Issue 13, item 5: bytes are reported batch by batch, growing, and add up to the file.
+        // Progress: bytes are reported batch by batch, growing, and add up to the file.
         let reports = std::sync::Mutex::new(Vec::new());
         let (_, fast) = DumpOps::read(
             &path,
@@ -280,7 +280,7 @@ mod tests {
         assert!(err.to_string().contains("dump.json"), "{err}");
     }
 
-    /// Issue 13, item 2: a cancel stops the reading of a big dump.json within a batch.
+    /// A cancel stops the reading of a big dump.json within a batch.
     #[test]
     fn reading_stops_when_asked() {
         let dir = tempfile::tempdir().unwrap();

@@ -56,7 +56,7 @@ fn wildcard_prefix(id: &str, pattern: &str) -> bool {
 /// `u32` numbers, the overflow level a one-byte code, the optional numbers flagged by bits; its
 /// id and its children are held by its graph ([`Graph::id`], [`Graph::children`]): a node is
 /// 56 bytes (256 at first, then 168, then 96 with its id and children in it), and a graph of a
-/// million nodes keeps a few flat allocations (issue 16, item 1).
+/// million nodes keeps a few flat allocations.
 #[derive(Debug, Clone)]
 pub struct Node {
     pub op: NodeOp,
@@ -293,7 +293,7 @@ pub(crate) fn parameters_grad_prefix(key: &str) -> Option<&str> {
 mod tests {
     use super::*;
 
-    /// Issue 16, item 1: every node of a graph is this record (168 bytes before links became
+    /// Every node of a graph is this record (168 bytes before links became
     /// `u32`, the overflow level a byte code, the entry's span 12 bytes, the micro step and
     /// `precision_index` numbers with a bit each for whether they are set; 96 before its id
     /// and children moved to the graph's arenas).

@@ -101,7 +101,7 @@ struct Unit {
 /// by side), so reading both at once saves little time, while their transient peaks (the
 /// skeletons being made beside construct.json's and stack.json's entries) would add up. One
 /// after the other, a compare's peak is one side's built graph plus the other's skeleton being
-/// made (issue 16, item 1).
+/// made.
 fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, ConvertError> {
     let npu = read_and_build(opts, &job.target, run);
     let bench = match (&npu, job.golden.as_deref()) {
