@@ -59,7 +59,7 @@ impl DumpOps {
 
     /// [`DumpOps::read`]; with `spans`, the entries the fast reader accepts are kept as their
     /// places in the file (`spans`), not as items (`ops`), except those that `place` takes
-    /// (it answers `true`: a skeleton's node took the span, see [`Skeleton::place`]; their
+    /// (it answers `true`: a skeleton's node took the span, see [`crate::graph::Skeleton::place`]; their
     /// names are not kept at all).
     pub fn read_with(
         path: &std::path::Path,

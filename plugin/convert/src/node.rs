@@ -54,9 +54,9 @@ fn wildcard_prefix(id: &str, pattern: &str) -> bool {
 /// One node. What most nodes of a plain conversion lack (held items, a matched link that is not
 /// the node's own path, a merge's notes) is boxed apart ([`Rare`]); links to other nodes are
 /// `u32` numbers, the overflow level a one-byte code, the optional numbers flagged by bits; its
-/// id and its children are held by its graph ([`Graph::id`], [`Graph::children`]): a node is
-/// 56 bytes (256 at first, then 168, then 96 with its id and children in it), and a graph of a
-/// million nodes keeps a few flat allocations.
+/// id and its children are held by its graph ([`crate::graph::Graph::id`],
+/// [`crate::graph::Graph::children`]): a node is 56 bytes (256 at first, then 168, then 96 with
+/// its id and children in it), and a graph of a million nodes keeps a few flat allocations.
 #[derive(Debug, Clone)]
 pub struct Node {
     pub op: NodeOp,
