@@ -124,7 +124,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     };
     let merging = !flags.rank_size.is_empty() || !flags.tp.is_empty() || !flags.pp.is_empty();
     let parallel = if merging {
-        match graph_ascend_convert::merge::params::from_flags(
+        match graph_ascend_convert::parallel::from_flags(
             &flags.rank_size,
             &flags.tp,
             &flags.pp,

@@ -5,67 +5,21 @@
 //! (statistics diffs, md5 result, or tensor metrics), then msprobe's checker rules grade every row
 //! pass / warning / error; the node's `precision_index` is its worst row (0, 0.5, 1).
 
-use graph_ascend_dump::{DumpFile, FieldName, Item, PackedItem, PyVal};
+use graph_ascend_dump::{FieldName, Item, PackedItem, PyVal};
 
 use crate::entries::NodeItems;
-use crate::graph::{Graph, NodeOp};
-use crate::{ConvertError, RankDump};
+use crate::error::ConvertError;
+use crate::graph::Graph;
+use crate::node::NodeOp;
+use crate::rank_dump::RankDump;
 
 pub mod checkers;
 pub mod metrics;
+mod mode;
+mod row;
 
-/// msprobe's compare modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompareMode {
-    /// `summary`: statistics.
-    Summary,
-    /// `md5`: CRC-32 of every tensor.
-    Md5,
-    /// `all`: real tensors (`task: tensor`).
-    Tensor,
-}
-
-impl CompareMode {
-    /// `get_compare_mode`: both dumps must have the same task; md5 must be on both sides or none.
-    /// `npu_md5` / `bench_md5`: whether each dump carries `md5` keys ([`DumpFile::has_md5`]).
-    pub fn detect(
-        npu: &DumpFile,
-        bench: &DumpFile,
-        npu_md5: bool,
-        bench_md5: bool,
-    ) -> Result<CompareMode, ConvertError> {
-        if npu.task != bench.task {
-            return Err(ConvertError::Usage(format!(
-                "the two dumps have different tasks ({}: {}, {}: {})",
-                npu.path.display(),
-                npu.task,
-                bench.path.display(),
-                bench.task
-            )));
-        }
-        if npu.task == "tensor" {
-            return Ok(CompareMode::Tensor);
-        }
-        match (npu_md5, bench_md5) {
-            (true, true) => Ok(CompareMode::Md5),
-            (false, false) => Ok(CompareMode::Summary),
-            _ => Err(ConvertError::Usage(format!(
-                "only one of {} and {} was dumped with summary_mode md5",
-                npu.path.display(),
-                bench.path.display()
-            ))),
-        }
-    }
-
-    /// `tb_config.task`.
-    pub fn task_name(self) -> &'static str {
-        match self {
-            CompareMode::Summary => "summary",
-            CompareMode::Md5 => "md5",
-            CompareMode::Tensor => "all",
-        }
-    }
-}
+pub use mode::CompareMode;
+pub use row::Row;
 
 /// Which group an item belongs to for positional pairing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +32,7 @@ pub enum Group {
 
 /// The group of an item of node `id`.
 pub fn group_of(node_id: &str, item_name: &str, output: bool) -> Group {
-    if crate::graph::is_parameters_grad_id(node_id) {
+    if crate::node::is_parameters_grad_id(node_id) {
         return Group::ParamsGrad;
     }
     if output {
@@ -93,17 +47,6 @@ pub fn group_of(node_id: &str, item_name: &str, output: bool) -> Group {
     } else {
         Group::Input
     }
-}
-
-/// One compared row: the target item and its paired golden item, if any.
-pub struct Row<'a> {
-    pub npu_name: &'a str,
-    pub npu: &'a Item,
-    pub bench_name: Option<&'a str>,
-    pub bench: Option<&'a Item>,
-    pub is_output: bool,
-    /// Position of the target item in its node's input or output list.
-    pub index: usize,
 }
 
 /// Compares every matched pair and sets `precision_index` on the target graph;

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use graph_ascend_dump::FastMap;
 use graph_ascend_visdb::writer::NodeRow;
 use serde_json::Value;
 
@@ -79,9 +80,86 @@ type Links = (String, Vec<(i64, String, String)>);
 
 type Graphs = BTreeMap<(String, i64), BTreeMap<i64, Vec<Op>>>;
 
+/// Rank → unique id → position of its op in the rank's list.
+type UniqueIds = BTreeMap<i64, HashMap<String, usize>>;
+
+/// `matched_distributed` of every linked row of `rows` (the `Distributed.*` rows of all ranks
+/// and steps of a conversion), by row id.
+pub(crate) fn links(mut rows: Vec<NodeRow>, overflow_check: bool) -> FastMap<String, String> {
+    link(&mut rows, overflow_check);
+    rows.into_iter()
+        .filter(|r| r.matched_distributed != "{}")
+        .map(|r| (r.id, r.matched_distributed))
+        .collect()
+}
+
 /// Fills `matched_distributed` of the rows of `Distributed.*` nodes.
-pub fn link(rows: &mut [NodeRow], overflow_check: bool) {
-    // data source, step → rank → ops in node order.
+fn link(rows: &mut [NodeRow], overflow_check: bool) {
+    let graphs = ops_by_graph(rows);
+    let index_of = |i: usize| peer_index(&rows[i], overflow_check);
+    let mut results: HashMap<usize, Links> = HashMap::new();
+    for ranks in graphs.values() {
+        let (unique, ids) = unique_ids(ranks);
+        for (&rank, ops) in ranks {
+            for op in ops {
+                let Some(uid) = ids.get(&op.row) else {
+                    continue;
+                };
+                match kind(&op.api) {
+                    Kind::P2p(peer_api, field, ctype) => {
+                        let Some(target) = op.int_field(field) else {
+                            continue;
+                        };
+                        let back_field = if field == "dst" { "src" } else { "dst" };
+                        let count = uid.rsplit('_').next().unwrap_or("1");
+                        let peer_uid = format!("{peer_api}rank{rank}_{count}");
+                        let Some(&k) = unique.get(&target).and_then(|m| m.get(&peer_uid)) else {
+                            continue;
+                        };
+                        let peer = &ranks[&target][k];
+                        if peer.int_field(back_field) != Some(rank) {
+                            continue;
+                        }
+                        let info = (target, index_of(peer.row), peer.name.clone());
+                        results.insert(op.row, (ctype.to_string(), vec![info]));
+                    }
+                    Kind::Rooted(pos, ctype) => {
+                        if op.int_field(pos) != Some(rank) {
+                            continue;
+                        }
+                        for (target, peer) in group_peers(op, rank, uid, ranks, &unique) {
+                            let e = results
+                                .entry(op.row)
+                                .or_insert_with(|| (ctype.to_string(), Vec::new()));
+                            e.1.push((target, index_of(peer.row), peer.name.clone()));
+                            results.insert(
+                                peer.row,
+                                (
+                                    reverse(ctype).to_string(),
+                                    vec![(rank, index_of(op.row), op.name.clone())],
+                                ),
+                            );
+                        }
+                    }
+                    Kind::Collective => {
+                        for (target, peer) in group_peers(op, rank, uid, ranks, &unique) {
+                            let e = results
+                                .entry(op.row)
+                                .or_insert_with(|| ("send_receive".to_string(), Vec::new()));
+                            e.1.push((target, index_of(peer.row), peer.name.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (row, links) in results {
+        rows[row].matched_distributed = links_text(&links);
+    }
+}
+
+/// The `Distributed.*` ops of `rows`: data source, step → rank → ops in node order.
+fn ops_by_graph(rows: &[NodeRow]) -> Graphs {
     let mut graphs: Graphs = BTreeMap::new();
     let mut order: Vec<usize> = (0..rows.len())
         .filter(|&i| rows[i].is_distributed == 1)
@@ -106,132 +184,86 @@ pub fn link(rows: &mut [NodeRow], overflow_check: bool) {
                 input,
             });
     }
-    let index_of = |rows: &[NodeRow], i: usize| -> String {
-        if overflow_check {
-            rows[i]
-                .overflow_level
-                .clone()
-                .unwrap_or_else(|| "Nan".into())
-        } else {
-            match rows[i].precision_index {
-                None => "Nan".into(),
-                Some(p) if p.fract() == 0.0 => format!("{}", p as i64),
-                Some(p) => p.to_string(),
-            }
-        }
-    };
-    let mut results: HashMap<usize, Links> = HashMap::new();
-    for ranks in graphs.values() {
-        // Unique ids per rank.
-        let mut unique: BTreeMap<i64, HashMap<String, usize>> = BTreeMap::new();
-        let mut ids: HashMap<usize, String> = HashMap::new();
-        for (&rank, ops) in ranks {
-            let mut counts: HashMap<String, usize> = HashMap::new();
-            for (k, op) in ops.iter().enumerate() {
-                let key = match kind(&op.api) {
-                    Kind::P2p(_, field, _) => match op.int_field(field) {
-                        Some(t) => format!("{}rank{t}", op.api),
-                        None => continue,
-                    },
-                    _ => match op.field("group", "group_id") {
-                        Some(g) => format!("{g}{}", op.api),
-                        None => continue,
-                    },
-                };
-                let c = counts.entry(key.clone()).or_insert(0);
-                *c += 1;
-                let uid = format!("{key}_{c}");
-                unique.entry(rank).or_default().insert(uid.clone(), k);
-                ids.insert(op.row, uid);
-            }
-        }
-        for (&rank, ops) in ranks {
-            for op in ops {
-                let Some(uid) = ids.get(&op.row) else {
-                    continue;
-                };
-                match kind(&op.api) {
-                    Kind::P2p(peer_api, field, ctype) => {
-                        let Some(target) = op.int_field(field) else {
-                            continue;
-                        };
-                        let back_field = if field == "dst" { "src" } else { "dst" };
-                        let count = uid.rsplit('_').next().unwrap_or("1");
-                        let peer_uid = format!("{peer_api}rank{rank}_{count}");
-                        let Some(&k) = unique.get(&target).and_then(|m| m.get(&peer_uid)) else {
-                            continue;
-                        };
-                        let peer = &ranks[&target][k];
-                        if peer.int_field(back_field) != Some(rank) {
-                            continue;
-                        }
-                        let info = (target, index_of(rows, peer.row), peer.name.clone());
-                        results.insert(op.row, (ctype.to_string(), vec![info]));
-                    }
-                    Kind::Rooted(pos, ctype) => {
-                        let root = op.int_field(pos);
-                        if root != Some(rank) {
-                            continue;
-                        }
-                        for target in op.group_ranks() {
-                            if target == rank {
-                                continue;
-                            }
-                            let Some(&k) = unique.get(&target).and_then(|m| m.get(uid)) else {
-                                continue;
-                            };
-                            let peer = &ranks[&target][k];
-                            if peer.field("group", "group_id") != op.field("group", "group_id") {
-                                continue;
-                            }
-                            let e = results
-                                .entry(op.row)
-                                .or_insert_with(|| (ctype.to_string(), Vec::new()));
-                            e.1.push((target, index_of(rows, peer.row), peer.name.clone()));
-                            results.insert(
-                                peer.row,
-                                (
-                                    reverse(ctype).to_string(),
-                                    vec![(rank, index_of(rows, op.row), op.name.clone())],
-                                ),
-                            );
-                        }
-                    }
-                    Kind::Collective => {
-                        for target in op.group_ranks() {
-                            if target == rank {
-                                continue;
-                            }
-                            let Some(&k) = unique.get(&target).and_then(|m| m.get(uid)) else {
-                                continue;
-                            };
-                            let peer = &ranks[&target][k];
-                            if peer.field("group", "group_id") != op.field("group", "group_id") {
-                                continue;
-                            }
-                            let e = results
-                                .entry(op.row)
-                                .or_insert_with(|| ("send_receive".to_string(), Vec::new()));
-                            e.1.push((target, index_of(rows, peer.row), peer.name.clone()));
-                        }
-                    }
-                }
-            }
+    graphs
+}
+
+/// What a peer's side of a link shows of a row: its overflow level under `-oc`, else its
+/// precision index (`Nan` when it has none).
+fn peer_index(row: &NodeRow, overflow_check: bool) -> String {
+    if overflow_check {
+        row.overflow_level.clone().unwrap_or_else(|| "Nan".into())
+    } else {
+        match row.precision_index {
+            None => "Nan".into(),
+            Some(p) if p.fract() == 0.0 => format!("{}", p as i64),
+            Some(p) => p.to_string(),
         }
     }
-    for (row, (ctype, infos)) in results {
-        let mut out = String::from("{\"communications_type\": ");
-        pyjson::push_str(&mut out, &ctype);
-        out.push_str(", \"nodes_info\": {");
-        for (i, (rank, index, name)) in infos.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            pyjson::push_str(&mut out, &rank.to_string());
-            out.push_str(": ");
-            out.push_str(&pyjson::str_list(&[index.as_str(), name.as_str()]));
+}
+
+/// Rank → unique id → position of its op, and row → unique id, for the ops of one graph's
+/// ranks: p2p ops `<api>rank<peer>_<n>`, collectives `<group_id><api>_<n>` (`n` counts per
+/// rank, from 1); an op without its peer or group has none.
+fn unique_ids(ranks: &BTreeMap<i64, Vec<Op>>) -> (UniqueIds, HashMap<usize, String>) {
+    let mut unique = UniqueIds::new();
+    let mut ids: HashMap<usize, String> = HashMap::new();
+    for (&rank, ops) in ranks {
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for (k, op) in ops.iter().enumerate() {
+            let key = match kind(&op.api) {
+                Kind::P2p(_, field, _) => match op.int_field(field) {
+                    Some(t) => format!("{}rank{t}", op.api),
+                    None => continue,
+                },
+                _ => match op.field("group", "group_id") {
+                    Some(g) => format!("{g}{}", op.api),
+                    None => continue,
+                },
+            };
+            let c = counts.entry(key.clone()).or_insert(0);
+            *c += 1;
+            let uid = format!("{key}_{c}");
+            unique.entry(rank).or_default().insert(uid.clone(), k);
+            ids.insert(op.row, uid);
         }
-        out.push_str("}}");
-        rows[row].matched_distributed = out;
     }
+    (unique, ids)
+}
+
+/// The ops a collective `op` of rank `rank` (unique id `uid`) reaches: on every other rank of
+/// its group, the op with the same unique id and the same group, with its rank.
+fn group_peers<'a>(
+    op: &Op,
+    rank: i64,
+    uid: &str,
+    ranks: &'a BTreeMap<i64, Vec<Op>>,
+    unique: &UniqueIds,
+) -> Vec<(i64, &'a Op)> {
+    let group = op.field("group", "group_id");
+    op.group_ranks()
+        .into_iter()
+        .filter(|&target| target != rank)
+        .filter_map(|target| {
+            let &k = unique.get(&target)?.get(uid)?;
+            let peer = &ranks[&target][k];
+            (peer.field("group", "group_id") == group).then_some((target, peer))
+        })
+        .collect()
+}
+
+/// A row's `matched_distributed` text, as msprobe's `json.dumps` writes it.
+fn links_text((ctype, infos): &Links) -> String {
+    let mut out = String::from("{\"communications_type\": ");
+    pyjson::push_str(&mut out, ctype);
+    out.push_str(", \"nodes_info\": {");
+    for (i, (rank, index, name)) in infos.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        pyjson::push_str(&mut out, &rank.to_string());
+        out.push_str(": ");
+        out.push_str(&pyjson::str_list(&[index.as_str(), name.as_str()]));
+    }
+    out.push_str("}}");
+    out
 }

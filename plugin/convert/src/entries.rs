@@ -19,8 +19,7 @@ use std::path::{Path, PathBuf};
 use graph_ascend_dump::fastjson::Parser;
 use graph_ascend_dump::{parse_op_packed, Confine, PackedItem};
 
-use crate::graph::Node;
-use crate::ConvertError;
+use crate::error::ConvertError;
 
 /// Where one entry's raw JSON lies in `dump.json`, and whether it has any item: 12 bytes, as
 /// every node of a plain conversion carries one (issue 16, item 1).
@@ -67,7 +66,7 @@ pub struct DumpSource {
     file: std::fs::File,
 }
 
-/// A node's items: `(input, output)`, as [`crate::graph::Node`] holds them.
+/// A node's items: `(input, output)`, as a graph's node holds them.
 pub type NodeItems = (Vec<(String, PackedItem)>, Vec<(String, PackedItem)>);
 
 impl DumpSource {
@@ -113,19 +112,3 @@ pub type ItemsOf<'a> = (
     Cow<'a, [(String, PackedItem)]>,
     Cow<'a, [(String, PackedItem)]>,
 );
-
-/// The items of `node` (of id `id`): those it holds, or those read again from `source` at its
-/// span.
-pub fn node_items<'a>(
-    node: &'a Node,
-    id: &str,
-    source: Option<&DumpSource>,
-) -> Result<ItemsOf<'a>, ConvertError> {
-    match (node.entry, source) {
-        (Some(span), Some(source)) => {
-            let (input, output) = source.items(id, span)?;
-            Ok((Cow::Owned(input), Cow::Owned(output)))
-        }
-        _ => Ok((Cow::Borrowed(node.input()), Cow::Borrowed(node.output()))),
-    }
-}

@@ -11,10 +11,11 @@ use serde_json::json;
 use std::borrow::Cow;
 
 use crate::compare::{self, CompareMode};
+use crate::error::ConvertError;
 use crate::format::{node_data_json, FormatOptions};
 use crate::graph::Graph;
 use crate::pyjson;
-use crate::{ConvertError, RankDump};
+use crate::rank_dump::RankDump;
 
 /// Where a graph's rows go.
 pub struct ExportContext {

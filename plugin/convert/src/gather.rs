@@ -25,9 +25,10 @@ use graph_ascend_visdb::bulk::{index_key, BulkWriter, NodeIndexSpec, Value};
 use graph_ascend_visdb::schema::NODE_COLUMNS;
 use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
+use crate::distributed;
+use crate::error::ConvertError;
+use crate::output::output_file;
 use crate::part::{self, Manifest, PART_SUFFIX};
-use crate::stage::write::output_file;
-use crate::{distributed, ConvertError};
 
 /// Rows copied per batch.
 const CHUNK: usize = 1024;
@@ -439,12 +440,7 @@ fn links(
             .map_err(|e| sql(path, e))?;
         rows.extend(got);
     }
-    distributed::link(&mut rows, overflow_check);
-    Ok(rows
-        .into_iter()
-        .filter(|r| r.matched_distributed != "{}")
-        .map(|r| (r.id, r.matched_distributed))
-        .collect())
+    Ok(distributed::links(rows, overflow_check))
 }
 
 /// A `tb_nodes` row as the converter made it ([`NODE_COLUMNS`] order).

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ConvertError;
+use crate::error::ConvertError;
 
 /// msprobe's directory kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +124,80 @@ pub fn steps(dir: &Path) -> Result<Vec<(i64, PathBuf)>, ConvertError> {
         .collect();
     out.sort_by_key(|(s, _)| *s);
     Ok(out)
+}
+
+/// The layout of `target`, checked to be `golden`'s too.
+pub fn classify_both(target: &Path, golden: Option<&Path>) -> Result<Layout, ConvertError> {
+    let layout = classify(target)?;
+    if let Some(g) = golden {
+        if classify(g)? != layout {
+            return Err(ConvertError::Usage(format!(
+                "the directory structures of {} and {} are inconsistent",
+                target.display(),
+                g.display()
+            )));
+        }
+    }
+    Ok(layout)
+}
+
+/// A numbered folder of the target and, in a compare, the golden's of the same number.
+pub type FolderPair = (i64, PathBuf, Option<PathBuf>);
+
+/// The step folders of a steps folder: every target step, or in a compare the steps that
+/// both sides have (an error when there is none).
+pub fn common_steps(target: &Path, golden: Option<&Path>) -> Result<Vec<FolderPair>, ConvertError> {
+    let golden = match golden {
+        Some(g) => Some(steps(g)?),
+        None => None,
+    };
+    let mut out = Vec::new();
+    for (step, target) in steps(target)? {
+        let golden = match &golden {
+            None => None,
+            Some(gs) => match gs.iter().find(|(s, _)| *s == step) {
+                Some((_, d)) => Some(d.clone()),
+                None => continue,
+            },
+        };
+        out.push((step, target, golden));
+    }
+    if out.is_empty() {
+        return Err(ConvertError::Usage(
+            "no step in common between the two dumps".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// The rank folders of a step folder: every target rank, or in a compare the ranks both sides
+/// have (an error when there is none).
+pub fn common_ranks(target: &Path, golden: Option<&Path>) -> Result<Vec<FolderPair>, ConvertError> {
+    let target_ranks = ranks(target)?;
+    let Some(g) = golden else {
+        return Ok(target_ranks
+            .into_iter()
+            .map(|(r, p)| (r, p, None))
+            .collect());
+    };
+    let golden_ranks = ranks(g)?;
+    let both: Vec<FolderPair> = target_ranks
+        .into_iter()
+        .filter_map(|(r, p)| {
+            golden_ranks
+                .iter()
+                .find(|(r2, _)| *r2 == r)
+                .map(|(_, gp)| (r, p, Some(gp.clone())))
+        })
+        .collect();
+    if both.is_empty() {
+        return Err(ConvertError::Usage(format!(
+            "{} and {} have no rank in common",
+            target.display(),
+            g.display()
+        )));
+    }
+    Ok(both)
 }
 
 #[cfg(test)]

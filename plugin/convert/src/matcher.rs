@@ -10,8 +10,12 @@
 
 use std::collections::HashMap;
 
-use crate::graph::{Graph, NodeOp};
-use crate::{layer_mapping, ConvertError, ConvertOptions, LayerMapping, RankDump};
+use crate::error::ConvertError;
+use crate::graph::Graph;
+use crate::layer_mapping;
+use crate::node::NodeOp;
+use crate::options::{ConvertOptions, LayerMapping};
+use crate::rank_dump::RankDump;
 
 /// Matches the two graphs, filling `matched` and `matched_link` on both sides.
 pub fn match_graphs(

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::merge;
+use crate::parallel::ParallelParams;
 
 /// `-lm`: none, bare (empty mapping) or a YAML file.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,8 +29,8 @@ pub struct ConvertOptions {
     /// `-fm`.
     pub fuzzy_match: bool,
     /// `--rank_size/--tp/--pp/--vpp/--order`: empty, or the parallel layout of the target (and
-    /// of the golden in a compare); see [`merge`].
-    pub parallel: Vec<merge::ParallelParams>,
+    /// of the golden in a compare); see [`crate::merge`].
+    pub parallel: Vec<ParallelParams>,
     /// `--file_type json` (merged builds only): JSON dump folders instead of a `.vis.db`.
     pub json_output: bool,
     /// Where every file the conversion reads must lie: anywhere for the command line, the

@@ -14,18 +14,13 @@
 
 use std::hash::Hasher;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use graph_ascend_visdb::stale;
-use graph_ascend_visdb::writer::ConfigRow;
-
+use crate::error::ConvertError;
+use crate::options::ConvertOptions;
 use crate::shard::ShardSpec;
-use crate::stage::plan::Job;
-use crate::stage::write::{self, Graphs};
-use crate::stage::Run;
-use crate::{ConvertError, ConvertOptions};
 
 /// The manifest's table in a part.
 pub const MANIFEST_TABLE: &str = "graph_ascend_part";
@@ -34,10 +29,19 @@ pub const MANIFEST_TABLE: &str = "graph_ascend_part";
 pub const PART_SUFFIX: &str = ".vis.part";
 
 /// The prefix of a part not sealed yet (`<prefix><host>.<pid>.shard-….vis.part`).
-const UNSEALED_PREFIX: &str = ".graph-ascend-part-";
+pub(crate) const UNSEALED_PREFIX: &str = ".graph-ascend-part-";
 
 /// The part format this version writes and reads.
 const FORMAT: &str = "1";
+
+/// One (step, rank) of a run's inputs: its folders (the golden's in a compare), for the run's
+/// fingerprint.
+pub(crate) struct InputDirs<'a> {
+    pub step: i64,
+    pub rank: i64,
+    pub target: &'a Path,
+    pub golden: Option<&'a Path>,
+}
 
 /// What a part says about itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +75,7 @@ impl Manifest {
     /// units are its (step, rank) graphs, a parallel merge's its steps (see [`crate::merge`]).
     pub(crate) fn of(
         opts: &ConvertOptions,
-        folders: &[Job],
+        folders: &[InputDirs],
         total_units: usize,
         shard: ShardSpec,
         range: &Range<usize>,
@@ -181,7 +185,7 @@ impl Hasher for Fnv {
 
 /// The inputs' hash: each (step, rank)'s folders, and the size and modification time of the
 /// dump files in them (a dump rewritten between two shards changes it).
-fn inputs_hash(opts: &ConvertOptions, folders: &[Job]) -> String {
+fn inputs_hash(opts: &ConvertOptions, folders: &[InputDirs]) -> String {
     let mut h = Fnv(0xcbf2_9ce4_8422_2325);
     let mut text = |s: &str| {
         h.write(s.as_bytes());
@@ -191,7 +195,7 @@ fn inputs_hash(opts: &ConvertOptions, folders: &[Job]) -> String {
     text(&opts.golden.as_deref().map(absolute).unwrap_or_default());
     for job in folders {
         text(&format!("{} {}", job.step, job.rank));
-        for dir in std::iter::once(&job.target).chain(job.golden.as_ref()) {
+        for dir in std::iter::once(job.target).chain(job.golden) {
             text(&absolute(dir));
             for name in ["dump.json", "construct.json", "stack.json"] {
                 let stamp = std::fs::metadata(dir.join(name)).ok().map(|m| {
@@ -209,37 +213,9 @@ fn inputs_hash(opts: &ConvertOptions, folders: &[Job]) -> String {
     format!("{:016x}", h.finish())
 }
 
-/// Writes the shard's `graphs` as its part in the output folder and returns the part's path.
-pub(crate) fn write(
-    run: &Run,
-    opts: &ConvertOptions,
-    manifest: &Manifest,
-    graphs: Graphs,
-    config: &ConfigRow,
-) -> Result<PathBuf, ConvertError> {
-    let dir = &opts.output;
-    std::fs::create_dir_all(dir).map_err(|source| ConvertError::Output {
-        path: dir.clone(),
-        source,
-    })?;
-    stale::remove_stale(dir, UNSEALED_PREFIX);
-    let unsealed = dir.join(format!(
-        "{UNSEALED_PREFIX}{}.{}",
-        stale::owner_tag(),
-        manifest.file_name()
-    ));
-    // Links are made by the gather, which sees every rank.
-    let written = write::write_to(run, &unsealed, graphs, config, false, opts.overflow_check)?;
-    let dest = dir.join(manifest.file_name());
-    seal(&written, manifest, &dest).inspect_err(|_| {
-        let _ = std::fs::remove_file(&written);
-    })?;
-    Ok(dest)
-}
-
 /// Adds the manifest (the completeness mark last, in the same transaction), flushes the file
 /// and renames it to `dest`, replacing an older part of the same shard.
-fn seal(path: &Path, manifest: &Manifest, dest: &Path) -> Result<(), ConvertError> {
+pub(crate) fn seal(path: &Path, manifest: &Manifest, dest: &Path) -> Result<(), ConvertError> {
     let sql = |e: rusqlite::Error| ConvertError::Input {
         path: path.to_path_buf(),
         message: format!("cannot add the part's manifest: {e}"),

@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use crate::ConvertError;
+use crate::error::ConvertError;
 
 /// Shard `index` of `count` (`index < count`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use graph_ascend_convert::merge::ParallelParams;
+use graph_ascend_convert::ParallelParams;
 use graph_ascend_convert::{convert, ConvertOptions};
 use graph_ascend_visdb::diff::{diff_files, DiffOptions};
 

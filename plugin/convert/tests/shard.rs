@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use graph_ascend_convert::gather::gather;
-use graph_ascend_convert::merge::ParallelParams;
 use graph_ascend_convert::part::part_name;
+use graph_ascend_convert::ParallelParams;
 use graph_ascend_convert::{convert, convert_shard, ConvertOptions, ShardSpec};
 use graph_ascend_testkit::synthetic_dump::{self, DumpShape};
 use graph_ascend_visdb::diff::{diff_files, DiffOptions};

@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::DumpError;
+use crate::error::DumpError;
 
 /// The folder every opened file must lie in, or none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

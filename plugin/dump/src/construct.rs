@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::error::DumpError;
 use crate::json::{read_json_file, stream_object, SeenKeys};
-use crate::DumpError;
 
 /// The parsed hierarchy.
 #[derive(Debug, Clone, Default)]
@@ -17,7 +17,7 @@ pub struct Construct {
     /// `(node, parent)` in file order.
     pub entries: Entries,
     /// Micro step of each node (Megatron form only).
-    pub micro_step: crate::FastMap<String, i64>,
+    pub micro_step: crate::fast_map::FastMap<String, i64>,
     /// `megatron_micro_step_number`, when present.
     pub micro_step_num: Option<i64>,
 }
@@ -28,7 +28,7 @@ impl Construct {
     /// Reads construct.json entry by entry (memory: the entries kept, not the file's parsed
     /// tree); a file the streamed reading does not take as it is (a bad file, repeated keys,
     /// Megatron values before `megatron_micro_step_number`) is read whole, which decides.
-    pub fn read(path: &Path, confine: &crate::Confine) -> Result<Construct, DumpError> {
+    pub fn read(path: &Path, confine: &crate::confine::Confine) -> Result<Construct, DumpError> {
         if let Some(c) = Self::read_streamed(path, confine)? {
             return Ok(c);
         }
@@ -39,7 +39,7 @@ impl Construct {
     /// [`Construct::read`] member by member: `None` when the file needs the whole-file reader.
     fn read_streamed(
         path: &Path,
-        confine: &crate::Confine,
+        confine: &crate::confine::Confine,
     ) -> Result<Option<Construct>, DumpError> {
         let mut c = Construct::default();
         // The entries' text is at most the file's: room for it at once, so the buffer never

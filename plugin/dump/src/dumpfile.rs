@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::confine::Confine;
+use crate::error::DumpError;
 use crate::json::{read_json_file, Members, PythonJsonReader};
-use crate::{Confine, DumpError};
 
 /// A parsed `dump.json`. Entries stay as JSON until a node needs them.
 #[derive(Debug, Clone)]

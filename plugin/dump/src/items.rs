@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::fastjson::JVal;
-use crate::PyVal;
+use crate::pyval::PyVal;
 
 /// A field name: the names msprobe uses are static (no allocation per item), others owned.
 pub type FieldName = Cow<'static, str>;
@@ -306,22 +306,14 @@ pub fn parse_op_fast(op_name: &str, entry: &JVal) -> OpData {
     OpData { input, output }
 }
 
-/// [`parse_op_fast`] with each item packed as it is made (for the usual tensor leaf, straight
-/// from the JSON: see [`crate::packed::pack_leaf`]).
-pub fn parse_op_packed(op_name: &str, entry: &JVal) -> crate::PackedOp {
-    let placeholder = || crate::PackedItem::pack(&placeholder_item());
-    let (input, output) = flatten(op_name, entry, &crate::packed::pack_leaf, &placeholder);
-    crate::PackedOp { input, output }
-}
-
 /// Makes the item of one leaf dict: `(position name, its fields)`.
-type LeafFn<'w, T> = dyn Fn(&str, &[(Cow<str>, JVal)]) -> T + 'w;
+pub(crate) type LeafFn<'w, T> = dyn Fn(&str, &[(Cow<str>, JVal)]) -> T + 'w;
 
 /// Named items of one op.
 type Named<T> = Vec<(String, T)>;
 
 /// Inputs and outputs of one entry: its leaves, each made by `leaf` (a `null` by `placeholder`).
-fn flatten<T>(
+pub(crate) fn flatten<T>(
     op_name: &str,
     entry: &JVal,
     leaf: &LeafFn<'_, T>,
@@ -448,7 +440,7 @@ fn itoa_str(buf: &mut [u8; 20], mut i: usize) -> &str {
     std::str::from_utf8(&buf[pos..]).unwrap_or("0")
 }
 
-fn placeholder_item() -> Item {
+pub(crate) fn placeholder_item() -> Item {
     let mut item = Item {
         fields: Vec::with_capacity(9),
     };
@@ -737,25 +729,6 @@ mod tests {
         assert_eq!(bool_item.text("dtype").unwrap(), "<class 'bool'>");
         assert_eq!(d.input[0].1.text("requires_grad").unwrap(), "False");
         assert_eq!(d.input[0].1.text("md5").unwrap(), "00000000");
-    }
-
-    #[test]
-    fn packed_flattening_equals_packing_the_flattened_items() {
-        let text = br#"{"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false, "data_name": "Functional.f.0.forward.input.0.pt"}, [{"type": "int", "value": 64}, null, 3]],
-            "input_kwargs": {"inplace": {"type": "bool", "value": false}, "dim": {"type": "torch.Size", "value": [1]}},
-            "output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": true}],
-            "parameters": {"weight": null}, "stack": "ignored"}"#;
-        let entry = crate::fastjson::Parser::new(text).unwrap().value().unwrap();
-        for name in [
-            "Functional.f.0.forward",
-            "Module.fc.Linear.parameters_grad.0",
-        ] {
-            assert_eq!(
-                parse_op_packed(name, &entry),
-                crate::PackedOp::pack(parse_op_fast(name, &entry)),
-                "{name}"
-            );
-        }
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::{Confine, DumpError};
+use crate::confine::Confine;
+use crate::error::DumpError;
 
 const MARK: char = '\u{1}';
 
@@ -31,7 +32,7 @@ pub fn read_json_file(path: &Path, confine: &Confine) -> Result<Value, DumpError
 /// which words the problem (so a bad file gets the same error either way).
 pub fn stream_object(
     path: &Path,
-    confine: &crate::Confine,
+    confine: &crate::confine::Confine,
     visit: &mut dyn FnMut(String, Value) -> bool,
 ) -> Result<bool, DumpError> {
     let file = confine.open(path)?;

@@ -31,6 +31,21 @@
 //! All five stay: `JVal` and `Value` are the two readers (fast and authoritative), `PyVal`/`Item`
 //! are what the comparison works on, `PackedItem`/`ValRef` what a big graph can afford to keep.
 //!
+//! # Layout
+//!
+//! This file only declares the modules and re-exports the public face; a module uses only
+//! modules beside it, never this root, and no two use each other. From the top down:
+//!
+//! - the readers of a rank folder's files: [`dumpfile`] (`dump.json`, fast and full),
+//!   `construct` (`construct.json`), `stack` (`stack.json`), [`tensor`] (`.npy`/`.pt`);
+//! - what they read into: `items` (an op's flattened items, the metric table), [`packed`]
+//!   (the same items packed, and an op parsed straight into them), [`pyval`] (Python's values
+//!   and their text);
+//! - the parsers: [`fastjson`] (`dump.json` in place), [`json`] (`serde_json` streaming, Python's
+//!   JSON dialect);
+//! - at the bottom: [`confine`] (where files may be read from), `error` ([`DumpError`]),
+//!   `fast_map` ([`FastMap`], [`FastSet`]).
+//!
 //! # Streaming
 //!
 //! No reader holds a file's parsed tree. The fast reader cuts `dump.json` into batches of raw
@@ -38,10 +53,13 @@
 //! by member through one visitor, `json::Members`, behind both [`json::stream_object`]
 //! (`construct.json`, `stack.json`) and [`DumpFile::read_streaming`] (`dump.json`'s `data`).
 
+#![deny(unsafe_code)]
+
 pub mod confine;
 pub(crate) mod construct;
 pub mod dumpfile;
 pub(crate) mod error;
+pub(crate) mod fast_map;
 pub mod fastjson;
 pub(crate) mod items;
 pub mod json;
@@ -54,19 +72,11 @@ pub use confine::Confine;
 pub use construct::{Construct, Entries as ConstructEntries, EntryIndex};
 pub use dumpfile::DumpFile;
 pub use error::DumpError;
+pub use fast_map::{FastMap, FastSet};
 pub use items::{
-    detail_columns, field_name, metric_rule, parse_op, parse_op_fast, parse_op_packed, FieldName,
-    Item, MetricRule, OpData, Worse, COMPARE_COLUMNS, METRIC_RULES, STATISTICS_METRIC_COLUMNS,
-    TENSOR_METRIC_COLUMNS,
+    detail_columns, field_name, metric_rule, parse_op, parse_op_fast, FieldName, Item, MetricRule,
+    OpData, Worse, COMPARE_COLUMNS, METRIC_RULES, STATISTICS_METRIC_COLUMNS, TENSOR_METRIC_COLUMNS,
 };
-pub use packed::{PackedItem, PackedOp, ValRef};
+pub use packed::{parse_op_packed, PackedItem, PackedOp, ValRef};
 pub use pyval::PyVal;
 pub use stack::{StackMap, StackSink};
-
-/// A `HashMap` with a fast non-cryptographic hash (foldhash): the readers and the graph builder
-/// look up every op and node name several times, and SipHash was a tenth of building a graph.
-/// Names come from local files, not from the network, so flooding is not a concern.
-pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// A `HashSet` with the hash of [`FastMap`], for the same reasons.
-pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;

@@ -10,8 +10,10 @@
 use std::borrow::Cow;
 
 use crate::fastjson::JVal;
-use crate::items::{known_field, FieldName, Item, Lookup, KNOWN_FIELDS};
-use crate::PyVal;
+use crate::items::{
+    flatten, known_field, placeholder_item, FieldName, Item, LeafVal, Lookup, OpData, KNOWN_FIELDS,
+};
+use crate::pyval::PyVal;
 
 /// Strings that fill most values (types, dtypes, flags), stored as a one-byte code.
 const KNOWN_STRS: [&str; 28] = [
@@ -378,7 +380,7 @@ pub(crate) fn pack_leaf(name: &str, leaf: &[(Cow<str>, JVal)]) -> PackedItem {
 
 /// `PackedItem::pack(&leaf_item(..))` from the fields msprobe's rules made, values of the dump
 /// packed straight from the JSON (no `PyVal` of a long value, no copies of it).
-fn pack_fields(fields: &[(FieldName, crate::items::LeafVal)]) -> PackedItem {
+fn pack_fields(fields: &[(FieldName, LeafVal)]) -> PackedItem {
     let mut out = Out::with_capacity(16 * (fields.len() + 1));
     // Dump values already written as long lists or dicts, by address: msprobe's copies of one
     // value refer to it without being written and compared again (the same bytes
@@ -387,7 +389,7 @@ fn pack_fields(fields: &[(FieldName, crate::items::LeafVal)]) -> PackedItem {
     for (k, v) in fields {
         put_key(&mut out, k, field_code(k));
         match v {
-            crate::items::LeafVal::Dump(j) => {
+            LeafVal::Dump(j) => {
                 let at = std::ptr::from_ref(*j);
                 if let Some(&(_, (start, len))) = written.iter().find(|(p, _)| *p == at) {
                     out.push(T_AGAIN);
@@ -402,7 +404,7 @@ fn pack_fields(fields: &[(FieldName, crate::items::LeafVal)]) -> PackedItem {
                     written.push((at, span));
                 }
             }
-            crate::items::LeafVal::Made(p) => put_value(&mut out, p),
+            LeafVal::Made(p) => put_value(&mut out, p),
         }
     }
     out.finish()
@@ -752,7 +754,7 @@ pub struct PackedOp {
 }
 
 impl PackedOp {
-    pub fn pack(op: crate::OpData) -> PackedOp {
+    pub fn pack(op: OpData) -> PackedOp {
         let pack = |v: Vec<(String, Item)>| -> Vec<(String, PackedItem)> {
             v.into_iter()
                 .map(|(n, it)| (n, PackedItem::pack(&it)))
@@ -834,9 +836,36 @@ fn write_nested(out: &mut dyn std::fmt::Write, r: &mut Reader) {
     }
 }
 
+/// [`crate::items::parse_op_fast`] with each item packed as it is made (for the usual tensor
+/// leaf, straight from the JSON: see [`pack_leaf`]).
+pub fn parse_op_packed(op_name: &str, entry: &JVal) -> PackedOp {
+    let placeholder = || PackedItem::pack(&placeholder_item());
+    let (input, output) = flatten(op_name, entry, &pack_leaf, &placeholder);
+    PackedOp { input, output }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_flattening_equals_packing_the_flattened_items() {
+        let text = br#"{"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false, "data_name": "Functional.f.0.forward.input.0.pt"}, [{"type": "int", "value": 64}, null, 3]],
+            "input_kwargs": {"inplace": {"type": "bool", "value": false}, "dim": {"type": "torch.Size", "value": [1]}},
+            "output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": true}],
+            "parameters": {"weight": null}, "stack": "ignored"}"#;
+        let entry = crate::fastjson::Parser::new(text).unwrap().value().unwrap();
+        for name in [
+            "Functional.f.0.forward",
+            "Module.fc.Linear.parameters_grad.0",
+        ] {
+            assert_eq!(
+                parse_op_packed(name, &entry),
+                PackedOp::pack(crate::items::parse_op_fast(name, &entry)),
+                "{name}"
+            );
+        }
+    }
 
     #[test]
     fn round_trips_and_prints_like_pyval() {
@@ -918,7 +947,7 @@ mod tests {
                 Some(Some(_))
             ));
             let name = "Functional.f.0.forward";
-            let packed = crate::parse_op_packed(name, &entry);
+            let packed = parse_op_packed(name, &entry);
             let item = &packed.input[0].1;
             assert!(
                 item.heap_size() < list.len() * 3 / 2,
@@ -926,7 +955,10 @@ mod tests {
                 item.heap_size(),
                 list.len()
             );
-            assert_eq!(packed, PackedOp::pack(crate::parse_op_fast(name, &entry)));
+            assert_eq!(
+                packed,
+                PackedOp::pack(crate::items::parse_op_fast(name, &entry))
+            );
             let value = item.get("value").unwrap().to_pyval();
             for k in ["Max", "Min", "Mean", "Norm"] {
                 assert_eq!(item.get(k).unwrap().to_pyval(), value, "{k}");

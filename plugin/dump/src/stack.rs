@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::error::DumpError;
 use crate::json::{read_json_file, stream_object, SeenKeys};
-use crate::DumpError;
 
 /// `node → frames`.
 #[derive(Debug, Clone, Default)]
 pub struct StackMap {
-    pub stacks: crate::FastMap<String, Arc<Vec<String>>>,
+    pub stacks: crate::fast_map::FastMap<String, Arc<Vec<String>>>,
 }
 
 /// Where stack.json's `node → frames` pairs go as they are read ([`StackMap::read_into`]).
@@ -40,7 +40,7 @@ impl StackMap {
     /// Reads stack.json entry by entry (memory: the stacks kept, equal ones once, not the
     /// file's parsed tree); a file the streamed reading does not take as it is (a bad file,
     /// repeated keys, a new-form file whose key `"0"` is not first) is read whole, which decides.
-    pub fn read(path: &Path, confine: &crate::Confine) -> Result<StackMap, DumpError> {
+    pub fn read(path: &Path, confine: &crate::confine::Confine) -> Result<StackMap, DumpError> {
         let mut out = StackMap::default();
         Self::read_into(path, confine, &mut out)?;
         Ok(out)
@@ -52,7 +52,7 @@ impl StackMap {
     /// not the file's.
     pub fn read_into(
         path: &Path,
-        confine: &crate::Confine,
+        confine: &crate::confine::Confine,
         sink: &mut dyn StackSink,
     ) -> Result<(), DumpError> {
         if Self::read_streamed(path, confine, sink)? {
@@ -71,7 +71,7 @@ impl StackMap {
     /// reader.
     fn read_streamed(
         path: &Path,
-        confine: &crate::Confine,
+        confine: &crate::confine::Confine,
         out: &mut dyn StackSink,
     ) -> Result<bool, DumpError> {
         let mut shared = Interner::default();

@@ -9,7 +9,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::DumpError;
+use crate::error::DumpError;
 
 /// Why the bytes of a `.npy` or `.pt` file are not a tensor this reader can decode. The file's
 /// path is added by [`DumpError::Tensor`].
@@ -133,7 +133,7 @@ pub struct Tensor {
 
 impl Tensor {
     /// Reads a `.npy` or `.pt` file (by extension).
-    pub fn read(path: &Path, confine: &crate::Confine) -> Result<Tensor, DumpError> {
+    pub fn read(path: &Path, confine: &crate::confine::Confine) -> Result<Tensor, DumpError> {
         let bytes = confine.read(path)?;
         Tensor::parse(path, &bytes)
     }

@@ -271,8 +271,8 @@ fn validate(logdir: &Path, req: &pb::ConvertRequest, id: &str) -> Result<Plan, S
 /// default).
 fn parallel_params(
     req: &pb::ConvertRequest,
-) -> Result<Vec<graph_ascend_convert::merge::ParallelParams>, StartError> {
-    use graph_ascend_convert::merge::params::{ParallelParams, DEFAULT_ORDER};
+) -> Result<Vec<graph_ascend_convert::ParallelParams>, StartError> {
+    use graph_ascend_convert::parallel::{ParallelParams, DEFAULT_ORDER};
     if !req.is_parallel_merge {
         return Ok(Vec::new());
     }

@@ -5,7 +5,8 @@
 
 use graph_ascend_dump::{FieldName, PyVal};
 
-use super::{CompareMode, Row};
+use super::mode::CompareMode;
+use super::row::Row;
 
 /// A row's or node's grade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -297,178 +298,183 @@ pub fn grade_with(
         .collect();
     let ignore = ignore_of(parallel_merge, rows, &outputs);
     // `get_data_list_by_ignore_info`: the rows the per-row checkers look at.
-    let graded: Vec<bool> = outputs
-        .iter()
-        .map(|&out| match ignore {
-            Ignore::No => true,
-            Ignore::Input => out,
-            Ignore::All => false,
-        })
-        .collect();
-    // The checkers that weigh inputs against outputs run only when nothing is ignored.
+    let graded = kept(
+        &outputs
+            .iter()
+            .map(|&out| match ignore {
+                Ignore::No => true,
+                Ignore::Input => out,
+                Ignore::All => false,
+            })
+            .collect::<Vec<_>>(),
+    );
+    // The checkers that weigh inputs against outputs run only when nothing is ignored; they
+    // mark the first output row.
     let whole = ignore == Ignore::No;
-    let inputs: Vec<bool> = outputs.iter().map(|&o| !o).collect();
-    let first_output = outputs.iter().position(|&o| o);
+    let first_output = outputs.iter().position(|&o| o).filter(|_| whole);
     let min_or_max =
         |key: &str, output: bool, is_min: bool| min_or_max(&outputs, extras, key, output, is_min);
-
     match mode {
-        CompareMode::Md5 => {
-            // CRC32ErrChecker
-            for i in kept(&graded) {
-                let (r, g) = (&rows[i], &mut grades[i]);
-                let n = text(Some(r.npu), "md5");
-                let b = bench_cell(r, "md5")
-                    .map(PyVal::py_str)
-                    .unwrap_or_else(|| "N/A".into());
-                if n != b {
-                    if ["N/A", "Nan", ""].contains(&n.as_str())
-                        || ["N/A", "Nan", ""].contains(&b.as_str())
-                    {
-                        g.raise(Level::Warning, MSG_NO_BENCH);
-                    } else {
-                        g.raise(Level::Error, MSG_CRC);
-                    }
-                }
-            }
-        }
+        CompareMode::Md5 => check_rows(&mut grades, rows, &graded, crc32_err),
         CompareMode::Summary | CompareMode::Tensor => {
             let tensor = mode == CompareMode::Tensor;
-            // InfNanErrChecker
-            for i in kept(&graded) {
-                let (r, g) = (&rows[i], &mut grades[i]);
-                if is_inf_nan(bench_cell(r, "Max")) || is_inf_nan(bench_cell(r, "Min")) {
-                    continue;
-                }
-                if is_inf_nan(r.npu.get("Max")) || is_inf_nan(r.npu.get("Min")) {
-                    g.raise(Level::Error, MSG_INF_NAN);
-                }
-            }
+            check_rows(&mut grades, rows, &graded, inf_nan_err);
             if tensor {
-                // OneThousandthErrChecker (on the first output row)
-                if let (true, Some(o)) = (whole, first_output) {
-                    let key = "One Thousandth Err Ratio";
-                    // msprobe tests `< 0.1` although its message says 0.6.
-                    if min_or_max(key, false, true) > 0.9 && min_or_max(key, true, true) < 0.1 {
-                        grades[o].raise(Level::Error, MSG_ONE_THOUSANDTH);
-                    }
+                if let Some(o) = first_output.filter(|_| one_thousandth_err(&min_or_max)) {
+                    grades[o].raise(Level::Error, MSG_ONE_THOUSANDTH);
                 }
             } else if whole {
                 // RelativeErrChecker
                 if min_or_max("NormRelativeErr", false, false).abs() < 0.1 {
                     for i in kept(&outputs) {
-                        let (e, g) = (&extras[i], &mut grades[i]);
-                        if str2float(extra(e, "NormRelativeErr")).abs() > 0.5 {
-                            g.raise(Level::Error, MSG_NORM_REL);
+                        if str2float(extra(&extras[i], "NormRelativeErr")).abs() > 0.5 {
+                            grades[i].raise(Level::Error, MSG_NORM_REL);
                         }
                     }
                 }
             }
-            // RequiresGradErrChecker
-            for i in kept(&graded) {
-                let (r, g) = (&rows[i], &mut grades[i]);
-                if ["", "N/A"].contains(&bench_name(r)) {
-                    continue;
-                }
-                let (n, b) = (r.npu.get("requires_grad"), bench_cell(r, "requires_grad"));
-                if !truthy(n) || !truthy(b) {
-                    continue;
-                }
-                if let (Some(n), Some(b)) = (n, b) {
-                    if !py_eq(n, b) {
-                        g.raise(Level::Error, MSG_REQ_GRAD);
-                    }
-                }
-            }
-            // ParametersErrChecker (input rows)
+            check_rows(&mut grades, rows, &graded, requires_grad_err);
             if whole {
-                for i in kept(&inputs) {
-                    let (r, g) = (&rows[i], &mut grades[i]);
-                    if ["", "N/A"].contains(&bench_name(r)) {
-                        continue;
-                    }
-                    let (nd, bd) = (r.npu.get("dtype"), bench_cell(r, "dtype"));
-                    if !truthy(nd) || !truthy(bd) {
-                        continue;
-                    }
-                    let class = |v: Option<&PyVal>| {
-                        v.and_then(PyVal::as_str)
-                            .is_some_and(|s| s.contains("class"))
-                    };
-                    if !class(nd) || !class(bd) || text(Some(r.npu), "shape") != "[]" {
-                        continue;
-                    }
-                    if !same_value(r.npu.get("Max"), bench_cell(r, "Max")) {
-                        g.raise(Level::Error, MSG_PARAMS);
-                    }
-                }
+                let inputs: Vec<bool> = outputs.iter().map(|&o| !o).collect();
+                check_rows(&mut grades, rows, &kept(&inputs), parameters_err);
             }
-            // DTypeErrChecker
-            for i in kept(&graded) {
-                let (r, g) = (&rows[i], &mut grades[i]);
-                let bname = bench_name(r);
-                if ["", "N/A"].contains(&bname) || r.npu_name == "N/A" {
-                    continue;
-                }
-                if bname.contains("qkv") || bname.contains("gate_up") {
-                    continue;
-                }
-                let (nd, bd) = (r.npu.get("dtype"), bench_cell(r, "dtype"));
-                if !truthy(nd) || !truthy(bd) {
-                    continue;
-                }
-                if let (Some(nd), Some(bd)) = (nd, bd) {
-                    if !py_eq(nd, bd) {
-                        g.raise(Level::Error, MSG_DTYPE);
-                    }
-                }
-            }
-            // ShapeErrChecker (not run on merged graphs)
+            check_rows(&mut grades, rows, &graded, dtype_err);
             if !parallel_merge {
-                for i in kept(&graded) {
-                    let (r, g) = (&rows[i], &mut grades[i]);
-                    if ["", "N/A"].contains(&bench_name(r)) {
-                        continue;
-                    }
-                    let (ns, bs) = (r.npu.get("shape"), bench_cell(r, "shape"));
-                    let (Some(ns), Some(bs)) = (ns, bs) else {
-                        continue;
-                    };
-                    if ns.is_none() || bs.is_none() {
-                        continue;
-                    }
-                    if !py_eq(ns, bs) {
-                        g.raise(Level::Error, MSG_SHAPE);
-                    }
-                }
+                check_rows(&mut grades, rows, &graded, shape_err);
             }
-            if let (true, Some(o)) = (whole, first_output) {
-                if tensor {
-                    // CosineWarnChecker
-                    let (min_in, min_out) = (
-                        min_or_max("Cosine", false, true),
-                        min_or_max("Cosine", true, true),
-                    );
-                    if min_in > 0.9 && min_in - min_out > 0.1 {
-                        grades[o].raise(Level::Warning, MSG_COSINE);
-                    }
-                } else {
-                    // RelativeWarnChecker
-                    let inp = min_or_max("NormRelativeErr", false, false).abs();
-                    let out = min_or_max("NormRelativeErr", true, false).abs();
-                    let warn = if inp == 0.0 {
-                        out > 0.1
-                    } else {
-                        out / inp > 10.0
-                    };
-                    if warn {
-                        grades[o].raise(Level::Warning, MSG_NORM_WARN);
-                    }
+            if let Some(o) = first_output {
+                if tensor && cosine_warn(&min_or_max) {
+                    grades[o].raise(Level::Warning, MSG_COSINE);
+                } else if !tensor && relative_warn(&min_or_max) {
+                    grades[o].raise(Level::Warning, MSG_NORM_WARN);
                 }
             }
         }
     }
     grades.into_iter().map(|g| (g.level, g.messages)).collect()
+}
+
+/// The min (`is_min`) or max of a column over the input or the `output` rows.
+type MinOrMax<'a> = dyn Fn(&str, bool, bool) -> f64 + 'a;
+
+/// `OneThousandthErrChecker` (on the first output row; msprobe tests `< 0.1` although its
+/// message says 0.6).
+fn one_thousandth_err(min_or_max: &MinOrMax) -> bool {
+    let key = "One Thousandth Err Ratio";
+    min_or_max(key, false, true) > 0.9 && min_or_max(key, true, true) < 0.1
+}
+
+/// `CosineWarnChecker` (on the first output row).
+fn cosine_warn(min_or_max: &MinOrMax) -> bool {
+    let (min_in, min_out) = (
+        min_or_max("Cosine", false, true),
+        min_or_max("Cosine", true, true),
+    );
+    min_in > 0.9 && min_in - min_out > 0.1
+}
+
+/// `RelativeWarnChecker` (on the first output row).
+fn relative_warn(min_or_max: &MinOrMax) -> bool {
+    let inp = min_or_max("NormRelativeErr", false, false).abs();
+    let out = min_or_max("NormRelativeErr", true, false).abs();
+    if inp == 0.0 {
+        out > 0.1
+    } else {
+        out / inp > 10.0
+    }
+}
+
+/// A checker of one row: the grade it raises, if any.
+type RowChecker = fn(&Row) -> Option<(Level, &'static str)>;
+
+/// The target's and the golden's `key` of a row when both are truthy (the checkers skip the
+/// row otherwise).
+fn both_truthy<'r>(r: &'r Row, key: &str) -> Option<(&'r PyVal, &'r PyVal)> {
+    let (n, b) = (r.npu.get(key), bench_cell(r, key));
+    if !truthy(n) || !truthy(b) {
+        return None;
+    }
+    Some((n?, b?))
+}
+
+/// Runs `check` on the rows `which`, in order.
+fn check_rows(grades: &mut [Grade], rows: &[Row], which: &[usize], check: RowChecker) {
+    for &i in which {
+        if let Some((level, msg)) = check(&rows[i]) {
+            grades[i].raise(level, msg);
+        }
+    }
+}
+
+/// `CRC32ErrChecker`.
+fn crc32_err(r: &Row) -> Option<(Level, &'static str)> {
+    let n = text(Some(r.npu), "md5");
+    let b = bench_cell(r, "md5")
+        .map(PyVal::py_str)
+        .unwrap_or_else(|| "N/A".into());
+    if n == b {
+        None
+    } else if ["N/A", "Nan", ""].contains(&n.as_str()) || ["N/A", "Nan", ""].contains(&b.as_str()) {
+        Some((Level::Warning, MSG_NO_BENCH))
+    } else {
+        Some((Level::Error, MSG_CRC))
+    }
+}
+
+/// `InfNanErrChecker`.
+fn inf_nan_err(r: &Row) -> Option<(Level, &'static str)> {
+    if is_inf_nan(bench_cell(r, "Max")) || is_inf_nan(bench_cell(r, "Min")) {
+        return None;
+    }
+    (is_inf_nan(r.npu.get("Max")) || is_inf_nan(r.npu.get("Min")))
+        .then_some((Level::Error, MSG_INF_NAN))
+}
+
+/// `RequiresGradErrChecker`.
+fn requires_grad_err(r: &Row) -> Option<(Level, &'static str)> {
+    if ["", "N/A"].contains(&bench_name(r)) {
+        return None;
+    }
+    let (n, b) = both_truthy(r, "requires_grad")?;
+    (!py_eq(n, b)).then_some((Level::Error, MSG_REQ_GRAD))
+}
+
+/// `ParametersErrChecker` (input rows).
+fn parameters_err(r: &Row) -> Option<(Level, &'static str)> {
+    if ["", "N/A"].contains(&bench_name(r)) {
+        return None;
+    }
+    let (nd, bd) = both_truthy(r, "dtype")?;
+    let class = |v: &PyVal| v.as_str().is_some_and(|s| s.contains("class"));
+    if !class(nd) || !class(bd) || text(Some(r.npu), "shape") != "[]" {
+        return None;
+    }
+    (!same_value(r.npu.get("Max"), bench_cell(r, "Max"))).then_some((Level::Error, MSG_PARAMS))
+}
+
+/// `DTypeErrChecker`.
+fn dtype_err(r: &Row) -> Option<(Level, &'static str)> {
+    let bname = bench_name(r);
+    if ["", "N/A"].contains(&bname) || r.npu_name == "N/A" {
+        return None;
+    }
+    if bname.contains("qkv") || bname.contains("gate_up") {
+        return None;
+    }
+    let (nd, bd) = both_truthy(r, "dtype")?;
+    (!py_eq(nd, bd)).then_some((Level::Error, MSG_DTYPE))
+}
+
+/// `ShapeErrChecker` (not run on merged graphs).
+fn shape_err(r: &Row) -> Option<(Level, &'static str)> {
+    if ["", "N/A"].contains(&bench_name(r)) {
+        return None;
+    }
+    let (ns, bs) = (r.npu.get("shape")?, bench_cell(r, "shape")?);
+    if ns.is_none() || bs.is_none() {
+        return None;
+    }
+    (!py_eq(ns, bs)).then_some((Level::Error, MSG_SHAPE))
 }
 
 fn same_value(a: Option<&PyVal>, b: Option<&PyVal>) -> bool {

@@ -16,8 +16,8 @@
 
 use graph_ascend_dump::{FieldName, PyVal, TENSOR_METRIC_COLUMNS as TENSOR_COLUMNS};
 
-use super::Row;
-use crate::ConvertError;
+use super::row::Row;
+use crate::error::ConvertError;
 
 /// Where the two sides' real tensors are.
 pub struct TensorDirs {

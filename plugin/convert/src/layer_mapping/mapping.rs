@@ -1,6 +1,14 @@
 //! The mapping of a target/golden pair, and the matching of graph nodes through it.
 
-use super::*;
+use std::collections::HashMap;
+
+use super::error::LayerMappingError;
+use super::rules::{ignored_warning, load_rules, Rules};
+use super::side::Side;
+use crate::error::ConvertError;
+use crate::graph::Graph;
+use crate::options::LayerMapping;
+use crate::rank_dump::RankDump;
 
 /// Target entry name → golden entry name (`None`: no golden entry at the translated scope).
 pub type ApiMapping = HashMap<String, Option<String>>;

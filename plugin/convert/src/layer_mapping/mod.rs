@@ -30,82 +30,19 @@
 //! every recent msprobe) no entry finds its frames, so scopes carry no function part. We do the
 //! same.
 //!
+//! - [`error`]: why a mapping could not be made;
 //! - [`rules`]: the mapping file;
 //! - [`side`]: one side's entries, their scopes and the trie;
 //! - [`mapping`]: the mapping of a pair and the matching of graph nodes through it.
 
+mod error;
 mod mapping;
 mod rules;
 mod side;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
-use serde::Deserialize;
-use serde_json::Value;
-
-use crate::graph::Graph;
-use crate::{ConvertError, LayerMapping, RankDump};
-
+pub use error::LayerMappingError;
 pub use mapping::{api_mapping, mapping_for, match_graphs, ApiMapping};
 pub use rules::{load_rules, preflight, Rules};
 pub use side::Side;
-// What the parts share with each other.
-use rules::*;
-
-/// The top of every scope (`Const.TOP_LAYER`).
-const TOP_LAYER: &str = "TopLayer";
-/// The old name of the top level in mapping files (`Const.CELL`).
-const OLD_TOP_KEY: &str = "Cell";
-const PARAMS_GRAD: &str = "parameters_grad";
-/// Path fragments of framework files (`Const.FRAME_FILE_LIST`).
-const FRAMEWORK_FILES: [&str; 4] = [
-    "site-packages/torch",
-    "package/torch",
-    "site-packages/mindspore",
-    "package/mindspore",
-];
-/// Frames from these files are not scope parts (`Const.FILE_SKIP_LIST`).
-const SKIPPED_FILES: [&str; 2] = ["msprobe", "MindSpeed"];
-/// Frames of these functions are not scope parts (`Const.FUNC_SKIP_LIST`).
-const SKIPPED_FUNCS: [&str; 2] = ["construct", "__call__"];
-
-/// Why a mapping could not be made. `File` stops the conversion; the others make msprobe drop
-/// the mapping with a warning ([`LayerMappingError::drops_mapping`]), and every node then looks
-/// for its own id.
-#[derive(Debug, thiserror::Error)]
-pub enum LayerMappingError {
-    /// The mapping file is missing, unreadable or not a `.yaml` file.
-    #[error("{path}: {message}")]
-    File { path: PathBuf, message: String },
-    /// A dump file's entries or stacks cannot be read for a mapping.
-    #[error("{path}: {message}")]
-    Dump { path: PathBuf, message: String },
-    /// The mapping file's content is not a mapping of mappings of strings.
-    #[error("{0}")]
-    Content(String),
-    /// A dump entry, its parent or its stack does not fit msprobe's scope rules.
-    #[error("{0}")]
-    Scope(String),
-}
-
-impl LayerMappingError {
-    /// msprobe goes on without the mapping (a warning), rather than stopping.
-    pub fn drops_mapping(&self) -> bool {
-        !matches!(self, LayerMappingError::File { .. })
-    }
-}
-
-impl From<LayerMappingError> for ConvertError {
-    fn from(e: LayerMappingError) -> Self {
-        match e {
-            LayerMappingError::File { path, message }
-            | LayerMappingError::Dump { path, message } => ConvertError::Input { path, message },
-            LayerMappingError::Content(message) | LayerMappingError::Scope(message) => {
-                ConvertError::Usage(message)
-            }
-        }
-    }
-}

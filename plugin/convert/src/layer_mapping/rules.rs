@@ -1,6 +1,15 @@
 //! The mapping file: its YAML read as msprobe reads it, and the rewrite rules it gives.
 
-use super::*;
+use std::collections::HashMap;
+
+use super::error::LayerMappingError;
+use crate::error::ConvertError;
+use crate::options::LayerMapping;
+
+/// The top of every scope (`Const.TOP_LAYER`).
+pub(super) const TOP_LAYER: &str = "TopLayer";
+/// The old name of the top level in mapping files (`Const.CELL`).
+const OLD_TOP_KEY: &str = "Cell";
 
 /// One rewrite: the child path `from` (one or more levels) under a class becomes `to`.
 #[derive(Debug, Clone, PartialEq)]

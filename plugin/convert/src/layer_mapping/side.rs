@@ -1,6 +1,27 @@
 //! One side: its dump entries, their scopes and the scope trie.
 
-use super::*;
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::error::LayerMappingError;
+use super::rules::{Rules, TOP_LAYER};
+use crate::rank_dump::RankDump;
+
+const PARAMS_GRAD: &str = "parameters_grad";
+/// Path fragments of framework files (`Const.FRAME_FILE_LIST`).
+const FRAMEWORK_FILES: [&str; 4] = [
+    "site-packages/torch",
+    "package/torch",
+    "site-packages/mindspore",
+    "package/mindspore",
+];
+/// Frames from these files are not scope parts (`Const.FILE_SKIP_LIST`).
+const SKIPPED_FILES: [&str; 2] = ["msprobe", "MindSpeed"];
+/// Frames of these functions are not scope parts (`Const.FUNC_SKIP_LIST`).
+const SKIPPED_FUNCS: [&str; 2] = ["construct", "__call__"];
 
 /// A dump entry placed in the scope trie.
 #[derive(Debug, Clone)]

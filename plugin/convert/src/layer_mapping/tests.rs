@@ -1,7 +1,10 @@
 //! Tests of the layer mapping: rules, scopes, the trie, whole mappings.
 
+use serde_json::Value;
+
+use super::mapping::api_mapping;
+use super::rules::{Rule, Rules, TOP_LAYER};
 use super::side::*;
-use super::*;
 
 fn rules(yaml: &str) -> Rules {
     Rules::parse(yaml).unwrap_or_else(|e| panic!("{e}"))

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use graph_ascend_dump::{Item, PackedItem, PyVal};
 
-use crate::graph::{Graph, Node, NodeOp};
+use crate::graph::Graph;
+use crate::node::{Node, NodeOp};
 
 /// One node of a merge.
 #[derive(Debug, Clone)]

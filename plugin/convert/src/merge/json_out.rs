@@ -13,8 +13,8 @@ use graph_ascend_dump::pyval::float_repr;
 use graph_ascend_dump::{PackedItem, PyVal};
 use serde_json::{Map, Value};
 
+use crate::error::ConvertError;
 use crate::graph::Graph;
-use crate::ConvertError;
 
 const STATS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 
@@ -240,7 +240,7 @@ fn from_raw(
 }
 
 /// `_reconstruct_node_entry`: an entry rebuilt from a node's items (`id`: the node's id).
-fn rebuild(node: &crate::graph::Node, id: &str) -> PyVal {
+fn rebuild(node: &crate::node::Node, id: &str) -> PyVal {
     let mut input_args: Vec<(i64, PyVal)> = Vec::new();
     let mut input_kwargs: Vec<(String, PyVal)> = Vec::new();
     let mut output: Vec<(i64, PyVal)> = Vec::new();

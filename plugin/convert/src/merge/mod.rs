@@ -2,7 +2,8 @@
 //! graphs of the ranks of a Megatron-style run are merged into one graph per data-parallel
 //! replica, so that runs with different parallel layouts can be viewed and compared.
 //!
-//! - [`params`]: the layout flags, their checks, Megatron's default rank groups;
+//! - [`params`]: the checks of a side's layout ([`crate::parallel`]) against its ranks,
+//!   Megatron's default rank groups;
 //! - [`forest`]: the rank graphs while they are merged (shared nodes, ordered id tables);
 //! - [`tp`]: tensor-parallel merging of statistics; [`pp`]: pipeline (and virtual pipeline)
 //!   merging of the hierarchy;
@@ -15,40 +16,20 @@
 
 pub(crate) mod forest;
 pub(crate) mod json_out;
+pub(crate) mod merger;
 pub mod params;
 pub(crate) mod pp;
 pub(crate) mod tp;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-
-use rayon::prelude::*;
-
-use graph_ascend_visdb::schema::NPU;
-
-pub use params::ParallelParams;
-
-use crate::export::{self, ExportContext};
-use crate::graph::{Graph, NodeOp};
-use crate::layout::{self, Layout};
-use crate::part::Manifest;
-use crate::shard::ShardSpec;
-use crate::stage::build::{read_and_build, Built};
-use crate::stage::pair::{pair, Side};
-use crate::stage::plan::{self, StepDirs};
-use crate::stage::write::{self, Graphs};
-use crate::stage::Run;
-use crate::{ConvertError, ConvertOptions, ProgressFn, RankDump, Stage};
+use crate::error::ConvertError;
+use crate::graph::Graph;
+use crate::node::NodeOp;
+use crate::parallel::ParallelParams;
 use forest::{Forest, MGraph};
+use merger::Merger;
 
 const ALL_RANKS: &str = "Apis_Between_Modules_All_Ranks";
 const APIS: &str = "Apis_Between_Modules";
-
-/// One side's merge: the forest of its ranks and its layout.
-pub(crate) struct Merger<'a> {
-    pub forest: Forest,
-    pub params: &'a ParallelParams,
-}
 
 impl Merger<'_> {
     /// `merge_graph_api_collection`: every rank's `Apis_Between_Modules.k` goes under one
@@ -249,381 +230,37 @@ fn take_groups(graphs: Vec<MGraph>, groups: &[Vec<i64>]) -> Result<Vec<Vec<MGrap
     Ok(out)
 }
 
-/// One rank folder read and built.
-struct RankGraph {
-    rank: i64,
-    built: Built,
-    micro_steps: i64,
-}
-
-/// The rank folders of one side of one step, built.
-fn build_side(
-    opts: &ConvertOptions,
-    dir: &Path,
-    params: &ParallelParams,
-    side: &str,
-    run: &Run,
-) -> Result<Vec<RankGraph>, ConvertError> {
-    let ranks = rank_folders(dir)?;
-    params::validate(params, ranks.len(), side)?;
-    ranks
-        .par_iter()
-        .map(|(rank, path)| {
-            run.check()?;
-            let mut built = read_and_build(opts, path, run)?;
-            if built.dump.dump.task == "tensor" {
-                return Err(ConvertError::Input {
-                    path: built.dump.dump.path.clone(),
-                    message: "parallel merge needs statistics dumps (task \"statistics\"); this \
-                              is a tensor dump"
-                        .into(),
-                });
-            }
-            let micro_steps = built.graph.paging_by_micro_step(None);
-            run.note(Stage::Building, format!("built {}", path.display()));
-            Ok(RankGraph {
-                rank: *rank,
-                built,
-                micro_steps,
-            })
-        })
-        .collect()
-}
-
-/// The `rankN` folders of a step folder (msprobe counts only these for `--rank_size`).
-fn rank_folders(dir: &Path) -> Result<Vec<(i64, PathBuf)>, ConvertError> {
-    let ranks = layout::ranks(dir)?;
-    let named: Vec<(i64, PathBuf)> = ranks
-        .into_iter()
-        .filter(|(_, p)| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("rank"))
-        })
-        .collect();
-    if named.is_empty() {
-        return Err(ConvertError::Input {
-            path: dir.to_path_buf(),
-            message: "parallel merge needs rankN/ folders (one per rank)".into(),
-        });
-    }
-    // Ranks must be 0..rank_size-1: a gap means a missing rank.
-    for (i, (r, _)) in named.iter().enumerate() {
-        if *r != i as i64 {
-            return Err(ConvertError::Input {
-                path: dir.to_path_buf(),
-                message: format!("rank{i} is missing (found rank{r} instead)"),
-            });
-        }
-    }
-    Ok(named)
-}
-
-/// The merged graphs of one side: the forest, the merged graphs, and the rank dumps.
-struct MergedSide<'a> {
+/// One side's rank graphs merged: the merged graph of each data-parallel replica.
+pub(crate) struct Merged<'a> {
     merger: Merger<'a>,
-    graphs: Vec<MGraph>,
-    dumps: Vec<RankDump>,
-    md5: Vec<bool>,
+    /// The merged graphs, in msprobe's order.
+    pub graphs: Vec<MGraph>,
 }
 
-impl MergedSide<'_> {
-    /// The `i`-th merged graph as a plain graph, with its dump, ready to pair.
-    fn side(&self, i: usize) -> Side<'_> {
-        let mg = &self.graphs[i];
-        Side {
-            dump: &self.dumps[mg.dump],
-            md5: self.md5[mg.dump],
-            graph: self.merger.forest.to_graph(mg),
-        }
+impl Merged<'_> {
+    /// A merged graph as a plain graph.
+    pub fn to_graph(&self, g: &MGraph) -> Graph {
+        self.merger.forest.to_graph(g)
     }
 }
 
-fn merge_side<'a>(
-    built: Vec<RankGraph>,
-    params: &'a ParallelParams,
-) -> Result<MergedSide<'a>, ConvertError> {
+/// Merges one side's rank graphs, each given with its rank and its micro-step count; a merged
+/// graph's `dump` is the index in `ranks` of the rank graph whose dump it takes.
+pub(crate) fn merge_ranks(
+    ranks: Vec<(Graph, i64, i64)>,
+    params: &ParallelParams,
+) -> Result<Merged<'_>, ConvertError> {
     let mut merger = Merger {
         forest: Forest::default(),
         params,
     };
-    let mut graphs = Vec::with_capacity(built.len());
-    let mut dumps = Vec::with_capacity(built.len());
-    let mut md5 = Vec::with_capacity(built.len());
-    for (i, rg) in built.into_iter().enumerate() {
-        graphs.push(
-            merger
-                .forest
-                .add_graph(rg.built.graph, rg.rank, rg.micro_steps, i),
-        );
-        dumps.push(rg.built.dump);
-        md5.push(rg.built.md5);
-    }
-    let graphs = merger.merge(graphs)?;
-    Ok(MergedSide {
-        merger,
-        graphs,
-        dumps,
-        md5,
-    })
-}
-
-/// One step's merged graphs, ready to write.
-struct MergedStep {
-    step: i64,
-    /// The rows to write (`.vis.db` output).
-    graphs: Graphs,
-    /// `(rank, files)` of each merged graph (`--file_type json` output).
-    json: Vec<(i64, json_out::JsonGraph)>,
-    micro_steps: i64,
-    task: &'static str,
-    ranks: Vec<i64>,
-}
-
-/// Runs a conversion with parallel merge (`opts.parallel` set), or with `shard` only that
-/// shard's share of it, written as a part ([`crate::part`]).
-///
-/// The unit of a sharded merge is a step: every merge group (data-parallel replica) of a step
-/// goes into one part, whole. A finer unit (one replica) is not possible without reading every
-/// rank: msprobe takes the groups from the dumps themselves (each rank's first
-/// `all_reduce`/`reduce_scatter` names its TP group, the first `send` its PP peer), so which
-/// ranks make a replica is known only once all of the step's ranks are built.
-pub(crate) fn convert_merged(
-    opts: &ConvertOptions,
-    shard: Option<ShardSpec>,
-    progress: ProgressFn,
-    cancel: &AtomicBool,
-) -> Result<PathBuf, ConvertError> {
-    let compare = opts.golden.is_some();
-    let want = if compare { 2 } else { 1 };
-    if opts.parallel.len() != want {
-        return Err(ConvertError::Usage(format!(
-            "parallel merge: {} layout(s) given, a {} needs {want}",
-            opts.parallel.len(),
-            if compare { "compare" } else { "build" }
-        )));
-    }
-    if opts.json_output && compare {
-        return Err(ConvertError::Usage(
-            "--file_type json is only for a merged build, not a compare (-gp)".into(),
-        ));
-    }
-    if let crate::LayerMapping::File(path) = &opts.layer_mapping {
-        return Err(ConvertError::Input {
-            path: path.clone(),
-            message: "layer mapping YAML files are not supported yet (bare -lm is)".into(),
-        });
-    }
-    let (steps, step_list) = match plan::layout(opts)? {
-        Layout::Files => {
-            return Err(ConvertError::Input {
-                path: opts.target.clone(),
-                message: "parallel merge (--rank_size) needs a folder of rankN/ folders (or of \
-                          stepN/ folders of them), not a single rank's dump"
-                    .into(),
-            })
-        }
-        Layout::Ranks => {
-            let step = if compare {
-                0
-            } else {
-                opts.target
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.strip_prefix("step"))
-                    .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|d| d.parse().ok())
-                    .unwrap_or(0)
-            };
-            let one = StepDirs {
-                step,
-                target: opts.target.clone(),
-                golden: opts.golden.clone(),
-            };
-            (vec![one], vec![0])
-        }
-        Layout::Steps => {
-            let steps = plan::common_steps(opts)?;
-            let list = steps.iter().map(|s| s.step).collect();
-            (steps, list)
-        }
-    };
-    let range = shard.map_or(0..steps.len(), |s| s.units(steps.len()));
-    let share = &steps[range.clone()];
-    // Folders that cannot be listed count no bytes: building them reports the error.
-    let rank_dirs: Vec<PathBuf> = share
-        .iter()
-        .flat_map(|s| std::iter::once(&s.target).chain(&s.golden))
-        .flat_map(|d| rank_folders(d).unwrap_or_default())
-        .map(|(_, p)| p)
+    let graphs = ranks
+        .into_iter()
+        .enumerate()
+        .map(|(i, (graph, rank, micro_steps))| merger.forest.add_graph(graph, rank, micro_steps, i))
         .collect();
-    let run = Run::start(
-        progress,
-        cancel,
-        compare,
-        crate::stage::bytes_to_read(rank_dirs.iter().map(PathBuf::as_path)),
-        share.len() as u64 * 3,
-        format!("{} step(s) to merge", share.len()),
-    );
-    let mut ready: Vec<MergedStep> = Vec::new();
-    for step in share {
-        run.check()?;
-        ready.push(merge_step(opts, step, &run)?);
-    }
-    run.check()?;
-    if opts.json_output {
-        std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
-            path: opts.output.clone(),
-            source,
-        })?;
-        let mut written: Vec<PathBuf> = Vec::new();
-        for r in &ready {
-            for (rank, files) in &r.json {
-                match json_out::write(&opts.output, r.step, *rank, files) {
-                    Ok(w) => written.extend(w),
-                    Err(e) => {
-                        for p in &written {
-                            let _ = std::fs::remove_file(p);
-                        }
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        run.finish(format!("written {}", opts.output.display()));
-        return Ok(opts.output.clone());
-    }
-    let first = ready.first();
-    let config = export::config_row(
-        compare,
-        first.map_or("", |r| r.task),
-        first.map_or(1, |r| r.micro_steps),
-        opts.overflow_check,
-        first.map_or(&[][..], |r| &r.ranks),
-        &step_list,
-    );
-    let graphs: Graphs = ready.into_iter().flat_map(|r| r.graphs).collect();
-    match shard {
-        None => write::write(&run, opts, graphs, &config, false),
-        Some(s) => {
-            // The config row of a part without the first step is not the run's: the gather
-            // takes the one of the part holding the first unit.
-            let folders = step_folders(&steps);
-            let manifest = Manifest::of(opts, &folders, steps.len(), s, &range, false);
-            crate::part::write(&run, opts, &manifest, graphs, &config)
-        }
-    }
-}
-
-/// Every rank folder of every step, both sides (the run's fingerprint in a part's manifest);
-/// a folder that cannot be listed is left out (building it reports the error).
-fn step_folders(steps: &[StepDirs]) -> Vec<plan::Job> {
-    let mut out = Vec::new();
-    for s in steps {
-        for dir in std::iter::once(&s.target).chain(&s.golden) {
-            for (rank, target) in rank_folders(dir).unwrap_or_default() {
-                out.push(plan::Job {
-                    step: s.step,
-                    rank,
-                    target,
-                    golden: None,
-                });
-            }
-        }
-    }
-    out
-}
-
-/// One step: both sides' ranks built and merged, then (in a compare) each data-parallel pair of
-/// merged graphs matched and compared.
-fn merge_step(
-    opts: &ConvertOptions,
-    dirs: &StepDirs,
-    run: &Run,
-) -> Result<MergedStep, ConvertError> {
-    let step = dirs.step;
-    let (t, g) = rayon::join(
-        || build_side(opts, &dirs.target, &opts.parallel[0], "target", run),
-        || {
-            dirs.golden
-                .as_ref()
-                .map(|g| build_side(opts, g, &opts.parallel[1], "golden", run))
-        },
-    );
-    let t = t?;
-    let g = g.transpose()?;
-    run.tick(Stage::Building, format!("step {step}: ranks built"));
-    let npu = merge_side(t, &opts.parallel[0])?;
-    let bench = match g {
-        Some(g) => Some(merge_side(g, &opts.parallel[1])?),
-        None => None,
-    };
-    run.tick(Stage::Building, format!("step {step}: ranks merged"));
-    run.check()?;
-    let mut r = MergedStep {
-        step,
-        graphs: Vec::new(),
-        json: Vec::new(),
-        micro_steps: 1,
-        task: "",
-        ranks: npu.graphs.iter().map(|g| g.rank).collect(),
-    };
-    match bench {
-        None => {
-            r.micro_steps = npu.graphs.first().map_or(1, |g| g.micro_steps);
-            for mg in &npu.graphs {
-                let graph = npu.merger.forest.to_graph(mg);
-                let dump = &npu.dumps[mg.dump];
-                if opts.json_output {
-                    let raw = graph_ascend_dump::DumpFile::read(
-                        &dump.dir.join("dump.json"),
-                        &dump.confine,
-                    )?;
-                    let header = json_out::DumpHeader {
-                        task: &dump.dump.task,
-                        level: &dump.dump.level,
-                        framework: &dump.dump.framework,
-                        dump_data_dir: dump.dump.dump_data_dir.as_deref(),
-                    };
-                    r.json
-                        .push((mg.rank, json_out::render(&graph, &raw.data, &header)));
-                } else {
-                    let ctx = ExportContext::of(dump, NPU, step, mg.rank, false);
-                    r.graphs.push((graph, ctx));
-                }
-            }
-        }
-        Some(bench) => {
-            if npu.graphs.len() != bench.graphs.len() {
-                return Err(ConvertError::Usage(format!(
-                    "parallel merge: the target merges into {} data-parallel graph(s) but the \
-                     golden into {}; both sides need the same data parallelism \
-                     (rank_size / (tp × pp))",
-                    npu.graphs.len(),
-                    bench.graphs.len()
-                )));
-            }
-            let sides: Vec<(Side, Side, i64)> = (0..npu.graphs.len())
-                .map(|i| (npu.side(i), bench.side(i), npu.graphs[i].rank))
-                .collect();
-            let compared: Vec<_> = sides
-                .into_par_iter()
-                .map(|(n, b, rank)| pair(opts, true, step, rank, n, b, &|| {}))
-                .collect::<Result<_, _>>()?;
-            for paired in compared {
-                if r.task.is_empty() {
-                    r.task = paired.task;
-                    r.micro_steps = paired.micro_steps;
-                }
-                r.graphs.extend(paired.graphs);
-            }
-        }
-    }
-    run.tick(
-        Stage::Comparing,
-        format!("step {step}: merged graphs ready"),
-    );
-    Ok(r)
+    let graphs = merger.merge(graphs)?;
+    Ok(Merged { merger, graphs })
 }
 
 /// `_handle_api_collection_index` for merged graphs: each `Apis_Between_Modules_Rank<r>.k`

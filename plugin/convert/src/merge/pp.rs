@@ -5,8 +5,8 @@
 //! `_rank<r>`. With virtual pipeline chunks (`--vpp`), all chunks are then folded into chunk 0.
 
 use super::forest::{layers_match, layers_sub_all, mark_match, unmark, Forest, MGraph};
-use super::Merger;
-use crate::graph::NodeOp;
+use super::merger::Merger;
+use crate::node::NodeOp;
 
 const UNMERGED_MODULES: [&str; 2] = ["clip_grad", "optimizer"];
 
@@ -16,7 +16,7 @@ impl Merger<'_> {
     pub(crate) fn pp_groups(
         &self,
         graphs: &[MGraph],
-    ) -> Result<Vec<Vec<i64>>, crate::ConvertError> {
+    ) -> Result<Vec<Vec<i64>>, crate::error::ConvertError> {
         let f = &self.forest;
         let mut mapping: Vec<(i64, i64)> = Vec::new();
         for g in graphs {

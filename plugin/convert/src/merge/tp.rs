@@ -7,8 +7,8 @@ use graph_ascend_dump::pyval::float_repr;
 use graph_ascend_dump::PyVal;
 
 use super::forest::{number, rank_mark, rank_sub_all, Forest, MGraph};
-use super::Merger;
-use crate::graph::NodeOp;
+use super::merger::Merger;
+use crate::node::NodeOp;
 
 pub(crate) const TP_MERGED_INFO: &str =
     "This data is the merged data after tensor parallelism(TP), and the data is merged from rank ";
@@ -292,7 +292,7 @@ impl Merger<'_> {
     pub(crate) fn tp_groups(
         &self,
         graphs: &[MGraph],
-    ) -> Result<Vec<Vec<i64>>, crate::ConvertError> {
+    ) -> Result<Vec<Vec<i64>>, crate::error::ConvertError> {
         let f = &self.forest;
         let mut groups: Vec<Vec<i64>> = Vec::new();
         for g in graphs {

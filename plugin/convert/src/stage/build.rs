@@ -5,9 +5,13 @@ use std::path::Path;
 
 use graph_ascend_dump::{Construct, StackMap};
 
-use super::Run;
-use crate::graph::{DumpOps, Graph};
-use crate::{timing, ConvertError, ConvertOptions, LayerMapping, RankDump};
+use super::run::Run;
+use crate::dump_ops::DumpOps;
+use crate::error::ConvertError;
+use crate::graph::Graph;
+use crate::options::{ConvertOptions, LayerMapping};
+use crate::rank_dump::RankDump;
+use crate::timing;
 
 /// A rank folder read and its graph built.
 pub(crate) struct Built {

@@ -1,14 +1,19 @@
 //! Step 3, match and compare: the target ("NPU") and golden ("Bench") graphs of one unit are
 //! paired node by node ([`crate::matcher`]), their matched items compared
-//! ([`crate::compare`]), and their nodes given micro-step batches. A merged pair (parallel
-//! merge) is matched fuzzily and compared as msprobe compares merged graphs.
+//! ([`crate::compare`]). The caller gives the nodes their micro-step batches (a plain pair
+//! and a merged one are batched differently). A merged pair (parallel merge) is matched with
+//! the options its caller gives (fuzzily) and compared as msprobe compares merged graphs.
 
 use graph_ascend_visdb::schema::{BENCH, NPU};
 
 use crate::compare::{self, CompareMode};
+use crate::error::ConvertError;
 use crate::export::ExportContext;
 use crate::graph::Graph;
-use crate::{matcher, merge, timing, ConvertError, ConvertOptions, LayerMapping, RankDump};
+use crate::matcher;
+use crate::options::ConvertOptions;
+use crate::rank_dump::RankDump;
+use crate::timing;
 
 /// One side of a pair: its graph, and the dump it was built from.
 pub(crate) struct Side<'a> {
@@ -25,14 +30,14 @@ pub(crate) struct Paired {
     pub graphs: [(Graph, ExportContext); 2],
     /// `tb_config.task`: `md5`, `summary` or `all`.
     pub task: &'static str,
-    /// Micro-step batches of the target graph.
-    pub micro_steps: i64,
 }
 
-/// Matches and compares one pair of step `step`, rank `rank`; `merged`: graphs merged across
-/// ranks by [`crate::merge`]. `matched` is called between matching and comparing (progress).
+/// Matches (with `match_opts`) and compares one pair of step `step`, rank `rank`; `merged`:
+/// graphs merged across ranks (their items were moved by the merge and are held; msprobe
+/// compares them as `parallel_merge`). `matched` is called between matching and comparing
+/// (progress).
 pub(crate) fn pair(
-    opts: &ConvertOptions,
+    match_opts: &ConvertOptions,
     merged: bool,
     step: i64,
     rank: i64,
@@ -52,15 +57,7 @@ pub(crate) fn pair(
     } = bench;
     let mode = CompareMode::detect(&nd.dump, &bd.dump, nm, bm)?;
     let p = timing::phase(|| "match".into());
-    if merged {
-        // msprobe matches merged graphs fuzzily, without a layer mapping.
-        let mut match_opts = opts.clone();
-        match_opts.fuzzy_match = true;
-        match_opts.layer_mapping = LayerMapping::None;
-        matcher::match_graphs(&match_opts, nd, bd, &mut ng, &mut bg)?;
-    } else {
-        matcher::match_graphs(opts, nd, bd, &mut ng, &mut bg)?;
-    }
+    matcher::match_graphs(match_opts, nd, bd, &mut ng, &mut bg)?;
     p.done();
     matched();
     let p = timing::phase(|| "compare".into());
@@ -75,12 +72,6 @@ pub(crate) fn pair(
         compare::compare_graphs(mode, merged, nd, bd, &mut ng, &bg)?;
     }
     p.done();
-    let micro_steps = if merged {
-        merge::all_ranks_index(&mut ng);
-        merge::paging(&mut ng, &mut bg)
-    } else {
-        ng.paging_by_micro_step(Some(&mut bg))
-    };
     let keep_md5 = mode == CompareMode::Md5;
     let mut npu_ctx = ExportContext::of(nd, NPU, step, rank, keep_md5);
     npu_ctx.compare_with_next = (!keep_columns).then_some(mode);
@@ -90,6 +81,5 @@ pub(crate) fn pair(
             (bg, ExportContext::of(bd, BENCH, step, rank, keep_md5)),
         ],
         task: mode.task_name(),
-        micro_steps,
     })
 }

@@ -4,8 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::ConvertError;
 use crate::layout::{self, Layout};
-use crate::{ConvertError, ConvertOptions};
+use crate::options::ConvertOptions;
+use crate::part::InputDirs;
 
 /// One unit of work of a plain conversion: one rank of one step (one side or both).
 pub(crate) struct Job {
@@ -13,6 +15,18 @@ pub(crate) struct Job {
     pub rank: i64,
     pub target: PathBuf,
     pub golden: Option<PathBuf>,
+}
+
+impl Job {
+    /// The job's folders, for a part's fingerprint.
+    pub fn input_dirs(&self) -> InputDirs<'_> {
+        InputDirs {
+            step: self.step,
+            rank: self.rank,
+            target: &self.target,
+            golden: self.golden.as_deref(),
+        }
+    }
 }
 
 /// The units of a plain conversion and the rank and step lists of its output.
@@ -32,47 +46,20 @@ pub(crate) struct StepDirs {
 
 /// The layout of the target, checked to be the golden's too.
 pub(crate) fn layout(opts: &ConvertOptions) -> Result<Layout, ConvertError> {
-    let layout = layout::classify(&opts.target)?;
-    if let Some(g) = &opts.golden {
-        if layout::classify(g)? != layout {
-            return Err(ConvertError::Usage(format!(
-                "the directory structures of {} and {} are inconsistent",
-                opts.target.display(),
-                g.display()
-            )));
-        }
-    }
-    Ok(layout)
+    layout::classify_both(&opts.target, opts.golden.as_deref())
 }
 
 /// The step folders of a `Steps` layout: every target step, or in a compare the steps that
 /// both sides have (an error when there is none).
 pub(crate) fn common_steps(opts: &ConvertOptions) -> Result<Vec<StepDirs>, ConvertError> {
-    let golden = match &opts.golden {
-        Some(g) => Some(layout::steps(g)?),
-        None => None,
-    };
-    let mut out = Vec::new();
-    for (step, target) in layout::steps(&opts.target)? {
-        let golden = match &golden {
-            None => None,
-            Some(gs) => match gs.iter().find(|(s, _)| *s == step) {
-                Some((_, d)) => Some(d.clone()),
-                None => continue,
-            },
-        };
-        out.push(StepDirs {
+    Ok(layout::common_steps(&opts.target, opts.golden.as_deref())?
+        .into_iter()
+        .map(|(step, target, golden)| StepDirs {
             step,
             target,
             golden,
-        });
-    }
-    if out.is_empty() {
-        return Err(ConvertError::Usage(
-            "no step in common between the two dumps".into(),
-        ));
-    }
-    Ok(out)
+        })
+        .collect())
 }
 
 /// The units of a plain conversion: one per rank folder (per step), paired by rank number.
@@ -114,34 +101,7 @@ fn rank_jobs(
     golden: Option<&Path>,
     jobs: &mut Vec<Job>,
 ) -> Result<(), ConvertError> {
-    let target_ranks = layout::ranks(target)?;
-    let ranks: Vec<(i64, PathBuf, Option<PathBuf>)> = match golden {
-        None => target_ranks
-            .into_iter()
-            .map(|(r, p)| (r, p, None))
-            .collect(),
-        Some(g) => {
-            let golden_ranks = layout::ranks(g)?;
-            let both: Vec<_> = target_ranks
-                .into_iter()
-                .filter_map(|(r, p)| {
-                    golden_ranks
-                        .iter()
-                        .find(|(r2, _)| *r2 == r)
-                        .map(|(_, gp)| (r, p, Some(gp.clone())))
-                })
-                .collect();
-            if both.is_empty() {
-                return Err(ConvertError::Usage(format!(
-                    "{} and {} have no rank in common",
-                    target.display(),
-                    g.display()
-                )));
-            }
-            both
-        }
-    };
-    for (rank, target, golden) in ranks {
+    for (rank, target, golden) in layout::common_ranks(target, golden)? {
         jobs.push(Job {
             step,
             rank,
@@ -150,4 +110,45 @@ fn rank_jobs(
         });
     }
     Ok(())
+}
+
+/// The units of a parallel merge: its steps (a `Ranks` layout is one step, numbered from its
+/// folder's `stepN` name in a build), and the step list of its output.
+pub(crate) fn merged_steps(
+    opts: &ConvertOptions,
+) -> Result<(Vec<StepDirs>, Vec<i64>), ConvertError> {
+    Ok(match layout(opts)? {
+        Layout::Files => {
+            return Err(ConvertError::Input {
+                path: opts.target.clone(),
+                message: "parallel merge (--rank_size) needs a folder of rankN/ folders (or of \
+                          stepN/ folders of them), not a single rank's dump"
+                    .into(),
+            })
+        }
+        Layout::Ranks => {
+            let step = if opts.golden.is_some() {
+                0
+            } else {
+                opts.target
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_prefix("step"))
+                    .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(0)
+            };
+            let one = StepDirs {
+                step,
+                target: opts.target.clone(),
+                golden: opts.golden.clone(),
+            };
+            (vec![one], vec![0])
+        }
+        Layout::Steps => {
+            let steps = common_steps(opts)?;
+            let list = steps.iter().map(|s| s.step).collect();
+            (steps, list)
+        }
+    })
 }

@@ -1,7 +1,6 @@
-//! Step 4, write: graphs → rows → one `.vis.db`, named once here
-//! (`{build|compare}_{YYYYmmddHHMMSS}.vis.db`, as msprobe names it) and never replacing a file
-//! (a second conversion of the same second gets `…_2.vis.db`, see
-//! [`graph_ascend_visdb::bulk::BulkWriter::finish`]).
+//! Step 4, write: graphs → rows → one `.vis.db` (named by [`crate::output`]), never replacing
+//! a file (a second conversion of the same second gets `…_2.vis.db`, see
+//! [`graph_ascend_visdb::bulk::BulkWriter::finish`]), or a shard's part ([`write_part`]).
 //!
 //! Rows are made in parallel, chunk by chunk, while a writer thread writes them into the file's
 //! pages (`BulkWriter`: the SQLite format without SQLite's one-row-at-a-time inserts and index
@@ -14,30 +13,23 @@ use rayon::prelude::*;
 
 use graph_ascend_dump::FastMap;
 use graph_ascend_visdb::bulk::BulkWriter;
+use graph_ascend_visdb::stale;
 use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
-use super::Run;
+use super::run::Run;
+use crate::compare;
+use crate::distributed;
+use crate::error::ConvertError;
 use crate::export::{self, ExportContext, GraphPlan};
-use crate::graph::{Graph, NodeOp};
-use crate::{compare, distributed, timing, ConvertError, ConvertOptions};
+use crate::graph::Graph;
+use crate::node::NodeOp;
+use crate::options::ConvertOptions;
+use crate::output::output_path;
+use crate::part::{self, Manifest};
+use crate::timing;
 
 /// The graphs of a conversion, in the order their rows are written.
 pub(crate) type Graphs = Vec<(Graph, ExportContext)>;
-
-/// The output folder (created if missing) and the name of the file in it.
-pub(crate) fn output_path(opts: &ConvertOptions) -> Result<PathBuf, ConvertError> {
-    std::fs::create_dir_all(&opts.output).map_err(|source| ConvertError::Output {
-        path: opts.output.clone(),
-        source,
-    })?;
-    Ok(output_file(&opts.output, opts.golden.is_some()))
-}
-
-/// `{build|compare}_{YYYYmmddHHMMSS}.vis.db` in `dir` (the gather names its output so too).
-pub(crate) fn output_file(dir: &std::path::Path, compare: bool) -> PathBuf {
-    let kind = if compare { "compare" } else { "build" };
-    dir.join(format!("{kind}_{}.vis.db", timestamp()))
-}
 
 /// Writes `graphs` and `config` into a new `.vis.db` in the output folder and returns its path;
 /// `link_distributed`: compute the communication links across ranks (msprobe's
@@ -152,6 +144,35 @@ pub(crate) fn write_to(
     Ok(path)
 }
 
+/// Writes a shard's `graphs` as its part ([`crate::part`]) in the output folder and returns the part's path.
+pub(crate) fn write_part(
+    run: &Run,
+    opts: &ConvertOptions,
+    manifest: &Manifest,
+    graphs: Graphs,
+    config: &ConfigRow,
+) -> Result<PathBuf, ConvertError> {
+    let dir = &opts.output;
+    std::fs::create_dir_all(dir).map_err(|source| ConvertError::Output {
+        path: dir.clone(),
+        source,
+    })?;
+    stale::remove_stale(dir, part::UNSEALED_PREFIX);
+    let unsealed = dir.join(format!(
+        "{}{}.{}",
+        part::UNSEALED_PREFIX,
+        stale::owner_tag(),
+        manifest.file_name()
+    ));
+    // Links are made by the gather, which sees every rank.
+    let written = write_to(run, &unsealed, graphs, config, false, opts.overflow_check)?;
+    let dest = dir.join(manifest.file_name());
+    part::seal(&written, manifest, &dest).inspect_err(|_| {
+        let _ = std::fs::remove_file(&written);
+    })?;
+    Ok(dest)
+}
+
 /// Keeps the precision index of rows compared as they were made on their nodes, and gives each
 /// `api_collection` row the worst of its children's (rows in post-order: children first).
 fn compared_precision(graph: &mut Graph, nodes: &[usize], rows: &mut [NodeRow]) {
@@ -179,12 +200,7 @@ fn distributed_links(
             }
         }
     }
-    distributed::link(&mut rows, overflow_check);
-    Ok(rows
-        .into_iter()
-        .filter(|r| r.matched_distributed != "{}")
-        .map(|r| (r.id, r.matched_distributed))
-        .collect())
+    Ok(distributed::links(rows, overflow_check))
 }
 
 /// The graph whose items a graph's rows are compared with as they are made: the next one in
@@ -240,30 +256,4 @@ fn write_rows(
     let path = writer.finish()?;
     p.done();
     Ok(path)
-}
-
-/// `YYYYmmddHHMMSS` of now (UTC), as in msprobe's output names.
-fn timestamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }

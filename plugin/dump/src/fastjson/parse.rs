@@ -35,7 +35,7 @@ pub enum JVal<'a> {
 /// keys parses in linear time, not quadratic (issue 14).
 #[derive(Default)]
 struct KeyPositions<'a> {
-    table: Option<crate::FastMap<Cow<'a, str>, usize>>,
+    table: Option<crate::fast_map::FastMap<Cow<'a, str>, usize>>,
 }
 
 impl<'a> KeyPositions<'a> {

@@ -1,15 +1,17 @@
-//! Step 2, read: the three files of a rank folder (`dump.json`, `construct.json`,
+//! A rank folder read ([`RankDump`]): its three files (`dump.json`, `construct.json`,
 //! `stack.json`). For a graph, the two small files are read and the graph's skeleton made
-//! first, then dump.json, its entries placed on their nodes as they are read (see
-//! [`super::build`]).
+//! first, then dump.json, its entries placed on their nodes as they are read (the read and
+//! build step of a conversion, [`crate::stage::build`]).
 
 use std::path::{Path, PathBuf};
 
 use graph_ascend_dump::{Confine, Construct, DumpFile, StackMap};
 
+use crate::dump_ops::DumpOps;
 use crate::entries::{DumpSource, EntrySpan};
-use crate::graph::{DumpOps, Graph};
-use crate::{timing, ConvertError};
+use crate::error::ConvertError;
+use crate::graph::{Graph, Skeleton};
+use crate::timing;
 
 /// A rank folder read from disk.
 pub struct RankDump {
@@ -122,7 +124,7 @@ impl RankDump {
         spans: bool,
         keep_construct: bool,
         on_bytes: &(dyn Fn(u64) -> bool + Sync),
-    ) -> Result<(RankDump, crate::graph::Skeleton), ConvertError> {
+    ) -> Result<(RankDump, Skeleton), ConvertError> {
         let [dump_p, construct_p, stack_p] = rank_files(dir)?;
         // A cancel is seen by dump.json's reader, batch by batch: the small files' bytes are
         // only counted.
