@@ -25,4 +25,3 @@ pub mod store;
 pub mod writer;
 
 pub use store::{Store, StoreError};
-
