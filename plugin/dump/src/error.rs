@@ -39,7 +39,7 @@ pub enum DumpError {
         path: PathBuf,
         /// Boxed: the reasons are large, and every `Result` of the readers would carry them.
         #[source]
-        source: Box<crate::tensor::TensorFormatError>,
+        source: Box<crate::tensor_error::TensorFormatError>,
     },
 }
 
@@ -51,7 +51,10 @@ impl DumpError {
         }
     }
 
-    pub(crate) fn tensor(path: &std::path::Path, source: crate::tensor::TensorFormatError) -> Self {
+    pub(crate) fn tensor(
+        path: &std::path::Path,
+        source: crate::tensor_error::TensorFormatError,
+    ) -> Self {
         DumpError::Tensor {
             path: path.to_path_buf(),
             source: Box::new(source),

@@ -44,7 +44,8 @@
 //! - the parsers: [`fastjson`] (`dump.json` in place), [`json`] (`serde_json` streaming, Python's
 //!   JSON dialect);
 //! - at the bottom: [`confine`] (where files may be read from), `error` ([`DumpError`]),
-//!   `fast_map` ([`FastMap`], [`FastSet`]).
+//!   `tensor_error` (why a tensor file cannot be read, the tensor reader's bounds), `fast_map`
+//!   ([`FastMap`], [`FastSet`]).
 //!
 //! # Streaming
 //!
@@ -67,6 +68,7 @@ pub mod packed;
 pub mod pyval;
 pub(crate) mod stack;
 pub mod tensor;
+pub(crate) mod tensor_error;
 
 pub use confine::Confine;
 pub use construct::{Construct, Entries as ConstructEntries, EntryIndex};

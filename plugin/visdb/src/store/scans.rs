@@ -185,7 +185,9 @@ mod tests {
     fn the_index_pass_reads_our_covering_index_and_the_same_rows_without_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let shape = graph_ascend_testkit::synthetic_visdb::Shape::with_nodes(400, 3, true);
-        let ours = graph_ascend_testkit::synthetic_visdb::write(&dir.path().join("ours.vis.db"), shape).expect("write");
+        let ours =
+            graph_ascend_testkit::synthetic_visdb::write(&dir.path().join("ours.vis.db"), shape)
+                .expect("write");
         let conn = Connection::open(&ours).expect("open");
         // Another program's edits, through SQLite: each shape of "no sub nodes", a new partner
         // and a new precision.
