@@ -78,7 +78,7 @@ fn text_json_and_csv_name_the_injected_faults() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "rank,step,direction,kind,node,golden_node,score,reason,enclosing"
+        "rank,step,direction,kind,node,golden_node,score,reason,enclosing,micro_step,group,fault"
     );
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines[2].starts_with("0,0,forward,cause,Functional.linear.10.forward,"));

@@ -100,6 +100,9 @@ pub enum Cause<'a> {
     Parameter {
         name: Cow<'a, str>,
         level: Level<'a>,
+        /// The statistic that is inf/NaN on one side, when that is how it differs.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        non_finite: Option<NonFiniteStat>,
     },
     /// A non-tensor argument (`eps`, a dropout `p`).
     Argument {
@@ -109,13 +112,68 @@ pub enum Cause<'a> {
     },
 }
 
+/// A statistic of a tensor that is inf or NaN on one side only.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct NonFiniteStat {
+    pub metric: Metric,
+    /// `inf`, `-inf` or `NaN`.
+    pub value: &'static str,
+    /// On the golden side (the target's is finite).
+    pub golden: bool,
+}
+
+/// The first inf/NaN statistic of `n` (target) or else of `b` (golden), Norm first (it
+/// overflows before Max or Min do).
+pub fn non_finite_stat(n: &Stats, b: &Stats) -> Option<NonFiniteStat> {
+    let first = |s: &Stats| {
+        [
+            (s.norm(), Metric::Norm),
+            (s.max(), Metric::Max),
+            (s.min(), Metric::Min),
+            (s.mean(), Metric::Mean),
+        ]
+        .into_iter()
+        .find_map(|(v, metric)| {
+            let v = v?;
+            let value = if v.is_nan() {
+                "NaN"
+            } else if v == f64::INFINITY {
+                "inf"
+            } else if v == f64::NEG_INFINITY {
+                "-inf"
+            } else {
+                return None;
+            };
+            Some((metric, value))
+        })
+    };
+    match (first(n), first(b)) {
+        (Some((metric, value)), _) => Some(NonFiniteStat {
+            metric,
+            value,
+            golden: false,
+        }),
+        (None, Some((metric, value))) => Some(NonFiniteStat {
+            metric,
+            value,
+            golden: true,
+        }),
+        (None, None) => None,
+    }
+}
+
 impl Cause<'_> {
     pub fn into_owned(self) -> Cause<'static> {
         let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
         match self {
-            Cause::Parameter { name, level } => Cause::Parameter {
+            Cause::Parameter {
+                name,
+                level,
+                non_finite,
+            } => Cause::Parameter {
                 name: own(name),
                 level: level.into_owned(),
+                non_finite,
             },
             Cause::Argument {
                 name,
@@ -359,7 +417,12 @@ fn same_stats(a: &Stats, b: &Stats) -> bool {
 /// If input `e` of API node `node` is a layer weight, its name: by the API's signature, or
 /// because it is one of the enclosing module's parameters (same statistics: a matmul with a
 /// parameter, a framework's own op).
-fn weight_name<'a>(node: &Node, api: &str, parent: Option<&'a Node>, e: &Entry) -> Option<&'a str> {
+pub fn weight_name<'a>(
+    node: &Node,
+    api: &str,
+    parent: Option<&'a Node>,
+    e: &Entry,
+) -> Option<&'a str> {
     if node.node_type != 1 || e.kind != Kind::Tensor {
         return None;
     }
@@ -453,6 +516,7 @@ pub fn judge<'a>(
                     if !l.agrees() {
                         causes.push(Cause::Parameter {
                             name: Cow::Borrowed(w),
+                            non_finite: non_finite_of(&l, ne, be),
                             level: l,
                         });
                     }
@@ -483,6 +547,7 @@ pub fn judge<'a>(
                 let name = ne.name.strip_prefix("parameters.").unwrap_or(&ne.name);
                 causes.push(Cause::Parameter {
                     name: Cow::Borrowed(name),
+                    non_finite: non_finite_of(&l, ne, be),
                     level: l,
                 });
             }
@@ -504,6 +569,13 @@ pub fn judge<'a>(
         inputs_carry_error,
         weights_differ,
     }
+}
+
+/// Which statistic makes `l` an inf/NaN difference, if it is one.
+fn non_finite_of(l: &Level<'_>, ne: &Entry, be: &Entry) -> Option<NonFiniteStat> {
+    (l.metric == Metric::NonFinite)
+        .then(|| non_finite_stat(&ne.stats, &be.stats))
+        .flatten()
 }
 
 /// The coarsest float class among the tensors of a node (both sides): what it computed in.

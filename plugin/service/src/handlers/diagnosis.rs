@@ -132,8 +132,8 @@ fn states(
     step: i64,
     rank: i64,
 ) -> Result<pb::DiagnosisStates> {
-    // The sources of the shown step (the file's diagnosis covers only its first differing one).
-    let of_step = if whole.step == step {
+    // The sources of the shown step: the file's diagnosis judges every step.
+    let of_step = if whole.steps_checked.iter().any(|c| c.step == step) {
         whole.clone()
     } else {
         state.diagnoses.get(file, Key::Step(step), || {

@@ -30,6 +30,8 @@ pub struct GraphRow<'r> {
     /// The stringified JSON of the node's inputs and outputs, as stored.
     pub input_data: Cow<'r, str>,
     pub output_data: Cow<'r, str>,
+    /// `micro_step_id`: the micro-batch the node ran in (0 when the file has none).
+    pub micro_step_id: i64,
 }
 
 /// A column's value as text (NULL is empty), borrowed unless it is a number or not UTF-8.
@@ -79,7 +81,7 @@ impl Store {
         mut f: impl FnMut(GraphRow<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         const SQL: &str = "SELECT node_name, up_node, sub_nodes, node_type, matched_node_link, \
-             matched_distributed, input_data, output_data FROM tb_nodes \
+             matched_distributed, input_data, output_data, micro_step_id FROM tb_nodes \
              WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
         self.each_graph_row(SQL, graph, |row| {
             let get = |i: usize| row.get_ref(i).map(text_ref).map_err(|e| self.query_err(e));
@@ -112,7 +114,12 @@ impl Store {
                     }
                 },
             };
+            let micro_step_id = match row.get_ref(8).map_err(|e| self.query_err(e))? {
+                ValueRef::Integer(i) => i,
+                v => text_ref(v).trim().parse::<i64>().unwrap_or(0),
+            };
             f(GraphRow {
+                micro_step_id,
                 up_node: get(1)?,
                 sub_nodes,
                 node_type,
@@ -179,6 +186,7 @@ mod tests {
                     assert_eq!(r.matched_distributed, o.node.matched_distributed);
                     assert_eq!(*r.input_data, *o.input_data);
                     assert_eq!(*r.output_data, *o.output_data);
+                    assert_eq!(r.micro_step_id, o.node.micro_step_id);
                     Ok(())
                 })
                 .expect("borrowed scan");
