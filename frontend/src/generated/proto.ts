@@ -101,6 +101,27 @@ export type Diagnosis = {
   total_sources: number;
   peer_inheritance: DiagnosisPeer[];
   nodes_judged: number;
+  groups: DiagnosisGroup[];
+  total_groups: number;
+};
+
+export type DiagnosisGroup = {
+  summary: string;
+  kind: string;
+  module: string;
+  api: string;
+  call: number;
+  direction: string;
+  step: number;
+  rank: number;
+  micro_step: number;
+  node: string;
+  reason: string;
+  reason_parts: DiagnosisReasonPart[];
+  occurrences: number;
+  micro_steps: number[];
+  ranks: number[];
+  steps: number[];
 };
 
 export type DiagnosisNonFinite = {

@@ -11,11 +11,11 @@ use graph_ascend_diagnose::{report, CompareFile, Options, Tolerance};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum Format {
-    /// Ranked sources with their reasons, for a terminal.
+    /// Faults (one line per call site), then the ranked sources with their reasons.
     Text,
-    /// The whole diagnosis as JSON.
+    /// The whole diagnosis as JSON (`groups` and `sources`, at most N each).
     Json,
-    /// One row per source.
+    /// One row per source, with its micro-batch and its fault (`group`, `fault`).
     Csv,
 }
 
@@ -23,22 +23,28 @@ pub enum Format {
 #[command(after_help = "\
 A node is a source when a weight or non-tensor argument differs (and its output with it), when \
 its inputs agree with golden while its outputs jump above the noise of their dtypes, or when its \
-outputs are far worse than its already differing inputs. Sources are listed forward first in \
-execution order, then backward; the innermost culprit leads its enclosing modules. The first \
-inf/NaN is flagged on its own. Without --step, the first step whose forward differs is shown. \
-Rules and tolerances: docs/diagnosis.md.
+outputs are far worse than its already differing inputs. When the inputs carry an error from \
+upstream, an output's Max or Min counts only by the whole-tensor error it implies (divided by the \
+tensor's dynamic range Norm/max|x|). Every step is judged; after the first step with a source, \
+a weight that differs is inherited from the optimizer's update. Sources are listed step by step, \
+forward first in execution order, then backward; the innermost culprit leads its enclosing \
+modules. They are grouped into faults, one line per call site (module without its call index, \
+API and its position among that API's calls in the module, pass) across micro-batches, ranks \
+(those holding the same layers) and steps. The first inf/NaN of each rank is flagged on its own: \
+the innermost node whose outputs hold inf/NaN while its activations are finite (an overflowing \
+weight is named as its cause). Rules and tolerances: docs/diagnosis.md.
 
 Exit status: 0 when no source is found, 1 when there are sources, 2 on error.")]
 pub struct DiagnoseArgs {
     /// A compare .vis.db (ours or msprobe's).
     file: PathBuf,
-    /// Only this step (default: the first step whose forward differs beyond noise).
+    /// Only this step, judged alone (default: every step; the first with a source is shown).
     #[arg(long)]
     step: Option<i64>,
     /// Only this rank (default: all ranks of the step).
     #[arg(long)]
     rank: Option<i64>,
-    /// Show at most N sources.
+    /// Show at most N faults (groups) and N sources.
     #[arg(long, default_value_t = 20)]
     top: usize,
     /// Output format.

@@ -78,7 +78,7 @@ fn text_json_and_csv_name_the_injected_faults() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "rank,step,direction,kind,node,golden_node,score,reason,enclosing"
+        "rank,step,direction,kind,node,golden_node,score,reason,enclosing,micro_step,group,fault"
     );
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines[2].starts_with("0,0,forward,cause,Functional.linear.10.forward,"));
@@ -200,4 +200,78 @@ fn the_first_step_that_differs_is_reported() {
     // Asking for step 0 gives its (empty) answer.
     let o = ga(&["diagnose", db.to_str().unwrap(), "--step", "0"]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+/// The real 48-layer pair (`tests/fixtures/big`: 8 micro-batches, an `eps` argument and a weight
+/// changed) converted as a user would: exactly its 2 faults, each one group of 8 micro-batches.
+#[test]
+fn the_48_layer_pair_gives_its_two_faults_as_two_groups_of_eight_micro_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    for side in ["a", "b"] {
+        let archive = fixtures().join(format!("big/big_stats_{side}.tar.xz"));
+        let untar = Command::new("tar")
+            .arg("xJf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(dir.path())
+            .output()
+            .expect("run tar");
+        assert!(untar.status.success(), "{}", stderr(&untar));
+    }
+    let rank_dir = |side: &str| {
+        let step = dir.path().join(format!("big_stats_{side}/step0"));
+        std::fs::read_dir(&step)
+            .expect("step0")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.is_dir())
+            .expect("a rank folder")
+    };
+    let (target, golden) = (rank_dir("b"), rank_dir("a"));
+    let out = dir.path().join("out");
+    let convert = ga(&[
+        "convert",
+        "-tp",
+        target.to_str().unwrap(),
+        "-gp",
+        golden.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(convert.status.success(), "{}", stderr(&convert));
+    let db = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+        .expect("a .vis.db");
+    let run = ga(&["diagnose", db.to_str().unwrap(), "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
+    let groups = v["groups"].as_array().expect("groups");
+    let summaries: Vec<&str> = groups
+        .iter()
+        .filter_map(|g| g["summary"].as_str())
+        .collect();
+    assert_eq!(groups.len(), 2, "{summaries:#?}");
+    assert_eq!(
+        groups[0]["site"]["api"], "Functional.layer_norm",
+        "{summaries:#?}"
+    );
+    assert_eq!(
+        groups[1]["site"]["api"], "Functional.linear",
+        "{summaries:#?}"
+    );
+    for g in groups {
+        assert_eq!(g["occurrences"], 8, "{summaries:#?}");
+        assert_eq!(
+            g["micro_steps"],
+            serde_json::json!([0, 1, 2, 3, 4, 5, 6, 7]),
+            "{summaries:#?}"
+        );
+    }
+    assert_eq!(
+        summaries[1],
+        "`Functional.linear` (1st call) in `layers.2.mlp.fc1` — weight differs — 8 micro-batches, \
+         rank 0, step 0"
+    );
+    // Nothing else: every source belongs to one of the two.
+    assert_eq!(v["sources"].as_array().map(Vec::len), Some(16));
 }

@@ -3,7 +3,7 @@
 //! fault against a float32 golden, and fault-free pairs (bfloat16 against float32, noise only).
 //! Each pair is converted with our converter and diagnosed as a user would; the head of the
 //! ranked list must be the injected node (the faulty API or its module) in its step and rank in
-//! at least 90 % of the faulty cases, and every fault-free case must give no source.
+//! at least 96.6 % of the faulty cases (57 of 59), and every fault-free case must give no source.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -143,8 +143,9 @@ fn the_head_is_the_injected_node_and_fault_free_cases_are_empty() {
     }
     assert!(faulty >= 50, "only {faulty} faulty cases in the set");
     assert!(cases.len() - faulty >= 5, "too few fault-free cases");
+    // 57 of 59 (96.6 %) since the precision floor and peer inheritance (docs/diagnosis.md §9).
     assert!(
-        hits * 10 >= faulty * 9,
+        hits * 1000 >= faulty * 966,
         "head right in {hits} of {faulty}: {misses:#?}"
     );
     assert!(

@@ -15,8 +15,9 @@
 use foldhash::HashMap;
 use rayon::prelude::*;
 
-use crate::entry::{DtypeClass, Role};
+use crate::entry::{DtypeClass, Kind, Role};
 use crate::error::DiagnoseError;
+use crate::group::{self, CallSite, RankClass, SourceGroup};
 use crate::judge::{self, Cause, Judgement, Level};
 pub use crate::load::Direction;
 use crate::load::{CompareFile, Mode, RankData};
@@ -58,6 +59,15 @@ pub struct Source {
     pub reason: String,
     /// The reason as data, for other languages.
     pub reason_parts: Vec<ReasonPart>,
+    /// The micro-batch it ran in (`tb_nodes.micro_step_id`).
+    pub micro_step: i64,
+    /// Its call site, the same in every micro-batch, rank and step ([`group`]).
+    pub site: CallSite,
+    /// The layers its rank holds under which names: sources group across ranks of one class.
+    #[serde(skip)]
+    pub rank_class: RankClass,
+    /// Its group's index in [`Diagnosis::groups`].
+    pub group: usize,
 }
 
 /// The first inf/NaN of a rank.
@@ -106,9 +116,12 @@ pub struct Diagnosis {
     pub origin_rank: Option<i64>,
     /// The first inf/NaN in execution order, per rank.
     pub first_non_finite: Vec<NonFinite>,
-    /// Ranked sources: forward first in execution order, then backward; per direction, rank
-    /// by rank.
+    /// Ranked sources: step by step; in a step forward first in execution order, then
+    /// backward, then the update; per pass, rank by rank.
     pub sources: Vec<Source>,
+    /// The sources grouped by call site across micro-batches, ranks and steps: one line per
+    /// fault, in the order of their first occurrence ([`group`]).
+    pub groups: Vec<SourceGroup>,
     pub peer_inheritance: Vec<PeerInheritance>,
     /// Matched target nodes judged.
     pub nodes_judged: usize,
@@ -230,17 +243,32 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
     }
 }
 
-/// The first node in execution order whose target outputs hold inf/NaN while its target inputs
-/// do not, and whose golden outputs (if matched) are finite.
+/// The first node in execution order (so the innermost) whose target outputs hold inf/NaN
+/// (a Norm that overflows counts) while its target *activation* inputs do not, and whose golden
+/// outputs (if matched) are finite. Weights (a module's parameters, an API's weight argument)
+/// are not activations: a weight that holds inf/NaN is named as the cause.
 fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
     for &i in order {
         let n = &data.npu.nodes[i as usize];
-        if n.param_grad {
+        if n.param_grad || !judge::has_non_finite(&n.outputs, &[Role::Output]) {
             continue;
         }
-        if !judge::has_non_finite(&n.outputs, &[Role::Output])
-            || judge::has_non_finite(&n.inputs, &[Role::Input, Role::Parameter])
-        {
+        let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+        let api = if n.node_type == 1 {
+            crate::api::api_name(&n.name).unwrap_or("")
+        } else {
+            ""
+        };
+        let is_weight = |e: &crate::entry::Entry| {
+            e.role == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
+        };
+        let activation_non_finite = n.inputs.iter().any(|e| {
+            e.kind == Kind::Tensor
+                && e.role == Role::Input
+                && !is_weight(e)
+                && e.stats.has_non_finite()
+        });
+        if activation_non_finite {
             continue;
         }
         let partner = data.partner(i);
@@ -254,10 +282,26 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
             .iter()
             .find(|e| e.stats.has_non_finite())
             .map(|e| e.name.clone());
-        let parts = vec![
-            ReasonPart::InputsFinite,
-            ReasonPart::HoldsNonFinite { entry },
-        ];
+        let mut parts: Vec<ReasonPart> = n
+            .inputs
+            .iter()
+            .filter(|e| e.kind == Kind::Tensor && is_weight(e))
+            .filter_map(|e| {
+                let stat = judge::non_finite_stat(&e.stats, &crate::entry::Stats::default())?;
+                let name = match e.role {
+                    Role::Parameter => e.name.strip_prefix("parameters.").unwrap_or(&e.name),
+                    _ => judge::weight_name(n, api, parent, e).unwrap_or(&e.name),
+                };
+                Some(ReasonPart::ParameterNonFinite {
+                    name: name.into(),
+                    metric: stat.metric,
+                    value: stat.value.into(),
+                    golden: false,
+                })
+            })
+            .collect();
+        parts.push(ReasonPart::InputsFinite);
+        parts.push(ReasonPart::HoldsNonFinite { entry });
         return Some(NonFinite {
             step: data.step,
             rank: data.rank,
@@ -276,13 +320,23 @@ fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> Vec<ReasonPart> {
     let mut parts = Vec::new();
     for c in &j.causes {
         parts.push(match c {
-            Cause::Parameter { name, level } if mode == Mode::Md5 => {
+            Cause::Parameter {
+                name,
+                non_finite: Some(stat),
+                ..
+            } => ReasonPart::ParameterNonFinite {
+                name: (**name).into(),
+                metric: stat.metric,
+                value: stat.value.into(),
+                golden: stat.golden,
+            },
+            Cause::Parameter { name, level, .. } if mode == Mode::Md5 => {
                 ReasonPart::ParameterMd5Differs {
                     name: (**name).into(),
                     entry: (*level.entry).into(),
                 }
             }
-            Cause::Parameter { name, level } => ReasonPart::ParameterDiffers {
+            Cause::Parameter { name, level, .. } => ReasonPart::ParameterDiffers {
                 name: (**name).into(),
                 metric: level.metric,
                 err: level.err,
@@ -340,12 +394,25 @@ pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosi
     let judged: Vec<RankJudgements<'_>> = ranks.iter().map(|r| judge_rank(mode, opts, r)).collect();
     let step = ranks.first().map_or(0, |r| r.step);
     let check = step_check(step, &judged);
-    let mut d = collect(mode, opts, &judged);
+    let mut d = collect(mode, opts, &judged, false);
     d.steps_checked = vec![check];
+    d.groups = group::group(&mut d.sources);
     d
 }
 
-fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnosis {
+/// The sources of one step. With `updated` (an earlier step had a source), every weight
+/// carries the optimizer's update of that earlier difference: a node whose weights differ is
+/// inherited from the update, not a source, unless a non-tensor argument differs too.
+fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: bool) -> Diagnosis {
+    // Which ranks hold the same layers under the same names ([`group::rank_classes`]).
+    let signatures: Vec<(i64, u64)> = judged
+        .iter()
+        .map(|r| (r.data.rank, group::module_signature(&r.data.npu)))
+        .collect();
+    let p2p = judged
+        .iter()
+        .any(|r| group::has_point_to_point(&r.data.npu));
+    let classes = group::rank_classes(&signatures, p2p);
     let by_rank: HashMap<i64, usize> = judged
         .iter()
         .enumerate()
@@ -367,6 +434,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
         // Ancestors of a communication op that inherited from a peer → that peer: a module
         // whose output differs only through what it received is not a source either.
         let mut fed_by: HashMap<u32, (i64, String)> = HashMap::default();
+        let rank_class: RankClass = classes[rank_pos];
         for (pos, &i) in r.order.iter().enumerate() {
             let Some(j) = &r.judged[i as usize] else {
                 continue;
@@ -374,6 +442,12 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
             let Some(kind) = source_kind(j, opts, causes_only) else {
                 continue;
             };
+            if updated
+                && j.weights_differ
+                && !j.causes.iter().any(|c| matches!(c, Cause::Argument { .. }))
+            {
+                continue;
+            }
             let n = &data.npu.nodes[i as usize];
             let direction = n.direction;
             if !comparable(data, i) {
@@ -446,6 +520,10 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
                     input: j.input.clone().map(Level::into_owned),
                     output: j.output.clone().map(Level::into_owned),
                     enclosing: Vec::new(),
+                    micro_step: n.micro_step,
+                    site: group::call_site(&data.npu, i),
+                    rank_class,
+                    group: 0,
                 },
             ));
         }
@@ -463,6 +541,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>]) -> Diagnos
             .or_else(|| first_nf.first().map(|n| n.rank)),
         first_non_finite: first_nf,
         sources,
+        groups: Vec::new(),
         peer_inheritance,
         nodes_judged,
     }
@@ -496,8 +575,10 @@ fn bad_peer(
     None
 }
 
-/// Diagnoses a file: the requested step (or the first with a source, in any pass) and
-/// the requested rank (or all ranks).
+/// Diagnoses a file: every step (or the requested one), every rank (or the requested one).
+/// Steps are judged in order; after the first step with a source, weight differences are
+/// inherited from the optimizer's update ([`collect`]). The reported `step` is the first with
+/// a source or an inf/NaN; without any, the first where anything differs, else the first.
 pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, DiagnoseError> {
     file.check_selection(opts.step, opts.rank)?;
     let steps = match opts.step {
@@ -508,38 +589,67 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
         Some(r) => vec![r],
         None => file.ranks(),
     };
-    let mut checked = Vec::new();
-    let mut chosen: Option<Diagnosis> = None;
-    // Without a source in any step: the first step where anything differs, else the first.
-    let mut fallback: Option<(bool, Diagnosis)> = None;
+    let mut whole: Option<Diagnosis> = None;
+    // Steps with a source or an inf/NaN.
+    let mut found_in: Vec<i64> = Vec::new();
+    let mut updated = false;
     for &step in &steps {
         let data: Vec<RankData> = ranks
             .iter()
             .map(|&rank| file.load(step, rank))
             .collect::<Result<_, _>>()?;
-        let d = diagnose_step(file.mode(), opts, &data);
-        let check = d.steps_checked[0].clone();
-        checked.push(check.clone());
-        // The first step with a source (in any pass) is where it started: a fault in a
-        // step's backward reaches the next step's forward only through the weights it updated.
+        let judged: Vec<RankJudgements<'_>> = data
+            .iter()
+            .map(|r| judge_rank(file.mode(), opts, r))
+            .collect();
+        let check = step_check(step, &judged);
+        let d = collect(file.mode(), opts, &judged, updated);
         if !d.sources.is_empty() || !d.first_non_finite.is_empty() {
-            chosen = Some(d);
-            break;
+            found_in.push(step);
         }
-        let better = fallback
-            .as_ref()
-            .is_none_or(|(any, _)| check.any_differs && !any);
-        if better {
-            fallback = Some((check.any_differs, d));
-        }
+        updated |= !d.sources.is_empty();
+        whole = Some(match whole {
+            None => Diagnosis {
+                steps_checked: vec![check],
+                ..d
+            },
+            Some(mut w) => {
+                w.steps_checked.push(check);
+                // The first inf/NaN of a rank is its earliest.
+                for nf in d.first_non_finite {
+                    if !w.first_non_finite.iter().any(|x| x.rank == nf.rank) {
+                        w.first_non_finite.push(nf);
+                    }
+                }
+                w.sources.extend(d.sources);
+                w.peer_inheritance.extend(d.peer_inheritance);
+                w.nodes_judged += d.nodes_judged;
+                w
+            }
+        });
     }
-    let Some(mut d) = chosen.or(fallback.map(|(_, d)| d)) else {
+    let Some(mut d) = whole else {
         return Err(DiagnoseError::Data {
             path: file.path().to_owned(),
             what: "tb_config.step_list".into(),
             reason: "no step to diagnose".into(),
         });
     };
-    d.steps_checked = checked;
+    d.step = found_in
+        .first()
+        .copied()
+        .or_else(|| {
+            d.steps_checked
+                .iter()
+                .find(|c| c.any_differs)
+                .map(|c| c.step)
+        })
+        .unwrap_or(d.step);
+    d.origin_rank = d
+        .sources
+        .first()
+        .map(|s| s.rank)
+        .or_else(|| d.first_non_finite.first().map(|n| n.rank));
+    d.groups = group::group(&mut d.sources);
     Ok(d)
 }

@@ -58,6 +58,12 @@ pub struct Deviation {
     /// Relative error (infinite: md5 differs, or inf/NaN on one side only).
     pub err: f64,
     pub metric: Metric,
+    /// The smallest relative error of the whole tensor, `‖Δ‖₂ / ‖golden‖₂`, that the measured
+    /// differences imply: a Norm or Mean difference as measured, an extreme's (Max, Min,
+    /// MaxAbsErr) divided by the tensor's dynamic range `Norm / max(|Max|, |Min|)`, since one
+    /// element that moved by `δ` moves the whole tensor by at least `δ` (`‖Δ‖₂ ≥ ‖Δ‖∞`). Equal to
+    /// `err` when nothing bounds it tighter (md5, inf/NaN, no Norm).
+    pub tensor_err: f64,
 }
 
 /// The worst entry of a group, with the tolerance of its dtypes.
@@ -66,6 +72,9 @@ pub struct Level<'a> {
     pub entry: Cow<'a, str>,
     pub err: f64,
     pub metric: Metric,
+    /// The worst whole-tensor error of the group ([`Deviation::tensor_err`]), over all its
+    /// entries (not only `entry`).
+    pub tensor_err: f64,
     pub tolerance: Tolerance,
     pub dtype: DtypeClass,
 }
@@ -91,6 +100,9 @@ pub enum Cause<'a> {
     Parameter {
         name: Cow<'a, str>,
         level: Level<'a>,
+        /// The statistic that is inf/NaN on one side, when that is how it differs.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        non_finite: Option<NonFiniteStat>,
     },
     /// A non-tensor argument (`eps`, a dropout `p`).
     Argument {
@@ -100,13 +112,68 @@ pub enum Cause<'a> {
     },
 }
 
+/// A statistic of a tensor that is inf or NaN on one side only.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct NonFiniteStat {
+    pub metric: Metric,
+    /// `inf`, `-inf` or `NaN`.
+    pub value: &'static str,
+    /// On the golden side (the target's is finite).
+    pub golden: bool,
+}
+
+/// The first inf/NaN statistic of `n` (target) or else of `b` (golden), Norm first (it
+/// overflows before Max or Min do).
+pub fn non_finite_stat(n: &Stats, b: &Stats) -> Option<NonFiniteStat> {
+    let first = |s: &Stats| {
+        [
+            (s.norm(), Metric::Norm),
+            (s.max(), Metric::Max),
+            (s.min(), Metric::Min),
+            (s.mean(), Metric::Mean),
+        ]
+        .into_iter()
+        .find_map(|(v, metric)| {
+            let v = v?;
+            let value = if v.is_nan() {
+                "NaN"
+            } else if v == f64::INFINITY {
+                "inf"
+            } else if v == f64::NEG_INFINITY {
+                "-inf"
+            } else {
+                return None;
+            };
+            Some((metric, value))
+        })
+    };
+    match (first(n), first(b)) {
+        (Some((metric, value)), _) => Some(NonFiniteStat {
+            metric,
+            value,
+            golden: false,
+        }),
+        (None, Some((metric, value))) => Some(NonFiniteStat {
+            metric,
+            value,
+            golden: true,
+        }),
+        (None, None) => None,
+    }
+}
+
 impl Cause<'_> {
     pub fn into_owned(self) -> Cause<'static> {
         let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
         match self {
-            Cause::Parameter { name, level } => Cause::Parameter {
+            Cause::Parameter {
+                name,
+                level,
+                non_finite,
+            } => Cause::Parameter {
                 name: own(name),
                 level: level.into_owned(),
+                non_finite,
             },
             Cause::Argument {
                 name,
@@ -133,6 +200,13 @@ pub struct Judgement<'a> {
     /// Whether the node has anything that decides its output besides activations (so that
     /// "inputs agree" means something for a node without tensor inputs).
     pub has_inputs: bool,
+    /// The activation inputs differ by more than one unit of their noise class (the coarser
+    /// of their dtype and the run's precision floor): they carry an error from upstream, not
+    /// rounding alone. Then the outputs are judged by their whole-tensor error
+    /// ([`Judgement::output_jumps`]).
+    pub inputs_carry_error: bool,
+    /// Some weight differs from golden's at all (within the noise or not).
+    pub weights_differ: bool,
 }
 
 impl Judgement<'_> {
@@ -151,10 +225,26 @@ impl Judgement<'_> {
     }
 
     /// The outputs are above the jump tolerance and `ratio` times worse than the inputs.
+    ///
+    /// When the activation inputs differ from golden's by rounding at most, any statistic of
+    /// an output counts at face value: rounding is spread over all elements, independently,
+    /// and moves an extreme no more than the rest. When they carry an error from upstream
+    /// ([`Judgement::inputs_carry_error`]), an output counts by its whole-tensor error
+    /// ([`Deviation::tensor_err`]): a structured input error can be concentrated by the op (a
+    /// matmul sums it along a weight's direction, a softmax exponentiates a shifted logit), and
+    /// a tensor's extremes are single elements, which then move many times more than the tensor
+    /// as a whole. An extreme's jump is evidence of a new error only as far as it implies a
+    /// whole-tensor error above the jump tolerance (docs/diagnosis.md, §3).
     pub fn output_jumps(&self, ratio: f64) -> bool {
-        self.output
-            .as_ref()
-            .is_some_and(|l| l.err > l.tolerance.jump && l.err > ratio * self.input_err())
+        let input = self.input_err();
+        self.output.as_ref().is_some_and(|l| {
+            let out = if self.inputs_carry_error {
+                l.tensor_err
+            } else {
+                l.err
+            };
+            out > l.tolerance.jump && out > ratio * input
+        })
     }
 
     /// Any difference beyond noise: inputs, outputs or causes.
@@ -198,7 +288,10 @@ fn stats_deviation(n: &Stats, b: &Stats) -> Option<Deviation> {
         .flatten()
         .filter(|v| v.is_finite())
         .fold(0.0f64, |m, v| m.max(v.abs()));
+    // An element's move of `δ·scale` is a whole-tensor error of at least `δ / range`.
+    let range = dynamic_range(b.norm(), scale);
     let mut worst: Option<Deviation> = None;
+    let mut tensor_err = 0.0f64;
     for (x, y, metric) in pairs {
         let (Some(x), Some(y)) = (x, y) else { continue };
         let err = if !x.is_finite() || !y.is_finite() {
@@ -209,6 +302,7 @@ fn stats_deviation(n: &Stats, b: &Stats) -> Option<Deviation> {
                 return Some(Deviation {
                     err: f64::INFINITY,
                     metric: Metric::NonFinite,
+                    tensor_err: f64::INFINITY,
                 });
             }
         } else if metric == Metric::Norm {
@@ -216,11 +310,30 @@ fn stats_deviation(n: &Stats, b: &Stats) -> Option<Deviation> {
         } else {
             rel((x - y).abs(), scale)
         };
+        let whole = match metric {
+            Metric::Max | Metric::Min => err / range,
+            _ => err,
+        };
+        tensor_err = tensor_err.max(whole);
         if worst.is_none_or(|w| err > w.err) {
-            worst = Some(Deviation { err, metric });
+            worst = Some(Deviation {
+                err,
+                metric,
+                tensor_err: 0.0,
+            });
         }
     }
-    worst
+    worst.map(|w| Deviation { tensor_err, ..w })
+}
+
+/// A tensor's dynamic range `‖x‖₂ / max|x|`, from its golden Norm and the scale of both sides:
+/// between 1 (one element holds all of it) and `√N` (all elements alike). 1 when the Norm is
+/// unknown, so that an extreme then counts at face value.
+fn dynamic_range(norm: Option<f64>, scale: f64) -> f64 {
+    match norm {
+        Some(n) if n.is_finite() && scale > 0.0 => (n.abs() / scale).max(1.0),
+        _ => 1.0,
+    }
 }
 
 /// How far target entry `n` is from golden entry `b` in `mode` (`None`: not comparable).
@@ -236,9 +349,11 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
     match mode {
         Mode::Md5 => {
             let (x, y) = (n.md5.as_deref()?, b.md5.as_deref()?);
+            let err = if x == y { 0.0 } else { f64::INFINITY };
             Some(Deviation {
-                err: if x == y { 0.0 } else { f64::INFINITY },
+                err,
                 metric: Metric::Md5,
+                tensor_err: err,
             })
         }
         Mode::Statistics => stats_deviation(&n.stats, &b.stats),
@@ -250,18 +365,27 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
                     .flatten()
                     .filter(|v| v.is_finite())
                     .fold(0.0f64, |a, v| a.max(v.abs()));
+                let range = dynamic_range(b.stats.norm(), scale);
                 let candidates = [
-                    m.cosine
-                        .filter(|c| c.is_finite())
-                        .map(|c| ((2.0 * (1.0 - c).max(0.0)).sqrt(), Metric::Cosine)),
-                    m.max_abs_err
-                        .filter(|e| e.is_finite())
-                        .map(|e| (rel(e, scale), Metric::MaxAbsErr)),
+                    m.cosine.filter(|c| c.is_finite()).map(|c| {
+                        let d = (2.0 * (1.0 - c).max(0.0)).sqrt();
+                        (d, d, Metric::Cosine)
+                    }),
+                    m.max_abs_err.filter(|e| e.is_finite()).map(|e| {
+                        let err = rel(e, scale);
+                        (err, err / range, Metric::MaxAbsErr)
+                    }),
                 ];
-                for (err, metric) in candidates.into_iter().flatten() {
-                    if worst.is_none_or(|w| err > w.err) {
-                        worst = Some(Deviation { err, metric });
-                    }
+                for (err, whole, metric) in candidates.into_iter().flatten() {
+                    let tensor_err = worst.map_or(whole, |w| w.tensor_err.max(whole));
+                    worst = Some(match worst {
+                        Some(w) if err <= w.err => Deviation { tensor_err, ..w },
+                        _ => Deviation {
+                            err,
+                            metric,
+                            tensor_err,
+                        },
+                    });
                 }
             }
             worst
@@ -293,7 +417,12 @@ fn same_stats(a: &Stats, b: &Stats) -> bool {
 /// If input `e` of API node `node` is a layer weight, its name: by the API's signature, or
 /// because it is one of the enclosing module's parameters (same statistics: a matmul with a
 /// parameter, a framework's own op).
-fn weight_name<'a>(node: &Node, api: &str, parent: Option<&'a Node>, e: &Entry) -> Option<&'a str> {
+pub fn weight_name<'a>(
+    node: &Node,
+    api: &str,
+    parent: Option<&'a Node>,
+    e: &Entry,
+) -> Option<&'a str> {
     if node.node_type != 1 || e.kind != Kind::Tensor {
         return None;
     }
@@ -321,15 +450,21 @@ fn worse<'a>(
             f64::INFINITY
         }
     };
-    let replace = match current {
-        None => true,
+    let (replace, tensor_err) = match current {
+        None => (true, candidate.tensor_err),
         Some(c) => {
             let (a, b) = (ratio(&candidate), ratio(c));
-            a > b || (a == b && candidate.err > c.err)
+            (
+                a > b || (a == b && candidate.err > c.err),
+                c.tensor_err.max(candidate.tensor_err),
+            )
         }
     };
     if replace {
         *current = Some(candidate);
+    }
+    if let Some(c) = current {
+        c.tensor_err = tensor_err;
     }
 }
 
@@ -348,6 +483,7 @@ pub fn judge<'a>(
     let mut output: Option<Level<'a>> = None;
     let mut causes = Vec::new();
     let mut has_inputs = false;
+    let mut weights_differ = false;
     let level = |ne: &'a Entry, be: &'a Entry| -> Option<Level<'a>> {
         let d = deviation(mode, ne, be)?;
         let dtype = ne.dtype.coarser(be.dtype);
@@ -360,6 +496,7 @@ pub fn judge<'a>(
             entry: Cow::Borrowed(&ne.name),
             err: d.err,
             metric: d.metric,
+            tensor_err: d.tensor_err,
             tolerance: opts.tolerance(noise, noise),
             dtype,
         })
@@ -375,9 +512,11 @@ pub fn judge<'a>(
                 has_inputs = true;
                 let Some(l) = level(ne, be) else { continue };
                 if let Some(w) = weight_name(n, api, parent, ne) {
+                    weights_differ |= l.err > 0.0;
                     if !l.agrees() {
                         causes.push(Cause::Parameter {
                             name: Cow::Borrowed(w),
+                            non_finite: non_finite_of(&l, ne, be),
                             level: l,
                         });
                     }
@@ -403,10 +542,12 @@ pub fn judge<'a>(
     for (ne, be) in of_role(&n.inputs, Role::Parameter).zip(of_role(&b.inputs, Role::Parameter)) {
         has_inputs = true;
         if let Some(l) = level(ne, be) {
+            weights_differ |= l.err > 0.0;
             if !l.agrees() {
                 let name = ne.name.strip_prefix("parameters.").unwrap_or(&ne.name);
                 causes.push(Cause::Parameter {
                     name: Cow::Borrowed(name),
+                    non_finite: non_finite_of(&l, ne, be),
                     level: l,
                 });
             }
@@ -417,12 +558,24 @@ pub fn judge<'a>(
             worse(&mut output, l, |t| t.jump);
         }
     }
+    let inputs_carry_error = input
+        .as_ref()
+        .is_some_and(|l| l.err > l.dtype.coarser(floor).epsilon());
     Judgement {
         input,
         output,
         causes,
         has_inputs,
+        inputs_carry_error,
+        weights_differ,
     }
+}
+
+/// Which statistic makes `l` an inf/NaN difference, if it is one.
+fn non_finite_of(l: &Level<'_>, ne: &Entry, be: &Entry) -> Option<NonFiniteStat> {
+    (l.metric == Metric::NonFinite)
+        .then(|| non_finite_stat(&ne.stats, &be.stats))
+        .flatten()
 }
 
 /// The coarsest float class among the tensors of a node (both sides): what it computed in.

@@ -25,6 +25,8 @@
 //! - [`options`]: tolerances per dtype class and the jump ratios.
 //! - [`judge`]: the per-node rules (how far an entry is from golden, the node's verdict).
 //! - [`diagnose`](mod@diagnose): ranking, grouping, steps and ranks: the [`Diagnosis`].
+//! - [`group`]: the sources of one call site across micro-batches, ranks and steps: one line
+//!   per fault.
 //! - [`reason`]: why a node is a source, as data (kinds with values) and as English words.
 //! - [`report`]: the diagnosis as text, JSON or CSV.
 //! - [`export`]: every matched pair of a compare as CSV, with msprobe's compare columns.
@@ -36,6 +38,7 @@ pub mod diagnose;
 pub mod entry;
 pub mod error;
 pub mod export;
+pub mod group;
 pub mod judge;
 pub mod load;
 pub mod options;
@@ -46,6 +49,7 @@ pub use diagnose::{
     diagnose, diagnose_step, differing_nodes, Diagnosis, Direction, Source, SourceKind,
 };
 pub use error::DiagnoseError;
+pub use group::{CallSite, SourceGroup};
 pub use load::{CompareFile, Mode, RankData};
 pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;

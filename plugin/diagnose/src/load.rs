@@ -41,7 +41,7 @@ impl Mode {
 }
 
 /// The pass a node belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     Forward,
@@ -72,6 +72,8 @@ pub struct Node {
     pub direction: Direction,
     /// A `parameters_grad` node (the gradients of a module's parameters).
     pub param_grad: bool,
+    /// `micro_step_id`: the micro-batch it ran in (gradient accumulation; 0 without).
+    pub micro_step: i64,
 }
 
 /// Node indexes by name, without a second copy of the names: a map from the name's 64-bit hash
@@ -445,6 +447,7 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
             Direction::Forward
         },
         param_grad: name.contains(".parameters_grad"),
+        micro_step: row.micro_step_id,
         name: name.into(),
     })
 }
@@ -555,6 +558,7 @@ pub(crate) mod tests_support {
             peers: Vec::new(),
             direction: Direction::Forward,
             param_grad: false,
+            micro_step: 0,
         }
     }
 }

@@ -20,6 +20,14 @@ pub enum ReasonPart {
         metric: Metric,
         err: f64,
     },
+    /// A weight holds inf/NaN on one side: its `metric` statistic is `value` (`inf`, `-inf`,
+    /// `NaN`), on the golden side when `golden`. A cause, not a difference of some size.
+    ParameterNonFinite {
+        name: Box<str>,
+        metric: Metric,
+        value: Box<str>,
+        golden: bool,
+    },
     /// A weight's md5 differs (md5 mode: no magnitude); `entry` is the key compared.
     ParameterMd5Differs { name: Box<str>, entry: Box<str> },
     /// A non-tensor argument (`eps`, a dropout `p`) has another value than golden's.
@@ -91,6 +99,19 @@ impl fmt::Display for ReasonPart {
                 metric.label(),
                 err_text(*err)
             ),
+            ParameterNonFinite {
+                name,
+                metric,
+                value,
+                golden,
+            } => {
+                let side = if *golden { "golden's " } else { "" };
+                if value.eq_ignore_ascii_case("nan") {
+                    write!(f, "{side}{name}'s {} is NaN", metric.label())
+                } else {
+                    write!(f, "{side}{name}'s {} overflows to {value}", metric.label())
+                }
+            }
             ParameterMd5Differs { name, entry } => {
                 write!(f, "parameter {name} differs (md5 of {entry})")
             }
@@ -149,6 +170,7 @@ impl ReasonPart {
         use ReasonPart::*;
         match self {
             ParameterDiffers { .. } => "parameter_differs",
+            ParameterNonFinite { .. } => "parameter_non_finite",
             ParameterMd5Differs { .. } => "parameter_md5_differs",
             ArgumentDiffers { .. } => "argument_differs",
             InputsEqual => "inputs_equal",
@@ -175,6 +197,18 @@ impl ReasonPart {
                 name: Some(name),
                 metric: Some(*metric),
                 err: Some(*err),
+                ..none
+            },
+            ParameterNonFinite {
+                name,
+                metric,
+                value,
+                golden,
+            } => PartValues {
+                name: Some(name),
+                metric: Some(*metric),
+                target: (!golden).then_some(&**value),
+                golden: golden.then_some(&**value),
                 ..none
             },
             ParameterMd5Differs { name, entry } => PartValues {
@@ -269,6 +303,17 @@ mod tests {
         assert_eq!(
             ReasonPart::HoldsNonFinite { entry: None }.to_string(),
             "an output holds inf/NaN"
+        );
+        let overflow = ReasonPart::ParameterNonFinite {
+            name: "weight".into(),
+            metric: Metric::Norm,
+            value: "inf".into(),
+            golden: false,
+        };
+        assert_eq!(overflow.to_string(), "weight's Norm overflows to inf");
+        assert_eq!(
+            serde_json::to_value(&overflow).unwrap()["kind"],
+            overflow.kind()
         );
     }
 

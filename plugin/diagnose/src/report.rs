@@ -5,10 +5,11 @@ use std::fmt::Write as _;
 use crate::diagnose::{Diagnosis, Direction, SourceKind};
 use crate::export::csv_line;
 
-/// The diagnosis with at most `top` sources.
+/// The diagnosis with at most `top` sources and `top` groups.
 fn truncated(d: &Diagnosis, top: usize) -> Diagnosis {
     let mut d = d.clone();
     d.sources.truncate(top);
+    d.groups.truncate(top);
     d
 }
 
@@ -27,6 +28,9 @@ fn direction_label(d: Direction) -> &'static str {
         Direction::Update => "update",
     }
 }
+
+/// Other occurrences a group names in the text (the JSON lists more).
+const OTHERS_IN_TEXT: usize = 3;
 
 /// Text for a terminal: the step, the first inf/NaN, the ranked sources with their reasons.
 pub fn text(d: &Diagnosis, top: usize) -> String {
@@ -79,6 +83,39 @@ pub fn text(d: &Diagnosis, top: usize) -> String {
         let _ = writeln!(out, "no source of error above the noise");
         return out;
     }
+    let _ = writeln!(
+        out,
+        "faults ({} of {}; one line per call site across micro-batches, ranks and steps):",
+        d.groups.len().min(top),
+        d.groups.len()
+    );
+    for (k, g) in d.groups.iter().take(top).enumerate() {
+        let _ = writeln!(out, "{:>3}. {}", k + 1, g.summary);
+        let _ = writeln!(
+            out,
+            "     first: step {} rank {} {} ({})",
+            g.first.step, g.first.rank, g.first.node, g.reason
+        );
+        if g.occurrences > 1 {
+            let listed: Vec<String> = g
+                .others
+                .iter()
+                .take(OTHERS_IN_TEXT)
+                .map(|o| format!("step {} rank {} {}", o.step, o.rank, o.node))
+                .collect();
+            let more = g.occurrences - 1 - listed.len();
+            let _ = writeln!(
+                out,
+                "     also: {}{}",
+                listed.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
     let shown = d.sources.len().min(top);
     let _ = writeln!(out, "sources ({} of {}):", shown, d.sources.len());
     for (k, s) in d.sources.iter().take(top).enumerate() {
@@ -105,7 +142,8 @@ pub fn json(d: &Diagnosis, top: usize) -> String {
         .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-/// The sources as CSV, one row each.
+/// The sources as CSV, one row each; `group` is the 1-based number of the source's fault
+/// (its call site, as the text and JSON number `groups`), `fault` that group's line.
 pub fn csv(d: &Diagnosis, top: usize) -> String {
     let mut out = String::new();
     csv_line(
@@ -120,9 +158,17 @@ pub fn csv(d: &Diagnosis, top: usize) -> String {
             "score",
             "reason",
             "enclosing",
+            "micro_step",
+            "group",
+            "fault",
         ],
     );
     for s in d.sources.iter().take(top) {
+        let micro = s.micro_step.to_string();
+        let (group, fault) = match d.groups.get(s.group) {
+            Some(found) => ((s.group + 1).to_string(), found.summary.as_str()),
+            None => (String::new(), ""),
+        };
         let score = s.score.map(|v| format!("{v:.6e}")).unwrap_or_default();
         let (rank, step) = (s.rank.to_string(), s.step.to_string());
         let enclosing = s.enclosing.join(" ");
@@ -138,6 +184,9 @@ pub fn csv(d: &Diagnosis, top: usize) -> String {
                 &score,
                 &s.reason,
                 &enclosing,
+                &micro,
+                &group,
+                fault,
             ],
         );
     }

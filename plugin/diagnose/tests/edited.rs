@@ -3,21 +3,10 @@
 
 mod common;
 
-use common::{listing, unpack};
+use common::{golden_equals_target, listing, unpack};
 use graph_ascend_diagnose::diagnose::Direction;
 use graph_ascend_diagnose::{diagnose, CompareFile, DiagnoseError, Options};
 use rusqlite::Connection;
-
-/// Makes the golden rows of a step and rank copies of the target rows (so they agree exactly).
-fn golden_equals_target(db: &Connection, rank: i64) {
-    db.execute(
-        "UPDATE tb_nodes AS b SET input_data = n.input_data, output_data = n.output_data \
-         FROM tb_nodes AS n WHERE b.data_source = 'Bench' AND n.data_source = 'NPU' \
-         AND b.step = n.step AND b.rank = n.rank AND b.node_name = n.node_name AND b.rank = ?1",
-        [rank],
-    )
-    .expect("copy rows");
-}
 
 /// Multiplies the golden `Norm` of one output of a node by `factor`.
 fn scale_golden_norm(db: &Connection, rank: i64, node: &str, factor: f64) {

@@ -629,7 +629,7 @@ fn every_typed_answer_is_canonical() {
     every_answer!(&pool;
         CatalogError, ColorLegend, ConfigInfo, ConfigInfoResponse, ConvertCandidates,
         ConvertCandidatesResponse, ConvertProgress, ConvertStartResponse, DataField,
-        DetailColumn, DiagnoseResponse, Diagnosis, DiagnosisNonFinite, DiagnosisPeer,
+        DetailColumn, DiagnoseResponse, Diagnosis, DiagnosisGroup, DiagnosisNonFinite, DiagnosisPeer,
         DiagnosisReasonPart, DiagnosisSource, DiagnosisStates, DiagnosisStepCheck, FilterHit,
         FilterNodesResponse, HierarchyResponse, LoadMetaDirResponse, MatchResultResponse,
         MatchedRelations, MatchedRelationsResponse, NamePair, NamedNodeList, NodeDetail,

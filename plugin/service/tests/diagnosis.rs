@@ -61,6 +61,18 @@ fn the_injected_faults_lead_with_their_reasons_and_verdicts() {
     assert_eq!(data["mode"], "statistics");
     assert_eq!(data["step"], 0);
     assert_eq!(data["total_sources"], 2, "{data}");
+    // The faults, one per call site, the first occurrence to open.
+    assert_eq!(data["total_groups"], 2, "{data}");
+    let fault = &data["groups"][0];
+    assert_eq!(fault["node"], "Functional.layer_norm.3.forward", "{data}");
+    assert_eq!(fault["api"], "Functional.layer_norm", "{data}");
+    assert_eq!(fault["ranks"], serde_json::json!([0, 0]), "{data}");
+    assert!(
+        fault["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("in `layers.1.ln2` — eps differs")),
+        "{data}"
+    );
     let first = &data["sources"][0];
     assert_eq!(first["node"], "Functional.layer_norm.3.forward");
     assert_eq!(first["kind"], "cause");

@@ -44,3 +44,66 @@ pub fn source_covers(d: &Diagnosis, k: usize, node: &str) -> bool {
 pub fn listing(d: &Diagnosis) -> String {
     graph_ascend_diagnose::report::text(d, 50)
 }
+
+/// Makes the golden rows of a rank copies of the target rows (so they agree exactly).
+pub fn golden_equals_target(db: &rusqlite::Connection, rank: i64) {
+    db.execute(
+        "UPDATE tb_nodes AS b SET input_data = n.input_data, output_data = n.output_data \
+         FROM tb_nodes AS n WHERE b.data_source = 'Bench' AND n.data_source = 'NPU' \
+         AND b.step = n.step AND b.rank = n.rank AND b.node_name = n.node_name AND b.rank = ?1",
+        [rank],
+    )
+    .expect("copy rows");
+}
+
+/// Sets statistic `stat` of entry `entry` (its key ends so: `input.1`, `output.0`,
+/// `parameters.weight`) of `node` on `side` (`NPU`, `Bench`), in every rank of steps `from_step`
+/// on, to `f(old)`.
+pub fn edit_stat(
+    db: &rusqlite::Connection,
+    from_step: i64,
+    side: &str,
+    node: &str,
+    entry: &str,
+    stat: &str,
+    f: impl Fn(f64) -> String,
+) {
+    let column = if entry.starts_with("output") {
+        "output_data"
+    } else {
+        "input_data"
+    };
+    let rows: Vec<(String, String)> = db
+        .prepare(&format!(
+            "SELECT id, {column} FROM tb_nodes WHERE data_source=?1 AND node_name=?2 AND step>=?3"
+        ))
+        .expect("prepare")
+        .query_map(rusqlite::params![side, node, from_step], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert!(!rows.is_empty(), "no {side} row {node}");
+    for (id, text) in rows {
+        let mut v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let e = v
+            .as_object_mut()
+            .and_then(|m| {
+                m.iter_mut()
+                    .find(|(k, _)| k.ends_with(entry))
+                    .map(|(_, e)| e)
+            })
+            .unwrap_or_else(|| panic!("{node} has no {entry}"));
+        let old: f64 = e[stat]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("a number");
+        e[stat] = serde_json::Value::String(f(old));
+        db.execute(
+            &format!("UPDATE tb_nodes SET {column}=?1 WHERE id=?2"),
+            rusqlite::params![v.to_string(), id],
+        )
+        .expect("update");
+    }
+}

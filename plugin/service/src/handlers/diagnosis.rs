@@ -133,8 +133,8 @@ fn states(
     step: i64,
     rank: i64,
 ) -> Result<pb::DiagnosisStates> {
-    // The sources of the shown step (the file's diagnosis covers only its first differing one).
-    let of_step = if whole.step == step {
+    // The sources of the shown step: the file's diagnosis judges every step.
+    let of_step = if whole.steps_checked.iter().any(|c| c.step == step) {
         whole.clone()
     } else {
         state.diagnoses.get(file, Key::Step(step), || {
@@ -287,6 +287,33 @@ fn message(d: &Diagnosis, top: usize) -> pb::Diagnosis {
             })
             .collect(),
         nodes_judged: i32::try_from(d.nodes_judged).unwrap_or(i32::MAX),
+        groups: d.groups.iter().take(top).map(group).collect(),
+        total_groups: i32::try_from(d.groups.len()).unwrap_or(i32::MAX),
+    }
+}
+
+/// One fault of the answer.
+fn group(g: &graph_ascend_diagnose::SourceGroup) -> pb::DiagnosisGroup {
+    let flat = |spans: &[(i64, i64)]| -> Vec<i32> {
+        spans.iter().flat_map(|&(a, b)| [int(a), int(b)]).collect()
+    };
+    pb::DiagnosisGroup {
+        summary: g.summary.clone(),
+        kind: label(&g.kind),
+        module: g.site.module.clone(),
+        api: g.site.api.clone(),
+        call: i32::try_from(g.site.call).unwrap_or(i32::MAX),
+        direction: label(&g.site.direction),
+        step: int(g.first.step),
+        rank: int(g.first.rank),
+        micro_step: int(g.first.micro_step),
+        node: g.first.node.clone(),
+        reason: g.reason.clone(),
+        reason_parts: reason_parts(&g.reason_parts),
+        occurrences: i32::try_from(g.occurrences).unwrap_or(i32::MAX),
+        micro_steps: g.micro_steps.iter().copied().map(int).collect(),
+        ranks: flat(&g.ranks),
+        steps: flat(&g.steps),
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use rusqlite::types::ValueRef;
 use serde_json::Value;
 
 use super::decode::{string_list_ref, text_ref, value_or_empty_object};
@@ -30,6 +31,8 @@ pub struct GraphRow<'r> {
     /// The stringified JSON of the node's inputs and outputs, as stored.
     pub input_data: Cow<'r, str>,
     pub output_data: Cow<'r, str>,
+    /// `micro_step_id`: the micro-batch the node ran in (0 when the file has none).
+    pub micro_step_id: i64,
 }
 
 impl Store {
@@ -56,7 +59,7 @@ impl Store {
         mut f: impl FnMut(GraphRow<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         const SQL: &str = "SELECT node_name, up_node, sub_nodes, node_type, matched_node_link, \
-             matched_distributed, input_data, output_data FROM tb_nodes \
+             matched_distributed, input_data, output_data, micro_step_id FROM tb_nodes \
              WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
         self.each_graph_row(SQL, graph, |row| {
             let get = |i: usize| row.get_ref(i).map(text_ref).or_query_err(self);
@@ -78,7 +81,12 @@ impl Store {
                 .pop();
             let matched_distributed = value_or_empty_object(&get(5)?)
                 .map_err(|e| self.data_err(what("matched_distributed"), e.to_string()))?;
+            let micro_step_id = match row.get_ref(8).or_query_err(self)? {
+                ValueRef::Integer(i) => i,
+                v => text_ref(v).trim().parse::<i64>().unwrap_or(0),
+            };
             f(GraphRow {
+                micro_step_id,
                 up_node: get(1)?,
                 sub_nodes,
                 node_type,
@@ -145,6 +153,7 @@ mod tests {
                     assert_eq!(r.matched_distributed, o.node.matched_distributed);
                     assert_eq!(*r.input_data, *o.input_data);
                     assert_eq!(*r.output_data, *o.output_data);
+                    assert_eq!(r.micro_step_id, o.node.micro_step_id);
                     Ok(())
                 })
                 .expect("borrowed scan");
