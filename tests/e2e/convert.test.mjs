@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { appFrame, freePort, makeLogdir, repo, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
+import { appFrame, freePort, makeLogdir, repo, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
 
 const TENSOR = 'compare_tf_small_tensor';
 const STATS = 'compare_tf_stats';
@@ -69,7 +69,7 @@ async function dumpOption(frame, select, name) {
 }
 
 async function openConversion(page, base) {
-  await page.goto(`${base}/#graph_ascend`);
+  await page.goto(pageAddress(base));
   const frame = await appFrame(page);
   await until(frame, () => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run !== '');
   await frame.click('[data-testid=conversionSiderButton]');
@@ -104,7 +104,7 @@ describe('GRAPH_ASCEND details rules and conversions (issue 13, items 1, 2, 5)',
 
   it('paints tensor metrics by their served direction and leaves rounding unpainted (item 1)', () =>
     withPage('details-rules', { width: 1500, height: 950 }, async (page) => {
-      await page.goto(`${stack.tb.base}/#graph_ascend`);
+      await page.goto(pageAddress(stack.tb.base));
       const frame = await appFrame(page);
       const t = await detailsOf(frame, TENSOR, 'Module.layers.1.mlp.fc1.Linear.forward.0');
       assert.ok(t.rules.some((r) => r.name === 'One Thousandth Err Ratio' && r.worse === 'lower'), 'the rules come with the file');
