@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { normalize, parseLooseJson, parseSse, post, setTransport, tidyError } from '../src/api';
 import { bytesText, convertBody, defaultOutput, durationText, measuresText } from '../src/convert';
 import { missingKeys, setLang, t } from '../src/i18n';
+import { withoutWriteToken } from '../src/link';
 import { readOnlyNote, writesAllowed } from '../src/writeAccess';
 
 describe('answers', () => {
@@ -147,5 +148,14 @@ describe('conversion progress (issue 13, item 5)', () => {
     expect(bytesText(900)).toBe('900 B');
     expect(durationText(59.6)).toBe('1 min 0 s');
     expect(durationText(-1)).toBe('0 s');
+  });
+});
+
+describe('shared links', () => {
+  it('never carry the write token', () => {
+    expect(withoutWriteToken('http://localhost:6006/p/?graph_ascend_token=abc')).toBe('http://localhost:6006/p/');
+    expect(withoutWriteToken('http://localhost:6006/?a=1&graph_ascend_token=abc&b=2')).toBe('http://localhost:6006/?a=1&b=2');
+    expect(withoutWriteToken('http://localhost:6006/?a=1')).toBe('http://localhost:6006/?a=1');
+    expect(withoutWriteToken('http://localhost:6006/')).toBe('http://localhost:6006/');
   });
 });
