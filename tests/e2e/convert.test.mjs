@@ -68,8 +68,8 @@ async function dumpOption(frame, select, name) {
   return mine[0];
 }
 
-async function openConversion(page, base) {
-  await page.goto(pageAddress(base));
+async function openConversion(page, base, token) {
+  await page.goto(pageAddress(base, token));
   const frame = await appFrame(page);
   await until(frame, () => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run !== '');
   await frame.click('[data-testid=conversionSiderButton]');
@@ -158,7 +158,7 @@ describe('GRAPH_ASCEND details rules and conversions (issue 13, items 1, 2, 5)',
       const port = await freePort();
       await new Promise((r) => proxy.listen(port, '127.0.0.1', r));
       try {
-        const frame = await openConversion(page, `http://127.0.0.1:${port}${PREFIX}`);
+        const frame = await openConversion(page, `http://127.0.0.1:${port}${PREFIX}`, stack.tb.token);
         await frame.fill('[data-testid=outputPathInput]', 'proxied_out');
         await frame.click('[data-testid=startConversionButton]');
         await frame.waitForSelector('[data-testid=conversionProgress]');

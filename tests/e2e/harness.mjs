@@ -110,9 +110,11 @@ function stopProcess(proc) {
 // Each TensorBoard's write token, by its base address: read from the link the plugin prints at start.
 const writeTokens = new Map();
 
-/** The address a user opens: the page with the write token, as TensorBoard's console printed it. */
-export function pageAddress(base) {
-  const token = writeTokens.get(base);
+/**
+ * The address a user opens: the page with the write token, as TensorBoard's console printed it (`token`:
+ * for another address of that TensorBoard, a forwarded port or a proxy).
+ */
+export function pageAddress(base, token = writeTokens.get(base)) {
   return token ? `${base}/?graph_ascend_token=${token}#graph_ascend` : `${base}/#graph_ascend`;
 }
 
