@@ -227,7 +227,7 @@ def test_writes_need_the_launch_token_through_tensorboard(one_case_logdir, tenso
 
 
 def test_a_fixed_token_is_taken_from_the_environment(one_case_logdir, tensorboard):
-    logdir, run, tag = one_case_logdir
+    logdir, _run, _tag = one_case_logdir
     fixed = "f" * 40
     tb = tensorboard(logdir, env={write_access.TOKEN_ENV: fixed})
     assert tb.write_token == fixed
