@@ -6,7 +6,7 @@
  */
 import type { Routes, SseRoute } from './generated/proto';
 import type { MetaData } from './types';
-import { noteWriteState, WRITE_STATE_HEADER } from './writeAccess';
+import { noteWriteState, WRITE_STATE_HEADER, WRITE_TOKEN_HEADER, writeToken } from './writeAccess';
 
 const CLIENT_KEY = 'graph-ascend-client-id';
 
@@ -143,6 +143,8 @@ async function send<R extends JsonRoute>(route: string, init: RequestInit, timeo
   try {
     const headers = new Headers(init.headers);
     headers.set('X-Graph-Ascend-Client', clientId());
+    const token = writeToken();
+    if (token) headers.set(WRITE_TOKEN_HEADER, token);
     const res = await transport(route, { ...init, headers, signal: ctrl.signal });
     noteWriteState(res.headers.get(WRITE_STATE_HEADER));
     const text = await res.text();

@@ -1,8 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { normalize, parseLooseJson, parseSse, post, setTransport, tidyError } from '../src/api';
 import { bytesText, convertBody, defaultOutput, durationText, measuresText } from '../src/convert';
 import { missingKeys, setLang, t } from '../src/i18n';
-import { writesAllowed } from '../src/writeAccess';
+import { withoutWriteToken } from '../src/link';
+import { readOnlyNote, writesAllowed } from '../src/writeAccess';
 
 describe('answers', () => {
   it('accepts bare NaN and Infinity tokens but not inside strings', () => {
@@ -87,10 +88,46 @@ describe('write access', () => {
     await post('load_meta_dir');
     expect(writesAllowed()).toBe(true);
   });
+  it('sends the write token the page was opened with, and explains a missing one', async () => {
+    const stored = new Map<string, string>();
+    vi.stubGlobal('localStorage', { getItem: (k: string) => stored.get(k) ?? null, setItem: (k: string, v: string) => void stored.set(k, v) });
+    const frame = { location: { search: '', hash: '' } } as unknown as Window & typeof globalThis;
+    const top = { location: { search: '', hash: '#graph_ascend' } };
+    Object.assign(frame, { top });
+    vi.stubGlobal('window', frame);
+    const seen: (string | null)[] = [];
+    let state = 'token';
+    setTransport(async (_route, init) => {
+      seen.push(new Headers(init.headers).get('X-Graph-Ascend-Token'));
+      return new Response('{"success": true}', { status: 200, headers: { 'X-Graph-Ascend-Writes': state } });
+    });
+    try {
+      await post('load_meta_dir');
+      expect(seen.pop()).toBeNull(); // opened without the link: nothing to send
+      expect(writesAllowed()).toBe(false);
+      expect(readOnlyNote()).toContain('graph_ascend_token');
+      top.location.search = '?graph_ascend_token=abc123'; // TensorBoard's page, around the plugin's frame
+      state = 'allowed';
+      await post('load_meta_dir');
+      expect(seen.pop()).toBe('abc123');
+      expect(writesAllowed()).toBe(true);
+      expect(readOnlyNote()).toBeNull();
+      top.location.search = ''; // TensorBoard rewrote its address: the token is kept
+      await post('load_meta_dir');
+      expect(seen.pop()).toBe('abc123');
+      top.location.hash = '#graph_ascend&graph_ascend_token=def456'; // in the fragment too
+      await post('load_meta_dir');
+      expect(seen.pop()).toBe('def456');
+    } finally {
+      vi.unstubAllGlobals();
+    }
+  });
   it('explains the read-only state in both languages', () => {
     for (const l of ['en', 'zh'] as const) {
       setLang(l);
       expect(t('readOnly.tooltip')).toContain('GRAPH_ASCEND_ALLOW_REMOTE_WRITES');
+      expect(t('readOnly.tokenTooltip')).toContain('graph_ascend_token');
+      expect(t('readOnly.tokenNote')).toContain('graph_ascend_token');
     }
     setLang('en');
   });
@@ -111,5 +148,14 @@ describe('conversion progress (issue 13, item 5)', () => {
     expect(bytesText(900)).toBe('900 B');
     expect(durationText(59.6)).toBe('1 min 0 s');
     expect(durationText(-1)).toBe('0 s');
+  });
+});
+
+describe('shared links', () => {
+  it('never carry the write token', () => {
+    expect(withoutWriteToken('http://localhost:6006/p/?graph_ascend_token=abc')).toBe('http://localhost:6006/p/');
+    expect(withoutWriteToken('http://localhost:6006/?a=1&graph_ascend_token=abc&b=2')).toBe('http://localhost:6006/?a=1&b=2');
+    expect(withoutWriteToken('http://localhost:6006/?a=1')).toBe('http://localhost:6006/?a=1');
+    expect(withoutWriteToken('http://localhost:6006/')).toBe('http://localhost:6006/');
   });
 });

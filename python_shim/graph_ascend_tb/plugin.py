@@ -25,6 +25,7 @@ import logging
 import os
 import queue
 import subprocess
+import sys
 import tempfile
 import threading
 import zlib
@@ -132,6 +133,19 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         self.allow_remote_writes = write_access.allowed_by_env() or bool(
             getattr(flags, write_access.ALLOW_FLAG, False)
         )
+        self.write_token, token_problem = write_access.launch_token()
+        link = write_access.page_link(
+            self.write_token, getattr(flags, "port", None), getattr(flags, "path_prefix", "") or ""
+        )
+        # TensorBoard's console: where the user who started it (and only they) sees the link.
+        if token_problem:
+            print(f"GRAPH_ASCEND: {token_problem}", file=sys.stderr)
+        print(
+            f"GRAPH_ASCEND: to make changes (conversions, matching, colours) open the page with this launch's "
+            f"token: {link}",
+            file=sys.stderr,
+            flush=True,
+        )
         allocator.tune_for_large_answers()
 
     # TBPlugin --------------------------------------------------------------------------------------
@@ -158,8 +172,18 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             response = error_response(500, f"internal error in the graph_ascend plugin: {exc}")
         # What a POST from this page would be told, so that it can show its read-only state.
         refused = write_access.environ_refusal(environ, self.allow_remote_writes, method="POST")
-        response.headers[write_access.STATE_HEADER] = "refused" if refused else "allowed"
+        if refused:
+            state = "refused"
+        elif self._token_refusal(environ):
+            state = "token"
+        else:
+            state = "allowed"
+        response.headers[write_access.STATE_HEADER] = state
         return response(environ, start_response)
+
+    def _token_refusal(self, environ) -> Optional[str]:
+        sent = environ.get("HTTP_" + write_access.TOKEN_HEADER.upper().replace("-", "_"))
+        return write_access.token_refusal(sent, self.write_token)
 
     def route_name(self, path: str) -> Optional[str]:
         marker = f"/data/plugin/{self.plugin_name}/"
@@ -185,6 +209,9 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             if refusal is not None:
                 status = 405 if request.method != "POST" else 403
                 raise ShimError(status, f"{route.name}: {refusal}", "READ_ONLY")
+            refusal = self._token_refusal(request.environ)
+            if refusal is not None:
+                raise ShimError(403, f"{route.name}: {refusal}", "TOKEN")
         message = self._request_message(request, route, decoder)
         if route.download:
             return self._download(route, message)

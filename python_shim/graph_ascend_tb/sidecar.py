@@ -10,8 +10,9 @@ is remembered as a message for the browser rather than raised into TensorBoard. 
 noticed on the next request and started again.
 
 Over the loopback TCP fallback (``GRAPH_ASCEND_TRANSPORT=tcp``), which every local user can reach, each
-launch gets a fresh random token: handed to the sidecar in its environment (never its command line, which
-``ps`` shows to everyone) and sent as gRPC metadata on every call; the sidecar refuses calls without it.
+launch gets a fresh random token: written as the first line of the sidecar's standard input (never its
+command line, which ``ps`` shows to everyone, nor its environment, which ``/proc/<pid>/environ`` keeps for the
+life of the process) and sent as gRPC metadata on every call; the sidecar refuses calls without it.
 """
 
 from __future__ import annotations
@@ -40,8 +41,7 @@ BINARY_ENV = "GRAPH_ASCEND_BINARY"
 EXTRA_FLAGS_ENV = "GRAPH_ASCEND_SERVE_FLAGS"
 TRANSPORT_ENV = "GRAPH_ASCEND_TRANSPORT"  # "unix" (default) or "tcp"
 START_TIMEOUT_ENV = "GRAPH_ASCEND_START_TIMEOUT"
-# The per-launch token over TCP: the variable the sidecar reads it from, the metadata key it checks.
-TOKEN_ENV = "GRAPH_ASCEND_SIDECAR_TOKEN"
+# The per-launch token over TCP: the metadata key the sidecar checks (it reads the token from stdin's first line).
 TOKEN_METADATA = "x-graph-ascend-token"
 BINARY_NAME = "graph-ascend"
 
@@ -174,6 +174,7 @@ class Sidecar:
         self._lock = threading.Lock()
         self._proc: Optional[subprocess.Popen] = None
         self._stdin = None  # kept referenced: closing it stops the sidecar
+        self._token: Optional[str] = None  # this launch's token over TCP (None over the Unix socket)
         self._tmpdir: Optional[str] = None
         self._channel: Optional[grpc.Channel] = None
         self._target: Optional[str] = None
@@ -282,16 +283,18 @@ class Sidecar:
         error = os.path.join(self._tmpdir, "startup_error")
         cmd = self._command(binary, ready, error)
         logger.info("starting the graph-ascend sidecar: %s", " ".join(shlex.quote(c) for c in cmd))
-        env = dict(os.environ)
-        env.pop(TOKEN_ENV, None)
-        token = None
-        if uses_tcp():
-            token = secrets.token_urlsafe(32)
-            env[TOKEN_ENV] = token
+        token = secrets.token_urlsafe(32) if uses_tcp() else None
+        self._token = token
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, close_fds=True, env=env)
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, close_fds=True)
         except OSError as exc:
             raise SidecarError(f"cannot run {binary}: {exc}") from exc
+        if token is not None and proc.stdin is not None:
+            try:
+                proc.stdin.write(token.encode("ascii") + b"\n")
+                proc.stdin.flush()
+            except OSError:
+                pass  # it died at once: reported below from its error file or status
         self._proc = proc
         self._stat_fd = _open_stat(proc.pid)
         self._stdin = proc.stdin

@@ -14,6 +14,12 @@ when all of these hold:
   another site posting to localhost sends its own origin;
 - it is a POST: a cross-site ``<img>`` or link is a GET without an ``Origin``.
 
+Those rules keep out other machines and other sites' pages, but not another user of this machine: they can
+send the same loopback request as the page. So a write must also carry this launch's secret token in
+``X-Graph-Ascend-Token`` (compared in constant time). The plugin makes a fresh one at start and prints, in
+TensorBoard's console, the link that gives it to the page (``?graph_ascend_token=...``); the page keeps it
+and sends it with every request. Anyone holding the link can write: it is a password, as Jupyter's is.
+
 Teams behind a proxy they trust opt in with ``GRAPH_ASCEND_ALLOW_REMOTE_WRITES=1`` or TensorBoard's
 ``--graph_ascend_allow_remote_writes`` flag. Every API answer says in ``X-Graph-Ascend-Writes`` whether
 writes would be accepted for that request, so that the page can show its read-only state.
@@ -22,8 +28,10 @@ writes would be accepted for that request, so that the page can show its read-on
 from __future__ import annotations
 
 import functools
+import hmac
 import ipaddress
 import os
+import secrets
 from typing import Optional
 from urllib.parse import urlsplit
 
@@ -34,6 +42,12 @@ HOW_TO_ALLOW = (
     f"to accept changes from other machines (a team behind a proxy it trusts), start TensorBoard with "
     f"{ALLOW_ENV}=1 or --{ALLOW_FLAG}"
 )
+# The per-launch write token: the request header that carries it, the page's URL parameter that hands it to
+# the page, and the variable that fixes it (a launcher or a script that needs to know it in advance).
+TOKEN_HEADER = "X-Graph-Ascend-Token"
+TOKEN_PARAM = "graph_ascend_token"
+TOKEN_ENV = "GRAPH_ASCEND_WRITE_TOKEN"
+MIN_TOKEN_CHARS = 32
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Headers a reverse proxy adds: a request carrying one was relayed, whatever its peer address.
 PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")
@@ -163,4 +177,36 @@ def proxy_header(environ) -> Optional[str]:
         value = environ.get("HTTP_" + name.upper().replace("-", "_"))
         if value is not None:
             return f"{name}: {value[:200]}"
+    return None
+
+
+def launch_token() -> tuple:
+    """This launch's write token and, when ``$GRAPH_ASCEND_WRITE_TOKEN`` was unusable, why it was not used.
+
+    A fresh 43-character secret (32 random bytes) unless the variable holds one of at least 32 characters."""
+    fixed = os.environ.get(TOKEN_ENV, "").strip()
+    if len(fixed) >= MIN_TOKEN_CHARS and fixed.isascii() and fixed.isprintable() and " " not in fixed:
+        return fixed, None
+    problem = None
+    if fixed:
+        problem = f"${TOKEN_ENV} is ignored: a token needs at least {MIN_TOKEN_CHARS} printable characters"
+    return secrets.token_urlsafe(32), problem
+
+
+def page_link(token: str, port, path_prefix: str) -> str:
+    """The address that opens the page with the token (the port and prefix of TensorBoard's flags)."""
+    prefix = "/" + (path_prefix or "").strip("/") if (path_prefix or "").strip("/") else ""
+    return f"http://localhost:{port or '<port>'}{prefix}/?{TOKEN_PARAM}={token}#graph_ascend"
+
+
+def token_refusal(sent: Optional[str], token: str) -> Optional[str]:
+    """Why a write with the ``X-Graph-Ascend-Token`` value ``sent`` is refused, or None (constant time)."""
+    how = (
+        f"open the page through the link TensorBoard printed at start (its console shows "
+        f"\"...?{TOKEN_PARAM}=...#graph_ascend\"); only who started TensorBoard can see it"
+    )
+    if not sent:
+        return f"changes need this TensorBoard's access token, and this request carries none: {how}"
+    if not hmac.compare_digest(sent.encode("utf-8", "replace"), token.encode("utf-8")):
+        return f"the access token of this request is not this TensorBoard's (was it restarted?): {how}"
     return None

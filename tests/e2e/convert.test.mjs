@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { appFrame, freePort, makeLogdir, repo, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
+import { appFrame, freePort, makeLogdir, repo, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
 
 const TENSOR = 'compare_tf_small_tensor';
 const STATS = 'compare_tf_stats';
@@ -68,8 +68,8 @@ async function dumpOption(frame, select, name) {
   return mine[0];
 }
 
-async function openConversion(page, base) {
-  await page.goto(`${base}/#graph_ascend`);
+async function openConversion(page, base, token) {
+  await page.goto(pageAddress(base, token));
   const frame = await appFrame(page);
   await until(frame, () => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run !== '');
   await frame.click('[data-testid=conversionSiderButton]');
@@ -104,7 +104,7 @@ describe('GRAPH_ASCEND details rules and conversions (issue 13, items 1, 2, 5)',
 
   it('paints tensor metrics by their served direction and leaves rounding unpainted (item 1)', () =>
     withPage('details-rules', { width: 1500, height: 950 }, async (page) => {
-      await page.goto(`${stack.tb.base}/#graph_ascend`);
+      await page.goto(pageAddress(stack.tb.base));
       const frame = await appFrame(page);
       const t = await detailsOf(frame, TENSOR, 'Module.layers.1.mlp.fc1.Linear.forward.0');
       assert.ok(t.rules.some((r) => r.name === 'One Thousandth Err Ratio' && r.worse === 'lower'), 'the rules come with the file');
@@ -158,7 +158,7 @@ describe('GRAPH_ASCEND details rules and conversions (issue 13, items 1, 2, 5)',
       const port = await freePort();
       await new Promise((r) => proxy.listen(port, '127.0.0.1', r));
       try {
-        const frame = await openConversion(page, `http://127.0.0.1:${port}${PREFIX}`);
+        const frame = await openConversion(page, `http://127.0.0.1:${port}${PREFIX}`, stack.tb.token);
         await frame.fill('[data-testid=outputPathInput]', 'proxied_out');
         await frame.click('[data-testid=startConversionButton]');
         await frame.waitForSelector('[data-testid=conversionProgress]');

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, makeLogdir, repo, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
+import { appFrame, makeLogdir, repo, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
 
 const RUN = 'compare_tf_stats';
 const FIRST = 'Functional.layer_norm.3.forward';
@@ -19,7 +19,7 @@ describe('GRAPH_ASCEND diagnosis', () => {
     makeLogdir([], (dir) => fs.cpSync(path.join(repo, 'examples', RUN), path.join(dir, RUN), { recursive: true })));
 
   const openDemo = async (page) => {
-    await page.goto(`${stack.tb.base}/#graph_ascend`);
+    await page.goto(pageAddress(stack.tb.base));
     const frame = await appFrame(page);
     await until(frame, (run) => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run === run
       && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, RUN);

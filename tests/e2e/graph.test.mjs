@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { appFrame, launchBrowser, makeLogdir, screenshot, startTensorBoard, until } from './harness.mjs';
+import { appFrame, launchBrowser, makeLogdir, screenshot, startTensorBoard, until, pageAddress } from './harness.mjs';
 
 const COMPARE = 'compare_tf_stats';
 const SINGLE = 'build_mlp_step0';
@@ -28,7 +28,7 @@ async function flow(base, shotName) {
     const page = await browser.newPage({ viewport: { width: 1500, height: 950 } });
     const errors = [];
     page.on('pageerror', (e) => errors.push(e.message));
-    await page.goto(`${base}/#graph_ascend`);
+    await page.goto(pageAddress(base));
     const frame = await appFrame(page);
     assert.match(frame.url(), /\/data\/plugin\/graph_ascend\/index\.html/);
     try {
@@ -125,7 +125,7 @@ describe('GRAPH_ASCEND in TensorBoard', () => {
     const browser = await launchBrowser();
     try {
       const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
-      await page.goto(`${tb.base}/#graph_ascend`);
+      await page.goto(pageAddress(tb.base));
       const frame = await appFrame(page);
       await frame.waitForSelector('[data-testid=graphError]', { timeout: 30_000 });
       const text = await frame.textContent('[data-testid=graphError]');

@@ -82,9 +82,17 @@ export async function startTensorBoard(logdir, { pathPrefix = '', env: extraEnv 
     }
     await new Promise((r) => setTimeout(r, 300));
   }
+  const printed = () => /graph_ascend_token=([A-Za-z0-9_-]+)#graph_ascend/.exec(log)?.[1];
+  while (!printed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  if (!printed()) {
+    stopProcess(proc);
+    throw new Error(`TensorBoard printed no link with the write token:\n${log}`);
+  }
+  writeTokens.set(base, printed());
   return {
     base,
     port,
+    token: printed(),
     log: () => log,
     stop: () => stopProcess(proc),
   };
@@ -97,6 +105,17 @@ function stopProcess(proc) {
   } catch {
     /* already gone */
   }
+}
+
+// Each TensorBoard's write token, by its base address: read from the link the plugin prints at start.
+const writeTokens = new Map();
+
+/**
+ * The address a user opens: the page with the write token, as TensorBoard's console printed it (`token`:
+ * for another address of that TensorBoard, a forwarded port or a proxy).
+ */
+export function pageAddress(base, token = writeTokens.get(base)) {
+  return token ? `${base}/?graph_ascend_token=${token}#graph_ascend` : `${base}/#graph_ascend`;
 }
 
 export async function launchBrowser() {

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, makeLogdir, repo, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
+import { appFrame, makeLogdir, repo, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
 
 const FIRST = 'compare_ms_stats';
 const COMPARE = 'compare_tf_stats';
@@ -56,7 +56,7 @@ describe('GRAPH_ASCEND links and the catalog (issue 13: 4, 3, 12)', () => {
 
   it('puts the view in TensorBoard\'s address and behind "Copy link" (item 4)', () =>
     withPage('copy', async (page) => {
-      await page.goto(`${stack.tb.base}/#graph_ascend`);
+      await page.goto(pageAddress(stack.tb.base));
       const frame = await appFrame(page);
       await loaded(frame, FIRST);
       await frame.click('[data-testid=dataSiderButton]');
@@ -157,7 +157,7 @@ describe('GRAPH_ASCEND links and the catalog (issue 13: 4, 3, 12)', () => {
 
   it('holds a file back while it is being copied in: no dialog, no error (item 3)', () =>
     withPage('copying', async (page) => {
-      await page.goto(`${stack.tb.base}/#graph_ascend`);
+      await page.goto(pageAddress(stack.tb.base));
       const frame = await appFrame(page);
       await until(frame, () => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run !== '');
       const src = path.join(repo, 'tests/fixtures/upstream_vis', COMPARE);

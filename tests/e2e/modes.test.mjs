@@ -4,14 +4,14 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, launchBrowser, makeLogdir, screenshot, startTensorBoard, until } from './harness.mjs';
+import { appFrame, launchBrowser, makeLogdir, screenshot, startTensorBoard, until, pageAddress } from './harness.mjs';
 
 const OVERFLOW = 'compare_mlp_overflow_oc';
 const DIST = 'compare_dist_ranks';
 const STEPS = 'build_mlp_steps';
 
 async function openRun(page, base, run) {
-  await page.goto(`${base}/#graph_ascend`);
+  await page.goto(pageAddress(base));
   const frame = await appFrame(page);
   await until(frame, () => Number(document.querySelector('[data-testid=debugGraph]')?.dataset.nodes || 0) > 1);
   await frame.click('[data-testid=dataSiderButton]');

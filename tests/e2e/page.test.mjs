@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, makeLogdir, PYTHON, repo, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
+import { appFrame, makeLogdir, PYTHON, repo, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
 
 const COMPARE = 'compare_tf_stats';
 const MS = 'compare_ms_stats';
@@ -27,7 +27,7 @@ describe('GRAPH_ASCEND page (issue 13)', () => {
 
   /** Open run `run` (its only file) and wait until every pane has drawn. */
   async function open(page, run) {
-    await page.goto(`${stack.tb.base}/#graph_ascend`);
+    await page.goto(pageAddress(stack.tb.base));
     const frame = await appFrame(page);
     await until(frame, () => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run !== '');
     if ((await frame.evaluate(() => window.__graphAscend.meta.run)) !== run) {

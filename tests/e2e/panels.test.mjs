@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, launchBrowser, makeLogdir, repo, screenshot, startTensorBoard, until } from './harness.mjs';
+import { appFrame, launchBrowser, makeLogdir, repo, screenshot, startTensorBoard, until, pageAddress } from './harness.mjs';
 
 const COMPARE = 'compare_tf_stats';
 
@@ -16,7 +16,7 @@ async function acknowledgeCatalog(frame) {
 }
 
 async function openCompare(page, base) {
-  await page.goto(`${base}/#graph_ascend`);
+  await page.goto(pageAddress(base));
   const frame = await appFrame(page);
   await until(frame, () => Number(document.querySelector('[data-testid=debugGraph]')?.dataset.nodes || 0) > 1);
   await acknowledgeCatalog(frame);
@@ -70,7 +70,7 @@ describe('GRAPH_ASCEND panels', () => {
 
   it('reports a broken file in the catalog', () =>
     withPage('catalog', async (page) => {
-      await page.goto(`${tb.base}/#graph_ascend`);
+      await page.goto(pageAddress(tb.base));
       const frame = await appFrame(page);
       await frame.waitForSelector('[data-testid=catalogNotice]');
       assert.equal(await frame.locator('.modal-overlay').count(), 0, 'no dialog');
@@ -81,7 +81,7 @@ describe('GRAPH_ASCEND panels', () => {
 
   it('keeps the graph in sight when a side panel narrows the panes', () =>
     withPage('resize', async (page) => {
-      await page.goto(`${tb.base}/#graph_ascend`);
+      await page.goto(pageAddress(tb.base));
       const frame = await appFrame(page);
       await until(frame, () => window.__graphAscend.fileLoads === 0 && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1);
       await acknowledgeCatalog(frame);
@@ -230,7 +230,7 @@ describe('GRAPH_ASCEND panels', () => {
 
   it('converts real dump folders, shows progress and opens the result', () =>
     withPage('conversion', async (page) => {
-      await page.goto(`${tb.base}/#graph_ascend`);
+      await page.goto(pageAddress(tb.base));
       const frame = await appFrame(page);
       await acknowledgeCatalog(frame);
       await frame.click('[data-testid=conversionSiderButton]');

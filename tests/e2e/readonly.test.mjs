@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import os from 'node:os';
-import { appFrame, makeLogdir, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
+import { appFrame, makeLogdir, pageAddress, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
 
 const COMPARE = 'compare_tf_stats';
 
@@ -23,7 +23,7 @@ describe('read-only page from another address', { skip: address ? false : 'this 
   const stack = sharedStack(before, after, () => makeLogdir([COMPARE]), { host: '0.0.0.0' });
 
   async function open(page, host) {
-    await page.goto(`http://${host}:${stack.tb.port}/#graph_ascend`);
+    await page.goto(`http://${host}:${stack.tb.port}/?graph_ascend_token=${stack.tb.token}#graph_ascend`);
     const frame = await appFrame(page);
     await until(frame, () => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run !== '');
     return frame;
@@ -60,5 +60,43 @@ describe('read-only page from another address', { skip: address ? false : 'this 
       await frame.waitForSelector('[data-testid=conversionForm]');
       assert.equal((await state(frame, 'startConversionButton')).disabled, false);
       assert.equal(await frame.$('[data-testid=conversionReadOnly]'), null);
+    }));
+});
+
+describe('read-only page without the write token', () => {
+  const stack = sharedStack(before, after, () => makeLogdir([COMPARE]));
+
+  async function open(page, address) {
+    await page.goto(address);
+    const frame = await appFrame(page);
+    await until(frame, () => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run !== '');
+    return frame;
+  }
+
+  const state = (frame, id) => frame.$eval(`[data-testid=${id}]`, (b) => ({ disabled: b.disabled, title: b.title }));
+
+  it('says how to get the link when opened without it, and writes once opened with it', () =>
+    withStackPage(stack, 'readonly-token', { width: 1280, height: 720 }, async (page) => {
+      let frame = await open(page, `${stack.tb.base}/#graph_ascend`);
+      await frame.click('[data-testid=matchSiderButton]');
+      await frame.waitForSelector('[data-testid=matchButton]');
+      const s = await state(frame, 'matchButton');
+      assert.equal(s.disabled, true);
+      assert.match(s.title, /graph_ascend_token/);
+      await frame.click('[data-testid=conversionSiderButton]');
+      await frame.waitForSelector('[data-testid=conversionForm]');
+      assert.match(await frame.textContent('[data-testid=conversionReadOnly]'), /graph_ascend_token/);
+      await screenshot(page, 'readonly-token');
+
+      frame = await open(page, pageAddress(stack.tb.base));
+      await frame.click('[data-testid=conversionSiderButton]');
+      await frame.waitForSelector('[data-testid=conversionForm]');
+      assert.equal((await state(frame, 'startConversionButton')).disabled, false);
+      assert.equal(await frame.$('[data-testid=conversionReadOnly]'), null);
+      // TensorBoard's own address no longer carries it: the page kept it.
+      frame = await open(page, `${stack.tb.base}/#graph_ascend`);
+      await frame.click('[data-testid=conversionSiderButton]');
+      await frame.waitForSelector('[data-testid=conversionForm]');
+      assert.equal((await state(frame, 'startConversionButton')).disabled, false);
     }));
 });

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import re
 import shutil
 import signal
 import socket
@@ -183,6 +184,19 @@ class TensorBoard:
         self._log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process it logs
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=full_env)
         self._wait_ready()
+        self.write_token = self._printed_token()
+
+    def _printed_token(self) -> str:
+        """This launch's write token, taken from the link the plugin printed in the console, as a user would;
+        every request sends it unless its headers give ``X-Graph-Ascend-Token`` (None: send none)."""
+        deadline = time.monotonic() + 30
+        while True:
+            found = re.search(r"graph_ascend_token=([A-Za-z0-9_\-]+)#graph_ascend", self.log())
+            if found:
+                return found.group(1)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"TensorBoard printed no link with the write token:\n{self.log()}")
+            time.sleep(0.2)
 
     def _wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -209,7 +223,10 @@ class TensorBoard:
         return self.url("data/plugin/graph_ascend")
 
     def request(self, path: str, method="GET", body: Optional[bytes] = None, headers=None, timeout=120.0):
-        req = urllib.request.Request(self.url(path), data=body, method=method, headers=headers or {})
+        sent = {"X-Graph-Ascend-Token": getattr(self, "write_token", None)}
+        sent.update(headers or {})
+        sent = {k: v for k, v in sent.items() if v is not None}
+        req = urllib.request.Request(self.url(path), data=body, method=method, headers=sent)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return HttpAnswer(r.status, r.headers, r.read())

@@ -57,14 +57,14 @@ def test_killed_sidecar_gets_a_new_channel(sidecar):
 
 def test_tcp_fallback_requires_the_per_launch_token(tmp_path, binary, monkeypatch):
     """Over loopback TCP, which every local user can reach, a call without this launch's token is refused;
-    the token is in the sidecar's environment, never on its command line (which ps shows to everyone)."""
+    the token is neither on the sidecar's command line (which ps shows to everyone) nor in its environment
+    (which /proc/<pid>/environ keeps for the life of the process): the shim writes it to its stdin."""
     import grpc
 
     from graph_ascend_tb import sidecar as sidecar_module
 
     monkeypatch.setenv("GRAPH_ASCEND_BINARY", str(binary))
     monkeypatch.setenv(sidecar_module.TRANSPORT_ENV, "tcp")
-    monkeypatch.delenv(sidecar_module.TOKEN_ENV, raising=False)
     car = Sidecar(str(tmp_path))
     try:
         car.channel()
@@ -73,12 +73,12 @@ def test_tcp_fallback_requires_the_per_launch_token(tmp_path, binary, monkeypatc
         with open(f"/proc/{car.pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
         with open(f"/proc/{car.pid}/environ", "rb") as f:
-            token = dict(
-                item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item
-            )[sidecar_module.TOKEN_ENV.encode()]
+            environ = f.read()
+        token = car._token.encode()
         assert len(token) >= 32
         assert not any(token in arg for arg in argv), "the token is on the command line"
-        assert sidecar_module.TOKEN_ENV not in os.environ, "the shim's own environment keeps no token"
+        assert token not in environ, "the token is readable in /proc/<pid>/environ"
+        assert b"GRAPH_ASCEND_SIDECAR_TOKEN" not in environ
 
         method = "/graph_ascend.v1.GraphAscend/LoadMetaDir"
         outsider = grpc.insecure_channel(target)
@@ -102,18 +102,15 @@ def test_tcp_fallback_requires_the_per_launch_token(tmp_path, binary, monkeypatc
 def test_tcp_sidecar_refuses_to_start_without_a_token(tmp_path, binary):
     import subprocess
 
-    from graph_ascend_tb.sidecar import TOKEN_ENV
-
-    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
     proc = subprocess.run(
         [str(binary), "serve", "--logdir", str(tmp_path), "--tcp-port", "0"],
-        stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60,
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
     )
     assert proc.returncode != 0
-    assert TOKEN_ENV.encode() in proc.stderr, proc.stderr
+    assert b"first line of standard input" in proc.stderr, proc.stderr
     weak = subprocess.run(
         [str(binary), "serve", "--logdir", str(tmp_path), "--tcp-port", "0"],
-        stdin=subprocess.DEVNULL, capture_output=True, env={**env, TOKEN_ENV: "short"}, timeout=60,
+        input=b"short\n", capture_output=True, timeout=60,
     )
     assert weak.returncode != 0
     assert b"at least 32" in weak.stderr, weak.stderr

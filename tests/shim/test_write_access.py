@@ -185,6 +185,68 @@ def test_remote_writes_can_be_allowed(one_case_logdir, tensorboard):
     assert flagged.plugin("load_meta_dir", headers=headers).headers[write_access.STATE_HEADER] == "allowed"
 
 
+def _assert_token_refused(answer, *words):
+    assert answer.status == 403, answer.body
+    body = answer.json()
+    assert body["success"] is False and body["code"] == "TOKEN", body
+    assert write_access.TOKEN_PARAM in body["error"], body  # says how to get the link with the token
+    for word in words:
+        assert word in body["error"], body
+    assert answer.headers[write_access.STATE_HEADER] == "token"
+
+
+@pytest.mark.parametrize("prefix", ["", "/tb/x"])
+def test_writes_need_the_launch_token_through_tensorboard(one_case_logdir, tensorboard, prefix):
+    """Another user of this machine sends the same loopback request as the page: without this launch's token
+    (printed in TensorBoard's console, which only its owner sees) or with another one, a write is refused and
+    the file unchanged; reads stay open; the token the console printed is accepted, under --path_prefix too."""
+    logdir, run, tag = one_case_logdir
+    tb = tensorboard(logdir, *(["--path_prefix", prefix] if prefix else []))
+    own = {"Origin": f"http://127.0.0.1:{tb.port}"}
+    assert len(tb.write_token) >= write_access.MIN_TOKEN_CHARS
+    assert f"{prefix}/?{write_access.TOKEN_PARAM}={tb.write_token}#graph_ascend" in tb.log()
+    no_token = {write_access.TOKEN_HEADER: None}
+    reads = tb.plugin("load_meta_dir", headers=no_token)
+    assert reads.status == 200, "reads stay open without the token"
+    assert reads.headers[write_access.STATE_HEADER] == "token"
+    assert tb.plugin("load_meta_dir").headers[write_access.STATE_HEADER] == "allowed"
+
+    body = _unmatch_body(run, tag)
+    _assert_token_refused(tb.plugin("deleteMatchNodes", body, headers=no_token), "carries none")
+    _assert_token_refused(tb.plugin("deleteMatchNodes", body, headers={**no_token, **own}), "carries none")
+    wrong = "x" * len(tb.write_token)
+    _assert_token_refused(tb.plugin("deleteMatchNodes", body, headers={write_access.TOKEN_HEADER: wrong}), "not")
+    near = tb.write_token[:-1] + ("A" if tb.write_token[-1] != "A" else "B")
+    _assert_token_refused(tb.plugin("deleteMatchNodes", body, headers={write_access.TOKEN_HEADER: near}), "not")
+    _assert_token_refused(tb.plugin("convertToGraph", {"npu_path": "x"}, headers=no_token))
+    assert _still_matched(tb, run, tag), "an edit without the token changed the file"
+
+    done = tb.plugin("deleteMatchNodes", body, headers=own)
+    assert done.status == 200 and done.json()["success"] is True, done.body
+    assert not _still_matched(tb, run, tag)
+
+
+def test_a_fixed_token_is_taken_from_the_environment(one_case_logdir, tensorboard):
+    logdir, _run, _tag = one_case_logdir
+    fixed = "f" * 40
+    tb = tensorboard(logdir, env={write_access.TOKEN_ENV: fixed})
+    assert tb.write_token == fixed
+    weak = tensorboard(logdir, env={write_access.TOKEN_ENV: "short"})
+    assert weak.write_token != "short" and "is ignored" in weak.log()
+
+
+def test_the_token_rule_on_its_own():
+    token = "t" * 43
+    assert write_access.token_refusal(token, token) is None
+    assert "carries none" in write_access.token_refusal(None, token)
+    assert "carries none" in write_access.token_refusal("", token)
+    assert "not this TensorBoard's" in write_access.token_refusal("t" * 42, token)
+    assert "not this TensorBoard's" in write_access.token_refusal("é" * 43, token)
+    link = write_access.page_link(token, 6006, "/tb/")
+    assert link == f"http://localhost:6006/tb/?graph_ascend_token={token}#graph_ascend"
+    assert write_access.page_link(token, None, "").startswith("http://localhost:<port>/?")
+
+
 def _non_loopback_ipv4() -> str:
     try:
         out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=10).stdout.split()

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use graph_ascend_service::server::{self, PrivateSocket, TokenCheck, TOKEN_ENV};
+use graph_ascend_service::server::{self, PrivateSocket, TokenCheck};
 use graph_ascend_service::State;
 use graph_ascend_visdb::files::write_atomically;
 
@@ -14,8 +14,9 @@ use graph_ascend_visdb::files::write_atomically;
 /// and with `--die-after-stdin` exits when its standard input closes (TensorBoard died).
 ///
 /// Over loopback TCP (`--tcp-port`, the fallback) any local user could connect, so the launcher
-/// must pass a per-launch secret in `$GRAPH_ASCEND_SIDECAR_TOKEN` (never on the command line,
-/// which `ps` shows to everyone), and every request must carry it in the `x-graph-ascend-token`
+/// must pass a per-launch secret as the first line of standard input (never on the command line,
+/// which `ps` shows to everyone, nor in the environment, which `/proc/<pid>/environ` keeps), and
+/// every request must carry it in the `x-graph-ascend-token`
 /// metadata; others are answered UNAUTHENTICATED.
 ///
 /// Clients must send `localhost` as the HTTP/2 authority (grpcio: channel option
@@ -39,7 +40,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub socket_parent: Option<PathBuf>,
     /// Serve on this loopback TCP port instead of a Unix socket (0: any free port); needs a token
-    /// in $GRAPH_ASCEND_SIDECAR_TOKEN.
+    /// as the first line of standard input.
     #[arg(long)]
     pub tcp_port: Option<u16>,
     /// How many conversions may run at once.
@@ -97,8 +98,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if args.max_conversions == 0 {
         anyhow::bail!("--max-conversions must be at least 1");
     }
-    // Read (and taken out of the environment, so that nothing this process starts inherits it)
-    // before the runtime's threads exist.
+    // Read before the runtime's threads exist (and before `--die-after-stdin` watches stdin).
     let token_check = match args.tcp_port {
         Some(_) => Some(tcp_token_check()?),
         None => None,
@@ -149,16 +149,22 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The per-launch token from $GRAPH_ASCEND_SIDECAR_TOKEN, removed from the environment.
+/// The per-launch token: the first line of standard input. Not an environment variable, which
+/// stays readable in `/proc/<pid>/environ` for the life of the process whatever the process
+/// does with its copy; not the command line, which `ps` shows to everyone. The rest of standard
+/// input is left to `--die-after-stdin` (std's stdin buffer is shared).
 fn tcp_token_check() -> anyhow::Result<TokenCheck> {
-    let token = std::env::var(TOKEN_ENV).map_err(|_| {
-        anyhow::anyhow!(
-            "--tcp-port needs a per-launch token in ${TOKEN_ENV} (a TCP port is open to every \
-             user of this machine); the TensorBoard plugin sets one"
-        )
-    })?;
-    std::env::remove_var(TOKEN_ENV);
-    TokenCheck::require(&token).with_context(|| format!("${TOKEN_ENV}"))
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line)
+        .context("cannot read the per-launch token from standard input")?;
+    let token = line.trim_end_matches(['\r', '\n']);
+    if token.is_empty() {
+        anyhow::bail!(
+            "--tcp-port needs a per-launch token as the first line of standard input (a TCP \
+             port is open to every user of this machine); the TensorBoard plugin writes one"
+        );
+    }
+    TokenCheck::require(token).context("the token read from standard input")
 }
 
 /// Tells the launcher where to connect: `<address>\n` in the ready file, written atomically

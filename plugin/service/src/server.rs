@@ -40,9 +40,6 @@ pub enum ServeError {
 
 /// The gRPC metadata key that carries the per-launch token over TCP.
 pub const TOKEN_METADATA: &str = "x-graph-ascend-token";
-/// The environment variable through which the launcher hands the token to `graph-ascend serve`
-/// (not the command line, which every local user can read with `ps`).
-pub const TOKEN_ENV: &str = "GRAPH_ASCEND_SIDECAR_TOKEN";
 /// Shortest token accepted (the shim sends 43 characters: 32 random bytes, base64url).
 pub const MIN_TOKEN_CHARS: usize = 32;
 
