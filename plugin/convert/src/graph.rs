@@ -29,7 +29,7 @@ pub struct Skeleton {
     graph: Graph,
     /// The nodes made for construct.json ids (every node the hierarchy made but the root,
     /// before `Apis_Between_Modules`), in the order they were made: each takes its stack and
-    /// its dump entry's items. A range, not a list (8 bytes a node; issue 16, item 1).
+    /// its dump entry's items. A range, not a list (8 bytes a node).
     dumped: std::ops::Range<usize>,
     /// stack.json's frames of parameter gradients (the nodes [`Skeleton::attach`] adds).
     parameters_grad_stacks: StackMap,
@@ -312,7 +312,7 @@ impl Graph {
     /// The graph of one dump folder before its stacks and items: hierarchy, micro steps and
     /// `Apis_Between_Modules`, from construct.json alone. stack.json's frames are then given
     /// node by node as they are read ([`Skeleton::read_stacks`]), no map of stack.json ever
-    /// held (issue 16, item 1), and [`Skeleton::attach`] completes it once dump.json is read.
+    /// held, and [`Skeleton::attach`] completes it once dump.json is read.
     pub fn hierarchy(construct: &Construct) -> Skeleton {
         let mut g = Graph::empty();
         // Room for every node at once: a node per entry, a few more for parents not listed and

@@ -1,4 +1,4 @@
-//! Memory is bounded by the data kept, not by how the dump is laid out (issue 14, defect 4).
+//! Memory is bounded by the data kept, not by how the dump is laid out.
 //!
 //! A counting global allocator measures the peak of live heap bytes during one conversion of a
 //! `dump.json` whose one entry carries a single long value, written on one line. Before the fix a
@@ -100,7 +100,7 @@ fn converts_within(leaf: &str, row_lines: u64, peak_lines: usize) {
     );
 }
 
-/// A 16 MB `shape` list of 8M small numbers on one line (issue 14, defect 4). Kept: the packed
+/// A 16 MB `shape` list of 8M small numbers on one line. Kept: the packed
 /// list (two bytes a number: the line's size) until its row is made; the row holds its text
 /// once (`[1, 1, …]`, 1.5 times the line). Before the fix the parsed tree alone was 32 bytes a
 /// number (16 times the line) and the peak 25 times the line (3.28 GB RSS for 128 MB); then 5.6

@@ -92,7 +92,7 @@ fn opened_path(file: &File, path: &Path) -> std::io::Result<PathBuf> {
 mod tests {
     use super::*;
 
-    /// Regression (issue 14, defect 7): a link inside the root that leads outside is refused
+    /// Regression: a link inside the root that leads outside is refused
     /// when the file is opened, whatever was checked before; links that stay inside are fine.
     #[test]
     fn an_opened_file_must_resolve_inside_the_root() {

@@ -459,7 +459,7 @@ const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 /// A field value of a leaf as msprobe's `gen_op_item` makes it: a value of the dump as it is,
 /// or one msprobe computes. Copies are cheap (a reference, or a shared value), so a long value
 /// that msprobe repeats in `Max`, `Min`, `Mean`, `Norm` and `value` is not copied five times
-/// while the item is made (issue 14, defect 4); only an [`Item`] made from it owns copies.
+/// while the item is made; only an [`Item`] made from it owns copies.
 #[derive(Debug, Clone)]
 pub(crate) enum LeafVal<'j, 'a> {
     Dump(&'j JVal<'a>),

@@ -404,7 +404,7 @@ mod tests {
         // zero bench: eps added to both sides → (0+eps - eps)/eps = 0
         assert_eq!(v(max_relative_err(&[0.0], &[0.0], eps)), 0.0);
         // zero bench, non-zero target: the epsilon of the computing type divides
-        // (issue 15, rule 16: msprobe's float64 for integer data, float32 for float32 data).
+        // (tests/differential/FINDINGS.md, rule 16: msprobe's float64 for integer data, float32 for float32 data).
         assert_eq!(
             v(max_relative_err(&[1.0], &[0.0], RelType::F64)),
             format_value(1.0 / f64::EPSILON)
