@@ -107,8 +107,8 @@ impl Skeleton {
 
     /// Gives dump entry `name`'s span to its node, if it is one made for a construct.json id
     /// (not the root, not an `Apis_Between_Modules` node): `false` when there is none. Spans
-    /// are placed on their nodes as dump.json is read, no list of them is kept (issue 16,
-    /// item 1); a name given twice takes the last.
+    /// are placed on their nodes as dump.json is read, no list of them is kept (memory flat
+    /// in dump size); a name given twice takes the last.
     pub fn place(&mut self, name: &str, span: EntrySpan) -> bool {
         let Some(i) = self.graph.get(name) else {
             return false;

@@ -385,7 +385,7 @@ fn parent_of(path: &Path, node: &str, v: &Value) -> Result<Option<String>, DumpE
 mod tests {
     use super::*;
 
-    /// Issue 16, item 1: listed parents become entry numbers, the rest stay text, and every
+    /// Memory flat in dump size: listed parents become entry numbers, the rest stay text, and every
     /// entry reads back as it was given (in file order, parents before or after their children).
     #[test]
     fn listed_parents_are_held_by_number() {

@@ -587,7 +587,7 @@ fn duplicate_id_fails_and_leaves_nothing() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
-/// Issue 16: index entries past the budget are spilled as sorted runs and merged at the end.
+/// Memory flat in the rows: index entries past the budget are spilled as sorted runs and merged at the end.
 /// However many runs (one per batch here; one and a remainder; a single row), the database is
 /// SQLite's, deep trees and spilling keys included.
 #[test]
@@ -792,7 +792,7 @@ fn bulk_vs_sqlite_timing() {
     assert_eq!(integrity(&conn), ["ok"]);
 }
 
-/// Property test (issue 14, "keep it that way"): any rows, written through the bulk writer and
+/// Property test (robustness, "keep it that way"): any rows, written through the bulk writer and
 /// through rusqlite, read back the same from SQLite (rows, stored types, every index, integrity).
 /// proptest shrinks a failing case to a minimal one.
 mod property {
