@@ -106,7 +106,7 @@ lint-rust: lint-imports
 # re-exports) and no two modules import each other (tools/check_imports.py; stdlib Python, no
 # build). The crates listed pass; convert, dump and visdb join when their restructuring lands
 # (`python3 tools/check_imports.py --report` lists what each still has).
-IMPORT_CHECKED_CRATES := plugin/cli plugin/diagnose plugin/proto plugin/service
+IMPORT_CHECKED_CRATES := plugin/cli plugin/convert plugin/diagnose plugin/dump plugin/proto plugin/service plugin/testkit plugin/visdb
 
 lint-imports:
 	$(PYTHON) tools/check_imports.py $(addprefix --crate ,$(IMPORT_CHECKED_CRATES))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale simulation (not a test; issue 16): synthetic dumps of many ranks converted as shards in
+# Scale simulation (not a test): synthetic dumps of many ranks converted as shards in
 # separate processes (as a job array runs them), gathered, then served in real TensorBoard.
 # Prints each stage as it ends (each shard as it finishes), then a table of every stage's time
 # and peak memory (the shards', the gather's, the sidecar's) in the form of docs/scale.md.

@@ -21,9 +21,9 @@ both interleaving the two sides so that they see the same load:
    rounds in which every operation is sent to ours and to msprobe's back to back (the order flipped
    every round). Reported: p50 and p90 per side, and the ratio of the p50s.
 
-The first answers are set against the goal of issue 11: at least 5x faster than msprobe's, or within
+The first answers are set against the service's speed goal: at least 5x faster than msprobe's, or within
 3 ms of TensorBoard's own smallest request (the medians). Without msprobe (--msprobe), msprobe's
-figures recorded in issue 11 on the same 48-layer file stand in, marked as such. The load average
+msprobe figures recorded earlier on the same 48-layer file stand in, marked as such. The load average
 is printed at the start and the end of each phase.
 
 usage: service_bench.py --logdir DIR [--msprobe TARGET_DIR] [--starts N] [--repeat N] [--out results.md]
@@ -113,7 +113,7 @@ def load_average() -> str:
 # of TensorBoard's own request cost.
 GOAL_RATIO = 5.0
 GOAL_OVER_FLOOR_MS = 3.0
-# msprobe 26.2's first answers on the 48-layer compare file (compare_big), fresh start, as issue 11
+# msprobe 26.2's first answers on the 48-layer compare file (compare_big), fresh start, as recorded earlier
 # recorded them: the stand-in when msprobe's plugin is not installed.
 ISSUE_MSPROBE_FIRST_MS = {"first node list": 265.0, "first root layout": 45.0, "first module expansion": 7.9}
 # Every first answer is held to the goal. The floor of the opening two is measured once before the
@@ -336,7 +336,7 @@ def first_table(first: dict, backends: list, starts: int) -> list:
 def goal_table(first: dict, backends: list, run: str) -> list:
     """The first answers' medians against the goal, as markdown lines."""
     other = backends[1] if len(backends) == 2 else None
-    source = other or "issue 11's msprobe figures (msprobe not installed here)"
+    source = other or "the recorded msprobe figures (msprobe not installed here)"
     lines = [(f"### First answers against the goal (>= {GOAL_RATIO:.0f}x msprobe, or <= TensorBoard's own "
              f"request + {GOAL_OVER_FLOOR_MS:.0f} ms; medians); msprobe: {source}"), "",
              "| first answer | ours ms | msprobe ms | ratio | TB floor ms | ours - floor ms | goal |",

@@ -133,7 +133,7 @@ describe('write access', () => {
   });
 });
 
-describe('conversion progress (issue 13, item 5)', () => {
+describe('conversion progress (what was measured travels with the state)', () => {
   it('shows bytes read, rows written and the time left as they are measured', () => {
     setLang('en');
     expect(measuresText({ progress: 0, status: 'building' })).toBe('');

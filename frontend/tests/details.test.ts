@@ -68,7 +68,7 @@ describe('details table', () => {
     expect(metricValue('N/A')).toBeNaN();
     expect(metricValue('inf')).toBe(Infinity);
   });
-  it('paints by the served direction: the ‰ ratios and Cosine are perfect at 1.0 (issue 13, item 1)', () => {
+  it('paints by the served direction: the ‰ ratios and Cosine are perfect at 1.0', () => {
     const t: NodeDetail = {
       node_name: 'n',
       input_data: { 'n.input.0': { Cosine: '1.0', 'One Thousandth Err Ratio': '1.0' } },

@@ -1,4 +1,4 @@
-// Issue 13, items 1, 2 and 5 in real TensorBoard (under --path_prefix) and real Chromium:
+// The details rules, conversions and their progress in real TensorBoard (under --path_prefix) and real Chromium:
 // - item 1: the details table paints from the metric rules the sidecar serves (the ‰ ratios and
 //   Cosine are perfect at 1.0; a rounding-sized Mean diff is not an error; users' metrics unpainted);
 // - item 2: a cancelled conversion is a neutral state, not a red error, and leaves no file;
@@ -79,7 +79,7 @@ async function openConversion(page, base, token) {
   return frame;
 }
 
-describe('GRAPH_ASCEND details rules and conversions (issue 13, items 1, 2, 5)', () => {
+describe('GRAPH_ASCEND details rules and conversions', () => {
   const stack = sharedStack(before, after, () => makeLogdir([TENSOR, STATS], generate), { pathPrefix: PREFIX });
   const withPage = (name, viewport, fn) => withStackPage(stack, `convert-${name}`, viewport, fn);
 

@@ -1,4 +1,4 @@
-// Issue 10 on the page, in real TensorBoard + Chromium: the demo's compare file (examples/compare_tf_stats),
+// The diagnosis on the page, in real TensorBoard + Chromium: the demo's compare file (examples/compare_tf_stats),
 // the Diagnosis panel lists the injected faults with their reasons, a click on the first source
 // expands its ancestors and selects it in the graph, the colour mode "where the error is introduced"
 // paints it as a source, and "Download CSV" saves the sidecar's CSV (text/csv, msprobe's columns).

@@ -1,4 +1,4 @@
-// Issue 13, items 4, 3 and 12 in real TensorBoard + Chromium, under --path_prefix:
+// Links and the catalog in real TensorBoard + Chromium, under --path_prefix:
 // - shareable links: the view (file, step, rank, micro step, selected node, expanded modules) is in
 //   TensorBoard's address and behind "Copy link"; the link opens the same view in a fresh browser,
 //   a reload keeps the expanded modules, a link to a file that is gone says so, and the page's own
@@ -46,7 +46,7 @@ const viewOf = (frame) =>
     return { run: a.meta.run, tag: a.meta.tag, step: a.meta.step, rank: a.meta.rank, micro: a.meta.microStep, node: a.selected?.key ?? null, npu: open('NPU'), bench: open('Bench') };
   });
 
-describe('GRAPH_ASCEND links and the catalog (issue 13: 4, 3, 12)', () => {
+describe('GRAPH_ASCEND links and the catalog', () => {
   const stack = sharedStack(before, after, () => makeLogdir([FIRST, COMPARE]), { pathPrefix: PREFIX });
   // Each page is a fresh browser context (its own storage: a colleague's browser).
   const withPage = (name, fn) => withStackPage(stack, `issue13-link-${name}`, { width: 1500, height: 950 }, fn);

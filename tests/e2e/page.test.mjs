@@ -1,4 +1,4 @@
-// Issue 13, the page as a demanding user finds it, in real TensorBoard + Chromium: search hits
+// The page as a demanding user finds it, in real TensorBoard + Chromium: search hits
 // highlight the query, the toolbar fits a 1280×720 laptop, the details table keeps one column
 // order and its name column in view, "Unmatch" with nothing chosen says what to do, the minimap
 // is opaque, out of the graph's way and readable on a 48-layer model, and buttons carry bundled
@@ -14,7 +14,7 @@ const COMPARE = 'compare_tf_stats';
 const MS = 'compare_ms_stats';
 const BIG = 'big48';
 
-describe('GRAPH_ASCEND page (issue 13)', () => {
+describe('GRAPH_ASCEND page', () => {
   const stack = sharedStack(before, after, () =>
     makeLogdir([COMPARE, MS], (dir) => {
       // A 48-layer compare file (the shape of a large transformer), made by the benchmark's generator.

@@ -108,7 +108,7 @@ def test_unknown_route_and_bad_json(one_case_logdir, tensorboard):
 
 
 def test_abusive_request_bodies_are_refused_as_bad_requests(one_case_logdir, tensorboard):
-    """Regression (issue 14, defect 10): a deeply nested body answered 500, and a 50 MB body was
+    """Regression: a deeply nested body answered 500, and a 50 MB body was
     parsed (seconds, a gigabyte) before being refused."""
     logdir, _, _ = one_case_logdir
     tb = tensorboard(logdir)

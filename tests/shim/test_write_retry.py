@@ -1,4 +1,4 @@
-"""After a sidecar crash the shim repeats only what is safe to repeat (issue 14, defect 10).
+"""After a sidecar crash the shim repeats only what is safe to repeat.
 
 The sidecar here is the real one behind ``dying_sidecar.py``, which kills it (and itself) once a chosen
 call has been applied and before its answer reaches the shim, as a crash at the worst moment would.

@@ -1,4 +1,4 @@
-//! The children of one graph's nodes, in one list of `u32` node numbers (issue 16, item 1).
+//! The children of one graph's nodes, in one list of `u32` node numbers.
 //!
 //! Each node held a `Vec<usize>` of its children: 24 bytes in the node and, for a node with
 //! children, an allocation of at least four `usize` (48 bytes with the allocator's header).

@@ -1,4 +1,4 @@
-//! Node items kept as places in `dump.json`, read again when they are needed (issue 16, item 1).
+//! Node items kept as places in `dump.json`, read again when they are needed.
 //!
 //! A node's items (its inputs, outputs, parameters; most of a graph's memory) are needed twice:
 //! when a target node is compared with its golden partner, and when its row is written. Holding
@@ -22,7 +22,7 @@ use graph_ascend_dump::{parse_op_packed, Confine, PackedItem};
 use crate::error::ConvertError;
 
 /// Where one entry's raw JSON lies in `dump.json`, and whether it has any item: 12 bytes, as
-/// every node of a plain conversion carries one (issue 16, item 1).
+/// every node of a plain conversion carries one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntrySpan {
     /// The offset's low and high 32 bits (two `u32`s: a `u64` would pad the span to 16 bytes).

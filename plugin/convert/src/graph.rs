@@ -29,7 +29,7 @@ pub struct Skeleton {
     graph: Graph,
     /// The nodes made for construct.json ids (every node the hierarchy made but the root,
     /// before `Apis_Between_Modules`), in the order they were made: each takes its stack and
-    /// its dump entry's items. A range, not a list (8 bytes a node; issue 16, item 1).
+    /// its dump entry's items. A range, not a list (8 bytes a node).
     dumped: std::ops::Range<usize>,
     /// stack.json's frames of parameter gradients (the nodes [`Skeleton::attach`] adds).
     parameters_grad_stacks: StackMap,
@@ -107,8 +107,8 @@ impl Skeleton {
 
     /// Gives dump entry `name`'s span to its node, if it is one made for a construct.json id
     /// (not the root, not an `Apis_Between_Modules` node): `false` when there is none. Spans
-    /// are placed on their nodes as dump.json is read, no list of them is kept (issue 16,
-    /// item 1); a name given twice takes the last.
+    /// are placed on their nodes as dump.json is read, no list of them is kept (memory flat
+    /// in dump size); a name given twice takes the last.
     pub fn place(&mut self, name: &str, span: EntrySpan) -> bool {
         let Some(i) = self.graph.get(name) else {
             return false;
@@ -312,7 +312,7 @@ impl Graph {
     /// The graph of one dump folder before its stacks and items: hierarchy, micro steps and
     /// `Apis_Between_Modules`, from construct.json alone. stack.json's frames are then given
     /// node by node as they are read ([`Skeleton::read_stacks`]), no map of stack.json ever
-    /// held (issue 16, item 1), and [`Skeleton::attach`] completes it once dump.json is read.
+    /// held, and [`Skeleton::attach`] completes it once dump.json is read.
     pub fn hierarchy(construct: &Construct) -> Skeleton {
         let mut g = Graph::empty();
         // Room for every node at once: a node per entry, a few more for parents not listed and

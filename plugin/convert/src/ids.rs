@@ -1,4 +1,4 @@
-//! The ids of one graph's nodes, in one text buffer (issue 16, item 1).
+//! The ids of one graph's nodes, in one text buffer.
 //!
 //! Each node held its id as a `Box<str>`: 16 bytes in the node and an allocation of the text
 //! rounded up to the allocator's size class (48 bytes for a 33-byte id, with its header). Here

@@ -1,4 +1,4 @@
-//! Node ids → node numbers, without a second copy of the ids (issue 16, item 1).
+//! Node ids → node numbers, without a second copy of the ids.
 //!
 //! A graph of a million nodes looked its nodes up in a `HashMap<String, usize>`: every id was
 //! held twice (in its node and as the map's key), about 70 bytes a node. [`NameIndex`] holds

@@ -35,6 +35,6 @@ pub struct ConvertOptions {
     pub json_output: bool,
     /// Where every file the conversion reads must lie: anywhere for the command line, the
     /// logdir for a conversion the sidecar starts (checked on the opened file, so a link
-    /// swapped in after the service's checks cannot lead outside: issue 14, defect 7).
+    /// swapped in after the service's checks cannot lead outside).
     pub confine: graph_ascend_dump::Confine,
 }

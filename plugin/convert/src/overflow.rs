@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn nested_tensors_do_not_count_for_norms() {
-        // Issue 15, rule 11: the tuple's tensors are not inputs of the mutation scene.
+        // FINDINGS.md rule 11: the tuple's tensors are not inputs of the mutation scene.
         let e = json!({"input_args": [[t(0.0068), t(-0.0026)]], "output": [t(2.0)]});
         assert_eq!(level_of("Tensor.reshape.0.forward", &e), None);
         let e = json!({"input_args": [t(0.0068)], "output": [t(2.0)]});
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn ignore_rules_drop_every_scene_of_their_api() {
-        // Issue 15, rule 12: torch.empty lists output 0, so a mutation is dropped too.
+        // FINDINGS.md rule 12: torch.empty lists output 0, so a mutation is dropped too.
         let e = json!({"input_args": [t(0.0086)], "output": [t(43.4)]});
         assert_eq!(level_of("Torch.empty.1.backward", &e), None);
         assert_eq!(level_of("Mint.empty.1.backward", &e), Some("high"));

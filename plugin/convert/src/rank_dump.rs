@@ -82,7 +82,7 @@ impl RankDump {
     /// reading with [`ConvertError::Cancelled`]. With `spans`, the graph keeps where its nodes'
     /// entries lie in dump.json instead of their items (see [`crate::entries`]). Without
     /// `keep_construct`, the returned `construct` is empty: the hierarchy is freed as soon as
-    /// the skeleton holds it, not once dump.json is read (issue 16, item 1).
+    /// the skeleton holds it, not once dump.json is read.
     pub(crate) fn read_and_build_counted(
         dir: &Path,
         confine: &Confine,
@@ -114,7 +114,7 @@ impl RankDump {
     /// The three files, and the graph's skeleton made before dump.json is read, so that every
     /// entry is placed on its node as it is read and no entry is ever held by its name; the
     /// hierarchy is made before stack.json is read, so that each node takes its frames as they
-    /// are read and no map of stack.json is held either (issue 16, item 1). construct.json's
+    /// are read and no map of stack.json is held either. construct.json's
     /// entries are freed once the hierarchy holds them, before stack.json is read, unless
     /// `keep_construct`.
     fn read_parts(

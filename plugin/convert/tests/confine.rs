@@ -1,5 +1,5 @@
 //! A confined conversion (what the sidecar starts) reads only files that resolve inside its
-//! root when they are opened (issue 14, defect 7). The service checks the folders before a
+//! root when they are opened. The service checks the folders before a
 //! conversion starts; these tests skip that check, as a link swapped in after it would, and
 //! call the converter directly with a root and a link to outside.
 

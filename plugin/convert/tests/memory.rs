@@ -1,4 +1,4 @@
-//! Memory is bounded by the data kept, not by how the dump is laid out (issue 14, defect 4).
+//! Memory is bounded by the data kept, not by how the dump is laid out.
 //!
 //! A counting global allocator measures the peak of live heap bytes during one conversion of a
 //! `dump.json` whose one entry carries a single long value, written on one line. Before the fix a
@@ -100,7 +100,7 @@ fn converts_within(leaf: &str, row_lines: u64, peak_lines: usize) {
     );
 }
 
-/// A 16 MB `shape` list of 8M small numbers on one line (issue 14, defect 4). Kept: the packed
+/// A 16 MB `shape` list of 8M small numbers on one line. Kept: the packed
 /// list (two bytes a number: the line's size) until its row is made; the row holds its text
 /// once (`[1, 1, …]`, 1.5 times the line). Before the fix the parsed tree alone was 32 bytes a
 /// number (16 times the line) and the peak 25 times the line (3.28 GB RSS for 128 MB); then 5.6
@@ -171,7 +171,7 @@ fn peak_of_conversion_of(entries: usize, compare: bool) -> (usize, usize) {
     (before_rows.get().copied().unwrap_or(total), total)
 }
 
-/// Issue 16, item 1: memory flat in dump size. A plain conversion holds, per node, its place in
+/// Memory flat in dump size. A plain conversion holds, per node, its place in
 /// the hierarchy and where its entry lies in dump.json, never the entry's items (they are read
 /// again to compare and to write, a batch at a time). Measured per entry a side, beyond a fixed
 /// part, until the rows are written: 820 bytes (the same code holding the items: 1,390); in
@@ -202,7 +202,7 @@ fn a_compare_holds_no_items_per_entry() {
     assert!(all < 2_000.0, "{all:.0} bytes an entry a side in all");
 }
 
-/// Issue 16, item 1: the read and build stages hold, per node, a compact record: a 56-byte node
+/// Memory flat in dump size: the read and build stages hold, per node, a compact record: a 56-byte node
 /// (its place in the hierarchy as `u32` links, its stack shared, where its entry lies in
 /// dump.json in 12 bytes), its id once in its graph's text arena (the graph's index numbers
 /// nodes by their own ids), its children in its graph's one `u32` list; construct.json's

@@ -54,7 +54,7 @@ fn cancelled_conversion_leaves_nothing() {
     assert_eq!(std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0), 0);
 }
 
-/// Issue 14, defect 6: two conversions finishing in the same second into one folder both used
+/// Regression: two conversions finishing in the same second into one folder both used
 /// to get `build_<second>.vis.db`, the second silently replacing the first. Each now keeps its
 /// own file (the second is numbered `_2`), and no file is replaced.
 #[test]

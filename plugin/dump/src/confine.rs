@@ -5,8 +5,7 @@
 //! ([`Confine::anywhere`]); the sidecar confines a conversion to its logdir
 //! ([`Confine::under`]). A confined open checks the file it *opened*, not the name it was
 //! given: on Linux the real path of the open descriptor (`/proc/self/fd/N`), so a symlink
-//! swapped in after any earlier check of the folder still cannot lead outside (issue 14,
-//! defect 7). Where `/proc` is missing the name is resolved right after the open (a narrower
+//! swapped in after any earlier check of the folder still cannot lead outside. Where `/proc` is missing the name is resolved right after the open (a narrower
 //! window, not none).
 
 use std::fs::File;
@@ -92,7 +91,7 @@ fn opened_path(file: &File, path: &Path) -> std::io::Result<PathBuf> {
 mod tests {
     use super::*;
 
-    /// Regression (issue 14, defect 7): a link inside the root that leads outside is refused
+    /// Regression: a link inside the root that leads outside is refused
     /// when the file is opened, whatever was checked before; links that stay inside are fine.
     #[test]
     fn an_opened_file_must_resolve_inside_the_root() {

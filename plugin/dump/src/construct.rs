@@ -43,7 +43,7 @@ impl Construct {
     ) -> Result<Option<Construct>, DumpError> {
         let mut c = Construct::default();
         // The entries' text is at most the file's: room for it at once, so the buffer never
-        // holds twice its size while it grows (issue 16, item 1).
+        // holds twice its size while it grows.
         if let Ok(m) = std::fs::metadata(path) {
             c.entries
                 .reserve_text(usize::try_from(m.len()).unwrap_or(0));
@@ -170,7 +170,7 @@ impl Construct {
 }
 
 /// construct.json's `(node, parent)` pairs in file order, their text in one buffer (two
-/// `String`s an entry took about 100 bytes for 60 of text; issue 16, item 1). Once read, a
+/// `String`s an entry took about 100 bytes for 60 of text). Once read, a
 /// parent that is itself listed is held as its entry's number, not as text again
 /// ([`Entries::resolve_parents`]: the parents' text was about 40% of the file).
 #[derive(Debug, Clone, Default)]
@@ -385,7 +385,7 @@ fn parent_of(path: &Path, node: &str, v: &Value) -> Result<Option<String>, DumpE
 mod tests {
     use super::*;
 
-    /// Issue 16, item 1: listed parents become entry numbers, the rest stay text, and every
+    /// Memory flat in dump size: listed parents become entry numbers, the rest stay text, and every
     /// entry reads back as it was given (in file order, parents before or after their children).
     #[test]
     fn listed_parents_are_held_by_number() {

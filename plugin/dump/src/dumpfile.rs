@@ -39,7 +39,7 @@ impl DumpFile {
         visit: &mut dyn FnMut(String, Value),
     ) -> Result<DumpFile, DumpError> {
         // Streamed through the rewrite of Python's tokens: one entry at a time in memory,
-        // never the file (issue 14, defect 4).
+        // never the file.
         let file = confine.open(path)?;
         let reader = PythonJsonReader::buffered(file);
         let mut de = serde_json::Deserializer::from_reader(reader);

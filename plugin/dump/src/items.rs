@@ -459,7 +459,7 @@ const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 /// A field value of a leaf as msprobe's `gen_op_item` makes it: a value of the dump as it is,
 /// or one msprobe computes. Copies are cheap (a reference, or a shared value), so a long value
 /// that msprobe repeats in `Max`, `Min`, `Mean`, `Norm` and `value` is not copied five times
-/// while the item is made (issue 14, defect 4); only an [`Item`] made from it owns copies.
+/// while the item is made; only an [`Item`] made from it owns copies.
 #[derive(Debug, Clone)]
 pub(crate) enum LeafVal<'j, 'a> {
     Dump(&'j JVal<'a>),
@@ -689,7 +689,7 @@ mod tests {
 
     #[test]
     fn a_null_md5_is_the_crc_of_the_missing_value() {
-        // Issue 15 (differential seed 40103): msprobe replaces a falsy md5, so an empty tensor
+        // Found by the differential tests against msprobe (seed 40103): msprobe replaces a falsy md5, so an empty tensor
         // dumped with `"md5": null` has the CRC of '' and differs from a `None` argument.
         let entry = json!({"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32",
             "shape": [0], "Max": null, "Min": null, "Mean": null, "Norm": null, "md5": null}]});
@@ -771,7 +771,7 @@ mod metric_rule_tests {
         assert!(metric_rule("my own metric").is_none());
     }
 
-    /// Issue 13, item 1: the ‰ ratios (share of elements within tolerance) are perfect at 1.0,
+    /// The ‰ ratios (share of elements within tolerance) are perfect at 1.0,
     /// and rounding-sized differences are not errors.
     #[test]
     fn directions_and_thresholds() {

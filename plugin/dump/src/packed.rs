@@ -768,7 +768,7 @@ impl PackedOp {
 }
 
 /// Writes Python's `str()` of a packed value (`repr` inside lists and dicts). A writer, not a
-/// string, so that a long list can go straight into an escaped row (issue 14, defect 4).
+/// string, so that a long list can go straight into an escaped row.
 pub fn write_py_str(out: &mut dyn std::fmt::Write, v: ValRef) {
     match v {
         ValRef::Str(s) => {
@@ -907,7 +907,7 @@ mod tests {
         assert!(p.heap_size() < 150, "{}", p.heap_size());
     }
 
-    /// Regression (issue 14, defect 4): msprobe repeats a scalar's value in `Max`, `Min`,
+    /// Regression: msprobe repeats a scalar's value in `Max`, `Min`,
     /// `Mean`, `Norm`; a long string is kept once per item, not once per field.
     #[test]
     fn a_long_string_repeated_in_an_item_is_kept_once() {
@@ -929,7 +929,7 @@ mod tests {
         assert_eq!(pairs.len(), 7);
     }
 
-    /// Regression (issue 14, defect 4): a long list as a non-tensor's `value` is repeated by
+    /// Regression: a long list as a non-tensor's `value` is repeated by
     /// msprobe in `Max`, `Min`, `Mean`, `Norm`; packed once, read back five times, and small
     /// numbers take a byte or two each (not nine).
     #[test]

@@ -47,7 +47,7 @@ impl StackMap {
     }
 
     /// [`StackMap::read`] handing each pair to `sink` instead of keeping a map (a graph's
-    /// skeleton takes each node's frames as they are read, issue 16, item 1). When the file is
+    /// skeleton takes each node's frames as they are read). When the file is
     /// read again whole, `sink` is told to restart first; on an error, what it was given is
     /// not the file's.
     pub fn read_into(

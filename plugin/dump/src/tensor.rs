@@ -835,7 +835,7 @@ mod tests {
         assert!(t.data.is_empty());
     }
 
-    /// Regression (issue 14, defect 2): oversized sizes, strides and offsets panicked or aborted
+    /// Regression: oversized sizes, strides and offsets panicked or aborted
     /// on allocation; each is now an error before anything is allocated.
     #[test]
     fn oversized_or_overflowing_pt_views_are_errors() {
@@ -878,7 +878,7 @@ mod tests {
         assert!(matches!(err, E::PickleTooManyValues), "{err}");
     }
 
-    /// Regression (issue 14, defect 5): a `.npy` whose element count overflows was read as an
+    /// Regression: a `.npy` whose element count overflows was read as an
     /// empty tensor (and graded "pass").
     #[test]
     fn npy_element_count_overflow_is_an_error() {

@@ -1,5 +1,5 @@
 //! Crafted dump files are clear errors naming the file and the problem: never a stack overflow,
-//! never a silently wrong answer (issue 14).
+//! never a silently wrong answer.
 
 use std::path::Path;
 

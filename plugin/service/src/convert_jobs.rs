@@ -665,7 +665,7 @@ mod tests {
         job.snapshot()
     }
 
-    /// Regression (issue 14, defect 7): a `dump.json` inside the accepted folder that links
+    /// Regression: a `dump.json` inside the accepted folder that links
     /// outside the logdir was read; now the conversion does not start and nothing is created.
     #[test]
     fn a_dump_file_linking_outside_the_logdir_is_refused() {
@@ -684,7 +684,7 @@ mod tests {
         assert!(!logdir.path().join("out").exists());
     }
 
-    /// Regression (issue 14, defect 2): a job whose engine panicked stayed "building" forever
+    /// Regression: a job whose engine panicked stayed "building" forever
     /// and kept its slot, so two of them blocked every conversion until a restart.
     #[test]
     fn a_panicking_engine_ends_the_job_as_failed_and_frees_its_slot() {
@@ -708,7 +708,7 @@ mod tests {
         }
     }
 
-    /// Regression (issue 14, defect 8): the staging folders of a killed sidecar stayed forever.
+    /// Regression: the staging folders of a killed sidecar stayed forever.
     /// Starting a job in an output folder removes them, and only them.
     #[test]
     fn a_killed_sidecars_staging_folders_are_removed() {

@@ -6,7 +6,7 @@
 //! symlink inside the logdir that points outside is refused like a `..`. The folders a
 //! conversion reads are then walked whole ([`check_tree`]): a `dump.json`, `stack.json` or
 //! tensor file inside an accepted folder that is a symlink to a file outside is refused too,
-//! since the converter opens those files by name (issue 14, defect 7).
+//! since the converter opens those files by name.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -262,7 +262,7 @@ mod tests {
         ));
     }
 
-    /// Regression (issue 14, defect 7): a file inside an accepted dump folder that links
+    /// Regression: a file inside an accepted dump folder that links
     /// outside the logdir was read by the conversion.
     #[test]
     fn links_inside_a_folder_must_stay_inside() {

@@ -4,7 +4,7 @@
 //! saw each other's expansions. Here each client id (sent by the page; requests without one share
 //! a default client) owns its hierarchies. A client's state that is not used for
 //! [`IDLE_LIMIT`] is dropped, and the total is capped, by count and by memory (the least recently
-//! used views go first), so that a flood of ids cannot exhaust memory (issue 14, defect 9: 4,000
+//! used views go first), so that a flood of ids cannot exhaust memory (4,000
 //! invented client ids held 3.8 GB before the memory bound).
 
 use std::collections::HashMap;

@@ -120,7 +120,7 @@ async fn a_build_reports_progress_and_appears_in_the_catalog_when_done() {
     let again = follow(&state, "other-page", &id).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].status, "done");
-    // Issue 13, item 5: what was measured (bytes read, rows written) travels with the state,
+    // What was measured (bytes read, rows written) travels with the state,
     // and the one-answer route (the page's fallback when the stream stalls) says the same.
     assert!(
         last.bytes_total > 0.0 && last.bytes_read == last.bytes_total,

@@ -1,4 +1,4 @@
-//! A file of thousands of graphs (issue 16, item 4): a gathered run's `.vis.db` holds a graph per
+//! A file of thousands of graphs: a gathered run's `.vis.db` holds a graph per
 //! step and rank. Opening it must not read every graph (the catalog reads the schema and the
 //! configuration, the indexes are built per graph on first use), and the indexes of all graphs
 //! looked at stay under the memory bound however many there are: checked by the indexes' own

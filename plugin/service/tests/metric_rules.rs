@@ -1,4 +1,4 @@
-//! Issue 13, item 1: the page paints the details table from the metric rules the sidecar
+//! The page paints the details table from the metric rules the sidecar
 //! serves with each file's config (`detailColumns`), the one table the converter and the
 //! diagnosis use (`graph_ascend_dump::METRIC_RULES`), not from a copy of its own.
 

@@ -117,7 +117,7 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// Regression (issue 14, defect 8): the socket folders of killed sidecars stayed forever. Binding
+/// Regression: the socket folders of killed sidecars stayed forever. Binding
 /// removes those of this host's dead processes, and nothing else.
 #[tokio::test]
 async fn binding_removes_the_socket_folders_of_killed_sidecars() {

@@ -1,4 +1,4 @@
-//! Views are bounded by memory, not only by count (issue 14, defect 9): 4,000 invented client
+//! Views are bounded by memory, not only by count: 4,000 invented client
 //! ids made the sidecar hold 3.8 GB. A counting allocator checks both that the views' own
 //! estimate of their size is honest and that a flood of ids stays under the bound.
 

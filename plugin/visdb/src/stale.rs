@@ -140,7 +140,7 @@ pub(crate) fn index_temp_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFi
 mod tests {
     use super::*;
 
-    /// Regression (issue 14, defect 8): temporary files of killed writers stayed forever.
+    /// Regression: temporary files of killed writers stayed forever.
     /// Only this host's entries of dead processes go; live ones, other hosts' ones and names
     /// without a tag stay.
     #[test]

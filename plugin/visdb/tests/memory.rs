@@ -1,4 +1,4 @@
-//! The bulk writer's memory does not grow with the rows (issue 16, item 1).
+//! The bulk writer's memory does not grow with the rows.
 //!
 //! A counting global allocator measures the writer's own peak of live heap bytes while it writes
 //! `N` and then `4N` generated rows (made a batch at a time, so that only the writer's memory

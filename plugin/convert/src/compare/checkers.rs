@@ -519,7 +519,7 @@ mod tests {
 
     #[test]
     fn an_ignored_api_without_input_rows_is_graded() {
-        // Issue 15, rule 3: msprobe names the API from the first input row.
+        // FINDINGS.md rule 3: msprobe names the API from the first input row.
         let n = parse_op(
             "Torch.empty.0.forward",
             &json!({"output": [tensor(json!([2]), false)]}),
@@ -537,7 +537,7 @@ mod tests {
 
     #[test]
     fn an_unmatched_target_item_and_a_none_argument() {
-        // Issue 15, rules 2 and 6: an extra target item meets 'Nan' golden cells; a golden None
+        // FINDINGS.md rules 2 and 6: an extra target item meets 'Nan' golden cells; a golden None
         // argument has no dtype or shape to compare.
         let n = parse_op(
             "Tensor.add.0.forward",
@@ -556,7 +556,7 @@ mod tests {
 
     #[test]
     fn a_scalar_against_a_0d_tensor_differs_in_shape() {
-        // Issue 15, rule 4: '[]' (a scalar's shape text) is not [] (a 0-d tensor's shape).
+        // FINDINGS.md rule 4: '[]' (a scalar's shape text) is not [] (a 0-d tensor's shape).
         let n = parse_op(
             "Mint.cat.0.forward",
             &json!({"input_args": [{"type": "float", "value": 1e-5}]}),

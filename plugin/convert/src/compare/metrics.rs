@@ -5,7 +5,7 @@
 //! when the difference is NaN). Tensor metrics follow msprobe's `npy_compare` and builtin
 //! algorithms: Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the one/five-thousandths ratios.
 //!
-//! Why plain slices and not `ndarray` (issue 11 asked): every metric is one pass over two
+//! Why plain slices and not `ndarray` (it was asked): every metric is one pass over two
 //! contiguous `f64` slices of equal length (a sum, a maximum or a count), so an array type adds
 //! views and shapes that nothing here uses, and without a BLAS backend its `dot`/`sum` are
 //! its own unrolled loops, not faster kernels. Those loops add in another order (several
@@ -404,7 +404,7 @@ mod tests {
         // zero bench: eps added to both sides → (0+eps - eps)/eps = 0
         assert_eq!(v(max_relative_err(&[0.0], &[0.0], eps)), 0.0);
         // zero bench, non-zero target: the epsilon of the computing type divides
-        // (issue 15, rule 16: msprobe's float64 for integer data, float32 for float32 data).
+        // (FINDINGS.md rule 16: msprobe's float64 for integer data, float32 for float32 data).
         assert_eq!(
             v(max_relative_err(&[1.0], &[0.0], RelType::F64)),
             format_value(1.0 / f64::EPSILON)

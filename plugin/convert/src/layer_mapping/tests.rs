@@ -74,7 +74,7 @@ fn unusable_yaml_is_refused_with_a_reason() {
 
 /// PyYAML 1.1 (msprobe's `yaml.safe_load`) reads plain yes/no/on/off as booleans, so a rule
 /// `attn: yes` is not text -> text and the mapping is dropped; quoted, they stay text
-/// (issue 15: found by the differential generator's YAML cases).
+/// (found by the differential generator's YAML cases).
 #[test]
 fn yaml_1_1_booleans_as_pyyaml_reads_them() {
     for text in [

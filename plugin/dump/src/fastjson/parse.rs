@@ -23,7 +23,7 @@ pub enum JVal<'a> {
     /// An array whose text is longer than [`LAZY_ARRAY_BYTES`]: checked when parsed, kept as
     /// its text, and parsed again one element at a time when it is walked
     /// ([`JVal::elements`]). A tree costs 32 bytes an element (a `shape` of 64M numbers
-    /// would be 2 GB for 128 MB of text); the text costs nothing more (issue 14, defect 4).
+    /// would be 2 GB for 128 MB of text); the text costs nothing more.
     LazyArr(LazyArr<'a>),
     /// Keys in file order; a repeated key keeps its first position and its last value.
     Obj(Vec<(Cow<'a, str>, JVal<'a>)>),
@@ -32,7 +32,7 @@ pub enum JVal<'a> {
 /// Where each key of an object being parsed sits, to find a repeated key (whose last value wins
 /// at its first place, as in `serde_json` and Python): a walk over the few fields of a small
 /// object, a hash table past [`KeyPositions::SMALL`] fields, so that an object of very many
-/// keys parses in linear time, not quadratic (issue 14).
+/// keys parses in linear time, not quadratic.
 #[derive(Default)]
 struct KeyPositions<'a> {
     table: Option<crate::fast_map::FastMap<Cow<'a, str>, usize>>,
@@ -657,7 +657,7 @@ pub(super) mod tests {
         v
     }
 
-    /// Issue 14: an object of very many distinct keys parsed in quadratic time (each key was
+    /// Regression: an object of very many distinct keys parsed in quadratic time (each key was
     /// compared with every earlier one: 300k keys, 4.5e10 comparisons, a minute or more). It is
     /// linear now: the test counts the keys looked at, not the time. Repeated keys, around the
     /// switch to the table too, keep their first place and their last value, as `serde_json`

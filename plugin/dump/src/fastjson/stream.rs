@@ -418,7 +418,7 @@ mod tests {
     use crate::fastjson::parse::tests::parse;
     use crate::fastjson::parse::{LAZY_ARRAY_BYTES, MAX_DEPTH};
 
-    /// Regression (issue 14, defect 3): a value nested 10,000 deep overflowed the stack of the
+    /// Regression: a value nested 10,000 deep overflowed the stack of the
     /// recursive parser and aborted the process.
     #[test]
     fn nesting_deeper_than_the_limit_is_an_error() {
@@ -448,7 +448,7 @@ mod tests {
         assert_eq!(depth, MAX_DEPTH - 3);
     }
 
-    /// Regression (issue 14, defect 4): a long array is kept as its text and walked one element
+    /// Regression: a long array is kept as its text and walked one element
     /// at a time, with the same values as a tree; a bad element deep in it is still an error.
     #[test]
     fn long_arrays_are_kept_as_text_with_the_same_values() {

@@ -19,6 +19,9 @@ const MIN_CELL: usize = 4;
 /// Size of the database header on page 1.
 pub const DB_HEADER: usize = 100;
 
+/// SQLite's page size for our files (see `VisDbWriter::create`).
+pub const PAGE_SIZE: usize = 32_768;
+
 /// Length of a SQLite varint (big-endian base-128, 9 bytes carry the full 64 bits).
 pub fn varint_len(v: u64) -> usize {
     if v > 0x00ff_ffff_ffff_ffff {

@@ -4,7 +4,7 @@
 //! # Why
 //! Each row leaves one entry in each of `tb_nodes`' nine indexes (about 900 bytes a row in all),
 //! and the indexes can only be written once every row is in: kept in memory, the entries of a
-//! million-row conversion alone take 1.4 GB (issue 16). So the writer keeps them in memory only
+//! million-row conversion alone take 1.4 GB. So the writer keeps them in memory only
 //! up to a budget ([`DEFAULT_BUDGET`] for all the indexes together); past it, each index's
 //! entries are sorted and appended to one temporary file as a *run*, and memory is reused for
 //! the next rows. At the end, each index's runs are merged (a k-way merge, [`RUN_BUFFER`] of

@@ -6,7 +6,9 @@ use std::time::Instant;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::Connection;
 
-use super::{parse_index, statements, BulkWriter, PAGE_SIZE};
+use super::format::PAGE_SIZE;
+use super::writer::{parse_index, statements};
+use super::BulkWriter;
 use crate::schema::CREATE_INDEXES;
 use crate::writer::{ConfigRow, NodeRow, VisDbWriter, WriteError};
 
@@ -243,7 +245,7 @@ fn write_both_spilling(
         b.set_index_budget(budget);
     }
     feed(&mut b, input);
-    let runs = b.spilled.as_ref().map_or(0, |s| s.runs(0));
+    let runs = b.spilled().map_or(0, |s| s.runs(0));
     let bulk_dest = b.finish().unwrap();
     // Only the two databases are left: no temporary file, runs or otherwise.
     assert_eq!(std::fs::read_dir(dir).unwrap().count(), 2, "{runs} runs");
@@ -585,7 +587,7 @@ fn duplicate_id_fails_and_leaves_nothing() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
-/// Issue 16: index entries past the budget are spilled as sorted runs and merged at the end.
+/// Memory flat in the rows: index entries past the budget are spilled as sorted runs and merged at the end.
 /// However many runs (one per batch here; one and a remainder; a single row), the database is
 /// SQLite's, deep trees and spilling keys included.
 #[test]
@@ -649,7 +651,7 @@ fn duplicate_id_across_runs_fails_and_leaves_nothing() {
             let rows: Vec<NodeRow> = batch.into_iter().map(row).collect();
             w.insert_nodes(&rows).unwrap();
         }
-        assert!(w.spilled.as_ref().is_some_and(|s| s.runs(0) >= 2));
+        assert!(w.spilled().is_some_and(|s| s.runs(0) >= 2));
         match w.finish().unwrap_err() {
             WriteError::Duplicate { path, id } => {
                 assert_eq!(path, dest);
@@ -790,7 +792,7 @@ fn bulk_vs_sqlite_timing() {
     assert_eq!(integrity(&conn), ["ok"]);
 }
 
-/// Property test (issue 14, "keep it that way"): any rows, written through the bulk writer and
+/// Property test (robustness, "keep it that way"): any rows, written through the bulk writer and
 /// through rusqlite, read back the same from SQLite (rows, stored types, every index, integrity).
 /// proptest shrinks a failing case to a minimal one.
 mod property {
@@ -895,5 +897,100 @@ mod property {
             let (sql, bulk) = (Connection::open(sql).unwrap(), Connection::open(bulk).unwrap());
             assert_same(&sql, &bulk);
         }
+    }
+}
+
+/// Indexes given already sorted ([`BulkWriter::create_sorted`]).
+mod given_sorted {
+    use rusqlite::types::Value as SqlValue;
+    use rusqlite::Connection;
+
+    use super::{assert_same, assert_same_lookups, depth, feed, input, root_of};
+    use crate::bulk::{BulkWriter, NodeIndexSpec, Value};
+    use crate::writer::WriteError;
+
+    /// Each index of `from`, in index order, as `(values, rowid)`.
+    fn entries(from: &Connection, spec: &NodeIndexSpec) -> Vec<(Vec<SqlValue>, i64)> {
+        let cols = spec.columns.join(", ");
+        let mut stmt = from
+            .prepare(&format!(
+                "SELECT {cols}, rowid FROM tb_nodes INDEXED BY {} ORDER BY {cols}, rowid",
+                spec.name
+            ))
+            .unwrap();
+        let n = spec.columns.len();
+        stmt.query_map([], |r| {
+            let values = (0..n).map(|i| r.get(i)).collect::<Result<_, _>>()?;
+            Ok((values, r.get(n)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    }
+
+    /// The same rows written with indexes sorted in memory and with indexes given sorted (here
+    /// read back from the first file): the same database, down to deep trees of small pages
+    /// with spilling keys.
+    #[test]
+    fn sorted_indexes_make_the_same_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = input(0x5EED_50B7, 25_000, 5);
+        let reference = dir.path().join("reference.vis.db");
+        let mut w = BulkWriter::with_page_size(&reference, 4_096).unwrap();
+        feed(&mut w, &input);
+        w.finish().unwrap();
+        let reference = Connection::open(&reference).unwrap();
+        let dest = dir.path().join("sorted.vis.db");
+        let mut w = BulkWriter::sorted_with_page_size(&dest, 4_096).unwrap();
+        feed(&mut w, &input);
+        for spec in w.sorted_node_indexes() {
+            let mut ix = w.begin_sorted(&spec);
+            for (values, rowid) in entries(&reference, &spec) {
+                let values: Option<Vec<Value<'_>>> = values.iter().map(Value::from_sql).collect();
+                let values = values.expect("no blob in tb_nodes");
+                w.push_sorted(&mut ix, &values, rowid).unwrap();
+            }
+            w.end_sorted(ix).unwrap();
+        }
+        let dest = w.finish().unwrap();
+        let sorted = Connection::open(&dest).unwrap();
+        assert_same(&reference, &sorted);
+        assert_same_lookups(&reference, &sorted);
+        let file = std::fs::read(&dest).unwrap();
+        for index in ["index1", "index6"] {
+            assert!(depth(&file, 4_096, root_of(&sorted, index)) >= 3, "{index}");
+        }
+    }
+
+    /// Entries out of order, a repeated key of a UNIQUE index, a missing index: refused, and
+    /// nothing is left behind.
+    #[test]
+    fn unsorted_duplicate_or_missing_entries_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = input(7, 50, 0);
+        let rows: usize = input.batches.iter().map(Vec::len).sum();
+        let attempt = |entry: &dyn Fn(usize) -> (String, i64)| {
+            let dest = dir.path().join("x.vis.db");
+            let mut w = BulkWriter::create_sorted(&dest).unwrap();
+            feed(&mut w, &input);
+            let specs = w.sorted_node_indexes();
+            let mut ix = w.begin_sorted(&specs[0]);
+            for i in 0..rows {
+                let (id, rowid) = entry(i);
+                w.push_sorted(&mut ix, &[Value::Text(&id)], rowid)?;
+            }
+            w.end_sorted(ix)?;
+            w.finish()
+        };
+        let e = attempt(&|i| (format!("{:04}", rows - i), i as i64 + 1)).unwrap_err();
+        assert!(e.to_string().contains("out of order"), "{e}");
+        let e = attempt(&|i| (format!("{:04}", i / 2), i as i64 + 1)).unwrap_err();
+        assert!(matches!(e, WriteError::Duplicate { .. }), "{e}");
+        let e = attempt(&|i| (format!("{i:04}"), i as i64 + 1)).unwrap_err();
+        assert!(
+            e.to_string().contains("was not given its sorted entries"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }
