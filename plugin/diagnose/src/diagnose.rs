@@ -17,58 +17,14 @@ use rayon::prelude::*;
 
 use crate::entry::{DtypeClass, Kind, Role};
 use crate::error::DiagnoseError;
-use crate::group::{self, CallSite, RankClass, SourceGroup};
+use crate::group::{self, SourceGroup};
 use crate::judge::{self, Cause, Judgement, Level};
 pub use crate::load::Direction;
 use crate::load::{CompareFile, Mode, RankData};
 use crate::options::Options;
 use crate::reason::{self, ReasonPart};
-
-/// Why a node is a source.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceKind {
-    /// A weight or a non-tensor argument differs.
-    Cause,
-    /// Inputs agree with golden; outputs do not.
-    Introduced,
-    /// Inputs already differ a little; outputs differ far more.
-    Amplified,
-}
-
-/// One source of error.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Source {
-    pub step: i64,
-    pub rank: i64,
-    /// The target node (the innermost of its group).
-    pub node: String,
-    /// Its golden partner.
-    pub golden_node: String,
-    pub direction: Direction,
-    pub kind: SourceKind,
-    /// The differing weights and arguments.
-    pub causes: Vec<Cause<'static>>,
-    /// How many times worse the outputs are than the inputs (`None` in md5 mode).
-    pub score: Option<f64>,
-    pub input: Option<Level<'static>>,
-    pub output: Option<Level<'static>>,
-    /// Enclosing modules that are sources only through this node, innermost first.
-    pub enclosing: Vec<String>,
-    /// The reason in English words ([`reason::sentence`] of `reason_parts`).
-    pub reason: String,
-    /// The reason as data, for other languages.
-    pub reason_parts: Vec<ReasonPart>,
-    /// The micro-batch it ran in (`tb_nodes.micro_step_id`).
-    pub micro_step: i64,
-    /// Its call site, the same in every micro-batch, rank and step ([`group`]).
-    pub site: CallSite,
-    /// The layers its rank holds under which names: sources group across ranks of one class.
-    #[serde(skip)]
-    pub rank_class: RankClass,
-    /// Its group's index in [`Diagnosis::groups`].
-    pub group: usize,
-}
+use crate::site::{self, RankClass};
+pub use crate::source::{Source, SourceKind};
 
 /// The first inf/NaN of a rank.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -404,15 +360,13 @@ pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosi
 /// carries the optimizer's update of that earlier difference: a node whose weights differ is
 /// inherited from the update, not a source, unless a non-tensor argument differs too.
 fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: bool) -> Diagnosis {
-    // Which ranks hold the same layers under the same names ([`group::rank_classes`]).
+    // Which ranks hold the same layers under the same names ([`site::rank_classes`]).
     let signatures: Vec<(i64, u64)> = judged
         .iter()
-        .map(|r| (r.data.rank, group::module_signature(&r.data.npu)))
+        .map(|r| (r.data.rank, site::module_signature(&r.data.npu)))
         .collect();
-    let p2p = judged
-        .iter()
-        .any(|r| group::has_point_to_point(&r.data.npu));
-    let classes = group::rank_classes(&signatures, p2p);
+    let p2p = judged.iter().any(|r| site::has_point_to_point(&r.data.npu));
+    let classes = site::rank_classes(&signatures, p2p);
     let by_rank: HashMap<i64, usize> = judged
         .iter()
         .enumerate()
@@ -521,7 +475,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                     output: j.output.clone().map(Level::into_owned),
                     enclosing: Vec::new(),
                     micro_step: n.micro_step,
-                    site: group::call_site(&data.npu, i),
+                    site: site::call_site(&data.npu, i),
                     rank_class,
                     group: 0,
                 },

@@ -27,6 +27,9 @@
 //! - [`diagnose`](mod@diagnose): ranking, grouping, steps and ranks: the [`Diagnosis`].
 //! - [`group`]: the sources of one call site across micro-batches, ranks and steps: one line
 //!   per fault.
+//! - [`source`]: one source of error, what the ranking and the grouping pass around.
+//! - [`site`]: a node's call site (the same in every micro-batch, rank and step) and which ranks
+//!   hold the same layers under the same names.
 //! - [`reason`]: why a node is a source, as data (kinds with values) and as English words.
 //! - [`report`]: the diagnosis as text, JSON or CSV.
 //! - [`export`]: every matched pair of a compare as CSV, with msprobe's compare columns.
@@ -44,12 +47,15 @@ pub mod load;
 pub mod options;
 pub mod reason;
 pub mod report;
+pub mod site;
+pub mod source;
 
 pub use diagnose::{
     diagnose, diagnose_step, differing_nodes, Diagnosis, Direction, Source, SourceKind,
 };
 pub use error::DiagnoseError;
-pub use group::{CallSite, SourceGroup};
+pub use group::SourceGroup;
 pub use load::{CompareFile, Mode, RankData};
 pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;
+pub use site::CallSite;
