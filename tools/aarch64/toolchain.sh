@@ -113,7 +113,9 @@ if [ -z "$made" ]; then
 		say "$suite did not install (above: apt's reason); trying the next suite"
 		rm -rf "$NEW"
 	done
-	[ -n "$made" ] || die "neither unstable nor testing installs ${PINNED[*]} (apt's errors above)"
+	[ -n "$made" ] || die "neither unstable nor testing installs ${PINNED[*]} (apt's errors above). The next" \
+		"fallback, not automated: a root without libstd-rust-dev:arm64, and the standard library built from" \
+		"rust-src (cargo -Zbuild-std=std with RUSTC_BOOTSTRAP=1; docs/packaging.md)"
 fi
 check_one_rust "$NEW"
 suite=$made
@@ -121,7 +123,7 @@ suite=$made
 found=$(versions_in "$NEW")
 if [ -f "$LOCK" ] && [ "$found" != "$(lock_versions)" ] && [ "${AARCH64_REPIN:-0}" != 1 ]; then
 	say "the mirror's versions differ from tools/aarch64/toolchain.lock:"
-	diff <(lock_versions) <(printf '%s\n' "$found") | sed -n 's/^< /  pinned:  /p; s/^> /  mirror:  /p' >&2
+	{ diff <(lock_versions) <(printf '%s\n' "$found") || true; } | sed -n 's/^< /  pinned:  /p; s/^> /  mirror:  /p' >&2
 	say "the root made from them is left in $NEW. Either bring the pinned .debs into $CACHE"
 	say "(with the .lock file of the machine that made them), or record the new versions: AARCH64_REPIN=1 $0"
 	exit 1
