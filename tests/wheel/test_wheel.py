@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "shim"))
 
 from conftest import TensorBoard, meta_for  # noqa: E402
+from offline import download, run_offline  # noqa: E402
 from test_msprobe_coexistence import IMPORT_CHECK, MSPROBE, PLUGIN_DEPS, _pypi_reachable  # noqa: E402
 
 DIST = Path(os.environ.get("GRAPH_ASCEND_DIST", REPO / "dist"))
@@ -269,6 +270,23 @@ def test_next_to_mindstudio_probe_in_the_same_venv(tmp_path_factory, pypi_cache,
         assert "renamed it to 'graph_ascend_msprobe'" in tb.log()
     finally:
         tb.stop()
+
+
+def test_offline_recipe_with_the_network_cut(pypi_cache, wheel, tmp_path):
+    """The README's offline install: `pip download -d wheels <wheel>` (here from the PyPI cache), then in a network
+    namespace with nothing but its loopback `pip install --no-index --find-links wheels graph-ascend` into a new
+    venv; the installed binary converts, TensorBoard lists the tab and the wheel's sidecar answers."""
+    wheels = tmp_path / "wheels"
+    download(wheel, pypi_cache, wheels)
+    assert (wheels / wheel.name).is_file() and any(wheels.glob("tensorboard-*.whl")), sorted(wheels.iterdir())
+    venv = tmp_path / "venv"
+    report = run_offline(["venv", "--wheels", str(wheels), "--venv", str(venv), "--dump", str(DUMPS / "mlp_stats"),
+                          "--logdir", str(tmp_path / "logdir")])  # fmt: skip
+    assert report["tab"] == "GRAPH_ASCEND", report
+    assert report["loaded"] and report["root_layout_boxes"] > 0, report
+    assert report["sidecar"] == [os.path.realpath(venv / "bin" / "graph-ascend")], report
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "install_offline_unshare.json").write_text(json.dumps({"wheel": wheel.name, **report}))
 
 
 def test_uninstall_leaves_nothing_behind(tmp_path, wheel):
