@@ -126,7 +126,7 @@ fn convert_plain(
         jobs as u64 * if opts.golden.is_some() { 2 } else { 1 },
         format!("{jobs} graph(s) to convert"),
     );
-    if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping, &opts.confine)? {
+    if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping, &opts.confine, cancel)? {
         run.note(Stage::Reading, format!("warning: {warning}"));
     }
     let units: Vec<Unit> = share
@@ -234,6 +234,7 @@ fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, Conv
                 format!("step {} rank {} matched", job.step, job.rank),
             )
         },
+        run.cancel_flag(),
     )?;
     Ok(Unit {
         graphs: paired.graphs.into(),

@@ -40,8 +40,10 @@ mod side;
 #[cfg(test)]
 mod tests;
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -89,12 +91,18 @@ pub enum LayerMappingError {
     /// A dump entry, its parent or its stack does not fit msprobe's scope rules.
     #[error("{0}")]
     Scope(String),
+    /// The conversion was cancelled while the mapping was being read or used.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl LayerMappingError {
     /// msprobe goes on without the mapping (a warning), rather than stopping.
     pub fn drops_mapping(&self) -> bool {
-        !matches!(self, LayerMappingError::File { .. })
+        !matches!(
+            self,
+            LayerMappingError::File { .. } | LayerMappingError::Cancelled
+        )
     }
 }
 
@@ -106,6 +114,7 @@ impl From<LayerMappingError> for ConvertError {
             LayerMappingError::Content(message) | LayerMappingError::Scope(message) => {
                 ConvertError::Usage(message)
             }
+            LayerMappingError::Cancelled => ConvertError::Cancelled,
         }
     }
 }

@@ -608,7 +608,7 @@ fn merge_step(
                 .collect();
             let compared: Vec<_> = sides
                 .into_par_iter()
-                .map(|(n, b, rank)| pair(opts, true, step, rank, n, b, &|| {}))
+                .map(|(n, b, rank)| pair(opts, true, step, rank, n, b, &|| {}, run.cancel_flag()))
                 .collect::<Result<_, _>>()?;
             for paired in compared {
                 if r.task.is_empty() {

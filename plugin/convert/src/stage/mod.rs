@@ -93,6 +93,11 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The cancel flag, for loops that look at it themselves.
+    pub fn cancel_flag(&self) -> &AtomicBool {
+        self.cancel
+    }
+
     /// Reports `n` more input bytes read; `false` once the caller asked to stop (readers stop
     /// then, mid-file).
     pub fn read_bytes(&self, n: u64) -> bool {

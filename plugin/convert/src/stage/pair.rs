@@ -3,6 +3,8 @@
 //! ([`crate::compare`]), and their nodes given micro-step batches. A merged pair (parallel
 //! merge) is matched fuzzily and compared as msprobe compares merged graphs.
 
+use std::sync::atomic::AtomicBool;
+
 use graph_ascend_visdb::schema::{BENCH, NPU};
 
 use crate::compare::{self, CompareMode};
@@ -30,7 +32,9 @@ pub(crate) struct Paired {
 }
 
 /// Matches and compares one pair of step `step`, rank `rank`; `merged`: graphs merged across
-/// ranks by [`crate::merge`]. `matched` is called between matching and comparing (progress).
+/// ranks by [`crate::merge`]. `matched` is called between matching and comparing (progress);
+/// the matching stops soon after `cancel` is set.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn pair(
     opts: &ConvertOptions,
     merged: bool,
@@ -39,6 +43,7 @@ pub(crate) fn pair(
     npu: Side,
     bench: Side,
     matched: &dyn Fn(),
+    cancel: &AtomicBool,
 ) -> Result<Paired, ConvertError> {
     let Side {
         dump: nd,
@@ -57,9 +62,9 @@ pub(crate) fn pair(
         let mut match_opts = opts.clone();
         match_opts.fuzzy_match = true;
         match_opts.layer_mapping = LayerMapping::None;
-        matcher::match_graphs(&match_opts, nd, bd, &mut ng, &mut bg)?;
+        matcher::match_graphs(&match_opts, nd, bd, &mut ng, &mut bg, cancel)?;
     } else {
-        matcher::match_graphs(opts, nd, bd, &mut ng, &mut bg)?;
+        matcher::match_graphs(opts, nd, bd, &mut ng, &mut bg, cancel)?;
     }
     p.done();
     matched();
