@@ -511,6 +511,8 @@ fn run(job: &Job, logdir: &Path, plan: Plan, engine: Engine) {
                     plan.output_dir.display()
                 )
             }),
+        // Cancelled: whatever the engine says (done, or stopped), nothing is published.
+        _ if job.cancelled.load(Ordering::SeqCst) => Err(String::new()),
         Ok(_) => Err(String::new()),
         Err(e) => Err(e.to_string()),
     };
