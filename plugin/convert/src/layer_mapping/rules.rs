@@ -199,7 +199,7 @@ impl CancelCheck<'_> {
     pub(super) fn tick(&self) -> Result<(), LayerMappingError> {
         let n = self.count.get().wrapping_add(1);
         self.count.set(n);
-        if n % CANCEL_EVERY == 0 && self.flag.load(Ordering::Relaxed) {
+        if n.is_multiple_of(CANCEL_EVERY) && self.flag.load(Ordering::Relaxed) {
             return Err(LayerMappingError::Cancelled);
         }
         Ok(())
