@@ -9,6 +9,7 @@
 //! Walks the target graph breadth-first from the root, like msprobe.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 
 use crate::error::ConvertError;
 use crate::graph::Graph;
@@ -17,13 +18,15 @@ use crate::node::NodeOp;
 use crate::options::{ConvertOptions, LayerMapping};
 use crate::rank_dump::RankDump;
 
-/// Matches the two graphs, filling `matched` and `matched_link` on both sides.
+/// Matches the two graphs, filling `matched` and `matched_link` on both sides; a layer mapping
+/// stops with [`ConvertError::Cancelled`] soon after `cancel` is set.
 pub fn match_graphs(
     opts: &ConvertOptions,
     npu_dump: &RankDump,
     bench_dump: &RankDump,
     npu: &mut Graph,
     bench: &mut Graph,
+    cancel: &AtomicBool,
 ) -> Result<(), ConvertError> {
     check_frameworks(npu_dump, bench_dump)?;
     let cross =
@@ -46,8 +49,9 @@ pub fn match_graphs(
     }
     match &opts.layer_mapping {
         LayerMapping::Bare | LayerMapping::File(_) => {
-            let mapping = layer_mapping::mapping_for(&opts.layer_mapping, npu_dump, bench_dump)?;
-            layer_mapping::match_graphs(npu, bench, &mapping);
+            let mapping =
+                layer_mapping::mapping_for(&opts.layer_mapping, npu_dump, bench_dump, cancel)?;
+            layer_mapping::match_graphs(npu, bench, &mapping, cancel)?;
         }
         LayerMapping::None => match_default(npu, bench),
     }

@@ -580,7 +580,13 @@ fn lm_malformed_dump_name_drops_the_mapping() {
             .join("layer_mapping")
             .join("layer_mapping_renamed.yaml"),
     );
-    let mapping = graph_ascend_convert::layer_mapping::mapping_for(&lm, &npu, &bench).unwrap();
+    let mapping = graph_ascend_convert::layer_mapping::mapping_for(
+        &lm,
+        &npu,
+        &bench,
+        &std::sync::atomic::AtomicBool::new(false),
+    )
+    .unwrap();
     assert!(mapping.is_empty());
     let out = tmp.path().join("out");
     let opts = ConvertOptions {

@@ -10,10 +10,14 @@
 //!
 //! The engine writes into a hidden staging folder under the output folder (the catalog skips
 //! hidden folders); only a successful, not cancelled job's file is moved into the output folder,
-//! so the catalog never lists a half-written or cancelled result. Cancelling ends the job at
-//! once for every viewer and frees its slot; the engine is asked to stop and stops at its next
-//! check, and then its output is deleted. Until it has returned it still counts against a hard
-//! bound of twice the limit, so that starting and cancelling cannot pile up engines. An engine
+//! so the catalog never lists a half-written or cancelled result; a finished file whose name is
+//! taken in the output folder (another conversion into the same folder) gets the next numbered
+//! name, `_2`, `_3`, … as the CLI's ([`graph_ascend_visdb::files::persist_new`]). Cancelling
+//! frees the job's slot at once and asks the engine to stop: every stage looks at the flag often
+//! (the layer mapping's reading and matching too), so it returns within a second. The job says
+//! `cancelling` (stage) meanwhile and `cancelled` only once the engine has returned and its
+//! output is deleted. Until then it still counts against a hard bound of twice the limit, so
+//! that starting and cancelling cannot pile up engines. An engine
 //! that panics ends its job as failed (the panic's message is the job's error) and frees its
 //! slot: no input can leave a job "building" forever or block the conversions of others.
 
@@ -35,6 +39,9 @@ const KEEP_FINISHED: usize = 64;
 /// Prefix of the staging folders under an output folder: `<prefix><host>.<pid>.<job id>`, so
 /// that those of a killed sidecar are found and removed ([`graph_ascend_visdb::stale`]).
 pub const STAGING_PREFIX: &str = ".graph-ascend-staging-";
+
+/// The stage a cancelled job shows until its engine has returned.
+pub const CANCELLING: &str = "cancelling";
 
 /// A job's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -444,6 +451,10 @@ impl Conversions {
                 }
                 Self::release_slot(&slots, &runner);
                 active.fetch_sub(1, Ordering::SeqCst);
+                // Said only now that the engine has returned and its output is gone.
+                if runner.cancelled.load(Ordering::SeqCst) {
+                    runner.update(|s| s.status = Status::Cancelled);
+                }
             });
         if let Err(e) = spawned {
             self.active.fetch_sub(1, Ordering::SeqCst);
@@ -457,8 +468,9 @@ impl Conversions {
         Ok(job)
     }
 
-    /// Cancels a building job: it ends `cancelled` at once and its output never appears.
-    /// Returns false for an unknown or already finished job.
+    /// Cancels a building job: its slot is free at once, its output never appears, and it
+    /// ends `cancelled` once its engine has returned (stage `cancelling` until then). Returns
+    /// false for an unknown or already finished job.
     pub fn cancel(&self, id: &str) -> bool {
         let Some(job) = self.job(id) else {
             return false;
@@ -467,7 +479,7 @@ impl Conversions {
             return false;
         }
         job.cancelled.store(true, Ordering::SeqCst);
-        job.update(|s| s.status = Status::Cancelled);
+        job.update(|s| s.measured.stage = CANCELLING);
         Self::release_slot(&self.slots, &job);
         true
     }
@@ -499,6 +511,8 @@ fn run(job: &Job, logdir: &Path, plan: Plan, engine: Engine) {
                     plan.output_dir.display()
                 )
             }),
+        // Cancelled: whatever the engine says (done, or stopped), nothing is published.
+        _ if job.cancelled.load(Ordering::SeqCst) => Err(String::new()),
         Ok(_) => Err(String::new()),
         Err(e) => Err(e.to_string()),
     };
@@ -527,7 +541,7 @@ fn run(job: &Job, logdir: &Path, plan: Plan, engine: Engine) {
                 s.output_file = Some(rel);
             });
         }
-        // Cancelled: the job already says so.
+        // Cancelled: the thread says so once this returns.
         Err(msg) if msg.is_empty() => remove_if_new(&plan),
         Err(msg) => {
             remove_if_new(&plan);
@@ -546,20 +560,15 @@ fn remove_if_new(plan: &Plan) {
     }
 }
 
-/// Moves a finished file from staging into the output folder (same file system: a rename).
+/// Moves a finished file from staging into the output folder (same file system: a rename),
+/// under the next numbered name (`_2`, …) when its name is taken, as the CLI does; never over a
+/// file. Returns the name taken.
 fn publish(written: &Path, output_dir: &Path) -> std::io::Result<PathBuf> {
     let name = written
         .file_name()
         .ok_or_else(|| std::io::Error::other("the engine returned a path without a file name"))?;
-    let dest = output_dir.join(name);
-    if dest.exists() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::AlreadyExists,
-            format!("{} already exists", dest.display()),
-        ));
-    }
-    std::fs::rename(written, &dest)?;
-    Ok(dest)
+    let temp = tempfile::TempPath::try_from_path(written)?;
+    graph_ascend_visdb::files::persist_new(temp, &output_dir.join(name))
 }
 
 /// msprobe's `loadConvertedGraphData`: folders (candidate dumps) and `*.yaml` files under the
@@ -737,6 +746,24 @@ mod tests {
         assert!(other_host.exists() && live.exists());
     }
 
+    /// Regression: a finished page conversion whose name was taken in the output folder (another
+    /// conversion into the same folder) failed with "already exists"; it is numbered as the
+    /// CLI numbers it, and the file there stays as it was.
+    #[test]
+    fn a_taken_output_name_is_numbered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let staging = dir.path().join(".staging");
+        std::fs::create_dir_all(&staging).expect("mkdir");
+        std::fs::write(dir.path().join("build_1.vis.db"), "first").expect("write");
+        let written = staging.join("build_1.vis.db");
+        std::fs::write(&written, "second").expect("write");
+        let dest = publish(&written, dir.path()).expect("published");
+        assert_eq!(dest, dir.path().join("build_1_2.vis.db"));
+        assert_eq!(std::fs::read_to_string(&dest).expect("read"), "second");
+        let first = std::fs::read_to_string(dir.path().join("build_1.vis.db")).expect("read");
+        assert_eq!(first, "first");
+    }
+
     /// Cancelling a job frees its slot at once, even if the engine does not return.
     #[test]
     fn cancel_frees_the_slot_of_a_stuck_engine() {
@@ -751,7 +778,10 @@ mod tests {
             Err(StartError::Busy { .. })
         ));
         assert!(jobs.cancel(&job.id));
-        assert_eq!(job.snapshot().status, Status::Cancelled);
+        // The engine has not returned: the job does not say `cancelled` yet.
+        let now = job.snapshot();
+        assert_eq!(now.status, Status::Building);
+        assert_eq!(now.measured.stage, CANCELLING);
         jobs.start(dir.path(), "page", &request("out2"))
             .expect("the cancelled job's slot is free");
     }

@@ -317,3 +317,59 @@ async fn a_stream_with_nothing_to_follow_says_so_and_ends() {
     assert_eq!(unknown.len(), 1);
     assert!(unknown[0].error[0].contains("no-such-job"));
 }
+
+/// Regression: two page conversions into one output folder: the second failed with "already
+/// exists" after all its work. Both now succeed, the second under the CLI's numbered name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_conversions_into_one_folder_both_land_under_distinct_names() {
+    let (dir, state) = logdir(&["tf_stats_a"], 2);
+    let mut ids = Vec::new();
+    for client in ["a", "b"] {
+        let started = handlers::convert_to_graph(&state, client, request("tf_stats_a", "", "same"));
+        assert!(started.success, "{:?}", started.error);
+        ids.push((client, started.job_id.expect("job id")));
+    }
+    let mut outputs = Vec::new();
+    for (client, id) in &ids {
+        let events = follow(&state, client, id).await;
+        let last = events.last().expect("an event");
+        assert_eq!(last.status, "done", "{last:?}");
+        outputs.push(last.output_file.clone().expect("an output file"));
+    }
+    // Started in the same second they want the same name, and one is numbered `_2`.
+    assert_ne!(outputs[0], outputs[1]);
+    assert_eq!(vis_dbs(&dir.path().join("same")).len(), 2);
+}
+
+/// Regression: a cancelled conversion with a big layer mapping said "cancelled" while its
+/// engine went on for minutes (reading and de-duplicating the mapping), and four of them made
+/// every later conversion answer "still finishing". Now each says "cancelled" only once its
+/// engine has returned, and a next conversion starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_conversion_with_a_big_mapping_frees_its_slot_when_it_says_so() {
+    let (dir, state) = logdir(&["tf_stats_a", "tf_stats_b"], 1);
+    let mut yaml = String::new();
+    for c in 0..200_000 {
+        yaml.push_str(&format!("Class{c}:\n  attn: self_attn\n  mlp.fc: dense\n"));
+    }
+    std::fs::write(dir.path().join("big.yaml"), yaml).expect("write the mapping");
+    for round in 0..4 {
+        let mut req = request("tf_stats_b", "tf_stats_a", &format!("out{round}"));
+        req.layer_mapping = "big.yaml".into();
+        let started = handlers::convert_to_graph(&state, "page", req);
+        assert!(started.success, "round {round}: {:?}", started.error);
+        let id = started.job_id.expect("job id");
+        assert!(handlers::cancel_convert(&state, "page", &id).success);
+        let events = follow(&state, "page", &id).await;
+        assert_eq!(events.last().map(|e| e.status.as_str()), Some("cancelled"));
+        assert_eq!(
+            state.conversions.running(),
+            0,
+            "round {round}: said cancelled while its engine still ran"
+        );
+    }
+    let next = handlers::convert_to_graph(&state, "page", request("tf_stats_a", "", "next"));
+    assert!(next.success, "{:?}", next.error);
+    let events = follow(&state, "page", &next.job_id.expect("job id")).await;
+    assert_eq!(events.last().map(|e| e.status.as_str()), Some("done"));
+}

@@ -21,12 +21,18 @@ pub enum LayerMappingError {
     /// A dump entry, its parent or its stack does not fit msprobe's scope rules.
     #[error("{0}")]
     Scope(String),
+    /// The conversion was cancelled while the mapping was being read or used.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl LayerMappingError {
     /// msprobe goes on without the mapping (a warning), rather than stopping.
     pub fn drops_mapping(&self) -> bool {
-        !matches!(self, LayerMappingError::File { .. })
+        !matches!(
+            self,
+            LayerMappingError::File { .. } | LayerMappingError::Cancelled
+        )
     }
 }
 
@@ -38,6 +44,7 @@ impl From<LayerMappingError> for ConvertError {
             LayerMappingError::Content(message) | LayerMappingError::Scope(message) => {
                 ConvertError::Usage(message)
             }
+            LayerMappingError::Cancelled => ConvertError::Cancelled,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The mapping file: its YAML read as msprobe reads it, and the rewrite rules it gives.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::error::LayerMappingError;
 use crate::error::ConvertError;
@@ -28,11 +30,32 @@ impl Rules {
     /// The rules of a YAML text. `Err` says why the text is not a mapping of mappings of
     /// strings (msprobe then drops the mapping).
     pub fn parse(text: &str) -> Result<Rules, LayerMappingError> {
+        Rules::parse_cancellable(text, &AtomicBool::new(false))
+    }
+
+    /// [`Rules::parse`] that stops with [`LayerMappingError::Cancelled`] soon after `cancel`
+    /// is set (checked every [`CANCEL_EVERY`] mapping entries read and rules made).
+    pub fn parse_cancellable(text: &str, cancel: &AtomicBool) -> Result<Rules, LayerMappingError> {
+        let checks = Cell::new(0);
+        let seed = YamlSeed {
+            text,
+            cancel: CancelCheck {
+                flag: cancel,
+                count: &checks,
+            },
+        };
         let doc: Yaml = serde::de::DeserializeSeed::deserialize(
-            YamlSeed { text },
+            seed,
             serde_norway::Deserializer::from_str(text),
         )
-        .map_err(|e| LayerMappingError::Content(format!("not valid YAML: {e}")))?;
+        .map_err(|e| {
+            if cancel.load(Ordering::Relaxed) {
+                LayerMappingError::Cancelled
+            } else {
+                LayerMappingError::Content(format!("not valid YAML: {e}"))
+            }
+        })?;
+        let check = seed.cancel;
         let Yaml::Map(top) = doc else {
             return Err(LayerMappingError::Content(format!(
                 "expected a mapping {{Class: {{child: golden_child}}}}, found {}",
@@ -40,6 +63,7 @@ impl Rules {
             )));
         };
         let mut top = dedup(top);
+        check.tick()?;
         // `Cell` is the old name of the top level: a non-null `Cell` replaces `TopLayer`.
         if let Some(i) = top.iter().position(|(k, _)| k.text() == Some(OLD_TOP_KEY)) {
             let (_, old_top) = top.remove(i);
@@ -59,8 +83,10 @@ impl Rules {
                     children.describe()
                 )));
             };
+            check.tick()?;
             let mut by_first: HashMap<String, Vec<Rule>> = HashMap::new();
             for (from, to) in dedup(children) {
+                check.tick()?;
                 let (Some(from_text), Some(to_text)) = (from.text(), to.text()) else {
                     return Err(LayerMappingError::Content(format!(
                         "{}: rule {} -> {} is not text -> text",
@@ -129,6 +155,8 @@ impl Yaml {
 
     /// Identity of a mapping key, for duplicates.
     pub(super) fn key_id(&self) -> Option<(&'static str, &str)> {
+        #[cfg(test)]
+        KEY_IDS_TAKEN.with(|n| n.set(n.get() + 1));
         match self {
             Yaml::Null => Some(("null", "")),
             Yaml::Text(s) => Some(("text", s)),
@@ -138,19 +166,55 @@ impl Yaml {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread took a key's identity: the work of de-duplication, counted
+    /// (the tests bound it without timing anything).
+    pub(super) static KEY_IDS_TAKEN: Cell<u64> = const { Cell::new(0) };
+}
+
 /// PyYAML's mapping semantics: a repeated key keeps its first place and takes its last value.
+/// A key without an identity (a list, a mapping) is never a repeat. Linear: the place of each
+/// identity is remembered, not searched for (a mapping file may have 200,000 classes).
 pub(super) fn dedup(entries: Vec<(Yaml, Yaml)>) -> Vec<(Yaml, Yaml)> {
+    // Identity → its place in the output; owned, as the entries move into the output.
+    let mut place: HashMap<(&'static str, String), usize> = HashMap::with_capacity(entries.len());
     let mut out: Vec<(Yaml, Yaml)> = Vec::with_capacity(entries.len());
     for (k, v) in entries {
-        let same = k
-            .key_id()
-            .and_then(|id| out.iter().position(|(o, _)| o.key_id() == Some(id)));
-        match same {
-            Some(i) => out[i].1 = v,
-            None => out.push((k, v)),
+        let id = k.key_id().map(|(kind, text)| (kind, text.to_string()));
+        match id.as_ref().and_then(|id| place.get(id)) {
+            Some(&i) => out[i].1 = v,
+            None => {
+                if let Some(id) = id {
+                    place.insert(id, out.len());
+                }
+                out.push((k, v));
+            }
         }
     }
     out
+}
+
+/// How many mapping entries or rules are read or made between two looks at the cancel flag.
+pub(super) const CANCEL_EVERY: u32 = 1024;
+
+/// The cancel flag as a long loop looks at it: every [`CANCEL_EVERY`] steps.
+#[derive(Clone, Copy)]
+pub(super) struct CancelCheck<'c> {
+    pub(super) flag: &'c AtomicBool,
+    pub(super) count: &'c Cell<u32>,
+}
+
+impl CancelCheck<'_> {
+    /// One more step; [`LayerMappingError::Cancelled`] when this step looks and the flag is set.
+    pub(super) fn tick(&self) -> Result<(), LayerMappingError> {
+        let n = self.count.get().wrapping_add(1);
+        self.count.set(n);
+        if n.is_multiple_of(CANCEL_EVERY) && self.flag.load(Ordering::Relaxed) {
+            return Err(LayerMappingError::Cancelled);
+        }
+        Ok(())
+    }
 }
 
 /// PyYAML 1.1's booleans that YAML 1.2 (serde_norway) reads as text: msprobe's `yaml.safe_load`
@@ -168,6 +232,8 @@ fn yaml11_bool(plain: &str) -> Option<bool> {
 #[derive(Clone, Copy)]
 pub(super) struct YamlSeed<'t> {
     pub(super) text: &'t str,
+    /// Looked at every few mapping entries: a cancel stops the reading of a big file.
+    pub(super) cancel: CancelCheck<'t>,
 }
 
 impl YamlSeed<'_> {
@@ -235,6 +301,9 @@ impl<'de> serde::de::Visitor<'de> for YamlSeed<'_> {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Yaml, A::Error> {
         let mut entries = Vec::new();
         while let Some(k) = map.next_key_seed(self)? {
+            if self.cancel.tick().is_err() {
+                return Err(serde::de::Error::custom("cancelled"));
+            }
             let v = map.next_value_seed(self)?;
             entries.push((k, v));
         }
@@ -248,6 +317,7 @@ impl<'de> serde::de::Visitor<'de> for YamlSeed<'_> {
 pub fn load_rules(
     lm: &LayerMapping,
     confine: &graph_ascend_dump::Confine,
+    cancel: &AtomicBool,
 ) -> Result<Rules, LayerMappingError> {
     let path = match lm {
         LayerMapping::None | LayerMapping::Bare => return Ok(Rules::default()),
@@ -271,7 +341,10 @@ pub fn load_rules(
     let Ok(text) = String::from_utf8(bytes) else {
         return Err(content(&"not UTF-8 text"));
     };
-    Rules::parse(&text).map_err(|why| content(&why))
+    Rules::parse_cancellable(&text, cancel).map_err(|why| match why {
+        LayerMappingError::Cancelled => why,
+        why => content(&why),
+    })
 }
 
 /// Checks `-lm FILE` before any dump is read: an error for a missing or unreadable file, a
@@ -279,8 +352,9 @@ pub fn load_rules(
 pub fn preflight(
     lm: &LayerMapping,
     confine: &graph_ascend_dump::Confine,
+    cancel: &AtomicBool,
 ) -> Result<Option<String>, ConvertError> {
-    match load_rules(lm, confine) {
+    match load_rules(lm, confine, cancel) {
         Ok(_) => Ok(None),
         Err(e) if e.drops_mapping() => Ok(Some(ignored_warning(&e))),
         Err(e) => Err(e.into()),

@@ -3,7 +3,11 @@
 use serde_json::Value;
 
 use super::mapping::api_mapping;
-use super::rules::{Rule, Rules, TOP_LAYER};
+use std::cell::Cell;
+use std::sync::atomic::AtomicBool;
+
+use super::error::LayerMappingError;
+use super::rules::{dedup, Rule, Rules, Yaml, KEY_IDS_TAKEN, TOP_LAYER};
 use super::side::*;
 
 fn rules(yaml: &str) -> Rules {
@@ -307,7 +311,13 @@ fn entries_pair_by_translated_scope_and_position() {
         ),
         ("Module.blk.Block.forward.0", None),
     ]);
-    let m = api_mapping(&npu, &bench, &rules("Block:\n  new_attn: attn\n")).unwrap();
+    let m = api_mapping(
+        &npu,
+        &bench,
+        &rules("Block:\n  new_attn: attn\n"),
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     let get = |k: &str| m.get(k).cloned().flatten();
     assert_eq!(
         get("Module.blk.new_attn.Attention.forward.0").as_deref(),
@@ -323,6 +333,124 @@ fn entries_pair_by_translated_scope_and_position() {
         Some("Module.blk.Block.forward.0")
     );
     // Without rules the renamed child finds nothing.
-    let m = api_mapping(&npu, &bench, &Rules::default()).unwrap();
+    let m = api_mapping(&npu, &bench, &Rules::default(), &AtomicBool::new(false)).unwrap();
     assert_eq!(m["Torch.matmul.0.forward"], None);
+}
+
+/// The de-duplication as it was first written (quadratic: each key searched for among those
+/// kept), the reference the linear one must agree with.
+fn dedup_by_search(entries: Vec<(Yaml, Yaml)>) -> Vec<(Yaml, Yaml)> {
+    let mut out: Vec<(Yaml, Yaml)> = Vec::with_capacity(entries.len());
+    for (k, v) in entries {
+        let same = k
+            .key_id()
+            .and_then(|id| out.iter().position(|(o, _)| o.key_id() == Some(id)));
+        match same {
+            Some(i) => out[i].1 = v,
+            None => out.push((k, v)),
+        }
+    }
+    out
+}
+
+/// A small deterministic generator (xorshift), so that a failure repeats.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// The linear de-duplication gives what the searching one gave, order and values, on random
+/// mappings full of repeats: text, null, number, boolean keys (a number and a text of the same
+/// digits are different keys), and keys without identity (lists, mappings) that never merge.
+#[test]
+fn dedup_agrees_with_the_searching_reference() {
+    let mut rng = Xorshift(0x9e37_79b9_7f4a_7c15);
+    for round in 0..300 {
+        let len = rng.below(60);
+        let entries: Vec<(Yaml, Yaml)> = (0..len)
+            .map(|i| {
+                let n = rng.below(8).to_string();
+                let key = match rng.below(6) {
+                    0 | 1 => Yaml::Text(n),
+                    2 => Yaml::Other("a number", n),
+                    3 => Yaml::Null,
+                    4 => Yaml::Other("a boolean", (rng.below(2) == 0).to_string()),
+                    _ if rng.below(2) == 0 => Yaml::Other("a list", String::new()),
+                    _ => Yaml::Map(Vec::new()),
+                };
+                (key, Yaml::Text(format!("{round}.{i}")))
+            })
+            .collect();
+        assert_eq!(
+            dedup(entries.clone()),
+            dedup_by_search(entries.clone()),
+            "{entries:?}"
+        );
+    }
+}
+
+/// A mapping file of `classes` classes of two rules each, some classes and rules repeated.
+fn big_mapping(classes: usize) -> String {
+    let mut text = String::with_capacity(classes * 48);
+    for c in 0..classes {
+        // Every tenth class repeats an earlier one: its rules replace the earlier ones.
+        let class = if c % 10 == 9 { c - 5 } else { c };
+        text.push_str(&format!(
+            "Class{class}:\n  attn: self_attn\n  mlp.fc{c}: dense\n  attn: attention\n"
+        ));
+    }
+    text
+}
+
+/// Key identities taken while parsing a mapping of `classes` classes.
+fn key_ids_taken_parsing(classes: usize) -> (u64, Rules) {
+    let text = big_mapping(classes);
+    KEY_IDS_TAKEN.with(|n| n.set(0));
+    let rules = Rules::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    (KEY_IDS_TAKEN.with(Cell::get), rules)
+}
+
+/// Regression: de-duplicating the classes of a mapping file searched every kept key for each
+/// new one (10k classes 0.7 s, 40k 9.3 s, 200k over a minute). The work, counted in key
+/// identities taken (no timing), now grows with the file: 40k classes cost four times 10k, and
+/// a few identities per key.
+#[test]
+fn a_big_mapping_is_deduplicated_in_linear_work() {
+    let (small, _) = key_ids_taken_parsing(10_000);
+    let (big, rules) = key_ids_taken_parsing(40_000);
+    // 40,000 class keys and 3 rule keys under each: 160,000 keys in all.
+    let keys = 160_000;
+    assert!(big <= 2 * keys, "{big} key identities for {keys} keys");
+    assert!(big <= 4 * small + 16, "10k: {small}, 40k: {big}");
+    // The repeated classes kept their later rules, longest first.
+    assert_eq!(rules.by_class.len(), 36_000);
+    let repeated = rules.for_child("Class14", "mlp");
+    assert_eq!(repeated.len(), 1);
+    assert_eq!(
+        repeated[0].from,
+        vec!["mlp".to_string(), "fc19".to_string()]
+    );
+    assert_eq!(rules.for_child("Class14", "attn")[0].to, "attention");
+}
+
+/// A cancel stops the reading of a big mapping file (the flag is looked at every
+/// [`CANCEL_EVERY`] entries, not only at the end).
+#[test]
+fn a_cancel_stops_reading_a_big_mapping() {
+    let text = big_mapping(40_000);
+    let cancel = AtomicBool::new(true);
+    KEY_IDS_TAKEN.with(|n| n.set(0));
+    let got = Rules::parse_cancellable(&text, &cancel);
+    assert!(matches!(got, Err(LayerMappingError::Cancelled)), "{got:?}");
+    assert_eq!(
+        KEY_IDS_TAKEN.with(Cell::get),
+        0,
+        "stopped while reading, before any de-duplication"
+    );
 }

@@ -323,7 +323,7 @@ fn merge_step(
     };
     match bench {
         None => build_ready(opts, &npu, &mut r)?,
-        Some(bench) => compare_ready(opts, &npu, &bench, &mut r)?,
+        Some(bench) => compare_ready(opts, &npu, &bench, &mut r, run)?,
     }
     run.tick(
         Stage::Comparing,
@@ -368,6 +368,7 @@ fn compare_ready(
     npu: &MergedSide,
     bench: &MergedSide,
     r: &mut MergedStep,
+    run: &Run,
 ) -> Result<(), ConvertError> {
     let step = r.step;
     if npu.merged.graphs.len() != bench.merged.graphs.len() {
@@ -389,7 +390,16 @@ fn compare_ready(
     let compared: Vec<_> = sides
         .into_par_iter()
         .map(|(n, b, rank)| {
-            let mut paired = pair(&match_opts, true, step, rank, n, b, &|| {})?;
+            let mut paired = pair(
+                &match_opts,
+                true,
+                step,
+                rank,
+                n,
+                b,
+                &|| {},
+                run.cancel_flag(),
+            )?;
             let [(npu_graph, _), (bench_graph, _)] = &mut paired.graphs;
             merge::all_ranks_index(npu_graph);
             let micro_steps = merge::paging(npu_graph, bench_graph);

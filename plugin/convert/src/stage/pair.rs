@@ -4,6 +4,8 @@
 //! and a merged one are batched differently). A merged pair (parallel merge) is matched with
 //! the options its caller gives (fuzzily) and compared as msprobe compares merged graphs.
 
+use std::sync::atomic::AtomicBool;
+
 use graph_ascend_visdb::schema::{BENCH, NPU};
 
 use crate::compare::{self, CompareMode};
@@ -35,7 +37,8 @@ pub(crate) struct Paired {
 /// Matches (with `match_opts`) and compares one pair of step `step`, rank `rank`; `merged`:
 /// graphs merged across ranks (their items were moved by the merge and are held; msprobe
 /// compares them as `parallel_merge`). `matched` is called between matching and comparing
-/// (progress).
+/// (progress); the matching stops soon after `cancel` is set.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn pair(
     match_opts: &ConvertOptions,
     merged: bool,
@@ -44,6 +47,7 @@ pub(crate) fn pair(
     npu: Side,
     bench: Side,
     matched: &dyn Fn(),
+    cancel: &AtomicBool,
 ) -> Result<Paired, ConvertError> {
     let Side {
         dump: nd,
@@ -57,7 +61,7 @@ pub(crate) fn pair(
     } = bench;
     let mode = CompareMode::detect(&nd.dump, &bd.dump, nm, bm)?;
     let p = timing::phase(|| "match".into());
-    matcher::match_graphs(match_opts, nd, bd, &mut ng, &mut bg)?;
+    matcher::match_graphs(match_opts, nd, bd, &mut ng, &mut bg, cancel)?;
     p.done();
     matched();
     let p = timing::phase(|| "compare".into());

@@ -49,7 +49,9 @@ pub(crate) fn convert_plain(
         jobs as u64 * if opts.golden.is_some() { 2 } else { 1 },
         format!("{jobs} graph(s) to convert"),
     );
-    if let Some(warning) = layer_mapping::preflight(&opts.layer_mapping, &opts.confine)? {
+    if let Some(warning) =
+        layer_mapping::preflight(&opts.layer_mapping, &opts.confine, run.cancel_flag())?
+    {
         run.note(Stage::Reading, format!("warning: {warning}"));
     }
     let units: Vec<Unit> = share
@@ -152,6 +154,7 @@ fn convert_job(opts: &ConvertOptions, job: &Job, run: &Run) -> Result<Unit, Conv
                 format!("step {} rank {} matched", job.step, job.rank),
             )
         },
+        run.cancel_flag(),
     )?;
     let [(npu_graph, _), (bench_graph, _)] = &mut paired.graphs;
     let micro_steps = npu_graph.paging_by_micro_step(Some(bench_graph));

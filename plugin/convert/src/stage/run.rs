@@ -63,6 +63,11 @@ impl<'a> Run<'a> {
         run
     }
 
+    /// The cancel flag, for loops that look at it themselves.
+    pub fn cancel_flag(&self) -> &AtomicBool {
+        self.cancel
+    }
+
     /// [`ConvertError::Cancelled`] once the caller asked to stop.
     pub fn check(&self) -> Result<(), ConvertError> {
         if self.cancel.load(Ordering::Relaxed) {
