@@ -82,7 +82,7 @@ const fn rule(name: &'static str, worse: Worse, threshold: f64) -> MetricRule {
 /// writes them and the page shows them): the first metrics of [`COMPARE_COLUMNS`]. The
 /// service serves it with each file's config (`detailColumns`), the page paints from it, and
 /// metrics not in it (users' own) are never painted.
-pub const METRIC_RULES: [MetricRule; 13] = [
+pub const METRIC_RULES: &[MetricRule] = &[
     rule("Max diff", Worse::Higher, ABS_ROUNDING),
     rule("Min diff", Worse::Higher, ABS_ROUNDING),
     rule("Mean diff", Worse::Higher, ABS_ROUNDING),
@@ -105,25 +105,27 @@ pub fn metric_rule(name: &str) -> Option<&'static MetricRule> {
     METRIC_RULES.iter().find(|r| r.name == name)
 }
 
+/// msprobe's verdict columns, after the metrics in [`COMPARE_COLUMNS`].
+const VERDICT_COLUMNS: [&str; 4] = [
+    "Requires_grad Consistent",
+    "Result",
+    "Err_message",
+    "Accuracy Reached or Not",
+];
+
 /// The columns a comparison adds to an item, in the order msprobe writes them (the service
 /// removes them again when a match is undone): the metrics of [`METRIC_RULES`], then the
 /// verdict columns.
-pub const COMPARE_COLUMNS: [&str; 17] = {
-    const VERDICTS: [&str; 4] = [
-        "Requires_grad Consistent",
-        "Result",
-        "Err_message",
-        "Accuracy Reached or Not",
-    ];
-    let mut out = [""; 17];
+pub const COMPARE_COLUMNS: [&str; METRIC_RULES.len() + VERDICT_COLUMNS.len()] = {
+    let mut out = [""; METRIC_RULES.len() + VERDICT_COLUMNS.len()];
     let mut i = 0;
     while i < METRIC_RULES.len() {
         out[i] = METRIC_RULES[i].name;
         i += 1;
     }
     let mut j = 0;
-    while j < VERDICTS.len() {
-        out[i + j] = VERDICTS[j];
+    while j < VERDICT_COLUMNS.len() {
+        out[i + j] = VERDICT_COLUMNS[j];
         j += 1;
     }
     out
