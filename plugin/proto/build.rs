@@ -333,14 +333,20 @@ fn keyed_writer(field: &FieldDescriptor) -> String {
     format!("write_{}_{}", field.parent_message().name(), field.name())
 }
 
-/// The writer of a repeated message field rendered as an object: `{entry.key: value}` where
-/// the value is the entry's `json_map_value` field, or the entry without its key field.
-fn keyed_field(
-    code: &mut String,
+/// A repeated message field written as an object (`json_map_key`): its entry message, the entry's
+/// key field (a single string), and the `json_map_value` field written as the value, if any.
+/// The one check of these options, for the JSON writer and the page's types alike.
+pub(crate) struct KeyedEntry {
+    pub entry: MessageDescriptor,
+    pub key: FieldDescriptor,
+    pub value: Option<FieldDescriptor>,
+}
+
+pub(crate) fn keyed_entry(
     opts: &Options,
     field: &FieldDescriptor,
     map_key: &str,
-) -> Result<(), BoxError> {
+) -> Result<KeyedEntry, BoxError> {
     let Kind::Message(entry) = field.kind() else {
         return Err(format!(
             "{}: json_map_key on a field that is not a message",
@@ -348,8 +354,7 @@ fn keyed_field(
         )
         .into());
     };
-    let entry_ty = rust_type(&entry)?;
-    let key_field = entry
+    let key = entry
         .get_field_by_name(map_key)
         .filter(|f| f.kind() == Kind::String && f.cardinality() != Cardinality::Repeated)
         .ok_or_else(|| {
@@ -360,14 +365,34 @@ fn keyed_field(
             )
         })?;
     let value = match opts.string(field, &opts.map_value) {
-        Some(name) => {
-            let value_field = entry.get_field_by_name(&name).ok_or_else(|| {
-                format!(
-                    "{}: json_map_value {name:?} is not a field of {}",
-                    field.full_name(),
-                    entry.full_name()
-                )
-            })?;
+        Some(name) => Some(entry.get_field_by_name(&name).ok_or_else(|| {
+            format!(
+                "{}: json_map_value {name:?} is not a field of {}",
+                field.full_name(),
+                entry.full_name()
+            )
+        })?),
+        None => None,
+    };
+    Ok(KeyedEntry { entry, key, value })
+}
+
+/// The writer of a repeated message field rendered as an object: `{entry.key: value}` where
+/// the value is the entry's `json_map_value` field, or the entry without its key field.
+fn keyed_field(
+    code: &mut String,
+    opts: &Options,
+    field: &FieldDescriptor,
+    map_key: &str,
+) -> Result<(), BoxError> {
+    let KeyedEntry {
+        entry,
+        key: key_field,
+        value: value_field,
+    } = keyed_entry(opts, field, map_key)?;
+    let entry_ty = rust_type(&entry)?;
+    let value = match value_field {
+        Some(value_field) => {
             if value_field.supports_presence() {
                 // An unset value is rendered as null.
                 format!(

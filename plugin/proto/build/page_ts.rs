@@ -17,7 +17,7 @@ use prost_reflect::{
     Cardinality, DescriptorPool, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor,
 };
 
-use crate::{reachable, BoxError, Options, SERVICE};
+use crate::{keyed_entry, reachable, BoxError, KeyedEntry, Options, SERVICE};
 
 /// The request field the shim fills itself.
 const CLIENT_ID: &str = "client_id";
@@ -118,29 +118,13 @@ fn answer_value(opts: &Options, field: &FieldDescriptor) -> Result<String, BoxEr
     let Some(map_key) = opts.string(field, &opts.map_key) else {
         return Ok(array(&one_value(field, DOUBLE)?));
     };
-    let Kind::Message(entry) = field.kind() else {
-        return Err(format!(
-            "{}: json_map_key on a field that is not a message",
-            field.full_name()
-        )
-        .into());
-    };
-    let key_field = entry.get_field_by_name(&map_key).ok_or_else(|| {
-        format!(
-            "{}: json_map_key {map_key:?} is not a field of {}",
-            field.full_name(),
-            entry.full_name()
-        )
-    })?;
-    let value = match opts.string(field, &opts.map_value) {
-        Some(name) => {
-            let value_field = entry.get_field_by_name(&name).ok_or_else(|| {
-                format!(
-                    "{}: json_map_value {name:?} is not a field of {}",
-                    field.full_name(),
-                    entry.full_name()
-                )
-            })?;
+    let KeyedEntry {
+        entry,
+        key: key_field,
+        value: value_field,
+    } = keyed_entry(opts, field, &map_key)?;
+    let value = match value_field {
+        Some(value_field) => {
             let value = answer_value(opts, &value_field)?;
             if value_field.supports_presence() && value != "JsonValue" {
                 // An unset value is written as null.
