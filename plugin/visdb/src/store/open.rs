@@ -2,7 +2,12 @@
 //! to be edited), checking its schema, and the errors of its queries and columns.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
+use rusqlite::config::DbConfig;
+use rusqlite::limits::Limit;
+use rusqlite::trace::{TraceEvent, TraceEventCodes};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::schema;
@@ -28,6 +33,79 @@ pub enum StoreError {
         what: String,
         reason: String,
     },
+    #[error(
+        "{path}: one query did more than {MAX_STATEMENT_STEPS} steps of work and was stopped \
+         (a damaged or hostile file?)"
+    )]
+    TooMuchWork { path: PathBuf },
+}
+
+/// How many steps of SQLite's virtual machine one statement may run before it is stopped.
+/// The longest statements we run are the passes over a whole graph: about 60 steps a node, so
+/// this leaves room for graphs of tens of millions of nodes, and stops a statement that runs
+/// away (a loop that a hostile file's schema would start) within a minute or so.
+pub const MAX_STATEMENT_STEPS: u64 = 4_000_000_000;
+/// Steps between two calls of the progress handler that counts them.
+const PROGRESS_PERIOD: u64 = 100_000;
+/// The longest string or blob a connection reads or makes (SQLite's default is 1 GB).
+const MAX_VALUE_BYTES: i32 = 256 << 20;
+
+/// The work the statement running on one connection has done, counted by SQLite's progress
+/// handler in periods of [`PROGRESS_PERIOD`] steps and reset when a statement starts.
+struct StatementBudget {
+    periods: AtomicU64,
+    max_periods: AtomicU64,
+}
+
+impl StatementBudget {
+    fn new() -> Arc<StatementBudget> {
+        Arc::new(StatementBudget {
+            periods: AtomicU64::new(0),
+            max_periods: AtomicU64::new(MAX_STATEMENT_STEPS / PROGRESS_PERIOD),
+        })
+    }
+
+    /// One more period of work; whether the statement is over its budget (it is interrupted).
+    fn spend(&self) -> bool {
+        self.periods.fetch_add(1, Ordering::Relaxed) + 1 > self.max_periods.load(Ordering::Relaxed)
+    }
+
+    fn exhausted(&self) -> bool {
+        self.periods.load(Ordering::Relaxed) > self.max_periods.load(Ordering::Relaxed)
+    }
+}
+
+/// Opens every file as SQLite's advice for files from strangers says ("Defense Against The Dark
+/// Arts"): the defensive flag (no writes to the schema, no corruption through the journal
+/// mode), an untrusted schema (functions with side effects are refused where the schema names
+/// them), no triggers and no views at all (msprobe's files have neither; a trigger turned one
+/// edit into an endless write), no attached files, checked cell sizes, bounded values, and at
+/// most [`MAX_STATEMENT_STEPS`] steps per statement.
+fn harden(conn: &mut Connection, budget: &Arc<StatementBudget>) -> rusqlite::Result<()> {
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_VIEW, false)?;
+    conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+    conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)?;
+    conn.pragma_update(None, "cell_size_check", true)?;
+    let started = budget.clone();
+    conn.trace_v2(
+        TraceEventCodes::SQLITE_TRACE_STMT,
+        Some(move |event: TraceEvent<'_>| {
+            // A trigger's program also reports here, as a comment: it is part of its statement.
+            if let TraceEvent::Stmt(_, sql) = event {
+                if !sql.starts_with("--") {
+                    started.periods.store(0, Ordering::Relaxed);
+                }
+            }
+        }),
+    )?;
+    let spent = budget.clone();
+    conn.progress_handler(
+        i32::try_from(PROGRESS_PERIOD).unwrap_or(i32::MAX),
+        Some(move || spent.spend()),
+    )
 }
 
 /// The page cache of one connection, in KiB (SQLite's `cache_size` takes negative KiB).
@@ -70,6 +148,7 @@ fn immutable_uri(path: &Path) -> String {
 pub struct Store {
     path: PathBuf,
     pub(super) conn: Connection,
+    budget: Arc<StatementBudget>,
 }
 
 impl Store {
@@ -114,7 +193,7 @@ impl Store {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
         };
-        let conn = match access {
+        let mut conn = match access {
             Access::ReadWrite => Connection::open_with_flags(
                 path,
                 OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -129,6 +208,8 @@ impl Store {
             )
             .map_err(open_err)?,
         };
+        let budget = StatementBudget::new();
+        harden(&mut conn, &budget).map_err(open_err)?;
         // Readers wait for a writer (another tab matching nodes) instead of failing at once.
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(open_err)?;
@@ -139,6 +220,7 @@ impl Store {
         let store = Store {
             path: path.to_owned(),
             conn,
+            budget,
         };
         store.check_schema()?;
         Ok(store)
@@ -151,10 +233,25 @@ impl Store {
 
     /// A failed query of this file (see [`QueryResult::or_query_err`]).
     pub(super) fn query_err(&self, source: rusqlite::Error) -> StoreError {
+        if source.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted)
+            && self.budget.exhausted()
+        {
+            return StoreError::TooMuchWork {
+                path: self.path.clone(),
+            };
+        }
         StoreError::Query {
             path: self.path.clone(),
             source,
         }
+    }
+
+    /// Lowers the work one statement may do to about `steps` (tests of the bound).
+    #[cfg(test)]
+    fn limit_statement_steps(&self, steps: u64) {
+        self.budget
+            .max_periods
+            .store(steps / PROGRESS_PERIOD, Ordering::Relaxed);
     }
 
     /// A column of this file that does not hold what it should: `what` names the column and the
@@ -178,6 +275,7 @@ impl Store {
             path: self.path.clone(),
             reason,
         };
+        self.check_schema_objects().map_err(schema_err)?;
         for (table, columns) in schema::REQUIRED {
             let mut stmt = self
                 .conn
@@ -209,6 +307,64 @@ impl Store {
                     .query_row("SELECT max(rowid) FROM tb_nodes", [], |_| Ok(()))
             })
             .map_err(|e| schema_err(format!("cannot be read ({e}); is it truncated?")))?;
+        Ok(())
+    }
+
+    /// Refuses what msprobe's files never hold and what would make SQLite do the work of a
+    /// request for whoever wrote the file: any trigger, and anything but a plain table (a view, a
+    /// virtual table) or a generated column where msprobe's tables should be.
+    fn check_schema_objects(&self) -> Result<(), String> {
+        let objects: Vec<(String, String, String, Option<String>)> = self
+            .conn
+            .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                })?
+                .collect()
+            })
+            .map_err(|e| format!("its schema cannot be read ({e})"))?;
+        if let Some((_, name, table, _)) = objects.iter().find(|(kind, ..)| kind == "trigger") {
+            return Err(format!(
+                "it holds a trigger ({name} on {table}); msprobe's files have none, and a \
+                 trigger runs on every edit"
+            ));
+        }
+        for (table, _) in schema::REQUIRED {
+            let Some((kind, _, _, sql)) = objects.iter().find(|(_, name, ..)| name == table) else {
+                continue; // reported as missing by the column check
+            };
+            let is_virtual = sql.as_deref().is_some_and(|sql| {
+                sql.trim_start()
+                    .get(..20)
+                    .is_some_and(|head| head.eq_ignore_ascii_case("CREATE VIRTUAL TABLE"))
+            });
+            if kind != "table" || is_virtual {
+                let what = if is_virtual { "a virtual table" } else { kind };
+                return Err(format!("{table} is {what}, not a table"));
+            }
+            let generated: Vec<String> = self
+                .conn
+                .prepare(&format!("PRAGMA table_xinfo({table})"))
+                .and_then(|mut stmt| {
+                    stmt.query_map([], |row| {
+                        Ok((row.get::<_, String>(1)?, row.get::<_, i64>(6)?))
+                    })?
+                    .filter_map(|col| match col {
+                        Ok((name, hidden)) if hidden != 0 => Some(Ok(name)),
+                        Ok(_) => None,
+                        Err(e) => Some(Err(e)),
+                    })
+                    .collect()
+                })
+                .map_err(|e| format!("the columns of {table} cannot be read ({e})"))?;
+            if !generated.is_empty() {
+                return Err(format!(
+                    "{table} has generated or hidden column(s) {}",
+                    generated.join(", ")
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -271,6 +427,107 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    /// A copy of the example changed by `sql` (run with SQLite's ordinary settings, as whoever
+    /// made the file would), in WAL mode as msprobe leaves its files, with no log beside it.
+    fn altered_copy(sql: &str) -> (tempfile::TempDir, PathBuf) {
+        let (dir, path) = wal_mode_copy();
+        let conn = Connection::open(&path).expect("open the copy");
+        conn.execute_batch(sql).expect("alter the copy");
+        drop(conn);
+        (dir, path)
+    }
+
+    fn refusal(path: &Path) -> String {
+        match Store::open(path) {
+            Ok(_) => panic!("{} was opened", path.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Regression: a trigger on `tb_nodes` turned one edit into an endless write.
+    #[test]
+    fn a_file_with_a_trigger_is_refused_naming_it() {
+        let (_dir, path) = altered_copy(
+            "CREATE TRIGGER grow AFTER UPDATE ON tb_nodes BEGIN \
+             UPDATE tb_nodes SET modified = modified + 1; END",
+        );
+        let message = refusal(&path);
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(message.contains("trigger (grow on tb_nodes)"), "{message}");
+        let message = Store::open_for_edit(&path)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(message.contains("trigger"), "{message}");
+    }
+
+    #[test]
+    fn a_view_virtual_table_or_generated_column_in_place_of_a_table_is_refused() {
+        let cases = [
+            (
+                "ALTER TABLE tb_nodes RENAME TO real_nodes; \
+                 CREATE VIEW tb_nodes AS SELECT * FROM real_nodes",
+                "tb_nodes is view, not a table",
+            ),
+            (
+                "DROP TABLE tb_stack; CREATE VIRTUAL TABLE tb_stack USING fts5(id, stack_info)",
+                "tb_stack is a virtual table, not a table",
+            ),
+            (
+                "ALTER TABLE tb_stack ADD COLUMN g AS (length(stack_info)) VIRTUAL",
+                "tb_stack has generated or hidden column(s) g",
+            ),
+        ];
+        for (sql, expected) in cases {
+            let (_dir, path) = altered_copy(sql);
+            let message = refusal(&path);
+            assert!(message.contains(expected), "{sql}: {message}");
+            assert!(message.contains(&path.display().to_string()), "{message}");
+        }
+    }
+
+    /// A trigger added after the file was checked (while a connection is open) never runs.
+    #[test]
+    fn a_trigger_added_after_the_check_does_not_run() {
+        let (_dir, path) = wal_mode_copy();
+        let editor = Store::open_for_edit(&path).expect("open for edit");
+        let other = Connection::open(&path).expect("another program");
+        other
+            .execute_batch(
+                "CREATE TRIGGER mark AFTER UPDATE ON tb_config BEGIN \
+                 UPDATE tb_config SET task = 'triggered'; END",
+            )
+            .expect("add a trigger");
+        editor
+            .write(|s| s.set_node_colors("{\"#654321\": {}}"))
+            .expect("write");
+        let task: String = other
+            .query_row("SELECT task FROM tb_config", [], |r| r.get(0))
+            .expect("task");
+        assert_ne!(task, "triggered");
+    }
+
+    /// A statement that runs away (here a query of our own that loops, as a hostile schema
+    /// could make one) is stopped past its budget, with an error naming the file.
+    #[test]
+    fn a_runaway_statement_is_stopped() {
+        let (_dir, path) = wal_mode_copy();
+        let store = Store::open(&path).expect("open");
+        store.limit_statement_steps(1_000_000);
+        let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n \
+                       WHERE i < 100000000) SELECT count(*) FROM n";
+        let err = store
+            .conn
+            .query_row(endless, [], |r| r.get::<_, i64>(0))
+            .map_err(|e| store.query_err(e))
+            .err()
+            .expect("stopped");
+        assert!(matches!(err, StoreError::TooMuchWork { .. }), "{err}");
+        assert!(err.to_string().contains(&path.display().to_string()));
+        // The next statement has a budget of its own.
+        store.config().expect("config after a stopped statement");
     }
 
     #[test]
