@@ -115,14 +115,39 @@ pub(super) const PAGE_CACHE_KIB: i64 = -8 * 1024;
 #[derive(Clone, Copy)]
 enum Access {
     ReadWrite,
+    /// Read-only through SQLite's locks and the log of the program that has the file open.
+    ReadOnly,
     Immutable,
 }
 
-/// `<file>-wal`, where SQLite keeps the commits of a file in WAL mode until a checkpoint.
-fn wal_path(path: &Path) -> PathBuf {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    PathBuf::from(wal)
+/// The files SQLite keeps beside a file while it is open or after its writer died: the log of
+/// WAL mode, its shared-memory index, and the rollback journal.
+const JOURNAL_SUFFIXES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+/// `<file><suffix>`, beside the file that `path` names after following links (SQLite names its
+/// journals after the real file).
+fn journal_path(path: &Path, suffix: &str) -> PathBuf {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let mut journal = real.into_os_string();
+    journal.push(suffix);
+    PathBuf::from(journal)
+}
+
+/// What sits at a journal's name: nothing, a regular file, or something else (a FIFO, a
+/// folder, a device: opening it could block or read without end). Links are not followed.
+#[derive(PartialEq)]
+enum JournalKind {
+    Absent,
+    Regular,
+    Other,
+}
+
+fn journal_kind(path: &Path, suffix: &str) -> JournalKind {
+    match std::fs::symlink_metadata(journal_path(path, suffix)) {
+        Err(_) => JournalKind::Absent,
+        Ok(meta) if meta.file_type().is_file() => JournalKind::Regular,
+        Ok(_) => JournalKind::Other,
+    }
 }
 
 /// The `file:` URI that opens `path` immutable (every byte that is not unreserved in a URI is
@@ -163,16 +188,39 @@ impl Store {
     /// replaces a changed file's handle, and an edit drops the handle's pooled readers. A file
     /// with a `-wal` beside it (commits not yet in the main file) is opened read-write, so that
     /// those commits are read, and checkpointed when the connection closes.
+    ///
+    /// A read never writes, and never touches the log of another program: a file with a
+    /// regular `-wal` and `-shm` beside it (a program has it open in WAL mode, or died with it
+    /// open) is opened read-only, through SQLite's locks, so the log's commits are read but
+    /// neither merged into the file nor removed; any other file is opened immutable (SQLite
+    /// then opens no journal at all: a `-wal` without its `-shm`, whose commits are not read
+    /// until a program that edits the file opens it, and a FIFO or other special file at a
+    /// journal's name, which would block or never end).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        if wal_path(path).exists() {
-            return Store::open_with(path, Access::ReadWrite);
+        let [wal, shm, _] = JOURNAL_SUFFIXES.map(|suffix| journal_kind(path, suffix));
+        if wal == JournalKind::Regular && shm == JournalKind::Regular {
+            if let Ok(store) = Store::open_with(path, Access::ReadOnly) {
+                return Ok(store);
+            }
         }
         Store::open_with(path, Access::Immutable)
     }
 
     /// Opens `path` for the in-place edits of matching (and for reading): read-write when the
-    /// file is writable, read-only otherwise (the edit then fails with SQLite's error).
+    /// file is writable, read-only otherwise (the edit then fails with SQLite's error). A
+    /// journal's name holding anything but a regular file is refused (SQLite would open it).
     pub fn open_for_edit(path: &Path) -> Result<Store, StoreError> {
+        for suffix in JOURNAL_SUFFIXES {
+            if journal_kind(path, suffix) == JournalKind::Other {
+                return Err(StoreError::Schema {
+                    path: path.to_owned(),
+                    reason: format!(
+                        "{} is not a regular file, so the file cannot be edited",
+                        journal_path(path, suffix).display()
+                    ),
+                });
+            }
+        }
         Store::open_with(path, Access::ReadWrite)
     }
 
@@ -200,6 +248,7 @@ impl Store {
             )
             .or_else(|_| read_only())
             .map_err(open_err)?,
+            Access::ReadOnly => read_only().map_err(open_err)?,
             Access::Immutable => Connection::open_with_flags(
                 immutable_uri(path),
                 OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -400,6 +449,11 @@ impl<T> QueryResult<T> for rusqlite::Result<T> {
 mod tests {
     use super::*;
 
+    /// `<file>-wal`, where SQLite keeps the commits of a file in WAL mode until a checkpoint.
+    fn wal_path(path: &Path) -> PathBuf {
+        journal_path(path, "-wal")
+    }
+
     /// A copy of an example file written by msprobe (WAL mode), alone in a temp folder whose
     /// name needs percent-encoding in a URI.
     fn wal_mode_copy() -> (tempfile::TempDir, PathBuf) {
@@ -446,6 +500,13 @@ mod tests {
         }
     }
 
+    fn refusal_for_edit(path: &Path) -> String {
+        match Store::open_for_edit(path) {
+            Ok(_) => panic!("{} was opened for edit", path.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
     /// Regression: a trigger on `tb_nodes` turned one edit into an endless write.
     #[test]
     fn a_file_with_a_trigger_is_refused_naming_it() {
@@ -456,10 +517,7 @@ mod tests {
         let message = refusal(&path);
         assert!(message.contains(&path.display().to_string()), "{message}");
         assert!(message.contains("trigger (grow on tb_nodes)"), "{message}");
-        let message = Store::open_for_edit(&path)
-            .err()
-            .expect("refused")
-            .to_string();
+        let message = refusal_for_edit(&path);
         assert!(message.contains("trigger"), "{message}");
     }
 
@@ -522,8 +580,7 @@ mod tests {
             .conn
             .query_row(endless, [], |r| r.get::<_, i64>(0))
             .map_err(|e| store.query_err(e))
-            .err()
-            .expect("stopped");
+            .expect_err("stopped");
         assert!(matches!(err, StoreError::TooMuchWork { .. }), "{err}");
         assert!(err.to_string().contains(&path.display().to_string()));
         // The next statement has a budget of its own.
@@ -562,6 +619,73 @@ mod tests {
             ["build.vis.db"],
             "checkpointed on close"
         );
+    }
+
+    /// Regression: a read of a file with another program's log beside it opened it read-write,
+    /// merged the log into the file and removed it. A writer that died leaves its log and
+    /// shared memory: the read sees the log's commits, and the file and the log stay as they were.
+    #[test]
+    fn a_read_leaves_a_dead_writers_log_and_the_file_unchanged() {
+        let (dir, path) = wal_mode_copy();
+        let writer = Connection::open(&path).expect("writer");
+        writer
+            .execute_batch(
+                "PRAGMA wal_autocheckpoint=0; UPDATE tb_config SET node_colors='{\"#abcdef\": {}}'",
+            )
+            .expect("edit");
+        // What a writer killed now leaves: the file, its log and its shared memory.
+        let left = dir.path().join("left");
+        std::fs::create_dir(&left).expect("mkdir");
+        let copy = left.join("build.vis.db");
+        for suffix in ["", "-wal", "-shm"] {
+            let from = format!("{}{suffix}", path.display());
+            std::fs::copy(&from, format!("{}{suffix}", copy.display())).expect("copy");
+        }
+        drop(writer);
+        let bytes =
+            |suffix: &str| std::fs::read(format!("{}{suffix}", copy.display())).expect("read");
+        let (file, log) = (bytes(""), bytes("-wal"));
+        let store = Store::open(&copy).expect("open");
+        let colors = store.config().expect("config").node_colors;
+        assert!(
+            colors.get("#abcdef").is_some(),
+            "the log's commit is read: {colors}"
+        );
+        drop(store);
+        assert!(bytes("") == file, "the file is unchanged");
+        assert!(bytes("-wal") == log, "the log is unchanged");
+    }
+
+    /// Regression: a FIFO named `<file>-wal` was deleted by a read (and could block it).
+    #[test]
+    fn a_fifo_at_the_logs_name_is_neither_opened_nor_removed() {
+        let (_dir, path) = wal_mode_copy();
+        let wal = wal_path(&path);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&wal)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let (send, answer) = std::sync::mpsc::channel();
+        let reader = path.clone();
+        std::thread::spawn(move || {
+            let read = Store::open(&reader).and_then(|s| s.config()).map(|_| ());
+            let edit = Store::open_for_edit(&reader).map(|_| ());
+            let _ = send.send((read, edit));
+        });
+        let (read, edit) = answer
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the open returns instead of blocking on the FIFO");
+        read.expect("the file is read");
+        let refused = match edit {
+            Ok(()) => panic!("an edit was allowed"),
+            Err(e) => e.to_string(),
+        };
+        assert!(refused.contains("-wal is not a regular file"), "{refused}");
+        let kind = std::fs::symlink_metadata(&wal)
+            .expect("still there")
+            .file_type();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kind));
     }
 
     #[test]
