@@ -546,6 +546,42 @@ mod tests {
         }
     }
 
+    /// Regression: a 200 MB tooltip took the sidecar to 839 MB, read on every request; a
+    /// 2M-entry rank list made a diagnosis run past 90 s. What `tb_config` holds is bounded,
+    /// and a file past a bound is refused naming the column, before the text is read.
+    #[test]
+    fn tb_config_texts_and_lists_are_bounded() {
+        let cases = [
+            (
+                "UPDATE tb_config SET tool_tip = '\"' || printf('%.*c', 8000000, 'x') || '\"'",
+                "tb_config.tool_tip: it holds 8000002 bytes, more than the 4194304 it may",
+            ),
+            (
+                "UPDATE tb_config SET rank_list = '[' || printf('%.*c', 2000000, '0') || ']'",
+                "tb_config.rank_list: it holds 2000002 bytes",
+            ),
+            (
+                "UPDATE tb_config SET step_list = (WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL \
+                 SELECT i + 1 FROM n WHERE i < 65536) SELECT '[' || group_concat(0) || ']' FROM n)",
+                "tb_config.step_list: it lists 65537 entries, more than the 65536 it may",
+            ),
+        ];
+        for (sql, expected) in cases {
+            let (_dir, path) = altered_copy(sql);
+            let store = Store::open(&path).expect("open");
+            let err = store.config().expect_err("refused").to_string();
+            assert!(err.contains(expected), "{err}");
+            assert!(err.contains(&path.display().to_string()), "{err}");
+        }
+        // At the bounds, a file is read.
+        let (_dir, path) = altered_copy(
+            "UPDATE tb_config SET step_list = (WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL \
+             SELECT i + 1 FROM n WHERE i < 65535) SELECT '[' || group_concat(i) || ']' FROM n)",
+        );
+        let config = Store::open(&path).expect("open").config().expect("config");
+        assert_eq!(config.steps.len(), 65_536);
+    }
+
     /// A trigger added after the file was checked (while a connection is open) never runs.
     #[test]
     fn a_trigger_added_after_the_check_does_not_run() {
