@@ -51,6 +51,8 @@ pub struct GraphFile {
     indexes: IndexCache,
     /// Children lists recently read for layouts.
     rows: RowCache,
+    /// Why this file is served read-only: it is a link to a file outside the logdir.
+    read_only: Option<String>,
 }
 
 impl GraphFile {
@@ -80,6 +82,12 @@ impl GraphFile {
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        if let Some(reason) = &self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.path.clone(),
+                reason: reason.clone(),
+            });
+        }
         let store = Store::open_for_edit(&self.path)?;
         let result = f(&store);
         drop(store);
@@ -409,6 +417,7 @@ impl Catalog {
                         edits: Default::default(),
                         indexes: IndexCache::new(self.indexes.clone()),
                         rows: RowCache::default(),
+                        read_only: self.outside_reason(path),
                     }),
                 );
                 Ok(Check::Ready)
@@ -421,6 +430,23 @@ impl Catalog {
                 Err(problem)
             }
         }
+    }
+
+    /// Why `path` may only be read, when it resolves outside the logdir (a link to a file
+    /// elsewhere): it is served, as TensorBoard serves linked runs, but never changed, as
+    /// conversions never write outside the logdir (`crate::paths`).
+    fn outside_reason(&self, path: &Path) -> Option<String> {
+        let logdir = std::fs::canonicalize(&self.logdir).unwrap_or_else(|_| self.logdir.clone());
+        let real = match std::fs::canonicalize(path) {
+            Ok(real) if real.starts_with(&logdir) => return None,
+            Ok(real) => real.display().to_string(),
+            Err(e) => format!("a place that cannot be resolved ({e})"),
+        };
+        Some(format!(
+            "it links to {real}, outside the logdir {}; files outside the logdir are served but \
+             never changed",
+            logdir.display()
+        ))
     }
 
     fn walk(&self, dir: &Path, depth: usize, found: &mut Vec<(String, String, PathBuf)>) {
@@ -575,6 +601,38 @@ mod settle_tests {
         let listing = catalog.scan();
         assert_eq!(listing.errors.len(), 1, "{:?}", listing.errors);
         assert_eq!(listing.errors[0].tag, "bad");
+    }
+
+    /// Regression: a `.vis.db` linked to a file outside the logdir was edited in place.
+    #[test]
+    fn a_link_outside_the_logdir_is_served_read_only() {
+        let outside = tempfile::tempdir().expect("tempdir");
+        let target = outside.path().join("elsewhere.vis.db");
+        std::fs::write(&target, example()).expect("write");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).expect("mkdir");
+        std::os::unix::fs::symlink(&target, run.join("linked.vis.db")).expect("link");
+        // A link that stays inside the logdir is an ordinary file.
+        std::fs::write(dir.path().join("inside.vis.db"), example()).expect("write");
+        std::os::unix::fs::symlink(dir.path().join("inside.vis.db"), run.join("near.vis.db"))
+            .expect("link");
+        let catalog = Catalog::new(dir.path().to_owned());
+        let listing = catalog.scan();
+        assert!(listing.errors.is_empty(), "{:?}", listing.errors);
+        let file = catalog.file("run", "linked").expect("listed");
+        file.with_store(|s| s.config()).expect("read");
+        let before = std::fs::read(&target).expect("read");
+        let refused = file
+            .with_writable_store(|s| s.write(|s| s.set_node_colors("{\"#010203\": {}}")))
+            .expect_err("an edit of a file outside is refused")
+            .to_string();
+        assert!(refused.contains("linked.vis.db"), "{refused}");
+        assert!(refused.contains("outside the logdir"), "{refused}");
+        assert!(std::fs::read(&target).expect("read") == before, "unchanged");
+        let near = catalog.file("run", "near").expect("listed");
+        near.with_writable_store(|s| s.write(|s| s.set_node_colors("{\"#010203\": {}}")))
+            .expect("a link inside the logdir is edited");
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub enum StoreError {
         what: String,
         reason: String,
     },
+    #[error("{path}: read-only: {reason}")]
+    ReadOnly { path: PathBuf, reason: String },
     #[error(
         "{path}: one query did more than {MAX_STATEMENT_STEPS} steps of work and was stopped \
          (a damaged or hostile file?)"
