@@ -530,12 +530,12 @@ impl Catalog {
 }
 
 /// Removes `entry` when it is a staging folder of a killed conversion
-/// ([`crate::convert_jobs::STAGING_PREFIX`]) or a killed writer's temporary `.vis.db`
+/// ([`graph_ascend_visdb::stale::STAGING_PREFIX`]) or a killed writer's temporary `.vis.db`
 /// ([`graph_ascend_visdb::stale::TEMP_PREFIX`]) of this host (`graph_ascend_visdb::stale`).
 fn remove_if_stale(entry: &std::fs::DirEntry, name: &str, is_dir: bool) {
-    use graph_ascend_visdb::stale::{is_stale, TEMP_PREFIX};
+    use graph_ascend_visdb::stale::{is_stale, STAGING_PREFIX, TEMP_PREFIX};
     let stale = if is_dir {
-        is_stale(name, crate::convert_jobs::STAGING_PREFIX)
+        is_stale(name, STAGING_PREFIX)
     } else {
         is_stale(name, TEMP_PREFIX)
     };
@@ -667,8 +667,12 @@ mod settle_tests {
         use graph_ascend_visdb::stale::{dead_owner_tag, owner_tag};
         let dir = tempfile::tempdir().expect("tempdir");
         let out = dir.path().join("run/out");
-        let staging =
-            |tag: &str| out.join(format!("{}{tag}.3", crate::convert_jobs::STAGING_PREFIX));
+        let staging = |tag: &str| {
+            out.join(format!(
+                "{}{tag}.3",
+                graph_ascend_visdb::stale::STAGING_PREFIX
+            ))
+        };
         let (dead, live) = (staging(&dead_owner_tag()), staging(&owner_tag()));
         for folder in [&dead, &live] {
             std::fs::create_dir_all(folder.join("inner")).expect("mkdir");
