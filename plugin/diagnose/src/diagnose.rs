@@ -535,19 +535,12 @@ fn bad_peer(
 /// a source or an inf/NaN; without any, the first where anything differs, else the first.
 pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, DiagnoseError> {
     file.check_selection(opts.step, opts.rank)?;
-    let steps = match opts.step {
-        Some(s) => vec![s],
-        None => file.steps(),
-    };
-    let ranks = match opts.rank {
-        Some(r) => vec![r],
-        None => file.ranks(),
-    };
+    let graphs = file.graphs_to_visit(opts.step, opts.rank)?;
     let mut whole: Option<Diagnosis> = None;
     // Steps with a source or an inf/NaN.
     let mut found_in: Vec<i64> = Vec::new();
     let mut updated = false;
-    for &step in &steps {
+    for (step, ranks) in graphs {
         let data: Vec<RankData> = ranks
             .iter()
             .map(|&rank| file.load(step, rank))

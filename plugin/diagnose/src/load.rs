@@ -269,6 +269,32 @@ impl CompareFile {
         sorted_or_zero(&self.config.ranks)
     }
 
+    /// The graphs to visit: each of the file's steps (or `step`) in order, with those of the
+    /// file's ranks (or `rank`) that hold a graph at that step, in order. Listed graphs that
+    /// are not in the file are left out, so a file listing millions of ranks costs the graphs
+    /// it holds, not its lists (a step without any is kept, with no ranks).
+    pub fn graphs_to_visit(
+        &self,
+        step: Option<i64>,
+        rank: Option<i64>,
+    ) -> Result<Vec<(i64, Vec<i64>)>, DiagnoseError> {
+        let steps = step.map_or_else(|| self.steps(), |s| vec![s]);
+        let ranks: std::collections::HashSet<i64> = rank
+            .map_or_else(|| self.ranks(), |r| vec![r])
+            .into_iter()
+            .collect();
+        let mut present: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+        for (s, r) in self.store.graphs_present()? {
+            if ranks.contains(&r) {
+                present.entry(s).or_default().push(r);
+            }
+        }
+        Ok(steps
+            .into_iter()
+            .map(|s| (s, present.get(&s).cloned().unwrap_or_default()))
+            .collect())
+    }
+
     /// Checks a requested step and rank against the file's lists.
     pub fn check_selection(
         &self,
