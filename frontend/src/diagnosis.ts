@@ -99,13 +99,6 @@ export function attachmentName(disposition: string | null, fallback: string): st
   return plain ? plain[1].trim() : fallback;
 }
 
-/** The score as the list shows it: "×12", "×1.2e+4", or nothing (md5, infinite). */
-export function scoreText(score: DiagnosisSource['score']): string {
-  const v = typeof score === 'number' ? score : Number(score);
-  if (score === null || !Number.isFinite(v)) return '';
-  return v >= 1e4 ? `×${v.toExponential(1)}` : `×${v >= 10 ? v.toFixed(0) : v.toFixed(1)}`;
-}
-
 /** The reason kinds the page can word, each with its template in i18n.ts. */
 const REASON_KINDS = [
   'parameter_differs',

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { setTransport } from '../src/api';
 import { buildColorTable, WHITE } from '../src/colors';
 import type { PageCtx } from '../src/ctx';
-import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, groupSummary, modulePath, ordinal, reasonText, scoreText, sourcesInside, spansText, verdictOf, viewFor, WORDED_REASON_KINDS, type DiagnosisGroup, type DiagnosisReasonPart } from '../src/diagnosis';
+import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, groupSummary, modulePath, ordinal, reasonText, sourcesInside, spansText, verdictOf, viewFor, WORDED_REASON_KINDS, type DiagnosisGroup, type DiagnosisReasonPart } from '../src/diagnosis';
 import { setLang, t, type Key } from '../src/i18n';
 import { badgeText, badgeWidth } from '../src/render';
 import { Scene } from '../src/scene';
@@ -49,13 +49,6 @@ describe('diagnosis helpers', () => {
     expect(attachmentName(`attachment; filename="a_.csv"; filename*=UTF-8''a%E6%AF%94.csv`, 'x.csv')).toBe('a比.csv');
     expect(attachmentName('attachment; filename="plain.csv"', 'x.csv')).toBe('plain.csv');
     expect(attachmentName(null, 'x.csv')).toBe('x.csv');
-  });
-  it('shows scores compactly and none for md5 or infinite ones', () => {
-    expect(scoreText(12.34)).toBe('×12');
-    expect(scoreText(3.21)).toBe('×3.2');
-    expect(scoreText(123456)).toBe('×1.2e+5');
-    expect(scoreText(null)).toBe('');
-    expect(scoreText('Infinity')).toBe('');
   });
 });
 
