@@ -122,6 +122,7 @@ export type DiagnosisGroup = {
   micro_steps: number[];
   ranks: number[];
   steps: number[];
+  others: DiagnosisOccurrence[];
 };
 
 export type DiagnosisNonFinite = {
@@ -132,6 +133,13 @@ export type DiagnosisNonFinite = {
   matched: boolean;
   reason: string;
   reason_parts: DiagnosisReasonPart[];
+};
+
+export type DiagnosisOccurrence = {
+  step: number;
+  rank: number;
+  micro_step: number;
+  node: string;
 };
 
 export type DiagnosisPeer = {
@@ -166,11 +174,17 @@ export type DiagnosisSource = {
   reason_parts: DiagnosisReasonPart[];
 };
 
+export type DiagnosisSourcesInside = {
+  node: string;
+  count: number;
+};
+
 export type DiagnosisStates = {
   step: number;
   rank: number;
   source: string[];
   inherited: string[];
+  sources_inside: Record<string, number>;
 };
 
 export type DiagnosisStepCheck = {

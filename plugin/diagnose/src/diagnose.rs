@@ -134,6 +134,31 @@ pub fn differing_nodes(mode: Mode, opts: &Options, data: &RankData) -> Vec<bool>
         .collect()
 }
 
+/// For each target node of one rank, how many of the `sources` (target node names; a name
+/// listed twice counts once, an unknown one not at all) lie inside it, at any depth, the node
+/// itself not counted: the colour mode marks a module holding a source even when its own output
+/// agrees. Computed once from the hierarchy, children before their module (the execution
+/// order's post-order walk, iterative: a deep or corrupt hierarchy cannot overflow the stack).
+pub fn sources_inside<'a>(data: &RankData, sources: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
+    let graph = &data.npu;
+    let mut is_source = vec![false; graph.nodes.len()];
+    for name in sources {
+        if let Some(i) = graph.find(name) {
+            is_source[i as usize] = true;
+        }
+    }
+    let mut inside = vec![0u32; graph.nodes.len()];
+    for i in graph.execution_order() {
+        let count = graph.nodes[i as usize]
+            .children
+            .iter()
+            .map(|&c| inside[c as usize].saturating_add(u32::from(is_source[c as usize])))
+            .fold(0u32, u32::saturating_add);
+        inside[i as usize] = count;
+    }
+    inside
+}
+
 /// Whether target node `i` can be a source at all. What an API's backward hook sees differs
 /// between frameworks (fused or decomposed gradients, other shapes): across MindSpore and
 /// PyTorch only modules' gradients compare.

@@ -51,7 +51,8 @@ pub mod site;
 pub mod source;
 
 pub use diagnose::{
-    diagnose, diagnose_step, differing_nodes, Diagnosis, Direction, Source, SourceKind,
+    diagnose, diagnose_step, differing_nodes, sources_inside, Diagnosis, Direction, Source,
+    SourceKind,
 };
 pub use error::DiagnoseError;
 pub use group::SourceGroup;

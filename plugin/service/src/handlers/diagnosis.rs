@@ -111,7 +111,12 @@ impl Weight for pb::DiagnosisStates {
             .iter()
             .chain(&self.inherited)
             .map(|n| n.len() + 24)
-            .sum()
+            .sum::<usize>()
+            + self
+                .sources_inside
+                .iter()
+                .map(|m| m.node.len() + 32)
+                .sum::<usize>()
     }
 }
 
@@ -169,12 +174,27 @@ fn verdicts_of(
     step: i64,
     rank: i64,
 ) -> pb::DiagnosisStates {
-    let source: Vec<String> = of_step
-        .sources
-        .iter()
-        .filter(|s| s.rank == rank && s.step == step)
+    let here = || {
+        of_step
+            .sources
+            .iter()
+            .filter(move |s| s.rank == rank && s.step == step)
+    };
+    let source: Vec<String> = here()
         .flat_map(|s| std::iter::once(&s.node).chain(&s.enclosing))
         .cloned()
+        .collect();
+    let inside = graph_ascend_diagnose::sources_inside(data, here().map(|s| s.node.as_str()));
+    let sources_inside = data
+        .npu
+        .nodes
+        .iter()
+        .zip(inside)
+        .filter(|(_, count)| *count > 0)
+        .map(|(n, count)| pb::DiagnosisSourcesInside {
+            node: n.name.to_string(),
+            count: i32::try_from(count).unwrap_or(i32::MAX),
+        })
         .collect();
     let is_source: HashSet<&str> = source.iter().map(String::as_str).collect();
     let differs = graph_ascend_diagnose::differing_nodes(compare.mode(), &Options::default(), data);
@@ -191,6 +211,7 @@ fn verdicts_of(
         rank: int(rank),
         source,
         inherited,
+        sources_inside,
     }
 }
 
@@ -314,6 +335,16 @@ fn group(g: &graph_ascend_diagnose::SourceGroup) -> pb::DiagnosisGroup {
         micro_steps: g.micro_steps.iter().copied().map(int).collect(),
         ranks: flat(&g.ranks),
         steps: flat(&g.steps),
+        others: g
+            .others
+            .iter()
+            .map(|o| pb::DiagnosisOccurrence {
+                step: int(o.step),
+                rank: int(o.rank),
+                micro_step: int(o.micro_step),
+                node: o.node.clone(),
+            })
+            .collect(),
     }
 }
 
