@@ -83,11 +83,13 @@ pub struct Diagnosis {
     pub nodes_judged: usize,
 }
 
-/// Per-rank judgements of one step.
-struct RankJudgements<'a> {
-    data: &'a RankData,
-    order: Vec<u32>,
-    judged: Vec<Option<Judgement<'a>>>,
+/// Per-rank judgements of one step (what [`crate::map`] reads besides the step's sources).
+pub(crate) struct RankJudgements<'a> {
+    pub(crate) data: &'a RankData,
+    /// Node indexes in execution order.
+    pub(crate) order: Vec<u32>,
+    /// The judgement of each target node (`None`: unmatched, or a parameter gradient).
+    pub(crate) judged: Vec<Option<Judgement<'a>>>,
     first_non_finite: Option<NonFinite>,
 }
 
@@ -559,6 +561,17 @@ fn bad_peer(
 /// inherited from the optimizer's update ([`collect`]). The reported `step` is the first with
 /// a source or an inf/NaN; without any, the first where anything differs, else the first.
 pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, DiagnoseError> {
+    diagnose_visiting(file, opts, &mut |_, _| {})
+}
+
+/// [`diagnose`], handing each step to `visit` once it is judged: every rank's judgements and the
+/// step's own sources and peer inheritance (before the file's steps are joined). The divergence
+/// map ([`crate::map`]) is built this way, from the same judgements, one step in memory at a time.
+pub(crate) fn diagnose_visiting(
+    file: &CompareFile,
+    opts: &Options,
+    visit: &mut dyn FnMut(&[RankJudgements<'_>], &Diagnosis),
+) -> Result<Diagnosis, DiagnoseError> {
     file.check_selection(opts.step, opts.rank)?;
     let graphs = file.graphs_to_visit(opts.step, opts.rank)?;
     let mut whole: Option<Diagnosis> = None;
@@ -576,6 +589,7 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
             .collect();
         let check = step_check(step, &judged);
         let d = collect(file.mode(), opts, &judged, updated);
+        visit(&judged, &d);
         if !d.sources.is_empty() || !d.first_non_finite.is_empty() {
             found_in.push(step);
         }

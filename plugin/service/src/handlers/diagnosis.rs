@@ -120,12 +120,12 @@ impl Weight for pb::DiagnosisStates {
     }
 }
 
-fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError {
+pub(super) fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError {
     HandlerError::Diagnosis(Msg::Diagnose, err)
 }
 
 /// The file as a compare file (a clear error for any other file).
-fn open(file: &GraphFile) -> Result<CompareFile> {
+pub(super) fn open(file: &GraphFile) -> Result<CompareFile> {
     CompareFile::open(&file.path).map_err(failed)
 }
 
@@ -216,7 +216,7 @@ fn verdicts_of(
 }
 
 /// An i64 of the file as the API's int32 (steps and ranks are small; a huge one saturates).
-fn int(v: i64) -> i32 {
+pub(super) fn int(v: i64) -> i32 {
     i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
 }
 
