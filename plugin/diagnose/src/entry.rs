@@ -49,21 +49,30 @@ impl DtypeClass {
     /// (`torch.float32`, `Float32`, `float32` are the same: msprobe compares them as text and
     /// reports a false error; we do not).
     pub fn of(dtype: &str) -> DtypeClass {
-        let lower = dtype.to_ascii_lowercase();
-        let name = lower
+        // Case-insensitive without a lowercase copy: a 1M-node compare classifies millions.
+        let name = dtype
             .rsplit(['.', ' '])
             .next()
-            .unwrap_or(&lower)
+            .unwrap_or(dtype)
             .trim_end_matches(['>', '\'']);
-        match name {
-            "float64" | "double" => DtypeClass::Float64,
-            "float32" | "float" | "tensorfloat32" => DtypeClass::Float32,
-            "float16" | "half" => DtypeClass::Float16,
-            "bfloat16" => DtypeClass::BFloat16,
-            n if n.starts_with("int") || n.starts_with("uint") || n == "bool" || n == "long" => {
-                DtypeClass::Exact
-            }
-            _ => DtypeClass::Other,
+        let is = |word: &str| name.eq_ignore_ascii_case(word);
+        let starts = |prefix: &str| {
+            name.as_bytes()
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix.as_bytes()))
+        };
+        if is("float64") || is("double") {
+            DtypeClass::Float64
+        } else if is("float32") || is("float") || is("tensorfloat32") {
+            DtypeClass::Float32
+        } else if is("float16") || is("half") {
+            DtypeClass::Float16
+        } else if is("bfloat16") {
+            DtypeClass::BFloat16
+        } else if starts("int") || starts("uint") || is("bool") || is("long") {
+            DtypeClass::Exact
+        } else {
+            DtypeClass::Other
         }
     }
 
@@ -178,9 +187,9 @@ pub struct Entry {
     pub dtype: DtypeClass,
     pub stats: Stats,
     /// A scalar's value as text.
-    pub value: Option<Box<str>>,
+    pub value: Option<Text>,
     /// The md5 (CRC32) text in md5 mode.
-    pub md5: Option<Box<str>>,
+    pub md5: Option<Text>,
     /// Tensor-mode metrics, when stored (boxed: most files have none, and a 1M-node file holds
     /// millions of entries).
     pub metrics: Option<Box<TensorMetrics>>,
@@ -189,6 +198,30 @@ pub struct Entry {
     pub shape: u64,
     /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
     pub torch_dtype: bool,
+}
+
+/// A text behind one thin pointer: 8 bytes, and an absent one (`Option<Text>`) costs nothing
+/// more. Most entries hold no value or md5, and a 1M-node compare holds millions of entries.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Text(Box<Box<str>>);
+
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text(Box::new(s.into()))
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
 }
 
 /// A hash of a shape's text without whitespace (never 0).
@@ -229,11 +262,11 @@ fn number_text(s: &str) -> Option<f64> {
     }
 }
 
-fn text(v: Option<&Value>) -> Option<Box<str>> {
+fn text(v: Option<&Value>) -> Option<Text> {
     match v? {
         Value::String(s) => Some(s.as_str().into()),
         Value::Null => None,
-        other => Some(other.to_string().into()),
+        other => Some(other.to_string().as_str().into()),
     }
 }
 
@@ -283,7 +316,7 @@ trait Fields {
     fn present(&self, key: &str) -> bool;
     fn num(&self, key: &str) -> Option<f64>;
     /// The field as text (numbers printed), `None` when absent or null.
-    fn text(&self, key: &str) -> Option<Box<str>>;
+    fn text(&self, key: &str) -> Option<Text>;
 }
 
 impl Fields for Map<String, Value> {
@@ -296,7 +329,7 @@ impl Fields for Map<String, Value> {
     fn num(&self, key: &str) -> Option<f64> {
         number(self.get(key))
     }
-    fn text(&self, key: &str) -> Option<Box<str>> {
+    fn text(&self, key: &str) -> Option<Text> {
         text(self.get(key))
     }
 }
@@ -420,10 +453,10 @@ impl Fields for RawEntry<'_> {
             Field::Other(_) => None,
         }
     }
-    fn text(&self, key: &str) -> Option<Box<str>> {
+    fn text(&self, key: &str) -> Option<Text> {
         match self.field(key)? {
             Field::Str(s) => Some((**s).into()),
-            Field::Num(n) => Some(Value::from(*n).to_string().into()),
+            Field::Num(n) => Some(Value::from(*n).to_string().as_str().into()),
             Field::Other(s) => Some(s.as_str().into()),
         }
     }
