@@ -103,7 +103,7 @@ impl NameKey {
         use std::hash::BuildHasher;
         NameKey {
             hash: name_hash(name),
-            check: foldhash::quality::FixedState::with_seed(0x6368_6563_6b).hash_one(name),
+            check: foldhash::quality::FixedState::with_seed(0x0063_6865_636b).hash_one(name),
         }
     }
 }
