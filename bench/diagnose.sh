@@ -55,7 +55,10 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}'; }
 # end_to_end LABEL FILE: RUNS fresh `diagnose` processes of GA (and GA_BEFORE, alternately).
 end_to_end() {
   local label=$1 file=$2 bin name i
-  cat -- "$file" >/dev/null # into the page cache
+  # written back first (a freshly written file's writeback would be timed too), then read into
+  # the page cache
+  sync -- "$file"
+  cat -- "$file" >/dev/null
   local -A times=()
   for ((i = 0; i < RUNS; i++)); do
     for name in after ${GA_BEFORE:+before}; do
