@@ -221,7 +221,7 @@ pub(super) fn int(v: i64) -> i32 {
 }
 
 /// A serde unit variant's name (`Direction::Forward` → `"forward"`), as the CLI's JSON has it.
-fn label<T: serde::Serialize>(value: &T) -> String {
+pub(super) fn label<T: serde::Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(s)) => s,
         _ => String::new(),

@@ -12,7 +12,7 @@ use graph_ascend_diagnose::map::{
 use graph_ascend_diagnose::{divergence_map as build_map, Options};
 use graph_ascend_proto as pb;
 
-use super::diagnosis::{failed, int, open};
+use super::diagnosis::{failed, int, label, open};
 use super::reply::{answer, HandlerError, Result};
 use super::selection::select;
 use crate::diagnosis_cache::{Key, Weight};
@@ -83,14 +83,6 @@ fn direction(d: Direction) -> &'static str {
     }
 }
 
-/// A serde enum's snake_case name (`repeated_blocks`, `micro_batches`).
-fn name_of<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 fn cell(c: Option<&Cell>) -> pb::DivergenceMapCell {
     let Some(c) = c else {
         return pb::DivergenceMapCell::default();
@@ -114,10 +106,10 @@ fn cell(c: Option<&Cell>) -> pb::DivergenceMapCell {
 /// The map as the route's message.
 pub(crate) fn message(m: &DivergenceMap) -> pb::DivergenceMapData {
     pb::DivergenceMapData {
-        mode: name_of(&m.mode),
+        mode: label(&m.mode),
         depth: i32::try_from(m.depth).unwrap_or(i32::MAX),
-        depth_rule: name_of(&m.depth_rule),
-        axis: name_of(&m.axis),
+        depth_rule: label(&m.depth_rule),
+        axis: label(&m.axis),
         steps: m.steps.iter().copied().map(int).collect(),
         ranks: m.ranks.iter().copied().map(int).collect(),
         columns: m
