@@ -3,36 +3,14 @@
 //! engine's code; the sources marked are those `diagnose --format json` lists.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use rusqlite::Connection;
 use serde_json::Value;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
-fn unpack(case: &str, dir: &Path) -> PathBuf {
-    let case_dir = fixtures().join("upstream_vis").join(case);
-    let xz = std::fs::read_dir(&case_dir)
-        .expect("case dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with(".vis.db.xz"))
-        .expect("a .vis.db.xz");
-    let out_path = dir.join(format!("{case}.vis.db"));
-    let mut input = std::io::BufReader::new(std::fs::File::open(&xz).expect("open"));
-    let mut out = std::fs::File::create(&out_path).expect("create");
-    lzma_rs::xz_decompress(&mut input, &mut out).expect("decompress");
-    out_path
-}
-
-fn ga(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graph-ascend"))
-        .args(args)
-        .output()
-        .expect("run graph-ascend")
-}
+mod common;
+use common::{fixtures, ga, unpack};
 
 fn json_of(args: &[&str]) -> Value {
     let o = ga(args);
