@@ -4,13 +4,12 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 
 use rusqlite::Connection;
 use serde_json::Value;
 
 mod common;
-use common::{fixtures, ga, unpack};
+use common::{convert_48_layer_pair, ga, unpack};
 
 fn json_of(args: &[&str]) -> Value {
     let o = ga(args);
@@ -423,40 +422,7 @@ fn the_map_of_a_multi_step_multi_rank_file_equals_its_rows() {
 #[test]
 fn the_48_layer_pair_maps_its_faults_in_every_micro_batch() {
     let dir = tempfile::tempdir().unwrap();
-    for side in ["a", "b"] {
-        let archive = fixtures().join(format!("big/big_stats_{side}.tar.xz"));
-        let untar = Command::new("tar")
-            .arg("xJf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(dir.path())
-            .output()
-            .expect("run tar");
-        assert!(untar.status.success());
-    }
-    let rank_dir = |side: &str| {
-        std::fs::read_dir(dir.path().join(format!("big_stats_{side}/step0")))
-            .expect("step0")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.is_dir())
-            .expect("a rank folder")
-    };
-    let out = dir.path().join("out");
-    let convert = ga(&[
-        "convert",
-        "-tp",
-        rank_dir("b").to_str().unwrap(),
-        "-gp",
-        rank_dir("a").to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(convert.status.success());
-    let path = std::fs::read_dir(&out)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
-        .expect("a .vis.db");
+    let path = convert_48_layer_pair(dir.path());
     let db = path.to_str().unwrap();
     let sources = sources_of(db);
     let want = expected(&path, &sources);

@@ -31,3 +31,51 @@ pub fn ga(args: &[&str]) -> Output {
         .output()
         .expect("run graph-ascend")
 }
+
+/// The real 48-layer pair (`tests/fixtures/big`: 8 micro-batches, an `eps` argument and a weight
+/// changed) unpacked into `dir` and converted as a user would (`convert -tp b -gp a`): the
+/// compare's `.vis.db`.
+pub fn convert_48_layer_pair(dir: &Path) -> PathBuf {
+    for side in ["a", "b"] {
+        let archive = fixtures().join(format!("big/big_stats_{side}.tar.xz"));
+        let untar = Command::new("tar")
+            .arg("xJf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(dir)
+            .output()
+            .expect("run tar");
+        assert!(
+            untar.status.success(),
+            "{}",
+            String::from_utf8_lossy(&untar.stderr)
+        );
+    }
+    let rank_dir = |side: &str| {
+        std::fs::read_dir(dir.join(format!("big_stats_{side}/step0")))
+            .expect("step0")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.is_dir())
+            .expect("a rank folder")
+    };
+    let out = dir.join("out");
+    let convert = ga(&[
+        "convert",
+        "-tp",
+        rank_dir("b").to_str().expect("UTF-8 path"),
+        "-gp",
+        rank_dir("a").to_str().expect("UTF-8 path"),
+        "-o",
+        out.to_str().expect("UTF-8 path"),
+    ]);
+    assert!(
+        convert.status.success(),
+        "{}",
+        String::from_utf8_lossy(&convert.stderr)
+    );
+    std::fs::read_dir(&out)
+        .expect("the output folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+        .expect("a .vis.db")
+}
