@@ -9,7 +9,7 @@ import { CatalogWatch } from './catalogWatch';
 import { buildColorTable, nodeFill, type ColorMode } from './colors';
 import { diagnosisFill, sourcesInside } from './diagnosis';
 import { openContextMenu } from './contextMenu';
-import { ConvertPage } from './convert';
+import { ConvertPage, convertedRun } from './convert';
 import type { PageCtx, ToastKind, Want } from './ctx';
 import { renderDetails } from './detailsPanel';
 import { clear, h } from './dom';
@@ -257,9 +257,10 @@ export class App implements PageCtx {
       document.querySelectorAll('.ctxmenu').forEach((m) => m.remove());
       return;
     }
-    // W/S/A/D act on the pane under the mouse (or the debug pane), even without focus.
-    if (document.activeElement && (document.activeElement as HTMLElement).classList.contains('pane-canvas')) return;
-    const pane = this.panes.Bench.isHovered() ? this.panes.Bench : this.panes.NPU;
+    // W/S/A/D act on the pane under the pointer, whichever was clicked last; away from both, on
+    // the last one clicked, else the debug pane.
+    const panes = [this.panes.NPU, this.panes.Bench];
+    const pane = panes.find((p) => p.isHovered()) ?? panes.find((p) => p.isFocused()) ?? this.panes.NPU;
     if (pane.key(e)) e.preventDefault();
   }
 
@@ -464,13 +465,9 @@ export class App implements PageCtx {
   /** After a conversion: re-list files and open the new one. */
   async openConverted(outputFile: string): Promise<void> {
     await this.catalogWatch.load();
-    const catalog = this.store.catalog;
-    const parts = outputFile.replace(/\\/g, '/').split('/').filter(Boolean);
-    const file = parts[parts.length - 1] ?? '';
-    const tag = file.endsWith('.vis.db') ? file.slice(0, -7) : file;
-    const run = parts.length >= 2 ? parts[parts.length - 2] : Object.keys(catalog).find((r) => catalog[r].tags.includes(tag));
+    const found = convertedRun(outputFile, this.store.catalog);
     this.showPage('dashboard');
-    if (run && catalog[run]) await this.selectFile(run, catalog[run].tags.includes(tag) ? tag : catalog[run].tags[0]);
+    if (found) await this.selectFile(found.run, found.tag);
     else this.toast(t('notListed', { file: outputFile }), 'error');
   }
 

@@ -278,7 +278,11 @@ export function minimapRect(m: MiniMapping, r: { x0: number; y0: number; x1: num
   return { x0, y0, x1, y1 };
 }
 
-/** Every box into the minimap once (label bars at least 1 px tall, expanded modules outlined). */
+/**
+ * Every box into the minimap once (label bars at least 1 px tall, expanded modules outlined).
+ * Each bar is outlined in its fill darkened, as the graph draws it: a white box (every box of a
+ * build file, the golden side) shows on the white background, as in msprobe's minimap.
+ */
 export function drawMinimap(ctx: CanvasRenderingContext2D, scene: Scene | null, w: number, h: number, dpr: number, theme: Theme): MiniMapping {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = theme.background;
@@ -295,9 +299,13 @@ export function drawMinimap(ctx: CanvasRenderingContext2D, scene: Scene | null, 
     if (!p) fills.set(b.fill, (p = new Path2D()));
     p.rect(x, y, bw, bar);
   }
+  // Half a CSS pixel (one device pixel on a 2x screen): an outline, not a second fill.
+  ctx.lineWidth = 0.5;
   for (const [fill, p] of fills) {
     ctx.fillStyle = fill;
     ctx.fill(p);
+    ctx.strokeStyle = strokeOf(fill);
+    ctx.stroke(p);
   }
   ctx.lineWidth = 1;
   ctx.strokeStyle = '#999999';

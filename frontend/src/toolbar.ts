@@ -64,8 +64,8 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
     shortcutsButton(),
     copyLinkButton(() => ctx.view()),
     toggle('fitScreenButton', 'fit', 'header.fit', false, () => {
-      ctx.panes.NPU.fit();
-      ctx.panes.Bench.fit();
+      ctx.panes.NPU.fitWhole();
+      ctx.panes.Bench.fitWhole();
     }));
   el.append(legend, colors, tools);
 }
