@@ -159,16 +159,22 @@ function templateKey(p: DiagnosisReasonPart): Key {
   return `diag.reason.${p.kind}` as Key;
 }
 
+/** One part of a reason in words, with what it is (`kind`: the part's; empty for a reason said whole). */
+export interface ReasonPiece {
+  kind: string;
+  text: string;
+}
+
 /**
- * A reason in the page's language, from its parts; the English `reason` when there are none or a
- * part is of a kind this page does not know (a newer sidecar).
+ * A reason in the page's language, part by part; the English `reason` whole when there are no
+ * parts or a part is of a kind this page does not know (a newer sidecar).
  */
-export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefined): string {
+export function reasonPieces(reason: string, parts: DiagnosisReasonPart[] | undefined): ReasonPiece[] {
   const known = new Set<string>(REASON_KINDS);
-  if (!parts?.length || parts.some((p) => !known.has(p.kind))) return reason;
-  return parts
-    .map((p) =>
-      fill(t(templateKey(p)), {
+  if (!parts?.length || parts.some((p) => !known.has(p.kind))) return [{ kind: '', text: reason }];
+  return parts.map((p) => ({
+    kind: p.kind,
+    text: fill(t(templateKey(p)), {
         name: p.name,
         entry: p.entry || t('diag.reason.anOutput'),
         metric: metricLabel(p.metric),
@@ -180,8 +186,32 @@ export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefi
         value: p.target || p.golden,
         side: !p.target && p.golden ? t('diag.reason.goldenSide') : '',
       }),
-    )
+  }));
+}
+
+/** A reason in the page's language ([`reasonPieces`] joined). */
+export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefined): string {
+  return reasonPieces(reason, parts)
+    .map((p) => p.text)
     .join(t('diag.reason.join'));
+}
+
+/** What a reason part says beyond its words (the score's meaning), as its tooltip; empty when nothing. */
+export function reasonTip(kind: string): string {
+  return kind === 'worse_than_inputs' ? t('diag.scoreTip') : '';
+}
+
+/**
+ * The label of a fault's kind. A cause is said by what differs, read from its reason: a weight
+ * (a parameter), an argument (`eps`, `p`, …) or both; "weight or argument" only when the reason
+ * names neither (a newer sidecar's kind).
+ */
+export function kindLabel(g: Pick<DiagnosisGroup, 'kind' | 'reason_parts'>): string {
+  if (g.kind === 'amplified') return t('diag.kind.amplified');
+  if (g.kind !== 'cause') return t('diag.kind.introduced');
+  const weight = g.reason_parts.some((p) => p.kind.startsWith('parameter_'));
+  const argument = g.reason_parts.some((p) => p.kind === 'argument_differs');
+  return t(weight && argument ? 'diag.kind.causeBoth' : weight ? 'diag.kind.causeWeight' : argument ? 'diag.kind.causeArgument' : 'diag.kind.cause');
 }
 
 /** Flat inclusive ranges `[first, last, first, last, ...]` as pairs. */
