@@ -52,7 +52,7 @@ describe('GRAPH_ASCEND rough edges', () => {
   };
 
   const convert = async (frame, npu, output) => {
-    await frame.click('[data-testid=conversionSiderButton]');
+    if (!(await frame.isVisible('[data-testid=conversionForm]'))) await frame.click('[data-testid=conversionSiderButton]');
     await frame.waitForSelector(`[data-testid=npuPathSelect] option[value="${npu}"]`, { state: 'attached' });
     await frame.selectOption('[data-testid=npuPathSelect]', npu);
     await frame.fill('[data-testid=outputPathInput]', output);
