@@ -84,6 +84,33 @@ export function csvAddress(m: Pick<MetaData, 'run' | 'tag' | 'lang' | 'step' | '
   return `exportCsv?${q.toString()}`;
 }
 
+/** A size as people read it: "512 B", "48 kB", "117.3 MB". */
+export function sizeText(bytes: number): string {
+  if (bytes < 1000) return `${bytes} B`;
+  if (bytes < 1e6) return `${Math.round(bytes / 1000)} kB`;
+  return `${(bytes / 1e6).toFixed(1)} MB`;
+}
+
+/**
+ * A download's body read chunk by chunk, `progress` told the bytes received after each (a large
+ * CSV takes seconds: the page shows them coming), as one Blob of `type` at the end.
+ */
+export async function readWithProgress(body: ReadableStream<Uint8Array> | null, type: string, progress: (bytes: number) => void): Promise<Blob> {
+  const parts: Uint8Array[] = [];
+  let bytes = 0;
+  if (body) {
+    const reader = body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      bytes += value.byteLength;
+      progress(bytes);
+    }
+  }
+  return new Blob(parts as BlobPart[], { type });
+}
+
 /** The file name of a download from its Content-Disposition (RFC 5987 name first). */
 export function attachmentName(disposition: string | null, fallback: string): string {
   if (!disposition) return fallback;

@@ -7,7 +7,8 @@
 // - the details table says, in a relative-error cell's tooltip, that it is measured as the diagnosis does;
 // - W/S/A/D go to the pane under the pointer, not the one clicked last;
 // - the Fit button shows the whole graph, while opening a file keeps its readable top;
-// - the diagnosis list: the enclosing module is a link, a cause says weight or argument (also in Chinese).
+// - the diagnosis list: the enclosing module is a link, a cause says weight or argument (also in Chinese);
+// - the CSV download: each node's diagnosis in its last columns, and its progress shown while it comes.
 // Screenshots: tests/artifacts/polish-*.png.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -188,5 +189,30 @@ describe('GRAPH_ASCEND rough edges', () => {
       await until(frame, () => /入参/.test(document.querySelector('[data-testid=diagGroup] .diag-kind')?.textContent ?? ''));
       assert.deepEqual(await kinds(), ['入参不一致', '权重不一致']);
       await screenshot(page, 'polish-diagnosis-zh');
+    }));
+
+  it('downloads the CSV with each node\'s diagnosis, showing its progress', () =>
+    withStackPage(stack, 'polish-csv', { width: 1500, height: 950 }, async (page) => {
+      const frame = await openRun(page, DEMO);
+      await frame.click('[data-testid=diagnosisSiderButton]');
+      await frame.waitForSelector('[data-testid=diagDownload]');
+      // Every text the progress line shows, however short-lived.
+      await frame.evaluate(() => {
+        window.__csvProgress = [];
+        new MutationObserver(() => {
+          const el = document.querySelector('[data-testid=csvProgress]');
+          if (el && el.textContent !== window.__csvProgress.at(-1)) window.__csvProgress.push(el.textContent);
+        }).observe(document.body, { subtree: true, childList: true, characterData: true });
+      });
+      const [download] = await Promise.all([page.waitForEvent('download'), frame.click('[data-testid=diagDownload]')]);
+      const text = fs.readFileSync(await download.path(), 'utf8');
+      const seen = await frame.evaluate(() => window.__csvProgress);
+      assert.match(seen[0] ?? '', /Preparing the CSV/, `progress shown: ${JSON.stringify(seen)}`);
+      assert.ok(seen.some((p) => /\d+(\.\d)? (B|kB|MB) received/.test(p)), `bytes received shown: ${JSON.stringify(seen)}`);
+      await until(frame, () => !document.querySelector('[data-testid=csvProgress]'));
+      const [header, ...rows] = text.trim().split('\r\n');
+      assert.ok(header.endsWith(',Result,Err_message,Diagnosis,Diagnosis Score,Diagnosis Reason'), header);
+      const source = rows.filter((r) => r.includes(',Functional.linear.10.forward,'));
+      assert.ok(source.length && source.every((r) => /,cause,[^,]*,"?parameter weight differs/.test(r)), source.join('\n'));
     }));
 });

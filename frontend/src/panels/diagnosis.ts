@@ -10,7 +10,7 @@
 import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
-import { attachmentName, csvAddress, fileKey, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
+import { attachmentName, csvAddress, fileKey, readWithProgress, sizeText, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
 import { h } from '../dom';
 import { t, type Key } from '../i18n';
 import { icon } from '../icons';
@@ -23,6 +23,8 @@ export class DiagnosisPanel {
   private seq = 0;
   /** The faults whose other occurrences are listed, by `file|index`. */
   private readonly opened = new Set<string>();
+  /** The CSV download under way: its progress line (kept across renders), else null. */
+  private csvProgress: HTMLElement | null = null;
 
   constructor(private ctx: PageCtx) {}
 
@@ -68,8 +70,8 @@ export class DiagnosisPanel {
       h('button', { testid, class: s.mode === mode ? 'on' : '', on: { click: () => this.setMode(mode) } }, t(label));
     const modes = h('div.diag-modes', null, h('span.muted', null, t('diag.colors')),
       h('div.segmented', { testid: 'diagnosisModes' }, modeBtn('precision', 'diag.modeOutput', 'diagModeOutput'), modeBtn('diagnosis', 'diag.modeIntroduced', 'diagModeIntroduced')));
-    const download = h('button.diag-download', { testid: 'diagDownload', title: t('diag.downloadTip'), 'aria-label': t('diag.download'), on: { click: () => void this.download() } }, icon('download'), t('diag.download'));
-    return h('div.panel-section.diagnosis', { testid: 'diagnosisPanel' }, title, modes, download, this.body());
+    const download = h('button.diag-download', { testid: 'diagDownload', title: t('diag.downloadTip'), 'aria-label': t('diag.download'), disabled: Boolean(this.csvProgress), on: { click: () => void this.download() } }, icon('download'), t('diag.download'));
+    return h('div.panel-section.diagnosis', { testid: 'diagnosisPanel' }, title, modes, download, this.csvProgress, this.body());
   }
 
   private body(): HTMLElement {
@@ -200,6 +202,10 @@ export class DiagnosisPanel {
   private async download(): Promise<void> {
     const s = this.ctx.store;
     const address = csvAddress(s.meta);
+    // The sidecar diagnoses the file before the first row: "preparing", then the bytes as they come.
+    const progress = h('p.muted.diag-csv-progress', { testid: 'csvProgress', role: 'status' }, t('diag.csvPreparing'));
+    this.csvProgress = progress;
+    s.changed('panel');
     try {
       const res = await fetch(address, { headers: { 'X-Graph-Ascend-Client': clientId() } });
       if (!res.ok || !(res.headers.get('Content-Type') ?? '').startsWith('text/csv')) {
@@ -215,7 +221,10 @@ export class DiagnosisPanel {
         return;
       }
       const name = attachmentName(res.headers.get('Content-Disposition'), `${s.meta.tag}.csv`);
-      const url = URL.createObjectURL(await res.blob());
+      const blob = await readWithProgress(res.body, res.headers.get('Content-Type') ?? 'text/csv', (bytes) => {
+        progress.textContent = t('diag.csvReceived', { size: sizeText(bytes) });
+      });
+      const url = URL.createObjectURL(blob);
       const link = h('a', { href: url, download: name, style: { display: 'none' } });
       document.body.append(link);
       link.click();
@@ -224,6 +233,9 @@ export class DiagnosisPanel {
       this.ctx.toast(t('diag.downloaded', { file: name }), 'success');
     } catch (e) {
       this.ctx.toast(`exportCsv: ${e instanceof Error ? e.message : String(e)}`, 'error');
+    } finally {
+      this.csvProgress = null;
+      s.changed('panel');
     }
   }
 }
