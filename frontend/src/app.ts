@@ -26,7 +26,7 @@ import { Scene } from './scene';
 import { renderSider } from './sider';
 import { bindSplitters } from './splitters';
 import { linkedState, reflectInAddress } from './link';
-import { matchedOf, metaKey, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState, type UrlState } from './state';
+import { LINK_PANELS, matchedOf, metaKey, paneLayout, panelOfTab, readUrlState, unprefixed, visibleOnly, writeUrlState, type UrlState } from './state';
 import { Store, type PageName, type Part, type PaneSide, type Tab } from './store';
 import { followTensorBoardTheme } from './theme';
 import { renderToolbar } from './toolbar';
@@ -214,6 +214,7 @@ export class App implements PageCtx {
     if (this.store.page !== 'dashboard') this.showPage('dashboard');
     this.store.tab = tab;
     this.store.changed('sider', 'panel');
+    this.saveSelection();
     if (tab === 'search') void this.searchPanel.ensureNodeList();
     if (tab === 'match') void this.matchPanel.ensureRelations();
     if (tab === 'diagnosis') void this.diagnosisPanel.ensure(this.store.mode === 'diagnosis');
@@ -346,6 +347,7 @@ export class App implements PageCtx {
     }
     s.config = cf.data;
     s.colors = buildColorTable(cf.data.colors);
+    if (want.colors) s.mode = want.colors;
     if (s.mode === 'overflow' && !cf.data.overflowCheck) s.mode = 'precision';
     if (s.mode === 'diagnosis' && cf.data.isSingleGraph) s.mode = 'precision';
     const steps = cf.data.steps?.length ? cf.data.steps : [0];
@@ -366,6 +368,8 @@ export class App implements PageCtx {
       const side: PaneSide = want.side === 'Bench' ? 'Bench' : 'NPU';
       await this.jumpTo(side, want.node);
     }
+    // The panel the link was shared with (a panel this page does not have is left closed).
+    if (seq === this.loadSeq && want.panel) this.openTab(LINK_PANELS[want.panel] as Tab);
   }
 
   /** Expand the modules a link (or the view before a reload) had expanded, ancestors first. */
@@ -446,6 +450,8 @@ export class App implements PageCtx {
       side: s.selected?.side,
       open: expanded('NPU'),
       openBench: s.single ? [] : expanded('Bench'),
+      colors: s.mode === 'precision' ? undefined : s.mode,
+      panel: s.page === 'dashboard' ? panelOfTab(s.tab) : undefined,
     };
   }
 
@@ -509,6 +515,7 @@ export class App implements PageCtx {
     s.filterHits = [];
     this.recolor();
     s.changed('toolbar', 'panel');
+    this.saveSelection();
   }
 
   recolor(): void {
