@@ -5,7 +5,7 @@
  * minimap with the viewport (click or drag to move).
  * Frames are drawn on demand, at most one per animation frame.
  */
-import { drawFrame, drawMinimap, minimapMapping, minimapRect, type MiniMapping, type Theme } from './render';
+import { drawFrame, drawMinimap, frameSvg, minimapMapping, minimapRect, type FrameInput, type MiniMapping, type Theme } from './render';
 import {
   centerOn,
   clampScale,
@@ -160,10 +160,9 @@ export class GraphPane {
     });
   }
 
-  /** Draw now (benchmarks call this directly). */
-  draw(): void {
-    const t0 = performance.now();
-    this.lastDrawn = drawFrame(this.ctx, {
+  /** What a frame draws now: the scene, the view, the theme, the selection and marks. */
+  private frame(): FrameInput {
+    return {
       scene: this.scene,
       view: this.view,
       width: this.width,
@@ -174,13 +173,31 @@ export class GraphPane {
       highlighted: this.highlighted,
       overflowMode: this.overflowMode,
       marked: this.lastMarked,
-    });
+    };
+  }
+
+  /** Draw now (benchmarks call this directly). */
+  draw(): void {
+    const t0 = performance.now();
+    this.lastDrawn = drawFrame(this.ctx, this.frame());
     this.mini.style.visibility = this.scene ? '' : 'hidden';
     if (this.scene && this.mini.style.display !== 'none') this.drawMini();
     this.lastFrameMs = performance.now() - t0;
     this.frames++;
     this.canvas.dataset.drawn = String(this.lastDrawn);
     this.canvas.dataset.marked = String(this.lastMarked.length);
+  }
+
+  /** The view as the pane shows it, as an SVG document (the same drawing, the current theme). */
+  svg(): string {
+    return frameSvg(this.frame());
+  }
+
+  /** The view as the pane shows it, as a PNG (the canvas, in device pixels), drawn afresh. */
+  png(): Promise<Blob> {
+    this.draw();
+    return new Promise((resolve, reject) =>
+      this.canvas.toBlob((b) => (b ? resolve(b) : reject(new Error('the browser made no PNG of the pane'))), 'image/png'));
   }
 
   /** The width the graph is fitted and centred in: the pane less the minimap's column. */

@@ -11,7 +11,7 @@ import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
 import { attachmentName, csvAddress, fileKey, readWithProgress, sizeText, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
-import { h } from '../dom';
+import { h, saveBlob } from '../dom';
 import { t, type Key } from '../i18n';
 import { icon } from '../icons';
 import { metaKey, unprefixed } from '../state';
@@ -224,12 +224,7 @@ export class DiagnosisPanel {
       const blob = await readWithProgress(res.body, res.headers.get('Content-Type') ?? 'text/csv', (bytes) => {
         progress.textContent = t('diag.csvReceived', { size: sizeText(bytes) });
       });
-      const url = URL.createObjectURL(blob);
-      const link = h('a', { href: url, download: name, style: { display: 'none' } });
-      document.body.append(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      saveBlob(blob, name);
       this.ctx.toast(t('diag.downloaded', { file: name }), 'success');
     } catch (e) {
       this.ctx.toast(`exportCsv: ${e instanceof Error ? e.message : String(e)}`, 'error');
