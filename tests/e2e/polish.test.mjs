@@ -8,7 +8,9 @@
 // - W/S/A/D go to the pane under the pointer, not the one clicked last;
 // - the Fit button shows the whole graph, while opening a file keeps its readable top;
 // - the diagnosis list: the enclosing module is a link, a cause says weight or argument (also in Chinese);
-// - the CSV download: each node's diagnosis in its last columns, and its progress shown while it comes.
+// - the CSV download: each node's diagnosis in its last columns, and its progress shown while it comes;
+// - a shared link carries the colour mode and the open panel (not the write token);
+// - a pane's view saved as PNG and SVG: both the pane as drawn (pixels compared with a screenshot of the pane).
 // Screenshots: tests/artifacts/polish-*.png.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -189,6 +191,97 @@ describe('GRAPH_ASCEND rough edges', () => {
       await until(frame, () => /入参/.test(document.querySelector('[data-testid=diagGroup] .diag-kind')?.textContent ?? ''));
       assert.deepEqual(await kinds(), ['入参不一致', '权重不一致']);
       await screenshot(page, 'polish-diagnosis-zh');
+    }));
+
+  it('carries the colour mode and the open panel in a shared link, without the write token', () =>
+    withStackPage(stack, 'polish-link', { width: 1500, height: 950 }, async (page) => {
+      const frame = await openRun(page, DEMO);
+      await frame.click('[data-testid=diagnosisSiderButton]');
+      await frame.click('[data-testid=diagModeIntroduced]');
+      await frame.click('[data-testid=searchSiderButton]');
+      await frame.click('[data-testid=copyLinkButton]');
+      await until(frame, () => document.querySelector('[data-testid=shareLinkNote]')?.textContent);
+      const link = await frame.inputValue('[data-testid=shareLinkText]');
+      assert.match(link, /ga_colors=diagnosis/, link);
+      assert.match(link, /ga_panel=search/, link);
+      assert.ok(!link.includes('graph_ascend_token'), link);
+      const other = await stack.browser.newPage({ viewport: { width: 1500, height: 950 } });
+      try {
+        await other.goto(link);
+        const f = await appFrame(other);
+        await until(f, (r) => window.__graphAscend.fileLoads === 0 && window.__graphAscend.meta.run === r, DEMO);
+        await until(f, () => window.__graphAscend.store.mode === 'diagnosis' && window.__graphAscend.store.tab === 'search');
+        assert.ok(await f.isVisible('[data-testid=controlPanel]'));
+        // The boxes are painted in that mode once its verdicts are in.
+        await until(f, () => [...window.__graphAscend.panes.NPU.scene.byKey.values()].some((b) => b.fill === 'rgb(226,241,226)'));
+        await screenshot(other, 'polish-link-opened');
+      } finally {
+        await other.close();
+      }
+    }));
+
+  /** How far two images (data: URLs) differ: the share of pixels off by more than 48 in a channel, and the sizes. */
+  const imageDiff = (frame, a, b) => frame.evaluate(async ([x, y]) => {
+    const load = (src) => new Promise((ok, no) => {
+      const img = new Image();
+      img.onload = () => ok(img);
+      img.onerror = () => no(new Error(`cannot load ${src.slice(0, 40)}`));
+      img.src = src;
+    });
+    const [ia, ib] = [await load(x), await load(y)];
+    const pixels = (img, w, h) => {
+      const c = document.createElement('canvas');
+      c.width = w;
+      c.height = h;
+      const g = c.getContext('2d');
+      g.drawImage(img, 0, 0, w, h);
+      return g.getImageData(0, 0, w, h).data;
+    };
+    const w = ia.naturalWidth, h = ia.naturalHeight;
+    const [pa, pb] = [pixels(ia, w, h), pixels(ib, w, h)];
+    let off = 0, inked = 0;
+    for (let i = 0; i < pa.length; i += 4) {
+      if (Math.max(Math.abs(pa[i] - pb[i]), Math.abs(pa[i + 1] - pb[i + 1]), Math.abs(pa[i + 2] - pb[i + 2])) > 48) off++;
+      if (pa[i] + pa[i + 1] + pa[i + 2] < 3 * 235) inked++;
+    }
+    return { off: off / (w * h), inked: inked / (w * h), a: [w, h], b: [ib.naturalWidth, ib.naturalHeight] };
+  }, [a, b]);
+
+  it('saves a pane\'s view as PNG and SVG, both as drawn', () =>
+    withStackPage(stack, 'polish-pictures', { width: 1400, height: 900 }, async (page) => {
+      const frame = await openRun(page, DEMO);
+      await lightMode(frame);
+      await frame.evaluate(async () => {
+        const a = window.__graphAscend;
+        await a.toggleNode('NPU', 'Module.layers.0.Block.forward.0', false);
+        await a.selectNode('NPU', 'Module.layers.0.Block.forward.0');
+      });
+      // The minimap sits over the canvas: out of the way, so that a screenshot shows the canvas alone.
+      await frame.click('[data-testid=npuMiniMapToggle]');
+      await page.waitForTimeout(300);
+      const shot = `data:image/png;base64,${(await frame.locator('[data-testid=debugCanvas]').screenshot()).toString('base64')}`;
+      const save = async (id) => {
+        if (!(await frame.isVisible('[data-testid=pictureList]'))) await frame.click('[data-testid=pictureButton]');
+        const [d] = await Promise.all([page.waitForEvent('download'), frame.click(`[data-testid=${id}]`)]);
+        return { name: d.suggestedFilename(), bytes: fs.readFileSync(await d.path()) };
+      };
+      const png = await save('exportPngNPU');
+      assert.match(png.name, /^compare_\d+_debug\.png$/);
+      assert.ok(png.bytes.length > 1000 && png.bytes.subarray(1, 4).toString() === 'PNG', `a PNG: ${png.bytes.length} bytes`);
+      const pngDiff = await imageDiff(frame, `data:image/png;base64,${png.bytes.toString('base64')}`, shot);
+      assert.deepEqual(pngDiff.a, pngDiff.b, 'the PNG is the pane\'s size');
+      assert.ok(pngDiff.inked > 0.02, `the PNG shows boxes: ${JSON.stringify(pngDiff)}`);
+      assert.ok(pngDiff.off < 0.01, `the PNG is the pane as drawn: ${JSON.stringify(pngDiff)}`);
+
+      const svg = await save('exportSvgNPU');
+      const text = svg.bytes.toString('utf8');
+      assert.match(svg.name, /^compare_\d+_debug\.svg$/);
+      assert.ok(text.startsWith('<svg xmlns="http://www.w3.org/2000/svg"') && text.includes('<path') && text.includes('>Module.layers.0.Block.forward.0<'), text.slice(0, 300));
+      const svgDiff = await imageDiff(frame, `data:image/svg+xml;base64,${svg.bytes.toString('base64')}`, shot);
+      assert.deepEqual(svgDiff.a, svgDiff.b, 'the SVG is the pane\'s size');
+      // The same boxes in the same places and colours; text is rasterized apart, so a little differs.
+      assert.ok(svgDiff.off < 0.03, `the SVG is the pane as drawn: ${JSON.stringify(svgDiff)}`);
+      await screenshot(page, 'polish-pictures');
     }));
 
   it('downloads the CSV with each node\'s diagnosis, showing its progress', () =>
