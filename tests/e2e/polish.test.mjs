@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, makeLogdir, repo, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
+import { appFrame, artifacts, makeLogdir, repo, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
 
 const DEMO = 'compare_tf_stats';
 const BUILD = 'build_tf_stats';
@@ -275,6 +275,9 @@ describe('GRAPH_ASCEND rough edges', () => {
 
       const svg = await save('exportSvgNPU');
       const text = svg.bytes.toString('utf8');
+      fs.mkdirSync(artifacts, { recursive: true });
+      fs.writeFileSync(path.join(artifacts, 'polish-pane.svg'), text);
+      fs.writeFileSync(path.join(artifacts, 'polish-pane.png'), png.bytes);
       assert.match(svg.name, /^compare_\d+_debug\.svg$/);
       assert.ok(text.startsWith('<svg xmlns="http://www.w3.org/2000/svg"') && text.includes('<path') && text.includes('>Module.layers.0.Block.forward.0<'), text.slice(0, 300));
       const svgDiff = await imageDiff(frame, `data:image/svg+xml;base64,${svg.bytes.toString('base64')}`, shot);
