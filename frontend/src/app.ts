@@ -9,7 +9,7 @@ import { CatalogWatch } from './catalogWatch';
 import { buildColorTable, nodeFill, type ColorMode } from './colors';
 import { diagnosisFill, sourcesInside } from './diagnosis';
 import { openContextMenu } from './contextMenu';
-import { ConvertPage } from './convert';
+import { ConvertPage, convertedRun } from './convert';
 import type { PageCtx, ToastKind, Want } from './ctx';
 import { renderDetails } from './detailsPanel';
 import { clear, h } from './dom';
@@ -26,7 +26,7 @@ import { Scene } from './scene';
 import { renderSider } from './sider';
 import { bindSplitters } from './splitters';
 import { linkedState, reflectInAddress } from './link';
-import { matchedOf, metaKey, paneLayout, readUrlState, unprefixed, visibleOnly, writeUrlState, type UrlState } from './state';
+import { LINK_PANELS, matchedOf, metaKey, paneLayout, panelOfTab, readUrlState, unprefixed, visibleOnly, writeUrlState, type UrlState } from './state';
 import { Store, type PageName, type Part, type PaneSide, type Tab } from './store';
 import { followTensorBoardTheme } from './theme';
 import { renderToolbar } from './toolbar';
@@ -214,6 +214,7 @@ export class App implements PageCtx {
     if (this.store.page !== 'dashboard') this.showPage('dashboard');
     this.store.tab = tab;
     this.store.changed('sider', 'panel');
+    this.saveSelection();
     if (tab === 'search') void this.searchPanel.ensureNodeList();
     if (tab === 'match') void this.matchPanel.ensureRelations();
     if (tab === 'diagnosis') void this.diagnosisPanel.ensure(this.store.mode === 'diagnosis');
@@ -257,9 +258,10 @@ export class App implements PageCtx {
       document.querySelectorAll('.ctxmenu').forEach((m) => m.remove());
       return;
     }
-    // W/S/A/D act on the pane under the mouse (or the debug pane), even without focus.
-    if (document.activeElement && (document.activeElement as HTMLElement).classList.contains('pane-canvas')) return;
-    const pane = this.panes.Bench.isHovered() ? this.panes.Bench : this.panes.NPU;
+    // W/S/A/D act on the pane under the pointer, whichever was clicked last; away from both, on
+    // the last one clicked, else the debug pane.
+    const panes = [this.panes.NPU, this.panes.Bench];
+    const pane = panes.find((p) => p.isHovered()) ?? panes.find((p) => p.isFocused()) ?? this.panes.NPU;
     if (pane.key(e)) e.preventDefault();
   }
 
@@ -345,6 +347,7 @@ export class App implements PageCtx {
     }
     s.config = cf.data;
     s.colors = buildColorTable(cf.data.colors);
+    if (want.colors) s.mode = want.colors;
     if (s.mode === 'overflow' && !cf.data.overflowCheck) s.mode = 'precision';
     if (s.mode === 'diagnosis' && cf.data.isSingleGraph) s.mode = 'precision';
     const steps = cf.data.steps?.length ? cf.data.steps : [0];
@@ -365,6 +368,8 @@ export class App implements PageCtx {
       const side: PaneSide = want.side === 'Bench' ? 'Bench' : 'NPU';
       await this.jumpTo(side, want.node);
     }
+    // The panel the link was shared with (a panel this page does not have is left closed).
+    if (seq === this.loadSeq && want.panel) this.openTab(LINK_PANELS[want.panel] as Tab);
   }
 
   /** Expand the modules a link (or the view before a reload) had expanded, ancestors first. */
@@ -445,6 +450,8 @@ export class App implements PageCtx {
       side: s.selected?.side,
       open: expanded('NPU'),
       openBench: s.single ? [] : expanded('Bench'),
+      colors: s.mode === 'precision' ? undefined : s.mode,
+      panel: s.page === 'dashboard' ? panelOfTab(s.tab) : undefined,
     };
   }
 
@@ -464,13 +471,9 @@ export class App implements PageCtx {
   /** After a conversion: re-list files and open the new one. */
   async openConverted(outputFile: string): Promise<void> {
     await this.catalogWatch.load();
-    const catalog = this.store.catalog;
-    const parts = outputFile.replace(/\\/g, '/').split('/').filter(Boolean);
-    const file = parts[parts.length - 1] ?? '';
-    const tag = file.endsWith('.vis.db') ? file.slice(0, -7) : file;
-    const run = parts.length >= 2 ? parts[parts.length - 2] : Object.keys(catalog).find((r) => catalog[r].tags.includes(tag));
+    const found = convertedRun(outputFile, this.store.catalog);
     this.showPage('dashboard');
-    if (run && catalog[run]) await this.selectFile(run, catalog[run].tags.includes(tag) ? tag : catalog[run].tags[0]);
+    if (found) await this.selectFile(found.run, found.tag);
     else this.toast(t('notListed', { file: outputFile }), 'error');
   }
 
@@ -512,6 +515,7 @@ export class App implements PageCtx {
     s.filterHits = [];
     this.recolor();
     s.changed('toolbar', 'panel');
+    this.saveSelection();
   }
 
   recolor(): void {

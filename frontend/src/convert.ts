@@ -59,6 +59,20 @@ export function convertBody(p: Params): Record<string, unknown> {
   return body;
 }
 
+/**
+ * The run and tag of a converted file (`outputFile`, relative to the logdir) in the catalog: the
+ * run is the file's folder path below the logdir (`converted/s1`, as the catalog names runs); a
+ * file right in the logdir belongs to the run named after the logdir, found by its tag.
+ */
+export function convertedRun(outputFile: string, catalog: Record<string, { tags: string[] }>): { run: string; tag: string } | null {
+  const parts = outputFile.replace(/\\/g, '/').split('/').filter((p) => p && p !== '.');
+  const file = parts.pop() ?? '';
+  const tag = file.endsWith('.vis.db') ? file.slice(0, -7) : file;
+  const run = parts.length ? parts.join('/') : Object.keys(catalog).find((r) => catalog[r].tags.includes(tag));
+  if (run === undefined || !catalog[run]) return null;
+  return { run, tag: catalog[run].tags.includes(tag) ? tag : catalog[run].tags[0] };
+}
+
 export class ConvertPage {
   private el: HTMLElement | null = null;
   private step: 'form' | 'progress' | 'result' = 'form';

@@ -104,9 +104,43 @@ export function distance(rule: DetailColumn, cell: string | undefined): number {
   return rule.worse === 'lower' ? 1 - v : Math.abs(v);
 }
 
+/** The relative-error columns the diagnosis replaces by a scale-relative error, and the statistic each is of. */
+const SCALE_RELATIVE: Record<string, string> = { MaxRelativeErr: 'Max', MinRelativeErr: 'Min', MeanRelativeErr: 'Mean' };
+
+/** How the diagnosis measures a relative-error cell (docs/diagnosis.md §1). */
+export interface ScaleRelative {
+  /** The statistic (Max, Min, Mean). */
+  stat: string;
+  /** |target − golden| of the statistic over the tensor's scale. */
+  err: number;
+  /** The scale: max(|Max|, |Min|) over both sides. */
+  scale: number;
+}
+
+/**
+ * The diagnosis's error of a relative-error cell (`MeanRelativeErr` …) of a target row paired
+ * with its golden row (the next one): the statistic's difference over the tensor's scale
+ * max(|Max|, |Min|) of both sides, not over the golden statistic, which may be near zero (a
+ * mean of 1e-9 makes any rounding a 100 % "error"). Undefined where the row is not such a
+ * pair or a statistic is missing: the cell is then measured by its own value.
+ */
+export function scaleRelative(rows: DetailRow[], i: number, col: string): ScaleRelative | undefined {
+  const stat = SCALE_RELATIVE[col];
+  const r = rows[i], g = rows[i + 1];
+  if (!stat || !r || !g || r.side !== 'debug' || g.side !== 'bench' || !r.matched || !g.matched) return undefined;
+  const num = (row: DetailRow, k: string) => metricValue(row.cells[k]);
+  const values = [num(r, stat), num(g, stat), num(r, 'Max'), num(r, 'Min'), num(g, 'Max'), num(g, 'Min')];
+  if (values.some((v) => !Number.isFinite(v))) return undefined;
+  const [a, b, ...range] = values;
+  const scale = Math.max(...range.map(Math.abs));
+  const diff = Math.abs(a - b);
+  return { stat, err: diff === 0 ? 0 : scale > 0 ? diff / scale : Infinity, scale };
+}
+
 /**
  * For each metric column with a rule, the index of the worst row, if it is further from perfect
  * than the rule's threshold. Columns without a rule (users' own metrics) are never painted.
+ * Relative errors of a statistic are measured as the diagnosis measures them ([`scaleRelative`]).
  */
 export function worstCells(rows: DetailRow[], cols: string[], rules: Rules): Map<string, number> {
   const byName = new Map(rules.map((c) => [c.name, c]));
@@ -117,7 +151,7 @@ export function worstCells(rows: DetailRow[], cols: string[], rules: Rules): Map
     let at = -1;
     let far = Number(rule.threshold);
     rows.forEach((r, i) => {
-      const d = distance(rule, r.cells[col]);
+      const d = scaleRelative(rows, i, col)?.err ?? distance(rule, r.cells[col]);
       if (d > far) {
         far = d;
         at = i;

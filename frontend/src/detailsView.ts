@@ -3,7 +3,8 @@
  * metric rules, bench rows shaded, matched/unmatched dots) and the stack / parallel-merge text with
  * copy buttons.
  */
-import { badResult, columnsOf, pairRows, worstCells } from './details';
+import { badResult, columnsOf, pairRows, scaleRelative, worstCells } from './details';
+import { errText } from './diagnosis';
 import { h } from './dom';
 import { t } from './i18n';
 import type { DetailColumn, JsonValue, NodeDetail } from './types';
@@ -27,7 +28,9 @@ export function detailTableView(npu: NodeDetail | null, bench: NodeDetail | null
           if (c === 'name') return h('td.name', null, single ? null : h(`span.dot.${r.matched ? 'ok' : 'bad'}`), r.name, single ? null : h('span.side-tag', null, r.side === 'bench' ? t('bench') : t('debug')));
           const v = r.cells[c] ?? '-';
           const bad = worst.get(c) === i || (c === 'Result' && badResult(v));
-          return h('td', { class: bad ? 'worst' : '' }, v);
+          const sr = scaleRelative(rows, i, c);
+          const why = sr ? t('details.scaleRelative', { stat: sr.stat, err: errText(sr.err), scale: sr.scale.toPrecision(3) }) : null;
+          return h('td', { class: bad ? 'worst' : '', title: why, testid: why ? 'scaleRelativeCell' : undefined }, v);
         })))));
   return h('div', null, head, h('div.table-scroll', null, table));
 }

@@ -84,6 +84,33 @@ export function csvAddress(m: Pick<MetaData, 'run' | 'tag' | 'lang' | 'step' | '
   return `exportCsv?${q.toString()}`;
 }
 
+/** A size as people read it: "512 B", "48 kB", "117.3 MB". */
+export function sizeText(bytes: number): string {
+  if (bytes < 1000) return `${bytes} B`;
+  if (bytes < 1e6) return `${Math.round(bytes / 1000)} kB`;
+  return `${(bytes / 1e6).toFixed(1)} MB`;
+}
+
+/**
+ * A download's body read chunk by chunk, `progress` told the bytes received after each (a large
+ * CSV takes seconds: the page shows them coming), as one Blob of `type` at the end.
+ */
+export async function readWithProgress(body: ReadableStream<Uint8Array> | null, type: string, progress: (bytes: number) => void): Promise<Blob> {
+  const parts: Uint8Array[] = [];
+  let bytes = 0;
+  if (body) {
+    const reader = body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      bytes += value.byteLength;
+      progress(bytes);
+    }
+  }
+  return new Blob(parts as BlobPart[], { type });
+}
+
 /** The file name of a download from its Content-Disposition (RFC 5987 name first). */
 export function attachmentName(disposition: string | null, fallback: string): string {
   if (!disposition) return fallback;
@@ -159,16 +186,22 @@ function templateKey(p: DiagnosisReasonPart): Key {
   return `diag.reason.${p.kind}` as Key;
 }
 
+/** One part of a reason in words, with what it is (`kind`: the part's; empty for a reason said whole). */
+export interface ReasonPiece {
+  kind: string;
+  text: string;
+}
+
 /**
- * A reason in the page's language, from its parts; the English `reason` when there are none or a
- * part is of a kind this page does not know (a newer sidecar).
+ * A reason in the page's language, part by part; the English `reason` whole when there are no
+ * parts or a part is of a kind this page does not know (a newer sidecar).
  */
-export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefined): string {
+export function reasonPieces(reason: string, parts: DiagnosisReasonPart[] | undefined): ReasonPiece[] {
   const known = new Set<string>(REASON_KINDS);
-  if (!parts?.length || parts.some((p) => !known.has(p.kind))) return reason;
-  return parts
-    .map((p) =>
-      fill(t(templateKey(p)), {
+  if (!parts?.length || parts.some((p) => !known.has(p.kind))) return [{ kind: '', text: reason }];
+  return parts.map((p) => ({
+    kind: p.kind,
+    text: fill(t(templateKey(p)), {
         name: p.name,
         entry: p.entry || t('diag.reason.anOutput'),
         metric: metricLabel(p.metric),
@@ -180,8 +213,32 @@ export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefi
         value: p.target || p.golden,
         side: !p.target && p.golden ? t('diag.reason.goldenSide') : '',
       }),
-    )
+  }));
+}
+
+/** A reason in the page's language ([`reasonPieces`] joined). */
+export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefined): string {
+  return reasonPieces(reason, parts)
+    .map((p) => p.text)
     .join(t('diag.reason.join'));
+}
+
+/** What a reason part says beyond its words (the score's meaning), as its tooltip; empty when nothing. */
+export function reasonTip(kind: string): string {
+  return kind === 'worse_than_inputs' ? t('diag.scoreTip') : '';
+}
+
+/**
+ * The label of a fault's kind. A cause is said by what differs, read from its reason: a weight
+ * (a parameter), an argument (`eps`, `p`, …) or both; "weight or argument" only when the reason
+ * names neither (a newer sidecar's kind).
+ */
+export function kindLabel(g: Pick<DiagnosisGroup, 'kind' | 'reason_parts'>): string {
+  if (g.kind === 'amplified') return t('diag.kind.amplified');
+  if (g.kind !== 'cause') return t('diag.kind.introduced');
+  const weight = g.reason_parts.some((p) => p.kind.startsWith('parameter_'));
+  const argument = g.reason_parts.some((p) => p.kind === 'argument_differs');
+  return t(weight && argument ? 'diag.kind.causeBoth' : weight ? 'diag.kind.causeWeight' : argument ? 'diag.kind.causeArgument' : 'diag.kind.cause');
 }
 
 /** Flat inclusive ranges `[first, last, first, last, ...]` as pairs. */

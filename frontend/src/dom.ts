@@ -44,3 +44,13 @@ export function option(value: string, label: string, selected = false): HTMLOpti
   o.selected = selected;
   return o;
 }
+
+/** Save `blob` as a download named `name` (a link clicked once; its address freed a minute later). */
+export function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
+  const link = h('a', { href: url, download: name, style: { display: 'none' } });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}

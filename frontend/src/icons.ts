@@ -11,6 +11,7 @@ import {
   Database,
   Download,
   FileCog,
+  ImageDown,
   Funnel,
   Keyboard,
   Languages,
@@ -53,6 +54,7 @@ const ICONS = {
   close: X,
   diagnosis: Stethoscope,
   download: Download,
+  picture: ImageDown,
 } satisfies Record<string, IconNode>;
 
 export type IconName = keyof typeof ICONS;

@@ -1,10 +1,11 @@
 /**
  * One graph pane: a canvas sized to its element (device-pixel exact), a view transform, the user's
  * gestures (click select, double-click expand, drag pan, wheel scroll, Ctrl+wheel / W S zoom,
- * A D pan, right-click menu) and a minimap with the viewport (click or drag to move).
+ * A D pan, right-click menu; the page gives the keys to the pane under the pointer) and a
+ * minimap with the viewport (click or drag to move).
  * Frames are drawn on demand, at most one per animation frame.
  */
-import { drawFrame, drawMinimap, minimapMapping, minimapRect, type MiniMapping, type Theme } from './render';
+import { drawFrame, drawMinimap, frameSvg, minimapMapping, minimapRect, type FrameInput, type MiniMapping, type Theme } from './render';
 import {
   centerOn,
   clampScale,
@@ -41,8 +42,11 @@ export class GraphPane {
   private miniShown = true;
   scene: Scene | null = null;
   view: View = { tx: 20, ty: 20, scale: 1.5 };
-  /** The view is still the automatic fit (nobody panned, zoomed or revealed since): a resize fits again. */
-  private fitted = false;
+  /**
+   * The view is still an automatic fit (nobody panned, zoomed or revealed since), `top` (a file
+   * opened: the top of the graph, readable) or `whole` (the Fit button): a resize fits again.
+   */
+  private fitted: 'top' | 'whole' | false = false;
   selected: string | undefined;
   highlighted = new Set<string>();
   overflowMode = false;
@@ -87,7 +91,7 @@ export class GraphPane {
   setMinimap(show: boolean): void {
     if (show !== this.miniShown) {
       this.miniShown = show;
-      if (this.fitted) this.fit();
+      this.refit();
     }
     this.mini.style.display = show ? '' : 'none';
     this.invalidate();
@@ -100,16 +104,30 @@ export class GraphPane {
     this.invalidate();
   }
 
+  /** The view a file opens with: the top of the graph, readable (its width fitted; boxes are narrow and tall), left of the minimap. */
   fit(): void {
     if (!this.scene) return;
     const b = this.scene.bounds;
-    // Fit the width (boxes are narrow and tall): show the top of the graph, readable, left of the minimap.
     const width = this.graphWidth();
     const v = fitView(b, width, this.height, 16, 2);
     const wScale = clampScale(Math.min(2, (width - 32) / Math.max(1, b.x1 - b.x0)));
     this.view = wScale > v.scale ? { scale: wScale, tx: (width - (b.x1 - b.x0) * wScale) / 2 - b.x0 * wScale, ty: 16 - b.y0 * wScale } : v;
-    this.fitted = true;
+    this.fitted = 'top';
     this.invalidate();
+  }
+
+  /** The whole graph in view, left of the minimap (the Fit button, key F). */
+  fitWhole(): void {
+    if (!this.scene) return;
+    this.view = fitView(this.scene.bounds, this.graphWidth(), this.height, 16, 2);
+    this.fitted = 'whole';
+    this.invalidate();
+  }
+
+  /** Redo the automatic fit the view still is, if any. */
+  private refit(): void {
+    if (this.fitted === 'top') this.fit();
+    else if (this.fitted === 'whole') this.fitWhole();
   }
 
   /** Bring a box into view (centred) without changing the zoom unless it is unreadable. */
@@ -142,10 +160,9 @@ export class GraphPane {
     });
   }
 
-  /** Draw now (benchmarks call this directly). */
-  draw(): void {
-    const t0 = performance.now();
-    this.lastDrawn = drawFrame(this.ctx, {
+  /** What a frame draws now: the scene, the view, the theme, the selection and marks. */
+  private frame(): FrameInput {
+    return {
       scene: this.scene,
       view: this.view,
       width: this.width,
@@ -156,13 +173,31 @@ export class GraphPane {
       highlighted: this.highlighted,
       overflowMode: this.overflowMode,
       marked: this.lastMarked,
-    });
+    };
+  }
+
+  /** Draw now (benchmarks call this directly). */
+  draw(): void {
+    const t0 = performance.now();
+    this.lastDrawn = drawFrame(this.ctx, this.frame());
     this.mini.style.visibility = this.scene ? '' : 'hidden';
     if (this.scene && this.mini.style.display !== 'none') this.drawMini();
     this.lastFrameMs = performance.now() - t0;
     this.frames++;
     this.canvas.dataset.drawn = String(this.lastDrawn);
     this.canvas.dataset.marked = String(this.lastMarked.length);
+  }
+
+  /** The view as the pane shows it, as an SVG document (the same drawing, the current theme). */
+  svg(): string {
+    return frameSvg(this.frame());
+  }
+
+  /** The view as the pane shows it, as a PNG (the canvas, in device pixels), drawn afresh. */
+  png(): Promise<Blob> {
+    this.draw();
+    return new Promise((resolve, reject) =>
+      this.canvas.toBlob((b) => (b ? resolve(b) : reject(new Error('the browser made no PNG of the pane'))), 'image/png'));
   }
 
   /** The width the graph is fitted and centred in: the pane less the minimap's column. */
@@ -228,7 +263,7 @@ export class GraphPane {
     // A side panel opening or the golden pane appearing must not push the graph out of sight:
     // an automatic fit is redone, a view the user chose keeps its centre column in the middle.
     if (this.scene && this.width > 1 && this.width !== oldWidth) {
-      if (this.fitted) this.fit();
+      if (this.fitted) this.refit();
       else if (oldWidth > 1) this.view = { ...this.view, tx: this.view.tx + (this.width - oldWidth) / 2 };
     }
     this.dpr = window.devicePixelRatio || 1;
@@ -297,22 +332,28 @@ export class GraphPane {
         this.pan(0, -40);
         return true;
       case 'f':
-        this.fit();
+        this.fitWhole();
         return true;
       default:
         return false;
     }
   }
 
+  /** The pointer is over this pane (its graph or its minimap): the keys go to it. */
   isHovered(): boolean {
     return this.hovering;
+  }
+
+  /** The pane's canvas has the keyboard focus (the last pane clicked). */
+  isFocused(): boolean {
+    return document.activeElement === this.canvas;
   }
 
   private bind(): void {
     const c = this.canvas;
     let drag: { x: number; y: number; moved: boolean } | null = null;
-    c.addEventListener('mouseenter', () => (this.hovering = true));
-    c.addEventListener('mouseleave', () => (this.hovering = false));
+    this.el.addEventListener('mouseenter', () => (this.hovering = true));
+    this.el.addEventListener('mouseleave', () => (this.hovering = false));
     c.addEventListener('mousedown', (e) => {
       if (e.button !== 0) return;
       c.focus({ preventScroll: true });
@@ -373,10 +414,6 @@ export class GraphPane {
       },
       { passive: false },
     );
-    c.addEventListener('keydown', (e) => {
-      if (e.ctrlKey || e.metaKey || e.altKey) return;
-      if (this.key(e)) e.preventDefault();
-    });
     // Minimap: click or drag centres the view on that point.
     let miniDrag = false;
     const moveTo = (e: MouseEvent) => {

@@ -71,12 +71,17 @@ export function truncate(label: string, width: number, size: number, measure: (s
   return lo > 0 ? label.slice(0, lo) + '…' : '';
 }
 
+/** A canvas to measure text with (none outside a browser). */
+function measurer(): CanvasRenderingContext2D | null {
+  if (!measureCtx && typeof document !== 'undefined') measureCtx = document.createElement('canvas').getContext('2d');
+  return measureCtx;
+}
+
 function fitLabel(label: string, width: number, size: number): string {
   const key = `${size}|${width}|${label}`;
   let s = truncCache.get(key);
   if (s !== undefined) return s;
-  if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
-  const ctx = measureCtx;
+  const ctx = measurer();
   if (!ctx) return label;
   ctx.font = `${size}px ${FONT_FAMILY}`;
   s = truncate(label, width, size, (t) => ctx.measureText(t).width);
@@ -85,7 +90,15 @@ function fitLabel(label: string, width: number, size: number): string {
   return s;
 }
 
-function shapePath(p: Path2D, b: Box, barOnly: boolean, rounded: boolean): void {
+/** What a shape is drawn into: a canvas Path2D, or an SVG path ([`SvgPath`]). */
+export interface PathSink {
+  moveTo(x: number, y: number): void;
+  ellipse(cx: number, cy: number, rx: number, ry: number, rotation: number, start: number, end: number): void;
+  roundRect(x: number, y: number, w: number, h: number, r: number): void;
+  rect(x: number, y: number, w: number, h: number): void;
+}
+
+function shapePath(p: PathSink, b: Box, barOnly: boolean, rounded: boolean): void {
   const h = barOnly ? BAR_HEIGHT : b.h;
   if (b.node.nodeType === NodeKind.LEAF && !b.container && rounded) {
     p.moveTo(b.x + b.w, b.y + h / 2);
@@ -94,6 +107,159 @@ function shapePath(p: Path2D, b: Box, barOnly: boolean, rounded: boolean): void 
     p.roundRect(b.x, b.y, b.w, h, Math.min(5, h / 2));
   } else {
     p.rect(b.x, b.y, b.w, h);
+  }
+}
+
+/**
+ * Where a frame is painted: the pane's canvas ([`CanvasPainter`]) or an SVG picture of it
+ * ([`SvgPainter`]). One drawing code ([`paintFrame`]) serves both, so a picture is what is drawn.
+ */
+export interface Painter<P extends PathSink> {
+  path(): P;
+  /** The whole frame in one colour (screen units). */
+  background(color: string, width: number, height: number): void;
+  /** From now on, graph units: screen = graph × scale + (tx, ty). */
+  view(scale: number, tx: number, ty: number): void;
+  fill(p: P, color: string): void;
+  stroke(p: P, color: string, width: number, dash: number[]): void;
+  /** Text centred on (x, y), in `font` (CSS shorthand). */
+  text(text: string, x: number, y: number, font: string, color: string): void;
+}
+
+/** Painting onto a canvas (device pixels: `dpr` per CSS pixel). */
+export class CanvasPainter implements Painter<Path2D> {
+  private font = '';
+  private textColor = '';
+  constructor(
+    private readonly ctx: CanvasRenderingContext2D,
+    private readonly dpr: number,
+  ) {}
+  path(): Path2D {
+    return new Path2D();
+  }
+  background(color: string, width: number, height: number): void {
+    const c = this.ctx;
+    c.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
+    c.fillStyle = color;
+    c.fillRect(0, 0, width, height);
+  }
+  view(scale: number, tx: number, ty: number): void {
+    const d = this.dpr;
+    this.ctx.setTransform(d * scale, 0, 0, d * scale, d * tx, d * ty);
+    this.ctx.textAlign = 'center';
+    this.ctx.textBaseline = 'middle';
+    this.font = this.textColor = '';
+  }
+  fill(p: Path2D, color: string): void {
+    this.ctx.fillStyle = color;
+    this.ctx.fill(p);
+  }
+  stroke(p: Path2D, color: string, width: number, dash: number[]): void {
+    const c = this.ctx;
+    c.setLineDash(dash);
+    c.lineWidth = width;
+    c.strokeStyle = color;
+    c.stroke(p);
+    if (dash.length) c.setLineDash([]);
+  }
+  text(text: string, x: number, y: number, font: string, color: string): void {
+    const c = this.ctx;
+    if (font !== this.font) c.font = this.font = font;
+    if (color !== this.textColor) c.fillStyle = this.textColor = color;
+    c.fillText(text, x, y);
+  }
+}
+
+const num = (v: number) => String(Math.round(v * 100) / 100);
+/** Scales and line widths: finer (a zoomed-out view's scale is 0.02). */
+const fine = (v: number) => String(Math.round(v * 1e4) / 1e4);
+
+/** An SVG path's `d`, built by the same calls as a Path2D. */
+export class SvgPath implements PathSink {
+  d = '';
+  moveTo(x: number, y: number): void {
+    this.d += `M${num(x)} ${num(y)}`;
+  }
+  ellipse(cx: number, cy: number, rx: number, ry: number): void {
+    // A whole ellipse (the only kind drawn): two half arcs from its right end.
+    const [r, s] = [num(rx), num(ry)];
+    this.d += `M${num(cx + rx)} ${num(cy)}A${r} ${s} 0 1 0 ${num(cx - rx)} ${num(cy)}A${r} ${s} 0 1 0 ${num(cx + rx)} ${num(cy)}Z`;
+  }
+  roundRect(x: number, y: number, w: number, h: number, radius: number): void {
+    const r = Math.max(0, Math.min(radius, w / 2, h / 2));
+    const a = (dx: number, dy: number) => `a${num(r)} ${num(r)} 0 0 1 ${num(dx)} ${num(dy)}`;
+    this.d += `M${num(x + r)} ${num(y)}h${num(w - 2 * r)}${a(r, r)}v${num(h - 2 * r)}${a(-r, r)}h${num(-(w - 2 * r))}${a(-r, -r)}v${num(-(h - 2 * r))}${a(r, -r)}Z`;
+  }
+  rect(x: number, y: number, w: number, h: number): void {
+    this.d += `M${num(x)} ${num(y)}h${num(w)}v${num(h)}h${num(-w)}Z`;
+  }
+}
+
+/** Text as SVG character data (a node's name is data: `<`, `&` escaped). */
+export function xmlText(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+const baselineCache = new Map<string, number>();
+/**
+ * How far the alphabetic baseline (SVG's) sits below the canvas's `middle` baseline, which the
+ * labels are drawn at (graph units): the same text lands on the same pixels in both. Measured
+ * once per font; about 0.35 em without a canvas.
+ */
+function baselineBelowMiddle(font: string, size: number): number {
+  let v = baselineCache.get(font);
+  if (v === undefined) {
+    const ctx = measurer();
+    v = 0.35 * size;
+    if (ctx) {
+      // Measured where the labels are drawn: "M" has no descender, so its box ends on the baseline.
+      ctx.font = font;
+      ctx.textBaseline = 'middle';
+      const below = ctx.measureText('M').actualBoundingBoxDescent;
+      if (Number.isFinite(below)) v = below;
+    }
+    baselineCache.set(font, v);
+  }
+  return v;
+}
+
+/** Painting into an SVG document of the frame's size (CSS pixels), as [`CanvasPainter`] paints. */
+export class SvgPainter implements Painter<SvgPath> {
+  private readonly parts: string[] = [];
+  private group = false;
+  private width = 1;
+  private height = 1;
+  path(): SvgPath {
+    return new SvgPath();
+  }
+  background(color: string, width: number, height: number): void {
+    this.width = width;
+    this.height = height;
+    this.parts.push(`<rect width="${num(width)}" height="${num(height)}" fill="${xmlText(color)}"/>`);
+  }
+  view(scale: number, tx: number, ty: number): void {
+    if (this.group) this.parts.push('</g>');
+    this.parts.push(`<g transform="matrix(${fine(scale)} 0 0 ${fine(scale)} ${num(tx)} ${num(ty)})">`);
+    this.group = true;
+  }
+  fill(p: SvgPath, color: string): void {
+    if (p.d) this.parts.push(`<path d="${p.d}" fill="${xmlText(color)}"/>`);
+  }
+  stroke(p: SvgPath, color: string, width: number, dash: number[]): void {
+    if (!p.d) return;
+    const dashes = dash.length ? ` stroke-dasharray="${dash.join(' ')}"` : '';
+    this.parts.push(`<path d="${p.d}" fill="none" stroke="${xmlText(color)}" stroke-width="${fine(width)}"${dashes}/>`);
+  }
+  text(text: string, x: number, y: number, font: string, color: string): void {
+    const [, weight, size, family] = /^(bold )?([\d.]+)px (.*)$/.exec(font) ?? [];
+    const style = `font-family="${xmlText(family ?? FONT_FAMILY)}" font-size="${size ?? 8}"${weight ? ' font-weight="bold"' : ''}`;
+    const baseline = y + baselineBelowMiddle(font, Number(size ?? 8));
+    this.parts.push(`<text x="${num(x)}" y="${num(baseline)}" ${style} fill="${xmlText(color)}" text-anchor="middle">${xmlText(text)}</text>`);
+  }
+  /** The document. */
+  svg(): string {
+    const end = this.group ? '</g>' : '';
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="${num(this.width)}" height="${num(this.height)}" viewBox="0 0 ${num(this.width)} ${num(this.height)}">${this.parts.join('')}${end}</svg>`;
   }
 }
 
@@ -126,58 +292,59 @@ export function badgeWidth(text: string): number {
 
 const scratch: Box[] = [];
 
-/** Draws one frame; returns how many boxes it drew. */
+/** Draws one frame onto a canvas; returns how many boxes it drew. */
 export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number {
-  const { view, dpr, theme } = f;
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.fillStyle = theme.background;
-  ctx.fillRect(0, 0, f.width, f.height);
+  return paintFrame(new CanvasPainter(ctx, f.dpr), f);
+}
+
+/** One frame as an SVG document (what [`drawFrame`] draws, in the same colours). */
+export function frameSvg(f: FrameInput): string {
+  const painter = new SvgPainter();
+  paintFrame(painter, { ...f, marked: undefined });
+  return painter.svg();
+}
+
+/** Paints one frame; returns how many boxes it drew. */
+export function paintFrame<P extends PathSink>(out: Painter<P>, f: FrameInput): number {
+  const { view, theme } = f;
+  out.background(theme.background, f.width, f.height);
   if (!f.scene) return 0;
   const boxes = f.scene.query(visibleRect(view, f.width, f.height), scratch);
   const lod = lodFor(view.scale);
-  ctx.setTransform(dpr * view.scale, 0, 0, dpr * view.scale, dpr * view.tx, dpr * view.ty);
+  out.view(view.scale, view.tx, view.ty);
 
   // Fills: containers get a faint body and a coloured label bar; others are one bar.
-  const fills = new Map<string, Path2D>();
-  const bodies = new Path2D();
+  const fills = new Map<string, P>();
+  const bodies = out.path();
   for (const b of boxes) {
     if (b.container) shapePath(bodies, b, false, lod.shapes);
     let p = fills.get(b.fill);
-    if (!p) fills.set(b.fill, (p = new Path2D()));
+    if (!p) fills.set(b.fill, (p = out.path()));
     shapePath(p, b, true, lod.shapes);
   }
-  ctx.fillStyle = theme.containerFill;
-  ctx.fill(bodies);
-  for (const [fill, p] of fills) {
-    ctx.fillStyle = fill;
-    ctx.fill(p);
-  }
+  out.fill(bodies, theme.containerFill);
+  for (const [fill, p] of fills) out.fill(p, fill);
 
   // Outlines: batched by stroke colour and dash pattern.
   if (lod.strokes) {
-    const strokes = new Map<string, { p: Path2D; dash: number[]; color: string }>();
+    const strokes = new Map<string, { p: P; dash: number[]; color: string }>();
     for (const b of boxes) {
       const dash = dashFor(b.node.nodeType);
       const color = strokeOf(b.fill);
       const k = `${color}|${dash.join(',')}`;
       let s = strokes.get(k);
-      if (!s) strokes.set(k, (s = { p: new Path2D(), dash, color }));
+      if (!s) strokes.set(k, (s = { p: out.path(), dash, color }));
       shapePath(s.p, b, false, lod.shapes);
     }
-    ctx.lineWidth = 1 / Math.max(1, view.scale);
-    for (const s of strokes.values()) {
-      ctx.setLineDash(s.dash);
-      ctx.strokeStyle = s.color;
-      ctx.stroke(s.p);
-    }
-    ctx.setLineDash([]);
+    const width = 1 / Math.max(1, view.scale);
+    for (const s of strokes.values()) out.stroke(s.p, s.color, width, s.dash);
   }
 
   // Modules holding sources (the mode "where the error is introduced"), even when their own
   // output agrees: a thick outline, and a badge with the count at the right of the label bar.
   if (f.marked) f.marked.length = 0;
-  const marks = new Path2D();
-  const badges = new Path2D();
+  const marks = out.path();
+  const badges = out.path();
   let anyMark = false;
   for (const b of boxes) {
     if (b.mark <= 0) continue;
@@ -188,60 +355,43 @@ export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number 
     badges.roundRect(b.x + b.w - w - 2, b.y + (BAR_HEIGHT - BADGE_HEIGHT) / 2, w, BADGE_HEIGHT, BADGE_HEIGHT / 2);
   }
   if (anyMark) {
-    ctx.lineWidth = Math.max(1.5, 2 / view.scale);
-    ctx.strokeStyle = SOURCE_RED;
-    ctx.stroke(marks);
-    ctx.fillStyle = SOURCE_RED;
-    ctx.fill(badges);
+    out.stroke(marks, SOURCE_RED, Math.max(1.5, 2 / view.scale), []);
+    out.fill(badges, SOURCE_RED);
   }
 
   // Highlights (search/filter hits), then the selection on top.
   if (f.highlighted && f.highlighted.size) {
-    const p = new Path2D();
+    const p = out.path();
     for (const b of boxes) if (f.highlighted.has(b.key)) shapePath(p, b, !b.container, lod.shapes);
-    ctx.lineWidth = 2 / view.scale;
-    ctx.strokeStyle = theme.highlight;
-    ctx.stroke(p);
+    out.stroke(p, theme.highlight, 2 / view.scale, []);
   }
   if (f.selected) {
     const b = f.scene.byKey.get(f.selected);
     if (b) {
-      const p = new Path2D();
+      const p = out.path();
       shapePath(p, b, false, true);
-      ctx.lineWidth = Math.max(1.5, 2.5 / view.scale);
-      ctx.strokeStyle = f.overflowMode ? theme.highlight : theme.selected;
-      ctx.stroke(p);
+      out.stroke(p, f.overflowMode ? theme.highlight : theme.selected, Math.max(1.5, 2.5 / view.scale), []);
     }
   }
 
   if (lod.labels) {
-    ctx.textAlign = 'center';
-    ctx.textBaseline = 'middle';
-    let font = '';
-    let color = '';
     for (const b of boxes) {
       // A label narrower than a few characters on screen is noise: skip it.
       if (b.w * view.scale < 24) continue;
       const size = fontSizeFor(b.node.nodeType);
       if (size * view.scale < 4.5) continue;
-      const f2 = `${size}px ${FONT_FAMILY}`;
-      if (f2 !== font) ctx.font = font = f2;
       // A badge sits at the right end: the centred label keeps clear of it on both sides.
       const room = b.mark > 0 ? b.w - 2 * (badgeWidth(badgeText(b.mark)) + 2) : b.w;
       const text = fitLabel(b.node.label, room, size);
       if (!text) continue;
-      const c = textColorOf(b.fill);
-      if (c !== color) ctx.fillStyle = color = c;
-      ctx.fillText(text, b.x + b.w / 2, b.y + BAR_HEIGHT / 2 + 0.5);
+      out.text(text, b.x + b.w / 2, b.y + BAR_HEIGHT / 2 + 0.5, `${size}px ${FONT_FAMILY}`, textColorOf(b.fill));
     }
     if (anyMark) {
-      ctx.font = `bold ${BADGE_FONT}px ${FONT_FAMILY}`;
-      ctx.fillStyle = '#ffffff';
       for (const b of boxes) {
         if (b.mark <= 0) continue;
         const text = badgeText(b.mark);
         const w = badgeWidth(text);
-        ctx.fillText(text, b.x + b.w - w / 2 - 2, b.y + BAR_HEIGHT / 2 + 0.5);
+        out.text(text, b.x + b.w - w / 2 - 2, b.y + BAR_HEIGHT / 2 + 0.5, `bold ${BADGE_FONT}px ${FONT_FAMILY}`, '#ffffff');
       }
     }
   }
@@ -278,7 +428,11 @@ export function minimapRect(m: MiniMapping, r: { x0: number; y0: number; x1: num
   return { x0, y0, x1, y1 };
 }
 
-/** Every box into the minimap once (label bars at least 1 px tall, expanded modules outlined). */
+/**
+ * Every box into the minimap once (label bars at least 1 px tall, expanded modules outlined).
+ * Each bar is outlined in its fill darkened, as the graph draws it: a white box (every box of a
+ * build file, the golden side) shows on the white background, as in msprobe's minimap.
+ */
 export function drawMinimap(ctx: CanvasRenderingContext2D, scene: Scene | null, w: number, h: number, dpr: number, theme: Theme): MiniMapping {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = theme.background;
@@ -295,9 +449,13 @@ export function drawMinimap(ctx: CanvasRenderingContext2D, scene: Scene | null, 
     if (!p) fills.set(b.fill, (p = new Path2D()));
     p.rect(x, y, bw, bar);
   }
+  // Half a CSS pixel (one device pixel on a 2x screen): an outline, not a second fill.
+  ctx.lineWidth = 0.5;
   for (const [fill, p] of fills) {
     ctx.fillStyle = fill;
     ctx.fill(p);
+    ctx.strokeStyle = strokeOf(fill);
+    ctx.stroke(p);
   }
   ctx.lineWidth = 1;
   ctx.strokeStyle = '#999999';

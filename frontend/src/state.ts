@@ -91,8 +91,10 @@ export class NameIndex {
 }
 
 /**
- * The view a link or a reload brings back: file, step, rank, micro step, selected node and the
- * expanded modules of each side (`open`: debug / single pane, `openBench`: bench pane).
+ * The view a link or a reload brings back: file, step, rank, micro step, selected node, the
+ * expanded modules of each side (`open`: debug / single pane, `openBench`: bench pane), the
+ * colour mode (`colors`, left out for the default, msprobe's output error) and the open panel
+ * (`panel`, by its link name: [`LINK_PANELS`]).
  */
 export interface UrlState {
   run?: string;
@@ -104,9 +106,24 @@ export interface UrlState {
   side?: string;
   open?: string[];
   openBench?: string[];
+  colors?: LinkColors;
+  panel?: LinkPanel;
 }
 
-const URL_KEYS = ['run', 'tag', 'step', 'rank', 'micro', 'node', 'side', 'open', 'openBench'] as const;
+/** The colour modes a link can name (the page's ColorMode). */
+export const LINK_COLORS = ['precision', 'overflow', 'diagnosis'] as const;
+export type LinkColors = (typeof LINK_COLORS)[number];
+
+/** The panels a link can name: its name in the address → the page's tab (`filter`: the precision filter). */
+export const LINK_PANELS = { diagnosis: 'diagnosis', search: 'search', filter: 'precision', map: 'map', match: 'match', data: 'data' } as const;
+export type LinkPanel = keyof typeof LINK_PANELS;
+
+/** The link name of an open tab (undefined: none, or a tab a link does not name). */
+export function panelOfTab(tab: string | null): LinkPanel | undefined {
+  return (Object.keys(LINK_PANELS) as LinkPanel[]).find((p) => LINK_PANELS[p] === tab);
+}
+
+const URL_KEYS = ['run', 'tag', 'step', 'rank', 'micro', 'node', 'side', 'open', 'openBench', 'colors', 'panel'] as const;
 
 /** The state as (key, text) pairs, in one order; lists are JSON arrays (a name may hold any character). */
 function statePairs(s: UrlState): [string, string][] {
@@ -138,6 +155,10 @@ function stateFrom(get: (k: string) => string | null | undefined): UrlState {
     }
   };
   const str = (k: string) => get(k) ?? undefined;
+  const oneOf = <T extends string>(k: string, allowed: readonly T[]): T | undefined => {
+    const v = get(k);
+    return allowed.find((a) => a === v);
+  };
   return {
     run: str('run'),
     tag: str('tag'),
@@ -148,6 +169,8 @@ function stateFrom(get: (k: string) => string | null | undefined): UrlState {
     side: str('side'),
     open: list('open'),
     openBench: list('openBench'),
+    colors: oneOf('colors', LINK_COLORS),
+    panel: oneOf('panel', Object.keys(LINK_PANELS) as LinkPanel[]),
   };
 }
 

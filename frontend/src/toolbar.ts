@@ -1,14 +1,16 @@
 /**
  * The header above the graphs: the shape legend, the colour legend of the current mode, and the
- * toolbar (minimaps, synchronized expansion, bench pane, details, shortcuts, copy link, fit).
+ * toolbar (minimaps, synchronized expansion, bench pane, details, shortcuts, copy link, pictures of
+ * the panes, fit).
  */
 import { LEVEL_COLORS, OVERFLOW_COLORS, SOURCE_RED } from './colors';
 import { DIAGNOSIS_COLORS } from './diagnosis';
 import type { PageCtx } from './ctx';
-import { clear, h } from './dom';
+import { clear, h, saveBlob } from './dom';
 import { t, type Key } from './i18n';
 import { icon, type IconName } from './icons';
 import { copyLinkButton } from './link';
+import type { PaneSide } from './store';
 
 export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
   const s = ctx.store;
@@ -63,11 +65,43 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
     }),
     shortcutsButton(),
     copyLinkButton(() => ctx.view()),
+    pictureButton(ctx),
     toggle('fitScreenButton', 'fit', 'header.fit', false, () => {
-      ctx.panes.NPU.fit();
-      ctx.panes.Bench.fit();
+      ctx.panes.NPU.fitWhole();
+      ctx.panes.Bench.fitWhole();
     }));
   el.append(legend, colors, tools);
+}
+
+/**
+ * "Export picture": each shown pane's current view as SVG or PNG — what is drawn, in the current
+ * theme (the PNG is the canvas itself, the SVG the same drawing code painting into SVG).
+ */
+function pictureButton(ctx: PageCtx): HTMLElement {
+  const s = ctx.store;
+  const name = (side: PaneSide, ext: string) => `${s.meta.tag || 'graph'}_${side === 'Bench' ? 'bench' : 'debug'}.${ext}`;
+  const save = async (side: PaneSide, ext: 'svg' | 'png') => {
+    try {
+      const pane = ctx.panes[side];
+      const blob = ext === 'svg' ? new Blob([pane.svg()], { type: 'image/svg+xml' }) : await pane.png();
+      saveBlob(blob, name(side, ext));
+    } catch (e) {
+      ctx.toast(`${t('header.picture')}: ${e instanceof Error ? e.message : String(e)}`, 'error');
+    }
+  };
+  const sides: PaneSide[] = s.single || s.benchCollapsed ? ['NPU'] : ['NPU', 'Bench'];
+  // Download links (the header's buttons are icons; these are what each one saves).
+  const link = (side: PaneSide, ext: 'svg' | 'png') =>
+    h('a.picture-link', { href: '#', testid: `export${ext === 'svg' ? 'Svg' : 'Png'}${side}`, on: { click: (e: Event) => {
+      e.preventDefault();
+      void save(side, ext);
+    } } }, ext.toUpperCase());
+  const row = (side: PaneSide) =>
+    h('div.picture-row', null, h('span', null, s.single ? t('graph') : t(side === 'Bench' ? 'bench' : 'debug')), link(side, 'svg'), link(side, 'png'));
+  const pop = h('div.popover.pictures', { testid: 'pictureList' }, ...sides.map(row));
+  pop.style.display = 'none';
+  const b = h('button.toggle', { testid: 'pictureButton', title: t('header.picture'), 'aria-label': t('header.picture'), on: { click: () => (pop.style.display = pop.style.display === 'none' ? '' : 'none') } }, icon('picture'));
+  return h('span.popover-anchor', null, b, pop);
 }
 
 function shortcutsButton(): HTMLElement {

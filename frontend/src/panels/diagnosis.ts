@@ -10,11 +10,11 @@
 import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
-import { attachmentName, csvAddress, fileKey, groupSummary, reasonText, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisSource } from '../diagnosis';
-import { h } from '../dom';
+import { attachmentName, csvAddress, fileKey, readWithProgress, sizeText, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
+import { h, saveBlob } from '../dom';
 import { t, type Key } from '../i18n';
 import { icon } from '../icons';
-import { metaKey } from '../state';
+import { metaKey, unprefixed } from '../state';
 
 /** Faults (and sources) asked for: the list shows them all (the count of the rest is said). */
 const TOP = 200;
@@ -23,6 +23,8 @@ export class DiagnosisPanel {
   private seq = 0;
   /** The faults whose other occurrences are listed, by `file|index`. */
   private readonly opened = new Set<string>();
+  /** The CSV download under way: its progress line (kept across renders), else null. */
+  private csvProgress: HTMLElement | null = null;
 
   constructor(private ctx: PageCtx) {}
 
@@ -68,8 +70,8 @@ export class DiagnosisPanel {
       h('button', { testid, class: s.mode === mode ? 'on' : '', on: { click: () => this.setMode(mode) } }, t(label));
     const modes = h('div.diag-modes', null, h('span.muted', null, t('diag.colors')),
       h('div.segmented', { testid: 'diagnosisModes' }, modeBtn('precision', 'diag.modeOutput', 'diagModeOutput'), modeBtn('diagnosis', 'diag.modeIntroduced', 'diagModeIntroduced')));
-    const download = h('button.diag-download', { testid: 'diagDownload', title: t('diag.downloadTip'), 'aria-label': t('diag.download'), on: { click: () => void this.download() } }, icon('download'), t('diag.download'));
-    return h('div.panel-section.diagnosis', { testid: 'diagnosisPanel' }, title, modes, download, this.body());
+    const download = h('button.diag-download', { testid: 'diagDownload', title: t('diag.downloadTip'), 'aria-label': t('diag.download'), disabled: Boolean(this.csvProgress), on: { click: () => void this.download() } }, icon('download'), t('diag.download'));
+    return h('div.panel-section.diagnosis', { testid: 'diagnosisPanel' }, title, modes, download, this.csvProgress, this.body());
   }
 
   private body(): HTMLElement {
@@ -95,13 +97,12 @@ export class DiagnosisPanel {
    * counted).
    */
   private groupRow(g: DiagnosisGroup, i: number): HTMLElement {
-    const kind = (['cause', 'introduced', 'amplified'].includes(g.kind) ? `diag.kind.${g.kind}` : 'diag.kind.introduced') as Key;
     const line = h('button.diag-item', { testid: 'diagGroup', title: g.node, on: { click: () => void this.jump(g) } },
       h('span.diag-rank', null, String(i + 1)),
       h('span.diag-main', null,
-        h('span.diag-node', { testid: 'diagGroupSummary' }, groupSummary(g)),
-        h('span.diag-meta', null, h(`span.diag-kind.${g.kind}`, null, t(kind)), ' ', t('diag.where', { step: g.step, rank: g.rank, direction: g.direction }), ' ', h('span.diag-first', null, g.node)),
-        h('span.diag-reason', { testid: 'diagReason' }, reasonText(g.reason, g.reason_parts))));
+        h('span.diag-node', { testid: 'diagGroupSummary' }, ...this.summaryWithModule(g)),
+        h('span.diag-meta', null, h(`span.diag-kind.${g.kind}`, null, kindLabel(g)), ' ', t('diag.where', { step: g.step, rank: g.rank, direction: g.direction }), ' ', h('span.diag-first', null, g.node)),
+        this.reason(g.reason, g.reason_parts, 'diagReason')));
     if (g.occurrences <= 1) return h('div.diag-group', null, line);
     const id = `${this.ctx.store.diagnosis?.file ?? ''}|${i}`;
     const open = this.opened.has(id);
@@ -123,6 +124,55 @@ export class DiagnosisPanel {
     return h('div.diag-group', null, line, toggle, others);
   }
 
+  /**
+   * A fault's line with the module a call is in as a link (a call's line only: a module's own
+   * line opens that module already). The link opens the module of the first occurrence: the
+   * source's parent once it is shown.
+   */
+  private summaryWithModule(g: DiagnosisGroup): (string | HTMLElement)[] {
+    const text = groupSummary(g);
+    const named = g.api && g.module ? `\`${modulePath(g.module)}\`` : '';
+    const at = named ? text.indexOf(named, text.indexOf(g.api) + g.api.length) : -1;
+    if (at < 0) return [text];
+    const link = h('span.diag-module', {
+      role: 'link',
+      tabIndex: 0,
+      testid: 'diagModuleLink',
+      title: t('diag.moduleTip'),
+      on: {
+        click: (e: Event) => {
+          e.stopPropagation();
+          void this.openModule(g);
+        },
+        keydown: (e: Event) => {
+          if ((e as KeyboardEvent).key !== 'Enter') return;
+          e.preventDefault();
+          e.stopPropagation();
+          void this.openModule(g);
+        },
+      },
+    }, named);
+    return [text.slice(0, at), link, text.slice(at + named.length)];
+  }
+
+  /** A reason in words, part by part, each part's meaning (the score's) as its tooltip. */
+  private reason(reason: string, parts: DiagnosisReasonPart[], testid: string): HTMLElement {
+    const out = h('span.diag-reason', { testid });
+    reasonPieces(reason, parts).forEach((p, i) => {
+      if (i) out.append(t('diag.reason.join'));
+      const tip = reasonTip(p.kind);
+      out.append(tip ? h('span.diag-score', { title: tip, testid: 'diagScore' }, p.text) : p.text);
+    });
+    return out;
+  }
+
+  /** The module a fault's first occurrence is in: the source shown first, then its parent. */
+  private async openModule(g: DiagnosisGroup): Promise<void> {
+    await this.jump(g);
+    const parent = this.ctx.store.hier.NPU[unprefixed(g.node)]?.parentNode;
+    if (parent) await this.ctx.jumpTo('NPU', parent);
+  }
+
   private occurrenceRow(o: DiagnosisOccurrence): HTMLElement {
     return h('button.diag-occurrence', { testid: 'diagOccurrence', title: o.node, on: { click: () => void this.jump(o) } },
       h('span.diag-meta', null, t('diag.occurrence', { step: o.step, rank: o.rank, micro: o.micro_step })), ' ', h('span.diag-node', null, o.node));
@@ -133,7 +183,7 @@ export class DiagnosisPanel {
       h('span.diag-rank', null, '!'),
       h('span.diag-main', null, h('span.diag-node', null, nf.node),
         h('span.diag-meta', null, t('diag.where', { step: nf.step, rank: nf.rank, direction: nf.direction })),
-        h('span.diag-reason', { testid: 'diagNonFiniteReason' }, reasonText(nf.reason, nf.reason_parts))));
+        this.reason(nf.reason, nf.reason_parts, 'diagNonFiniteReason')));
   }
 
   /** Show a node of the diagnosis: its step and rank first, then expanded, selected, centred. */
@@ -152,6 +202,10 @@ export class DiagnosisPanel {
   private async download(): Promise<void> {
     const s = this.ctx.store;
     const address = csvAddress(s.meta);
+    // The sidecar diagnoses the file before the first row: "preparing", then the bytes as they come.
+    const progress = h('p.muted.diag-csv-progress', { testid: 'csvProgress', role: 'status' }, t('diag.csvPreparing'));
+    this.csvProgress = progress;
+    s.changed('panel');
     try {
       const res = await fetch(address, { headers: { 'X-Graph-Ascend-Client': clientId() } });
       if (!res.ok || !(res.headers.get('Content-Type') ?? '').startsWith('text/csv')) {
@@ -167,15 +221,16 @@ export class DiagnosisPanel {
         return;
       }
       const name = attachmentName(res.headers.get('Content-Disposition'), `${s.meta.tag}.csv`);
-      const url = URL.createObjectURL(await res.blob());
-      const link = h('a', { href: url, download: name, style: { display: 'none' } });
-      document.body.append(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      const blob = await readWithProgress(res.body, res.headers.get('Content-Type') ?? 'text/csv', (bytes) => {
+        progress.textContent = t('diag.csvReceived', { size: sizeText(bytes) });
+      });
+      saveBlob(blob, name);
       this.ctx.toast(t('diag.downloaded', { file: name }), 'success');
     } catch (e) {
       this.ctx.toast(`exportCsv: ${e instanceof Error ? e.message : String(e)}`, 'error');
+    } finally {
+      this.csvProgress = null;
+      s.changed('panel');
     }
   }
 }

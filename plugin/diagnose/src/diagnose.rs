@@ -299,7 +299,7 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
 }
 
 /// Why `j` makes a source of `kind`, clause by clause ([`ReasonPart`]).
-fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> Vec<ReasonPart> {
+pub(crate) fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> Vec<ReasonPart> {
     let mut parts = Vec::new();
     for c in &j.causes {
         parts.push(match c {

@@ -381,7 +381,10 @@ impl Conversions {
         let plan = validate(logdir, req, &id)?;
         graph_ascend_visdb::stale::remove_stale(&plan.output_dir, STAGING_PREFIX);
         std::fs::create_dir_all(&plan.staging).map_err(|source| StartError::Output {
-            path: plan.staging.clone(),
+            path: PathBuf::from(paths::relative_text(
+                logdir,
+                &plan.staging.display().to_string(),
+            )),
             source,
         })?;
         let (tx, _rx) = watch::channel(Snapshot {
@@ -441,6 +444,7 @@ impl Conversions {
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "no message".into());
                     tracing::error!("conversion {} panicked: {what}", runner.id);
+                    let what = paths::relative_text(&logdir, &what);
                     runner.update(|s| {
                         s.status = Status::Error;
                         s.errors
@@ -543,6 +547,7 @@ fn run(job: &Job, logdir: &Path, plan: Plan, engine: Engine) {
         Err(msg) if msg.is_empty() => remove_if_new(&plan),
         Err(msg) => {
             remove_if_new(&plan);
+            let msg = paths::relative_text(logdir, &msg);
             job.update(|s| {
                 s.status = Status::Error;
                 s.errors.push(msg);
@@ -605,7 +610,9 @@ fn walk(root: &Path, dir: &Path, depth: usize, out: &mut pb::ConvertCandidates) 
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
         if kind.is_dir() {
-            out.dirs.push(rel);
+            if !holds_graphs_only(&path) {
+                out.dirs.push(rel);
+            }
             if depth < MAX_DEPTH {
                 walk(root, &path, depth + 1, out);
             }
@@ -613,6 +620,24 @@ fn walk(root: &Path, dir: &Path, depth: usize, out: &mut pb::ConvertCandidates) 
             out.yaml_files.push(rel);
         }
     }
+}
+
+/// A folder of converted graphs (it holds a `.vis.db` and no `dump.json`): not a dump folder,
+/// so the form does not offer it as one (its subfolders are still looked at).
+fn holds_graphs_only(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut graphs = false;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == "dump.json" {
+            return false;
+        }
+        graphs |= name.ends_with(".vis.db");
+    }
+    graphs
 }
 
 #[cfg(test)]

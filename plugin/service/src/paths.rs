@@ -220,9 +220,66 @@ pub fn check_tree(
     Ok(())
 }
 
+/// `text` (an error message) with the logdir's absolute path taken out of every path in it:
+/// `/srv/logs/dumps/rank0/dump.json` → `dumps/rank0/dump.json`, the logdir itself → `.`. The
+/// page shows paths relative to the logdir, as its forms take them; the server's own folders
+/// are not the browser's business.
+pub fn relative_text(logdir: &Path, text: &str) -> String {
+    let mut out = text.to_owned();
+    let canonical = logdir.canonicalize().ok();
+    for root in canonical.iter().map(PathBuf::as_path).chain([logdir]) {
+        let root = root.to_string_lossy();
+        let root = root.trim_end_matches('/');
+        if root.is_empty() {
+            continue;
+        }
+        out = without_root(&out, root);
+    }
+    out
+}
+
+/// `text` with `root` removed where it starts a path: `root/x` → `x`, `root` alone → `.`;
+/// left alone where it is only the start of a longer name (`root2/x`).
+fn without_root(text: &str, root: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(root) {
+        let after = &rest[at + root.len()..];
+        out.push_str(&rest[..at]);
+        match after.chars().next() {
+            Some('/') => rest = &after[1..],
+            Some(c) if c.is_alphanumeric() || matches!(c, '_' | '-' | '.') => {
+                out.push_str(root);
+                rest = after;
+            }
+            _ => {
+                out.push('.');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_name_paths_relative_to_the_logdir() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logdir = dir.path().join("logdir");
+        std::fs::create_dir_all(&logdir).expect("mkdir");
+        let abs = logdir.display().to_string();
+        let text = format!(
+            "cannot read {abs}/dumps/rank0/dump.json: missing; under {abs}; beside {abs}2/x"
+        );
+        assert_eq!(
+            relative_text(&logdir, &text),
+            format!("cannot read dumps/rank0/dump.json: missing; under .; beside {abs}2/x")
+        );
+    }
 
     #[test]
     fn escapes_are_refused() {

@@ -148,6 +148,8 @@ async fn a_build_reports_progress_and_appears_in_the_catalog_when_done() {
         "{:?}",
         c.dirs
     );
+    // The folder the graph was converted into holds no dump: not offered as one.
+    assert!(!c.dirs.iter().any(|d| d == "conv_build"), "{:?}", c.dirs);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -295,6 +297,19 @@ async fn a_bad_dump_is_reported_in_the_progress_stream() {
     assert!(
         last.error.iter().any(|e| e.contains("dump.json")),
         "the error names the file: {:?}",
+        last.error
+    );
+    // Relative to the logdir, as the form takes paths: the server's own folders stay private.
+    let logdir = dir.path().canonicalize().expect("logdir");
+    assert!(
+        last.error
+            .iter()
+            .all(|e| !e.contains(&*logdir.to_string_lossy()))
+            && last
+                .error
+                .iter()
+                .any(|e| e.contains("bad_dump/step0/rank0")),
+        "the error names the file relative to the logdir: {:?}",
         last.error
     );
     assert!(

@@ -699,3 +699,69 @@ fn competing_matches_of_one_node_leave_consistent_links() {
     }
     assert_links_consistent(&state, &m);
 }
+
+/// One pair matched crosswise (target `linear.10` with golden `linear.11`, and its backward
+/// twin), saved and loaded again: the file names each pair once, target → golden, and loading it
+/// reports two pairs, both matched (msprobe's file also held each pair backwards, so loading it
+/// said "4 pairs, 2 succeeded, 2 failed"). A file written msprobe's way loads the same.
+#[test]
+fn a_saved_config_loads_back_as_the_pairs_saved() {
+    let (dir, state) = logdir();
+    let m = meta("compare_tf_stats", "compare_20261122090320");
+    let (a, b) = (
+        "Functional.linear.10.forward",
+        "Functional.linear.11.forward",
+    );
+    for leaf in [a, b] {
+        assert!(
+            handlers::delete_match_nodes(&state, match_req(&m, leaf, leaf, false, "x")).success
+        );
+    }
+    assert!(handlers::add_match_nodes(&state, match_req(&m, a, b, false, "x")).success);
+    let meta_req = || pb::MetaRequest {
+        meta_data: Some(m.clone()),
+        client_id: String::new(),
+    };
+    let name = handlers::save_matched_relations(&state, meta_req())
+        .data
+        .expect("file name");
+    let path = dir.path().join("compare_tf_stats").join(&name);
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("config")).expect("JSON");
+    assert_eq!(
+        saved,
+        json!({
+            "Functional.linear.10.forward": "Functional.linear.11.forward",
+            "Functional.linear.10.backward": "Functional.linear.11.backward",
+        })
+    );
+    let load = |file: &str| {
+        assert!(handlers::delete_match_nodes(&state, match_req(&m, a, b, false, "x")).success);
+        let by = handlers::add_match_nodes_by_config(
+            &state,
+            pb::MatchByConfigRequest {
+                config_file: file.into(),
+                meta_data: Some(m.clone()),
+                client_id: String::new(),
+            },
+        );
+        assert!(by.success, "{:?}", by.error);
+        let data = by.data.expect("relations");
+        (data.matched_total, data.matched_success)
+    };
+    assert_eq!(load(&name), (Some(2), Some(2)));
+    // msprobe's way: both sides' rows, so every pair also golden → target.
+    let both_ways = json!({
+        "Functional.linear.10.forward": "Functional.linear.11.forward",
+        "Functional.linear.10.backward": "Functional.linear.11.backward",
+        "Functional.linear.11.forward": "Functional.linear.10.forward",
+        "Functional.linear.11.backward": "Functional.linear.10.backward",
+    });
+    std::fs::write(
+        dir.path().join("compare_tf_stats/msprobe_0_0.vis.config"),
+        serde_json::to_string_pretty(&both_ways).expect("JSON"),
+    )
+    .expect("write");
+    assert_eq!(load("msprobe_0_0.vis.config"), (Some(2), Some(2)));
+    assert_links_consistent(&state, &m);
+}

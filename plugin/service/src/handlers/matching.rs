@@ -273,11 +273,11 @@ fn match_by_config(
     }
     let text =
         std::fs::read_to_string(&path).map_err(|_| HandlerError::Invalid(Msg::LoadConfigFile))?;
-    let pairs: Vec<(String, String)> = match serde_json::from_str::<Value>(&text) {
-        Ok(Value::Object(map)) => map
-            .into_iter()
-            .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_owned())))
-            .collect(),
+    let pairs = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => config_pairs(
+            map.into_iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_owned()))),
+        ),
         _ => return Err(HandlerError::Invalid(Msg::LoadConfigFile)),
     };
     if pairs.is_empty() {
@@ -291,6 +291,23 @@ fn match_by_config(
         }
         Ok(())
     })
+}
+
+/// A `.vis.config`'s pairs, target name → golden name, in file order, each pair once: msprobe
+/// saved both sides' rows, so its files hold every pair also backwards (golden → target); the
+/// entry mirroring an earlier one is that copy, not a pair of its own (matching it would fail,
+/// or pair the wrong nodes where the golden name is also a target node's).
+fn config_pairs(entries: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut pairs = Vec::new();
+    for (npu, bench) in entries {
+        if npu != bench && seen.contains(&(bench.clone(), npu.clone())) {
+            continue;
+        }
+        seen.insert((npu.clone(), bench.clone()));
+        pairs.push((npu, bench));
+    }
+    pairs
 }
 
 /// `saveMatchedRelations`: writes the manual matches to `<tag>_<step>_<rank>.vis.config`.
@@ -361,6 +378,25 @@ pub fn save_data(state: &State, req: pb::MetaRequest) -> pb::StatusResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_config_pair_saved_both_ways_is_one_pair() {
+        let entry = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        let pairs = config_pairs([
+            entry("Torch.add.3.forward", "Torch.add.7.forward"),
+            entry("Module.a.forward.0", "Module.a.forward.0"),
+            entry("Torch.add.7.forward", "Torch.add.3.forward"),
+            entry("Torch.mul.1.forward", "Torch.mul.2.forward"),
+        ]);
+        assert_eq!(
+            pairs,
+            [
+                entry("Torch.add.3.forward", "Torch.add.7.forward"),
+                entry("Module.a.forward.0", "Module.a.forward.0"),
+                entry("Torch.mul.1.forward", "Torch.mul.2.forward"),
+            ]
+        );
+    }
 
     #[test]
     fn config_file_names_are_plain() {

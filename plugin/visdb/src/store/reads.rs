@@ -478,8 +478,11 @@ impl Store {
         Ok(dir.flatten().filter(|d| !d.is_empty()))
     }
 
-    /// `(name, last link)` of every manually edited, matched node of a step and rank, both
-    /// sides, in node order (msprobe's `query_modify_matched_nodes_list`, the `.vis.config`).
+    /// `(target name, golden name)` of every manually edited, matched target node of a step
+    /// and rank, in node order: the `.vis.config`. msprobe's `query_modify_matched_nodes_list`
+    /// took both sides, so its files also hold each pair backwards (golden → target), which
+    /// loading the file then counted as a failed pair, or matched wrongly where the golden name
+    /// is also a target node's.
     pub fn modified_links(
         &self,
         step: i64,
@@ -489,8 +492,8 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT node_name, matched_node_link FROM tb_nodes WHERE step=? AND rank=? \
-                 AND modified=1 AND matched_node_link IS NOT NULL AND matched_node_link != '[]' \
-                 AND matched_node_link != '' ORDER BY data_source DESC, node_order",
+                 AND data_source='NPU' AND modified=1 AND matched_node_link IS NOT NULL \
+                 AND matched_node_link != '[]' AND matched_node_link != '' ORDER BY node_order",
             )
             .or_query_err(self)?;
         let rows: Vec<(String, String)> = stmt
