@@ -204,7 +204,7 @@ def run_seed(oracle: Oracle, binary: str, seed: int, work: str, torch_ok: bool, 
         rec["result"] = "equal" if equal else "different"
         if not equal:
             rec["diff"] = lines[:60]
-            if kind == "structure" and expected_structure(lines):
+            if case.get("mode") == "structure" and expected_structure(lines):
                 rec["result"] = "expected_structure"
             elif kind == "recompute":
                 # re-parenting is expected until implemented: is it all that differs?

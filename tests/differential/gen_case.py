@@ -788,6 +788,9 @@ def make_case(seed: int, out: str, torch_ok: bool | None = None, kind: str = "de
         case = make_single(seed, out, torch_ok, None, x, kind=kind)
     if kind != "default":
         case["kind"] = kind
+        # the log flags, which change what is printed, not the file
+        logs = random.Random(seed * 101 + 7)
+        case["options"] += [f for f in ("-tensor_log", "-progress_log") if logs.random() < 0.05]
         with open(os.path.join(out, "case.json"), "w") as f:
             json.dump(case, f, indent=1)
     return case

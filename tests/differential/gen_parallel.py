@@ -10,6 +10,11 @@ case leaves them out (then msprobe derives the groups from the flags and `--orde
 rounded to their dtype (float32, float16, bfloat16, float64) as the collector writes them, so
 that msprobe's merged statistics go through its cast back to the dtype.
 
+A random stream of its own (so the earlier draws stay as they were) picks the dump's task and
+level: statistics (most), md5 (a CRC per tensor) or structure (`"data": {}`), level mix (most), L0
+(modules only: no APIs, so no communication nodes either) or L1 (the level string only); and
+the framework: PyTorch (most) or MindSpore (`Cell.` modules, `mindspore.Tensor` items).
+
 Some cases give flags msprobe refuses (a rank_size that is not the number of rank folders, tp not
 dividing it, vpp > 1 with pp 1, an order with a capital letter, `--file_type json` with a
 golden): both tools must refuse them.
@@ -24,6 +29,7 @@ import json
 import os
 import random
 import sys
+import zlib
 
 import numpy as np
 
@@ -110,7 +116,7 @@ class Values:
         return dict(out)
 
 
-def rank_dump(x: random.Random, v: Values, rank, rank_size, tp, pp, vpp, order, shape: dict):
+def rank_dump(x: random.Random, v: Values, rank, rank_size, tp, pp, vpp, order, shape: dict, dump_kind: dict):
     coords, group_of = groups(rank_size, tp, pp, order)
     c0 = coords(rank)
     t, s, dp = c0["tp"], c0["pp"], c0["dp"]
@@ -278,15 +284,72 @@ def rank_dump(x: random.Random, v: Values, rank, rank_size, tp, pp, vpp, order, 
                             "output": [shared("qkv_gred", c, lay_i)],
                         },
                     )
+    if dump_kind["level"] == "L0":
+        # modules only
+        construct = {k: p for k, p in construct.items() if k.startswith("Module.")}
+        data = {k: d for k, d in data.items() if k.startswith("Module.")}
+        stacks = [n for n in stacks if n.startswith("Module.")]
+    if dump_kind["framework"] == "mindspore":
+        construct, data, stacks = to_mindspore(construct, data, stacks)
+    if dump_kind["task"] == "md5":
+        add_md5(data)
     stack = {
         str(i): [[n], [f"File /train/model.py, line {10 + i}, in forward, \n call()"]]
         for i, n in enumerate(n for n in stacks if ".backward" not in n)
     }
-    dump = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None, "data": data}
+    dump = {
+        "task": "structure" if dump_kind["task"] == "structure" else "statistics",
+        "level": dump_kind["level"],
+        "framework": dump_kind["framework"],
+        "dump_data_dir": None,
+        "data": {} if dump_kind["task"] == "structure" else data,
+    }
     return construct, dump, stack
 
 
-def write_side(x: random.Random, seed: int, root: str, layout, order: str, steps: int) -> dict:
+MS_DTYPES = {"torch.float32": "Float32", "torch.float16": "Float16", "torch.bfloat16": "BFloat16", "torch.float64": "Float64"}
+
+
+def to_mindspore(construct: dict, data: dict, stacks: list):
+    """The same dump as MindSpore writes it: `Cell.` modules, `mindspore.Tensor` items, no
+    requires_grad."""
+
+    def name(n):
+        return "Cell." + n[len("Module.") :] if n and n.startswith("Module.") else n
+
+    def item(v):
+        if isinstance(v, list):
+            return [item(e) for e in v]
+        if isinstance(v, dict) and v.get("type") == "torch.Tensor":
+            out = {k: e for k, e in v.items() if k != "requires_grad"}
+            out["type"] = "mindspore.Tensor"
+            out["dtype"] = MS_DTYPES[v["dtype"]]
+            return out
+        if isinstance(v, dict) and "type" not in v:
+            return {k: item(e) for k, e in v.items()}
+        return v
+
+    return (
+        {name(k): name(p) for k, p in construct.items()},
+        {name(k): item(d) for k, d in data.items()},
+        [name(n) for n in stacks],
+    )
+
+
+def add_md5(v):
+    """A CRC32 for every tensor item (statistics plus md5, as task statistics with summary_mode md5)."""
+    if isinstance(v, list):
+        for e in v:
+            add_md5(e)
+    elif isinstance(v, dict):
+        if str(v.get("type", "")).endswith(".Tensor"):
+            v["md5"] = f"{zlib.crc32(json.dumps([v.get(k) for k in ('Max', 'Min', 'Mean', 'Norm')]).encode()):08x}"
+        else:
+            for e in v.values():
+                add_md5(e)
+
+
+def write_side(x: random.Random, seed: int, root: str, layout, order: str, steps: int, dump_kind: dict) -> dict:
     rank_size, tp, pp, vpp = layout
     v = Values(seed, x.choice(["f32"] * 3 + ["f16", "bf16", "f64"]), x)
     shape = {
@@ -306,7 +369,7 @@ def write_side(x: random.Random, seed: int, root: str, layout, order: str, steps
             d = os.path.join(root, f"step{step}", f"rank{r}")
             os.makedirs(d, exist_ok=True)
             v.seed = seed * 31 + step
-            c, dp, st = rank_dump(x, v, r, rank_size, tp, pp, vpp, order, shape)
+            c, dp, st = rank_dump(x, v, r, rank_size, tp, pp, vpp, order, shape, dump_kind)
             for fname, obj in (("construct.json", c), ("dump.json", dp), ("stack.json", st)):
                 with open(os.path.join(d, fname), "w") as f:
                     json.dump(obj, f, indent=1)
@@ -315,6 +378,12 @@ def write_side(x: random.Random, seed: int, root: str, layout, order: str, steps
 
 def make_case(seed: int, out: str) -> dict:
     x = random.Random(seed * 7 + 3)
+    kr = random.Random(seed * 13 + 1)
+    dump_kind = {
+        "task": kr.choice(["statistics"] * 6 + ["md5", "structure"]),
+        "level": kr.choice(["mix"] * 6 + ["L0", "L1"]),
+        "framework": kr.choice(["pytorch"] * 5 + ["mindspore"]),
+    }
     compare = x.random() < 0.35
     steps = 2 if x.random() < 0.1 else 1
     layout_t = x.choice(LAYOUTS)
@@ -324,12 +393,14 @@ def make_case(seed: int, out: str) -> dict:
         # a golden of the same model on another layout (same data-parallel count, as msprobe needs)
         same_dp = [lo for lo in LAYOUTS if lo[0] // (lo[1] * lo[2]) == layout_t[0] // (layout_t[1] * layout_t[2])]
         sides.append(("golden", x.choice(same_dp), x.choice(ORDERS)))
-    case = {"seed": seed, "mode": "statistics", "framework_target": "pytorch", "framework_golden": "pytorch"}
+    fw = dump_kind["framework"]
+    mode = {"statistics": "statistics", "md5": "md5", "structure": "structure"}[dump_kind["task"]]
+    case = {"seed": seed, "mode": mode, "framework_target": fw, "framework_golden": fw, "level": dump_kind["level"]}
     case["compare"] = compare
     shapes = {}
     for side, layout, order in sides:
         # a golden with the target's seed: the same values where the layouts agree
-        shapes[side] = write_side(x, seed if side == "target" or x.random() < 0.7 else seed + 1, os.path.join(out, side), layout, order, steps)
+        shapes[side] = write_side(x, seed if side == "target" or x.random() < 0.7 else seed + 1, os.path.join(out, side), layout, order, steps, dump_kind)
     flags = {
         "--rank_size": [str(lo[0]) for _, lo, _ in sides],
         "--tp": [str(lo[1]) for _, lo, _ in sides],
@@ -367,6 +438,8 @@ def make_case(seed: int, out: str) -> dict:
         opts += ["--file_type", "json"]
     if x.random() < 0.1:
         opts.append("-oc")
+    # the log flags, which change what is printed, not the file
+    opts += [f for f in ("-tensor_log", "-progress_log") if kr.random() < 0.05]
     case["options"] = opts
     case["layouts"] = {side: {"layout": list(lo), "order": o} for side, lo, o in sides}
     case["shapes"] = shapes
