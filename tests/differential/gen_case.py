@@ -436,8 +436,8 @@ RECOMPUTE_STACKS = {
         "File /home/user/train/run_dump.py, line 101, in main, \n loss.backward()",
     ],
     "megatron_checkpoint": [
-        "File /workspace/Megatron-LM/megatron/core/tensor_parallel/random.py, line 290, in checkpoint_function_backward, \n"
-        " outputs = run_function(*inputs)",
+        "File /workspace/Megatron-LM/megatron/core/tensor_parallel/random.py, line 290, "
+        "in checkpoint_function_backward, \n outputs = run_function(*inputs)",
         "File /workspace/MindSpeed/mindspeed/core/tensor_parallel/random.py, line 80, in backward, \n"
         " return checkpoint_function_backward(ctx, *args)",
         "File /usr/local/lib/python3.10/site-packages/torch/autograd/function.py, line 307, in apply, \n"
@@ -463,7 +463,9 @@ def recompute_stack(x: random.Random, framework: str) -> list:
     """The stack of a recomputed call; MindSpore's is not read by msprobe (any loose pair is one)."""
     if framework != "pytorch":
         return RECOMPUTE_STACKS["none" if x.random() < 0.5 else "torch"]
-    return RECOMPUTE_STACKS[x.choice(["torch"] * 3 + ["megatron"] * 2 + ["megatron_checkpoint", "decoy_fn", "decoy_backward", "none"])]
+    return RECOMPUTE_STACKS[
+        x.choice(["torch"] * 3 + ["megatron"] * 2 + ["megatron_checkpoint", "decoy_fn", "decoy_backward", "none"])
+    ]
 
 
 # ------------------------------------------------------------------ golden by perturbation

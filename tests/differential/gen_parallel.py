@@ -34,7 +34,7 @@ import zlib
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_case import dtype_round  # noqa: E402
+from gen_case import dtype_round
 
 # (rank_size, tp, pp, vpp)
 LAYOUTS = [
@@ -175,7 +175,11 @@ def rank_dump(x: random.Random, v: Values, rank, rank_size, tp, pp, vpp, order, 
             add(
                 emb,
                 top,
-                {"input_args": [shared("emb_in")], "output": [shared("emb_out")], "parameters": {"weight": split("emb_w")}},
+                {
+                    "input_args": [shared("emb_in")],
+                    "output": [shared("emb_out")],
+                    "parameters": {"weight": split("emb_w")},
+                },
             )
             add(api("Functional.embedding"), emb, {"input_args": [shared("emb_in")], "output": [shared("emb_out")]})
         blk = f"{P}.decoder.TransformerBlock.forward.0"
@@ -208,7 +212,10 @@ def rank_dump(x: random.Random, v: Values, rank, rank_size, tp, pp, vpp, order, 
             add(
                 api("Torch.matmul"),
                 col,
-                {"input_args": [shared("lay_in", c, lay_i), split("qkv_w", c, lay_i)], "output": [split("qkv", c, lay_i)]},
+                {
+                    "input_args": [shared("lay_in", c, lay_i), split("qkv_w", c, lay_i)],
+                    "output": [split("qkv", c, lay_i)],
+                },
             )
             add(
                 api("Functional.gelu"),
@@ -228,7 +235,10 @@ def rank_dump(x: random.Random, v: Values, rank, rank_size, tp, pp, vpp, order, 
             add(
                 api("Torch.matmul"),
                 row,
-                {"input_args": [split("act", c, lay_i), split("proj_w", c, lay_i)], "output": [split("partial", c, lay_i)]},
+                {
+                    "input_args": [split("act", c, lay_i), split("proj_w", c, lay_i)],
+                    "output": [split("partial", c, lay_i)],
+                },
             )
             if shape["reduce"]:
                 red = "reduce_scatter" if shape["reduce_scatter"] else "all_reduce"
@@ -243,13 +253,21 @@ def rank_dump(x: random.Random, v: Values, rank, rank_size, tp, pp, vpp, order, 
                 )
             if shape["rank_unique"] and x.random() < 0.3:
                 # a node only some ranks have (e.g. a dropout that fired)
-                add(api("Functional.dropout"), lay, {"input_args": [shared("proj", c, lay_i)], "output": [split("drop")]})
+                add(
+                    api("Functional.dropout"),
+                    lay,
+                    {"input_args": [shared("proj", c, lay_i)], "output": [split("drop")]},
+                )
         if s == pp - 1 and c == vpp - 1:
             out = f"{P}.output_layer.ColumnParallelLinear.forward.0"
             add(
                 out,
                 top,
-                {"input_args": [shared("blk_out", c)], "output": [split("logits")], "parameters": {"weight": split("out_w")}},
+                {
+                    "input_args": [shared("blk_out", c)],
+                    "output": [split("logits")],
+                    "parameters": {"weight": split("out_w")},
+                },
             )
             add(
                 api("Torch.matmul"),
@@ -307,7 +325,12 @@ def rank_dump(x: random.Random, v: Values, rank, rank_size, tp, pp, vpp, order, 
     return construct, dump, stack
 
 
-MS_DTYPES = {"torch.float32": "Float32", "torch.float16": "Float16", "torch.bfloat16": "BFloat16", "torch.float64": "Float64"}
+MS_DTYPES = {
+    "torch.float32": "Float32",
+    "torch.float16": "Float16",
+    "torch.bfloat16": "BFloat16",
+    "torch.float64": "Float64",
+}
 
 
 def to_mindspore(construct: dict, data: dict, stacks: list):
@@ -400,7 +423,15 @@ def make_case(seed: int, out: str) -> dict:
     shapes = {}
     for side, layout, order in sides:
         # a golden with the target's seed: the same values where the layouts agree
-        shapes[side] = write_side(x, seed if side == "target" or x.random() < 0.7 else seed + 1, os.path.join(out, side), layout, order, steps, dump_kind)
+        shapes[side] = write_side(
+            x,
+            seed if side == "target" or x.random() < 0.7 else seed + 1,
+            os.path.join(out, side),
+            layout,
+            order,
+            steps,
+            dump_kind,
+        )
     flags = {
         "--rank_size": [str(lo[0]) for _, lo, _ in sides],
         "--tp": [str(lo[1]) for _, lo, _ in sides],
