@@ -163,6 +163,47 @@ def diff_json_outputs(ours_dir: str, theirs_dir: str) -> tuple[bool, list[str]]:
     return not lines, lines[:200]
 
 
+def full_merger_sides(case: dict) -> bool:
+    """Whether a side of a parallel case merges through msprobe's FullMerger (tp > 1, pp > 1 and
+    data parallel > 1): the merge of departure 21 in FINDINGS.md."""
+    for side in (case.get("layouts") or {}).values():
+        rank_size, tp, pp, _vpp = side["layout"]
+        if tp > 1 and pp > 1 and tp * pp != rank_size:
+            return True
+    return False
+
+
+def departure_root_apis(case: dict, lines: list[str], ours_db: str) -> bool:
+    """Departure 21 (FINDINGS.md): after a FullMerger merge msprobe matches a root-level API of an
+    `Apis_Between_Modules_Rank<k>` collection through another TP rank's node of the same id.
+    True when every differing node is such a collection or an API in one (in our file), and
+    nothing else differs but a structure file's tb_config."""
+    import re
+    import sqlite3
+
+    if not full_merger_sides(case) or os.path.isdir(ours_db):
+        return False
+    with contextlib.closing(sqlite3.connect(ours_db)) as db:
+        in_collections = {
+            (src, step, rank, name)
+            for src, step, rank, name, up in db.execute(
+                "SELECT data_source, step, rank, node_name, up_node FROM tb_nodes"
+            )
+            if name.startswith("Apis_Between_Modules_Rank") or (up or "").startswith("Apis_Between_Modules_Rank")
+        }
+    node_line = re.compile(r"^\[(\w+) step (\d+) rank (\d+)\] (\S+): ")
+    seen = False
+    for x in lines:
+        m = node_line.match(x)
+        if m:
+            if (m[1], int(m[2]), int(m[3]), m[4]) not in in_collections:
+                return False
+            seen = True
+        elif not (x.startswith("tb_config") and case.get("mode") == "structure") and "difference" not in x:
+            return False
+    return seen
+
+
 def expected_structure(lines: list[str]) -> bool:
     """A structure-only file differs only in its tb_config (task, tooltips, colours): expected
     until the converter writes msprobe's structure config."""
@@ -206,6 +247,8 @@ def run_seed(oracle: Oracle, binary: str, seed: int, work: str, torch_ok: bool, 
             rec["diff"] = lines[:60]
             if case.get("mode") == "structure" and expected_structure(lines):
                 rec["result"] = "expected_structure"
+            elif kind == "parallel" and departure_root_apis(case, lines, mine):
+                rec["result"] = "departure_root_apis"
             elif kind == "recompute":
                 # re-parenting is expected until implemented: is it all that differs?
                 plain, _ = oracle.run(argv, os.path.join(root, "out_msprobe_no_recompute"), recompute=False)
@@ -266,7 +309,12 @@ def main():
             out.flush()
             counts[rec["result"]] = counts.get(rec["result"], 0) + 1
             root = os.path.join(args.work, f"case_{seed}")
-            if args.keep_failing and rec["result"] not in ("equal", "both_failed", "expected_structure"):
+            if args.keep_failing and rec["result"] not in (
+                "equal",
+                "both_failed",
+                "expected_structure",
+                "departure_root_apis",
+            ):
                 dst = os.path.join(args.keep_failing, f"case_{seed}")
                 shutil.rmtree(dst, ignore_errors=True)
                 shutil.copytree(root, dst)
