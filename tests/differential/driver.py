@@ -181,8 +181,10 @@ def departure_root_apis(case: dict, lines: list[str], ours_db: str) -> bool:
     import re
     import sqlite3
 
-    if not full_merger_sides(case) or os.path.isdir(ours_db):
+    if not full_merger_sides(case):
         return False
+    if os.path.isdir(ours_db):
+        return departure_root_apis_json(lines, ours_db)
     with contextlib.closing(sqlite3.connect(ours_db)) as db:
         in_collections = {
             (src, step, rank, name)
@@ -202,6 +204,24 @@ def departure_root_apis(case: dict, lines: list[str], ours_db: str) -> bool:
         elif not (x.startswith("tb_config") and case.get("mode") == "structure") and "difference" not in x:
             return False
     return seen
+
+
+def departure_root_apis_json(lines: list[str], ours_dir: str) -> bool:
+    """Departure 21 in a `--file_type json` output: every differing line is about an API that our
+    construct.json puts in an `Apis_Between_Modules_Rank<k>` collection."""
+    prefixes = []
+    for f in json_files(ours_dir):
+        if f.endswith("construct.json"):
+            with open(os.path.join(ours_dir, f)) as c:
+                construct = json.load(c)
+            folder = os.path.dirname(f)
+            prefixes += [
+                f"{folder}/{name}.data.{node}."
+                for node, up in construct.items()
+                if (up or "").startswith("Apis_Between_Modules_Rank")
+                for name in ("dump.json", "stack.json")
+            ]
+    return bool(lines) and all(x.startswith(tuple(prefixes)) for x in lines)
 
 
 def expected_structure(lines: list[str]) -> bool:
