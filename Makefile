@@ -197,12 +197,14 @@ bench: venv
 	PYTHON=$(VPY) bash bench/load.sh
 
 # The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
-# tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them; coverage
-# of msprobe's compare and graph modules reported at the end (tests/differential/README.md).
+# tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them, shared
+# among the generators of DIFF_KINDS (seed N gets kind N mod their count; all of them by default);
+# coverage of msprobe's compare and graph modules reported at the end (tests/differential/README.md).
 ORACLE_VENV ?= .oracle-venv
 DIFF_SEED ?= $(shell date +%s)
 DIFF_CASES ?= 500
 DIFF_OUT ?= target/differential
+DIFF_KINDS ?= default,structure,recompute,ms_tensor,parallel
 
 $(ORACLE_VENV)/.installed: tests/differential/requirements.txt
 	$(PYTHON) -m venv $(ORACLE_VENV)
@@ -212,7 +214,7 @@ $(ORACLE_VENV)/.installed: tests/differential/requirements.txt
 test-differential: venv $(ORACLE_VENV)/.installed
 	rm -rf $(DIFF_OUT) && mkdir -p $(DIFF_OUT)
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage run --rcfile=tests/differential/coverage.ini \
-	  tests/differential/driver.py --bin $(BIN) --seeds $(DIFF_SEED):$$(( $(DIFF_SEED) + $(DIFF_CASES) )) \
+	  tests/differential/driver.py --bin $(BIN) --seeds $(DIFF_SEED):$$(( $(DIFF_SEED) + $(DIFF_CASES) )) --kinds $(DIFF_KINDS) \
 	  --work $(DIFF_OUT)/work --results $(DIFF_OUT)/results.jsonl --keep-failing $(DIFF_OUT)/failing
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage combine -q
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage report

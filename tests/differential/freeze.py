@@ -7,6 +7,8 @@ for moved dumps), runs msprobe graph_visualize (the oracle, imported once) and s
 The Rust test `plugin/cli/tests/differential.rs` runs ours on every frozen case and compares.
 
 Usage: python freeze.py SEED [SEED ...]   (run with the oracle venv's python)
+A seed of another generator than `default` is written KIND:SEED (e.g. `parallel:200003`) and
+frozen as `cases/<kind>_<N>/`.
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ def neutral_dump_dirs(root: str):
                     json.dump(d, f, indent=1)
 
 
-def freeze(oracle: driver.Oracle, seed: int, versions: dict, torch_ok: bool):
-    name = f"seed_{seed}"
+def freeze(oracle: driver.Oracle, seed: int, versions: dict, torch_ok: bool, kind: str = "default"):
+    name = f"seed_{seed}" if kind == "default" else f"{kind}_{seed}"
     root = os.path.join(CASES, name)
     shutil.rmtree(root, ignore_errors=True)
-    case = gen_case.make_case(seed, root, torch_ok=torch_ok)
+    case = gen_case.make_case(seed, root, torch_ok=torch_ok, kind=kind)
     neutral_dump_dirs(root)
     argv = driver.case_argv(case, root)
     out = os.path.join("/tmp", f"freeze_{name}")
@@ -67,7 +69,8 @@ def main():
     versions = driver.oracle_versions()
     torch_ok = gen_case.torch is not None
     for s in sys.argv[1:]:
-        freeze(oracle, int(s), versions, torch_ok)
+        kind, _, seed = s.rpartition(":")
+        freeze(oracle, int(seed), versions, torch_ok, kind or "default")
 
 
 if __name__ == "__main__":

@@ -249,9 +249,16 @@ class Node:
         self.data: dict = {}
 
 
-def build_model(g: Gen, framework: str):
+def build_model(g: Gen, framework: str, recompute: random.Random | None = None):
     """Runs a random 'model' forward and backward; returns dump entries in dump order, the
-    construct.json dict in msprobe's order and the stack of each forward node."""
+    construct.json dict in msprobe's order and the stack of each forward node.
+
+    With `recompute` (a random stream of its own), some inner modules are activation-checkpointed
+    as an older collector dumped them: before the backward pass the module's forward runs again at
+    the top level (parent null, a new call number, stack frames of a recompute function), and its
+    backward is that recomputed call's, at the top level too; the first forward keeps its place
+    and gets no backward. msprobe's `_handle_recompute` moves such pairs under the backward of the
+    first call's parent."""
     r = g.rng
     prefix = "Module" if framework == "pytorch" else "Cell"
     apis = PT_API if framework == "pytorch" else MS_API
@@ -319,11 +326,27 @@ def build_model(g: Gen, framework: str):
         entries.append(node)
         fwd_calls.append((node, None))
 
-    def call_module(spec, parent):
+    def call_module(spec, parent, recomputed_stack=None):
         key = f"{prefix}.{spec['path']}.{spec['cls']}"
         n = mod_count.get(key, 0)
         mod_count[key] = n + 1
         node = Node(f"{key}.forward.{n}", "module", parent)
+        if recomputed_stack is not None:
+            # the recomputation of a checkpointed module: at the top level, APIs inside it
+            pending.append(node)
+            calls = len(fwd_calls)
+            for _ in range(recompute.randint(0, 2)):
+                call_api(node.name)
+            del fwd_calls[calls:]  # their backward is not generated
+            if node in pending:
+                pending.remove(node)
+                construct[node.name] = None
+            node.data = {"input_args": [g.tensor(["f32", "f16", "bf16"])], "input_kwargs": {}, "output": [g.tensor()]}
+            if spec["params"]:
+                node.data["parameters"] = {p: g.tensor(["f32"], rg=True) for p in ("weight",)}
+            stacks[node.name] = recomputed_stack
+            entries.append(node)
+            return node
         pending.append(node)
         for _ in range(r.randint(0, 2)):
             call_api(node.name)
@@ -349,6 +372,13 @@ def build_model(g: Gen, framework: str):
         backward = r.random() < 0.8
         if not backward:
             continue
+        # activation checkpointing: inner modules recomputed at the top level before the backward
+        recomputed: dict = {}
+        if recompute is not None:
+            for node, spec in list(fwd_calls):
+                if node.kind == "module" and node.parent and recompute.random() < 0.4:
+                    again = call_module(spec, None, recompute_stack(recompute, framework))
+                    recomputed[node.name] = again.name
         # backward in reverse order, nested like the forward (a module's backward holds its APIs)
         bw_of: dict = {}
         for node, spec in reversed(fwd_calls):
@@ -357,6 +387,12 @@ def build_model(g: Gen, framework: str):
             if node.kind == "module":
                 bname = node.name.replace(".forward.", ".backward.")
                 bparent = bw_of.get(node.parent) if node.parent else None
+                if node.name in recomputed:
+                    # the backward of the recomputed call, at the top level (or, rarely, where
+                    # the first call's backward would be: then only the forward twin is loose)
+                    bname = recomputed[node.name].replace(".forward.", ".backward.")
+                    if recompute.random() < 0.9:
+                        bparent = None
                 b = Node(bname, "module", bparent)
                 bw_of[node.name] = bname
                 b.data = {"input": [g.tensor(["f32"])], "output": [g.tensor(["f32"]) if r.random() < 0.8 else None]}
@@ -379,6 +415,57 @@ def build_model(g: Gen, framework: str):
                 entries.append(b)
         fwd_calls.clear()
     return entries, construct, stacks
+
+
+# stack frames of a recomputed call (`_is_recompute_by_stack_torch`): torch's checkpoint, Megatron's
+# custom backward (a `backward` frame one or two frames above torch/autograd/function.py, or
+# `checkpoint_function_backward` in a megatron file), and look-alikes that are not recompute
+RECOMPUTE_STACKS = {
+    "torch": [
+        "File /usr/local/lib/python3.10/site-packages/torch/utils/checkpoint.py, line 1124, in recompute_fn, \n"
+        " fn(*args, **kwargs)",
+        "File /usr/local/lib/python3.10/site-packages/torch/autograd/graph.py, line 825, in _engine_run_backward, \n"
+        " return Variable._execution_engine.run_backward(",
+        "File /home/user/train/run_dump.py, line 101, in main, \n loss.backward()",
+    ],
+    "megatron": [
+        "File /workspace/Megatron-LM/megatron/core/tensor_parallel/random.py, line 310, in backward, \n"
+        " outputs = ctx.run_function(*detached_inputs)",
+        "File /usr/local/lib/python3.10/site-packages/torch/autograd/function.py, line 307, in apply, \n"
+        " return user_fn(self, *args)",
+        "File /home/user/train/run_dump.py, line 101, in main, \n loss.backward()",
+    ],
+    "megatron_checkpoint": [
+        "File /workspace/Megatron-LM/megatron/core/tensor_parallel/random.py, line 290, "
+        "in checkpoint_function_backward, \n outputs = run_function(*inputs)",
+        "File /workspace/MindSpeed/mindspeed/core/tensor_parallel/random.py, line 80, in backward, \n"
+        " return checkpoint_function_backward(ctx, *args)",
+        "File /usr/local/lib/python3.10/site-packages/torch/autograd/function.py, line 307, in apply, \n"
+        " return user_fn(self, *args)",
+    ],
+    # not recompute: recompute_fn outside torch's checkpoint.py, a backward frame far from autograd
+    "decoy_fn": [
+        "File /home/user/train/my_checkpoint.py, line 12, in recompute_fn, \n fn(*args)",
+        "File /home/user/train/run_dump.py, line 101, in main, \n loss.backward()",
+    ],
+    "decoy_backward": [
+        "File /home/user/train/layers.py, line 40, in backward, \n return grad * 2",
+        "File /home/user/train/engine.py, line 12, in step, \n loss.backward()",
+        "File /home/user/train/engine.py, line 20, in run, \n self.step()",
+        "File /usr/local/lib/python3.10/site-packages/torch/autograd/function.py, line 307, in apply, \n"
+        " return user_fn(self, *args)",
+    ],
+    "none": [],
+}
+
+
+def recompute_stack(x: random.Random, framework: str) -> list:
+    """The stack of a recomputed call; MindSpore's is not read by msprobe (any loose pair is one)."""
+    if framework != "pytorch":
+        return RECOMPUTE_STACKS["none" if x.random() < 0.5 else "torch"]
+    return RECOMPUTE_STACKS[
+        x.choice(["torch"] * 3 + ["megatron"] * 2 + ["megatron_checkpoint", "decoy_fn", "decoy_backward", "none"])
+    ]
 
 
 # ------------------------------------------------------------------ golden by perturbation
@@ -537,8 +624,11 @@ def write_dump(folder: str, entries: list[Node], construct: dict, stacks: dict, 
             else:
                 d[key] = to_json(val, f"{e.name}.{io}.0")
         data[e.name] = d
+    if mode == "structure":
+        # task structure: the collector records the call tree and stacks, no data
+        data = {}
     dump = {
-        "task": "tensor" if mode == "tensor" else "statistics",
+        "task": {"tensor": "tensor", "structure": "structure"}.get(mode, "statistics"),
         "level": level,
         "framework": framework,
         "dump_data_dir": tensor_dir if mode == "tensor" else None,
@@ -643,7 +733,7 @@ def attrs_of(construct: dict) -> list[str]:
     return out
 
 
-def make_multi(seed: int, out: str, torch_ok: bool | None, layout: str) -> dict:
+def make_multi(seed: int, out: str, torch_ok: bool | None, layout: str, kind: str = "default") -> dict:
     """A multi-rank (`-tp step0/` with rank0, rank1) or multi-step (`-tp` with step0, step1, each
     with rank0) case: each folder is a case of its own sub-seed with the first one's mode,
     frameworks and options."""
@@ -651,7 +741,7 @@ def make_multi(seed: int, out: str, torch_ok: bool | None, layout: str) -> dict:
     folders = ["step0/rank0", "step0/rank1"] if layout == "ranks" else ["step0/rank0", "step1/rank0"]
     for k, folder in enumerate(folders):
         sub = os.path.join(out, f"_sub{k}")
-        case = make_single(seed * 10 + k if k else seed, sub, torch_ok, first, None, refusable=False)
+        case = make_single(seed * 10 + k if k else seed, sub, torch_ok, first, None, refusable=False, kind=kind)
         first = first or case
         for side in ("target", "golden"):
             if case.get(side):
@@ -678,15 +768,39 @@ def make_multi(seed: int, out: str, torch_ok: bool | None, layout: str) -> dict:
     return case
 
 
-def make_case(seed: int, out: str, torch_ok: bool | None = None) -> dict:
+KINDS = ("default", "structure", "recompute", "ms_tensor", "parallel")
+
+
+def make_case(seed: int, out: str, torch_ok: bool | None = None, kind: str = "default") -> dict:
+    """The case of `seed` of one kind: `default` (the generator of the first sessions), `structure`
+    (task structure dumps, no data), `recompute` (activation-checkpointed modules at the top level),
+    `ms_tensor` (MindSpore tensor-mode compares) or `parallel` (rank folders merged with
+    --rank_size/--tp/--pp/--vpp/--order, --file_type json)."""
+    if kind == "parallel":
+        import gen_parallel
+
+        case = gen_parallel.make_case(seed, out)
+        case["kind"] = kind
+        return case
     x = random.Random(seed * 1000003 + 17)
     layout = x.choice(["single"] * 8 + ["ranks", "steps"])
     if layout != "single":
-        return make_multi(seed, out, torch_ok, layout)
-    return make_single(seed, out, torch_ok, None, x)
+        case = make_multi(seed, out, torch_ok, layout, kind)
+    else:
+        case = make_single(seed, out, torch_ok, None, x, kind=kind)
+    if kind != "default":
+        case["kind"] = kind
+        # the log flags, which change what is printed, not the file
+        logs = random.Random(seed * 101 + 7)
+        case["options"] += [f for f in ("-tensor_log", "-progress_log") if logs.random() < 0.05]
+        with open(os.path.join(out, "case.json"), "w") as f:
+            json.dump(case, f, indent=1)
+    return case
 
 
-def make_single(seed: int, out: str, torch_ok: bool | None, forced: dict | None, x, refusable: bool = True) -> dict:
+def make_single(
+    seed: int, out: str, torch_ok: bool | None, forced: dict | None, x, refusable: bool = True, kind: str = "default"
+) -> dict:
     g = Gen(seed)
     r = g.rng
     torch_ok = (torch is not None) if torch_ok is None else torch_ok
@@ -717,11 +831,20 @@ def make_single(seed: int, out: str, torch_ok: bool | None, forced: dict | None,
             opts.append("-fm")
     if r.random() < 0.2:
         opts.append("-oc")
+    if kind == "structure":
+        mode = "structure"
+    elif kind == "ms_tensor":
+        # a MindSpore target in tensor mode, compared with MindSpore or (rarely) PyTorch
+        mode, compare, fw_t = "tensor", True, "mindspore"
+        fw_g = "pytorch" if torch_ok and r.random() < 0.3 else "mindspore"
+        if fw_g == "pytorch" and "-lm" not in opts:
+            opts.insert(0, "-lm")
     if forced:
         mode, compare = forced["mode"], forced["compare"]
         fw_t, fw_g = forced["framework_target"], forced["framework_golden"]
         opts = list(forced["options"])
-    entries, construct, stacks = build_model(g, fw_t)
+    recompute = random.Random(seed * 7919 + 5) if kind == "recompute" else None
+    entries, construct, stacks = build_model(g, fw_t, recompute)
     rate = r.choice([0.0, 0.1, 0.3, 0.6])
     case = {
         "seed": seed,

@@ -634,23 +634,12 @@ fn module_forward(id: &str) -> Option<(&str, &str)> {
     (!num.is_empty() && num.bytes().all(|b| b.is_ascii_digit())).then_some((prefix, num))
 }
 
-/// The forward twin of a backward id (module or API style).
-fn forward_twin(sub: &str) -> Option<String> {
-    if let Some((prefix, num)) = module_backward(sub) {
-        return Some(format!("{prefix}.forward.{num}"));
-    }
-    sub.strip_suffix(".backward")
-        .map(|p| format!("{p}.forward"))
-}
-
-/// The backward twin of a forward parent id.
-fn backward_of_parent(parent: &str) -> String {
-    match module_forward(parent) {
+/// msprobe's `forward_pattern.sub(r".backward.\2", id)`: `.forward.N` at the end becomes
+/// `.backward.N`; any other id is left as it is.
+fn backward_of_numbered(id: &str) -> String {
+    match module_forward(id) {
         Some((prefix, num)) => format!("{prefix}.backward.{num}"),
-        None => match parent.strip_suffix(".forward") {
-            Some(p) => format!("{p}.backward"),
-            None => parent.to_string(),
-        },
+        None => id.to_string(),
     }
 }
 
@@ -658,34 +647,54 @@ fn backward_of_parent(parent: &str) -> String {
 /// [`EntryIndex`]).
 type Parents<'c> = EntryIndex<'c>;
 
-/// msprobe's `_handle_backward_upnode_missing`.
+/// msprobe's `_handle_backward_upnode_missing`: a backward node listed without a parent takes
+/// the backward twin of its forward twin's parent, when construct.json lists that twin. A
+/// module call (`….backward.N`) finds its forward as `….forward.N` and the parent's twin by the
+/// same rule; an API (`….backward`) replaces every `backward` of its id by `forward`, and every
+/// `forward` of the parent's id by `backward` (Python's `str.replace`).
 fn backward_upnode_missing(parents: &Parents, sub: &str) -> Option<String> {
-    let forward = forward_twin(sub)?;
-    let fparent = parents.parent(forward.as_str())??;
-    let candidate = backward_of_parent(fparent);
+    let candidate = if let Some((prefix, num)) = module_backward(sub) {
+        let fparent = parents.parent(format!("{prefix}.forward.{num}").as_str())??;
+        backward_of_numbered(fparent)
+    } else if sub.ends_with(".backward") {
+        let fparent = parents.parent(sub.replace("backward", "forward").as_str())??;
+        fparent.replace("forward", "backward")
+    } else {
+        return None;
+    };
     parents
         .find(candidate.as_str())
         .is_some()
         .then_some(candidate)
 }
 
-/// msprobe's `_handle_backward_inplace`.
+/// msprobe's `_handle_backward_inplace`: a module backward call (`….backward.N`) whose parent
+/// is not at its own path's level takes the backward twin of its forward twin's parent instead
+/// (no parent when that forward sits at the top level), but only when construct.json lists
+/// that twin; otherwise it keeps the parent it was given.
 fn backward_inplace(parents: &Parents, sub: &str, up: &str) -> Option<String> {
+    let Some((prefix, num)) = module_backward(sub) else {
+        return Some(up.to_string());
+    };
     let sub_segs: Vec<&str> = sub.split('.').collect();
     let up_segs: Vec<&str> = up.split('.').collect();
-    let is_backward = sub_segs.len() >= 2 && sub_segs[sub_segs.len() - 2] == "backward";
-    if !is_backward || sub_segs.len() < 5 || up_segs.len() < 4 {
+    if sub_segs.len() < 5 || up_segs.len() < 4 {
         return Some(up.to_string());
     }
     if sub_segs[..sub_segs.len() - 4] == up_segs[..up_segs.len() - 3] {
         return Some(up.to_string());
     }
-    let Some(forward) = forward_twin(sub) else {
-        return Some(up.to_string());
-    };
-    match parents.parent(forward.as_str()) {
-        Some(Some(fparent)) => Some(backward_of_parent(fparent)),
+    match parents.parent(format!("{prefix}.forward.{num}").as_str()) {
         Some(None) => None,
+        Some(Some("")) => None,
+        Some(Some(fparent)) => {
+            let candidate = backward_of_numbered(fparent);
+            if parents.find(candidate.as_str()).is_some() {
+                Some(candidate)
+            } else {
+                Some(up.to_string())
+            }
+        }
         None => Some(up.to_string()),
     }
 }
