@@ -736,3 +736,50 @@ fn compare_without_task_is_refused() {
         convert(&opts, &|_| {}).expect("a dump without a task builds");
     }
 }
+
+// Recompute (activation checkpointing): mindstudio-probe 26.2's dump of a 2-layer transformer
+// whose decoder runs each block through torch's reentrant checkpoint, with the recomputed
+// blocks' construct.json parents removed (`Block.forward.1` and `Block.backward.1` of each
+// layer: null), the placement of older collectors and custom checkpoint functions. msprobe's
+// `_handle_recompute` moves them under `Decoder.backward.0`, the backward call of their layer's
+// first-run parent (its file frozen).
+
+#[test]
+fn build_tf_recompute_toplevel() {
+    run_case(
+        "build_tf_recompute_toplevel",
+        rank_dir("tf_recompute_toplevel"),
+        None,
+        |_| {},
+    );
+}
+
+/// The parent of `id` in the graph of `dir`, by id.
+fn parent_of(dir: &Path, id: &str) -> Option<String> {
+    let (_, g) = graph_ascend_convert::RankDump::read_and_build(dir, false).unwrap();
+    let n = g.get(id).unwrap_or_else(|| panic!("no node {id}"));
+    g.nodes[n].parent().map(|p| g.id(p).to_string())
+}
+
+/// PyTorch dumps are judged by their frames: without stack.json's frames nothing is moved; a
+/// MindSpore dump is judged by its ids alone (msprobe reads no frames there).
+#[test]
+fn recompute_is_recognised_by_frames_in_pytorch_dumps_only() {
+    let block = "Module.decoder.layers.0.Block.forward.1";
+    let moved = Some("Module.decoder.Decoder.backward.0".to_string());
+    let real = rank_dir("tf_recompute_toplevel");
+    assert_eq!(parent_of(&real, block), moved);
+    let tmp = tempfile::tempdir().unwrap();
+    let dump: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(real.join("dump.json")).unwrap()).unwrap();
+    for (framework, parent) in [
+        ("pytorch", Some("DefaultModel".to_string())),
+        ("mindspore", moved),
+    ] {
+        let mut d = dump.clone();
+        d["framework"] = framework.into();
+        let dir = with_dump_json("tf_recompute_toplevel", tmp.path(), framework, d);
+        std::fs::write(dir.join("stack.json"), "{}").unwrap();
+        assert_eq!(parent_of(&dir, block), parent, "{framework}");
+    }
+}
