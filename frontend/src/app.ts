@@ -349,7 +349,7 @@ export class App implements PageCtx {
     s.colors = buildColorTable(cf.data.colors);
     if (want.colors) s.mode = want.colors;
     if (s.mode === 'overflow' && !cf.data.overflowCheck) s.mode = 'precision';
-    if (s.mode === 'diagnosis' && cf.data.isSingleGraph) s.mode = 'precision';
+    if (s.mode === 'diagnosis' && (cf.data.isSingleGraph || s.structureOnly)) s.mode = 'precision';
     const steps = cf.data.steps?.length ? cf.data.steps : [0];
     const ranks = cf.data.ranks?.length ? cf.data.ranks : [0];
     s.meta.step = want.step !== undefined && steps.includes(want.step) ? want.step : steps[0];

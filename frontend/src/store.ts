@@ -66,6 +66,11 @@ export class Store {
     return !this.config || this.config.isSingleGraph;
   }
 
+  /** A structure-only compare (`task: structure`): nodes matched or not, no data, no precision. */
+  get structureOnly(): boolean {
+    return !this.single && this.config?.task === 'structure';
+  }
+
   /** The side as the server names it: a build file's only graph is 'Single'. */
   sideName(side: PaneSide): Side {
     return this.config?.isSingleGraph ? 'Single' : side;

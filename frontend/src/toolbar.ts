@@ -1,9 +1,9 @@
 /**
- * The header above the graphs: the shape legend, the colour legend of the current mode, and the
- * toolbar (minimaps, synchronized expansion, bench pane, details, shortcuts, copy link, pictures of
- * the panes, fit).
+ * The header above the graphs: the shape legend, the colour legend of the current mode (a
+ * structure-only compare: matched and unmatched only), and the toolbar (minimaps, synchronized
+ * expansion, bench pane, details, shortcuts, copy link, pictures of the panes, fit).
  */
-import { LEVEL_COLORS, OVERFLOW_COLORS, SOURCE_RED } from './colors';
+import { LEVEL_COLORS, OVERFLOW_COLORS, SOURCE_RED, WHITE } from './colors';
 import { DIAGNOSIS_COLORS } from './diagnosis';
 import type { PageCtx } from './ctx';
 import { clear, h, saveBlob } from './dom';
@@ -35,6 +35,10 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
       h('span.swatch.sources-inside', { style: { background: DIAGNOSIS_COLORS.fine, borderColor: SOURCE_RED } }, h('span.badge', { style: { background: SOURCE_RED } }, 'n')),
       t('legend.sourcesInside')));
     colors.append(h('span.legend-item', { title: s.colors.unmatchedDescription ?? '' }, h('span.swatch', { style: { background: s.colors.unmatched } }), t('unmatched')));
+  } else if (s.structureOnly) {
+    // Nothing compared: matched boxes stay white (msprobe's file has no precision colours).
+    colors.append(h('span.legend-item', { testid: 'legendMatched', title: t('legend.matchedTip') }, h('span.swatch', { style: { background: WHITE } }), t('legend.matched')));
+    colors.append(h('span.legend-item', { title: s.colors.unmatchedDescription ?? '' }, h('span.swatch', { style: { background: s.colors.unmatched } }), t('legend.unmatchedStructure')));
   } else if (!single) {
     for (const b of s.colors.buckets)
       colors.append(h('span.legend-item', { title: b.description ?? '' }, h('span.swatch', { style: { background: b.color } }), `${b.level ? t((b.level in LEVEL_COLORS ? b.level : 'pass') as Key) : ''} [${b.lo}, ${b.hi})`));

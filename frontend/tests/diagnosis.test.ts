@@ -238,6 +238,21 @@ describe('the Diagnosis panel', () => {
     expect(asked).toBe(0);
   });
 
+  it('asks no diagnosis of a structure-only compare (it has no data)', async () => {
+    let asked = 0;
+    setTransport(async () => {
+      asked++;
+      return new Response('{}');
+    });
+    const store = compareStore();
+    store.config = { ...store.config!, task: 'structure', colors: { '#C7C7C7': { value: [], accuracy_level: 'unmatched node' } } };
+    expect(store.structureOnly).toBe(true);
+    const panel = new DiagnosisPanel(fakeCtx(store).ctx);
+    await panel.ensure(true);
+    expect(asked).toBe(0);
+    expect(compareStore().structureOnly).toBe(false);
+  });
+
   it('jumps to a source, switching step and rank first when it lives elsewhere', async () => {
     const store = compareStore();
     const { ctx, calls } = fakeCtx(store);

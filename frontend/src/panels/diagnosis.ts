@@ -34,7 +34,7 @@ export class DiagnosisPanel {
    */
   async ensure(states = false): Promise<void> {
     const s = this.ctx.store;
-    if (!s.meta.run || s.single) return;
+    if (!s.meta.run || s.single || s.structureOnly) return;
     const file = fileKey(s.meta);
     const view = metaKey(s.meta);
     const have = s.diagnosis?.file === file && (!states || s.diagnosis.statesKey === view);
@@ -66,6 +66,8 @@ export class DiagnosisPanel {
     const s = this.ctx.store;
     const title = h('h3', null, t('sider.diagnosis'));
     if (s.single) return h('div.panel-section', { testid: 'diagnosisPanel' }, title, h('p.muted', null, t('diag.notCompare')));
+    // The sidecar answers the same for such a file; no request is needed to say it.
+    if (s.structureOnly) return h('div.panel-section', { testid: 'diagnosisPanel' }, title, h('p.muted', { testid: 'diagnosisStructureOnly' }, t('diag.structureOnly')));
     const modeBtn = (mode: ColorMode, label: Key, testid: string) =>
       h('button', { testid, class: s.mode === mode ? 'on' : '', on: { click: () => this.setMode(mode) } }, t(label));
     const modes = h('div.diag-modes', null, h('span.muted', null, t('diag.colors')),

@@ -101,6 +101,28 @@ fn bad_input_is_a_clear_error() {
     assert!(stderr(&o).contains("no rank 4"), "{}", stderr(&o));
 }
 
+/// msprobe's structure-only compare holds no data: diagnose says so plainly (exit status 2),
+/// with --map too.
+#[test]
+fn a_structure_only_file_has_nothing_to_diagnose() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_structure", dir.path());
+    let db = db.to_str().unwrap();
+    for args in [vec!["diagnose", db], vec!["diagnose", db, "--map"]] {
+        let o = ga(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!(
+                "{db}: a structure-only comparison (task \"structure\"): its dumps hold the \
+                 model's structure but no data, so there is nothing to diagnose"
+            )),
+            "{}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+}
+
 #[test]
 fn tolerances_can_be_overridden() {
     let dir = tempfile::tempdir().unwrap();

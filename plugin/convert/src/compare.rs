@@ -134,7 +134,7 @@ pub fn row_columns(
         .map(|row| {
             Ok(match mode {
                 CompareMode::Summary => metrics::summary_columns(row),
-                CompareMode::Md5 => Vec::new(),
+                CompareMode::Md5 | CompareMode::Structure => Vec::new(),
                 CompareMode::Tensor => metrics::tensor_columns(row, tensors)?,
             })
         })

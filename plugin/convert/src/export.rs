@@ -205,33 +205,47 @@ pub fn config_row(
     steps: &[i64],
 ) -> ConfigRow {
     let (tool_tip, node_colors) = if compare {
-        let (tip, pass, other) = match task {
-            "md5" => (
-                json!({"md5": "数据MD5信息，用于比较两个数据信息是否完全一致"}),
-                "与标杆相比, 此节点所有输入输出的md5值相同",
-                "与标杆相比, 此节点任意输入输出的md5值不同",
-            ),
-            "all" => (
-                json!({"Cosine": "", "EucDist": "", "MaxAbsErr": "", "MaxRelativeErr": "",
-                       "One Thousandth Err Ratio": "", "Five Thousandths Err Ratio": ""}),
-                "此节点所有输入输出的 tensor 误差, 颜色越深代表调试侧与标杆侧的偏差越大",
-                "此节点所有输入输出的 tensor 误差, 颜色越深代表调试侧与标杆侧的偏差越大",
-            ),
-            _ => (
-                json!({"Max diff": "NPU与标杆API统计信息比对，最大值的差值",
-                       "Min diff": "NPU与标杆API统计信息比对，最小值的差值",
-                       "Mean diff": "NPU与标杆API统计信息比对，平均值的差值",
-                       "L2norm diff": "NPU与标杆API统计信息比对，2范数（平方根）的差值"}),
-                "此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大",
-                "此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大",
-            ),
+        // msprobe's tensor-mode tips: every metric named, every text empty (its page no longer
+        // shows them); a structure-only compare gets them too (its mode adapter's default).
+        let tensor_tip = || {
+            json!({"Cosine": "", "EucDist": "", "MaxAbsErr": "", "MaxRelativeErr": "",
+                   "One Thousandth Err Ratio": "", "Five Thousandths Err Ratio": ""})
         };
-        let colors = json!({
-            "#FFFCF3": {"value": [0, 0.3], "description": pass, "accuracy_level": "pass"},
-            "#FFDC7F": {"value": [0.3, 0.6], "description": other, "accuracy_level": "warning"},
-            "#FF704D": {"value": [0.6, 1], "description": other, "accuracy_level": "error"},
-            "#C7C7C7": {"value": [], "description": UNMATCHED.0, "accuracy_level": UNMATCHED.1},
-        });
+        let unmatched =
+            json!({"value": [], "description": UNMATCHED.0, "accuracy_level": UNMATCHED.1});
+        let (tip, colors) = match task {
+            // No precision: only the unmatched colour.
+            "structure" => (tensor_tip(), json!({ "#C7C7C7": unmatched })),
+            _ => {
+                let (tip, pass, other) = match task {
+                    "md5" => (
+                        json!({"md5": "数据MD5信息，用于比较两个数据信息是否完全一致"}),
+                        "与标杆相比, 此节点所有输入输出的md5值相同",
+                        "与标杆相比, 此节点任意输入输出的md5值不同",
+                    ),
+                    "all" => (
+                        tensor_tip(),
+                        "此节点所有输入输出的 tensor 误差, 颜色越深代表调试侧与标杆侧的偏差越大",
+                        "此节点所有输入输出的 tensor 误差, 颜色越深代表调试侧与标杆侧的偏差越大",
+                    ),
+                    _ => (
+                        json!({"Max diff": "NPU与标杆API统计信息比对，最大值的差值",
+                               "Min diff": "NPU与标杆API统计信息比对，最小值的差值",
+                               "Mean diff": "NPU与标杆API统计信息比对，平均值的差值",
+                               "L2norm diff": "NPU与标杆API统计信息比对，2范数（平方根）的差值"}),
+                        "此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大",
+                        "此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大",
+                    ),
+                };
+                let colors = json!({
+                    "#FFFCF3": {"value": [0, 0.3], "description": pass, "accuracy_level": "pass"},
+                    "#FFDC7F": {"value": [0.3, 0.6], "description": other, "accuracy_level": "warning"},
+                    "#FF704D": {"value": [0.6, 1], "description": other, "accuracy_level": "error"},
+                    "#C7C7C7": unmatched,
+                });
+                (tip, colors)
+            }
+        };
         (Some(pyjson::value(&tip)), pyjson::value(&colors))
     } else {
         (None, "null".to_string())

@@ -121,8 +121,11 @@ impl Skeleton {
         true
     }
 
-    /// Gives each node its items and overflow level, and adds the parameter-gradient nodes.
-    pub fn attach(self, dump: &mut DumpOps, stacks: &StackMap) -> Graph {
+    /// Gives each node its items and overflow level, moves recomputed top-level modules under
+    /// their backward call ([`Graph::reparent_recomputed`]; `framework`: dump.json's, which
+    /// says whether their frames are looked at), wraps the top level's runs of APIs into
+    /// `Apis_Between_Modules`, and adds the parameter-gradient nodes, in msprobe's order.
+    pub fn attach(self, dump: &mut DumpOps, stacks: &StackMap, framework: &str) -> Graph {
         let Skeleton {
             mut graph, dumped, ..
         } = self;
@@ -140,6 +143,8 @@ impl Skeleton {
             }
             node.set_overflow_level(dump.overflow.get(id).copied());
         }
+        graph.reparent_recomputed(framework == PYTORCH);
+        graph.collect_apis_between_modules();
         graph.add_parameters_grad(dump, stacks);
         graph.shrink_to_fit();
         graph
@@ -163,6 +168,8 @@ pub struct Graph {
 }
 
 pub const ROOT_ID: &str = "DefaultModel";
+/// dump.json's `framework` of PyTorch dumps (its default).
+const PYTORCH: &str = "pytorch";
 const NO_FORWARD_STACK: &str =
     "This backward node cannot find the forward node and cannot retrieve stack information.";
 
@@ -309,8 +316,8 @@ impl Graph {
         }
     }
 
-    /// The graph of one dump folder before its stacks and items: hierarchy, micro steps and
-    /// `Apis_Between_Modules`, from construct.json alone. stack.json's frames are then given
+    /// The graph of one dump folder before its stacks and items: hierarchy and micro steps,
+    /// from construct.json alone. stack.json's frames are then given
     /// node by node as they are read ([`Skeleton::read_stacks`]), no map of stack.json ever
     /// held, and [`Skeleton::attach`] completes it once dump.json is read.
     pub fn hierarchy(construct: &Construct) -> Skeleton {
@@ -362,8 +369,8 @@ impl Graph {
                 .filter_map(|n| nodes[n].parent().map(|p| (p, n)))
         });
         // Node 0 is the root; every node made since was made for a construct.json id.
+        // (`Apis_Between_Modules` are made once the stacks are read: `Skeleton::attach`.)
         let dumped = 1..g.nodes.len();
-        g.collect_apis_between_modules();
         Skeleton {
             graph: g,
             dumped,
@@ -382,6 +389,126 @@ impl Graph {
         let node = &mut self.nodes[i];
         node.set_micro_step_id(construct.micro_step.get(id).copied());
         i
+    }
+
+    /// msprobe's `_handle_recompute`: each recomputed module call at the top level (its own
+    /// frames, or for a backward call its forward twin's, show a recomputation, unless
+    /// `check_stacks` is false (MindSpore, mindtorch); its id is not a top-level call's; its twin
+    /// in the other direction is at the top level too, or was found so first) moves under the
+    /// backward call of the parent of a forward call of the same module below the top level:
+    /// the first such forward call for the first recomputed call of that module in that
+    /// direction, the second for the second, and so on (forward and backward calls each take
+    /// them from their own list, in node order). It is appended to that parent's children and
+    /// leaves the top level, unless the parent is missing, is the node itself or lies inside
+    /// it. [`crate::recompute`] has the recognition, docs/msprobe-converter.md §3 the rule.
+    fn reparent_recomputed(&mut self, check_stacks: bool) {
+        use crate::recompute::{called_from_recompute, looks_recomputed, module_of, twin_id};
+        let root = self.root;
+        let top: Vec<usize> = self.children(root).collect();
+        let top_ids: foldhash::HashSet<&str> = top.iter().map(|&n| self.id(n)).collect();
+        // `_get_recompute_map`: (node, its module, its place at the top level), in that order.
+        let mut recomputed: Vec<(usize, String, usize)> = Vec::new();
+        let mut twins_found: foldhash::HashSet<String> = foldhash::HashSet::default();
+        for (place, &n) in top.iter().enumerate() {
+            if self.nodes[n].op != NodeOp::Module {
+                continue;
+            }
+            let id = self.id(n);
+            if check_stacks {
+                // A backward call has no frames of its own: its forward twin's are read.
+                let judged = match module_backward(id) {
+                    Some((prefix, k)) => self.get(&format!("{prefix}.forward.{k}")),
+                    None => Some(n),
+                };
+                if !judged.is_some_and(|f| called_from_recompute(&self.nodes[f].stack)) {
+                    continue;
+                }
+            }
+            let segments: Vec<&str> = id.split('.').collect();
+            let module = module_of(&segments);
+            if twins_found.contains(id) {
+                recomputed.push((n, module, place));
+                continue;
+            }
+            if !looks_recomputed(&segments) {
+                continue;
+            }
+            if let Some(twin) = twin_id(&segments).filter(|t| top_ids.contains(t.as_str())) {
+                recomputed.push((n, module, place));
+                twins_found.insert(twin);
+            }
+        }
+        if recomputed.is_empty() {
+            return;
+        }
+        // `_get_no_recompute_map`: the forward calls of those modules below the top level, in
+        // node order, reversed to be popped.
+        let modules: foldhash::HashSet<&str> =
+            recomputed.iter().map(|(_, m, _)| m.as_str()).collect();
+        let mut forward_calls: FastMap<String, Vec<usize>> = FastMap::default();
+        for n in 0..self.nodes.len() {
+            let below_top = self.nodes[n].parent().is_some_and(|p| p != root);
+            if self.nodes[n].op != NodeOp::Module || !below_top {
+                continue;
+            }
+            if let Some((module, _)) = module_forward(self.id(n)) {
+                if modules.contains(module) {
+                    forward_calls.entry(module.to_string()).or_default().push(n);
+                }
+            }
+        }
+        for calls in forward_calls.values_mut() {
+            calls.reverse();
+        }
+        let mut for_backward = forward_calls.clone();
+        let mut left: Vec<usize> = Vec::new();
+        for (n, module, place) in recomputed {
+            let calls = if module_forward(self.id(n)).is_some() {
+                forward_calls.get_mut(&module)
+            } else {
+                for_backward.get_mut(&module)
+            };
+            let Some(call) = calls.and_then(Vec::pop) else {
+                continue;
+            };
+            let Some(parent) = self.nodes[call].parent() else {
+                continue;
+            };
+            let parent_id = self.id(parent);
+            let new_parent = match module_forward(parent_id) {
+                Some((prefix, k)) => self.get(&format!("{prefix}.backward.{k}")),
+                None => Some(parent),
+            };
+            let Some(new_parent) = new_parent.filter(|&p| !self.is_within(p, n)) else {
+                continue;
+            };
+            self.nodes[n].set_parent(Some(new_parent));
+            self.children.push(new_parent, n);
+            left.push(place);
+        }
+        if !left.is_empty() {
+            let left: foldhash::HashSet<usize> = left.into_iter().collect();
+            let stay: Vec<usize> = top
+                .iter()
+                .enumerate()
+                .filter(|(place, _)| !left.contains(place))
+                .map(|(_, &n)| n)
+                .collect();
+            self.set_children(root, stay);
+        }
+    }
+
+    /// Whether node `n` is `ancestor` or lies inside it (a walk up that stops at a loop).
+    fn is_within(&self, n: usize, ancestor: usize) -> bool {
+        let mut at = Some(n);
+        for _ in 0..=self.nodes.len() {
+            match at {
+                Some(a) if a == ancestor => return true,
+                Some(a) => at = self.nodes[a].parent(),
+                None => return false,
+            }
+        }
+        false
     }
 
     /// Wraps runs of two or more consecutive root-level APIs into `Apis_Between_Modules.<k>`.

@@ -68,6 +68,7 @@ pub mod part;
 pub(crate) mod progress;
 pub mod pyjson;
 pub(crate) mod rank_dump;
+pub(crate) mod recompute;
 pub mod shard;
 pub(crate) mod stage;
 pub(crate) mod timing;

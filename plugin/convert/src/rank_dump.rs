@@ -100,7 +100,7 @@ impl RankDump {
             on_bytes,
         )?;
         let p = timing::phase(|| format!("attach items {}", dir.display()));
-        let mut graph = skeleton.attach(&mut dump.ops, &dump.stacks);
+        let mut graph = skeleton.attach(&mut dump.ops, &dump.stacks, &dump.dump.framework);
         if graph.nodes.iter().any(|n| n.entry.is_some()) {
             graph.source = Some(std::sync::Arc::new(DumpSource::open(
                 &dump.dump.path,

@@ -598,3 +598,188 @@ fn lm_malformed_dump_name_drops_the_mapping() {
     };
     convert(&opts, &|_| {}).expect("the conversion goes on without the mapping");
 }
+
+// Structure-only dumps (`task: structure`, `"data": {}`): a 2-layer transformer against a 3-layer
+// one with its blocks' modules renamed, dumped by mindstudio-probe 26.2. A build is an ordinary
+// build; a compare is `tb_config.task = "structure"`, the tensor-mode tool tips with empty texts
+// and only the grey unmatched colour.
+
+#[test]
+fn build_tf_structure() {
+    run_case(
+        "build_tf_structure",
+        rank_dir("tf_structure_a"),
+        None,
+        |_| {},
+    );
+}
+
+#[test]
+fn compare_tf_structure() {
+    run_case(
+        "compare_tf_structure",
+        rank_dir("tf_structure_b"),
+        Some(rank_dir("tf_structure_a")),
+        |_| {},
+    );
+}
+
+/// A copy of the rank folder of `dump` in `into/name` whose dump.json is `dump_json`.
+fn with_dump_json(dump: &str, into: &Path, name: &str, dump_json: serde_json::Value) -> PathBuf {
+    let src = rank_dir(dump);
+    let dir = into.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["construct.json", "stack.json"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(dir.join("dump.json"), dump_json.to_string()).unwrap();
+    dir
+}
+
+/// A structure dump's dump.json, with `data`, and `task` (`None`: no task key).
+fn structure_dump_json(task: Option<&str>, data: serde_json::Value) -> serde_json::Value {
+    let mut d = serde_json::json!({"level": "mix", "framework": "pytorch",
+                                   "dump_data_dir": null, "data": data});
+    if let Some(t) = task {
+        d["task"] = t.into();
+    }
+    d
+}
+
+/// Statistics for one node that both structure dumps have.
+fn embedding_data() -> serde_json::Value {
+    let item = serde_json::json!({"type": "torch.Tensor", "dtype": "torch.float32",
+        "shape": [2, 4], "Max": 1.0, "Min": -1.0, "Mean": 0.0, "Norm": 2.0,
+        "requires_grad": false});
+    serde_json::json!({"Module.embed.Embedding.forward.0":
+        {"input_args": [item], "input_kwargs": {}, "output": [item]}})
+}
+
+/// Data on a golden node only: msprobe pairs compare rows from the target's items, so there is
+/// nothing to compare and the file is the plain structure compare's (msprobe's file frozen).
+#[test]
+fn compare_tf_structure_golden_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = with_dump_json(
+        "tf_structure_b",
+        tmp.path(),
+        "b_plain",
+        structure_dump_json(Some("structure"), serde_json::json!({})),
+    );
+    let golden = with_dump_json(
+        "tf_structure_a",
+        tmp.path(),
+        "a_data",
+        structure_dump_json(Some("structure"), embedding_data()),
+    );
+    run_case(
+        "compare_tf_structure_golden_data",
+        target,
+        Some(golden),
+        |_| {},
+    );
+}
+
+/// A matched target node with data in a structure compare: msprobe stops ("The parameter "mode"
+/// error, expected summary/all/md5, actually structure", exit code 1, no file); so do we,
+/// naming the dump and the node.
+#[test]
+fn compare_tf_structure_with_target_data_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = with_dump_json(
+        "tf_structure_b",
+        tmp.path(),
+        "b_data",
+        structure_dump_json(Some("structure"), embedding_data()),
+    );
+    let named = format!(
+        "{}: task \"structure\", yet node Module.embed.Embedding.forward.0 has data",
+        target.join("dump.json").display()
+    );
+    expect_failure(
+        target,
+        Some(rank_dir("tf_structure_a")),
+        LayerMapping::None,
+        &named,
+    );
+}
+
+/// A compare needs each dump's task (msprobe's `check_dump_json_key`: "Task for npu is empty",
+/// "Task for bench is empty", exit code 1); a build does not.
+#[test]
+fn compare_without_task_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, task) in [("no_task", None), ("empty_task", Some(""))] {
+        let untasked = with_dump_json(
+            "tf_structure_b",
+            tmp.path(),
+            name,
+            structure_dump_json(task, serde_json::json!({})),
+        );
+        let named = format!(
+            "{}: the dump's \"task\" is empty or missing",
+            untasked.join("dump.json").display()
+        );
+        let other = rank_dir("tf_structure_a");
+        for (target, golden) in [
+            (untasked.clone(), other.clone()),
+            (other.clone(), untasked.clone()),
+        ] {
+            expect_failure(target, Some(golden), LayerMapping::None, &named);
+        }
+        let out = tmp.path().join(format!("{name}_build"));
+        let opts = ConvertOptions {
+            target: untasked,
+            output: out,
+            ..Default::default()
+        };
+        convert(&opts, &|_| {}).expect("a dump without a task builds");
+    }
+}
+
+// Recompute (activation checkpointing): mindstudio-probe 26.2's dump of a 2-layer transformer
+// whose decoder runs each block through torch's reentrant checkpoint, with the recomputed
+// blocks' construct.json parents removed (`Block.forward.1` and `Block.backward.1` of each
+// layer: null), the placement of older collectors and custom checkpoint functions. msprobe's
+// `_handle_recompute` moves them under `Decoder.backward.0`, the backward call of their layer's
+// first-run parent (its file frozen).
+
+#[test]
+fn build_tf_recompute_toplevel() {
+    run_case(
+        "build_tf_recompute_toplevel",
+        rank_dir("tf_recompute_toplevel"),
+        None,
+        |_| {},
+    );
+}
+
+/// The parent of `id` in the graph of `dir`, by id.
+fn parent_of(dir: &Path, id: &str) -> Option<String> {
+    let (_, g) = graph_ascend_convert::RankDump::read_and_build(dir, false).unwrap();
+    let n = g.get(id).unwrap_or_else(|| panic!("no node {id}"));
+    g.nodes[n].parent().map(|p| g.id(p).to_string())
+}
+
+/// PyTorch dumps are judged by their frames: without stack.json's frames nothing is moved; a
+/// MindSpore dump is judged by its ids alone (msprobe reads no frames there).
+#[test]
+fn recompute_is_recognised_by_frames_in_pytorch_dumps_only() {
+    let block = "Module.decoder.layers.0.Block.forward.1";
+    let moved = Some("Module.decoder.Decoder.backward.0".to_string());
+    let real = rank_dir("tf_recompute_toplevel");
+    assert_eq!(parent_of(&real, block), moved);
+    let tmp = tempfile::tempdir().unwrap();
+    let dump: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(real.join("dump.json")).unwrap()).unwrap();
+    for (framework, parent) in [
+        ("pytorch", Some("DefaultModel".to_string())),
+        ("mindspore", moved),
+    ] {
+        let mut d = dump.clone();
+        d["framework"] = framework.into();
+        let dir = with_dump_json("tf_recompute_toplevel", tmp.path(), framework, d);
+        std::fs::write(dir.join("stack.json"), "{}").unwrap();
+        assert_eq!(parent_of(&dir, block), parent, "{framework}");
+    }
+}

@@ -12,6 +12,13 @@ pub enum DiagnoseError {
     /// A `.vis.db` that holds no comparison.
     #[error("{path}: not a compare file: {reason}")]
     NotCompare { path: PathBuf, reason: String },
+    /// A structure-only compare (`task: structure`): its dumps held the model's structure and
+    /// no data, so no node has anything to judge.
+    #[error(
+        "{path}: a structure-only comparison (task \"structure\"): its dumps hold the model's \
+         structure but no data, so there is nothing to diagnose"
+    )]
+    StructureOnly { path: PathBuf },
     #[error("{path}: no step {step} (the file has steps {known:?})")]
     UnknownStep {
         path: PathBuf,

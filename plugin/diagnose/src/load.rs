@@ -40,6 +40,9 @@ impl Mode {
     }
 }
 
+/// `tb_config.task` of a structure-only compare (dumps of `task: structure`, without data).
+const STRUCTURE_TASK: &str = "structure";
+
 /// The pass a node belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -270,6 +273,11 @@ impl CompareFile {
                      can be diagnosed",
                     config.graph_type
                 ),
+            });
+        }
+        if config.task == STRUCTURE_TASK {
+            return Err(DiagnoseError::StructureOnly {
+                path: store.path().to_owned(),
             });
         }
         let mode = Mode::of_task(&config.task).ok_or_else(|| DiagnoseError::NotCompare {

@@ -30,6 +30,8 @@ pub enum Msg {
     UpdateNodeAccuracy,
     ConvertJob,
     Diagnose,
+    /// A structure-only compare asked for a diagnosis.
+    StructureOnly,
 }
 
 /// The page's language.
@@ -93,6 +95,11 @@ impl Msg {
                 "没有该 id 的进行中的转换任务。",
             ),
             Msg::Diagnose => ("Diagnosis failed:", "诊断失败："),
+            Msg::StructureOnly => (
+                "This is a structure-only comparison: its dumps hold the model's structure but no \
+                 data, so there is nothing to diagnose.",
+                "这是仅结构比对：dump 只包含模型结构，不含数据，因此没有可诊断的内容。",
+            ),
         };
         match lang {
             Lang::En => en,

@@ -15,16 +15,6 @@ use serde_json::{Map, Value};
 /// The statistics stored as text that the comparison needs as numbers.
 const NUMERIC_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 
-/// The task of a file as a compare mode: `summary`, `md5` or `all`.
-pub fn mode_of_task(task: &str) -> Option<CompareMode> {
-    match task {
-        "summary" => Some(CompareMode::Summary),
-        "md5" => Some(CompareMode::Md5),
-        "all" => Some(CompareMode::Tensor),
-        _ => None,
-    }
-}
-
 /// One side of a pair: its node name and stored input and output data.
 pub struct NodeData<'a> {
     pub name: &'a str,

@@ -253,6 +253,32 @@ fn a_build_file_gets_a_clear_error_in_the_pages_language() {
     assert_eq!(answer["success"], false, "{answer}");
 }
 
+/// msprobe's structure-only compare (`task: structure`) holds no data: the answer says so
+/// plainly, in the page's language, as no failure of the diagnosis.
+#[test]
+fn a_structure_only_file_has_nothing_to_diagnose() {
+    let (_dir, state, path) = serve("compare_tf_structure");
+    let answer = browser_json(&handlers::diagnose(
+        &state,
+        request(&tag_of(&path), 0, 0, true),
+    ));
+    assert_eq!(answer["success"], false, "{answer}");
+    assert_eq!(
+        answer["error"],
+        "This is a structure-only comparison: its dumps hold the model's structure but no data, \
+         so there is nothing to diagnose."
+    );
+    let mut zh = request(&tag_of(&path), 0, 0, false);
+    zh.lang = "zh".into();
+    let answer = browser_json(&handlers::diagnose(&state, zh));
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("这是仅结构比对")),
+        "{answer}"
+    );
+}
+
 #[test]
 fn diagnoses_are_cached_per_file_version_and_the_file_is_never_written() {
     let (dir, state, path) = serve("compare_tf_stats");

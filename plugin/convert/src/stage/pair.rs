@@ -30,8 +30,27 @@ pub(crate) struct Paired {
     /// The target's graph then the golden's, with where their rows go (the target's rows may be
     /// compared with the golden graph as they are written: keep the two in this order).
     pub graphs: [(Graph, ExportContext); 2],
-    /// `tb_config.task`: `md5`, `summary` or `all`.
+    /// `tb_config.task`: `md5`, `summary`, `all` or `structure`.
     pub task: &'static str,
+}
+
+/// msprobe compares a structure-only pair node by node like any other, but its indicator
+/// calculator knows no mode `structure`: a matched target node with data (whose items give
+/// compare rows) stops the whole conversion, and no file is written. A golden node's data alone
+/// gives no row (msprobe pairs rows from the target's items).
+fn refuse_structure_with_data(npu: &RankDump, graph: &Graph) -> Result<(), ConvertError> {
+    let Some(n) = (0..graph.nodes.len())
+        .find(|&i| graph.nodes[i].has_items() && graph.nodes[i].matched().is_some())
+    else {
+        return Ok(());
+    };
+    Err(ConvertError::Usage(format!(
+        "{}: task \"structure\", yet node {} has data and is matched: a structure-only compare \
+         compares no data, and msprobe refuses a pair with data (its compare of a node takes \
+         only modes summary, all and md5)",
+        npu.dump.path.display(),
+        graph.id(n)
+    )))
 }
 
 /// Matches (with `match_opts`) and compares one pair of step `step`, rank `rank`; `merged`:
@@ -63,6 +82,9 @@ pub(crate) fn pair(
     let p = timing::phase(|| "match".into());
     matcher::match_graphs(match_opts, nd, bd, &mut ng, &mut bg, cancel)?;
     p.done();
+    if mode == CompareMode::Structure {
+        refuse_structure_with_data(nd, &ng)?;
+    }
     matched();
     let p = timing::phase(|| "compare".into());
     // A merged pair's items were moved by the merge, and a tensor compare reads tensor files

@@ -120,8 +120,15 @@ impl Weight for pb::DiagnosisStates {
     }
 }
 
+/// A diagnosis' failure as the page's answer; a structure-only compare is no failure but a file
+/// with nothing to diagnose, said plainly in the page's language.
 pub(super) fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError {
-    HandlerError::Diagnosis(Msg::Diagnose, err)
+    match err {
+        graph_ascend_diagnose::DiagnoseError::StructureOnly { .. } => {
+            HandlerError::Invalid(Msg::StructureOnly)
+        }
+        err => HandlerError::Diagnosis(Msg::Diagnose, err),
+    }
 }
 
 /// The file as a compare file (a clear error for any other file).

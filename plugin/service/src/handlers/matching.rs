@@ -16,7 +16,6 @@ use super::reply::{answer, HandlerError, Result, StoreContext};
 use super::selection::{lang_of, select, Selection};
 use crate::matching::{opposite, Editor, Outcome};
 use crate::messages::Msg;
-use crate::precision::mode_of_task;
 use crate::state::State;
 
 // ---------------------------------------------------------------------------------------------
@@ -121,7 +120,8 @@ fn task_mode(
     if !config.is_compare() || !allowed.contains(&config.task.as_str()) {
         return Err(HandlerError::Invalid(Msg::TaskType));
     }
-    mode_of_task(&config.task).ok_or(HandlerError::Invalid(Msg::TaskType))
+    graph_ascend_convert::compare::CompareMode::of_task_name(&config.task)
+        .ok_or(HandlerError::Invalid(Msg::TaskType))
 }
 
 /// Runs one request's edits in one transaction, patches the views, answers msprobe's shape.
