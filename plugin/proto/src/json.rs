@@ -44,10 +44,14 @@ pub fn write_object<T: Fields>(out: &mut Vec<u8>, message: &T, skip: u32) {
 
 /// The browser's JSON text of a message.
 pub fn to_vec<T: Fields + prost::Message>(message: &T) -> Vec<u8> {
+    // `encoded_len` walks the whole message: asked once.
+    to_vec_sized(message, message.encoded_len())
+}
+
+/// [`to_vec`] of a message whose encoded length is known.
+fn to_vec_sized<T: Fields>(message: &T, encoded: usize) -> Vec<u8> {
     // The JSON is a little bigger than the encoded message (keys, quotes): sized once, no
-    // copies while it grows (a node list is megabytes). `encoded_len` walks the whole message:
-    // asked once.
-    let encoded = message.encoded_len();
+    // copies while it grows (a node list is megabytes).
     let mut out = Vec::with_capacity(encoded + encoded / 2 + 64);
     write_object(&mut out, message, 0);
     out
@@ -58,6 +62,29 @@ pub fn answer<T: Fields + prost::Message>(message: &T) -> crate::v1::JsonAnswer 
     crate::v1::JsonAnswer {
         json: to_vec(message),
     }
+}
+
+/// Answers at least this big (encoded) are rendered by [`rendered`] on the blocking pool.
+pub const RENDERED_ASIDE_BYTES: usize = 1 << 20;
+
+/// [`answer`] for `CallJson`, which runs on the runtime's workers: a small answer is rendered
+/// right there; one of [`RENDERED_ASIDE_BYTES`] or more (a hierarchy of 100,000 boxes is tens of
+/// MB, a node list of a million names too) on tokio's blocking pool, so that rendering it never
+/// holds the workers that answer other clients' quick requests.
+pub async fn rendered<T>(message: T) -> Result<crate::v1::JsonAnswer, tonic::Status>
+where
+    T: Fields + prost::Message + Send + 'static,
+{
+    let encoded = message.encoded_len();
+    let render = move || crate::v1::JsonAnswer {
+        json: to_vec_sized(&message, encoded),
+    };
+    if encoded < RENDERED_ASIDE_BYTES {
+        return Ok(render());
+    }
+    tokio::task::spawn_blocking(render)
+        .await
+        .map_err(|e| tonic::Status::internal(format!("rendering the answer failed: {e}")))
 }
 
 /// The stream of a server-streaming RPC, each message as a `JsonAnswer`.

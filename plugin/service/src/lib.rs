@@ -21,7 +21,9 @@
 //!
 //! ```text
 //! server               the listener, graceful shutdown, the TCP token; serves a State
-//! service              the tonic edge: one method per RPC, run quick or on the blocking pool
+//! service              the tonic edge: one method per RPC, run quick, on the blocking pool or
+//!                      on the heavy lane
+//! heavy_lane           the few threads that run long requests (layouts) off the quick path
 //! handlers/            one function per RPC; below its routes, `selection` and `reply`
 //! state                State: everything the handlers share, one per sidecar
 //! convert_jobs         conversions on demand
@@ -49,6 +51,7 @@ pub(crate) mod convert_jobs;
 pub(crate) mod diagnosis_cache;
 pub(crate) mod graph_index;
 pub mod handlers;
+pub(crate) mod heavy_lane;
 pub(crate) mod layout;
 pub(crate) mod matching;
 pub(crate) mod messages;
@@ -74,4 +77,4 @@ pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenChe
 pub use service::GraphService;
 pub use state::State;
 pub use values::{json_to_prost, prost_to_json};
-pub use views::DEFAULT_MAX_VIEW_BYTES;
+pub use views::{ViewKey, DEFAULT_MAX_VIEW_BYTES};

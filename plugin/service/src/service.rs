@@ -5,7 +5,9 @@
 //! per RPC): it runs the handler through [`GraphService::quick`], right on the runtime's worker
 //! thread, or, for the RPCs the proto marks `option (blocking) = true` (the handlers that may wait
 //! long: index builds, file writes, conversions, the logdir walk), through
-//! [`GraphService::blocking`], on the blocking pool. Only a failure of the server itself (a
+//! [`GraphService::blocking`], on the blocking pool, or, for those marked `option (heavy) = true`
+//! (the layouts, whose work grows with the file), through [`GraphService::heavy`], on the
+//! [`HeavyLane`]: quick requests never wait behind long work. Only a failure of the server itself (a
 //! panicked or cancelled handler) becomes a gRPC status; answers about bad requests or bad files
 //! are ordinary responses with `success: false`, as the page expects. The streams and the shim's
 //! path are written here: `CallJson` and `StreamJson` call the same typed RPCs and render their
@@ -19,17 +21,24 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
 use crate::handlers;
+use crate::heavy_lane::HeavyLane;
 use crate::state::State;
 
 /// The service object tonic serves.
 #[derive(Clone)]
 pub struct GraphService {
     state: Arc<State>,
+    heavy: Arc<HeavyLane>,
 }
 
 impl GraphService {
+    /// The service of `state`, with a heavy lane of the default size
+    /// ([`HeavyLane::default_threads`]).
     pub fn new(state: Arc<State>) -> GraphService {
-        GraphService { state }
+        GraphService {
+            state,
+            heavy: Arc::new(HeavyLane::new(HeavyLane::default_threads())),
+        }
     }
 }
 
@@ -61,10 +70,24 @@ impl GraphService {
         }
     }
 
+    /// Runs a handler whose work grows with the file (a layout: the RPCs marked `heavy` in the
+    /// proto) on the [`HeavyLane`], after the heavy requests before it, holding no worker
+    /// meanwhile; a panicking handler becomes an `internal` status, as elsewhere.
+    async fn heavy<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&State) -> T + Send + 'static,
+    ) -> Result<Response<T>, Status> {
+        let state = self.state.clone();
+        match self.heavy.run(move || run_caught(&state, f)).await {
+            Ok(answered) => answered,
+            Err(e) => Err(handler_failed(&e)),
+        }
+    }
+
     /// Runs a handler whose work is bounded by the answer it makes (the page's opening requests
-    /// and its clicks: a file's configuration, a layout, a node's details; the RPCs not marked
-    /// `blocking` in the proto) right on the runtime's worker thread, like the JSON of every
-    /// answer. It waits for no background build and writes no file.
+    /// and its clicks: a file's configuration, a node's details; the RPCs marked neither
+    /// `blocking` nor `heavy` in the proto) right on the runtime's worker thread, like the JSON of
+    /// every answer but the biggest. It waits for no background build and writes no file.
     ///
     /// On the same few threads, the answers of consecutive clicks find caches and allocator
     /// memory warm; under `block_in_place`, which moved the worker's role to another thread on
@@ -208,8 +231,8 @@ impl GraphService {
     }
 }
 
-// One handler per RPC, in the proto's order; which of them run on the blocking pool is the proto's
-// `blocking` option.
+// One handler per RPC, in the proto's order; which of them run on the blocking pool or the heavy
+// lane is the proto's `blocking` and `heavy` options.
 graph_ascend_proto::graph_ascend_service! {
     GraphService {
         load_meta_dir: |state, _| handlers::load_meta_dir(state),

@@ -34,6 +34,7 @@ mod scans;
 
 pub use graph_rows::GraphRow;
 pub use open::{Store, StoreError};
+pub use reads::{too_deep, MAX_HIERARCHY_DEPTH};
 pub use rows::{
     ConfigRow, DataRow, GraphKey, IndexRow, LeafPrecision, MatchUpdate, NodeDetailRow, NodeRow,
     OutputRow, Side,
