@@ -467,13 +467,13 @@ fn dispatch(code: &mut String, routed: &[prost_reflect::MethodDescriptor]) -> Re
         code,
         "/// Calls the unary RPC `call.method` of `service` and renders its answer as JSON."
     )?;
-    writeln!(code, "pub async fn call<S: crate::graph_ascend_server::GraphAscend>(service: &S, call: crate::v1::JsonCall) -> Result<crate::v1::JsonAnswer, tonic::Status> {{")?;
+    writeln!(code, "pub async fn call<S: crate::graph_ascend_server::GraphAscend + crate::json::RenderAside>(service: &S, call: crate::v1::JsonCall) -> Result<crate::v1::JsonAnswer, tonic::Status> {{")?;
     writeln!(code, "    match call.method.as_str() {{")?;
     for m in routed.iter().filter(|m| !m.is_server_streaming()) {
         code.push_str(&arm(m)?);
         writeln!(
             code,
-            "            crate::json::rendered(answer).await\n        }}"
+            "            crate::json::rendered(service, answer).await\n        }}"
         )?;
     }
     writeln!(

@@ -64,15 +64,27 @@ pub fn answer<T: Fields + prost::Message>(message: &T) -> crate::v1::JsonAnswer 
     }
 }
 
-/// Answers at least this big (encoded) are rendered by [`rendered`] on the blocking pool.
+/// Answers at least this big (encoded) are rendered by [`rendered`] through
+/// [`RenderAside::render_aside`].
 pub const RENDERED_ASIDE_BYTES: usize = 1 << 20;
 
-/// [`answer`] for `CallJson`, which runs on the runtime's workers: a small answer is rendered
-/// right there; one of [`RENDERED_ASIDE_BYTES`] or more (a hierarchy of 100,000 boxes is tens of
-/// MB, a node list of a million names too) on tokio's blocking pool, so that rendering it never
-/// holds the workers that answer other clients' quick requests.
-pub async fn rendered<T>(message: T) -> Result<crate::v1::JsonAnswer, tonic::Status>
+/// The rendering of an answer, handed to [`RenderAside::render_aside`].
+pub type Render = Box<dyn FnOnce() -> crate::v1::JsonAnswer + Send>;
+
+/// Where `CallJson` renders an answer of [`RENDERED_ASIDE_BYTES`] or more: the service says
+/// (this crate knows no runtime). The sidecar renders it off the threads that answer quick
+/// requests, so that a hierarchy of 100,000 boxes (tens of MB of JSON) never holds them.
+#[tonic::async_trait]
+pub trait RenderAside {
+    /// Runs `render` somewhere other than the calling task's thread and awaits its answer.
+    async fn render_aside(&self, render: Render) -> Result<crate::v1::JsonAnswer, tonic::Status>;
+}
+
+/// [`answer`] for `CallJson`: a small answer is rendered right where it is awaited, one of
+/// [`RENDERED_ASIDE_BYTES`] or more through the service's [`RenderAside`].
+pub async fn rendered<S, T>(service: &S, message: T) -> Result<crate::v1::JsonAnswer, tonic::Status>
 where
+    S: RenderAside + ?Sized,
     T: Fields + prost::Message + Send + 'static,
 {
     let encoded = message.encoded_len();
@@ -82,9 +94,7 @@ where
     if encoded < RENDERED_ASIDE_BYTES {
         return Ok(render());
     }
-    tokio::task::spawn_blocking(render)
-        .await
-        .map_err(|e| tonic::Status::internal(format!("rendering the answer failed: {e}")))
+    service.render_aside(Box::new(render)).await
 }
 
 /// The stream of a server-streaming RPC, each message as a `JsonAnswer`.

@@ -107,7 +107,7 @@ async fn heavy_loop(mut client: Client, id: usize, stop: Arc<AtomicBool>) -> Vec
     let mut times = Vec::new();
     let mut turn = id;
     while !stop.load(Ordering::Relaxed) {
-        let request = if turn % 2 == 0 {
+        let request = if turn.is_multiple_of(2) {
             expand("wide", "root", &name)
         } else {
             expand("deep", &deepest, &name)
@@ -128,11 +128,19 @@ fn quantile(sorted: &[Duration], q: f64) -> Duration {
     sorted.get(at).copied().unwrap_or_default()
 }
 
-async fn phase(socket: &Path, heavy: usize, seconds: f64) -> Result<String, Box<dyn std::error::Error>> {
+async fn phase(
+    socket: &Path,
+    heavy: usize,
+    seconds: f64,
+) -> Result<String, Box<dyn std::error::Error>> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut heavies = Vec::new();
     for id in 0..heavy {
-        heavies.push(tokio::spawn(heavy_loop(connect(socket).await?, id, stop.clone())));
+        heavies.push(tokio::spawn(heavy_loop(
+            connect(socket).await?,
+            id,
+            stop.clone(),
+        )));
     }
     // Let the heavy requests start first.
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -100,6 +100,19 @@ impl GraphService {
     }
 }
 
+/// `CallJson`'s answers of `RENDERED_ASIDE_BYTES` or more (a root of 100,000 children is tens of
+/// MB of JSON) are rendered on the [`HeavyLane`], like the work that made them: never on the
+/// workers that answer other clients' quick requests.
+#[tonic::async_trait]
+impl graph_ascend_proto::json::RenderAside for GraphService {
+    async fn render_aside(
+        &self,
+        render: graph_ascend_proto::json::Render,
+    ) -> Result<pb::JsonAnswer, Status> {
+        self.heavy.run(render).await.map_err(|e| handler_failed(&e))
+    }
+}
+
 /// Runs a handler, a panic caught and turned into an `internal` status.
 fn run_caught<T>(state: &State, f: impl FnOnce(&State) -> T) -> Result<Response<T>, Status> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state)))

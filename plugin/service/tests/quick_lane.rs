@@ -60,6 +60,10 @@ fn served() -> (tempfile::TempDir, Arc<State>, std::path::PathBuf) {
 /// a handle on the view), then asks for another file's configuration. On one runtime worker,
 /// a layout run on the worker would hold it, and the quick answer would never come.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[expect(
+    clippy::await_holding_lock,
+    reason = "the held view lock is what keeps the heavy request running"
+)]
 async fn a_quick_request_is_answered_while_a_heavy_one_runs() {
     let (_dir, state, wide) = served();
     let sockets = tempfile::tempdir().expect("tempdir");
@@ -131,7 +135,10 @@ async fn a_quick_request_is_answered_while_a_heavy_one_runs() {
 fn depth_error(answer: &serde_json::Value, file: &Path, node: &str) {
     assert_eq!(answer["success"], false, "{answer}");
     let error = answer["error"].as_str().expect("error text");
-    assert!(error.contains(&file.display().to_string()), "names the file: {error}");
+    assert!(
+        error.contains(&file.display().to_string()),
+        "names the file: {error}"
+    );
     assert!(error.contains(node), "names the node: {error}");
     assert!(
         error.contains(&MAX_HIERARCHY_DEPTH.to_string()),
@@ -163,7 +170,11 @@ fn a_hierarchy_deeper_than_the_bound_is_refused_naming_file_node_and_bound() {
     assert_eq!(answer["success"], true, "{}", answer["error"]);
     let boxes = answer["data"].as_object().expect("boxes");
     assert!(boxes.contains_key(&last_shown));
-    assert_eq!(boxes.len(), MAX_HIERARCHY_DEPTH + 1, "the root and every level down to it");
+    assert_eq!(
+        boxes.len(),
+        MAX_HIERARCHY_DEPTH + 1,
+        "the root and every level down to it"
+    );
     // Opening it would show a level past the bound: refused too.
     depth_error(
         &probe.expand(&m, &last_shown, "Single"),

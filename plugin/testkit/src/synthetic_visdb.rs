@@ -242,14 +242,24 @@ pub fn write_chain(dest: &Path, depth: usize) -> Result<PathBuf, WriteError> {
     let rows: Vec<NodeRow> = (0..=depth)
         .map(|level| {
             // Level 0 is the root, level `l` the chain's node `l - 1`.
-            let name = |l: usize| if l == 0 { "DefaultModel".to_owned() } else { chain_node(l - 1) };
+            let name = |l: usize| {
+                if l == 0 {
+                    "DefaultModel".to_owned()
+                } else {
+                    chain_node(l - 1)
+                }
+            };
             let node_name = name(level);
             NodeRow {
                 id: format!("{graph_id}_{node_name}"),
                 graph_id: graph_id.to_owned(),
                 node_order: level as i64,
                 node_type: "0".to_owned(),
-                up_node: if level == 0 { String::new() } else { name(level - 1) },
+                up_node: if level == 0 {
+                    String::new()
+                } else {
+                    name(level - 1)
+                },
                 sub_nodes: if level == depth {
                     String::new()
                 } else {

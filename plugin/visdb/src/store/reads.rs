@@ -260,10 +260,7 @@ impl Store {
             }
             // The node and its ancestors up to the root: one more than its depth.
             if chain.len() > MAX_HIERARCHY_DEPTH {
-                return Err(self.data_err(
-                    format!("up_node chain of {name}"),
-                    too_deep(name),
-                ));
+                return Err(self.data_err(format!("up_node chain of {name}"), too_deep(name)));
             }
             let Some(node) = self.node(graph, &current)? else {
                 break;
