@@ -12,8 +12,9 @@
 //! request waits for a core, never for a heavy request. The same few threads run every layout,
 //! so consecutive clicks find their caches and allocator memory warm, as on the workers.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A job of the lane: the request's work, which sends its own answer.
 type Job = Box<dyn FnOnce() + Send>;
@@ -23,6 +24,8 @@ type Job = Box<dyn FnOnce() + Send>;
 pub struct HeavyLane {
     queue: Mutex<mpsc::Sender<Job>>,
     threads: usize,
+    /// Jobs queued and not started yet.
+    waiting: Arc<AtomicUsize>,
 }
 
 /// A heavy job that ended without an answer (its thread could not be started, or it panicked
@@ -45,7 +48,7 @@ impl HeavyLane {
     pub fn new(threads: usize) -> HeavyLane {
         let threads = threads.max(1);
         let (queue, jobs) = mpsc::channel::<Job>();
-        let jobs = std::sync::Arc::new(Mutex::new(jobs));
+        let jobs = Arc::new(Mutex::new(jobs));
         let mut started = 0;
         for i in 0..threads {
             let jobs = jobs.clone();
@@ -68,7 +71,15 @@ impl HeavyLane {
         HeavyLane {
             queue: Mutex::new(queue),
             threads: started,
+            waiting: Arc::default(),
         }
+    }
+
+    /// How many jobs are queued behind the running ones (what a test waits on to know that a
+    /// request reached the lane).
+    #[cfg(test)]
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// Runs `f` on the lane (after the heavy jobs queued before it) and awaits its result,
@@ -82,12 +93,16 @@ impl HeavyLane {
             return tokio::task::spawn_blocking(f).await.map_err(|_| Dropped);
         }
         let (answer, answered) = tokio::sync::oneshot::channel();
+        let waiting = self.waiting.clone();
         let job: Job = Box::new(move || {
+            waiting.fetch_sub(1, Ordering::SeqCst);
             let _ = answer.send(f());
         });
-        crate::sync::lock(&self.queue)
-            .send(job)
-            .map_err(|_| Dropped)?;
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        if crate::sync::lock(&self.queue).send(job).is_err() {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(Dropped);
+        }
         answered.await.map_err(|_| Dropped)
     }
 }
@@ -98,7 +113,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn jobs_beyond_the_threads_queue_and_all_answer() {
-        let lane = std::sync::Arc::new(HeavyLane::new(1));
+        let lane = Arc::new(HeavyLane::new(1));
         assert_eq!(lane.threads, 1);
         let (release, held) = std::sync::mpsc::channel::<()>();
         let first = {
@@ -118,6 +133,10 @@ mod tests {
         // The runtime's only worker is free while the lane's only thread is held.
         assert_eq!(tokio::spawn(async { 3 }).await.expect("worker free"), 3);
         assert!(!second.is_finished(), "queued behind the held job");
+        while lane.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(lane.waiting(), 1, "the second job waits");
         release.send(()).expect("release");
         assert_eq!(first.await.expect("join").expect("answer"), 1);
         assert_eq!(second.await.expect("join").expect("answer"), 2);

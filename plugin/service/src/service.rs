@@ -288,3 +288,107 @@ graph_ascend_proto::graph_ascend_service! {
         stream_json: GraphService::json_answers,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use graph_ascend_testkit::synthetic_visdb::{write, Shape};
+    use prost::Message;
+
+    use super::*;
+
+    fn call(run: &str, method: &str) -> pb::JsonCall {
+        let meta = pb::MetaData {
+            run: run.into(),
+            tag: run.into(),
+            r#type: "db".into(),
+            lang: "en".into(),
+            micro_step: Some(-1),
+            step: Some(0),
+            rank: Some(0),
+        };
+        pb::JsonCall {
+            method: method.into(),
+            request: pb::MetaRequest {
+                meta_data: Some(meta),
+                client_id: "test".into(),
+            }
+            .encode_to_vec(),
+        }
+    }
+
+    /// A legitimately huge answer (the names of a root's 100,000 children: over
+    /// `RENDERED_ASIDE_BYTES` of JSON) is rendered on the heavy lane, not on the runtime's
+    /// worker: with the lane's only thread held, its rendering waits there, and a quick request
+    /// of another file is answered by the only worker meanwhile. Rendered on the worker, the big
+    /// answer would never reach the lane (the wait below would not end).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_huge_answer_is_rendered_on_the_heavy_lane() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logdir = dir.path().canonicalize().expect("real path");
+        for run in ["wide", "small"] {
+            std::fs::create_dir_all(logdir.join(run)).expect("run folder");
+        }
+        let wide = Shape {
+            layers: 100_000,
+            modules: 0,
+            leaves: 0,
+            compare: false,
+            steps: 1,
+            ranks: 1,
+        };
+        write(&logdir.join("wide/wide.vis.db"), wide).expect("wide file");
+        write(
+            &logdir.join("small/small.vis.db"),
+            Shape::with_nodes(200, 3, false),
+        )
+        .expect("small file");
+        let service = GraphService {
+            state: Arc::new(State::new(logdir)),
+            heavy: Arc::new(HeavyLane::new(1)),
+        };
+
+        // The lane's only thread, held until released.
+        let (started, running) = tokio::sync::oneshot::channel::<()>();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let lane = service.heavy.clone();
+        let holder = tokio::spawn(async move {
+            lane.run(move || {
+                let _ = started.send(());
+                held.recv().expect("released");
+            })
+            .await
+        });
+        running.await.expect("the holder runs");
+
+        let big = {
+            let service = service.clone();
+            tokio::spawn(async move {
+                graph_ascend_proto::json::call(&service, call("wide", "LoadGraphAllNodeList")).await
+            })
+        };
+        let queued = async {
+            while service.heavy.waiting() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(120), queued)
+            .await
+            .expect("the big answer's rendering reaches the heavy lane");
+        assert!(!big.is_finished(), "rendered only once the lane is free");
+
+        let quick = graph_ascend_proto::json::call(&service, call("small", "LoadGraphConfigInfo"))
+            .await
+            .expect("the quick answer, while the big one waits to be rendered");
+        let quick: serde_json::Value = serde_json::from_slice(&quick.json).expect("JSON");
+        assert_eq!(quick["success"], true, "{quick}");
+
+        release.send(()).expect("release");
+        holder.await.expect("join").expect("holder ran");
+        let big = big.await.expect("join").expect("the big answer");
+        assert!(big.json.len() >= graph_ascend_proto::json::RENDERED_ASIDE_BYTES);
+        let big: serde_json::Value = serde_json::from_slice(&big.json).expect("JSON");
+        assert_eq!(big["success"], true, "{}", big["error"]);
+    }
+}
