@@ -17,60 +17,20 @@
 //! heavy requests answered with their median time (an error answer counts: the deep one is
 //! refused by a sidecar that bounds the depth).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use graph_ascend_proto as pb;
 use graph_ascend_testkit::synthetic_visdb::{chain_node, write, write_chain, Shape};
+use live_sidecar::{call, meta, Client, Sidecar};
 use prost::Message;
 
-type Client = pb::graph_ascend_client::GraphAscendClient<tonic::transport::Channel>;
+mod live_sidecar;
 
 const WIDE_CHILDREN: usize = 100_000;
 const DEEP_LEVELS: usize = 20_000;
-
-fn meta(run: &str) -> pb::MetaData {
-    pb::MetaData {
-        run: run.into(),
-        tag: run.into(),
-        r#type: "db".into(),
-        lang: "en".into(),
-        micro_step: Some(-1),
-        step: Some(0),
-        rank: Some(0),
-    }
-}
-
-async fn connect(path: &Path) -> Result<Client, Box<dyn std::error::Error>> {
-    let path = path.to_path_buf();
-    let channel = tonic::transport::Endpoint::try_from("http://localhost")?
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let p = path.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(p).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await?;
-    Ok(pb::graph_ascend_client::GraphAscendClient::new(channel)
-        .max_decoding_message_size(usize::MAX))
-}
-
-/// One `CallJson` call; its time, and whether it was answered at all.
-async fn call(client: &mut Client, method: &str, request: Vec<u8>) -> (Duration, bool) {
-    let started = Instant::now();
-    let answered = client
-        .call_json(pb::JsonCall {
-            method: method.into(),
-            request,
-        })
-        .await
-        .is_ok();
-    (started.elapsed(), answered)
-}
 
 fn expand(run: &str, node: &str, client: &str) -> Vec<u8> {
     pb::NodeRequest {
@@ -94,7 +54,7 @@ async fn quick_loop(mut client: Client, stop: Arc<AtomicBool>) -> Vec<Duration> 
     let mut waits = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let (took, answered) = call(&mut client, "LoadGraphConfigInfo", request.clone()).await;
-        assert!(answered, "the configuration read failed");
+        assert!(answered.is_some(), "the configuration read failed");
         waits.push(took);
     }
     waits
@@ -129,7 +89,7 @@ fn quantile(sorted: &[Duration], q: f64) -> Duration {
 }
 
 async fn phase(
-    socket: &Path,
+    sidecar: &Sidecar,
     heavy: usize,
     seconds: f64,
 ) -> Result<String, Box<dyn std::error::Error>> {
@@ -137,14 +97,14 @@ async fn phase(
     let mut heavies = Vec::new();
     for id in 0..heavy {
         heavies.push(tokio::spawn(heavy_loop(
-            connect(socket).await?,
+            sidecar.connect().await?,
             id,
             stop.clone(),
         )));
     }
     // Let the heavy requests start first.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let quick = tokio::spawn(quick_loop(connect(socket).await?, stop.clone()));
+    let quick = tokio::spawn(quick_loop(sidecar.connect().await?, stop.clone()));
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     stop.store(true, Ordering::Relaxed);
     let mut waits = quick.await?;
@@ -163,15 +123,6 @@ async fn phase(
         heavy_times.len(),
         ms(quantile(&heavy_times, 0.5)),
     ))
-}
-
-struct Sidecar(Child);
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[tokio::main]
@@ -203,37 +154,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Shape::with_nodes(2_000, 5, false),
     )?;
 
-    let ready = dir.path().join("ready");
-    let sidecar = Sidecar(
-        Command::new(&binary)
-            .arg("serve")
-            .arg("--logdir")
-            .arg(&logdir)
-            .arg("--ready-file")
-            .arg(&ready)
-            .arg("--log")
-            .arg("warn")
-            .stdin(Stdio::null())
-            .spawn()?,
-    );
-    let started = Instant::now();
-    let socket = loop {
-        if let Ok(text) = std::fs::read_to_string(&ready) {
-            if let Some(line) = text.strip_suffix('\n') {
-                break PathBuf::from(line);
-            }
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            return Err("the sidecar did not start within 30 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let sidecar = Sidecar::start(&binary, &logdir, dir.path()).await?;
 
     println!("{}", binary.display());
     println!("| heavy clients | quick requests | quick p50 ms | quick p99 ms | quick worst ms | heavy answered | heavy p50 ms |");
     println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    println!("{}", phase(&socket, 0, seconds / 2.0).await?);
-    println!("{}", phase(&socket, heavy, seconds).await?);
+    println!("{}", phase(&sidecar, 0, seconds / 2.0).await?);
+    println!("{}", phase(&sidecar, heavy, seconds).await?);
     drop(sidecar);
     Ok(())
 }
