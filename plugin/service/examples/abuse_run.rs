@@ -485,6 +485,7 @@ struct Tally {
     grpc_errors: usize,
     unanswered: usize,
     per_method: BTreeMap<String, usize>,
+    grpc_errors_per_method: BTreeMap<String, usize>,
 }
 
 #[tokio::main]
@@ -601,7 +602,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 *t.per_method.entry(method.clone()).or_default() += 1;
                 match answered {
                     Ok((_, Some(_))) => t.answered += 1,
-                    Ok((_, None)) => t.grpc_errors += 1,
+                    Ok((_, None)) => {
+                        t.grpc_errors += 1;
+                        *t.grpc_errors_per_method.entry(method.clone()).or_default() += 1;
+                    }
                     Err(_) => {
                         t.unanswered += 1;
                         eprintln!("unanswered after 120 s: {method}");
