@@ -2,7 +2,9 @@
 //! hostile and careless files and requests through a live sidecar, with the figures the trust
 //! review asks for.
 //!
-//! `cargo run --release -p graph-ascend-service --example abuse_run -- BINARY SEED [FILES] [REQUESTS]`
+//! `cargo run --release -p graph-ascend-service --example abuse_run -- BINARY SEED [FILES] [REQUESTS] [LEFT_OUT]`
+//!
+//! (LEFT_OUT: classes not planted, comma-separated, to see what a figure comes from.)
 //!
 //! From SEED, writes FILES files (default 200) into a fresh logdir, each of one class of the
 //! review: a trigger (endless write, recursion), a view in place of `tb_nodes`, a hierarchy chain
@@ -497,6 +499,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seed: u64 = seed.parse()?;
     let files: usize = args.get(2).map_or(Ok(200), |s| s.parse())?;
     let requests: usize = args.get(3).map_or(Ok(3_000), |s| s.parse())?;
+    // Classes left out (comma-separated), to see what a figure comes from.
+    let left_out: Vec<&str> = args.get(4).map_or(Vec::new(), |s| s.split(',').collect());
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
 
     let work = tempfile::tempdir()?;
@@ -513,6 +517,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut class = *rng.pick(CLASSES);
         if class == "wide_root" && by_class.get(class).copied().unwrap_or(0) >= 3 {
             class = "deep_chain";
+        }
+        if left_out.contains(&class) {
+            continue;
         }
         let p = plant(&mut rng, &logdir, &outside, i, class, &mut guarded)?;
         *by_class.entry(p.class).or_default() += 1;
@@ -640,6 +647,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "answered {}, gRPC errors {}, unanswered after 120 s {}",
         t.answered, t.grpc_errors, t.unanswered
+    );
+    println!(
+        "gRPC errors per method (malformed bodies, unknown methods): {:?}",
+        t.grpc_errors_per_method
     );
     println!(
         "sidecar alive at the end: {alive}; peak memory {} MB",
