@@ -193,6 +193,7 @@ bench: venv
 	bash bench/convert.sh
 	bash bench/service.sh
 	bash bench/diagnose.sh
+	bash bench/quick_wait.sh
 	PYTHON=$(VPY) bash bench/scale.sh
 	PYTHON=$(VPY) bash bench/load.sh
 

@@ -56,6 +56,7 @@ const SERVICE: &str = "graph_ascend.v1.GraphAscend";
 struct Options {
     http: ExtensionDescriptor,
     blocking: ExtensionDescriptor,
+    heavy: ExtensionDescriptor,
     map_key: ExtensionDescriptor,
     map_value: ExtensionDescriptor,
     json_null: ExtensionDescriptor,
@@ -70,6 +71,7 @@ impl Options {
         Ok(Options {
             http: ext("http")?,
             blocking: ext("blocking")?,
+            heavy: ext("heavy")?,
             map_key: ext("json_map_key")?,
             map_value: ext("json_map_value")?,
             json_null: ext("json_null")?,
@@ -129,8 +131,17 @@ impl Options {
 
     /// Whether a method carries `option (blocking) = true`.
     fn blocking(&self, method: &prost_reflect::MethodDescriptor) -> bool {
+        Self::flag(method, &self.blocking)
+    }
+
+    /// Whether a method carries `option (heavy) = true`.
+    fn heavy(&self, method: &prost_reflect::MethodDescriptor) -> bool {
+        Self::flag(method, &self.heavy)
+    }
+
+    fn flag(method: &prost_reflect::MethodDescriptor, ext: &ExtensionDescriptor) -> bool {
         matches!(
-            method.options().get_extension(&self.blocking).as_ref(),
+            method.options().get_extension(ext).as_ref(),
             Value::Bool(true)
         )
     }
@@ -456,13 +467,13 @@ fn dispatch(code: &mut String, routed: &[prost_reflect::MethodDescriptor]) -> Re
         code,
         "/// Calls the unary RPC `call.method` of `service` and renders its answer as JSON."
     )?;
-    writeln!(code, "pub async fn call<S: crate::graph_ascend_server::GraphAscend>(service: &S, call: crate::v1::JsonCall) -> Result<crate::v1::JsonAnswer, tonic::Status> {{")?;
+    writeln!(code, "pub async fn call<S: crate::graph_ascend_server::GraphAscend + crate::json::RenderAside>(service: &S, call: crate::v1::JsonCall) -> Result<crate::v1::JsonAnswer, tonic::Status> {{")?;
     writeln!(code, "    match call.method.as_str() {{")?;
     for m in routed.iter().filter(|m| !m.is_server_streaming()) {
         code.push_str(&arm(m)?);
         writeln!(
             code,
-            "            Ok(crate::json::answer(&answer))\n        }}"
+            "            crate::json::rendered(service, answer).await\n        }}"
         )?;
     }
     writeln!(

@@ -195,24 +195,50 @@ impl RankDump {
     }
 }
 
-/// A rank folder's `dump.json`, `construct.json` and `stack.json`, each checked to be there.
+/// A rank folder's `dump.json`, `construct.json` and `stack.json`, each checked to be there and
+/// to be a regular file (a FIFO there would hold the conversion forever: it is named as what it
+/// is, not as missing).
 fn rank_files(dir: &Path) -> Result<[PathBuf; 3], ConvertError> {
     let file = |name: &str| {
         let p = dir.join(name);
-        if p.is_file() {
-            Ok(p)
-        } else {
-            Err(ConvertError::Input {
-                path: p,
-                message:
-                    "missing (every rank folder needs dump.json, construct.json and stack.json)"
-                        .into(),
-            })
-        }
+        let message = match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => return Ok(p),
+            Ok(m) => format!(
+                "not a regular file (it is {})",
+                graph_ascend_dump::confine::file_kind(m.file_type())
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                "missing (every rank folder needs dump.json, construct.json and stack.json)".into()
+            }
+            Err(e) => format!("cannot be read: {e}"),
+        };
+        Err(ConvertError::Input { path: p, message })
     };
     Ok([
         file("dump.json")?,
         file("construct.json")?,
         file("stack.json")?,
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A FIFO at `dump.json` is named as what it is, not as missing (and never opened).
+    #[test]
+    fn a_fifo_dump_json_is_not_a_regular_file_and_an_absent_one_is_missing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["construct.json", "stack.json"] {
+            std::fs::write(dir.path().join(name), "{}").expect("write");
+        }
+        let missing = rank_files(dir.path()).expect_err("no dump.json");
+        assert!(missing.to_string().contains("missing"), "{missing}");
+        graph_ascend_testkit::special_files::make_fifo(&dir.path().join("dump.json"));
+        let fifo = rank_files(dir.path()).expect_err("a FIFO dump.json");
+        let text = fifo.to_string();
+        assert!(text.contains("dump.json"), "{text}");
+        assert!(text.contains("not a regular file (it is a FIFO)"), "{text}");
+        assert!(!text.contains("missing"), "{text}");
+    }
 }

@@ -87,6 +87,25 @@ fn opened_path(file: &File, path: &Path) -> std::io::Result<PathBuf> {
     path.canonicalize()
 }
 
+/// What a file that is not a regular one is, in words ("a FIFO", "a folder"...), for the messages
+/// that refuse it.
+pub fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,8 @@
 //!
 //! Each routed unary RPC becomes a method that takes the request message out of tonic's request
 //! and runs its handler, `FnOnce(&State, Request) -> Answer`, through the service's own
-//! `quick` (inline on the runtime's worker) or `blocking` (on the blocking pool, awaited), as the
-//! RPC's `blocking` option says. Every other RPC (streams, `download` routes, the unrouted
+//! `quick` (inline on the runtime's worker), `blocking` (on the blocking pool, awaited) or `heavy`
+//! (on the service's heavy lane, awaited), as the RPC's `blocking` and `heavy` options say. Every other RPC (streams, `download` routes, the unrouted
 //! `CallJson`/`StreamJson`) is passed to an async function of the service with the trait
 //! method's own signature; its stream type is `rpc::ServerStream` of its message.
 use std::fmt::Write as _;
@@ -20,6 +20,8 @@ enum Wrapper {
     Quick,
     /// A routed unary RPC marked `blocking`: its handler through the service's `blocking`.
     Blocking,
+    /// A routed unary RPC marked `heavy`: its handler through the service's `heavy`.
+    Heavy,
     /// Anything else: an async function of the service, called as the trait method.
     Delegated,
 }
@@ -27,14 +29,22 @@ enum Wrapper {
 fn wrapper(opts: &Options, method: &MethodDescriptor) -> Result<Wrapper, BoxError> {
     let routed = !opts.route_paths(method).is_empty() && !opts.download(method);
     let unary = !method.is_client_streaming() && !method.is_server_streaming();
-    let blocking = opts.blocking(method);
-    Ok(match (routed && unary, blocking) {
-        (true, false) => Wrapper::Quick,
-        (true, true) => Wrapper::Blocking,
-        (false, false) => Wrapper::Delegated,
-        (false, true) => {
+    let (blocking, heavy) = (opts.blocking(method), opts.heavy(method));
+    Ok(match (routed && unary, blocking, heavy) {
+        (true, false, false) => Wrapper::Quick,
+        (true, true, false) => Wrapper::Blocking,
+        (true, false, true) => Wrapper::Heavy,
+        (false, false, false) => Wrapper::Delegated,
+        (true, true, true) => {
             return Err(format!(
-                "{}: `blocking` is only for routed unary RPCs (a stream starts its own work)",
+                "{}: `blocking` and `heavy` exclude each other (one place runs a handler)",
+                method.full_name()
+            )
+            .into())
+        }
+        (false, _, _) => {
+            return Err(format!(
+                "{}: `blocking` and `heavy` are only for routed unary RPCs (a stream starts its own work)",
                 method.full_name()
             )
             .into())
@@ -62,6 +72,7 @@ pub fn service_macro(pool: &DescriptorPool) -> Result<String, BoxError> {
             Wrapper::Blocking => {
                 "handler, run by `blocking` (the proto's `blocking` option)".to_owned()
             }
+            Wrapper::Heavy => "handler, run by `heavy` (the proto's `heavy` option)".to_owned(),
             Wrapper::Delegated => "async fn of the service, as the trait method".to_owned(),
         };
         writeln!(code, "/// - `{}`: {how};", snake(m.name()))?;
@@ -124,6 +135,10 @@ fn method(code: &mut String, opts: &Options, m: &MethodDescriptor) -> Result<(),
         Wrapper::Blocking => writeln!(
             code,
             "                {handler}\n                self.blocking(move |state| handler(state, request)).await"
+        )?,
+        Wrapper::Heavy => writeln!(
+            code,
+            "                {handler}\n                self.heavy(move |state| handler(state, request)).await"
         )?,
         Wrapper::Delegated => writeln!(code, "                (${name})(self, request).await")?,
     }

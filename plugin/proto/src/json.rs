@@ -44,10 +44,14 @@ pub fn write_object<T: Fields>(out: &mut Vec<u8>, message: &T, skip: u32) {
 
 /// The browser's JSON text of a message.
 pub fn to_vec<T: Fields + prost::Message>(message: &T) -> Vec<u8> {
+    // `encoded_len` walks the whole message: asked once.
+    to_vec_sized(message, message.encoded_len())
+}
+
+/// [`to_vec`] of a message whose encoded length is known.
+fn to_vec_sized<T: Fields>(message: &T, encoded: usize) -> Vec<u8> {
     // The JSON is a little bigger than the encoded message (keys, quotes): sized once, no
-    // copies while it grows (a node list is megabytes). `encoded_len` walks the whole message:
-    // asked once.
-    let encoded = message.encoded_len();
+    // copies while it grows (a node list is megabytes).
     let mut out = Vec::with_capacity(encoded + encoded / 2 + 64);
     write_object(&mut out, message, 0);
     out
@@ -58,6 +62,39 @@ pub fn answer<T: Fields + prost::Message>(message: &T) -> crate::v1::JsonAnswer 
     crate::v1::JsonAnswer {
         json: to_vec(message),
     }
+}
+
+/// Answers at least this big (encoded) are rendered by [`rendered`] through
+/// [`RenderAside::render_aside`].
+pub const RENDERED_ASIDE_BYTES: usize = 1 << 20;
+
+/// The rendering of an answer, handed to [`RenderAside::render_aside`].
+pub type Render = Box<dyn FnOnce() -> crate::v1::JsonAnswer + Send>;
+
+/// Where `CallJson` renders an answer of [`RENDERED_ASIDE_BYTES`] or more: the service says
+/// (this crate knows no runtime). The sidecar renders it off the threads that answer quick
+/// requests, so that a hierarchy of 100,000 boxes (tens of MB of JSON) never holds them.
+#[tonic::async_trait]
+pub trait RenderAside {
+    /// Runs `render` somewhere other than the calling task's thread and awaits its answer.
+    async fn render_aside(&self, render: Render) -> Result<crate::v1::JsonAnswer, tonic::Status>;
+}
+
+/// [`answer`] for `CallJson`: a small answer is rendered right where it is awaited, one of
+/// [`RENDERED_ASIDE_BYTES`] or more through the service's [`RenderAside`].
+pub async fn rendered<S, T>(service: &S, message: T) -> Result<crate::v1::JsonAnswer, tonic::Status>
+where
+    S: RenderAside + ?Sized,
+    T: Fields + prost::Message + Send + 'static,
+{
+    let encoded = message.encoded_len();
+    let render = move || crate::v1::JsonAnswer {
+        json: to_vec_sized(&message, encoded),
+    };
+    if encoded < RENDERED_ASIDE_BYTES {
+        return Ok(render());
+    }
+    service.render_aside(Box::new(render)).await
 }
 
 /// The stream of a server-streaming RPC, each message as a `JsonAnswer`.

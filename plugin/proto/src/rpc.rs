@@ -17,8 +17,10 @@
 //!   closure). The generated method takes the request message out of tonic's request and runs the
 //!   handler through the service's `fn quick(&self, f) -> Result<Response<T>, Status>` (on the
 //!   runtime's worker), or, for an RPC marked `option (blocking) = true` in the proto, through its
-//!   `async fn blocking(&self, f) -> Result<Response<T>, Status>` (on the blocking pool). Both take
-//!   `f: impl FnOnce(&State) -> T`; which one runs an RPC is said once, in the proto.
+//!   `async fn blocking(&self, f) -> Result<Response<T>, Status>` (on the blocking pool), or, for
+//!   one marked `option (heavy) = true`, through its `async fn heavy(&self, f)` (on the service's
+//!   heavy lane). All take `f: impl FnOnce(&State) -> T`; which one runs an RPC is said once, in
+//!   the proto.
 //! - Every other RPC (server streams, `download` routes, `CallJson`/`StreamJson`) takes an async
 //!   function of the service with the trait method's signature, `(&Self, Request<R>)`; a stream's
 //!   type is [`ServerStream`] of its message.

@@ -237,6 +237,8 @@ struct Known {
     files: HashMap<PathBuf, Arc<GraphFile>>,
     failures: HashMap<PathBuf, (FileStamp, FileProblem)>,
     by_name: HashMap<(String, String), PathBuf>,
+    /// The last scan's errors by `(run, tag)`: why a file named by a request is not served.
+    problems: HashMap<(String, String), String>,
     /// Recently changed files that could not be opened, held back: the stamp seen and when it
     /// was first seen.
     unsettled: HashMap<PathBuf, (FileStamp, Instant)>,
@@ -328,6 +330,14 @@ impl Catalog {
         known.failures.retain(|p, _| still_there.contains(p));
         known.unsettled.retain(|p, _| still_there.contains(p));
         known.by_name = by_name;
+        known.problems = listing
+            .errors
+            .iter()
+            .map(|e| {
+                let reason = e.info.strip_prefix("Error: ").unwrap_or(&e.info);
+                ((e.run.clone(), e.tag.clone()), reason.to_owned())
+            })
+            .collect();
         let mut runs: Vec<(String, Vec<String>)> = runs.into_iter().collect();
         for (_, tags) in &mut runs {
             tags.sort_by(|a, b| natural_cmp(a, b));
@@ -349,6 +359,27 @@ impl Catalog {
         }
         self.scan();
         lookup(self)
+    }
+
+    /// Why `(run, tag)` is not served, for a request that names it after [`Self::file`] found
+    /// nothing: the listing's error for it (the file and what is wrong), or that the logdir
+    /// holds no such file.
+    pub fn unserved_reason(&self, run: &str, tag: &str) -> String {
+        let known = crate::sync::lock(&self.known);
+        let key = (run.to_owned(), tag.to_owned());
+        if let Some(problem) = known.problems.get(&key) {
+            return problem.clone();
+        }
+        if known.by_name.contains_key(&key) {
+            return format!(
+                "{tag}{VIS_DB_SUFFIX} of run {run} changed while it was opened; try again"
+            );
+        }
+        format!(
+            "the logdir {} holds no {tag}{VIS_DB_SUFFIX} in run {run:?} (it was moved or removed, \
+             or is still being written)",
+            self.logdir.display()
+        )
     }
 
     /// The folder of a run, if it is known.

@@ -11,7 +11,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use graph_ascend_visdb::store::{GraphKey, NodeRow, Store, StoreError};
+use graph_ascend_visdb::store::{
+    too_deep, GraphKey, NodeRow, Store, StoreError, MAX_HIERARCHY_DEPTH,
+};
 
 /// Where a hierarchy reads nodes: a [`Store`], or a store behind a cache of children lists
 /// ([`crate::graph_index::CachedRows`]).
@@ -165,9 +167,13 @@ fn box_size(name: &String, info: &RenderInfo) -> usize {
     name.capacity() + info.heap_size()
 }
 
-/// A box met again below itself while walking a hierarchy (a corrupt file's `sub_nodes` loop),
-/// by its position in the hierarchy's `nodes`.
-struct Cycle(usize);
+/// Why a walk of a hierarchy stopped, with the box (by its position in the hierarchy's `nodes`).
+enum Refused {
+    /// The box was met again below itself (a corrupt file's `sub_nodes` loop).
+    Cycle(usize),
+    /// The box lies more than [`MAX_HIERARCHY_DEPTH`] levels below the root.
+    TooDeep(usize),
+}
 
 impl Hierarchy {
     /// Builds the hierarchy with the root expanded. `None` if the graph has no root.
@@ -507,15 +513,23 @@ impl Hierarchy {
         let Some(root) = self.nodes.get_index_of(self.root.as_str()) else {
             return Ok(());
         };
-        let cycle = |at: usize| StoreError::Data {
-            path: store.path().to_owned(),
-            what: "hierarchy".into(),
-            reason: format!(
-                "{} is its own ancestor (its sub_nodes lead back to it)",
+        let refused = |why: Refused| {
+            let name_of = |at: usize| {
                 self.nodes
                     .get_index(at)
                     .map_or("?", |(name, _)| name.as_str())
-            ),
+            };
+            StoreError::Data {
+                path: store.path().to_owned(),
+                what: "hierarchy".into(),
+                reason: match why {
+                    Refused::Cycle(at) => format!(
+                        "{} is its own ancestor (its sub_nodes lead back to it)",
+                        name_of(at)
+                    ),
+                    Refused::TooDeep(at) => too_deep(name_of(at)),
+                },
+            }
         };
         let mut kids = HeldChildren::new(self.nodes.len());
         // msprobe's `resize_hierarchy` descends into open boxes that are not leaves; its
@@ -526,7 +540,7 @@ impl Hierarchy {
         let placed = self.walk(root, &mut kids, |info| info.expand);
         let (sized, placed) = match (sized, placed) {
             (Ok(sized), Ok(placed)) => (sized, placed),
-            (Err(Cycle(at)), _) | (_, Err(Cycle(at))) => return Err(cycle(at)),
+            (Err(why), _) | (_, Err(why)) => return Err(refused(why)),
         };
         for &at in sized.iter().rev() {
             self.resize(at, kids.of(at));
@@ -542,14 +556,15 @@ impl Hierarchy {
     }
 
     /// The boxes held under `root` in depth-first order (parents before children), descending
-    /// into those for which `open` holds; a [`Cycle`] if a box is reached again below itself.
+    /// into those for which `open` holds; refused if a box is reached again below itself, or
+    /// lies more than [`MAX_HIERARCHY_DEPTH`] levels below `root`.
     /// Each box's children held are resolved into `kids` on first need.
     fn walk(
         &self,
         root: usize,
         kids: &mut HeldChildren,
         open: impl Fn(&RenderInfo) -> bool,
-    ) -> Result<Vec<usize>, Cycle> {
+    ) -> Result<Vec<usize>, Refused> {
         let count = self.nodes.len();
         let mut order = Vec::new();
         let mut seen = vec![false; count];
@@ -560,7 +575,10 @@ impl Hierarchy {
         loop {
             if let Some(at) = next.take() {
                 if on_path[at] {
-                    return Err(Cycle(at));
+                    return Err(Refused::Cycle(at));
+                }
+                if path.len() > MAX_HIERARCHY_DEPTH {
+                    return Err(Refused::TooDeep(at));
                 }
                 if !seen[at] {
                     seen[at] = true;

@@ -21,7 +21,9 @@
 //!
 //! ```text
 //! server               the listener, graceful shutdown, the TCP token; serves a State
-//! service              the tonic edge: one method per RPC, run quick or on the blocking pool
+//! service              the tonic edge: one method per RPC, run quick, on the blocking pool or
+//!                      on the heavy lane
+//! heavy_lane           the few threads that run long requests (layouts, huge answers)
 //! handlers/            one function per RPC; below its routes, `selection` and `reply`
 //! state                State: everything the handlers share, one per sidecar
 //! convert_jobs         conversions on demand
@@ -36,6 +38,7 @@
 //! precision            a matched pair's precision, by the converter's comparison
 //! step_aside           background work pausing while the opening answers travel
 //! paths                request paths resolved inside the logdir
+//! regular_file         a file a request names, opened once, checked on the handle, bounded
 //! messages             the page's error texts, in both languages
 //! values               JSON <-> protobuf `Value`
 //! watch                the logdir watched for new and changed files
@@ -49,12 +52,14 @@ pub(crate) mod convert_jobs;
 pub(crate) mod diagnosis_cache;
 pub(crate) mod graph_index;
 pub mod handlers;
+pub(crate) mod heavy_lane;
 pub(crate) mod layout;
 pub(crate) mod matching;
 pub(crate) mod messages;
 pub(crate) mod paths;
 pub(crate) mod precision;
 pub(crate) mod precision_overrides;
+pub(crate) mod regular_file;
 pub(crate) mod root_layouts;
 pub mod server;
 pub mod service;
@@ -74,4 +79,4 @@ pub use server::{run, run_checked, Listener, PrivateSocket, ServeError, TokenChe
 pub use service::GraphService;
 pub use state::State;
 pub use values::{json_to_prost, prost_to_json};
-pub use views::DEFAULT_MAX_VIEW_BYTES;
+pub use views::{ViewKey, DEFAULT_MAX_VIEW_BYTES};

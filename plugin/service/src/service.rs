@@ -5,7 +5,9 @@
 //! per RPC): it runs the handler through [`GraphService::quick`], right on the runtime's worker
 //! thread, or, for the RPCs the proto marks `option (blocking) = true` (the handlers that may wait
 //! long: index builds, file writes, conversions, the logdir walk), through
-//! [`GraphService::blocking`], on the blocking pool. Only a failure of the server itself (a
+//! [`GraphService::blocking`], on the blocking pool, or, for those marked `option (heavy) = true`
+//! (the layouts, whose work grows with the file), through [`GraphService::heavy`], on the
+//! [`HeavyLane`]: quick requests never wait behind long work. Only a failure of the server itself (a
 //! panicked or cancelled handler) becomes a gRPC status; answers about bad requests or bad files
 //! are ordinary responses with `success: false`, as the page expects. The streams and the shim's
 //! path are written here: `CallJson` and `StreamJson` call the same typed RPCs and render their
@@ -19,17 +21,24 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
 use crate::handlers;
+use crate::heavy_lane::HeavyLane;
 use crate::state::State;
 
 /// The service object tonic serves.
 #[derive(Clone)]
 pub struct GraphService {
     state: Arc<State>,
+    heavy: Arc<HeavyLane>,
 }
 
 impl GraphService {
+    /// The service of `state`, with a heavy lane of the default size
+    /// ([`HeavyLane::default_threads`]).
     pub fn new(state: Arc<State>) -> GraphService {
-        GraphService { state }
+        GraphService {
+            state,
+            heavy: Arc::new(HeavyLane::new(HeavyLane::default_threads())),
+        }
     }
 }
 
@@ -61,10 +70,24 @@ impl GraphService {
         }
     }
 
+    /// Runs a handler whose work grows with the file (a layout: the RPCs marked `heavy` in the
+    /// proto) on the [`HeavyLane`], after the heavy requests before it, holding no worker
+    /// meanwhile; a panicking handler becomes an `internal` status, as elsewhere.
+    async fn heavy<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&State) -> T + Send + 'static,
+    ) -> Result<Response<T>, Status> {
+        let state = self.state.clone();
+        match self.heavy.run(move || run_caught(&state, f)).await {
+            Ok(answered) => answered,
+            Err(e) => Err(handler_failed(&e)),
+        }
+    }
+
     /// Runs a handler whose work is bounded by the answer it makes (the page's opening requests
-    /// and its clicks: a file's configuration, a layout, a node's details; the RPCs not marked
-    /// `blocking` in the proto) right on the runtime's worker thread, like the JSON of every
-    /// answer. It waits for no background build and writes no file.
+    /// and its clicks: a file's configuration, a node's details; the RPCs marked neither
+    /// `blocking` nor `heavy` in the proto) right on the runtime's worker thread, like the JSON of
+    /// every answer but the biggest. It waits for no background build and writes no file.
     ///
     /// On the same few threads, the answers of consecutive clicks find caches and allocator
     /// memory warm; under `block_in_place`, which moved the worker's role to another thread on
@@ -74,6 +97,19 @@ impl GraphService {
     /// `internal` status, as there.
     fn quick<T>(&self, f: impl FnOnce(&State) -> T) -> Result<Response<T>, Status> {
         run_caught(&self.state, f)
+    }
+}
+
+/// `CallJson`'s answers of `RENDERED_ASIDE_BYTES` or more (a root of 100,000 children is tens of
+/// MB of JSON) are rendered on the [`HeavyLane`], like the work that made them: never on the
+/// workers that answer other clients' quick requests.
+#[tonic::async_trait]
+impl graph_ascend_proto::json::RenderAside for GraphService {
+    async fn render_aside(
+        &self,
+        render: graph_ascend_proto::json::Render,
+    ) -> Result<pb::JsonAnswer, Status> {
+        self.heavy.run(render).await.map_err(|e| handler_failed(&e))
     }
 }
 
@@ -208,8 +244,8 @@ impl GraphService {
     }
 }
 
-// One handler per RPC, in the proto's order; which of them run on the blocking pool is the proto's
-// `blocking` option.
+// One handler per RPC, in the proto's order; which of them run on the blocking pool or the heavy
+// lane is the proto's `blocking` and `heavy` options.
 graph_ascend_proto::graph_ascend_service! {
     GraphService {
         load_meta_dir: |state, _| handlers::load_meta_dir(state),
@@ -250,5 +286,109 @@ graph_ascend_proto::graph_ascend_service! {
         export_csv: GraphService::csv_download,
         call_json: GraphService::json_answer,
         stream_json: GraphService::json_answers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use graph_ascend_testkit::synthetic_visdb::{write, Shape};
+    use prost::Message;
+
+    use super::*;
+
+    fn call(run: &str, method: &str) -> pb::JsonCall {
+        let meta = pb::MetaData {
+            run: run.into(),
+            tag: run.into(),
+            r#type: "db".into(),
+            lang: "en".into(),
+            micro_step: Some(-1),
+            step: Some(0),
+            rank: Some(0),
+        };
+        pb::JsonCall {
+            method: method.into(),
+            request: pb::MetaRequest {
+                meta_data: Some(meta),
+                client_id: "test".into(),
+            }
+            .encode_to_vec(),
+        }
+    }
+
+    /// A legitimately huge answer (the names of a root's 100,000 children: over
+    /// `RENDERED_ASIDE_BYTES` of JSON) is rendered on the heavy lane, not on the runtime's
+    /// worker: with the lane's only thread held, its rendering waits there, and a quick request
+    /// of another file is answered by the only worker meanwhile. Rendered on the worker, the big
+    /// answer would never reach the lane (the wait below would not end).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_huge_answer_is_rendered_on_the_heavy_lane() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logdir = dir.path().canonicalize().expect("real path");
+        for run in ["wide", "small"] {
+            std::fs::create_dir_all(logdir.join(run)).expect("run folder");
+        }
+        let wide = Shape {
+            layers: 100_000,
+            modules: 0,
+            leaves: 0,
+            compare: false,
+            steps: 1,
+            ranks: 1,
+        };
+        write(&logdir.join("wide/wide.vis.db"), wide).expect("wide file");
+        write(
+            &logdir.join("small/small.vis.db"),
+            Shape::with_nodes(200, 3, false),
+        )
+        .expect("small file");
+        let service = GraphService {
+            state: Arc::new(State::new(logdir)),
+            heavy: Arc::new(HeavyLane::new(1)),
+        };
+
+        // The lane's only thread, held until released.
+        let (started, running) = tokio::sync::oneshot::channel::<()>();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let lane = service.heavy.clone();
+        let holder = tokio::spawn(async move {
+            lane.run(move || {
+                let _ = started.send(());
+                held.recv().expect("released");
+            })
+            .await
+        });
+        running.await.expect("the holder runs");
+
+        let big = {
+            let service = service.clone();
+            tokio::spawn(async move {
+                graph_ascend_proto::json::call(&service, call("wide", "LoadGraphAllNodeList")).await
+            })
+        };
+        let queued = async {
+            while service.heavy.waiting() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(120), queued)
+            .await
+            .expect("the big answer's rendering reaches the heavy lane");
+        assert!(!big.is_finished(), "rendered only once the lane is free");
+
+        let quick = graph_ascend_proto::json::call(&service, call("small", "LoadGraphConfigInfo"))
+            .await
+            .expect("the quick answer, while the big one waits to be rendered");
+        let quick: serde_json::Value = serde_json::from_slice(&quick.json).expect("JSON");
+        assert_eq!(quick["success"], true, "{quick}");
+
+        release.send(()).expect("release");
+        holder.await.expect("join").expect("holder ran");
+        let big = big.await.expect("join").expect("the big answer");
+        assert!(big.json.len() >= graph_ascend_proto::json::RENDERED_ASIDE_BYTES);
+        let big: serde_json::Value = serde_json::from_slice(&big.json).expect("JSON");
+        assert_eq!(big["success"], true, "{}", big["error"]);
     }
 }

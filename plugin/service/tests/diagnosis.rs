@@ -394,6 +394,39 @@ fn csv_errors_come_first_and_a_gone_receiver_stops_the_export() {
     );
 }
 
+/// A bad row late in the file: the download was 200 with its headers sent and an empty or cut
+/// body (the reason only in TensorBoard's log). The whole CSV is made before anything is sent,
+/// so the first chunk is the error, naming the file, the node and what is wrong.
+#[test]
+fn a_csv_with_a_bad_row_answers_the_error_first() {
+    let (_dir, state, path) = serve("compare_tf_stats");
+    let tag = tag_of(&path);
+    let broken = {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        let name: String = conn
+            .query_row(
+                "SELECT node_name FROM tb_nodes WHERE matched_node_link IS NOT NULL \
+                 AND matched_node_link NOT IN ('', '[]') ORDER BY rowid DESC LIMIT 1",
+                [],
+                |row| row.get(0),
+            )
+            .expect("a matched node");
+        conn.execute(
+            "UPDATE tb_nodes SET input_data = '{\"broken' WHERE node_name = ?1",
+            [&name],
+        )
+        .expect("break its row");
+        name
+    };
+    let chunks = export(&state, csv_request(&tag, None, None), usize::MAX);
+    assert_eq!(chunks.len(), 1, "only the error: {:?}", chunks[0]);
+    assert!(!chunks[0].success);
+    let error = chunks[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains(&path.display().to_string()), "{error}");
+    assert!(error.contains(&broken), "{error}");
+    assert!(error.contains("input_data"), "{error}");
+}
+
 #[test]
 fn a_two_rank_file_has_verdicts_per_rank() {
     let (_dir, state, path) = serve("compare_dist_ranks");

@@ -1,6 +1,6 @@
 //! A `.vis.db` whose hierarchy loops or is thousands of levels deep is an error answer naming the
-//! file and the node (or, when deep but sound, an ordinary answer): never a stack overflow that
-//! takes the sidecar and every user's view down with it.
+//! file and the node: never a stack overflow that takes the sidecar and every user's view down
+//! with it, nor seconds of work on every expansion.
 
 mod common;
 
@@ -86,7 +86,8 @@ fn a_two_node_cycle_is_an_error_answer() {
     assert_cycle_answer(&probe, &file, &answer, FC1);
 }
 
-/// Levels of the deep chain: far more than a recursive walk survives on a 2 MB thread stack.
+/// Levels of the deep chain: far more than a recursive walk survives on a 2 MB thread stack, and
+/// than the layout's bound.
 const DEPTH: usize = 20_000;
 
 /// Adds a chain of `DEPTH` modules under the root, each the only child of the one before.
@@ -132,23 +133,20 @@ fn add_deep_chain(conn: &rusqlite::Connection) {
     tx.commit().expect("commit");
 }
 
+/// Far deeper than the layout's bound (`MAX_HIERARCHY_DEPTH`, laid out up to it: see
+/// `quick_lane.rs`): revealing the deepest node is an error answer naming the file and the node,
+/// not a stack overflow nor seconds of work, and the file still answers.
 #[test]
-fn a_hierarchy_thousands_of_levels_deep_is_laid_out() {
+fn a_hierarchy_thousands_of_levels_deep_is_refused_naming_file_and_node() {
     let (_dir, state, file) = corrupted(add_deep_chain);
     let probe = Probe::new(state);
     let m = meta("run", &tag(&file));
     assert_eq!(probe.expand(&m, "root", "Single")["success"], true);
     let deepest = format!("Module.deep.{}.Deep.forward.0", DEPTH - 1);
-    // Revealing the deepest node opens every one of its ancestors.
     let answer = probe.expand(&m, &deepest, "Single");
-    assert_eq!(answer["success"], true, "{}", answer["error"]);
-    let boxes = answer["data"].as_object().expect("boxes");
-    assert!(boxes.contains_key(&deepest), "the deepest node is shown");
-    assert!(boxes.len() > DEPTH, "every level is shown: {}", boxes.len());
-    // Each level sits inside the one above it.
-    let top = &boxes["Module.deep.0.Deep.forward.0"];
-    let bottom = &boxes[&deepest];
-    assert!(bottom["y"].as_i64() > top["y"].as_i64());
+    assert_cycle_answer(&probe, &file, &answer, &deepest);
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(error.contains("levels below the root"), "{error}");
 }
 
 /// The sidecar itself, over its real socket: a looping hierarchy answers an error (twice, as

@@ -16,10 +16,13 @@
 //!   memory and sharding tests, the converter and scale benchmarks); its command line is
 //!   `src/bin/gen_dump.rs`.
 //!
+//! - [`special_files`]: a FIFO where a regular file is expected.
+//!
 //! Everything here reaches the product crates through their public API only.
 
 #![deny(unsafe_code)]
 
 pub mod fuzzing;
+pub mod special_files;
 pub mod synthetic_dump;
 pub mod synthetic_visdb;

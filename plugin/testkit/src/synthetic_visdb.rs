@@ -228,6 +228,76 @@ fn write_graph(
     Ok(())
 }
 
+/// The name of level `i` (0: the root's only child) of a [`write_chain`] file.
+pub fn chain_node(i: usize) -> String {
+    format!("Module.deep.{i}.Deep.forward.0")
+}
+
+/// Writes a build file whose root `DefaultModel` holds a chain of `depth` modules, each the only
+/// child of the one before ([`chain_node`] names them): the deepest hierarchy a crafted file can
+/// make with the fewest rows.
+pub fn write_chain(dest: &Path, depth: usize) -> Result<PathBuf, WriteError> {
+    let mut writer = VisDbWriter::create(dest)?;
+    let graph_id = "NPU_0_0";
+    let rows: Vec<NodeRow> = (0..=depth)
+        .map(|level| {
+            // Level 0 is the root, level `l` the chain's node `l - 1`.
+            let name = |l: usize| {
+                if l == 0 {
+                    "DefaultModel".to_owned()
+                } else {
+                    chain_node(l - 1)
+                }
+            };
+            let node_name = name(level);
+            NodeRow {
+                id: format!("{graph_id}_{node_name}"),
+                graph_id: graph_id.to_owned(),
+                node_order: level as i64,
+                node_type: "0".to_owned(),
+                up_node: if level == 0 {
+                    String::new()
+                } else {
+                    name(level - 1)
+                },
+                sub_nodes: if level == depth {
+                    String::new()
+                } else {
+                    json!([name(level + 1)]).to_string()
+                },
+                precision_index: None,
+                overflow_level: None,
+                micro_step_id: 0,
+                matched_node_link: "[]".to_owned(),
+                stack_id: format!("{graph_id}_0"),
+                parallel_merge_info: String::new(),
+                matched_distributed: "{}".to_owned(),
+                modified: 0,
+                input_data: "{}".to_owned(),
+                output_data: "{}".to_owned(),
+                data_source: "NPU".to_owned(),
+                dump_data_dir: None,
+                step: 0,
+                rank: 0,
+                is_distributed: 0,
+                node_name,
+            }
+        })
+        .collect();
+    writer.insert_nodes(&rows)?;
+    writer.insert_config(&ConfigRow {
+        graph_type: "build".to_owned(),
+        task: "summary".to_owned(),
+        tool_tip: Some("{}".to_owned()),
+        micro_steps: 1,
+        overflow_check: 0,
+        node_colors: "{}".to_owned(),
+        rank_list: "[0]".to_owned(),
+        step_list: "[0]".to_owned(),
+    })?;
+    writer.finish()
+}
+
 fn tensor_data(name: &str, seed: u64) -> (String, String) {
     let v = (seed % 10_000) as f64 / 1000.0;
     let stats = |slot: &str| {

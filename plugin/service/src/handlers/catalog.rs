@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::navigation::pane;
 use super::reply::{answer, HandlerError, Result, StoreContext};
-use super::selection::{lang_of, select, Selection};
+use super::selection::{lang_of, select, unserved, Selection};
 use crate::messages::{Lang, Msg};
 use crate::state::State;
 use crate::values::{json_to_prost, json_to_struct};
@@ -107,7 +107,7 @@ fn config_info(state: &State, meta: Option<&pb::MetaData>) -> Result<pb::ConfigI
     let file = state
         .catalog
         .file(&meta.run, &meta.tag)
-        .ok_or(HandlerError::Invalid(Msg::DbInit))?;
+        .ok_or_else(|| unserved(state, &meta.run, &meta.tag))?;
     let config = file.with_store(Store::config).context(Msg::LoadConfig)?;
     let colors = match &config.node_colors {
         Value::Object(map) => map

@@ -6,7 +6,7 @@
 //! file is never written. Diagnoses are kept per file version ([`crate::diagnosis_cache`]).
 
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{Read, Seek, Write};
 use std::sync::Arc;
 
 use graph_ascend_diagnose::{
@@ -358,14 +358,23 @@ fn group(g: &graph_ascend_diagnose::SourceGroup) -> pb::DiagnosisGroup {
 /// `exportCsv`: the compare as CSV (`graph_ascend_diagnose::export`), sent to `send` in chunks:
 /// first one saying success (or the error), the content type and the file name, then the bytes.
 /// `send` answers false when the receiver is gone, which stops the export.
+///
+/// The CSV is written whole to an unnamed temporary file first (it goes when the export ends,
+/// even when the sidecar is killed), and sent only once complete: a bad row anywhere in the file
+/// makes the first chunk the error, which the page shows, naming the file and the row, instead of
+/// a download cut short after its headers went out.
 pub fn export_csv(
     state: &State,
     req: pb::ExportCsvRequest,
     send: &mut dyn FnMut(pb::FileChunk) -> bool,
 ) {
     let lang = Lang::parse(&req.lang);
-    let (compare, file_name) = match csv_source(state, &req) {
-        Ok(found) => found,
+    let spooled = csv_source(state, &req).and_then(|(compare, file_name)| {
+        let spool = spool_csv(&compare, req.step.map(i64::from), req.rank.map(i64::from))?;
+        Ok((spool, file_name))
+    });
+    let (mut spool, file_name) = match spooled {
+        Ok(spooled) => spooled,
         Err(e) => {
             send(pb::FileChunk::failure(e.text(lang)));
             return;
@@ -381,27 +390,51 @@ pub fn export_csv(
     if !send(header) {
         return;
     }
-    let step = req.step.map(i64::from);
-    let rank = req.rank.map(i64::from);
-    let mut out = Chunks {
-        send,
-        buf: Vec::with_capacity(CHUNK_BYTES),
-        closed: false,
-    };
-    let written = graph_ascend_diagnose::export::write_csv(&compare, step, rank, &mut out)
-        .and_then(|_| {
-            out.flush()
-                .map_err(|source| graph_ascend_diagnose::DiagnoseError::Write {
-                    what: "the CSV".into(),
+    loop {
+        let mut data = Vec::with_capacity(CHUNK_BYTES);
+        let read = (&mut spool).take(CHUNK_BYTES as u64).read_to_end(&mut data);
+        match read {
+            Ok(0) => return,
+            Ok(_) => {
+                let chunk = pb::FileChunk {
+                    success: true,
+                    data,
+                    ..Default::default()
+                };
+                if !send(chunk) {
+                    return;
+                }
+            }
+            Err(source) => {
+                // The temporary file could not be read back: the download ends with an error
+                // (the shim cuts the file short).
+                let e = graph_ascend_diagnose::DiagnoseError::Write {
+                    what: "the CSV's temporary file".into(),
                     source,
-                })
-        });
-    if let Err(e) = written {
-        if !out.closed {
-            // Ends the download with an error (the shim cuts the file short).
-            (out.send)(pb::FileChunk::failure(failed(e).text(lang)));
+                };
+                send(pb::FileChunk::failure(failed(e).text(lang)));
+                return;
+            }
         }
     }
+}
+
+/// The whole CSV of `compare`, written to an unnamed temporary file and rewound.
+fn spool_csv(compare: &CompareFile, step: Option<i64>, rank: Option<i64>) -> Result<std::fs::File> {
+    let write_err = |source| {
+        failed(graph_ascend_diagnose::DiagnoseError::Write {
+            what: "the CSV's temporary file".into(),
+            source,
+        })
+    };
+    let mut spool = tempfile::tempfile().map_err(write_err)?;
+    {
+        let mut out = std::io::BufWriter::with_capacity(CHUNK_BYTES, &mut spool);
+        graph_ascend_diagnose::export::write_csv(compare, step, rank, &mut out).map_err(failed)?;
+        out.flush().map_err(write_err)?;
+    }
+    spool.seek(std::io::SeekFrom::Start(0)).map_err(write_err)?;
+    Ok(spool)
 }
 
 /// The compare file of an export request, checked against its steps and ranks, and the name
@@ -420,49 +453,4 @@ fn csv_source(state: &State, req: &pb::ExportCsvRequest) -> Result<(CompareFile,
     }
     name.push_str(".csv");
     Ok((compare, name))
-}
-
-/// A writer that sends what it is given in chunks of [`CHUNK_BYTES`].
-struct Chunks<'a> {
-    send: &'a mut dyn FnMut(pb::FileChunk) -> bool,
-    buf: Vec<u8>,
-    /// The receiver went away.
-    closed: bool,
-}
-
-impl Chunks<'_> {
-    fn send_buffer(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
-        let chunk = pb::FileChunk {
-            success: true,
-            data,
-            ..Default::default()
-        };
-        if (self.send)(chunk) {
-            Ok(())
-        } else {
-            self.closed = true;
-            Err(std::io::Error::new(
-                std::io::ErrorKind::BrokenPipe,
-                "the download was cancelled",
-            ))
-        }
-    }
-}
-
-impl Write for Chunks<'_> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(bytes);
-        if self.buf.len() >= CHUNK_BYTES {
-            self.send_buffer()?;
-        }
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.send_buffer()
-    }
 }

@@ -16,6 +16,7 @@ use super::reply::{answer, HandlerError, Result, StoreContext};
 use super::selection::{lang_of, select, Selection};
 use crate::matching::{opposite, Editor, Outcome};
 use crate::messages::Msg;
+use crate::regular_file::read_regular;
 use crate::state::State;
 
 // ---------------------------------------------------------------------------------------------
@@ -228,6 +229,10 @@ fn delete_match(state: &State, req: &pb::MatchNodesRequest) -> Result<pb::MatchR
     })
 }
 
+/// The largest matching configuration read (a pair of names is about 200 bytes: some 300,000
+/// pairs); a bigger file is refused before its text is held.
+pub const MAX_MATCH_CONFIG_BYTES: u64 = 64 << 20;
+
 /// A plain file name (no folders), as msprobe requires of configuration files.
 fn plain_file_name(name: &str) -> bool {
     !name.is_empty()
@@ -256,29 +261,33 @@ fn match_by_config(
 ) -> Result<pb::MatchResultResponse> {
     let sel = select(state, req.meta_data.as_ref())?;
     let mode = task_mode(&sel, &["md5", "summary"])?;
+    let failed = |reason: String| HandlerError::Because(Msg::LoadConfigFile, reason);
     if !plain_file_name(&req.config_file) {
-        return Err(HandlerError::Invalid(Msg::LoadConfigFile));
+        return Err(failed(format!(
+            "{:?} is not a file name of the run's folder (letters, digits, '_', '-' and '.')",
+            req.config_file
+        )));
     }
     let dir = sel
         .file
         .path
         .parent()
-        .ok_or(HandlerError::Invalid(Msg::LoadConfigFile))?;
+        .ok_or_else(|| failed(format!("{} lies in no folder", sel.file.path.display())))?;
     let path = dir.join(&req.config_file);
-    let is_plain = std::fs::symlink_metadata(&path)
-        .map(|m| m.file_type().is_file())
-        .unwrap_or(false);
-    if !is_plain {
-        return Err(HandlerError::Invalid(Msg::MatchNode));
-    }
-    let text =
-        std::fs::read_to_string(&path).map_err(|_| HandlerError::Invalid(Msg::LoadConfigFile))?;
+    // Opened once, never following a link nor waiting on a FIFO, and read with a bound.
+    let text = read_regular(&path, MAX_MATCH_CONFIG_BYTES).map_err(|e| failed(e.to_string()))?;
     let pairs = match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(map)) => config_pairs(
             map.into_iter()
                 .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_owned()))),
         ),
-        _ => return Err(HandlerError::Invalid(Msg::LoadConfigFile)),
+        Ok(_) => {
+            return Err(failed(format!(
+                "{}: not a JSON object of NPU node names to Bench node names",
+                path.display()
+            )))
+        }
+        Err(e) => return Err(failed(format!("{}: not JSON: {e}", path.display()))),
     };
     if pairs.is_empty() {
         return Err(HandlerError::Invalid(Msg::MatchNodeLinksNull));
@@ -331,30 +340,34 @@ fn save_relations(
     for (name, other) in links {
         map.insert(name, Value::String(other));
     }
+    let failed = |reason: String| HandlerError::Because(Msg::SaveMatchRelationship, reason);
     let mut text = Vec::new();
     let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
     let mut ser = serde_json::Serializer::with_formatter(&mut text, formatter);
     serde::Serialize::serialize(&Value::Object(map), &mut ser)
-        .map_err(|_| HandlerError::Invalid(Msg::SaveMatchRelationship))?;
+        .map_err(|e| failed(format!("the matches could not be written as JSON: {e}")))?;
     let text =
-        String::from_utf8(text).map_err(|_| HandlerError::Invalid(Msg::SaveMatchRelationship))?;
+        String::from_utf8(text).map_err(|_| failed("the matches are not UTF-8 text".into()))?;
     let name = format!("{}_{}_{}.vis.config", sel.file.tag, sel.step, sel.rank);
     if !plain_file_name(&name) {
-        return Err(HandlerError::Invalid(Msg::SaveMatchRelationship));
+        return Err(failed(format!(
+            "{name:?} is not a plain file name (letters, digits, '_', '-' and '.')"
+        )));
     }
     let dir = sel
         .file
         .path
         .parent()
-        .ok_or(HandlerError::Invalid(Msg::SaveMatchRelationship))?;
+        .ok_or_else(|| failed(format!("{} lies in no folder", sel.file.path.display())))?;
     let path = dir.join(&name);
     if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(HandlerError::Invalid(Msg::SaveMatchRelationship));
+        return Err(failed(format!(
+            "{} is a symbolic link, which is never written through",
+            path.display()
+        )));
     }
-    write_atomically(&path, &text).map_err(|e| {
-        tracing::warn!("cannot write {}: {e}", path.display());
-        HandlerError::Invalid(Msg::SaveMatchRelationship)
-    })?;
+    write_atomically(&path, &text)
+        .map_err(|e| failed(format!("{} cannot be written: {e}", path.display())))?;
     Ok(pb::SaveMatchedRelationsResponse {
         success: true,
         error: None,

@@ -62,10 +62,9 @@ pub fn change_node_expand_state(
 }
 
 fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::HierarchyResponse> {
-    let node = req
-        .node_info
-        .as_ref()
-        .ok_or(HandlerError::Invalid(Msg::ExpandNode))?;
+    let node = req.node_info.as_ref().ok_or_else(|| {
+        HandlerError::Because(Msg::ExpandNode, "the request names no node".into())
+    })?;
     let sel = select(state, req.meta_data.as_ref())?;
     let compare = sel.is_compare()?;
     let Some((side, prefix, pane_name)) = pane(compare, &node.node_type) else {
@@ -110,9 +109,20 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
         })
         .context(Msg::ExpandNode);
     state.views.record_size(&key, guard.as_ref());
-    let names = names?.ok_or(HandlerError::Invalid(Msg::ExpandNode))?;
+    let no_root = || {
+        HandlerError::Because(
+            Msg::ExpandNode,
+            format!(
+                "{}: the {pane_name} graph of step {}, rank {} has no root node",
+                sel.file.path.display(),
+                sel.step,
+                sel.rank
+            ),
+        )
+    };
+    let names = names?.ok_or_else(no_root)?;
     let Some(h) = guard.as_ref() else {
-        return Err(HandlerError::Invalid(Msg::ExpandNode));
+        return Err(no_root());
     };
     Ok(pb::HierarchyResponse {
         success: true,

@@ -15,6 +15,9 @@ pub enum HandlerError {
     /// The file could not be read; the message names the file.
     #[error("{1}")]
     Store(Msg, StoreError),
+    /// msprobe's message, and what is wrong, naming the file (or the request's part) concerned.
+    #[error("{1}")]
+    Because(Msg, String),
     /// A colour legend msprobe refuses (its texts are English in both languages).
     #[error(transparent)]
     Colors(ColorsError),
@@ -32,6 +35,7 @@ impl HandlerError {
         match self {
             HandlerError::Invalid(msg) => msg.text(lang).to_owned(),
             HandlerError::Store(msg, err) => format!("{} {err}", msg.text(lang)),
+            HandlerError::Because(msg, reason) => format!("{} {reason}", msg.text(lang)),
             HandlerError::Colors(err) => err.to_string(),
             HandlerError::Conversion(err) => err.to_string(),
             HandlerError::Diagnosis(msg, err) => format!("{} {err}", msg.text(lang)),

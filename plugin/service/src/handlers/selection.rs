@@ -78,5 +78,11 @@ pub(crate) fn file_of(state: &State, run: &str, tag: &str, kind: &str) -> Result
     state
         .catalog
         .file(run, tag)
-        .ok_or(HandlerError::Invalid(Msg::DbInit))
+        .ok_or_else(|| unserved(state, run, tag))
+}
+
+/// "The database file could not be opened.", with why: the listing's error for the file, or
+/// that the logdir holds no such file.
+pub(crate) fn unserved(state: &State, run: &str, tag: &str) -> HandlerError {
+    HandlerError::Because(Msg::DbInit, state.catalog.unserved_reason(run, tag))
 }

@@ -1,6 +1,8 @@
 //! The indexed reads: the config, a node, its children and ancestors, its details, the names
 //! and links of a graph, the candidates of the filters.
 
+use std::collections::HashSet;
+
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
@@ -12,6 +14,20 @@ use super::open::{QueryResult, Store, StoreError};
 use super::rows::{ConfigRow, GraphKey, LeafPrecision, NodeDetailRow, NodeRow, OutputRow};
 use crate::json::parse_lenient;
 use crate::schema::is_leaf_sql;
+
+/// The deepest a node may lie below its graph's root, in levels, for the reads that follow a
+/// hierarchy (a node's ancestry here, the layout of the page's panes): past it a request is
+/// refused, naming the node, after at most this many reads. msprobe's models nest a few dozen
+/// levels; a crafted chain of 100,000 levels made every expansion take 14–54 s.
+pub const MAX_HIERARCHY_DEPTH: usize = 1000;
+
+/// Why a node past [`MAX_HIERARCHY_DEPTH`] is refused.
+pub fn too_deep(name: &str) -> String {
+    format!(
+        "{name} lies more than {MAX_HIERARCHY_DEPTH} levels below the root \
+         (the deepest hierarchy that is laid out)"
+    )
+}
 
 /// The columns of a [`NodeRow`], in the order [`Store::node_from_row`] reads them.
 pub(super) const NAVIGATION_COLUMNS: &str = "node_name, up_node, sub_nodes, node_type, \
@@ -233,13 +249,18 @@ impl Store {
     /// A cycle in `up_node` (a corrupt file) stops the walk instead of looping.
     pub fn ancestry(&self, graph: GraphKey, name: &str) -> Result<Vec<NodeRow>, StoreError> {
         let mut chain: Vec<NodeRow> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
         let mut next = Some(name.to_owned());
         while let Some(current) = next.take() {
-            if chain.iter().any(|n| n.name == current) {
+            if !seen.insert(current.clone()) {
                 return Err(self.data_err(
                     format!("up_node chain of {name}"),
                     format!("{current} is its own ancestor"),
                 ));
+            }
+            // The node and its ancestors up to the root: one more than its depth.
+            if chain.len() > MAX_HIERARCHY_DEPTH {
+                return Err(self.data_err(format!("up_node chain of {name}"), too_deep(name)));
             }
             let Some(node) = self.node(graph, &current)? else {
                 break;
