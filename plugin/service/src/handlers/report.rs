@@ -31,6 +31,9 @@ const REPORT_CLIENT: &str = "graph-ascend-report";
 /// msprobe's node type of an API call (a box that does not open).
 const API_NODE: i32 = 1;
 
+/// Below this many bytes left, no view is laid out any more (none would fit).
+const MIN_VIEW_BYTES: usize = 256;
+
 /// The diagnosis answer's length (the Diagnosis panel's own `top`).
 const DIAGNOSIS_TOP: i32 = 200;
 
@@ -53,7 +56,7 @@ pub struct ReportOptions {
 }
 
 /// The default data budget: the 48-layer pair's report stays under 10 MB with the page.
-pub const DEFAULT_REPORT_BYTES: usize = 9 << 20;
+pub const DEFAULT_REPORT_BYTES: usize = 8 << 20;
 
 /// A report's data, as JSON, and what it holds.
 #[derive(Debug)]
@@ -76,6 +79,8 @@ struct Pane {
     /// Modules (boxes that can be opened).
     modules: HashSet<String>,
     views: Vec<Value>,
+    /// The first view (the root view): the others are written as runs of its boxes, moved.
+    base: Option<Base>,
     view_keys: HashSet<Vec<String>>,
     details: Map<String, Value>,
 }
@@ -213,7 +218,10 @@ pub fn report_data(
             targets.len()
         ));
     }
-    // 3. The top levels: each module of the root view opened.
+    // 3. The top levels: each module of the root view opened, on at most half of what is left
+    // (the details come after them).
+    let reserve = budget.left / 2;
+    budget.left -= reserve;
     let mut top_left_out = 0usize;
     let mut top_total = 0usize;
     for &side in sides {
@@ -234,6 +242,10 @@ pub fn report_data(
             if pane.view_keys.contains(&vec![module.clone()]) {
                 continue;
             }
+            if budget.left < MIN_VIEW_BYTES {
+                top_left_out += 1;
+                continue;
+            }
             if !lay_out(state, &meta, side, pane, &[module.as_str()], &mut budget)? {
                 top_left_out += 1;
             }
@@ -244,6 +256,7 @@ pub fn report_data(
             "{top_left_out} of the {top_total} top-level modules could not be opened in the report (size bound)"
         ));
     }
+    budget.left += reserve;
     // 4. The details of every node shown (and of its match), while the budget lasts.
     let mut details = 0usize;
     let mut details_left_out = 0usize;
@@ -470,31 +483,57 @@ fn keep_view(pane: &mut Pane, boxes: Vec<pb::RenderNode>, budget: &mut Budget) -
     if pane.view_keys.contains(&open) {
         return true;
     }
-    let mut new_nodes = Vec::new();
+    // The nodes not in the pane yet, numbered after those that are.
+    let mut new_nodes: Vec<(String, Value, String, i32)> = Vec::new();
+    let mut new_index: HashMap<&str, usize> = HashMap::new();
     let mut cost = open.iter().map(|k| k.len() + 3).sum::<usize>() + 32;
     for b in &boxes {
-        cost += 24;
-        if !pane.index.contains_key(&b.key) {
-            let mut fixed = pb::RenderNode {
-                x: 0,
-                y: 0,
-                width: 0,
-                height: 0,
-                expand: false,
-                ..b.clone()
-            };
-            fixed.children = None;
-            let mut v = serde_json::from_slice::<Value>(&graph_ascend_proto::json::to_vec(&fixed))
-                .unwrap_or(Value::Null);
-            if let Some(obj) = v.as_object_mut() {
-                for k in ["x", "y", "width", "height", "expand", "key"] {
-                    obj.remove(k);
-                }
-            }
-            cost += size_of(&v) + b.key.len() + 4;
-            new_nodes.push((b.key.clone(), v, b.parent_node.clone(), b.node_type));
+        if pane.index.contains_key(&b.key) || new_index.contains_key(b.key.as_str()) {
+            continue;
         }
+        let fixed = pb::RenderNode {
+            x: 0,
+            y: 0,
+            width: 0,
+            height: 0,
+            expand: false,
+            children: None,
+            ..b.clone()
+        };
+        let mut v = serde_json::from_slice::<Value>(&graph_ascend_proto::json::to_vec(&fixed))
+            .unwrap_or(Value::Null);
+        if let Some(obj) = v.as_object_mut() {
+            for k in ["x", "y", "width", "height", "expand", "key", "children"] {
+                obj.remove(k);
+            }
+        }
+        cost += size_of(&v) + b.key.len() + 4;
+        new_index.insert(b.key.as_str(), pane.keys.len() + new_nodes.len());
+        new_nodes.push((b.key.clone(), v, b.parent_node.clone(), b.node_type));
     }
+    let rows: Vec<BoxRow> = boxes
+        .iter()
+        .filter_map(|b| {
+            let i = pane
+                .index
+                .get(&b.key)
+                .or_else(|| new_index.get(b.key.as_str()))?;
+            Some([
+                *i as i64,
+                i64::from(b.x),
+                i64::from(b.y),
+                i64::from(b.width),
+                i64::from(b.height),
+                i64::from(b.expand),
+            ])
+        })
+        .collect();
+    let encoded: Vec<Value> = match &pane.base {
+        Some(base) => runs_against(base, &rows),
+        None => rows.iter().map(|r| json!(r)).collect(),
+    };
+    let view = json!({ "open": open, "boxes": encoded });
+    cost += size_of(&view);
     if !budget.spend(cost) {
         return false;
     }
@@ -510,15 +549,11 @@ fn keep_view(pane: &mut Pane, boxes: Vec<pb::RenderNode>, budget: &mut Budget) -
         pane.keys.push(key);
         pane.nodes.push(v);
     }
-    let rows: Vec<Value> = boxes
-        .iter()
-        .filter_map(|b| {
-            let i = *pane.index.get(&b.key)?;
-            Some(json!([i, b.x, b.y, b.width, b.height, u8::from(b.expand)]))
-        })
-        .collect();
-    pane.view_keys.insert(open.clone());
-    pane.views.push(json!({ "open": open, "boxes": rows }));
+    if pane.base.is_none() {
+        pane.base = Some(Base::new(rows));
+    }
+    pane.view_keys.insert(open);
+    pane.views.push(view);
     true
 }
 
@@ -580,4 +615,60 @@ fn path_to(
 fn sorted(path: &[&str]) -> Vec<String> {
     let set: BTreeSet<String> = path.iter().map(|s| (*s).to_owned()).collect();
     set.into_iter().collect()
+}
+
+/// One box of a view: node (position in the pane's `keys`), x, y, width, height, open (0/1).
+type BoxRow = [i64; 6];
+
+/// The root view's boxes, and where each node sits among them.
+struct Base {
+    rows: Vec<BoxRow>,
+    at: HashMap<i64, usize>,
+}
+
+impl Base {
+    fn new(rows: Vec<BoxRow>) -> Base {
+        let at = rows.iter().enumerate().map(|(k, r)| (r[0], k)).collect();
+        Base { rows, at }
+    }
+}
+
+/// A view's boxes against the root view's: a box as `[node, x, y, width, height, open]`, or a run
+/// of the root view's boxes, consecutive there and here, of the same size and state, all moved by
+/// the same offset, as `[first, count, dx, dy]` (opening a module moves what follows it as one
+/// block, so a view is a few runs and the boxes that are new).
+fn runs_against(base: &Base, rows: &[BoxRow]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < rows.len() {
+        let r = rows[k];
+        let same = |q: usize, r: &BoxRow| {
+            base.rows
+                .get(q)
+                .is_some_and(|b| b[0] == r[0] && b[3] == r[3] && b[4] == r[4] && b[5] == r[5])
+        };
+        match base.at.get(&r[0]).copied().filter(|&q| same(q, &r)) {
+            Some(q) => {
+                let (dx, dy) = (r[1] - base.rows[q][1], r[2] - base.rows[q][2]);
+                let mut n = 1;
+                while let Some(next) = rows.get(k + n) {
+                    let moved = base
+                        .rows
+                        .get(q + n)
+                        .is_some_and(|b| next[1] - b[1] == dx && next[2] - b[2] == dy);
+                    if !(same(q + n, next) && moved) {
+                        break;
+                    }
+                    n += 1;
+                }
+                out.push(json!([q, n, dx, dy]));
+                k += n;
+            }
+            None => {
+                out.push(json!(r));
+                k += 1;
+            }
+        }
+    }
+    out
 }
