@@ -10,10 +10,16 @@
  */
 import type { RenderNode } from '../types';
 
-/** One laid-out view: the modules open (sorted) and each box as [node, x, y, width, height, open]. */
+/** A box: [node (position in the pane's `keys`), x, y, width, height, open (0/1)]. */
+export type ReportBox = [number, number, number, number, number, number];
+
+/**
+ * One laid-out view: the modules open (sorted) and its boxes, each a box or a run of the pane's
+ * first view's boxes (the root view, all boxes) moved by one offset: [first, count, dx, dy].
+ */
 export interface ReportView {
   open: string[];
-  boxes: [number, number, number, number, number, number][];
+  boxes: (ReportBox | [number, number, number, number])[];
 }
 
 /** One pane's data: its nodes' fixed fields (by position in `keys`), its views, its details. */
@@ -148,10 +154,28 @@ export class ReportSource {
     return out;
   }
 
+  /** A view's boxes, its runs of the root view's boxes unrolled. */
+  private boxes(p: PaneIndex, index: number): ReportBox[] {
+    const base = p.pane.views[0]?.boxes ?? [];
+    const out: ReportBox[] = [];
+    for (const row of p.pane.views[index].boxes) {
+      if (row.length === 6) {
+        out.push(row);
+        continue;
+      }
+      const [first, count, dx, dy] = row;
+      for (let k = 0; k < count; k++) {
+        const b = base[first + k];
+        if (b?.length === 6) out.push([b[0], b[1] + dx, b[2] + dy, b[3], b[4], b[5]]);
+      }
+    }
+    return out;
+  }
+
   private view(p: PaneIndex, index: number): StaticAnswer {
     p.current = index;
     const data: Record<string, RenderNode> = {};
-    for (const [i, x, y, width, height, open] of p.pane.views[index].boxes) {
+    for (const [i, x, y, width, height, open] of this.boxes(p, index)) {
       data[p.pane.keys[i]] = { ...p.pane.nodes[i], x, y, width, height, expand: open === 1 } as RenderNode;
     }
     return { status: 200, body: { success: true, data } };
@@ -166,7 +190,7 @@ export class ReportSource {
     const at = p.byKey.get(name);
     if (at === undefined) return fail(`${name} is ${NOT_HERE}`);
     const shown = p.pane.views[p.current];
-    const visible = new Set(shown.boxes.map((b) => p.pane.keys[b[0]]));
+    const visible = new Set(this.boxes(p, p.current).map((b) => p.pane.keys[b[0]]));
     const open = new Set(shown.open);
     const up = this.ancestors(p, name);
     const tries: string[][] = [];
