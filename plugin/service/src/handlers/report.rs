@@ -170,6 +170,10 @@ pub fn report_data(
         data.insert("microSteps".into(), json!(0));
     }
     let diagnosis_json = diagnosis.as_ref().map(answer_json);
+    // Bounded by the answer's length (`DIAGNOSIS_TOP`); counted first.
+    budget.left = budget
+        .left
+        .saturating_sub(size_of(&config_json) + diagnosis_json.as_ref().map_or(0, size_of));
 
     let sides: &[&str] = if compare {
         &["NPU", "Bench"]
@@ -181,7 +185,11 @@ pub fn report_data(
     for &side in sides {
         let side = side_name(side);
         let mut pane = Pane::default();
-        lay_out(state, &meta, side, &mut pane, &[], &mut budget)?;
+        if !lay_out(state, &meta, side, &mut pane, &[], &mut budget)? {
+            budget.left_out.push(format!(
+                "the {side} graph's root view did not fit the report's size bound"
+            ));
+        }
         panes.insert(side, pane);
     }
     // 2. Every path to a source of the shown step and rank, the diagnosis's order.
