@@ -31,9 +31,8 @@ ASSETS=()
 one() {
   local label=$1 file=$2 out="$TMP/$1.html"
   rm -f "$out"
-  local t
-  t=$( { /usr/bin/time -f '%e s, peak %M KB' nice -n 10 "$GA" report "$file" -o "$out" "${ASSETS[@]}" 2>"$TMP/$label.log"; } 2>&1 )
-  echo "$label: written in $t; $(stat -c %s "$out" | awk '{printf "%.2f MB", $1 / 1e6}')"
+  /usr/bin/time -o "$TMP/$label.time" -f '%e s, peak %M KB' nice -n 10 "$GA" report "$file" -o "$out" "${ASSETS[@]}" 2>"$TMP/$label.log"
+  echo "$label: written in $(cat "$TMP/$label.time"); $(stat -c %s "$out" | awk '{printf "%.2f MB", $1 / 1e6}')"
   sed 's/^/    /' "$TMP/$label.log"
   node bench/report_paint.mjs "$out" | sed "s/^/    /"
 }

@@ -9,6 +9,7 @@ import { clear, h } from './dom';
 import { t, type Key } from './i18n';
 import { icon, type IconName } from './icons';
 import { copyLinkButton } from './link';
+import { reportDownloadButton } from './report/download';
 
 export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
   const s = ctx.store;
@@ -63,6 +64,7 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
     }),
     shortcutsButton(),
     copyLinkButton(() => ctx.view()),
+    reportDownloadButton(ctx),
     toggle('fitScreenButton', 'fit', 'header.fit', false, () => {
       ctx.panes.NPU.fit();
       ctx.panes.Bench.fit();

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use graph_ascend_service::handlers::{report_data, ReportOptions, DEFAULT_REPORT_BYTES};
-use graph_ascend_service::report_page::{has_page_assets, page_assets, report_html};
+use graph_ascend_service::report_page::{has_page_assets, page_assets, report_html, utc_now};
 use graph_ascend_service::State;
 
 #[derive(clap::Args)]
@@ -143,7 +143,7 @@ fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// The page's build: `--assets`, else the wheel's (beside this binary), else the source
 /// checkout's; an error naming where it looked and how to get it.
-fn find_assets(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub fn find_assets(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = given {
         return Ok(dir.to_path_buf());
     }
@@ -172,29 +172,5 @@ fn find_assets(given: Option<&Path>) -> anyhow::Result<PathBuf> {
          with the graph-ascend wheel (pip install graph-ascend); in a source checkout, build them \
          with `make frontend` (needs Node.js and npm); or point at a build with --assets DIR",
         looked.join(", ")
-    )
-}
-
-/// Now, in UTC, as RFC 3339 (`2026-11-28T10:24:30Z`).
-fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
     )
 }

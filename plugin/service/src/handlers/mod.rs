@@ -59,4 +59,7 @@ pub use navigation::{
 };
 pub use precision_errors::update_precision_error;
 pub use reply::HandlerError;
-pub use report::{report_data, ReportData, ReportOptions, DEFAULT_REPORT_BYTES};
+pub use report::{
+    export_report, report_data, ReportData, ReportOptions, DEFAULT_REPORT_BYTES,
+    REPORT_CONTENT_TYPE,
+};

@@ -21,8 +21,9 @@ use serde_json::{json, Map, Value};
 use super::catalog::config_info;
 use super::diagnosis::diagnose;
 use super::navigation::{change_node_expand_state, get_node_info};
-use super::reply::{HandlerError, Result};
-use crate::messages::Msg;
+use super::reply::{Failure, HandlerError, Result};
+use crate::messages::{Lang, Msg};
+use crate::report_page::{page_assets, report_html};
 use crate::state::State;
 
 /// The client id of the report's own views in the sidecar's view state.
@@ -679,4 +680,69 @@ fn runs_against(base: &Base, rows: &[BoxRow]) -> Vec<Value> {
         }
     }
     out
+}
+
+/// The content type of a report.
+pub const REPORT_CONTENT_TYPE: &str = "text/html; charset=utf-8";
+
+/// Bytes per chunk of a report download.
+const REPORT_CHUNK_BYTES: usize = 1 << 20;
+
+/// `exportReport`: the self-contained report of a served file, as a download (`<tag>_report.html`).
+/// The provenance names the file by its run and name, not by the server's folders.
+pub fn export_report(
+    state: &State,
+    req: pb::ExportReportRequest,
+    created: String,
+    send: &mut dyn FnMut(pb::FileChunk) -> bool,
+) {
+    let lang = Lang::parse(&req.lang);
+    let html = (|| -> std::result::Result<String, String> {
+        let dir = state.page_assets.as_deref().ok_or_else(|| {
+            "the page's built assets were not found when the sidecar started (graph-ascend serve --page-assets DIR)".to_owned()
+        })?;
+        let assets = page_assets(dir).map_err(|e| e.to_string())?;
+        let options = ReportOptions {
+            step: req.step,
+            rank: req.rank,
+            no_paths: req.no_paths,
+            max_bytes: DEFAULT_REPORT_BYTES,
+            source: format!("{}/{}.vis.db", req.run, req.tag),
+            tool: format!("graph-ascend {}", env!("CARGO_PKG_VERSION")),
+            created,
+        };
+        let data = report_data(state, &req.run, &req.tag, &options).map_err(|e| e.text(lang))?;
+        Ok(report_html(
+            &assets,
+            &data.json,
+            &format!("GRAPH_ASCEND report: {}.vis.db", req.tag),
+        ))
+    })();
+    let html = match html {
+        Ok(html) => html,
+        Err(error) => {
+            send(pb::FileChunk::failure(error));
+            return;
+        }
+    };
+    let header = pb::FileChunk {
+        success: true,
+        error: None,
+        content_type: REPORT_CONTENT_TYPE.to_owned(),
+        file_name: format!("{}_report.html", req.tag),
+        data: Vec::new(),
+    };
+    if !send(header) {
+        return;
+    }
+    for chunk in html.as_bytes().chunks(REPORT_CHUNK_BYTES) {
+        let piece = pb::FileChunk {
+            success: true,
+            data: chunk.to_vec(),
+            ..Default::default()
+        };
+        if !send(piece) {
+            return;
+        }
+    }
 }
