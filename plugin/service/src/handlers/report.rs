@@ -279,17 +279,7 @@ pub fn report_data(
             if have {
                 continue;
             }
-            let answer = get_node_info(
-                state,
-                pb::NodeRequest {
-                    node_info: Some(pb::NodeRef {
-                        node_name: key.clone(),
-                        node_type: side.into(),
-                    }),
-                    meta_data: Some(meta.clone()),
-                    client_id: REPORT_CLIENT.into(),
-                },
-            );
+            let answer = get_node_info(state, node_request(&meta, side, &key));
             let mut answer = answer_json(&answer);
             // `{"npu": {...}|null, "bench": {...}|null}`: each side's details kept once.
             let Some(entries) = answer.get_mut("data").and_then(Value::as_object_mut) else {
@@ -438,6 +428,18 @@ fn view_keys(pane: &Pane, view: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A request about one node of a side, from the report's own client.
+fn node_request(meta: &pb::MetaData, side: &str, name: &str) -> pb::NodeRequest {
+    pb::NodeRequest {
+        node_info: Some(pb::NodeRef {
+            node_name: name.into(),
+            node_type: side.into(),
+        }),
+        meta_data: Some(meta.clone()),
+        client_id: REPORT_CLIENT.into(),
+    }
+}
+
 /// One expansion request of the report's own view, its boxes.
 fn expand(
     state: &State,
@@ -445,18 +447,7 @@ fn expand(
     side: &str,
     name: &str,
 ) -> Result<Vec<pb::RenderNode>> {
-    let answer = change_node_expand_state(
-        state,
-        REPORT_CLIENT,
-        pb::NodeRequest {
-            node_info: Some(pb::NodeRef {
-                node_name: name.into(),
-                node_type: side.into(),
-            }),
-            meta_data: Some(meta.clone()),
-            client_id: REPORT_CLIENT.into(),
-        },
-    );
+    let answer = change_node_expand_state(state, REPORT_CLIENT, node_request(meta, side, name));
     if !answer.success {
         return Err(HandlerError::Invalid(Msg::ExpandNode));
     }
