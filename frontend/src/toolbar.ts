@@ -11,6 +11,7 @@ import { t, type Key } from './i18n';
 import { icon, type IconName } from './icons';
 import { copyLinkButton } from './link';
 import type { PaneSide } from './store';
+import { reportDownloadButton } from './report/download';
 
 export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
   const s = ctx.store;
@@ -70,6 +71,7 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
     shortcutsButton(),
     copyLinkButton(() => ctx.view()),
     pictureButton(ctx),
+    reportDownloadButton(ctx),
     toggle('fitScreenButton', 'fit', 'header.fit', false, () => {
       ctx.panes.NPU.fitWhole();
       ctx.panes.Bench.fitWhole();

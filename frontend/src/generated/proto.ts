@@ -449,6 +449,16 @@ export type ExportCsvRequest = {
   rank?: number;
 };
 
+export type ExportReportRequest = {
+  run?: string;
+  tag?: string;
+  type?: string;
+  lang?: string;
+  step?: number;
+  rank?: number;
+  no_paths?: boolean;
+};
+
 export type FilterNodesRequest = {
   metaData?: MetaData;
   type?: string;
@@ -581,6 +591,7 @@ export type SseRoute = 'watchMetaDir' | 'getConvertProgress';
 /** The routes that answer a file (an attachment), not JSON: what they take. */
 export interface DownloadRoutes {
   exportCsv: { request: ExportCsvRequest };
+  exportReport: { request: ExportReportRequest };
 }
 
 /** Every route: its RPC, and the `http` option's flags (`write`: accepted only as docs/security.md says). */
@@ -612,4 +623,5 @@ export const ROUTES = {
   diagnosis: { rpc: 'Diagnose', sse: false, write: false, download: false },
   divergenceMap: { rpc: 'DivergenceMap', sse: false, write: false, download: false },
   exportCsv: { rpc: 'ExportCsv', sse: false, write: false, download: true },
+  exportReport: { rpc: 'ExportReport', sse: false, write: false, download: true },
 } as const;

@@ -5,6 +5,7 @@
 //! - `gather`: the parts of a sharded conversion (`convert --shard`) into one `.vis.db`.
 //! - `diagnose`: where a compare first went wrong, see `graph_ascend_diagnose`.
 //! - `export-csv`: every matched pair of a compare with its metrics, as CSV.
+//! - `report`: the self-contained report, one HTML file that opens with no server (docs/report.md).
 //! - `diff-visdb`: compares two `.vis.db` files node by node (the converter's acceptance tool).
 //! - `proto-descriptor`: writes the API's FileDescriptorSet for the Python shim.
 
@@ -13,6 +14,7 @@ mod diagnose_cmd;
 mod diff_cmd;
 mod gather_cmd;
 mod map_cmd;
+mod report_cmd;
 mod serve_cmd;
 
 use std::process::ExitCode;
@@ -84,6 +86,8 @@ enum Command {
     Diagnose(diagnose_cmd::DiagnoseArgs),
     /// Every matched pair of a compare with its metrics as CSV, one row per input/output.
     ExportCsv(diagnose_cmd::ExportCsvArgs),
+    /// A self-contained HTML report of a .vis.db (graph, diagnosis, details) that opens from disk.
+    Report(report_cmd::ReportArgs),
     /// Compare two .vis.db files node by node; exit status 1 when they differ.
     DiffVisdb(diff_cmd::DiffArgs),
     /// Write the API's protobuf FileDescriptorSet (used by the Python shim).
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
         Command::Gather(args) => gather_cmd::run(args),
         Command::Diagnose(args) => diagnose_cmd::run(args),
         Command::ExportCsv(args) => diagnose_cmd::run_export(args),
+        Command::Report(args) => report_cmd::run(args),
         Command::DiffVisdb(args) => diff_cmd::run(args),
         Command::ProtoDescriptor { out } => {
             std::fs::write(&out, graph_ascend_proto::FILE_DESCRIPTOR_SET)

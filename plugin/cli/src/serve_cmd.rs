@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// together, in MB; the least recently used go first and are rebuilt when asked for again.
     #[arg(long, default_value_t = graph_ascend_service::DEFAULT_MAX_INDEX_BYTES >> 20)]
     pub max_index_memory_mb: usize,
+    /// The page's build (index.html and assets/), inlined into the reports the page downloads
+    /// (default: where the wheel installs it beside this binary, as `report` finds it).
+    #[arg(long, value_name = "DIR")]
+    pub page_assets: Option<PathBuf>,
     /// Log filter, e.g. `info` or `graph_ascend_service=debug`.
     #[arg(long, default_value = "info")]
     pub log: String,
@@ -109,10 +113,15 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let view_bytes = megabytes(args.max_view_memory_mb, "--max-view-memory-mb")?;
     let index_bytes = megabytes(args.max_index_memory_mb, "--max-index-memory-mb")?;
+    // Without the page's build the reports cannot be downloaded; the page is served all the same.
+    let page_assets = crate::report_cmd::find_assets(args.page_assets.as_deref())
+        .map_err(|e| tracing::warn!("the page cannot download reports: {e:#}"))
+        .ok();
     let state = Arc::new(
         State::with_max_conversions(logdir.clone(), args.max_conversions)
             .with_view_memory(view_bytes)
-            .with_index_memory(index_bytes),
+            .with_index_memory(index_bytes)
+            .with_page_assets(page_assets),
     );
     // What killed conversions and writers left in the logdir goes at start, in the background
     // (the walk opens no file), and so does the temporary folder of a killed TensorBoard's

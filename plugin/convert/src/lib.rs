@@ -75,6 +75,7 @@ pub(crate) mod timing;
 
 pub use error::ConvertError;
 pub use options::{ConvertOptions, LayerMapping};
+pub use output::utc_now_fields;
 pub use parallel::ParallelParams;
 pub use progress::{Progress, ProgressFn, Stage};
 pub use rank_dump::RankDump;

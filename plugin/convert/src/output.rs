@@ -23,6 +23,12 @@ pub(crate) fn output_file(dir: &Path, compare: bool) -> PathBuf {
 
 /// `YYYYmmddHHMMSS` of now (UTC), as in msprobe's output names.
 fn timestamp() -> String {
+    let [year, month, day, hour, minute, second] = utc_now_fields();
+    format!("{year:04}{month:02}{day:02}{hour:02}{minute:02}{second:02}")
+}
+
+/// Now in UTC: year, month, day, hour, minute, second (the output's name; the report's time).
+pub fn utc_now_fields() -> [i64; 6] {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -39,10 +45,5 @@ fn timestamp() -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    [year, month, day, rem / 3600, rem % 3600 / 60, rem % 60]
 }

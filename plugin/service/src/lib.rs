@@ -10,7 +10,8 @@
 //! file travel back; [`graph_index`] keeps what the
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per graph,
 //! under one memory bound for all files;
-//! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version.
+//! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version;
+//! `handlers::report_data` and [`report_page`] the self-contained report (one HTML file).
 //!
 //! # Layout
 //!
@@ -43,6 +44,7 @@
 //! values               JSON <-> protobuf `Value`
 //! watch                the logdir watched for new and changed files
 //! sync                 `lock`: the one policy for poisoned mutexes
+//! report_page          the self-contained report's HTML: the page's assets inlined, the data embedded
 //! ```
 
 #![deny(unsafe_code)]
@@ -60,6 +62,7 @@ pub(crate) mod paths;
 pub(crate) mod precision;
 pub(crate) mod precision_overrides;
 pub(crate) mod regular_file;
+pub mod report_page;
 pub(crate) mod root_layouts;
 pub mod server;
 pub mod service;

@@ -212,6 +212,25 @@ impl GraphService {
         )))
     }
 
+    /// `ExportReport`: the report is made on the blocking pool and sent in chunks, as the CSV.
+    async fn report_download(
+        &self,
+        req: Request<pb::ExportReportRequest>,
+    ) -> Result<Response<ServerStream<pb::FileChunk>>, Status> {
+        let req = req.into_inner();
+        let state = self.state.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let created = crate::report_page::utc_now();
+        tokio::task::spawn_blocking(move || {
+            handlers::export_report(&state, req, created, &mut |chunk| {
+                tx.blocking_send(Ok(chunk)).is_ok()
+            })
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
     /// `CallJson`: the routed RPC named in the call, its answer as the browser's JSON.
     async fn json_answer(
         &self,
@@ -284,6 +303,7 @@ graph_ascend_proto::graph_ascend_service! {
         diagnose: handlers::diagnose,
         divergence_map: handlers::divergence_map,
         export_csv: GraphService::csv_download,
+        export_report: GraphService::report_download,
         call_json: GraphService::json_answer,
         stream_json: GraphService::json_answers,
     }

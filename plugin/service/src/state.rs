@@ -25,6 +25,8 @@ pub struct State {
     pub conversions: Conversions,
     /// Diagnoses per file version (`handlers::diagnose`).
     pub diagnoses: DiagnosisCache,
+    /// The page's build, inlined into the reports the page downloads (`handlers::export_report`).
+    pub page_assets: Option<PathBuf>,
 }
 
 impl State {
@@ -44,6 +46,7 @@ impl State {
             root_layouts: Arc::default(),
             step_aside: Arc::default(),
             diagnoses: DiagnosisCache::default(),
+            page_assets: None,
         }
     }
 
@@ -51,6 +54,12 @@ impl State {
     /// [`DEFAULT_MAX_VIEW_BYTES`](crate::DEFAULT_MAX_VIEW_BYTES); the least recently used go first).
     pub fn with_view_memory(mut self, bytes: usize) -> State {
         self.views = Views::with_max_bytes(bytes);
+        self
+    }
+
+    /// This state with the page's build in `dir` (for the reports the page downloads).
+    pub fn with_page_assets(mut self, dir: Option<PathBuf>) -> State {
+        self.page_assets = dir;
         self
     }
 

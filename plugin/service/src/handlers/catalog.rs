@@ -102,7 +102,10 @@ fn prefetch(state: &State, sel: &Selection) -> Result<()> {
     Ok(())
 }
 
-fn config_info(state: &State, meta: Option<&pb::MetaData>) -> Result<pb::ConfigInfoResponse> {
+pub(super) fn config_info(
+    state: &State,
+    meta: Option<&pb::MetaData>,
+) -> Result<pb::ConfigInfoResponse> {
     let meta = meta.ok_or(HandlerError::Invalid(Msg::MetaData))?;
     let file = state
         .catalog

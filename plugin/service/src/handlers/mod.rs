@@ -39,6 +39,7 @@ mod matching;
 mod navigation;
 mod precision_errors;
 mod reply;
+mod report;
 mod selection;
 
 pub use catalog::{load_graph_config_info, load_graph_data, load_meta_dir};
@@ -58,3 +59,7 @@ pub use navigation::{
 };
 pub use precision_errors::update_precision_error;
 pub use reply::HandlerError;
+pub use report::{
+    export_report, report_data, ReportData, ReportOptions, DEFAULT_REPORT_BYTES,
+    REPORT_CONTENT_TYPE,
+};

@@ -1,0 +1,238 @@
+//! `graph-ascend report`, run as the user runs it: the self-contained HTML report (docs/report.md).
+//! The page's build is a stand-in here (the browser test, tests/e2e/report.test.mjs, opens the real
+//! one); what is checked is the data embedded, its escaping, and the command's promises.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+// Not every helper is used here (the 48-layer pair is the benchmark's, bench/report.sh).
+#[allow(dead_code)]
+mod common;
+use common::{ga, unpack};
+
+const EVIL: &str = "</script><script>alert(1)</script>";
+const FIRST: &str = "Functional.layer_norm.3.forward";
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A stand-in for the page's build: index.html linking a script and a style sheet.
+fn page_build(dir: &Path) -> PathBuf {
+    let build = dir.join("static");
+    std::fs::create_dir_all(build.join("assets")).unwrap();
+    std::fs::write(
+        build.join("index.html"),
+        "<!doctype html><html><head><script type=\"module\" crossorigin src=\"./assets/app-x.js\"></script>\n\
+         <link rel=\"stylesheet\" crossorigin href=\"./assets/app-x.css\"></head><body><div id=\"app\"></div></body></html>",
+    )
+    .unwrap();
+    std::fs::write(build.join("assets/app-x.js"), "const page = '</script>';").unwrap();
+    std::fs::write(build.join("assets/app-x.css"), "body{margin:0}").unwrap();
+    build
+}
+
+fn report(db: &Path, out: &Path, build: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "report",
+        db.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--assets",
+        build.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ga(&args)
+}
+
+/// The text of the element holding the report's data, and that data.
+fn embedded(html: &str) -> (String, Value) {
+    let open = "id=\"graph-ascend-report\">";
+    let start = html.find(open).expect("the data element") + open.len();
+    let len = html[start..].find("</script>").expect("its end");
+    let text = html[start..start + len].to_owned();
+    let data = serde_json::from_str(&text).expect("JSON");
+    (text, data)
+}
+
+/// Every string of a JSON value.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::Object(m) => m.iter().for_each(|(k, x)| {
+            out.push(k.clone());
+            strings(x, out)
+        }),
+        _ => {}
+    }
+}
+
+#[test]
+fn holds_the_diagnosis_the_paths_to_sources_and_their_details() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    let build = page_build(dir.path());
+    let out = dir.path().join("r.html");
+    let run = report(&db, &out, &build, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let html = std::fs::read_to_string(&out).unwrap();
+    // The page's own script and styles, inlined, made unable to end their element.
+    assert!(html.contains("const page = '\\x3C/script>';"));
+    assert!(html.contains("body{margin:0}"));
+    assert!(html.contains("connect-src 'none'"));
+    let (_, data) = embedded(&html);
+    assert_eq!(data["diagnosis"]["data"]["sources"][0]["node"], FIRST);
+    let npu = &data["panes"]["NPU"];
+    let keys: Vec<&str> = npu["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(keys.contains(&FIRST), "the first source is in a view");
+    assert_eq!(npu["details"][FIRST]["id"], FIRST);
+    // A view with the source's parent open (its path).
+    let parent = "Module.layers.1.ln2.LayerNorm.forward.0";
+    assert!(npu["views"].as_array().unwrap().iter().any(|v| v["open"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| o == parent)));
+    let prov = &data["provenance"];
+    assert_eq!(prov["steps"], serde_json::json!([0]));
+    assert!(prov["tool"].as_str().unwrap().starts_with("graph-ascend "));
+    assert!(prov["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("compare_tf_stats.vis.db"));
+}
+
+#[test]
+fn names_from_the_file_stay_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute(
+            "UPDATE tb_nodes SET node_name = replace(node_name, ?1, ?2), up_node = replace(up_node, ?1, ?2), \
+             sub_nodes = replace(sub_nodes, ?1, ?2), matched_node_link = replace(matched_node_link, ?1, ?2)",
+            [FIRST, EVIL],
+        )
+        .unwrap();
+    }
+    let build = page_build(dir.path());
+    let out = dir.path().join("r.html");
+    let run = report(&db, &out, &build, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let html = std::fs::read_to_string(&out).unwrap();
+    let (text, data) = embedded(&html);
+    assert!(!text.contains('<') && !text.contains('>') && !text.contains('&'));
+    assert!(!html.contains(EVIL));
+    assert!(text.contains("\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"));
+    // The name itself is intact in the data: the page shows it as text.
+    assert_eq!(data["diagnosis"]["data"]["sources"][0]["node"], EVIL);
+    assert_eq!(data["panes"]["NPU"]["details"][EVIL]["id"], EVIL);
+}
+
+#[test]
+fn never_replaces_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    let build = page_build(dir.path());
+    let out = dir.path().join("r.html");
+    std::fs::write(&out, "mine").unwrap();
+    let run = report(&db, &out, &build, &[]);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(stderr(&run).contains("exists"), "{}", stderr(&run));
+    assert!(stderr(&run).contains("never replaces"), "{}", stderr(&run));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
+}
+
+#[test]
+fn says_where_the_page_comes_from_when_it_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    let empty = dir.path().join("no-build");
+    std::fs::create_dir(&empty).unwrap();
+    let out = dir.path().join("r.html");
+    let run = report(&db, &out, &empty, &[]);
+    assert_eq!(run.status.code(), Some(2));
+    let err = stderr(&run);
+    assert!(err.contains("page's built assets"), "{err}");
+    assert!(
+        err.contains("wheel") && err.contains("make frontend") && err.contains("--assets"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn leaves_out_stacks_and_paths_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    let build = page_build(dir.path());
+    let stacks = |data: &Value| -> usize {
+        ["NPU", "Bench"]
+            .iter()
+            .flat_map(|side| data["panes"][side]["details"].as_object().unwrap().values())
+            .map(|d| d["stack_info"].as_array().map_or(0, Vec::len))
+            .sum()
+    };
+    let with = dir.path().join("with.html");
+    let run = report(&db, &with, &build, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let (_, data) = embedded(&std::fs::read_to_string(&with).unwrap());
+    assert!(stacks(&data) > 0, "the fixture has stacks");
+    let folder = dir.path().to_str().unwrap();
+    assert!(data["provenance"]["file"]
+        .as_str()
+        .unwrap()
+        .contains(folder));
+
+    let without = dir.path().join("without.html");
+    let run = report(&db, &without, &build, &["--no-paths"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let html = std::fs::read_to_string(&without).unwrap();
+    let (_, data) = embedded(&html);
+    assert_eq!(stacks(&data), 0);
+    let mut all = Vec::new();
+    strings(&data, &mut all);
+    assert!(
+        all.iter()
+            .all(|s| !s.contains(folder) && !s.contains("File \"")),
+        "no path, no stack frame"
+    );
+    assert_eq!(data["provenance"]["file"], "compare_tf_stats.vis.db");
+    assert!(data["leftOut"].to_string().contains("stacks and paths"));
+}
+
+#[test]
+fn stays_within_its_size_bound_and_says_what_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    let build = page_build(dir.path());
+    let whole = dir.path().join("whole.html");
+    let run = report(&db, &whole, &build, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let whole_len = std::fs::metadata(&whole).unwrap().len();
+    assert!(whole_len > 500_000, "{whole_len}");
+    // With no room for views or details: the configuration and the diagnosis only, and it says so.
+    let out = dir.path().join("none.html");
+    let run = report(&db, &out, &build, &["--max-mb", "0"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let html = std::fs::read_to_string(&out).unwrap();
+    // The data: the configuration and the diagnosis (about 20 kB here), no view, no details.
+    assert!(html.len() < 60_000, "{}", html.len());
+    let (_, data) = embedded(&html);
+    let left = data["leftOut"].to_string();
+    assert!(left.contains("size bound"), "{left}");
+    assert_eq!(
+        data["panes"]["NPU"]["details"]
+            .as_object()
+            .map_or(0, |d| d.len()),
+        0
+    );
+}

@@ -1,0 +1,739 @@
+//! The self-contained report's data: the answers the page asks for, worked out in advance.
+//!
+//! The page lays nothing out itself (the sidecar does), so a report that opens without a server
+//! carries its expansions laid out in advance: the root view, each of its modules opened one at a
+//! time (the top levels), and every path to a source of the diagnosis (each module on it opened,
+//! the source's own insides when it is a module), on both sides. The page's static data source
+//! (`frontend/src/report/`) answers the page's requests from them; an expansion that was not laid
+//! out answers that it is left out of the report. The answers are the handlers' own (the same
+//! layout, details and diagnosis as the sidecar's), split so that what is common to several views
+//! is held once: each node's fixed fields once per side, each view as its expanded modules and its
+//! boxes' positions. Everything is bounded by a byte budget, spent in order of importance (the
+//! root views, the sources' paths in the diagnosis's order, then the top levels); what did not fit
+//! is named in the report (`leftOut`). Strings from the file stay data: the HTML page embeds this
+//! JSON escaped (`report_page`).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use graph_ascend_proto as pb;
+use serde_json::{json, Map, Value};
+
+use super::catalog::config_info;
+use super::diagnosis::diagnose;
+use super::navigation::{change_node_expand_state, get_node_info};
+use super::reply::{Failure, HandlerError, Result};
+use crate::messages::{Lang, Msg};
+use crate::report_page::{page_assets, report_html};
+use crate::state::State;
+
+/// The client id of the report's own views in the sidecar's view state.
+const REPORT_CLIENT: &str = "graph-ascend-report";
+
+/// msprobe's node type of an API call (a box that does not open).
+const API_NODE: i32 = 1;
+
+/// Below this many bytes left, no view is laid out any more (none would fit).
+const MIN_VIEW_BYTES: usize = 256;
+
+/// The diagnosis answer's length (the Diagnosis panel's own `top`).
+const DIAGNOSIS_TOP: i32 = 200;
+
+/// What to put in a report.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    /// The step and rank shown (default: the diagnosis's step and the rank of its first source,
+    /// else the file's first).
+    pub step: Option<i32>,
+    pub rank: Option<i32>,
+    /// Leave out stacks and paths (they can name private folders).
+    pub no_paths: bool,
+    /// About how many bytes the data may take (the page's assets come on top).
+    pub max_bytes: usize,
+    /// What the provenance says the file is (its path, or only its name).
+    pub source: String,
+    /// The tool and version that made it, and when (UTC, RFC 3339).
+    pub tool: String,
+    pub created: String,
+}
+
+/// The default data budget: the 48-layer pair's report stays under 10 MB with the page.
+pub const DEFAULT_REPORT_BYTES: usize = 8 << 20;
+
+/// A report's data, as JSON, and what it holds.
+#[derive(Debug)]
+pub struct ReportData {
+    pub json: Value,
+    /// Views laid out, nodes with details, and what was left out (also in `json`).
+    pub views: usize,
+    pub details: usize,
+    pub left_out: Vec<String>,
+}
+
+/// One pane of the report: its nodes' fixed fields, its laid-out views, its nodes' details.
+#[derive(Default)]
+struct Pane {
+    keys: Vec<String>,
+    index: HashMap<String, usize>,
+    nodes: Vec<Value>,
+    /// Each node's parent (its `parentNode`), for the paths.
+    parents: HashMap<String, String>,
+    /// Modules (boxes that can be opened).
+    modules: HashSet<String>,
+    views: Vec<Value>,
+    /// The first view (the root view): the others are written as runs of its boxes, moved.
+    base: Option<Base>,
+    view_keys: HashSet<Vec<String>>,
+    details: Map<String, Value>,
+}
+
+/// The bytes a JSON value takes (as serialized).
+fn size_of(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
+}
+
+/// Builds the report's data for `run`/`tag` of the sidecar's catalog.
+pub fn report_data(
+    state: &State,
+    run: &str,
+    tag: &str,
+    opts: &ReportOptions,
+) -> Result<ReportData> {
+    let lang = "en";
+    let meta_of = |step: i32, rank: i32| pb::MetaData {
+        run: run.to_owned(),
+        tag: tag.to_owned(),
+        r#type: "db".into(),
+        lang: lang.into(),
+        micro_step: Some(-1),
+        step: Some(step),
+        rank: Some(rank),
+    };
+    let config = config_info(state, Some(&meta_of(0, 0)))?;
+    let info = config
+        .data
+        .clone()
+        .ok_or(HandlerError::Invalid(Msg::LoadConfig))?;
+    let compare = !info.is_single_graph;
+    let file_steps: Vec<i32> = if info.steps.is_empty() {
+        vec![0]
+    } else {
+        info.steps.clone()
+    };
+    let file_ranks: Vec<i32> = if info.ranks.is_empty() {
+        vec![0]
+    } else {
+        info.ranks.clone()
+    };
+    // The diagnosis first (of the file: its sources are every step's and rank's): it chooses the
+    // view when none is asked for.
+    let diagnosis_of = |step: i32, rank: i32| {
+        diagnose(
+            state,
+            pb::DiagnoseRequest {
+                run: run.to_owned(),
+                tag: tag.to_owned(),
+                r#type: "db".into(),
+                lang: lang.into(),
+                micro_step: Some(-1),
+                step: Some(step),
+                rank: Some(rank),
+                top: DIAGNOSIS_TOP,
+                states: true,
+                client_id: REPORT_CLIENT.into(),
+            },
+        )
+    };
+    let first = (file_steps[0], file_ranks[0]);
+    let mut diagnosis = compare.then(|| diagnosis_of(first.0, first.1));
+    let suggested = diagnosis
+        .as_ref()
+        .and_then(|d| d.data.as_ref())
+        .map(|d| (d.step, d.sources.first().map_or(first.1, |s| s.rank)));
+    let step = opts.step.or(suggested.map(|s| s.0)).unwrap_or(first.0);
+    let rank = opts.rank.or(suggested.map(|s| s.1)).unwrap_or(first.1);
+    if !file_steps.contains(&step) || !file_ranks.contains(&rank) {
+        return Err(HandlerError::Invalid(Msg::MetaData));
+    }
+    if compare && (step, rank) != first {
+        diagnosis = Some(diagnosis_of(step, rank));
+    }
+    let meta = meta_of(step, rank);
+    let mut budget = Budget {
+        left: opts.max_bytes,
+        left_out: Vec::new(),
+    };
+
+    // The configuration as the report has it: only the shown step and rank, all micro steps.
+    let mut config_json = answer_json(&config);
+    if let Some(data) = config_json.get_mut("data").and_then(Value::as_object_mut) {
+        data.insert("steps".into(), json!([step]));
+        data.insert("ranks".into(), json!([rank]));
+        data.insert("microSteps".into(), json!(0));
+    }
+    let diagnosis_json = diagnosis.as_ref().map(answer_json);
+    // Bounded by the answer's length (`DIAGNOSIS_TOP`); counted first.
+    budget.left = budget
+        .left
+        .saturating_sub(size_of(&config_json) + diagnosis_json.as_ref().map_or(0, size_of));
+
+    let sides: &[&str] = if compare {
+        &["NPU", "Bench"]
+    } else {
+        &["Single"]
+    };
+    let mut panes: HashMap<&str, Pane> = HashMap::new();
+    // 1. The root views.
+    for &side in sides {
+        let side = side_name(side);
+        let mut pane = Pane::default();
+        if !lay_out(state, &meta, side, &mut pane, &[], &mut budget)? {
+            budget.left_out.push(format!(
+                "the {side} graph's root view did not fit the report's size bound"
+            ));
+        }
+        panes.insert(side, pane);
+    }
+    // 2. Every path to a source of the shown step and rank, the diagnosis's order.
+    let mut targets: Vec<(&'static str, String)> = Vec::new();
+    if let Some(d) = diagnosis.as_ref().and_then(|d| d.data.as_ref()) {
+        let here = |s: i32, r: i32| s == step && r == rank;
+        for src in d.sources.iter().filter(|s| here(s.step, s.rank)) {
+            targets.push(("NPU", src.node.clone()));
+            if !src.golden_node.is_empty() {
+                targets.push(("Bench", src.golden_node.clone()));
+            }
+        }
+        for g in d.groups.iter().filter(|g| here(g.step, g.rank)) {
+            targets.push(("NPU", g.node.clone()));
+        }
+        for nf in d.first_non_finite.iter().filter(|n| here(n.step, n.rank)) {
+            targets.push(("NPU", nf.node.clone()));
+        }
+    }
+    let mut seen_targets = HashSet::new();
+    targets.retain(|t| seen_targets.insert(t.clone()));
+    let mut sources_left_out = 0usize;
+    for (side, node) in &targets {
+        let Some(pane) = panes.get_mut(side) else {
+            continue;
+        };
+        if !path_to(state, &meta, side, pane, node, &mut budget)? {
+            sources_left_out += 1;
+        }
+    }
+    if sources_left_out > 0 {
+        budget.left_out.push(format!(
+            "{sources_left_out} of the {} paths to sources did not fit the report's size bound",
+            targets.len()
+        ));
+    }
+    // 3. The top levels: each module of the root view opened, on at most half of what is left
+    // (the details come after them).
+    let reserve = budget.left / 2;
+    budget.left -= reserve;
+    let mut top_left_out = 0usize;
+    let mut top_total = 0usize;
+    for &side in sides {
+        let Some(pane) = panes.get_mut(side) else {
+            continue;
+        };
+        let top: Vec<String> = pane
+            .views
+            .first()
+            .map(|v| view_keys(pane, v))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|k| pane.modules.contains(k) && pane.parents.contains_key(k))
+            .collect();
+        for module in top {
+            top_total += 1;
+            let side: &'static str = side_name(side);
+            if pane.view_keys.contains(&vec![module.clone()]) {
+                continue;
+            }
+            if budget.left < MIN_VIEW_BYTES {
+                top_left_out += 1;
+                continue;
+            }
+            if !lay_out(state, &meta, side, pane, &[module.as_str()], &mut budget)? {
+                top_left_out += 1;
+            }
+        }
+    }
+    if top_left_out > 0 {
+        budget.left_out.push(format!(
+            "{top_left_out} of the {top_total} top-level modules could not be opened in the report (size bound)"
+        ));
+    }
+    budget.left += reserve;
+    // 4. The details of every node shown (and of its match), while the budget lasts.
+    let mut details = 0usize;
+    let mut details_left_out = 0usize;
+    for &side in sides {
+        let side: &'static str = side_name(side);
+        let keys: Vec<String> = panes.get(side).map(|p| p.keys.clone()).unwrap_or_default();
+        for key in keys {
+            let have = panes
+                .get(side)
+                .is_some_and(|p| p.details.contains_key(&key));
+            if have {
+                continue;
+            }
+            let answer = get_node_info(state, node_request(&meta, side, &key));
+            let mut answer = answer_json(&answer);
+            // `{"npu": {...}|null, "bench": {...}|null}`: each side's details kept once.
+            let Some(entries) = answer.get_mut("data").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let mut found = Vec::new();
+            for (entry_side, detail) in entries.iter_mut() {
+                let which = match entry_side.as_str() {
+                    "npu" if side == "Single" => "Single",
+                    "npu" => "NPU",
+                    "bench" => "Bench",
+                    _ => continue,
+                };
+                let detail = detail.take();
+                let Some(id) = detail.get("id").and_then(Value::as_str).map(str::to_owned) else {
+                    continue;
+                };
+                found.push((which, id, detail));
+            }
+            for (which, id, mut detail) in found {
+                if opts.no_paths {
+                    strip_paths(&mut detail);
+                }
+                let Some(pane) = panes.get_mut(which) else {
+                    continue;
+                };
+                if pane.details.contains_key(&id) {
+                    continue;
+                }
+                if !budget.spend(size_of(&detail) + id.len() + 4) {
+                    details_left_out += 1;
+                    continue;
+                }
+                pane.details.insert(id, detail);
+                details += 1;
+            }
+        }
+    }
+    if details_left_out > 0 {
+        budget.left_out.push(format!(
+            "the details of {details_left_out} nodes did not fit the report's size bound"
+        ));
+    }
+    if opts.no_paths {
+        budget
+            .left_out
+            .push("stacks and paths (left out on request)".into());
+    }
+    budget.left_out.push(
+        "other steps, ranks and micro steps; expansions other than the top levels and the paths to sources; matching, filters and conversions"
+            .into(),
+    );
+
+    let views: usize = panes.values().map(|p| p.views.len()).sum();
+    let mut panes_json = Map::new();
+    for &side in sides {
+        if let Some(p) = panes.remove(side) {
+            panes_json.insert(
+                side.into(),
+                json!({
+                    "keys": p.keys,
+                    "nodes": p.nodes,
+                    "views": p.views,
+                    "details": p.details,
+                }),
+            );
+        }
+    }
+    let left_out = budget.left_out;
+    let json = json!({
+        "format": 1,
+        "provenance": {
+            "file": opts.source,
+            "steps": file_steps,
+            "ranks": file_ranks,
+            "step": step,
+            "rank": rank,
+            "tool": opts.tool,
+            "created": opts.created,
+            "noPaths": opts.no_paths,
+        },
+        "meta": { "run": run, "tag": tag, "step": step, "rank": rank },
+        "catalog": { "data": { run: { "type": "db", "tags": [tag] } }, "error": [] },
+        "config": config_json,
+        "diagnosis": diagnosis_json,
+        "panes": panes_json,
+        "leftOut": left_out,
+    });
+    Ok(ReportData {
+        json,
+        views,
+        details,
+        left_out,
+    })
+}
+
+fn side_name(side: &str) -> &'static str {
+    match side {
+        "NPU" => "NPU",
+        "Bench" => "Bench",
+        _ => "Single",
+    }
+}
+
+/// Stacks (which name source files) out of a node's details.
+fn strip_paths(detail: &mut Value) {
+    if let Some(obj) = detail.as_object_mut() {
+        if obj.contains_key("stack_info") {
+            obj.insert("stack_info".into(), json!([]));
+        }
+    }
+}
+
+struct Budget {
+    left: usize,
+    left_out: Vec<String>,
+}
+
+impl Budget {
+    /// Takes `bytes` if they are left.
+    fn spend(&mut self, bytes: usize) -> bool {
+        if bytes > self.left {
+            return false;
+        }
+        self.left -= bytes;
+        true
+    }
+}
+
+/// An answer as the page receives it, parsed.
+fn answer_json<T: graph_ascend_proto::json::Fields + prost::Message>(answer: &T) -> Value {
+    serde_json::from_slice(&graph_ascend_proto::json::to_vec(answer)).unwrap_or(Value::Null)
+}
+
+/// The names a view shows.
+fn view_keys(pane: &Pane, view: &Value) -> Vec<String> {
+    view.get("boxes")
+        .and_then(Value::as_array)
+        .map(|boxes| {
+            boxes
+                .iter()
+                .filter_map(|b| b.get(0).and_then(Value::as_u64))
+                .filter_map(|i| pane.keys.get(i as usize).cloned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A request about one node of a side, from the report's own client.
+fn node_request(meta: &pb::MetaData, side: &str, name: &str) -> pb::NodeRequest {
+    pb::NodeRequest {
+        node_info: Some(pb::NodeRef {
+            node_name: name.into(),
+            node_type: side.into(),
+        }),
+        meta_data: Some(meta.clone()),
+        client_id: REPORT_CLIENT.into(),
+    }
+}
+
+/// One expansion request of the report's own view, its boxes.
+fn expand(
+    state: &State,
+    meta: &pb::MetaData,
+    side: &str,
+    name: &str,
+) -> Result<Vec<pb::RenderNode>> {
+    let answer = change_node_expand_state(state, REPORT_CLIENT, node_request(meta, side, name));
+    if !answer.success {
+        return Err(HandlerError::Invalid(Msg::ExpandNode));
+    }
+    Ok(answer.data)
+}
+
+/// Lays out the view with `path` opened (ancestors first; empty: the root view) and keeps it if
+/// it is new and fits. False when it did not fit.
+fn lay_out(
+    state: &State,
+    meta: &pb::MetaData,
+    side: &'static str,
+    pane: &mut Pane,
+    path: &[&str],
+    budget: &mut Budget,
+) -> Result<bool> {
+    let mut boxes = expand(state, meta, side, "root")?;
+    for name in path {
+        boxes = expand(state, meta, side, name)?;
+    }
+    Ok(keep_view(pane, boxes, budget))
+}
+
+/// Adds a view's boxes to the pane (new nodes' fixed fields, the view's positions) if it is not
+/// there yet and fits; true when it is there afterwards.
+fn keep_view(pane: &mut Pane, boxes: Vec<pb::RenderNode>, budget: &mut Budget) -> bool {
+    let open: BTreeSet<String> = boxes
+        .iter()
+        .filter(|b| b.expand && !b.is_root)
+        .map(|b| b.key.clone())
+        .collect();
+    let open: Vec<String> = open.into_iter().collect();
+    if pane.view_keys.contains(&open) {
+        return true;
+    }
+    // The nodes not in the pane yet, numbered after those that are.
+    let mut new_nodes: Vec<(String, Value, String, i32)> = Vec::new();
+    let mut new_index: HashMap<&str, usize> = HashMap::new();
+    let mut cost = open.iter().map(|k| k.len() + 3).sum::<usize>() + 32;
+    for b in &boxes {
+        if pane.index.contains_key(&b.key) || new_index.contains_key(b.key.as_str()) {
+            continue;
+        }
+        let fixed = pb::RenderNode {
+            x: 0,
+            y: 0,
+            width: 0,
+            height: 0,
+            expand: false,
+            children: None,
+            ..b.clone()
+        };
+        let mut v = serde_json::from_slice::<Value>(&graph_ascend_proto::json::to_vec(&fixed))
+            .unwrap_or(Value::Null);
+        if let Some(obj) = v.as_object_mut() {
+            for k in ["x", "y", "width", "height", "expand", "key", "children"] {
+                obj.remove(k);
+            }
+        }
+        cost += size_of(&v) + b.key.len() + 4;
+        new_index.insert(b.key.as_str(), pane.keys.len() + new_nodes.len());
+        new_nodes.push((b.key.clone(), v, b.parent_node.clone(), b.node_type));
+    }
+    let rows: Vec<BoxRow> = boxes
+        .iter()
+        .filter_map(|b| {
+            let i = pane
+                .index
+                .get(&b.key)
+                .or_else(|| new_index.get(b.key.as_str()))?;
+            Some([
+                *i as i64,
+                i64::from(b.x),
+                i64::from(b.y),
+                i64::from(b.width),
+                i64::from(b.height),
+                i64::from(b.expand),
+            ])
+        })
+        .collect();
+    let encoded: Vec<Value> = match &pane.base {
+        Some(base) => runs_against(base, &rows),
+        None => rows.iter().map(|r| json!(r)).collect(),
+    };
+    let view = json!({ "open": open, "boxes": encoded });
+    cost += size_of(&view);
+    if !budget.spend(cost) {
+        return false;
+    }
+    for (key, v, parent, node_type) in new_nodes {
+        pane.index.insert(key.clone(), pane.keys.len());
+        if !parent.is_empty() {
+            pane.parents.insert(key.clone(), parent);
+        }
+        // Every box but an API call (node type 1) opens, as in the page.
+        if node_type != API_NODE {
+            pane.modules.insert(key.clone());
+        }
+        pane.keys.push(key);
+        pane.nodes.push(v);
+    }
+    if pane.base.is_none() {
+        pane.base = Some(Base::new(rows));
+    }
+    pane.view_keys.insert(open);
+    pane.views.push(view);
+    true
+}
+
+/// Lays out every view on the path to `node`: each ancestor opened in turn (its children
+/// shown), then the node itself when it is a module. False when one did not fit.
+fn path_to(
+    state: &State,
+    meta: &pb::MetaData,
+    side: &'static str,
+    pane: &mut Pane,
+    node: &str,
+    budget: &mut Budget,
+) -> Result<bool> {
+    // The node revealed: its ancestors open.
+    expand(state, meta, side, "root")?;
+    let revealed = expand(state, meta, side, node)?;
+    let Some(target) = revealed.iter().find(|b| b.key == node) else {
+        return Ok(true); // not in this graph (another micro step's): nothing to lay out
+    };
+    let is_module = target.node_type != API_NODE;
+    let parents: HashMap<&str, &str> = revealed
+        .iter()
+        .filter(|b| !b.parent_node.is_empty())
+        .map(|b| (b.key.as_str(), b.parent_node.as_str()))
+        .collect();
+    let roots: HashSet<&str> = revealed
+        .iter()
+        .filter(|b| b.is_root)
+        .map(|b| b.key.as_str())
+        .collect();
+    let mut chain = Vec::new();
+    let mut at = parents.get(node).copied();
+    while let Some(p) = at {
+        if roots.contains(p) || chain.len() > 10_000 {
+            break;
+        }
+        chain.push(p.to_owned());
+        at = parents.get(p).copied();
+    }
+    chain.reverse();
+    let mut fitted = true;
+    // Each ancestor opened in turn: its own view (the previous ones open too).
+    for i in 1..=chain.len() {
+        let path: Vec<&str> = chain[..i].iter().map(String::as_str).collect();
+        if !pane.view_keys.contains(&sorted(&path)) {
+            fitted &= lay_out(state, meta, side, pane, &path, budget)?;
+        }
+    }
+    if is_module {
+        let mut path: Vec<&str> = chain.iter().map(String::as_str).collect();
+        path.push(node);
+        if !pane.view_keys.contains(&sorted(&path)) {
+            fitted &= lay_out(state, meta, side, pane, &path, budget)?;
+        }
+    }
+    Ok(fitted)
+}
+
+fn sorted(path: &[&str]) -> Vec<String> {
+    let set: BTreeSet<String> = path.iter().map(|s| (*s).to_owned()).collect();
+    set.into_iter().collect()
+}
+
+/// One box of a view: node (position in the pane's `keys`), x, y, width, height, open (0/1).
+type BoxRow = [i64; 6];
+
+/// The root view's boxes, and where each node sits among them.
+struct Base {
+    rows: Vec<BoxRow>,
+    at: HashMap<i64, usize>,
+}
+
+impl Base {
+    fn new(rows: Vec<BoxRow>) -> Base {
+        let at = rows.iter().enumerate().map(|(k, r)| (r[0], k)).collect();
+        Base { rows, at }
+    }
+}
+
+/// A view's boxes against the root view's: a box as `[node, x, y, width, height, open]`, or a run
+/// of the root view's boxes, consecutive there and here, of the same size and state, all moved by
+/// the same offset, as `[first, count, dx, dy]` (opening a module moves what follows it as one
+/// block, so a view is a few runs and the boxes that are new).
+fn runs_against(base: &Base, rows: &[BoxRow]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < rows.len() {
+        let r = rows[k];
+        let same = |q: usize, r: &BoxRow| {
+            base.rows
+                .get(q)
+                .is_some_and(|b| b[0] == r[0] && b[3] == r[3] && b[4] == r[4] && b[5] == r[5])
+        };
+        match base.at.get(&r[0]).copied().filter(|&q| same(q, &r)) {
+            Some(q) => {
+                let (dx, dy) = (r[1] - base.rows[q][1], r[2] - base.rows[q][2]);
+                let mut n = 1;
+                while let Some(next) = rows.get(k + n) {
+                    let moved = base
+                        .rows
+                        .get(q + n)
+                        .is_some_and(|b| next[1] - b[1] == dx && next[2] - b[2] == dy);
+                    if !(same(q + n, next) && moved) {
+                        break;
+                    }
+                    n += 1;
+                }
+                out.push(json!([q, n, dx, dy]));
+                k += n;
+            }
+            None => {
+                out.push(json!(r));
+                k += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The content type of a report.
+pub const REPORT_CONTENT_TYPE: &str = "text/html; charset=utf-8";
+
+/// Bytes per chunk of a report download.
+const REPORT_CHUNK_BYTES: usize = 1 << 20;
+
+/// `exportReport`: the self-contained report of a served file, as a download (`<tag>_report.html`).
+/// The provenance names the file by its run and name, not by the server's folders.
+pub fn export_report(
+    state: &State,
+    req: pb::ExportReportRequest,
+    created: String,
+    send: &mut dyn FnMut(pb::FileChunk) -> bool,
+) {
+    let lang = Lang::parse(&req.lang);
+    let html = (|| -> std::result::Result<String, String> {
+        let dir = state.page_assets.as_deref().ok_or_else(|| {
+            "the page's built assets were not found when the sidecar started (graph-ascend serve --page-assets DIR)".to_owned()
+        })?;
+        let assets = page_assets(dir).map_err(|e| e.to_string())?;
+        let options = ReportOptions {
+            step: req.step,
+            rank: req.rank,
+            no_paths: req.no_paths,
+            max_bytes: DEFAULT_REPORT_BYTES,
+            source: format!("{}/{}.vis.db", req.run, req.tag),
+            tool: format!("graph-ascend {}", env!("CARGO_PKG_VERSION")),
+            created,
+        };
+        let data = report_data(state, &req.run, &req.tag, &options).map_err(|e| e.text(lang))?;
+        Ok(report_html(
+            &assets,
+            &data.json,
+            &format!("GRAPH_ASCEND report: {}.vis.db", req.tag),
+        ))
+    })();
+    let html = match html {
+        Ok(html) => html,
+        Err(error) => {
+            send(pb::FileChunk::failure(error));
+            return;
+        }
+    };
+    let header = pb::FileChunk {
+        success: true,
+        error: None,
+        content_type: REPORT_CONTENT_TYPE.to_owned(),
+        file_name: format!("{}_report.html", req.tag),
+        data: Vec::new(),
+    };
+    if !send(header) {
+        return;
+    }
+    for chunk in html.as_bytes().chunks(REPORT_CHUNK_BYTES) {
+        let piece = pb::FileChunk {
+            success: true,
+            data: chunk.to_vec(),
+            ..Default::default()
+        };
+        if !send(piece) {
+            return;
+        }
+    }
+}
