@@ -516,3 +516,127 @@ pub(crate) fn read_side(
     }
     Ok(decoder.finish().ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::{parse_entries_text, Text};
+
+    /// A side of three nodes with every kind of field set somewhere.
+    fn side() -> SideGraph {
+        let node = |name: &str, parent, children: Vec<u32>| Node {
+            name: name.into(),
+            parent,
+            children,
+            node_type: 1,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            peers: Box::default(),
+            direction: Direction::Forward,
+            param_grad: false,
+            micro_step: 0,
+        };
+        let mut nodes = vec![
+            node("root", None, vec![1, 2]),
+            node("a.forward", Some(0), vec![]),
+            node("b.backward", Some(0), vec![]),
+        ];
+        nodes[1].inputs = parse_entries_text(
+            "a.forward",
+            r#"{"a.forward.input.0": {"type": "torch.Tensor", "dtype": "torch.bfloat16",
+                "shape": "[2]", "Max": "nan", "Min": "-inf", "Norm": "2.5", "Cosine": "0.9"},
+                "a.forward.input.eps": {"type": "float", "value": "1e-05"},
+                "a.forward.parameters.weight": {"type": "torch.Tensor", "md5": "00ab",
+                "shape": "[2]", "Max": "1"}}"#,
+            false,
+        )
+        .expect("entries");
+        nodes[2].outputs = nodes[1].inputs.clone();
+        nodes[2].outputs[1].value = Some(Text::from("ä"));
+        nodes[2].direction = Direction::Update;
+        nodes[2].param_grad = true;
+        nodes[2].micro_step = -3;
+        nodes[2].node_type = 9;
+        nodes[2].peers = vec![(7, "Distributed.recv.0.forward".into())].into_boxed_slice();
+        let by_name = NameIndex::build(&nodes);
+        SideGraph {
+            nodes,
+            by_name,
+            root: Some(0),
+            torch: Some(true),
+        }
+    }
+
+    fn decode(rows: usize, parts: &[Vec<u8>]) -> Result<(SideGraph, Option<Vec<Option<u32>>>), Corrupt> {
+        let mut d = SideDecoder::new(rows);
+        for (i, p) in parts.iter().enumerate() {
+            d.push(i as i64, p)?;
+        }
+        d.finish()
+    }
+
+    #[test]
+    fn a_side_reads_back_as_it_was_written() {
+        let side = side();
+        let partners = [Some(2), None, Some(0)];
+        let parts = encode_side(&side, Some(&partners));
+        let (back, back_partners) = decode(3, &parts).expect("decodes");
+        let shown = |g: &SideGraph| format!("{:?} {:?} {:?}", g.nodes, g.root, g.torch);
+        assert_eq!(shown(&back), shown(&side));
+        assert_eq!(back_partners.as_deref(), Some(&partners[..]));
+        assert_eq!(back.find("b.backward"), Some(2));
+        // The golden side carries no partners.
+        let (_, none) = decode(3, &encode_side(&side, None)).expect("decodes");
+        assert_eq!(none, None);
+    }
+
+    #[test]
+    fn parts_split_at_the_part_size() {
+        let mut side = side();
+        let extra = side.nodes[1].clone();
+        side.nodes
+            .extend(std::iter::repeat_n(extra, NODES_PER_PART + 5));
+        let parts = encode_side(&side, None);
+        assert_eq!(parts.len(), 3);
+        let n = side.nodes.len();
+        assert_eq!(decode(n, &parts).expect("decodes").0.nodes.len(), n);
+        // Parts out of order, or one missing, do not decode.
+        assert_eq!(decode(n, &[parts[0].clone(), parts[2].clone()]).err(), Some(Corrupt));
+    }
+
+    #[test]
+    fn what_does_not_fit_the_rows_or_the_form_does_not_decode() {
+        let side = side();
+        let parts = encode_side(&side, Some(&[None, None, None]));
+        // Another number of rows than the side has nodes.
+        assert_eq!(decode(4, &parts).err(), Some(Corrupt));
+        assert_eq!(decode(2, &parts).err(), Some(Corrupt));
+        // Another version.
+        let mut other = parts.clone();
+        other[0][0] = VERSION as u8 + 1;
+        assert_eq!(decode(3, &other).err(), Some(Corrupt));
+        // Every cut of a part, and a byte more.
+        for cut in 0..parts[1].len() {
+            let mut short = parts.clone();
+            short[1].truncate(cut);
+            assert_eq!(decode(3, &short).err(), Some(Corrupt), "cut at {cut}");
+        }
+        let mut long = parts.clone();
+        long[1].push(0);
+        assert_eq!(decode(3, &long).err(), Some(Corrupt));
+        // A child past the nodes: the root's first child is its name's length + 4 bytes in.
+        let mut bad = parts.clone();
+        let at = 1 + "root".len() + 1 + 1 + 1 + 1 + 1;
+        assert_eq!(bad[1][at], 1, "the root's first child");
+        bad[1][at] = 3;
+        assert_eq!(decode(3, &bad).err(), Some(Corrupt));
+        // Any byte changed either decodes or is refused, never panics.
+        for i in 0..parts[1].len() {
+            for b in [0u8, 0x7f, 0x80, 0xff] {
+                let mut changed = parts.clone();
+                changed[1][i] = b;
+                let _ = decode(3, &changed);
+            }
+        }
+    }
+}

@@ -13,12 +13,20 @@ use graph_ascend_visdb::store::{GraphKey, MatchUpdate, Side};
 use graph_ascend_visdb::Store;
 use rusqlite::Connection;
 
-/// Every compare case among the fixtures.
+/// Every compare case among the fixtures that has a file (some record msprobe's refusal).
 fn compare_cases() -> Vec<String> {
-    let mut cases: Vec<String> = std::fs::read_dir(fixtures().join("upstream_vis"))
+    let root = fixtures().join("upstream_vis");
+    let has_file = |case: &str| {
+        std::fs::read_dir(root.join(case)).is_ok_and(|files| {
+            files
+                .flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(".vis.db.xz"))
+        })
+    };
+    let mut cases: Vec<String> = std::fs::read_dir(&root)
         .expect("upstream_vis")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| name.starts_with("compare_"))
+        .filter(|name| name.starts_with("compare_") && has_file(name))
         .collect();
     cases.sort();
     cases
@@ -200,14 +208,6 @@ fn a_table_that_does_not_match_the_rows_or_does_not_decode_is_passed_over() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = with_table("compare_tf_stats", dir.path());
     let db = Connection::open(&path).expect("sqlite");
-    // One node fewer in the table than the graph has rows (a row added by another tool).
-    let header: Vec<u8> = db
-        .query_row(
-            "SELECT data FROM ga_diagnosis WHERE data_source='NPU' AND part=0",
-            [],
-            |r| r.get(0),
-        )
-        .expect("part 0");
     let file = CompareFile::open(&path).expect("open");
     let rows = shown(&file.load_rows(0, 0).expect("rows"));
     let mut cases: Vec<(&str, Box<dyn Fn(&Connection)>)> = Vec::new();
@@ -227,18 +227,6 @@ fn a_table_that_does_not_match_the_rows_or_does_not_decode_is_passed_over() {
         Box::new(|db: &Connection| {
             db.execute("DELETE FROM ga_diagnosis WHERE data_source='NPU' AND part=1", [])
                 .expect("delete");
-        }),
-    ));
-    cases.push((
-        "another version",
-        Box::new(move |db: &Connection| {
-            let mut other = header.clone();
-            other[0] = 99;
-            db.execute(
-                "UPDATE ga_diagnosis SET data=?1 WHERE data_source='NPU' AND part=0",
-                [other],
-            )
-            .expect("version");
         }),
     ));
     cases.push((
