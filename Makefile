@@ -192,7 +192,7 @@ test-aarch64: venv wheel-aarch64
 bench: venv
 	bash bench/convert.sh
 	bash bench/service.sh
-	bash bench/diagnose.sh
+	nice -n 10 bash bench/diagnose.sh
 	PYTHON=$(VPY) bash bench/scale.sh
 	PYTHON=$(VPY) bash bench/load.sh
 
