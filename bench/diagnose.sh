@@ -41,8 +41,8 @@ PARTS=${BENCH_DIAG_PARTS:-end-to-end parts}
 TMP=${BENCH_TMP:-$(mktemp -d)}
 trap 'rm -rf "$TMP"' EXIT
 
-cargo build --release -q -p graph-ascend-testkit --bin gen_visdb
 GEN_VISDB=target/release/gen_visdb
+[ -n "${SYNTHETIC:-}" ] || cargo build --release -q -p graph-ascend-testkit --bin gen_visdb
 BENCH=target/release/examples/diagnose_bench
 ROUTE=target/release/examples/diagnosis_bench
 if [[ $PARTS == *parts* ]]; then
