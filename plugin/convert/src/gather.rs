@@ -25,9 +25,9 @@ use graph_ascend_visdb::bulk::{index_key, BulkWriter, NodeIndexSpec, Value};
 use graph_ascend_visdb::schema::NODE_COLUMNS;
 use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
+use crate::diagnosis_table;
 use crate::distributed;
 use crate::error::ConvertError;
-use crate::diagnosis_table;
 use crate::output::output_file;
 use crate::part::{self, Manifest, PART_SUFFIX};
 

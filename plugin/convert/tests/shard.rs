@@ -109,7 +109,10 @@ fn sharded_equals_unsharded(opts: &ConvertOptions, count: u32, tmp: &Path) -> Pa
         .unwrap()
         .flatten()
         .map(|f| f.path())
-        .filter(|p| p.to_string_lossy().ends_with(graph_ascend_convert::part::PART_SUFFIX))
+        .filter(|p| {
+            p.to_string_lossy()
+                .ends_with(graph_ascend_convert::part::PART_SUFFIX)
+        })
         .collect();
     assert_eq!(parts.len(), count as usize);
     for part in parts {

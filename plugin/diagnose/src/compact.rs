@@ -289,6 +289,15 @@ impl<'a> In<'a> {
     }
 }
 
+/// One side read back from the table.
+#[derive(Debug)]
+pub struct DecodedSide {
+    pub side: SideGraph,
+    /// The golden partner of each node, on the target side (not yet checked against the golden
+    /// side); `None` on the golden side.
+    pub partners: Option<Vec<Option<u32>>>,
+}
+
 /// One side read back from its parts, given one at a time in part order.
 pub struct SideDecoder {
     nodes: Vec<Node>,
@@ -361,7 +370,12 @@ impl SideDecoder {
         }
     }
 
-    fn node(&mut self, r: &mut In<'_>, n: usize, names: &mut Vec<Box<str>>) -> Result<Node, Corrupt> {
+    fn node(
+        &mut self,
+        r: &mut In<'_>,
+        n: usize,
+        names: &mut Vec<Box<str>>,
+    ) -> Result<Node, Corrupt> {
         let name: Box<str> = r.text()?.into();
         let parent = r.opt(n)?;
         let node_type = i32::try_from(r.i()?).map_err(|_| Corrupt)?;
@@ -419,20 +433,20 @@ impl SideDecoder {
 
     /// The side, once every part was read, and the partners it carries (the target side's,
     /// not yet checked against the golden side).
-    pub fn finish(self) -> Result<(SideGraph, Option<Vec<Option<u32>>>), Corrupt> {
+    pub fn finish(self) -> Result<DecodedSide, Corrupt> {
         if !self.started || self.rows != self.nodes.len() {
             return Err(Corrupt);
         }
         let by_name = NameIndex::build(&self.nodes);
-        Ok((
-            SideGraph {
+        Ok(DecodedSide {
+            side: SideGraph {
                 nodes: self.nodes,
                 by_name,
                 root: self.root,
                 torch: self.torch,
             },
-            self.partners,
-        ))
+            partners: self.partners,
+        })
     }
 }
 
@@ -502,7 +516,7 @@ fn entry(r: &mut In<'_>, names: &mut Vec<Box<str>>) -> Result<Entry, Corrupt> {
 pub(crate) fn read_side(
     store: &Store,
     graph: GraphKey,
-) -> Result<Option<(SideGraph, Option<Vec<Option<u32>>>)>, DiagnoseError> {
+) -> Result<Option<DecodedSide>, DiagnoseError> {
     let mut decoder = SideDecoder::new(store.count_graph_rows(graph)?);
     let mut corrupt = false;
     store.scan_diagnosis_parts(graph, |part, bytes| -> Result<(), DiagnoseError> {
@@ -567,7 +581,7 @@ mod tests {
         }
     }
 
-    fn decode(rows: usize, parts: &[Vec<u8>]) -> Result<(SideGraph, Option<Vec<Option<u32>>>), Corrupt> {
+    fn decode(rows: usize, parts: &[Vec<u8>]) -> Result<DecodedSide, Corrupt> {
         let mut d = SideDecoder::new(rows);
         for (i, p) in parts.iter().enumerate() {
             d.push(i as i64, p)?;
@@ -580,14 +594,17 @@ mod tests {
         let side = side();
         let partners = [Some(2), None, Some(0)];
         let parts = encode_side(&side, Some(&partners));
-        let (back, back_partners) = decode(3, &parts).expect("decodes");
+        let DecodedSide {
+            side: back,
+            partners: back_partners,
+        } = decode(3, &parts).expect("decodes");
         let shown = |g: &SideGraph| format!("{:?} {:?} {:?}", g.nodes, g.root, g.torch);
         assert_eq!(shown(&back), shown(&side));
         assert_eq!(back_partners.as_deref(), Some(&partners[..]));
         assert_eq!(back.find("b.backward"), Some(2));
         // The golden side carries no partners.
-        let (_, none) = decode(3, &encode_side(&side, None)).expect("decodes");
-        assert_eq!(none, None);
+        let golden = decode(3, &encode_side(&side, None)).expect("decodes");
+        assert_eq!(golden.partners, None);
     }
 
     #[test]
@@ -599,9 +616,9 @@ mod tests {
         let parts = encode_side(&side, None);
         assert_eq!(parts.len(), 3);
         let n = side.nodes.len();
-        assert_eq!(decode(n, &parts).expect("decodes").0.nodes.len(), n);
+        assert_eq!(decode(n, &parts).expect("decodes").side.nodes.len(), n);
         // Parts out of order, or one missing, do not decode.
-        assert_eq!(decode(n, &[parts[0].clone(), parts[2].clone()]).err(), Some(Corrupt));
+        assert!(decode(n, &[parts[0].clone(), parts[2].clone()]).is_err());
     }
 
     #[test]
@@ -609,27 +626,27 @@ mod tests {
         let side = side();
         let parts = encode_side(&side, Some(&[None, None, None]));
         // Another number of rows than the side has nodes.
-        assert_eq!(decode(4, &parts).err(), Some(Corrupt));
-        assert_eq!(decode(2, &parts).err(), Some(Corrupt));
+        assert!(decode(4, &parts).is_err());
+        assert!(decode(2, &parts).is_err());
         // Another version.
         let mut other = parts.clone();
         other[0][0] = VERSION as u8 + 1;
-        assert_eq!(decode(3, &other).err(), Some(Corrupt));
+        assert!(decode(3, &other).is_err());
         // Every cut of a part, and a byte more.
         for cut in 0..parts[1].len() {
             let mut short = parts.clone();
             short[1].truncate(cut);
-            assert_eq!(decode(3, &short).err(), Some(Corrupt), "cut at {cut}");
+            assert!(decode(3, &short).is_err(), "cut at {cut}");
         }
         let mut long = parts.clone();
         long[1].push(0);
-        assert_eq!(decode(3, &long).err(), Some(Corrupt));
+        assert!(decode(3, &long).is_err());
         // A child past the nodes: the root's first child is its name's length + 4 bytes in.
         let mut bad = parts.clone();
         let at = 1 + "root".len() + 1 + 1 + 1 + 1 + 1;
         assert_eq!(bad[1][at], 1, "the root's first child");
         bad[1][at] = 3;
-        assert_eq!(decode(3, &bad).err(), Some(Corrupt));
+        assert!(decode(3, &bad).is_err());
         // Any byte changed either decodes or is refused, never panics.
         for i in 0..parts[1].len() {
             for b in [0u8, 0x7f, 0x80, 0xff] {

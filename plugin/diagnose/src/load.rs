@@ -15,6 +15,7 @@ use graph_ascend_visdb::store::{ConfigRow, GraphKey, GraphRow, Side};
 use graph_ascend_visdb::Store;
 use serde_json::Value;
 
+use crate::compact::{read_side, DecodedSide};
 use crate::entry::{parse_entries, parse_entries_text};
 use crate::error::DiagnoseError;
 use crate::graph::NameKey;
@@ -42,7 +43,6 @@ impl Mode {
         }
     }
 }
-
 
 /// An open compare file.
 pub struct CompareFile {
@@ -189,9 +189,19 @@ impl CompareFile {
     /// not match the rows.
     fn load_compact(&self, step: i64, rank: i64) -> Result<Option<RankData>, DiagnoseError> {
         let (npu, bench) = self.both_sides(step, rank, |store, side| {
-            crate::compact::read_side(store, GraphKey { side, step, rank })
+            read_side(store, GraphKey { side, step, rank })
         })?;
-        let (Some((npu, Some(partners))), Some((bench, None))) = (npu, bench) else {
+        let (
+            Some(DecodedSide {
+                side: npu,
+                partners: Some(partners),
+            }),
+            Some(DecodedSide {
+                side: bench,
+                partners: None,
+            }),
+        ) = (npu, bench)
+        else {
             return Ok(None);
         };
         if partners.len() != npu.nodes.len()
@@ -258,8 +268,24 @@ fn sorted_or_zero(list: &[i64]) -> Vec<i64> {
 /// Both sides of one step and rank from the rows of `store`, one after the other on its one
 /// connection (the writer of our table reads a file it is editing so).
 pub(crate) fn load_rows_on(store: &Store, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
-    let (npu, links) = load_side(store, GraphKey { side: Side::Npu, step, rank }, true)?;
-    let (bench, _) = load_side(store, GraphKey { side: Side::Bench, step, rank }, false)?;
+    let (npu, links) = load_side(
+        store,
+        GraphKey {
+            side: Side::Npu,
+            step,
+            rank,
+        },
+        true,
+    )?;
+    let (bench, _) = load_side(
+        store,
+        GraphKey {
+            side: Side::Bench,
+            step,
+            rank,
+        },
+        false,
+    )?;
     Ok(linked(step, rank, npu, links, bench))
 }
 

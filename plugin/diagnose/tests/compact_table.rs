@@ -36,7 +36,13 @@ fn compare_cases() -> Vec<String> {
 fn shown(d: &RankData) -> String {
     format!(
         "{:?} {:?} {:?} | {:?} {:?} {:?} | {:?}",
-        d.npu.nodes, d.npu.root, d.npu.torch, d.bench.nodes, d.bench.root, d.bench.torch, d.partners
+        d.npu.nodes,
+        d.npu.root,
+        d.npu.torch,
+        d.bench.nodes,
+        d.bench.root,
+        d.bench.torch,
+        d.partners
     )
 }
 
@@ -69,12 +75,19 @@ fn every_compare_fixture_reads_the_same_from_the_table_as_from_the_rows() {
             CompareFile::open(&plain).expect("open"),
             CompareFile::open(&copy).expect("open"),
         );
-        assert!(!rows.has_compact_table() && table.has_compact_table(), "{case}");
+        assert!(
+            !rows.has_compact_table() && table.has_compact_table(),
+            "{case}"
+        );
         for (step, ranks) in table.graphs_to_visit(None, None).expect("graphs") {
             for rank in ranks {
                 let from_rows = table.load_rows(step, rank).expect("rows");
                 let from_table = table.load(step, rank).expect("table");
-                assert_eq!(shown(&from_table), shown(&from_rows), "{case} {step} {rank}");
+                assert_eq!(
+                    shown(&from_table),
+                    shown(&from_rows),
+                    "{case} {step} {rank}"
+                );
             }
         }
         let opts = Options::default();
@@ -90,7 +103,10 @@ fn every_compare_fixture_reads_the_same_from_the_table_as_from_the_rows() {
 fn a_build_file_gets_no_table() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = unpack("build_tf_stats", dir.path());
-    assert_eq!(write_compact_table(&path).expect("a build is left alone"), 0);
+    assert_eq!(
+        write_compact_table(&path).expect("a build is left alone"),
+        0
+    );
     let exists: i64 = Connection::open(&path)
         .expect("sqlite")
         .query_row(
@@ -133,7 +149,10 @@ fn our_match_edit_drops_the_graphs_table_rows_and_the_diagnosis_reads_the_edit()
     let dir = tempfile::tempdir().expect("tempdir");
     let path = with_table("compare_tf_stats", dir.path());
     let before = table_rows(&path);
-    let stale = CompareFile::open(&path).expect("open").load(0, 0).expect("load");
+    let stale = CompareFile::open(&path)
+        .expect("open")
+        .load(0, 0)
+        .expect("load");
     // The page's matching writes the node's data anew (here: its outputs' Norms a thousand times
     // larger) and its match, through the store's edit.
     let scaled = norms_scaled(&output_data(&path, "NPU", NODE));
@@ -188,14 +207,21 @@ fn a_row_edited_by_another_tool_is_read_from_the_rows() {
             [&scaled, NODE],
         )
         .expect("update");
-    assert_eq!(table_rows(&path), rows_before, "the table is left as it was");
+    assert_eq!(
+        table_rows(&path),
+        rows_before,
+        "the table is left as it was"
+    );
     let file = CompareFile::open(&path).expect("open");
     let loaded = file.load(0, 0).expect("load");
     let npu = &loaded.npu;
     let fc1 = npu.find(NODE).expect("the node");
     let norm = npu.nodes[fc1 as usize].outputs[0].stats.norm();
     let expected: serde_json::Value = serde_json::from_str(&scaled).expect("json");
-    let first = expected.as_object().and_then(|m| m.values().next()).expect("an output");
+    let first = expected
+        .as_object()
+        .and_then(|m| m.values().next())
+        .expect("an output");
     assert_eq!(
         norm,
         first["Norm"].as_str().and_then(|n| n.parse::<f64>().ok())
@@ -210,39 +236,28 @@ fn a_table_that_does_not_match_the_rows_or_does_not_decode_is_passed_over() {
     let db = Connection::open(&path).expect("sqlite");
     let file = CompareFile::open(&path).expect("open");
     let rows = shown(&file.load_rows(0, 0).expect("rows"));
-    let mut cases: Vec<(&str, Box<dyn Fn(&Connection)>)> = Vec::new();
-    cases.push((
-        "a part cut short",
-        Box::new(|db: &Connection| {
-            db.execute(
-                "UPDATE ga_diagnosis SET data = substr(data, 1, length(data) - 3) \
-                 WHERE data_source='Bench' AND part=1",
-                [],
-            )
-            .expect("cut");
-        }),
-    ));
-    cases.push((
-        "a part missing",
-        Box::new(|db: &Connection| {
-            db.execute("DELETE FROM ga_diagnosis WHERE data_source='NPU' AND part=1", [])
-                .expect("delete");
-        }),
-    ));
-    cases.push((
-        "a part of empty nodes, fewer than it must hold",
-        Box::new(|db: &Connection| {
-            db.execute(
-                "UPDATE ga_diagnosis SET data = zeroblob(64) WHERE data_source='Bench' AND part=1",
-                [],
-            )
-            .expect("zero");
-        }),
-    ));
+    let cases = [
+        (
+            "a part cut short",
+            "UPDATE ga_diagnosis SET data = substr(data, 1, length(data) - 3) \
+             WHERE data_source='Bench' AND part=1",
+        ),
+        (
+            "a part missing",
+            "DELETE FROM ga_diagnosis WHERE data_source='NPU' AND part=1",
+        ),
+        (
+            "a part of empty nodes, fewer than it must hold",
+            "UPDATE ga_diagnosis SET data = zeroblob(64) WHERE data_source='Bench' AND part=1",
+        ),
+    ];
     for (what, spoil) in cases {
         let copy = dir.path().join("spoilt.vis.db");
         std::fs::copy(&path, &copy).expect("copy");
-        spoil(&Connection::open(&copy).expect("sqlite"));
+        Connection::open(&copy)
+            .expect("sqlite")
+            .execute_batch(spoil)
+            .expect(what);
         let file = CompareFile::open(&copy).expect("open");
         assert!(file.has_compact_table());
         assert_eq!(shown(&file.load(0, 0).expect("load")), rows, "{what}");

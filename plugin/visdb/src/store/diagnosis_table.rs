@@ -101,7 +101,11 @@ impl Store {
     /// Writes `parts` as `graph`'s rows of [`DIAGNOSIS_TABLE`] (part 0, 1, … in order), replacing
     /// any it had, and creates the table first when the file has none. Run it inside
     /// [`Store::write`], on a store opened with [`Store::open_for_edit`].
-    pub fn put_diagnosis_parts(&self, graph: GraphKey, parts: &[Vec<u8>]) -> Result<(), StoreError> {
+    pub fn put_diagnosis_parts(
+        &self,
+        graph: GraphKey,
+        parts: &[Vec<u8>],
+    ) -> Result<(), StoreError> {
         self.conn
             .execute_batch(CREATE_DIAGNOSIS_TABLE)
             .or_query_err(self)?;
