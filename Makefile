@@ -40,7 +40,7 @@ BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
 .PHONY: build rust frontend wheel wheel-aarch64 aarch64-toolchain test-aarch64 lint-workflows venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-differential test-scale bench fuzz clean
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request json_strings
+FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request json_strings entry_scanner
 
 build: frontend wheel
 
@@ -192,7 +192,7 @@ test-aarch64: venv wheel-aarch64
 bench: venv
 	bash bench/convert.sh
 	bash bench/service.sh
-	bash bench/diagnose.sh
+	nice -n 10 bash bench/diagnose.sh
 	bash bench/quick_wait.sh
 	bash bench/report.sh
 	PYTHON=$(VPY) bash bench/scale.sh

@@ -3,7 +3,7 @@
 use std::process::Output;
 
 mod common;
-use common::{convert_48_layer_pair, fixtures, ga, unpack};
+use common::{convert_48_layer_pair, diagnose_json_both_ways, fixtures, ga, unpack};
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -206,7 +206,8 @@ fn the_first_step_that_differs_is_reported() {
 fn the_48_layer_pair_gives_its_two_faults_as_two_groups_of_eight_micro_batches() {
     let dir = tempfile::tempdir().unwrap();
     let db = convert_48_layer_pair(dir.path());
-    let run = ga(&["diagnose", db.to_str().unwrap(), "--format", "json"]);
+    // The same read from our own diagnosis table and from the rows.
+    let run = diagnose_json_both_ways(&db);
     let v: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
     let groups = v["groups"].as_array().expect("groups");
     let summaries: Vec<&str> = groups

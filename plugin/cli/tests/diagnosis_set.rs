@@ -6,19 +6,16 @@
 //! at least 96.6 % of the faulty cases (57 of 59), and every fault-free case must give no source.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
+#[allow(dead_code)]
+mod common;
+
+use common::ga;
+
 fn cases_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/diagnosis/cases.json.xz")
-}
-
-fn ga(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_graph-ascend"))
-        .args(args)
-        .output()
-        .expect("run graph-ascend")
 }
 
 /// Writes one stored run (`step<S>/<rank>/{construct,dump}.json`) under `dir/<run>`.
@@ -56,7 +53,8 @@ fn diagnose(dir: &Path, name: &str, target: &Path, golden: &Path) -> Value {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.to_string_lossy().ends_with(".vis.db"))
         .expect("a .vis.db");
-    let run = ga(&["diagnose", db.to_str().expect("utf-8"), "--format", "json"]);
+    // Read from our own diagnosis table, and the same from the rows.
+    let run = common::diagnose_json_both_ways(&db);
     assert!(
         matches!(run.status.code(), Some(0 | 1)),
         "{name}: diagnose failed: {}",

@@ -25,6 +25,7 @@ use graph_ascend_visdb::bulk::{index_key, BulkWriter, NodeIndexSpec, Value};
 use graph_ascend_visdb::schema::NODE_COLUMNS;
 use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
+use crate::diagnosis_table;
 use crate::distributed;
 use crate::error::ConvertError;
 use crate::output::output_file;
@@ -95,7 +96,11 @@ pub fn gather(parts: &[PathBuf], out: &Path) -> Result<PathBuf, ConvertError> {
         merge_index(&found, &offsets, &spec, &mut writer)?;
     }
     writer.insert_config(&config)?;
-    Ok(writer.finish()?)
+    if first.kind == "compare" {
+        Ok(writer.finish_with(diagnosis_table::add_before_rename)?)
+    } else {
+        Ok(writer.finish()?)
+    }
 }
 
 /// The rowid each part's first row takes in the gathered file, less one: the rows are copied in

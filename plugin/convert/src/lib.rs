@@ -36,7 +36,9 @@
 //!     `--file_type json` output;
 //!   - writing: `export` and `format` (graphs → rows), `distributed` (communication links
 //!     across ranks), `output` (the `.vis.db`'s name), [`part`] (what a shard writes: a
-//!     `.vis.part` with its manifest), [`shard`] (which units a shard converts);
+//!     `.vis.part` with its manifest), [`shard`] (which units a shard converts),
+//!     `diagnosis_table` (our own table of what the diagnosis reads, added to a compare file
+//!     before it takes its name);
 //! - at the bottom, what a caller gives and is told: [`options`] (with [`parallel`], the
 //!   parallel layout), [`progress`], `error` ([`ConvertError`]); and helpers: [`pyjson`]
 //!   (Python's `json.dumps` layout), `timing` (phase timings, `GA_TIMING=1`).
@@ -45,6 +47,7 @@
 
 pub(crate) mod children;
 pub mod compare;
+pub(crate) mod diagnosis_table;
 pub(crate) mod distributed;
 pub(crate) mod dump_ops;
 pub(crate) mod entries;

@@ -52,6 +52,19 @@ fn assert_same(unsharded: &Path, gathered: &Path) {
     }
 }
 
+/// The rows of our diagnosis table in the file, in order; `None` when it has none.
+fn diagnosis_table(db: &Path) -> Option<Vec<Vec<Value>>> {
+    let exists: bool = Connection::open(db)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE name = 'ga_diagnosis'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    exists.then(|| all_rows(db, "ga_diagnosis"))
+}
+
 /// `(linked rows, ranks with a linked row)` of a file.
 fn links(db: &Path) -> (i64, i64) {
     Connection::open(db)
@@ -85,6 +98,26 @@ fn sharded_equals_unsharded(opts: &ConvertOptions, count: u32, tmp: &Path) -> Pa
     )
     .unwrap();
     assert_same(&unsharded, &gathered);
+    // The gather writes our diagnosis table as the unsharded conversion does (a compare's, from
+    // the same rows); the parts hold none.
+    assert!(diagnosis_table(&unsharded) == diagnosis_table(&gathered));
+    assert_eq!(
+        diagnosis_table(&gathered).is_some_and(|rows| !rows.is_empty()),
+        opts.golden.is_some()
+    );
+    let parts: Vec<PathBuf> = std::fs::read_dir(&part_opts.output)
+        .unwrap()
+        .flatten()
+        .map(|f| f.path())
+        .filter(|p| {
+            p.to_string_lossy()
+                .ends_with(graph_ascend_convert::part::PART_SUFFIX)
+        })
+        .collect();
+    assert_eq!(parts.len(), count as usize);
+    for part in parts {
+        assert_eq!(diagnosis_table(&part), None);
+    }
     // The gathered indexes (merged from the parts', not built again) hold every row, in order.
     let check: String = Connection::open(&gathered)
         .unwrap()

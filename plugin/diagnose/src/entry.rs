@@ -316,6 +316,31 @@ pub fn parse_entries_text(node: &str, text: &str, in_output_data: bool) -> Optio
     )
 }
 
+/// The entries of `text` read both ways apart: through the hand-written scanner alone (`None`:
+/// it leaves the text to serde) and through serde's reader alone (`None`: serde refuses it).
+/// [`parse_entries_text`] takes the scanner's when there is one, so the two must agree whenever
+/// the scanner answers: what the tests and the fuzz target `entry_scanner` check.
+pub fn read_both_ways(
+    node: &str,
+    text: &str,
+    in_output_data: bool,
+) -> (Option<Vec<Entry>>, Option<Vec<Entry>>) {
+    let scanned = scan_entries(text).map(|raw| {
+        raw.iter()
+            .map(|(key, fields)| entry(node, key, in_output_data, fields))
+            .collect()
+    });
+    let deserialized = serde_json::from_str::<RawEntries<'_>>(text)
+        .ok()
+        .map(|raw| {
+            raw.0
+                .iter()
+                .map(|(key, fields)| entry(node, key, in_output_data, fields))
+                .collect()
+        });
+    (scanned, deserialized)
+}
+
 /// The entries of one JSON text in the shape msprobe writes (an object of objects whose values
 /// are all strings without escapes, or `null`), read by a scanner of its own: the serde reader's
 /// work per field (a visitor, an `Option`, a match of the name) was a quarter of a 1M-node
@@ -757,20 +782,16 @@ mod tests {
 
     /// The entries of `text` through the scanner, or `None` where it leaves the text to serde.
     fn scanned(node: &str, text: &str, output: bool) -> Option<String> {
-        let raw = scan_entries(text)?;
-        let entries: Vec<Entry> = raw.iter().map(|(k, f)| entry(node, k, output, f)).collect();
-        Some(format!("{entries:?}"))
+        read_both_ways(node, text, output)
+            .0
+            .map(|entries| format!("{entries:?}"))
     }
 
     /// The entries of `text` through serde's reader alone.
     fn deserialized(node: &str, text: &str, output: bool) -> Option<String> {
-        let raw: RawEntries<'_> = serde_json::from_str(text).ok()?;
-        let entries: Vec<Entry> = raw
-            .0
-            .iter()
-            .map(|(k, f)| entry(node, k, output, f))
-            .collect();
-        Some(format!("{entries:?}"))
+        read_both_ways(node, text, output)
+            .1
+            .map(|entries| format!("{entries:?}"))
     }
 
     /// Every `input_data` and `output_data` of every compare file msprobe wrote among the

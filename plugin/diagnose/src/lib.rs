@@ -1,5 +1,6 @@
 //! Where did a compare first go wrong? Diagnosis over the stored rows of any compare `.vis.db`
-//! (ours or msprobe's), read-only: msprobe's tables are never written.
+//! (ours or msprobe's), read-only: msprobe's tables are never written (the one write is our own
+//! table of what the load reads, [`table::write_compact_table`], which the converter asks for).
 //!
 //! For each matched node the rules decide whether its error is *introduced* there (its inputs
 //! agree with golden within the noise of their dtypes while its outputs jump), *caused* by a
@@ -19,7 +20,11 @@
 //! ```
 //!
 //! # Layout
-//! - [`load`]: a compare file's rows of one step and rank into typed graphs (both sides).
+//! - [`graph`]: the typed graphs of one step and rank (both sides): nodes, names, partners.
+//! - [`compact`]: our own table of what the load reads, its binary form (`.vis.db` files we
+//!   write hold it; the load reads it instead of the rows' JSON).
+//! - [`load`]: a compare file's graphs of one step and rank, from our table or from the rows.
+//! - [`table`]: writing our table into a compare file (the converter's and `gather`'s last step).
 //! - [`entry`]: one tensor / argument entry of a node, its dtype class.
 //! - [`api`]: which argument of an API is a weight, what non-tensor arguments are called.
 //! - [`options`]: tolerances per dtype class and the jump ratios.
@@ -40,10 +45,12 @@
 #![deny(unsafe_code)]
 
 pub mod api;
+pub mod compact;
 pub mod diagnose;
 pub mod entry;
 pub mod error;
 pub mod export;
+pub mod graph;
 pub mod group;
 pub mod judge;
 pub mod load;
@@ -54,6 +61,7 @@ pub mod reason;
 pub mod report;
 pub mod site;
 pub mod source;
+pub mod table;
 
 pub use diagnose::{
     diagnose, diagnose_step, differing_nodes, sources_inside, Diagnosis, Direction, Source,
@@ -66,3 +74,4 @@ pub use map::{divergence_map, DivergenceMap, MapOptions};
 pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;
 pub use site::CallSite;
+pub use table::write_compact_table;

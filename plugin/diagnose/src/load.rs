@@ -2,20 +2,24 @@
 //! both sides (target `NPU` and golden `Bench`), each node with its parent, its children in the
 //! hierarchy's order, its match and its entries.
 //!
-//! Each side's rows are read once, borrowed from SQLite and parsed as they come, the two sides
-//! at once on two connections. Nothing is written.
+//! A file we wrote holds what this reads in a table of our own ([`crate::compact`]), read
+//! instead of the rows when it is there and still true of them (no row edited since, as many
+//! nodes as rows). Otherwise each side's rows are read once, borrowed from SQLite and parsed as
+//! they come. Either way the two sides are read at once on two connections. Nothing is written.
 
 use std::path::Path;
 
-use foldhash::HashMap;
 use std::ops::Range;
 
 use graph_ascend_visdb::store::{ConfigRow, GraphKey, GraphRow, Side};
 use graph_ascend_visdb::Store;
 use serde_json::Value;
 
-use crate::entry::{parse_entries, parse_entries_text, Entry};
+use crate::compact::{read_side, DecodedSide};
+use crate::entry::{parse_entries, parse_entries_text};
 use crate::error::DiagnoseError;
+use crate::graph::NameKey;
+pub use crate::graph::{Direction, NameIndex, Node, RankData, SideGraph};
 
 /// The comparison a file holds (`tb_config.task`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -43,217 +47,13 @@ impl Mode {
 /// `tb_config.task` of a structure-only compare (dumps of `task: structure`, without data).
 const STRUCTURE_TASK: &str = "structure";
 
-/// The pass a node belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    Forward,
-    Backward,
-    /// The optimizer's step and gradient clipping (msprobe's `optimizer` and `clip_grad`
-    /// nodes): after backward, fed by the gradients.
-    Update,
-}
-
-/// One node of one side.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Node {
-    pub name: Box<str>,
-    pub parent: Option<u32>,
-    /// Children in the hierarchy's order (`sub_nodes`), which is the order they ran in.
-    pub children: Vec<u32>,
-    /// msprobe's `NodeOp`: 0 module, 1 API, 9 API collection.
-    pub node_type: i32,
-    /// `input_data` entries (arguments and parameters), in file order.
-    pub inputs: Vec<Entry>,
-    /// `output_data` entries, in file order.
-    pub outputs: Vec<Entry>,
-    /// Communication peers from `matched_distributed`: `(rank, node on that rank)`.
-    pub peers: Box<[(i64, Box<str>)]>,
-    /// Its pass: `.backward` in the name, or inside an update node, else forward.
-    pub direction: Direction,
-    /// A `parameters_grad` node (the gradients of a module's parameters).
-    pub param_grad: bool,
-    /// `micro_step_id`: the micro-batch it ran in (gradient accumulation; 0 without).
-    pub micro_step: i64,
-}
-
-/// Node indexes by name, without a second copy of the names: a map from the name's 64-bit hash
-/// to the index (the name itself is checked against the node), and a map by name for the rare
-/// names whose hash another name already took. A 1M-node side saves a million string copies.
-#[derive(Debug, Default)]
-pub struct NameIndex {
-    by_hash: HashMap<u64, u32>,
-    collided: HashMap<Box<str>, u32>,
-}
-
-fn name_hash(name: &str) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x6e61_6d65).hash_one(name)
-}
-
-/// A name as two independent 64-bit hashes: how the load keeps the names of a node's parent and
-/// children until they are resolved to indexes, instead of a copy of each name (a 1M-node side
-/// lists two million). Two names with one key would need both hashes to collide (a chance of
-/// about 2⁻¹²⁸ per pair), so resolving a key is resolving its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct NameKey {
-    hash: u64,
-    check: u64,
-}
-
-impl NameKey {
-    fn of(name: &str) -> NameKey {
-        use std::hash::BuildHasher;
-        NameKey {
-            hash: name_hash(name),
-            check: foldhash::quality::FixedState::with_seed(0x0063_6865_636b).hash_one(name),
-        }
-    }
-}
-
-impl NameIndex {
-    /// Indexes `nodes` by name; the first of two nodes with one name wins.
-    fn build(nodes: &[Node]) -> NameIndex {
-        let mut index = NameIndex::default();
-        index.by_hash.reserve(nodes.len());
-        for (i, node) in nodes.iter().enumerate() {
-            match index.by_hash.entry(name_hash(&node.name)) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(i as u32);
-                }
-                std::collections::hash_map::Entry::Occupied(o) => {
-                    if nodes[*o.get() as usize].name != node.name {
-                        index.collided.entry(node.name.clone()).or_insert(i as u32);
-                    }
-                }
-            }
-        }
-        index
-    }
-
-    /// The index of `name` among `nodes` (the nodes it was built from).
-    fn get(&self, nodes: &[Node], name: &str) -> Option<u32> {
-        let i = *self.by_hash.get(&name_hash(name))?;
-        if *nodes[i as usize].name == *name {
-            Some(i)
-        } else {
-            self.collided.get(name).copied()
-        }
-    }
-
-    /// The index of the name whose key is `key` among `nodes` (the nodes it was built from).
-    fn get_key(&self, nodes: &[Node], key: NameKey) -> Option<u32> {
-        let i = *self.by_hash.get(&key.hash)?;
-        if NameKey::of(&nodes[i as usize].name) == key {
-            Some(i)
-        } else {
-            // Another name took this hash first: the rare names filed by name.
-            self.collided
-                .iter()
-                .find(|(name, _)| NameKey::of(name) == key)
-                .map(|(_, &i)| i)
-        }
-    }
-}
-
-/// All nodes of one side of one step and rank.
-#[derive(Debug, Default)]
-pub struct SideGraph {
-    pub nodes: Vec<Node>,
-    pub by_name: NameIndex,
-    /// The node without a parent (`DefaultModel`).
-    pub root: Option<u32>,
-    /// Whether the run is PyTorch's, by its dtype spelling (`None`: no tensor at all).
-    pub torch: Option<bool>,
-}
-
-impl SideGraph {
-    /// The index of a node by name.
-    pub fn find(&self, name: &str) -> Option<u32> {
-        self.by_name.get(&self.nodes, name)
-    }
-
-    /// Nodes in execution order: a post-order walk of the hierarchy (children in their order,
-    /// then the node, as a module finishes after what it calls), then any node the walk did not
-    /// reach, in file order. Iterative, so a deep or corrupt hierarchy cannot overflow the stack.
-    pub fn execution_order(&self) -> Vec<u32> {
-        let n = self.nodes.len();
-        let mut seen = vec![false; n];
-        let mut order = Vec::with_capacity(n);
-        let walk = |start: u32, seen: &mut Vec<bool>, order: &mut Vec<u32>| {
-            if seen[start as usize] {
-                return;
-            }
-            seen[start as usize] = true;
-            let mut stack: Vec<(u32, usize)> = vec![(start, 0)];
-            while let Some((node, next)) = stack.pop() {
-                let children = &self.nodes[node as usize].children;
-                if let Some(&child) = children.get(next) {
-                    stack.push((node, next + 1));
-                    if !seen[child as usize] {
-                        seen[child as usize] = true;
-                        stack.push((child, 0));
-                    }
-                } else {
-                    order.push(node);
-                }
-            }
-        };
-        if let Some(root) = self.root {
-            walk(root, &mut seen, &mut order);
-        }
-        for i in 0..n as u32 {
-            if !seen[i as usize] {
-                walk(i, &mut seen, &mut order);
-            }
-        }
-        order
-    }
-
-    /// `node`'s ancestors, nearest first (bounded by the number of nodes: a cycle stops it).
-    pub fn ancestors(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
-        let mut next = self.nodes[node as usize].parent;
-        let mut left = self.nodes.len();
-        std::iter::from_fn(move || {
-            let current = next?;
-            if left == 0 {
-                return None;
-            }
-            left -= 1;
-            next = self.nodes[current as usize].parent;
-            Some(current)
-        })
-    }
-}
-
-/// Both sides of one step and rank.
-#[derive(Debug)]
-pub struct RankData {
-    pub step: i64,
-    pub rank: i64,
-    pub npu: SideGraph,
-    pub bench: SideGraph,
-    /// The golden partner of each target node (by `matched_node_link`), if it exists.
-    pub partners: Vec<Option<u32>>,
-}
-
-impl RankData {
-    /// The two runs come from different frameworks (MindSpore against PyTorch).
-    pub fn cross_framework(&self) -> bool {
-        matches!((self.npu.torch, self.bench.torch), (Some(a), Some(b)) if a != b)
-    }
-
-    /// The golden partner of target node `i`, if it is matched and the partner exists.
-    pub fn partner(&self, i: u32) -> Option<u32> {
-        self.partners[i as usize]
-    }
-}
-
 /// An open compare file.
 pub struct CompareFile {
     store: Store,
     config: ConfigRow,
     mode: Mode,
+    /// The file holds our own table of what the load reads ([`crate::compact`]).
+    compact: bool,
 }
 
 impl CompareFile {
@@ -285,6 +85,7 @@ impl CompareFile {
             reason: format!("unknown comparison task {:?}", config.task),
         })?;
         Ok(CompareFile {
+            compact: store.has_diagnosis_table()?,
             store,
             config,
             mode,
@@ -365,40 +166,95 @@ impl CompareFile {
         Ok(())
     }
 
-    /// Reads both sides of one step and rank.
+    /// Reads both sides of one step and rank: from our own table when it holds them and they
+    /// are still true of the rows, else from the rows.
     pub fn load(&self, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
-        // The sides are read at once, the golden one on a connection of its own (a connection
-        // is used by one thread at a time).
-        let key = |side| GraphKey { side, step, rank };
-        let (path, bench_key) = (self.path(), key(Side::Bench));
+        if self.compact && !self.store.graph_edited(step, rank)? {
+            if let Some(data) = self.load_compact(step, rank)? {
+                return Ok(data);
+            }
+        }
+        self.load_rows(step, rank)
+    }
+
+    /// Whether the file holds our own table (its graphs may still be read from the rows, when
+    /// edited since).
+    pub fn has_compact_table(&self) -> bool {
+        self.compact
+    }
+
+    /// Both sides from the rows, whatever the file holds besides.
+    pub fn load_rows(&self, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
+        let (npu, bench) = self.both_sides(step, rank, |store, side| {
+            load_side(store, GraphKey { side, step, rank }, side == Side::Npu)
+        })?;
+        let (npu, links) = npu;
+        let (bench, _) = bench;
+        Ok(linked(step, rank, npu, links, bench))
+    }
+
+    /// Both sides from our table; `None` when a side's parts are missing, do not decode or do
+    /// not match the rows.
+    fn load_compact(&self, step: i64, rank: i64) -> Result<Option<RankData>, DiagnoseError> {
+        let (npu, bench) = self.both_sides(step, rank, |store, side| {
+            read_side(store, GraphKey { side, step, rank })
+        })?;
+        let (
+            Some(DecodedSide {
+                side: npu,
+                partners: Some(partners),
+            }),
+            Some(DecodedSide {
+                side: bench,
+                partners: None,
+            }),
+        ) = (npu, bench)
+        else {
+            return Ok(None);
+        };
+        if partners.len() != npu.nodes.len()
+            || partners
+                .iter()
+                .flatten()
+                .any(|&p| p as usize >= bench.nodes.len())
+        {
+            return Ok(None);
+        }
+        Ok(Some(RankData {
+            step,
+            rank,
+            npu,
+            bench,
+            partners,
+        }))
+    }
+
+    /// `read` of the target side on this file's connection and of the golden side on one of
+    /// its own, at once (a connection is used by one thread at a time).
+    fn both_sides<T: Send>(
+        &self,
+        step: i64,
+        rank: i64,
+        read: impl Fn(&Store, Side) -> Result<T, DiagnoseError> + Sync,
+    ) -> Result<(T, T), DiagnoseError> {
+        let path = self.path();
         let mut bench = None;
         let npu = rayon::in_place_scope(|s| {
             s.spawn(|_| {
                 bench = Some(
                     Store::open(path)
                         .map_err(DiagnoseError::from)
-                        .and_then(|store| load_side(&store, bench_key, false)),
+                        .and_then(|store| read(&store, Side::Bench)),
                 );
             });
-            load_side(&self.store, key(Side::Npu), true)
+            read(&self.store, Side::Npu)
         });
-        let (npu, links) = npu?;
-        let (bench, _) = bench.ok_or_else(|| DiagnoseError::Data {
+        let bench = bench.ok_or_else(|| DiagnoseError::Data {
             path: path.to_owned(),
             what: format!("the golden side of step {step}, rank {rank}"),
             reason: "its reader stopped".into(),
-        })??;
-        let partners = links
-            .into_iter()
-            .map(|link| link.and_then(|l| bench.by_name.get_key(&bench.nodes, l)))
-            .collect();
-        Ok(RankData {
-            step,
-            rank,
-            npu,
-            bench,
-            partners,
-        })
+        })?;
+        Ok((npu?, bench?))
     }
 
     /// The store, for other reads (the CSV export).
@@ -415,6 +271,51 @@ fn sorted_or_zero(list: &[i64]) -> Vec<i64> {
         v.push(0);
     }
     v
+}
+
+/// Both sides of one step and rank from the rows of `store`, one after the other on its one
+/// connection (the writer of our table reads a file it is editing so).
+pub(crate) fn load_rows_on(store: &Store, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
+    let (npu, links) = load_side(
+        store,
+        GraphKey {
+            side: Side::Npu,
+            step,
+            rank,
+        },
+        true,
+    )?;
+    let (bench, _) = load_side(
+        store,
+        GraphKey {
+            side: Side::Bench,
+            step,
+            rank,
+        },
+        false,
+    )?;
+    Ok(linked(step, rank, npu, links, bench))
+}
+
+/// The two sides with each target node's partner resolved among the golden nodes.
+fn linked(
+    step: i64,
+    rank: i64,
+    npu: SideGraph,
+    links: Vec<Option<NameKey>>,
+    bench: SideGraph,
+) -> RankData {
+    let partners = links
+        .into_iter()
+        .map(|link| link.and_then(|l| bench.by_name.get_key(&bench.nodes, l)))
+        .collect();
+    RankData {
+        step,
+        rank,
+        npu,
+        bench,
+        partners,
+    }
 }
 
 /// The names rows give for their nodes' parents and children, kept as [`NameKey`]s until
@@ -699,22 +600,6 @@ mod tests {
         cyclic.nodes[0].parent = Some(1);
         cyclic.nodes[1].parent = Some(0);
         assert!(cyclic.ancestors(0).count() <= 2);
-    }
-
-    #[test]
-    fn a_name_whose_hash_another_name_took_is_found_by_its_key() {
-        let nodes = vec![node("a"), node("b")];
-        // As if "b" hashed like "a": filed by name, behind "a" in the map by hash.
-        let mut index = NameIndex::default();
-        index.by_hash.insert(name_hash("b"), 0);
-        index.collided.insert("b".into(), 1);
-        assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
-        assert_eq!(index.get(&nodes, "b"), Some(1));
-        assert_eq!(index.get_key(&nodes, NameKey::of("c")), None);
-        // Without the collision, each name by its key.
-        let index = NameIndex::build(&nodes);
-        assert_eq!(index.get_key(&nodes, NameKey::of("a")), Some(0));
-        assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! (`docs/visdb.md`; real files in `tests/fixtures/upstream_vis/`).
 //!
 //! Files we write must open in msprobe's plugin, so tables, column order, types and index names
-//! are kept byte for byte; the one addition is an index of our own, [`NODE_LIST_INDEX`], which no
-//! other reader names.
+//! are kept byte for byte; the additions are ours alone, which no other reader names: an index,
+//! [`NODE_LIST_INDEX`], and a table with its index, [`DIAGNOSIS_TABLE`].
 
 /// Defines `tb_nodes` from one list of its columns (name, then type and constraints, in
 /// msprobe's order): the `CREATE TABLE` statements ([`CREATE_TABLES`], byte for byte msprobe's),
@@ -130,6 +130,39 @@ CREATE INDEX ",
     node_list_index!(),
     " ON tb_nodes (step, rank, data_source, node_order, node_name, sub_nodes, micro_step_id, \
 precision_index, matched_node_link);
+"
+);
+
+/// The name of our own table of what the diagnosis reads, as a literal for `concat!`: see
+/// [`DIAGNOSIS_TABLE`].
+macro_rules! diagnosis_table {
+    () => {
+        "ga_diagnosis"
+    };
+}
+
+/// Our own table, beside msprobe's: per graph side (`step`, `rank`, `data_source`), what the
+/// diagnosis reads of its nodes (names, parents and children as numbers, micro step, matches,
+/// and each entry's statistics as numbers) in a compact binary form, cut into `part`s: part 0
+/// says how the graph is written, parts 1… hold its nodes in node order. The converter and
+/// `gather` write it into compare files after msprobe's tables (`docs/visdb.md` §5); the
+/// diagnosis reads it instead of every row's JSON, and reads the rows when it is absent (msprobe's
+/// files), unreadable, or stale: a graph with an edited row (`modified = 1`: msprobe's plugin and
+/// our matching both set it) or another number of rows than the table says. Our edits also drop
+/// the graph's rows of it, in the edit's own transaction.
+pub const DIAGNOSIS_TABLE: &str = diagnosis_table!();
+
+/// Creates [`DIAGNOSIS_TABLE`] and its index (plain columns, any SQLite opens the file).
+pub const CREATE_DIAGNOSIS_TABLE: &str = concat!(
+    "CREATE TABLE IF NOT EXISTS ",
+    diagnosis_table!(),
+    " (step INTEGER NOT NULL, rank INTEGER NOT NULL, data_source TEXT NOT NULL, \
+part INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS ",
+    diagnosis_table!(),
+    "_part ON ",
+    diagnosis_table!(),
+    " (step, rank, data_source, part);
 "
 );
 

@@ -79,3 +79,33 @@ pub fn convert_48_layer_pair(dir: &Path) -> PathBuf {
         .find(|p| p.to_string_lossy().ends_with(".vis.db"))
         .expect("a .vis.db")
 }
+
+/// `graph-ascend diagnose DB --format json` of a file we converted, read from our own diagnosis
+/// table (which `convert` writes; checked to be there), then again with the table dropped, as
+/// msprobe's files are read: the two answers must be the same byte for byte. Returns the first run.
+#[allow(dead_code)] // the map's tests include this module without using it
+pub fn diagnose_json_both_ways(db: &Path) -> Output {
+    let path = db.to_str().expect("utf-8");
+    let from_table = ga(&["diagnose", path, "--format", "json"]);
+    let conn = rusqlite::Connection::open(db).expect("sqlite");
+    let graphs: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM ga_diagnosis WHERE part = 0",
+            [],
+            |r| r.get(0),
+        )
+        .expect("convert writes our diagnosis table");
+    assert!(graphs >= 2, "{} table headers in {path}", graphs);
+    conn.execute_batch("DROP TABLE ga_diagnosis")
+        .expect("drop the table");
+    drop(conn);
+    let from_rows = ga(&["diagnose", path, "--format", "json"]);
+    assert_eq!(from_table.status.code(), from_rows.status.code(), "{path}");
+    assert!(
+        from_table.stdout == from_rows.stdout,
+        "{path}: from the table\n{}\nfrom the rows\n{}",
+        String::from_utf8_lossy(&from_table.stdout),
+        String::from_utf8_lossy(&from_rows.stdout)
+    );
+    from_table
+}

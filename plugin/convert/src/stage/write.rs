@@ -18,6 +18,7 @@ use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 
 use super::run::Run;
 use crate::compare;
+use crate::diagnosis_table;
 use crate::distributed;
 use crate::error::ConvertError;
 use crate::export::{self, ExportContext, GraphPlan};
@@ -48,9 +49,22 @@ pub(crate) fn write(
         &dest,
         graphs,
         config,
-        link_distributed,
-        opts.overflow_check,
+        Finish {
+            link_distributed,
+            overflow_check: opts.overflow_check,
+            diagnosis_table: true,
+        },
     )
+}
+
+/// How [`write_to`] finishes a file.
+pub(crate) struct Finish {
+    /// Compute the communication links across ranks (msprobe's `distributed_analyzer`) first.
+    pub link_distributed: bool,
+    pub overflow_check: bool,
+    /// Add our own diagnosis table to a compare file before it takes its name
+    /// ([`crate::diagnosis_table`]); a shard's part has none (its gather adds it).
+    pub diagnosis_table: bool,
 }
 
 /// [`write`] to `dest` (or its next free numbered name); a shard writes its part so.
@@ -59,9 +73,13 @@ pub(crate) fn write_to(
     dest: &std::path::Path,
     graphs: Graphs,
     config: &ConfigRow,
-    link_distributed: bool,
-    overflow_check: bool,
+    finish: Finish,
 ) -> Result<PathBuf, ConvertError> {
+    let Finish {
+        link_distributed,
+        overflow_check,
+        diagnosis_table,
+    } = finish;
     let write_phase = timing::phase(|| "write rows".into());
     let mut graphs = graphs;
     let writer = BulkWriter::create(dest)?;
@@ -79,7 +97,9 @@ pub(crate) fn write_to(
     run.rows_to_write(plans.iter().map(|p| p.order.len() as u64).sum());
     let (tx, rx) = sync_channel::<WriteMsg>(2);
     let path = std::thread::scope(|scope| {
-        let writer_thread = scope.spawn(move || write_rows(run, writer, rx, config));
+        let diagnosis_table = diagnosis_table && config.graph_type == "compare";
+        let writer_thread =
+            scope.spawn(move || write_rows(run, writer, rx, config, diagnosis_table));
         let produced = (|| -> Result<(), ConvertError> {
             for (i, mut plan) in plans.into_iter().enumerate() {
                 run.check()?;
@@ -165,7 +185,17 @@ pub(crate) fn write_part(
         manifest.file_name()
     ));
     // Links are made by the gather, which sees every rank.
-    let written = write_to(run, &unsealed, graphs, config, false, opts.overflow_check)?;
+    let written = write_to(
+        run,
+        &unsealed,
+        graphs,
+        config,
+        Finish {
+            link_distributed: false,
+            overflow_check: opts.overflow_check,
+            diagnosis_table: false,
+        },
+    )?;
     let dest = dir.join(manifest.file_name());
     part::seal(&written, manifest, &dest).inspect_err(|_| {
         let _ = std::fs::remove_file(&written);
@@ -224,13 +254,14 @@ enum WriteMsg {
 }
 
 /// The writer thread: inserts what it receives, then writes the config row, builds the
-/// indexes, commits and renames.
+/// indexes, commits, adds our diagnosis table when `diagnosis_table`, and renames.
 /// Rows written are reported to `run`.
 fn write_rows(
     run: &Run,
     mut writer: BulkWriter,
     rx: Receiver<WriteMsg>,
     config: &ConfigRow,
+    diagnosis_table: bool,
 ) -> Result<PathBuf, ConvertError> {
     let mut finished = false;
     for msg in rx {
@@ -253,7 +284,11 @@ fn write_rows(
     }
     writer.insert_config(config)?;
     let p = timing::phase(|| "indexes + commit".into());
-    let path = writer.finish()?;
+    let path = if diagnosis_table {
+        writer.finish_with(diagnosis_table::add_before_rename)?
+    } else {
+        writer.finish()?
+    };
     p.done();
     Ok(path)
 }

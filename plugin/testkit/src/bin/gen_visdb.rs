@@ -1,6 +1,7 @@
-//! `gen_visdb --out FILE [--nodes N] [--leaves L] [--single] [--steps S] [--ranks R]`: a
-//! synthetic `.vis.db` of about N nodes per side (`graph_ascend_testkit::synthetic_visdb`), for
-//! the service and diagnosis benchmarks.
+//! `gen_visdb --out FILE [--nodes N] [--leaves L] [--single] [--steps S] [--ranks R]
+//! [--no-diagnosis-table]`: a synthetic `.vis.db` of about N nodes per side
+//! (`graph_ascend_testkit::synthetic_visdb`), for the service and diagnosis benchmarks; a compare
+//! file gets our own diagnosis table, as `convert` writes it, unless told not to.
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -25,6 +26,9 @@ struct GenArgs {
     /// Ranks 0..N of each step.
     #[arg(long, default_value_t = 1)]
     ranks: usize,
+    /// Leave out our own diagnosis table (a compare file then reads as msprobe's do).
+    #[arg(long)]
+    no_diagnosis_table: bool,
     /// Output file (.vis.db).
     #[arg(long)]
     out: PathBuf,
@@ -36,6 +40,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_graphs(args.steps, args.ranks);
     let path = synthetic_visdb::write(&args.out, shape)
         .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    if !args.single && !args.no_diagnosis_table {
+        graph_ascend_diagnose::write_compact_table(&path)
+            .map_err(|e| format!("cannot add the diagnosis table to {}: {e}", path.display()))?;
+    }
     println!(
         "{}: {} steps x {} ranks, {} nodes per side ({} layers x {} modules x {} calls)",
         path.display(),

@@ -5,9 +5,11 @@
 
 use std::path::Path;
 
+mod diagnose;
 mod dump;
 mod service;
 
+pub use diagnose::entry_scanner;
 pub use dump::{construct_json, dump_json, fastjson_vs_serde, npy, pt, stack_json};
 pub use service::{json_strings, request, vis_db};
 
@@ -15,7 +17,7 @@ pub use service::{json_strings, request, vis_db};
 pub type Reader = fn(&[u8]);
 
 /// The entry point of each fuzz target, by the target's name (its corpus folder's name).
-pub const TARGETS: [(&str, Reader); 9] = [
+pub const TARGETS: [(&str, Reader); 10] = [
     ("dump_json", dump_json),
     ("fastjson_vs_serde", fastjson_vs_serde),
     ("construct_json", construct_json),
@@ -25,6 +27,7 @@ pub const TARGETS: [(&str, Reader); 9] = [
     ("vis_db", vis_db),
     ("request", request),
     ("json_strings", json_strings),
+    ("entry_scanner", entry_scanner),
 ];
 
 /// Why a corpus replay failed.

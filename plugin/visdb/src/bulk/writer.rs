@@ -219,6 +219,16 @@ impl BulkWriter {
     /// taken ([`crate::files::persist_new`]; returned). A repeated `tb_nodes.id` fails here, as
     /// SQLite's UNIQUE constraint would, and leaves nothing behind.
     pub fn finish(self) -> Result<PathBuf, WriteError> {
+        self.finish_with(|_| Ok(()))
+    }
+
+    /// [`BulkWriter::finish`], with `before_rename` run on the complete temporary file just
+    /// before it takes its name (the converter adds our own diagnosis table there, so that no
+    /// reader sees the file without it); its error leaves nothing behind.
+    pub fn finish_with(
+        self,
+        before_rename: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> Result<PathBuf, WriteError> {
         self.check()?;
         let BulkWriter {
             mut file,
@@ -306,6 +316,7 @@ impl BulkWriter {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644));
         }
+        before_rename(&temp).map_err(io)?;
         crate::files::persist_new(temp, &dest).map_err(|source| WriteError::Persist {
             path: dest.clone(),
             source,

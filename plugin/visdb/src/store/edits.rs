@@ -33,7 +33,8 @@ impl Store {
         }
     }
 
-    /// Writes one node's match state and marks it `modified = 1` (msprobe's `update_nodes_info`).
+    /// Writes one node's match state and marks it `modified = 1` (msprobe's `update_nodes_info`);
+    /// the graph's rows of our diagnosis table go (its entries and match changed).
     pub fn update_match(&self, u: &MatchUpdate) -> Result<(), StoreError> {
         let changed = self
             .conn
@@ -58,7 +59,7 @@ impl Store {
         if changed == 0 {
             return Err(self.data_err(format!("node {}", u.name), "no such node to update"));
         }
-        Ok(())
+        self.drop_diagnosis_graph(u.graph.step, u.graph.rank)
     }
 
     /// Sets the precision index of one target node.

@@ -23,8 +23,12 @@
 //!   [`Store::scan_data_rows`]) and the page cache around them.
 //! - `graph_rows`: the pass over a graph with its texts borrowed ([`Store::scan_graph_rows`]).
 //! - `edits`: the writes of matching, colours and precision, in one transaction each.
+//! - `diagnosis_table`: our own table of what the diagnosis reads
+//!   ([`crate::schema::DIAGNOSIS_TABLE`]): its parts read and written, dropped by an edit, and
+//!   whether a graph was edited since it was written.
 
 mod decode;
+mod diagnosis_table;
 mod edits;
 mod graph_rows;
 mod open;

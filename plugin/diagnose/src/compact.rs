@@ -1,0 +1,659 @@
+//! Our own table of what the diagnosis reads ([`graph_ascend_visdb::schema::DIAGNOSIS_TABLE`]):
+//! each side of each graph as the load makes it from the rows (nodes, parents, children,
+//! partners, entries with their statistics as numbers), in a compact binary form, so that a
+//! diagnosis of a file we wrote never reads the rows' JSON.
+//!
+//! The form (all integers LEB128, signed ones zig-zag; `opt` is 0 for none, else index + 1; a
+//! text is its length then its UTF-8 bytes; `f64` its 8 bits little-endian):
+//!
+//! - part 0, the side: [`VERSION`], the number of nodes, `opt` root, whether the run is
+//!   PyTorch's (0 unknown, 1 no, 2 yes), whether nodes carry a partner (1 on the target side).
+//! - parts 1…: [`NODES_PER_PART`] nodes each, in node order. A node: name, `opt` parent,
+//!   node type, micro step, a byte of direction (bits 0–1) and "parameters' gradients" (bit 2),
+//!   children (count, indexes), peers (count, then rank and name each), `opt` partner (when the
+//!   side carries them), inputs and outputs (count, entries each).
+//! - an entry: its name (an index into the part's names seen so far, + 1; or 0 and the text,
+//!   which joins them), a byte of role (bits 0–1), kind (2–3), PyTorch dtype (4), value (5),
+//!   md5 (6), metrics (7); the dtype class; a byte saying which of Max, Min, Mean, Norm follow,
+//!   then those; the value and md5 texts when flagged; the metrics when flagged (a byte saying
+//!   which of Cosine, MaxAbsErr follow, then those); the shape hash (8 bytes).
+//!
+//! Decoding trusts nothing: every index is checked against the number of nodes, every count
+//! against the bytes left, every text for UTF-8; anything else is [`Corrupt`], and the load
+//! then reads the rows.
+
+use graph_ascend_visdb::store::GraphKey;
+use graph_ascend_visdb::Store;
+
+use crate::entry::{DtypeClass, Entry, Kind, Role, Stats, TensorMetrics};
+use crate::error::DiagnoseError;
+use crate::graph::{Direction, NameIndex, Node, SideGraph};
+
+/// The form's version (part 0's first number); another version is read as absent.
+pub const VERSION: u64 = 1;
+
+/// Nodes per part after part 0 (a part of a 1M-node side is under a megabyte).
+pub const NODES_PER_PART: usize = 4096;
+
+/// A table part that does not decode: the load reads the rows instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Corrupt;
+
+/// The parts of one side: part 0, then its nodes; `partners` (the target side's golden partner
+/// of each node) when given.
+pub fn encode_side(side: &SideGraph, partners: Option<&[Option<u32>]>) -> Vec<Vec<u8>> {
+    let mut head = Out::default();
+    head.u(VERSION);
+    head.u(side.nodes.len() as u64);
+    head.opt(side.root);
+    head.byte(match side.torch {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    });
+    head.byte(u8::from(partners.is_some()));
+    let mut parts = vec![head.0];
+    for (chunk, first) in side
+        .nodes
+        .chunks(NODES_PER_PART)
+        .zip((0..).step_by(NODES_PER_PART))
+    {
+        let mut out = Out::default();
+        let mut names: Vec<&str> = Vec::new();
+        for (k, node) in chunk.iter().enumerate() {
+            let partner = partners.map(|p| p.get(first + k).copied().flatten());
+            encode_node(&mut out, &mut names, node, partner);
+        }
+        parts.push(out.0);
+    }
+    parts
+}
+
+fn encode_node<'n>(
+    out: &mut Out,
+    names: &mut Vec<&'n str>,
+    node: &'n Node,
+    partner: Option<Option<u32>>,
+) {
+    out.text(&node.name);
+    out.opt(node.parent);
+    out.i(i64::from(node.node_type));
+    out.i(node.micro_step);
+    let direction = match node.direction {
+        Direction::Forward => 0,
+        Direction::Backward => 1,
+        Direction::Update => 2,
+    };
+    out.byte(direction | u8::from(node.param_grad) << 2);
+    out.u(node.children.len() as u64);
+    for &c in &node.children {
+        out.u(u64::from(c));
+    }
+    out.u(node.peers.len() as u64);
+    for (rank, name) in node.peers.iter() {
+        out.i(*rank);
+        out.text(name);
+    }
+    if let Some(partner) = partner {
+        out.opt(partner);
+    }
+    for entries in [&node.inputs, &node.outputs] {
+        out.u(entries.len() as u64);
+        for e in entries {
+            encode_entry(out, names, e);
+        }
+    }
+}
+
+fn encode_entry<'n>(out: &mut Out, names: &mut Vec<&'n str>, e: &'n Entry) {
+    match names.iter().position(|&n| n == &*e.name) {
+        Some(i) => out.u(i as u64 + 1),
+        None => {
+            out.u(0);
+            out.text(&e.name);
+            names.push(&e.name);
+        }
+    }
+    let role = match e.role {
+        Role::Input => 0,
+        Role::Parameter => 1,
+        Role::Output => 2,
+    };
+    let kind = match e.kind {
+        Kind::Tensor => 0,
+        Kind::Scalar => 1,
+        Kind::Ignored => 2,
+    };
+    out.byte(
+        role | kind << 2
+            | u8::from(e.torch_dtype) << 4
+            | u8::from(e.value.is_some()) << 5
+            | u8::from(e.md5.is_some()) << 6
+            | u8::from(e.metrics.is_some()) << 7,
+    );
+    out.byte(DTYPES.iter().position(|&d| d == e.dtype).unwrap_or(0) as u8);
+    out.numbers(&e.stats.all());
+    if let Some(v) = &e.value {
+        out.text(v);
+    }
+    if let Some(m) = &e.md5 {
+        out.text(m);
+    }
+    if let Some(m) = &e.metrics {
+        out.numbers(&[m.cosine, m.max_abs_err]);
+    }
+    out.0.extend_from_slice(&e.shape.to_le_bytes());
+}
+
+/// The dtype classes by their number in the form.
+const DTYPES: [DtypeClass; 6] = [
+    DtypeClass::Exact,
+    DtypeClass::Float64,
+    DtypeClass::Float32,
+    DtypeClass::Float16,
+    DtypeClass::BFloat16,
+    DtypeClass::Other,
+];
+
+/// Bytes being written.
+#[derive(Default)]
+struct Out(Vec<u8>);
+
+impl Out {
+    fn byte(&mut self, b: u8) {
+        self.0.push(b);
+    }
+
+    fn u(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.0.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+    }
+
+    fn i(&mut self, v: i64) {
+        self.u(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    fn opt(&mut self, v: Option<u32>) {
+        self.u(v.map_or(0, |v| u64::from(v) + 1));
+    }
+
+    fn text(&mut self, s: &str) {
+        self.u(s.len() as u64);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    /// A byte saying which are present, then those.
+    fn numbers(&mut self, values: &[Option<f64>]) {
+        let present = values
+            .iter()
+            .enumerate()
+            .fold(0u8, |bits, (i, v)| bits | u8::from(v.is_some()) << i);
+        self.byte(present);
+        for v in values.iter().flatten() {
+            self.0.extend_from_slice(&v.to_bits().to_le_bytes());
+        }
+    }
+}
+
+/// Bytes being read; every read checked.
+struct In<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> In<'a> {
+    fn byte(&mut self) -> Result<u8, Corrupt> {
+        let b = *self.bytes.get(self.at).ok_or(Corrupt)?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn u(&mut self) -> Result<u64, Corrupt> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(Corrupt)
+    }
+
+    fn i(&mut self) -> Result<i64, Corrupt> {
+        let u = self.u()?;
+        Ok((u >> 1) as i64 ^ -((u & 1) as i64))
+    }
+
+    /// An index below `limit`, or none.
+    fn opt(&mut self, limit: usize) -> Result<Option<u32>, Corrupt> {
+        match self.u()? {
+            0 => Ok(None),
+            v => Ok(Some(Self::index(v - 1, limit)?)),
+        }
+    }
+
+    fn index(v: u64, limit: usize) -> Result<u32, Corrupt> {
+        if v < limit as u64 {
+            u32::try_from(v).map_err(|_| Corrupt)
+        } else {
+            Err(Corrupt)
+        }
+    }
+
+    /// A count of things of at least one byte each: no more than the bytes left.
+    fn count(&mut self) -> Result<usize, Corrupt> {
+        let n = self.u()?;
+        if n > (self.bytes.len() - self.at) as u64 {
+            return Err(Corrupt);
+        }
+        Ok(n as usize)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Corrupt> {
+        let end = self.at.checked_add(n).ok_or(Corrupt)?;
+        let b = self.bytes.get(self.at..end).ok_or(Corrupt)?;
+        self.at = end;
+        Ok(b)
+    }
+
+    fn text(&mut self) -> Result<&'a str, Corrupt> {
+        let n = self.count()?;
+        std::str::from_utf8(self.take(n)?).map_err(|_| Corrupt)
+    }
+
+    fn f64(&mut self) -> Result<f64, Corrupt> {
+        let b: [u8; 8] = self.take(8)?.try_into().map_err(|_| Corrupt)?;
+        Ok(f64::from_bits(u64::from_le_bytes(b)))
+    }
+
+    fn numbers<const N: usize>(&mut self) -> Result<[Option<f64>; N], Corrupt> {
+        let present = self.byte()?;
+        if u32::from(present) >> N != 0 {
+            return Err(Corrupt);
+        }
+        let mut values = [None; N];
+        for (i, v) in values.iter_mut().enumerate() {
+            if present & 1 << i != 0 {
+                *v = Some(self.f64()?);
+            }
+        }
+        Ok(values)
+    }
+
+    fn done(&self) -> bool {
+        self.at == self.bytes.len()
+    }
+}
+
+/// One side read back from the table.
+#[derive(Debug)]
+pub struct DecodedSide {
+    pub side: SideGraph,
+    /// The golden partner of each node, on the target side (not yet checked against the golden
+    /// side); `None` on the golden side.
+    pub partners: Option<Vec<Option<u32>>>,
+}
+
+/// One side read back from its parts, given one at a time in part order.
+pub struct SideDecoder {
+    nodes: Vec<Node>,
+    /// The rows the side has: part 0 must say as many nodes.
+    rows: usize,
+    /// Whether part 0 was read.
+    started: bool,
+    root: Option<u32>,
+    torch: Option<bool>,
+    partners: Option<Vec<Option<u32>>>,
+    next_part: i64,
+}
+
+impl SideDecoder {
+    /// A decoder of a side of `rows` rows.
+    pub fn new(rows: usize) -> SideDecoder {
+        SideDecoder {
+            nodes: Vec::new(),
+            rows,
+            started: false,
+            root: None,
+            torch: None,
+            partners: None,
+            next_part: 0,
+        }
+    }
+
+    /// Reads part `part` (they must come in order, from 0).
+    pub fn push(&mut self, part: i64, bytes: &[u8]) -> Result<(), Corrupt> {
+        if part != self.next_part {
+            return Err(Corrupt);
+        }
+        self.next_part += 1;
+        let mut r = In { bytes, at: 0 };
+        let n = self.rows;
+        if !self.started {
+            if r.u()? != VERSION || r.u()? != n as u64 || n > u32::MAX as usize {
+                return Err(Corrupt);
+            }
+            self.root = r.opt(n)?;
+            self.torch = match r.byte()? {
+                0 => None,
+                1 => Some(false),
+                2 => Some(true),
+                _ => return Err(Corrupt),
+            };
+            self.partners = match r.byte()? {
+                0 => None,
+                1 => Some(Vec::with_capacity(n)),
+                _ => return Err(Corrupt),
+            };
+            // Sized once: as many nodes as the graph has rows.
+            self.nodes.reserve_exact(n);
+            self.started = true;
+        } else {
+            let left = n - self.nodes.len();
+            if left == 0 {
+                return Err(Corrupt);
+            }
+            let mut names: Vec<Box<str>> = Vec::new();
+            for _ in 0..left.min(NODES_PER_PART) {
+                let node = self.node(&mut r, n, &mut names)?;
+                self.nodes.push(node);
+            }
+        }
+        if r.done() {
+            Ok(())
+        } else {
+            Err(Corrupt)
+        }
+    }
+
+    fn node(
+        &mut self,
+        r: &mut In<'_>,
+        n: usize,
+        names: &mut Vec<Box<str>>,
+    ) -> Result<Node, Corrupt> {
+        let name: Box<str> = r.text()?.into();
+        let parent = r.opt(n)?;
+        let node_type = i32::try_from(r.i()?).map_err(|_| Corrupt)?;
+        let micro_step = r.i()?;
+        let flags = r.byte()?;
+        let direction = match flags & 3 {
+            0 => Direction::Forward,
+            1 => Direction::Backward,
+            2 => Direction::Update,
+            _ => return Err(Corrupt),
+        };
+        if flags >> 3 != 0 {
+            return Err(Corrupt);
+        }
+        // Vectors sized exactly (collecting `Result`s starts a vector at four elements: an
+        // entry's 88 bytes four times over, for millions of one-entry lists).
+        let count = r.count()?;
+        let mut children = Vec::with_capacity(count);
+        for _ in 0..count {
+            children.push(In::index(r.u()?, n)?);
+        }
+        let count = r.count()?;
+        let mut peers = Vec::with_capacity(count);
+        for _ in 0..count {
+            peers.push((r.i()?, r.text()?.into()));
+        }
+        let peers = peers.into_boxed_slice();
+        if let Some(partners) = &mut self.partners {
+            // Checked against the golden side once it is read.
+            partners.push(r.opt(u32::MAX as usize)?);
+        }
+        let mut entries = || -> Result<Vec<Entry>, Corrupt> {
+            let count = r.count()?;
+            let mut entries = Vec::with_capacity(count);
+            for _ in 0..count {
+                entries.push(entry(r, names)?);
+            }
+            Ok(entries)
+        };
+        let inputs = entries()?;
+        let outputs = entries()?;
+        Ok(Node {
+            name,
+            parent,
+            children,
+            node_type,
+            inputs,
+            outputs,
+            peers,
+            direction,
+            param_grad: flags & 4 != 0,
+            micro_step,
+        })
+    }
+
+    /// The side, once every part was read, and the partners it carries (the target side's,
+    /// not yet checked against the golden side).
+    pub fn finish(self) -> Result<DecodedSide, Corrupt> {
+        if !self.started || self.rows != self.nodes.len() {
+            return Err(Corrupt);
+        }
+        let by_name = NameIndex::build(&self.nodes);
+        Ok(DecodedSide {
+            side: SideGraph {
+                nodes: self.nodes,
+                by_name,
+                root: self.root,
+                torch: self.torch,
+            },
+            partners: self.partners,
+        })
+    }
+}
+
+fn entry(r: &mut In<'_>, names: &mut Vec<Box<str>>) -> Result<Entry, Corrupt> {
+    let name: Box<str> = match r.u()? {
+        0 => {
+            let name: Box<str> = r.text()?.into();
+            names.push(name.clone());
+            name
+        }
+        i => names
+            .get(usize::try_from(i - 1).map_err(|_| Corrupt)?)
+            .ok_or(Corrupt)?
+            .clone(),
+    };
+    let flags = r.byte()?;
+    let role = match flags & 3 {
+        0 => Role::Input,
+        1 => Role::Parameter,
+        2 => Role::Output,
+        _ => return Err(Corrupt),
+    };
+    let kind = match flags >> 2 & 3 {
+        0 => Kind::Tensor,
+        1 => Kind::Scalar,
+        2 => Kind::Ignored,
+        _ => return Err(Corrupt),
+    };
+    let dtype = *DTYPES.get(usize::from(r.byte()?)).ok_or(Corrupt)?;
+    let [max, min, mean, norm] = r.numbers::<4>()?;
+    let value = if flags & 1 << 5 != 0 {
+        Some(r.text()?.into())
+    } else {
+        None
+    };
+    let md5 = if flags & 1 << 6 != 0 {
+        Some(r.text()?.into())
+    } else {
+        None
+    };
+    let metrics = if flags & 1 << 7 != 0 {
+        let [cosine, max_abs_err] = r.numbers::<2>()?;
+        Some(Box::new(TensorMetrics {
+            cosine,
+            max_abs_err,
+        }))
+    } else {
+        None
+    };
+    let shape = u64::from_le_bytes(r.take(8)?.try_into().map_err(|_| Corrupt)?);
+    Ok(Entry {
+        name,
+        role,
+        kind,
+        dtype,
+        stats: Stats::new(max, min, mean, norm),
+        value,
+        md5,
+        metrics,
+        shape,
+        torch_dtype: flags & 1 << 4 != 0,
+    })
+}
+
+/// Reads one side from the table; `None` when its parts do not decode or do not match the
+/// rows (another number of nodes than the graph has rows).
+pub(crate) fn read_side(
+    store: &Store,
+    graph: GraphKey,
+) -> Result<Option<DecodedSide>, DiagnoseError> {
+    let mut decoder = SideDecoder::new(store.count_graph_rows(graph)?);
+    let mut corrupt = false;
+    store.scan_diagnosis_parts(graph, |part, bytes| -> Result<(), DiagnoseError> {
+        if !corrupt && decoder.push(part, bytes).is_err() {
+            corrupt = true;
+        }
+        Ok(())
+    })?;
+    if corrupt {
+        return Ok(None);
+    }
+    Ok(decoder.finish().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::{parse_entries_text, Text};
+
+    /// A side of three nodes with every kind of field set somewhere.
+    fn side() -> SideGraph {
+        let node = |name: &str, parent, children: Vec<u32>| Node {
+            name: name.into(),
+            parent,
+            children,
+            node_type: 1,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            peers: Box::default(),
+            direction: Direction::Forward,
+            param_grad: false,
+            micro_step: 0,
+        };
+        let mut nodes = vec![
+            node("root", None, vec![1, 2]),
+            node("a.forward", Some(0), vec![]),
+            node("b.backward", Some(0), vec![]),
+        ];
+        nodes[1].inputs = parse_entries_text(
+            "a.forward",
+            r#"{"a.forward.input.0": {"type": "torch.Tensor", "dtype": "torch.bfloat16",
+                "shape": "[2]", "Max": "nan", "Min": "-inf", "Norm": "2.5", "Cosine": "0.9"},
+                "a.forward.input.eps": {"type": "float", "value": "1e-05"},
+                "a.forward.parameters.weight": {"type": "torch.Tensor", "md5": "00ab",
+                "shape": "[2]", "Max": "1"}}"#,
+            false,
+        )
+        .expect("entries");
+        nodes[2].outputs = nodes[1].inputs.clone();
+        nodes[2].outputs[1].value = Some(Text::from("ä"));
+        nodes[2].direction = Direction::Update;
+        nodes[2].param_grad = true;
+        nodes[2].micro_step = -3;
+        nodes[2].node_type = 9;
+        nodes[2].peers = vec![(7, "Distributed.recv.0.forward".into())].into_boxed_slice();
+        let by_name = NameIndex::build(&nodes);
+        SideGraph {
+            nodes,
+            by_name,
+            root: Some(0),
+            torch: Some(true),
+        }
+    }
+
+    fn decode(rows: usize, parts: &[Vec<u8>]) -> Result<DecodedSide, Corrupt> {
+        let mut d = SideDecoder::new(rows);
+        for (i, p) in parts.iter().enumerate() {
+            d.push(i as i64, p)?;
+        }
+        d.finish()
+    }
+
+    #[test]
+    fn a_side_reads_back_as_it_was_written() {
+        let side = side();
+        let partners = [Some(2), None, Some(0)];
+        let parts = encode_side(&side, Some(&partners));
+        let DecodedSide {
+            side: back,
+            partners: back_partners,
+        } = decode(3, &parts).expect("decodes");
+        let shown = |g: &SideGraph| format!("{:?} {:?} {:?}", g.nodes, g.root, g.torch);
+        assert_eq!(shown(&back), shown(&side));
+        assert_eq!(back_partners.as_deref(), Some(&partners[..]));
+        assert_eq!(back.find("b.backward"), Some(2));
+        // The golden side carries no partners.
+        let golden = decode(3, &encode_side(&side, None)).expect("decodes");
+        assert_eq!(golden.partners, None);
+    }
+
+    #[test]
+    fn parts_split_at_the_part_size() {
+        let mut side = side();
+        let extra = side.nodes[1].clone();
+        side.nodes
+            .extend(std::iter::repeat_n(extra, NODES_PER_PART + 5));
+        let parts = encode_side(&side, None);
+        assert_eq!(parts.len(), 3);
+        let n = side.nodes.len();
+        assert_eq!(decode(n, &parts).expect("decodes").side.nodes.len(), n);
+        // Parts out of order, or one missing, do not decode.
+        assert!(decode(n, &[parts[0].clone(), parts[2].clone()]).is_err());
+    }
+
+    #[test]
+    fn what_does_not_fit_the_rows_or_the_form_does_not_decode() {
+        let side = side();
+        let parts = encode_side(&side, Some(&[None, None, None]));
+        // Another number of rows than the side has nodes.
+        assert!(decode(4, &parts).is_err());
+        assert!(decode(2, &parts).is_err());
+        // Another version.
+        let mut other = parts.clone();
+        other[0][0] = VERSION as u8 + 1;
+        assert!(decode(3, &other).is_err());
+        // Every cut of a part, and a byte more.
+        for cut in 0..parts[1].len() {
+            let mut short = parts.clone();
+            short[1].truncate(cut);
+            assert!(decode(3, &short).is_err(), "cut at {cut}");
+        }
+        let mut long = parts.clone();
+        long[1].push(0);
+        assert!(decode(3, &long).is_err());
+        // A child past the nodes: the root's first child is its name's length + 4 bytes in.
+        let mut bad = parts.clone();
+        let at = 1 + "root".len() + 1 + 1 + 1 + 1 + 1;
+        assert_eq!(bad[1][at], 1, "the root's first child");
+        bad[1][at] = 3;
+        assert!(decode(3, &bad).is_err());
+        // Any byte changed either decodes or is refused, never panics.
+        for i in 0..parts[1].len() {
+            for b in [0u8, 0x7f, 0x80, 0xff] {
+                let mut changed = parts.clone();
+                changed[1][i] = b;
+                let _ = decode(3, &changed);
+            }
+        }
+    }
+}

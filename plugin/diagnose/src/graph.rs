@@ -1,0 +1,250 @@
+//! The typed graphs the rules work on: for one step and rank, both sides (target `NPU` and
+//! golden `Bench`), each node with its parent, its children in the hierarchy's order, its match
+//! and its entries; nodes found by name. Made by the load ([`crate::load`]), from the rows or
+//! from our own table ([`crate::compact`]).
+
+use foldhash::HashMap;
+
+use crate::entry::Entry;
+
+/// The pass a node belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Forward,
+    Backward,
+    /// The optimizer's step and gradient clipping (msprobe's `optimizer` and `clip_grad`
+    /// nodes): after backward, fed by the gradients.
+    Update,
+}
+
+/// One node of one side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub name: Box<str>,
+    pub parent: Option<u32>,
+    /// Children in the hierarchy's order (`sub_nodes`), which is the order they ran in.
+    pub children: Vec<u32>,
+    /// msprobe's `NodeOp`: 0 module, 1 API, 9 API collection.
+    pub node_type: i32,
+    /// `input_data` entries (arguments and parameters), in file order.
+    pub inputs: Vec<Entry>,
+    /// `output_data` entries, in file order.
+    pub outputs: Vec<Entry>,
+    /// Communication peers from `matched_distributed`: `(rank, node on that rank)`.
+    pub peers: Box<[(i64, Box<str>)]>,
+    /// Its pass: `.backward` in the name, or inside an update node, else forward.
+    pub direction: Direction,
+    /// A `parameters_grad` node (the gradients of a module's parameters).
+    pub param_grad: bool,
+    /// `micro_step_id`: the micro-batch it ran in (gradient accumulation; 0 without).
+    pub micro_step: i64,
+}
+
+/// Node indexes by name, without a second copy of the names: a map from the name's 64-bit hash
+/// to the index (the name itself is checked against the node), and a map by name for the rare
+/// names whose hash another name already took. A 1M-node side saves a million string copies.
+#[derive(Debug, Default)]
+pub struct NameIndex {
+    by_hash: HashMap<u64, u32>,
+    collided: HashMap<Box<str>, u32>,
+}
+
+pub(crate) fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x6e61_6d65).hash_one(name)
+}
+
+/// A name as two independent 64-bit hashes: how the load keeps the names of a node's parent and
+/// children until they are resolved to indexes, instead of a copy of each name (a 1M-node side
+/// lists two million). Two names with one key would need both hashes to collide (a chance of
+/// about 2⁻¹²⁸ per pair), so resolving a key is resolving its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NameKey {
+    hash: u64,
+    check: u64,
+}
+
+impl NameKey {
+    pub(crate) fn of(name: &str) -> NameKey {
+        use std::hash::BuildHasher;
+        NameKey {
+            hash: name_hash(name),
+            check: foldhash::quality::FixedState::with_seed(0x0063_6865_636b).hash_one(name),
+        }
+    }
+}
+
+impl NameIndex {
+    /// Indexes `nodes` by name; the first of two nodes with one name wins.
+    pub(crate) fn build(nodes: &[Node]) -> NameIndex {
+        let mut index = NameIndex::default();
+        index.by_hash.reserve(nodes.len());
+        for (i, node) in nodes.iter().enumerate() {
+            match index.by_hash.entry(name_hash(&node.name)) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(i as u32);
+                }
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    if nodes[*o.get() as usize].name != node.name {
+                        index.collided.entry(node.name.clone()).or_insert(i as u32);
+                    }
+                }
+            }
+        }
+        index
+    }
+
+    /// The index of `name` among `nodes` (the nodes it was built from).
+    pub(crate) fn get(&self, nodes: &[Node], name: &str) -> Option<u32> {
+        let i = *self.by_hash.get(&name_hash(name))?;
+        if *nodes[i as usize].name == *name {
+            Some(i)
+        } else {
+            self.collided.get(name).copied()
+        }
+    }
+
+    /// The index of the name whose key is `key` among `nodes` (the nodes it was built from).
+    pub(crate) fn get_key(&self, nodes: &[Node], key: NameKey) -> Option<u32> {
+        let i = *self.by_hash.get(&key.hash)?;
+        if NameKey::of(&nodes[i as usize].name) == key {
+            Some(i)
+        } else {
+            // Another name took this hash first: the rare names filed by name.
+            self.collided
+                .iter()
+                .find(|(name, _)| NameKey::of(name) == key)
+                .map(|(_, &i)| i)
+        }
+    }
+}
+
+/// All nodes of one side of one step and rank.
+#[derive(Debug, Default)]
+pub struct SideGraph {
+    pub nodes: Vec<Node>,
+    pub by_name: NameIndex,
+    /// The node without a parent (`DefaultModel`).
+    pub root: Option<u32>,
+    /// Whether the run is PyTorch's, by its dtype spelling (`None`: no tensor at all).
+    pub torch: Option<bool>,
+}
+
+impl SideGraph {
+    /// The index of a node by name.
+    pub fn find(&self, name: &str) -> Option<u32> {
+        self.by_name.get(&self.nodes, name)
+    }
+
+    /// Nodes in execution order: a post-order walk of the hierarchy (children in their order,
+    /// then the node, as a module finishes after what it calls), then any node the walk did not
+    /// reach, in file order. Iterative, so a deep or corrupt hierarchy cannot overflow the stack.
+    pub fn execution_order(&self) -> Vec<u32> {
+        let n = self.nodes.len();
+        let mut seen = vec![false; n];
+        let mut order = Vec::with_capacity(n);
+        let walk = |start: u32, seen: &mut Vec<bool>, order: &mut Vec<u32>| {
+            if seen[start as usize] {
+                return;
+            }
+            seen[start as usize] = true;
+            let mut stack: Vec<(u32, usize)> = vec![(start, 0)];
+            while let Some((node, next)) = stack.pop() {
+                let children = &self.nodes[node as usize].children;
+                if let Some(&child) = children.get(next) {
+                    stack.push((node, next + 1));
+                    if !seen[child as usize] {
+                        seen[child as usize] = true;
+                        stack.push((child, 0));
+                    }
+                } else {
+                    order.push(node);
+                }
+            }
+        };
+        if let Some(root) = self.root {
+            walk(root, &mut seen, &mut order);
+        }
+        for i in 0..n as u32 {
+            if !seen[i as usize] {
+                walk(i, &mut seen, &mut order);
+            }
+        }
+        order
+    }
+
+    /// `node`'s ancestors, nearest first (bounded by the number of nodes: a cycle stops it).
+    pub fn ancestors(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut next = self.nodes[node as usize].parent;
+        let mut left = self.nodes.len();
+        std::iter::from_fn(move || {
+            let current = next?;
+            if left == 0 {
+                return None;
+            }
+            left -= 1;
+            next = self.nodes[current as usize].parent;
+            Some(current)
+        })
+    }
+}
+
+/// Both sides of one step and rank.
+#[derive(Debug)]
+pub struct RankData {
+    pub step: i64,
+    pub rank: i64,
+    pub npu: SideGraph,
+    pub bench: SideGraph,
+    /// The golden partner of each target node (by `matched_node_link`), if it exists.
+    pub partners: Vec<Option<u32>>,
+}
+
+impl RankData {
+    /// The two runs come from different frameworks (MindSpore against PyTorch).
+    pub fn cross_framework(&self) -> bool {
+        matches!((self.npu.torch, self.bench.torch), (Some(a), Some(b)) if a != b)
+    }
+
+    /// The golden partner of target node `i`, if it is matched and the partner exists.
+    pub fn partner(&self, i: u32) -> Option<u32> {
+        self.partners[i as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        Node {
+            name: name.into(),
+            parent: None,
+            children: Vec::new(),
+            node_type: 0,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            peers: Box::default(),
+            direction: Direction::Forward,
+            param_grad: false,
+            micro_step: 0,
+        }
+    }
+
+    #[test]
+    fn a_name_whose_hash_another_name_took_is_found_by_its_key() {
+        let nodes = vec![node("a"), node("b")];
+        // As if "b" hashed like "a": filed by name, behind "a" in the map by hash.
+        let mut index = NameIndex::default();
+        index.by_hash.insert(name_hash("b"), 0);
+        index.collided.insert("b".into(), 1);
+        assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
+        assert_eq!(index.get(&nodes, "b"), Some(1));
+        assert_eq!(index.get_key(&nodes, NameKey::of("c")), None);
+        // Without the collision, each name by its key.
+        let index = NameIndex::build(&nodes);
+        assert_eq!(index.get_key(&nodes, NameKey::of("a")), Some(0));
+        assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
+    }
+}
