@@ -624,9 +624,14 @@ pub(crate) fn leaf_fields<'j, 'a>(
             set(&mut item, "shape", text(value.py_str()));
         } else if ty == "slice" {
             let n = value.list_len().unwrap_or(0);
+            set(&mut item, "dtype", text(ty.clone()));
             set(&mut item, "shape", text(format!("({n},)")));
         } else if ty == "ellipsis" {
+            set(&mut item, "dtype", text(ty.clone()));
             set(&mut item, "shape", text("[]".into()));
+            for key in STAT_KEYS {
+                set(&mut item, key, value.clone());
+            }
         } else if ["src", "dst", "group_src", "group_dst"]
             .iter()
             .any(|s| name.ends_with(s))
@@ -639,6 +644,8 @@ pub(crate) fn leaf_fields<'j, 'a>(
             }
             set(&mut item, "md5", shown);
         } else if ty == "torch.ProcessGroup" {
+            set(&mut item, "dtype", text(ty.clone()));
+            set(&mut item, "shape", text("[]".into()));
             let ranks = text(
                 get(&item, "group_ranks")
                     .map(LeafVal::py_str)

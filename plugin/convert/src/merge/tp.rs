@@ -153,6 +153,13 @@ fn remove_key(v: &mut NeedMerge, key: &str) {
 
 /// A merged value rounded to the dump's precision, as `torch.tensor(v, dtype).item()` does
 /// (through float32 first, as torch converts a Python float).
+/// Python's `pow(x, y)` for floats: the C library's `pow`, called as such (the exponent hidden
+/// from the optimiser, which turns `powf(2.0)` into `x * x` and `powf(0.5)` into `sqrt`, each of
+/// which can differ from `pow` in the last bit).
+fn py_pow(x: f64, y: f64) -> f64 {
+    x.powf(std::hint::black_box(y))
+}
+
 fn cast_to_dtype(v: f64, dtype: Option<&PyVal>) -> f64 {
     if !v.is_finite() {
         return v;
@@ -250,13 +257,16 @@ pub(crate) fn merge_params(f: &mut Forest, need: &NeedMerge) -> Vec<String> {
                     )
                 }
                 _ => {
+                    // msprobe's `pow(x, 2.0)` and `pow(s, 1 / 2.0)`: the C library's `pow`, which
+                    // is not always `x * x` or `sqrt(s)` to the last bit; the compiler would
+                    // replace a constant exponent by those (`py_pow`).
                     let mut s = 0.0f64;
                     for v in &vals {
-                        s += number(Some(v)).unwrap_or(0.0).powf(2.0);
+                        s += py_pow(number(Some(v)).unwrap_or(0.0), 2.0);
                     }
                     let parts: Vec<String> = shown.iter().map(|v| format!("{v} ** 2")).collect();
                     (
-                        PyVal::Float(s.powf(0.5)),
+                        PyVal::Float(py_pow(s, 0.5)),
                         format!("({}) ** 0.5", parts.join(" + ")),
                     )
                 }
