@@ -24,6 +24,7 @@ use crate::load::{CompareFile, Mode, RankData};
 use crate::options::Options;
 use crate::reason::{self, ReasonPart};
 use crate::site::{self, RankClass};
+use crate::tolerance::LearnedTolerances;
 pub use crate::source::{Source, SourceKind};
 
 /// The first inf/NaN of a rank.
@@ -81,6 +82,9 @@ pub struct Diagnosis {
     pub peer_inheritance: Vec<PeerInheritance>,
     /// Matched target nodes judged.
     pub nodes_judged: usize,
+    /// The tolerances learned per op kind that replaced the dtype table (from a reference, or
+    /// tightened from the compare's first judged step); every other op kind used the table.
+    pub tolerances: Option<LearnedTolerances>,
 }
 
 /// Per-rank judgements of one step.
@@ -91,8 +95,21 @@ struct RankJudgements<'a> {
     first_non_finite: Option<NonFinite>,
 }
 
-fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
-    let order = data.npu.execution_order();
+/// Every matched target node of one rank judged (`None`: unmatched, or a parameter gradient).
+pub(crate) fn judge_nodes<'a>(
+    mode: Mode,
+    opts: &Options,
+    data: &'a RankData,
+) -> Vec<Option<Judgement<'a>>> {
+    judge_in_order(mode, opts, data, &data.npu.execution_order())
+}
+
+fn judge_in_order<'a>(
+    mode: Mode,
+    opts: &Options,
+    data: &'a RankData,
+    order: &[u32],
+) -> Vec<Option<Judgement<'a>>> {
     let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
         .into_par_iter()
         .map(|i| {
@@ -100,9 +117,9 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
             judge::node_precision(&data.npu.nodes[i as usize], b)
         })
         .collect();
-    let floor = judge::precision_floor(&order, &precision);
+    let floor = judge::precision_floor(order, &precision);
     // Nodes are judged independently: on every core.
-    let judged = (0..data.npu.nodes.len() as u32)
+    (0..data.npu.nodes.len() as u32)
         .into_par_iter()
         .map(|i| {
             let n = &data.npu.nodes[i as usize];
@@ -113,7 +130,12 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
             let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
             Some(judge::judge(mode, opts, n, parent, b, floor[i as usize]))
         })
-        .collect();
+        .collect()
+}
+
+fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
+    let order = data.npu.execution_order();
+    let judged = judge_in_order(mode, opts, data, &order);
     let first_non_finite = first_non_finite(data, &order);
     RankJudgements {
         data,
@@ -159,7 +181,7 @@ fn source_kind(j: &Judgement<'_>, opts: &Options, causes_only: bool) -> Option<S
         Some(SourceKind::Cause)
     } else if causes_only {
         None
-    } else if j.has_inputs && j.inputs_agree() && j.output_jumps(opts.jump_ratio) {
+    } else if j.has_inputs && j.inputs_agree() && j.output_jumps(j.jump_ratio(opts)) {
         Some(SourceKind::Introduced)
     } else if !j.inputs_agree() && j.output_jumps(opts.amplify_ratio) {
         Some(SourceKind::Amplified)
@@ -347,6 +369,7 @@ fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> Vec<ReasonPart> {
 
 /// Diagnoses one step, already loaded (all ranks of interest).
 pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosis {
+    let opts = &step_options(mode, opts, ranks);
     let judged: Vec<RankJudgements<'_>> = ranks.iter().map(|r| judge_rank(mode, opts, r)).collect();
     let step = ranks.first().map_or(0, |r| r.step);
     let check = step_check(step, &judged);
@@ -354,6 +377,33 @@ pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosi
     d.steps_checked = vec![check];
     d.groups = group::group(&mut d.sources);
     d
+}
+
+/// The options one step is judged with: `opts`, or, with `opts.tighten` and no learned
+/// tolerances, the dtype table tightened per op kind from the step's own nodes
+/// ([`LearnedTolerances::tightened`]).
+fn step_options<'o>(
+    mode: Mode,
+    opts: &'o Options,
+    ranks: &[RankData],
+) -> std::borrow::Cow<'o, Options> {
+    if !opts.tighten || opts.learned.is_some() || mode == Mode::Md5 {
+        return std::borrow::Cow::Borrowed(opts);
+    }
+    let judged: Vec<Vec<Option<Judgement<'_>>>> =
+        ranks.iter().map(|r| judge_nodes(mode, opts, r)).collect();
+    let pairs: Vec<(&RankData, &[Option<Judgement<'_>>])> = ranks
+        .iter()
+        .zip(&judged)
+        .map(|(r, j)| (r, j.as_slice()))
+        .collect();
+    match LearnedTolerances::tightened(opts, &pairs) {
+        Some(t) => std::borrow::Cow::Owned(Options {
+            learned: Some(std::sync::Arc::new(t)),
+            ..opts.clone()
+        }),
+        None => std::borrow::Cow::Borrowed(opts),
+    }
 }
 
 /// The sources of one step. With `updated` (an earlier step had a source), every weight
@@ -498,6 +548,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
         groups: Vec::new(),
         peer_inheritance,
         nodes_judged,
+        tolerances: opts.learned.as_deref().cloned(),
     }
 }
 
@@ -552,12 +603,13 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
             .iter()
             .map(|&rank| file.load(step, rank))
             .collect::<Result<_, _>>()?;
+        let step_opts = step_options(file.mode(), opts, &data);
         let judged: Vec<RankJudgements<'_>> = data
             .iter()
-            .map(|r| judge_rank(file.mode(), opts, r))
+            .map(|r| judge_rank(file.mode(), &step_opts, r))
             .collect();
         let check = step_check(step, &judged);
-        let d = collect(file.mode(), opts, &judged, updated);
+        let d = collect(file.mode(), &step_opts, &judged, updated);
         if !d.sources.is_empty() || !d.first_non_finite.is_empty() {
             found_in.push(step);
         }

@@ -77,6 +77,12 @@ pub struct Level<'a> {
     pub tensor_err: f64,
     pub tolerance: Tolerance,
     pub dtype: DtypeClass,
+    /// The class of noise it is judged against: the coarser of `dtype` and the run's precision
+    /// floor (`dtype` itself when exact).
+    pub noise: DtypeClass,
+    /// Its tolerance was learned for the node's op kind ([`crate::tolerance`]), not taken from
+    /// the dtype table.
+    pub learned: bool,
 }
 
 impl Level<'_> {
@@ -245,6 +251,17 @@ impl Judgement<'_> {
             };
             out > l.tolerance.jump && out > ratio * input
         })
+    }
+
+    /// The ratio an output must be worse than the inputs by to be a jump when the inputs agree:
+    /// `opts.jump_ratio` against the dtype table; 1 against a tolerance learned for the node's
+    /// op kind, which already holds the noise its inputs bring ([`crate::tolerance`]).
+    pub fn jump_ratio(&self, opts: &Options) -> f64 {
+        if self.output.as_ref().is_some_and(|l| l.learned) {
+            1.0
+        } else {
+            opts.jump_ratio
+        }
     }
 
     /// Any difference beyond noise: inputs, outputs or causes.
@@ -484,7 +501,13 @@ pub fn judge<'a>(
     let mut causes = Vec::new();
     let mut has_inputs = false;
     let mut weights_differ = false;
-    let level = |ne: &'a Entry, be: &'a Entry| -> Option<Level<'a>> {
+    let learned_for = |noise: DtypeClass| {
+        let learned = opts.learned.as_deref()?;
+        learned.get(crate::tolerance::op_kind(n), n.direction, noise)
+    };
+    // The tolerance of an entry of `role`: learned for the node's op kind (outputs, activation
+    // inputs) or the dtype table's.
+    let level = |ne: &'a Entry, be: &'a Entry, role: Role| -> Option<Level<'a>> {
         let d = deviation(mode, ne, be)?;
         let dtype = ne.dtype.coarser(be.dtype);
         let noise = if dtype == DtypeClass::Exact {
@@ -492,13 +515,24 @@ pub fn judge<'a>(
         } else {
             dtype.coarser(floor)
         };
+        let table = opts.tolerance(noise, noise);
+        let learned = match role {
+            Role::Output => learned_for(noise).map(|l| l.output),
+            Role::Input => learned_for(noise).map(|l| Tolerance {
+                agree: l.input_agree,
+                jump: table.jump,
+            }),
+            Role::Parameter => None,
+        };
         Some(Level {
             entry: Cow::Borrowed(&ne.name),
             err: d.err,
             metric: d.metric,
             tensor_err: d.tensor_err,
-            tolerance: opts.tolerance(noise, noise),
+            tolerance: learned.unwrap_or(table),
             dtype,
+            noise,
+            learned: learned.is_some(),
         })
     };
     let api = if n.node_type == 1 {
@@ -510,8 +544,16 @@ pub fn judge<'a>(
         match ne.kind {
             Kind::Tensor => {
                 has_inputs = true;
-                let Some(l) = level(ne, be) else { continue };
-                if let Some(w) = weight_name(n, api, parent, ne) {
+                let weight = weight_name(n, api, parent, ne);
+                let role = if weight.is_some() {
+                    Role::Parameter
+                } else {
+                    Role::Input
+                };
+                let Some(l) = level(ne, be, role) else {
+                    continue;
+                };
+                if let Some(w) = weight {
                     weights_differ |= l.err > 0.0;
                     if !l.agrees() {
                         causes.push(Cause::Parameter {
@@ -541,7 +583,7 @@ pub fn judge<'a>(
     }
     for (ne, be) in of_role(&n.inputs, Role::Parameter).zip(of_role(&b.inputs, Role::Parameter)) {
         has_inputs = true;
-        if let Some(l) = level(ne, be) {
+        if let Some(l) = level(ne, be, Role::Parameter) {
             weights_differ |= l.err > 0.0;
             if !l.agrees() {
                 let name = ne.name.strip_prefix("parameters.").unwrap_or(&ne.name);
@@ -554,7 +596,7 @@ pub fn judge<'a>(
         }
     }
     for (ne, be) in of_role(&n.outputs, Role::Output).zip(of_role(&b.outputs, Role::Output)) {
-        if let Some(l) = level(ne, be) {
+        if let Some(l) = level(ne, be, Role::Output) {
             worse(&mut output, l, |t| t.jump);
         }
     }

@@ -23,6 +23,8 @@
 //! - [`entry`]: one tensor / argument entry of a node, its dtype class.
 //! - [`api`]: which argument of an API is a weight, what non-tensor arguments are called.
 //! - [`options`]: tolerances per dtype class and the jump ratios.
+//! - [`tolerance`]: tolerances learned per op kind from a reference compare, or tightened from
+//!   the compare itself.
 //! - [`judge`]: the per-node rules (how far an entry is from golden, the node's verdict).
 //! - [`diagnose`](mod@diagnose): ranking, grouping, steps and ranks: the [`Diagnosis`].
 //! - [`group`]: the sources of one call site across micro-batches, ranks and steps: one line
@@ -49,6 +51,7 @@ pub mod reason;
 pub mod report;
 pub mod site;
 pub mod source;
+pub mod tolerance;
 
 pub use diagnose::{
     diagnose, diagnose_step, differing_nodes, Diagnosis, Direction, Source, SourceKind,
@@ -59,3 +62,4 @@ pub use load::{CompareFile, Mode, RankData};
 pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;
 pub use site::CallSite;
+pub use tolerance::{LearnedFrom, LearnedTolerances};

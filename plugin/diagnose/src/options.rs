@@ -1,7 +1,10 @@
 //! The knobs of diagnosis: tolerances per dtype class and the jump ratios, with defaults chosen
 //! from the precision of each dtype (see `docs/diagnosis.md` for the reasoning).
 
+use std::sync::Arc;
+
 use crate::entry::DtypeClass;
+use crate::tolerance::LearnedTolerances;
 
 /// Two thresholds on a relative error (see [`crate::judge`] for how errors are measured).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -30,6 +33,14 @@ pub struct Options {
     pub step: Option<i64>,
     /// Only this rank (default: every rank of the step).
     pub rank: Option<i64>,
+    /// Tolerances learned per op kind from a reference compare
+    /// ([`LearnedTolerances::from_reference`]): they replace the dtype table for the kinds
+    /// they hold.
+    #[serde(skip)]
+    pub learned: Option<Arc<LearnedTolerances>>,
+    /// Without `learned`: tighten the dtype table per op kind from the compare itself where its
+    /// noise is lower ([`LearnedTolerances::tightened`]; never looser than the table).
+    pub tighten: bool,
 }
 
 impl Default for Options {
@@ -55,6 +66,8 @@ impl Default for Options {
             amplify_ratio: 100.0,
             step: None,
             rank: None,
+            learned: None,
+            tighten: false,
         }
     }
 }
