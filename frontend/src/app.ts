@@ -7,7 +7,7 @@
 import { get, metaQuery, post, tidyError } from './api';
 import { CatalogWatch } from './catalogWatch';
 import { buildColorTable, nodeFill, type ColorMode } from './colors';
-import { diagnosisFill } from './diagnosis';
+import { diagnosisFill, sourcesInside } from './diagnosis';
 import { openContextMenu } from './contextMenu';
 import { ConvertPage } from './convert';
 import type { PageCtx, ToastKind, Want } from './ctx';
@@ -487,10 +487,18 @@ export class App implements PageCtx {
     return (n) => nodeFill(n, single ? 'Single' : side, s.mode, s.colors, single);
   }
 
+  /** How many sources each box holds inside it: marked in the mode "where the error is introduced" only. */
+  private markFor(side: PaneSide): (n: RenderNode) => number {
+    const s = this.store;
+    if (s.mode !== 'diagnosis' || s.config?.isSingleGraph) return () => 0;
+    const view = s.diagnosis?.statesKey === metaKey(s.meta) ? s.diagnosis : null;
+    return (n) => sourcesInside(view, unprefixed(n.name), side);
+  }
+
   setHierarchy(side: PaneSide, data: Record<string, RenderNode>, how: 'fit' | 'keep' = 'keep'): void {
     const s = this.store;
     s.hier[side] = visibleOnly(data);
-    const scene = new Scene(s.hier[side], this.fillFor(side));
+    const scene = new Scene(s.hier[side], this.fillFor(side), this.markFor(side));
     this.panes[side].setScene(scene, how);
     this.panes[side].selected = s.selected?.side === side ? s.selected.key : this.panes[side].selected;
     this.panes[side].el.dataset.nodes = String(scene.boxes.length);
@@ -510,7 +518,7 @@ export class App implements PageCtx {
     for (const side of ['NPU', 'Bench'] as const) {
       const sc = this.panes[side].scene;
       if (sc) {
-        sc.recolor(this.fillFor(side));
+        sc.recolor(this.fillFor(side), this.markFor(side));
         this.panes[side].overflowMode = this.store.mode === 'overflow';
         this.panes[side].setScene(sc);
       }

@@ -8,6 +8,8 @@ import type { ColorEntry, RenderNode } from './types';
 
 export const WHITE = '#ffffff';
 export const UNMATCHED_FALLBACK = 'rgb(199,199,199)';
+/** A source of error in the mode "where the error is introduced": its fill, and the outline and badge of a module holding one. */
+export const SOURCE_RED = 'rgb(229,72,77)';
 export const OVERFLOW_COLORS: Record<string, string> = {
   medium: 'rgb(230,243,254)',
   high: 'rgb(141,197,248)',

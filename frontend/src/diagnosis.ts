@@ -1,16 +1,16 @@
 /**
  * The diagnosis as the page reads it (the `diagnosis` route, docs/diagnosis.md): its answer's
  * shapes (generated from the proto), the colour rule of the mode "where the error is introduced"
- * (source / inherited / fine), and the pure helpers of the Diagnosis panel (which view a source
- * lives in, the CSV download's address). Shared by the panel, the toolbar's legend and the app's
- * box colours; no DOM here.
+ * (source / inherited / fine, and the mark of a module holding sources), and the pure helpers of
+ * the Diagnosis panel (which view a source lives in, a fault's line in words, the CSV download's
+ * address). Shared by the panel, the toolbar's legend and the app's box colours; no DOM here.
  */
-import { WHITE, type ColorTable } from './colors';
-import type { Diagnosis, DiagnosisReasonPart, DiagnosisSource } from './generated/proto';
+import { SOURCE_RED, WHITE, type ColorTable } from './colors';
+import type { Diagnosis, DiagnosisGroup, DiagnosisReasonPart, DiagnosisSource } from './generated/proto';
 import { t, type Key } from './i18n';
 import type { MetaData, RenderNode } from './types';
 
-export type { Diagnosis, DiagnosisNonFinite, DiagnosisReasonPart, DiagnosisSource, DiagnosisStates } from './generated/proto';
+export type { Diagnosis, DiagnosisGroup, DiagnosisNonFinite, DiagnosisOccurrence, DiagnosisReasonPart, DiagnosisSource, DiagnosisStates } from './generated/proto';
 
 export type SourceKind = 'cause' | 'introduced' | 'amplified';
 
@@ -23,10 +23,12 @@ export interface DiagnosisView {
   statesKey: string;
   source: Set<string>;
   inherited: Set<string>;
+  /** Modules with sources inside them (at any depth) → how many. */
+  inside: Map<string, number>;
 }
 
 export const DIAGNOSIS_COLORS = {
-  source: 'rgb(229,72,77)',
+  source: SOURCE_RED,
   inherited: 'rgb(250,214,160)',
   fine: 'rgb(226,241,226)',
 } as const;
@@ -55,6 +57,16 @@ export function diagnosisFill(
   if (!node.matchedNodeLink || node.matchedNodeLink.length === 0) return table.unmatched;
   if (!view) return WHITE;
   return DIAGNOSIS_COLORS[verdictOf(view, key)];
+}
+
+/**
+ * How many sources a target box holds inside it (0: none, or not marked): in the mode "where the
+ * error is introduced" such a module is outlined and badged with the count, even when its own
+ * output agrees, so the top level shows where to dig.
+ */
+export function sourcesInside(view: Pick<DiagnosisView, 'inside'> | null, key: string, side: 'NPU' | 'Bench' | 'Single'): number {
+  if (side !== 'NPU' || !view) return 0;
+  return view.inside.get(key) ?? 0;
 }
 
 export function fileKey(m: Pick<MetaData, 'run' | 'tag'>): string {
@@ -87,13 +99,6 @@ export function attachmentName(disposition: string | null, fallback: string): st
   return plain ? plain[1].trim() : fallback;
 }
 
-/** The score as the list shows it: "×12", "×1.2e+4", or nothing (md5, infinite). */
-export function scoreText(score: DiagnosisSource['score']): string {
-  const v = typeof score === 'number' ? score : Number(score);
-  if (score === null || !Number.isFinite(v)) return '';
-  return v >= 1e4 ? `×${v.toExponential(1)}` : `×${v >= 10 ? v.toFixed(0) : v.toFixed(1)}`;
-}
-
 /** The reason kinds the page can word, each with its template in i18n.ts. */
 const REASON_KINDS = [
   'parameter_differs',
@@ -111,7 +116,11 @@ const REASON_KINDS = [
   'worse_than_inputs',
   'inputs_finite',
   'holds_non_finite',
+  'parameter_non_finite',
 ] as const;
+
+/** The reason kinds the page words (each has `diag.reason.<kind>` in both languages). */
+export const WORDED_REASON_KINDS: readonly string[] = REASON_KINDS;
 
 function asNumber(v: number | string | null | undefined): number {
   return typeof v === 'number' ? v : v === null || v === undefined ? NaN : Number(v);
@@ -144,6 +153,12 @@ function metricLabel(metric: string): string {
   return label === key ? metric : label;
 }
 
+/** The template of a part: a weight's NaN is worded apart from its overflow. */
+function templateKey(p: DiagnosisReasonPart): Key {
+  if (p.kind === 'parameter_non_finite' && (p.target || p.golden).toLowerCase() === 'nan') return 'diag.reason.parameter_non_finite_nan';
+  return `diag.reason.${p.kind}` as Key;
+}
+
 /**
  * A reason in the page's language, from its parts; the English `reason` when there are none or a
  * part is of a kind this page does not know (a newer sidecar).
@@ -153,7 +168,7 @@ export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefi
   if (!parts?.length || parts.some((p) => !known.has(p.kind))) return reason;
   return parts
     .map((p) =>
-      fill(t(`diag.reason.${p.kind}` as Key), {
+      fill(t(templateKey(p)), {
         name: p.name,
         entry: p.entry || t('diag.reason.anOutput'),
         metric: metricLabel(p.metric),
@@ -161,7 +176,72 @@ export function reasonText(reason: string, parts: DiagnosisReasonPart[] | undefi
         target: p.target,
         golden: p.golden,
         score: wholeText(p.score),
+        // A weight that holds inf/NaN: its value, on the target's side or (`golden`) golden's.
+        value: p.target || p.golden,
+        side: !p.target && p.golden ? t('diag.reason.goldenSide') : '',
       }),
     )
     .join(t('diag.reason.join'));
+}
+
+/** Flat inclusive ranges `[first, last, first, last, ...]` as pairs. */
+function pairs(flat: number[]): [number, number][] {
+  const out: [number, number][] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) out.push([flat[i], flat[i + 1]]);
+  return out;
+}
+
+/** Ranges as people write them: "0–1023, 1030". */
+export function spansText(flat: number[]): string {
+  return pairs(flat)
+    .map(([a, b]) => (a === b ? String(a) : `${a}–${b}`))
+    .join(', ');
+}
+
+/** 1 → "1st", 2 → "2nd", 11 → "11th" (graph_ascend_diagnose::group's ordinal). */
+export function ordinal(n: number): string {
+  const [ten, hundred] = [n % 10, n % 100];
+  const suffix = hundred >= 11 && hundred <= 13 ? 'th' : ten === 1 ? 'st' : ten === 2 ? 'nd' : ten === 3 ? 'rd' : 'th';
+  return `${n}${suffix}`;
+}
+
+/** A module's path as people write it: `Module.layers.2.mlp.fc1.Linear.forward` → `layers.2.mlp.fc1`. */
+export function modulePath(module: string): string {
+  const dot = module.indexOf('.');
+  const body = dot > 0 && ['Module', 'Cell'].includes(module.slice(0, dot)) ? module.slice(dot + 1) : module;
+  const parts = body.split('.');
+  if (parts.length >= 3 && ['forward', 'backward'].includes(parts[parts.length - 1])) return parts.slice(0, -2).join('.');
+  return body;
+}
+
+/** The weight and argument kinds that name a cause. */
+const CAUSE_KINDS = new Set(['parameter_differs', 'parameter_md5_differs', 'parameter_non_finite', 'argument_differs']);
+
+/**
+ * A fault's line in the page's language: "`Functional.linear` (2nd call) in `layers.2.mlp.fc1` —
+ * weight differs — 8 micro-batches, ranks 0–1023, from step 3"; in English exactly the sidecar's
+ * `summary` (graph_ascend_diagnose::group).
+ */
+export function groupSummary(g: Pick<DiagnosisGroup, 'module' | 'api' | 'call' | 'kind' | 'reason_parts' | 'micro_steps' | 'ranks' | 'steps'>): string {
+  const site = !g.api
+    ? t('diag.group.module', { module: modulePath(g.module) })
+    : t('diag.group.call', { api: g.api, nth: ordinal(g.call + 1), n: g.call + 1 }) + (g.module ? t('diag.group.in', { module: modulePath(g.module) }) : '');
+  const causes = g.reason_parts.filter((p) => CAUSE_KINDS.has(p.kind)).map((p) => t('diag.group.differs', { name: p.name }));
+  const what =
+    g.kind === 'cause'
+      ? causes.length
+        ? causes.join(t('diag.group.listJoin'))
+        : t('diag.group.cause')
+      : g.kind === 'amplified'
+        ? t('diag.group.amplified')
+        : t('diag.group.introduced');
+  const spread: string[] = [];
+  if (g.micro_steps.length > 1) spread.push(t('diag.group.microBatches', { count: g.micro_steps.length }));
+  const rankCount = pairs(g.ranks).reduce((n, [a, b]) => n + b - a + 1, 0);
+  spread.push(t(rankCount === 1 ? 'diag.group.rank' : 'diag.group.ranks', { ranks: spansText(g.ranks) }));
+  const steps = pairs(g.steps);
+  const first = steps.length ? steps[0][0] : 0;
+  const last = steps.length ? steps[steps.length - 1][1] : 0;
+  spread.push(t(first === last ? 'diag.group.step' : 'diag.group.fromStep', { step: first }));
+  return [site, what, spread.join(t('diag.group.listJoin'))].join(' — ');
 }

@@ -53,6 +53,8 @@ export class GraphPane {
   private hovering = false;
   lastFrameMs = 0;
   lastDrawn = 0;
+  /** The keys of the marked boxes (modules holding sources) the last frame drew. */
+  readonly lastMarked: string[] = [];
   frames = 0;
 
   constructor(
@@ -153,12 +155,14 @@ export class GraphPane {
       selected: this.selected,
       highlighted: this.highlighted,
       overflowMode: this.overflowMode,
+      marked: this.lastMarked,
     });
     this.mini.style.visibility = this.scene ? '' : 'hidden';
     if (this.scene && this.mini.style.display !== 'none') this.drawMini();
     this.lastFrameMs = performance.now() - t0;
     this.frames++;
     this.canvas.dataset.drawn = String(this.lastDrawn);
+    this.canvas.dataset.marked = String(this.lastMarked.length);
   }
 
   /** The width the graph is fitted and centred in: the pane less the minimap's column. */

@@ -4,7 +4,7 @@
  * (level of detail from `lodFor`). Label truncation is measured once per (label, width) in graph
  * units, so zooming never re-measures.
  */
-import { darken, textOn } from './colors';
+import { darken, SOURCE_RED, textOn } from './colors';
 import { BAR_HEIGHT, lodFor, visibleRect, type Box, type Scene, type View } from './scene';
 import { NodeKind } from './types';
 
@@ -107,6 +107,21 @@ export interface FrameInput {
   selected?: string;
   highlighted?: Set<string>;
   overflowMode: boolean;
+  /** Filled with the keys of the marked boxes drawn (modules holding sources: `Box.mark`). */
+  marked?: string[];
+}
+
+/** A mark's badge: the count of sources inside, "99+" beyond. */
+export function badgeText(count: number): string {
+  return count > 99 ? '99+' : String(count);
+}
+
+const BADGE_HEIGHT = 11;
+const BADGE_FONT = 8;
+
+/** The badge's width in graph units, room for its digits. */
+export function badgeWidth(text: string): number {
+  return Math.max(BADGE_HEIGHT, 5 + 5 * text.length);
 }
 
 const scratch: Box[] = [];
@@ -158,6 +173,28 @@ export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number 
     ctx.setLineDash([]);
   }
 
+  // Modules holding sources (the mode "where the error is introduced"), even when their own
+  // output agrees: a thick outline, and a badge with the count at the right of the label bar.
+  if (f.marked) f.marked.length = 0;
+  const marks = new Path2D();
+  const badges = new Path2D();
+  let anyMark = false;
+  for (const b of boxes) {
+    if (b.mark <= 0) continue;
+    anyMark = true;
+    f.marked?.push(b.key);
+    shapePath(marks, b, false, lod.shapes);
+    const w = badgeWidth(badgeText(b.mark));
+    badges.roundRect(b.x + b.w - w - 2, b.y + (BAR_HEIGHT - BADGE_HEIGHT) / 2, w, BADGE_HEIGHT, BADGE_HEIGHT / 2);
+  }
+  if (anyMark) {
+    ctx.lineWidth = Math.max(1.5, 2 / view.scale);
+    ctx.strokeStyle = SOURCE_RED;
+    ctx.stroke(marks);
+    ctx.fillStyle = SOURCE_RED;
+    ctx.fill(badges);
+  }
+
   // Highlights (search/filter hits), then the selection on top.
   if (f.highlighted && f.highlighted.size) {
     const p = new Path2D();
@@ -189,11 +226,23 @@ export function drawFrame(ctx: CanvasRenderingContext2D, f: FrameInput): number 
       if (size * view.scale < 4.5) continue;
       const f2 = `${size}px ${FONT_FAMILY}`;
       if (f2 !== font) ctx.font = font = f2;
-      const text = fitLabel(b.node.label, b.w, size);
+      // A badge sits at the right end: the centred label keeps clear of it on both sides.
+      const room = b.mark > 0 ? b.w - 2 * (badgeWidth(badgeText(b.mark)) + 2) : b.w;
+      const text = fitLabel(b.node.label, room, size);
       if (!text) continue;
       const c = textColorOf(b.fill);
       if (c !== color) ctx.fillStyle = color = c;
       ctx.fillText(text, b.x + b.w / 2, b.y + BAR_HEIGHT / 2 + 0.5);
+    }
+    if (anyMark) {
+      ctx.font = `bold ${BADGE_FONT}px ${FONT_FAMILY}`;
+      ctx.fillStyle = '#ffffff';
+      for (const b of boxes) {
+        if (b.mark <= 0) continue;
+        const text = badgeText(b.mark);
+        const w = badgeWidth(text);
+        ctx.fillText(text, b.x + b.w - w / 2 - 2, b.y + BAR_HEIGHT / 2 + 0.5);
+      }
     }
   }
   return boxes.length;

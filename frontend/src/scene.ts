@@ -10,6 +10,9 @@ import type { RenderNode } from './types';
 
 export const BAR_HEIGHT = 15;
 
+/** No box marked (every mode but "where the error is introduced"). */
+const noMark = (): number => 0;
+
 export interface Box {
   key: string;
   node: RenderNode;
@@ -20,6 +23,8 @@ export interface Box {
   depth: number;
   container: boolean;
   fill: string;
+  /** Sources of error inside this module (the mode "where the error is introduced"): outlined and badged when above 0. */
+  mark: number;
 }
 
 export interface Rect {
@@ -38,7 +43,7 @@ export class Scene {
   bounds: Rect = { x0: 0, y0: 0, x1: 1, y1: 1 };
   root: Box | undefined;
 
-  constructor(data: Record<string, RenderNode>, fill: (n: RenderNode) => string) {
+  constructor(data: Record<string, RenderNode>, fill: (n: RenderNode) => string, mark: (n: RenderNode) => number = noMark) {
     const depthOf = new Map<string, number>();
     for (const [key, node] of Object.entries(data)) {
       const parentDepth = node.parentNode ? depthOf.get(node.parentNode) : undefined;
@@ -54,6 +59,7 @@ export class Scene {
         depth,
         container: Boolean(node.expand) && node.height > BAR_HEIGHT,
         fill: fill(node),
+        mark: mark(node),
       };
       this.boxes.push(b);
       this.byKey.set(key, b);
@@ -76,8 +82,11 @@ export class Scene {
     this.bounds = this.boxes.length ? { x0, y0, x1, y1 } : { x0: 0, y0: 0, x1: 1, y1: 1 };
   }
 
-  recolor(fill: (n: RenderNode) => string): void {
-    for (const b of this.boxes) b.fill = fill(b.node);
+  recolor(fill: (n: RenderNode) => string, mark: (n: RenderNode) => number = noMark): void {
+    for (const b of this.boxes) {
+      b.fill = fill(b.node);
+      b.mark = mark(b.node);
+    }
   }
 
   /** Boxes that intersect r, containers first (DFS order), then small boxes by y. */

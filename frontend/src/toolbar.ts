@@ -2,7 +2,7 @@
  * The header above the graphs: the shape legend, the colour legend of the current mode, and the
  * toolbar (minimaps, synchronized expansion, bench pane, details, shortcuts, copy link, fit).
  */
-import { LEVEL_COLORS, OVERFLOW_COLORS } from './colors';
+import { LEVEL_COLORS, OVERFLOW_COLORS, SOURCE_RED } from './colors';
 import { DIAGNOSIS_COLORS } from './diagnosis';
 import type { PageCtx } from './ctx';
 import { clear, h } from './dom';
@@ -28,6 +28,10 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
   } else if (s.mode === 'diagnosis' && !single) {
     for (const v of ['source', 'inherited', 'fine'] as const)
       colors.append(h('span.legend-item', null, h('span.swatch', { style: { background: DIAGNOSIS_COLORS[v] } }), t(`legend.${v}`)));
+    // A module holding sources is marked whatever its own verdict, so the top level shows where to dig.
+    colors.append(h('span.legend-item', { testid: 'legendSourcesInside', title: t('legend.sourcesInsideTip') },
+      h('span.swatch.sources-inside', { style: { background: DIAGNOSIS_COLORS.fine, borderColor: SOURCE_RED } }, h('span.badge', { style: { background: SOURCE_RED } }, 'n')),
+      t('legend.sourcesInside')));
     colors.append(h('span.legend-item', { title: s.colors.unmatchedDescription ?? '' }, h('span.swatch', { style: { background: s.colors.unmatched } }), t('unmatched')));
   } else if (!single) {
     for (const b of s.colors.buckets)

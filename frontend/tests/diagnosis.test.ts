@@ -2,8 +2,12 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { setTransport } from '../src/api';
 import { buildColorTable, WHITE } from '../src/colors';
 import type { PageCtx } from '../src/ctx';
-import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, reasonText, scoreText, verdictOf, viewFor, type DiagnosisReasonPart } from '../src/diagnosis';
-import { setLang } from '../src/i18n';
+import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, groupSummary, modulePath, ordinal, reasonText, sourcesInside, spansText, verdictOf, viewFor, WORDED_REASON_KINDS, type DiagnosisGroup, type DiagnosisReasonPart } from '../src/diagnosis';
+import { setLang, t, type Key } from '../src/i18n';
+import { badgeText, badgeWidth } from '../src/render';
+import { Scene } from '../src/scene';
+// The engine's reason kinds (graph_ascend_diagnose::ReasonPart), read as text.
+import reasonRs from '../../plugin/diagnose/src/reason.rs?raw';
 import { DiagnosisPanel } from '../src/panels/diagnosis';
 import { Store } from '../src/store';
 
@@ -45,13 +49,6 @@ describe('diagnosis helpers', () => {
     expect(attachmentName(`attachment; filename="a_.csv"; filename*=UTF-8''a%E6%AF%94.csv`, 'x.csv')).toBe('a比.csv');
     expect(attachmentName('attachment; filename="plain.csv"', 'x.csv')).toBe('plain.csv');
     expect(attachmentName(null, 'x.csv')).toBe('x.csv');
-  });
-  it('shows scores compactly and none for md5 or infinite ones', () => {
-    expect(scoreText(12.34)).toBe('×12');
-    expect(scoreText(3.21)).toBe('×3.2');
-    expect(scoreText(123456)).toBe('×1.2e+5');
-    expect(scoreText(null)).toBe('');
-    expect(scoreText('Infinity')).toBe('');
   });
 });
 
@@ -100,6 +97,42 @@ describe('reasons in the page\'s language', () => {
   it('fills values in one pass: braces in a value stay as they are', () => {
     setLang('en');
     expect(reasonText('x', [part('argument_differs', { name: 'p', target: '{golden}', golden: '0.5' })])).toBe('argument p differs: {golden} vs golden 0.5');
+  });
+
+  it('words a weight that holds inf/NaN as a cause, as the sidecar does', () => {
+    setLang('en');
+    const overflow = [
+      part('parameter_non_finite', { name: 'weight', metric: 'Norm', target: 'inf' }),
+      part('inputs_finite'),
+      part('holds_non_finite', { entry: 'output.0' }),
+    ];
+    // graph_ascend_diagnose::reason's sentence for the same parts.
+    expect(reasonText('x', overflow)).toBe("weight's Norm overflows to inf; inputs are finite; output.0 holds inf/NaN");
+    expect(reasonText('x', [part('parameter_non_finite', { name: 'weight', metric: 'Max', golden: '-inf' })])).toBe("golden's weight's Max overflows to -inf");
+    expect(reasonText('x', [part('parameter_non_finite', { name: 'bias', metric: 'Mean', target: 'NaN' })])).toBe("bias's Mean is NaN");
+    setLang('zh');
+    expect(reasonText('x', overflow)).toBe('权重 weight 的 Norm 溢出为 inf；输入均为有限值；output.0 中出现 inf/NaN');
+    expect(reasonText('x', [part('parameter_non_finite', { name: 'weight', metric: 'Max', golden: '-inf' })])).toBe('标杆侧权重 weight 的 Max 溢出为 -inf');
+    expect(reasonText('x', [part('parameter_non_finite', { name: 'bias', metric: 'Mean', target: 'NaN' })])).toBe('权重 bias 的 Mean 为 NaN');
+  });
+
+  it('has words in both languages for every kind of reason the engine writes', () => {
+    // The kinds as graph_ascend_diagnose::ReasonPart::kind names them (an exhaustive match, so a
+    // new kind is listed there): each must be worded here, in English and in Chinese.
+    const rust: string = reasonRs;
+    const body = rust.slice(rust.indexOf('pub fn kind(&self)'), rust.indexOf('pub fn values(&self)'));
+    const kinds = [...body.matchAll(/=> "([a-z0-9_]+)"/g)].map((m) => m[1]);
+    expect(kinds.length).toBeGreaterThanOrEqual(16);
+    for (const kind of kinds) {
+      expect(WORDED_REASON_KINDS, kind).toContain(kind);
+      for (const lang of ['en', 'zh'] as const) {
+        setLang(lang);
+        const key = `diag.reason.${kind}` as Key;
+        expect(t(key), `${lang} ${key}`).not.toBe(key);
+        // Worded from its parts, not the English fallback.
+        expect(reasonText('FALLBACK', [part(kind, { name: 'w', entry: 'output.0', metric: 'Norm', err: 0.5, target: 'inf', score: 2 })]), `${lang} ${kind}`).not.toBe('FALLBACK');
+      }
+    }
   });
 
   it('writes errors as the sidecar does', () => {
@@ -214,5 +247,63 @@ describe('the Diagnosis panel', () => {
     calls.length = 0;
     await panel.jump({ step: 0, rank: 1, node: 'Functional.linear.10.forward' });
     expect(calls).toEqual(['view {"step":0,"rank":1}', 'jump NPU Functional.linear.10.forward']);
+  });
+});
+
+/** A fault as the sidecar sends it. */
+function fault(values: Partial<DiagnosisGroup>): DiagnosisGroup {
+  return {
+    summary: '', kind: 'cause', module: 'Module.layers.2.mlp.fc1.Linear.forward', api: 'Functional.linear', call: 1, direction: 'forward',
+    step: 3, rank: 0, micro_step: 0, node: 'Functional.linear.10.forward', reason: '', reason_parts: [part('parameter_differs', { name: 'weight', metric: 'Norm', err: 0.1 })],
+    occurrences: 16, micro_steps: [0, 1, 2, 3, 4, 5, 6, 7], ranks: [0, 1], steps: [3, 5], others: [], ...values,
+  };
+}
+
+describe('a fault in one line', () => {
+  afterEach(() => setLang('en'));
+  it('reads as the sidecar writes it (graph_ascend_diagnose::group)', () => {
+    setLang('en');
+    expect(groupSummary(fault({}))).toBe('`Functional.linear` (2nd call) in `layers.2.mlp.fc1` — weight differs — 8 micro-batches, ranks 0–1, from step 3');
+    expect(groupSummary(fault({ api: 'Functional.layer_norm', call: 0, module: 'Module.layers.1.ln2.LayerNorm.forward', micro_steps: [0], ranks: [0, 0], steps: [0, 0],
+      reason_parts: [part('argument_differs', { name: 'eps', target: '0.1', golden: '1e-05' }), part('inputs_equal')] })))
+      .toBe('`Functional.layer_norm` (1st call) in `layers.1.ln2` — eps differs — rank 0, step 0');
+    expect(groupSummary(fault({ api: '', call: 0, module: 'Module.layers.3.Block.backward', kind: 'introduced', reason_parts: [], micro_steps: [2], ranks: [0, 3, 5, 5], steps: [1, 1] })))
+      .toBe('`layers.3` — error introduced here — ranks 0–3, 5, step 1');
+    expect(groupSummary(fault({ kind: 'amplified', micro_steps: [], ranks: [7, 7], steps: [0, 0] }))).toBe('`Functional.linear` (2nd call) in `layers.2.mlp.fc1` — error amplified here — rank 7, step 0');
+  });
+  it('reads in Chinese on the zh page', () => {
+    setLang('zh');
+    const zh = groupSummary(fault({}));
+    expect(zh).toBe('`Functional.linear`（第 2 次调用），位于 `layers.2.mlp.fc1` — weight 不一致 — 8 个 micro-batch，rank 0–1，自 step 3 起');
+    expect(zh).not.toMatch(/differs|call\)|from step/);
+  });
+  it('writes ordinals, ranges and module paths as people do', () => {
+    expect([1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111].map(ordinal)).toEqual(['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '22nd', '23rd', '101st', '111th']);
+    expect(spansText([0, 1023, 1030, 1030])).toBe('0–1023, 1030');
+    expect(modulePath('Module.layers.2.mlp.fc1.Linear.forward')).toBe('layers.2.mlp.fc1');
+    expect(modulePath('Cell.layers.1.ln2.LayerNorm.backward')).toBe('layers.1.ln2');
+    expect(modulePath('Module.head')).toBe('head');
+  });
+});
+
+describe('modules holding sources are marked', () => {
+  const view = { inside: new Map([['Module.layers.2.Block.forward.0', 1], ['DefaultModel', 120]]) };
+  it('on the target side, by the count of sources inside', () => {
+    expect(sourcesInside(view, 'Module.layers.2.Block.forward.0', 'NPU')).toBe(1);
+    expect(sourcesInside(view, 'Module.layers.1.Block.forward.0', 'NPU')).toBe(0);
+    expect(sourcesInside(view, 'Module.layers.2.Block.forward.0', 'Bench')).toBe(0);
+    expect(sourcesInside(null, 'Module.layers.2.Block.forward.0', 'NPU')).toBe(0);
+  });
+  it('keeps the count on the box, recoloured with the mode', () => {
+    const node = (name: string) => ({ name, label: name, x: 0, y: 0, width: 100, height: 15, nodeType: 0, matchedNodeLink: ['x'] }) as never;
+    const sc = new Scene({ a: node('Module.layers.2.Block.forward.0'), b: node('Module.layers.1.Block.forward.0') }, () => '#fff', (n) => sourcesInside(view, n.name, 'NPU'));
+    expect(sc.byKey.get('a')?.mark).toBe(1);
+    expect(sc.byKey.get('b')?.mark).toBe(0);
+    sc.recolor(() => '#fff');
+    expect(sc.byKey.get('a')?.mark).toBe(0);
+  });
+  it('badges the count, "99+" beyond, with room for its digits', () => {
+    expect([badgeText(1), badgeText(99), badgeText(120)]).toEqual(['1', '99', '99+']);
+    expect(badgeWidth('99+')).toBeGreaterThan(badgeWidth('1'));
   });
 });

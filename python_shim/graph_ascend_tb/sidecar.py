@@ -162,6 +162,26 @@ class TokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientI
         return continuation(self._details(client_call_details), request)
 
 
+# The temporary folder of the ready and error files: ``graph_ascend_tb_<host>.<pid>.<random>``, the pid
+# being TensorBoard's. A killed TensorBoard leaves it; the next sidecar of this host removes it once no
+# process of that id exists here (``graph-ascend serve``, ``SHIM_TEMP_PREFIX``; the rule of
+# ``graph_ascend_visdb::stale``, whose host part this spells the same way).
+TEMP_PREFIX = "graph_ascend_tb_"
+MAX_HOST_CHARS = 32
+
+
+def temp_prefix() -> str:
+    """``graph_ascend_tb_<host>.<pid>.``: the host name as ``stale::host`` writes it (letters, digits and
+    ``-``, anything else ``_``, at most 32 characters), or ``unknown-host``."""
+    try:
+        with open("/proc/sys/kernel/hostname", encoding="utf-8", errors="replace") as f:
+            raw = f.read().strip()
+    except OSError:
+        raw = ""
+    host = "".join(c if (c.isascii() and c.isalnum()) or c == "-" else "_" for c in raw)[:MAX_HOST_CHARS]
+    return f"{TEMP_PREFIX}{host or 'unknown-host'}.{os.getpid()}."
+
+
 def uses_tcp() -> bool:
     return os.environ.get(TRANSPORT_ENV, "unix" if os.name == "posix" else "tcp") == "tcp"
 
@@ -278,7 +298,7 @@ class Sidecar:
         if not self.logdir:
             raise SidecarError("TensorBoard was started without --logdir; GRAPH_ASCEND needs one")
         binary = find_binary()
-        self._tmpdir = tempfile.mkdtemp(prefix="graph_ascend_tb_")
+        self._tmpdir = tempfile.mkdtemp(prefix=temp_prefix())
         ready = os.path.join(self._tmpdir, "ready")
         error = os.path.join(self._tmpdir, "startup_error")
         cmd = self._command(binary, ready, error)

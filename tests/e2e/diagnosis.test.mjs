@@ -1,5 +1,5 @@
 // The diagnosis on the page, in real TensorBoard + Chromium: the demo's compare file (examples/compare_tf_stats),
-// the Diagnosis panel lists the injected faults with their reasons, a click on the first source
+// the Diagnosis panel lists the injected faults (one line each) with their reasons, a click on the first
 // expands its ancestors and selects it in the graph, the colour mode "where the error is introduced"
 // paints it as a source, and "Download CSV" saves the sidecar's CSV (text/csv, msprobe's columns).
 // Reasons are worded from their parts in the page's language (English as the sidecar words it).
@@ -26,15 +26,16 @@ describe('GRAPH_ASCEND diagnosis', () => {
     return frame;
   };
 
-  it('lists the sources, and the first one is one click away', () =>
+  it('lists the faults, and the first one is one click away', () =>
     withStackPage(stack, 'diagnosis', { width: 1500, height: 950 }, async (page) => {
       const frame = await openDemo(page);
       await frame.click('[data-testid=diagnosisSiderButton]');
-      await frame.waitForSelector('[data-testid=diagSource]');
-      const first = frame.locator('[data-testid=diagSource]').first();
+      await frame.waitForSelector('[data-testid=diagGroup]');
+      const first = frame.locator('[data-testid=diagGroup]').first();
       assert.match(await first.textContent(), new RegExp(FIRST.replace(/\./g, '\\.')));
+      assert.match(await first.locator('[data-testid=diagGroupSummary]').textContent(), /^`Functional\.layer_norm` \(1st call\) in `layers\.1\.ln2` — eps differs — rank 0, step 0$/);
       assert.match(await first.locator('[data-testid=diagReason]').textContent(), /argument eps differs/);
-      assert.equal(await frame.locator('[data-testid=diagSource]').count(), 2);
+      assert.equal(await frame.locator('[data-testid=diagGroup]').count(), 2);
       // Not shown yet: it sits inside collapsed modules.
       assert.equal(await frame.evaluate((k) => Boolean(window.__graphAscend.panes.NPU.scene.byKey.get(k)), FIRST), false);
 
@@ -66,14 +67,14 @@ describe('GRAPH_ASCEND diagnosis', () => {
         const r = await fetch(`diagnosis?run=${encodeURIComponent(m.run)}&tag=${encodeURIComponent(m.tag)}&step=0&rank=0&top=200`);
         return r.json();
       });
-      const sources = answer.data.sources;
-      assert.ok(sources.every((s) => s.reason_parts.length > 0), JSON.stringify(sources));
-      assert.deepEqual(await shown(), sources.map((s) => s.reason));
+      const faults = answer.data.groups;
+      assert.ok(faults.every((s) => s.reason_parts.length > 0), JSON.stringify(faults));
+      assert.deepEqual(await shown(), faults.map((s) => s.reason));
 
       await frame.click('[data-testid=languageSiderButton]');
       await until(frame, () => /[\u4e00-\u9fff]/.test(document.querySelector('[data-testid=diagReason]')?.textContent ?? ''));
       const zh = await shown();
-      assert.equal(zh.length, sources.length);
+      assert.equal(zh.length, faults.length);
       assert.match(zh[0], /^入参 eps 不一致：0\.1，标杆为 1e-0?5；输入完全一致；output\.0 的 (Norm|Max|Min|Mean) 相差 [\d.]+%/);
       assert.match(zh[1], /^权重 weight 不一致/);
       for (const text of zh) assert.doesNotMatch(text, /differs|inputs|golden|agree/, text);

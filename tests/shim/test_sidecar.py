@@ -114,3 +114,39 @@ def test_tcp_sidecar_refuses_to_start_without_a_token(tmp_path, binary):
     )
     assert weak.returncode != 0
     assert b"at least 32" in weak.stderr, weak.stderr
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs procfs")
+def test_a_sidecar_start_removes_what_killed_processes_left(tmp_path, binary, monkeypatch):
+    """Regression: a killed TensorBoard left its temporary folder for good, and a killed page conversion its
+    staging folder in the output folder until that folder was used again. A starting sidecar removes those of
+    processes of this host that are gone, and keeps those of live ones."""
+    import tempfile
+
+    from graph_ascend_tb.sidecar import temp_prefix
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    monkeypatch.setenv("GRAPH_ASCEND_BINARY", str(binary))
+    with open("/proc/sys/kernel/pid_max") as f:
+        dead_pid = int(f.read()) + 1
+    live_prefix = temp_prefix()  # graph_ascend_tb_<host>.<this pid>.
+    host = live_prefix[len("graph_ascend_tb_"):].rsplit(".", 2)[0]
+    dead_shim = temp / f"graph_ascend_tb_{host}.{dead_pid}.x1y2"
+    live_shim = temp / f"{live_prefix}keep"
+    logdir = tmp_path / "logdir"
+    dead_staging = logdir / "run" / f".graph-ascend-staging-{host}.{dead_pid}.7"
+    for folder in (dead_shim, live_shim, dead_staging):
+        (folder / "inner").mkdir(parents=True)
+        (folder / "inner" / "file").write_bytes(b"x")
+    car = Sidecar(str(logdir))
+    try:
+        car.channel()
+        assert car._tmpdir.startswith(str(temp / live_prefix)), car._tmpdir
+        assert wait_until(lambda: not dead_shim.exists() and not dead_staging.exists(), 20)
+        assert live_shim.exists(), "a live TensorBoard's folder is kept"
+        assert os.path.isdir(car._tmpdir), "this launch's own folder is kept"
+    finally:
+        car.stop()

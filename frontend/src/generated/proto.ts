@@ -122,6 +122,7 @@ export type DiagnosisGroup = {
   micro_steps: number[];
   ranks: number[];
   steps: number[];
+  others: DiagnosisOccurrence[];
 };
 
 export type DiagnosisNonFinite = {
@@ -132,6 +133,13 @@ export type DiagnosisNonFinite = {
   matched: boolean;
   reason: string;
   reason_parts: DiagnosisReasonPart[];
+};
+
+export type DiagnosisOccurrence = {
+  step: number;
+  rank: number;
+  micro_step: number;
+  node: string;
 };
 
 export type DiagnosisPeer = {
@@ -166,17 +174,86 @@ export type DiagnosisSource = {
   reason_parts: DiagnosisReasonPart[];
 };
 
+export type DiagnosisSourcesInside = {
+  node: string;
+  count: number;
+};
+
 export type DiagnosisStates = {
   step: number;
   rank: number;
   source: string[];
   inherited: string[];
+  sources_inside: Record<string, number>;
 };
 
 export type DiagnosisStepCheck = {
   step: number;
   forward_differs: boolean;
   any_differs: boolean;
+};
+
+export type DivergenceMapBand = {
+  direction: string;
+  rows: DivergenceMapRow[];
+};
+
+export type DivergenceMapCell = {
+  held: boolean;
+  ratio: number | NonFinite | null;
+  err: number | NonFinite | null;
+  tolerance: number | NonFinite | null;
+  step: number;
+  rank: number;
+  micro_step: number;
+  node: string;
+  sources: number;
+  source: string;
+  source_rank?: number;
+  from_rank?: number;
+};
+
+export type DivergenceMapCellAt = {
+  band: number;
+  row: number;
+  column: number;
+  step: number;
+  rank: number;
+  node: string;
+};
+
+export type DivergenceMapColumn = {
+  step: number;
+  rank_first: number;
+  rank_last: number;
+  micro_first?: number;
+  micro_last?: number;
+  width: number;
+};
+
+export type DivergenceMapData = {
+  mode: string;
+  depth: number;
+  depth_rule: string;
+  axis: string;
+  steps: number[];
+  ranks: number[];
+  columns: DivergenceMapColumn[];
+  bands: DivergenceMapBand[];
+  first_source?: DivergenceMapCellAt;
+};
+
+export type DivergenceMapResponse = {
+  success: boolean;
+  error?: string;
+  data?: DivergenceMapData;
+};
+
+export type DivergenceMapRow = {
+  module: string;
+  label: string;
+  depth: number;
+  cells: DivergenceMapCell[];
 };
 
 export type FilterHit = {
@@ -353,6 +430,16 @@ export type DiagnoseRequest = {
   states?: boolean;
 };
 
+export type DivergenceMapRequest = {
+  run?: string;
+  tag?: string;
+  type?: string;
+  lang?: string;
+  depth?: number;
+  micro_batches?: boolean;
+  max_columns?: number;
+};
+
 export type ExportCsvRequest = {
   run?: string;
   tag?: string;
@@ -485,6 +572,7 @@ export interface Routes {
   getConvertState: { request: ConvertProgressRequest; answer: ConvertProgress };
   cancelConvert: { request: ConvertProgressRequest; answer: StatusResponse };
   diagnosis: { request: DiagnoseRequest; answer: DiagnoseResponse };
+  divergenceMap: { request: DivergenceMapRequest; answer: DivergenceMapResponse };
 }
 
 /** The routes answered as server-sent events, one answer per event. */
@@ -522,5 +610,6 @@ export const ROUTES = {
   getConvertState: { rpc: 'GetConvertState', sse: false, write: false, download: false },
   cancelConvert: { rpc: 'CancelConvert', sse: false, write: true, download: false },
   diagnosis: { rpc: 'Diagnose', sse: false, write: false, download: false },
+  divergenceMap: { rpc: 'DivergenceMap', sse: false, write: false, download: false },
   exportCsv: { rpc: 'ExportCsv', sse: false, write: false, download: true },
 } as const;

@@ -1,24 +1,28 @@
 /**
  * The Diagnosis panel: where the compare first went wrong (the `diagnosis` route). The first
- * inf/NaN is flagged on its own, then the ranked sources with their reasons in words; a click
- * switches to the source's step and rank if needed, expands its ancestors and selects it (as a
- * search hit does). The colour mode "where the error is introduced" paints the target's boxes
- * source / inherited / fine; "Download CSV" saves the compare of the shown step and rank.
+ * inf/NaN is flagged on its own, then the faults, one line per call site across micro-batches,
+ * ranks and steps, with their reasons in words; a click opens a fault's first occurrence (its
+ * step and rank first if needed, then its ancestors expanded and it selected, as a search hit
+ * does), and the line expands to list its other occurrences, each one click away. The colour
+ * mode "where the error is introduced" paints the target's boxes source / inherited / fine and
+ * marks the modules holding sources; "Download CSV" saves the compare of the shown step and rank.
  */
 import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
-import { attachmentName, csvAddress, fileKey, reasonText, scoreText, viewFor, type DiagnosisNonFinite, type DiagnosisSource } from '../diagnosis';
+import { attachmentName, csvAddress, fileKey, groupSummary, reasonText, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisSource } from '../diagnosis';
 import { h } from '../dom';
 import { t, type Key } from '../i18n';
 import { icon } from '../icons';
 import { metaKey } from '../state';
 
-/** Sources asked for: the list shows them all (the count of the rest is said). */
+/** Faults (and sources) asked for: the list shows them all (the count of the rest is said). */
 const TOP = 200;
 
 export class DiagnosisPanel {
   private seq = 0;
+  /** The faults whose other occurrences are listed, by `file|index`. */
+  private readonly opened = new Set<string>();
 
   constructor(private ctx: PageCtx) {}
 
@@ -49,6 +53,7 @@ export class DiagnosisPanel {
         statesKey: st ? view : '',
         source: new Set(st?.source ?? []),
         inherited: new Set(st?.inherited ?? []),
+        inside: new Map(Object.entries(st?.sources_inside ?? {})),
       };
       if (s.mode === 'diagnosis') this.ctx.recolor();
     }
@@ -77,22 +82,50 @@ export class DiagnosisPanel {
       list.append(h('h4', null, t('diag.nonFinite')));
       for (const nf of d.first_non_finite) list.append(this.nonFiniteRow(nf));
     }
-    list.append(h('h4', null, t('diag.sources')));
-    if (!d.sources.length) list.append(h('p.muted', { testid: 'diagnosisNone' }, t('diag.none')));
-    d.sources.forEach((src, i) => list.append(this.sourceRow(src, i)));
-    if (d.total_sources > d.sources.length) list.append(h('p.muted', null, t('diag.more', { count: d.total_sources - d.sources.length })));
-    return h('div', null, h('p.diag-summary', { testid: 'diagnosisSummary' }, t('diag.summary', { step: d.step, count: d.total_sources })), list);
+    list.append(h('h4', null, t('diag.faults')));
+    if (!d.groups.length) list.append(h('p.muted', { testid: 'diagnosisNone' }, t('diag.none')));
+    d.groups.forEach((g, i) => list.append(this.groupRow(g, i)));
+    if (d.total_groups > d.groups.length) list.append(h('p.muted', null, t('diag.moreFaults', { count: d.total_groups - d.groups.length })));
+    return h('div', null, h('p.diag-summary', { testid: 'diagnosisSummary' }, t('diag.faultsSummary', { step: d.step, count: d.total_groups, sources: d.total_sources })), list);
   }
 
-  private sourceRow(src: DiagnosisSource, i: number): HTMLElement {
-    const kind = (['cause', 'introduced', 'amplified'].includes(src.kind) ? `diag.kind.${src.kind}` : 'diag.kind.introduced') as Key;
-    return h('button.diag-item', { testid: 'diagSource', title: src.node, on: { click: () => void this.jump(src) } },
+  /**
+   * One fault: its line in words, its first occurrence's place and reason (a click opens it), and,
+   * when it has more, a toggle that lists the others (at most what the answer carries, the rest
+   * counted).
+   */
+  private groupRow(g: DiagnosisGroup, i: number): HTMLElement {
+    const kind = (['cause', 'introduced', 'amplified'].includes(g.kind) ? `diag.kind.${g.kind}` : 'diag.kind.introduced') as Key;
+    const line = h('button.diag-item', { testid: 'diagGroup', title: g.node, on: { click: () => void this.jump(g) } },
       h('span.diag-rank', null, String(i + 1)),
       h('span.diag-main', null,
-        h('span.diag-node', null, src.node),
-        h('span.diag-meta', null, h(`span.diag-kind.${src.kind}`, null, t(kind)), ' ', t('diag.where', { step: src.step, rank: src.rank, direction: src.direction }), ' ', scoreText(src.score)),
-        src.enclosing.length ? h('span.diag-meta', null, t('diag.enclosing', { module: src.enclosing[0] })) : null,
-        h('span.diag-reason', { testid: 'diagReason' }, reasonText(src.reason, src.reason_parts))));
+        h('span.diag-node', { testid: 'diagGroupSummary' }, groupSummary(g)),
+        h('span.diag-meta', null, h(`span.diag-kind.${g.kind}`, null, t(kind)), ' ', t('diag.where', { step: g.step, rank: g.rank, direction: g.direction }), ' ', h('span.diag-first', null, g.node)),
+        h('span.diag-reason', { testid: 'diagReason' }, reasonText(g.reason, g.reason_parts))));
+    if (g.occurrences <= 1) return h('div.diag-group', null, line);
+    const id = `${this.ctx.store.diagnosis?.file ?? ''}|${i}`;
+    const open = this.opened.has(id);
+    const toggle = h('button.diag-toggle', {
+      testid: 'diagGroupToggle',
+      title: t('diag.occurrencesTip'),
+      'aria-expanded': String(open),
+      on: {
+        click: () => {
+          if (open) this.opened.delete(id);
+          else this.opened.add(id);
+          this.ctx.store.changed('panel');
+        },
+      },
+    }, `${open ? '▾' : '▸'} ${t('diag.occurrences', { count: g.occurrences })}`);
+    const others = open ? h('div.diag-occurrences', { testid: 'diagOccurrences' }, ...g.others.map((o) => this.occurrenceRow(o))) : null;
+    const rest = g.occurrences - 1 - g.others.length;
+    if (others && rest > 0) others.append(h('p.muted', null, t('diag.moreOccurrences', { count: rest })));
+    return h('div.diag-group', null, line, toggle, others);
+  }
+
+  private occurrenceRow(o: DiagnosisOccurrence): HTMLElement {
+    return h('button.diag-occurrence', { testid: 'diagOccurrence', title: o.node, on: { click: () => void this.jump(o) } },
+      h('span.diag-meta', null, t('diag.occurrence', { step: o.step, rank: o.rank, micro: o.micro_step })), ' ', h('span.diag-node', null, o.node));
   }
 
   private nonFiniteRow(nf: DiagnosisNonFinite): HTMLElement {

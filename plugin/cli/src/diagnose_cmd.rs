@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use graph_ascend_diagnose::{report, CompareFile, Options, Tolerance};
+use graph_ascend_diagnose::{map_report, report, CompareFile, Options, Tolerance};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum Format {
@@ -33,6 +33,8 @@ API and its position among that API's calls in the module, pass) across micro-ba
 (those holding the same layers) and steps. The first inf/NaN of each rank is flagged on its own: \
 the innermost node whose outputs hold inf/NaN while its activations are finite (an overflowing \
 weight is named as its cause). Rules and tolerances: docs/diagnosis.md.
+
+With --map, the divergence map instead of the list (see --map).
 
 Exit status: 0 when no source is found, 1 when there are sources, 2 on error.")]
 pub struct DiagnoseArgs {
@@ -60,6 +62,8 @@ pub struct DiagnoseArgs {
     /// A node with differing inputs is a source when its outputs are this many times worse.
     #[arg(long)]
     amplify_ratio: Option<f64>,
+    #[command(flatten)]
+    map: crate::map_cmd::MapArgs,
 }
 
 fn parse_tolerance(opts: &mut Options, spec: &str) -> anyhow::Result<()> {
@@ -101,12 +105,27 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         opts.amplify_ratio = r;
     }
     let file = CompareFile::open(&args.file)?;
+    if args.map.map {
+        let (found, map) =
+            graph_ascend_diagnose::divergence_map(&file, &opts, &args.map.options())?;
+        let text = match args.format {
+            Format::Text => map_report::text(&map),
+            Format::Json => map_report::json(&map) + "\n",
+            Format::Csv => map_report::csv(&map),
+        };
+        return finish(&text, &found);
+    }
     let found = graph_ascend_diagnose::diagnose(&file, &opts)?;
     let text = match args.format {
         Format::Text => report::text(&found, args.top),
         Format::Json => report::json(&found, args.top) + "\n",
         Format::Csv => report::csv(&found, args.top),
     };
+    finish(&text, &found)
+}
+
+/// Writes `text` and gives the exit status: 1 when `found` has sources.
+fn finish(text: &str, found: &graph_ascend_diagnose::Diagnosis) -> anyhow::Result<ExitCode> {
     std::io::stdout()
         .write_all(text.as_bytes())
         .context("cannot write to stdout")?;

@@ -12,6 +12,7 @@ mod convert_cmd;
 mod diagnose_cmd;
 mod diff_cmd;
 mod gather_cmd;
+mod map_cmd;
 mod serve_cmd;
 
 use std::process::ExitCode;

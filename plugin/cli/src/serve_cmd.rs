@@ -82,6 +82,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `mb` megabytes in bytes, for the memory bound set by `flag`.
+/// Prefix of the temporary folder of the TensorBoard plugin (`python_shim`, `sidecar.py`):
+/// `graph_ascend_tb_<host>.<pid>.<random>/`, the pid being TensorBoard's.
+pub const SHIM_TEMP_PREFIX: &str = "graph_ascend_tb_";
+
 fn megabytes(mb: usize, flag: &str) -> anyhow::Result<usize> {
     mb.checked_mul(1 << 20)
         .with_context(|| format!("{flag} is too large"))
@@ -110,6 +114,19 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             .with_view_memory(view_bytes)
             .with_index_memory(index_bytes),
     );
+    // What killed conversions and writers left in the logdir goes at start, in the background
+    // (the walk opens no file), and so does the temporary folder of a killed TensorBoard's
+    // plugin.
+    let cleaner = state.clone();
+    let cleaning = std::thread::Builder::new()
+        .name("graph-ascend-leftovers".into())
+        .spawn(move || {
+            cleaner.catalog.remove_leftovers();
+            graph_ascend_visdb::stale::remove_stale(&std::env::temp_dir(), SHIM_TEMP_PREFIX);
+        });
+    if let Err(e) = cleaning {
+        tracing::debug!("cannot start the cleaning of leftovers: {e}");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("graph-ascend")

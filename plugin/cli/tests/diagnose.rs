@@ -1,33 +1,9 @@
 //! `graph-ascend diagnose` and `graph-ascend export-csv`, run as the user runs them.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
-/// Decompresses an upstream case's `.vis.db` into `dir`.
-fn unpack(case: &str, dir: &Path) -> PathBuf {
-    let case_dir = fixtures().join("upstream_vis").join(case);
-    let xz = std::fs::read_dir(&case_dir)
-        .expect("case dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with(".vis.db.xz"))
-        .expect("a .vis.db.xz");
-    let out_path = dir.join(format!("{case}.vis.db"));
-    let mut input = std::io::BufReader::new(std::fs::File::open(&xz).expect("open"));
-    let mut out = std::fs::File::create(&out_path).expect("create");
-    lzma_rs::xz_decompress(&mut input, &mut out).expect("decompress");
-    out_path
-}
-
-fn ga(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graph-ascend"))
-        .args(args)
-        .output()
-        .expect("run graph-ascend")
-}
+mod common;
+use common::{convert_48_layer_pair, fixtures, ga, unpack};
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -207,42 +183,7 @@ fn the_first_step_that_differs_is_reported() {
 #[test]
 fn the_48_layer_pair_gives_its_two_faults_as_two_groups_of_eight_micro_batches() {
     let dir = tempfile::tempdir().unwrap();
-    for side in ["a", "b"] {
-        let archive = fixtures().join(format!("big/big_stats_{side}.tar.xz"));
-        let untar = Command::new("tar")
-            .arg("xJf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(dir.path())
-            .output()
-            .expect("run tar");
-        assert!(untar.status.success(), "{}", stderr(&untar));
-    }
-    let rank_dir = |side: &str| {
-        let step = dir.path().join(format!("big_stats_{side}/step0"));
-        std::fs::read_dir(&step)
-            .expect("step0")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.is_dir())
-            .expect("a rank folder")
-    };
-    let (target, golden) = (rank_dir("b"), rank_dir("a"));
-    let out = dir.path().join("out");
-    let convert = ga(&[
-        "convert",
-        "-tp",
-        target.to_str().unwrap(),
-        "-gp",
-        golden.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(convert.status.success(), "{}", stderr(&convert));
-    let db = std::fs::read_dir(&out)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
-        .expect("a .vis.db");
+    let db = convert_48_layer_pair(dir.path());
     let run = ga(&["diagnose", db.to_str().unwrap(), "--format", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
     let groups = v["groups"].as_array().expect("groups");

@@ -89,3 +89,54 @@ fn same_second_conversions_keep_both_files() {
     }
     panic!("no two conversions finished within the same second in 10 tries");
 }
+
+/// Regression: a dump.json without a `data` key stopped the build with `no "data" key`, where
+/// msprobe's graph builder reads it as empty (its own unit test builds a graph from `{}`). The
+/// build now goes on from construct.json and says in its progress that the dump holds no data;
+/// a compare still refuses it, naming the file, as msprobe's `check_dump_json_key` does.
+#[test]
+fn dump_without_data_builds_and_says_so() {
+    let rank = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/dumps/tf_stats_a/step0/proc16943");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("no_data");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["construct.json", "stack.json"] {
+        std::fs::copy(rank.join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(
+        dir.join("dump.json"),
+        r#"{"task": "statistics", "level": "mix", "framework": "pytorch"}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let opts = ConvertOptions {
+        target: dir.clone(),
+        output: out.clone(),
+        ..Default::default()
+    };
+    let seen: Mutex<Vec<Progress>> = Mutex::new(Vec::new());
+    let path = convert(&opts, &|p| seen.lock().unwrap().push(p.clone())).unwrap();
+    assert!(path.exists());
+    let seen = seen.into_inner().unwrap();
+    assert!(
+        seen.iter()
+            .any(|p| p.message.contains("the dump holds no data")
+                && p.message
+                    .contains(&dir.join("dump.json").display().to_string())),
+        "{:?}",
+        seen.iter().map(|p| &p.message).collect::<Vec<_>>()
+    );
+    let compare = ConvertOptions {
+        target: dir.clone(),
+        golden: Some(rank.clone()),
+        output: out,
+        ..Default::default()
+    };
+    let err = convert(&compare, &|_| {}).unwrap_err().to_string();
+    assert!(
+        err.contains("no \"data\" key")
+            && err.contains(&dir.join("dump.json").display().to_string()),
+        "{err}"
+    );
+}

@@ -87,11 +87,13 @@ pub struct Diagnosis {
     pub tolerances: Option<LearnedTolerances>,
 }
 
-/// Per-rank judgements of one step.
-struct RankJudgements<'a> {
-    data: &'a RankData,
-    order: Vec<u32>,
-    judged: Vec<Option<Judgement<'a>>>,
+/// Per-rank judgements of one step (what [`crate::map`] reads besides the step's sources).
+pub(crate) struct RankJudgements<'a> {
+    pub(crate) data: &'a RankData,
+    /// Node indexes in execution order.
+    pub(crate) order: Vec<u32>,
+    /// The judgement of each target node (`None`: unmatched, or a parameter gradient).
+    pub(crate) judged: Vec<Option<Judgement<'a>>>,
     first_non_finite: Option<NonFinite>,
 }
 
@@ -154,6 +156,31 @@ pub fn differing_nodes(mode: Mode, opts: &Options, data: &RankData) -> Vec<bool>
         .iter()
         .map(|j| j.as_ref().is_some_and(Judgement::differs))
         .collect()
+}
+
+/// For each target node of one rank, how many of the `sources` (target node names; a name
+/// listed twice counts once, an unknown one not at all) lie inside it, at any depth, the node
+/// itself not counted: the colour mode marks a module holding a source even when its own output
+/// agrees. Computed once from the hierarchy, children before their module (the execution
+/// order's post-order walk, iterative: a deep or corrupt hierarchy cannot overflow the stack).
+pub fn sources_inside<'a>(data: &RankData, sources: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
+    let graph = &data.npu;
+    let mut is_source = vec![false; graph.nodes.len()];
+    for name in sources {
+        if let Some(i) = graph.find(name) {
+            is_source[i as usize] = true;
+        }
+    }
+    let mut inside = vec![0u32; graph.nodes.len()];
+    for i in graph.execution_order() {
+        let count = graph.nodes[i as usize]
+            .children
+            .iter()
+            .map(|&c| inside[c as usize].saturating_add(u32::from(is_source[c as usize])))
+            .fold(0u32, u32::saturating_add);
+        inside[i as usize] = count;
+    }
+    inside
 }
 
 /// Whether target node `i` can be a source at all. What an API's backward hook sees differs
@@ -585,20 +612,24 @@ fn bad_peer(
 /// inherited from the optimizer's update ([`collect`]). The reported `step` is the first with
 /// a source or an inf/NaN; without any, the first where anything differs, else the first.
 pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, DiagnoseError> {
+    diagnose_visiting(file, opts, &mut |_, _| {})
+}
+
+/// [`diagnose`], handing each step to `visit` once it is judged: every rank's judgements and the
+/// step's own sources and peer inheritance (before the file's steps are joined). The divergence
+/// map ([`crate::map`]) is built this way, from the same judgements, one step in memory at a time.
+pub(crate) fn diagnose_visiting(
+    file: &CompareFile,
+    opts: &Options,
+    visit: &mut dyn FnMut(&[RankJudgements<'_>], &Diagnosis),
+) -> Result<Diagnosis, DiagnoseError> {
     file.check_selection(opts.step, opts.rank)?;
-    let steps = match opts.step {
-        Some(s) => vec![s],
-        None => file.steps(),
-    };
-    let ranks = match opts.rank {
-        Some(r) => vec![r],
-        None => file.ranks(),
-    };
+    let graphs = file.graphs_to_visit(opts.step, opts.rank)?;
     let mut whole: Option<Diagnosis> = None;
     // Steps with a source or an inf/NaN.
     let mut found_in: Vec<i64> = Vec::new();
     let mut updated = false;
-    for &step in &steps {
+    for (step, ranks) in graphs {
         let data: Vec<RankData> = ranks
             .iter()
             .map(|&rank| file.load(step, rank))
@@ -610,6 +641,7 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
             .collect();
         let check = step_check(step, &judged);
         let d = collect(file.mode(), &step_opts, &judged, updated);
+        visit(&judged, &d);
         if !d.sources.is_empty() || !d.first_non_finite.is_empty() {
             found_in.push(step);
         }

@@ -49,21 +49,30 @@ impl DtypeClass {
     /// (`torch.float32`, `Float32`, `float32` are the same: msprobe compares them as text and
     /// reports a false error; we do not).
     pub fn of(dtype: &str) -> DtypeClass {
-        let lower = dtype.to_ascii_lowercase();
-        let name = lower
+        // Case-insensitive without a lowercase copy: a 1M-node compare classifies millions.
+        let name = dtype
             .rsplit(['.', ' '])
             .next()
-            .unwrap_or(&lower)
+            .unwrap_or(dtype)
             .trim_end_matches(['>', '\'']);
-        match name {
-            "float64" | "double" => DtypeClass::Float64,
-            "float32" | "float" | "tensorfloat32" => DtypeClass::Float32,
-            "float16" | "half" => DtypeClass::Float16,
-            "bfloat16" => DtypeClass::BFloat16,
-            n if n.starts_with("int") || n.starts_with("uint") || n == "bool" || n == "long" => {
-                DtypeClass::Exact
-            }
-            _ => DtypeClass::Other,
+        let is = |word: &str| name.eq_ignore_ascii_case(word);
+        let starts = |prefix: &str| {
+            name.as_bytes()
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix.as_bytes()))
+        };
+        if is("float64") || is("double") {
+            DtypeClass::Float64
+        } else if is("float32") || is("float") || is("tensorfloat32") {
+            DtypeClass::Float32
+        } else if is("float16") || is("half") {
+            DtypeClass::Float16
+        } else if is("bfloat16") {
+            DtypeClass::BFloat16
+        } else if starts("int") || starts("uint") || is("bool") || is("long") {
+            DtypeClass::Exact
+        } else {
+            DtypeClass::Other
         }
     }
 
@@ -178,9 +187,9 @@ pub struct Entry {
     pub dtype: DtypeClass,
     pub stats: Stats,
     /// A scalar's value as text.
-    pub value: Option<Box<str>>,
+    pub value: Option<Text>,
     /// The md5 (CRC32) text in md5 mode.
-    pub md5: Option<Box<str>>,
+    pub md5: Option<Text>,
     /// Tensor-mode metrics, when stored (boxed: most files have none, and a 1M-node file holds
     /// millions of entries).
     pub metrics: Option<Box<TensorMetrics>>,
@@ -189,6 +198,30 @@ pub struct Entry {
     pub shape: u64,
     /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
     pub torch_dtype: bool,
+}
+
+/// A text behind one thin pointer: 8 bytes, and an absent one (`Option<Text>`) costs nothing
+/// more. Most entries hold no value or md5, and a 1M-node compare holds millions of entries.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Text(Box<Box<str>>);
+
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text(Box::new(s.into()))
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
 }
 
 /// A hash of a shape's text without whitespace (never 0).
@@ -229,11 +262,11 @@ fn number_text(s: &str) -> Option<f64> {
     }
 }
 
-fn text(v: Option<&Value>) -> Option<Box<str>> {
+fn text(v: Option<&Value>) -> Option<Text> {
     match v? {
         Value::String(s) => Some(s.as_str().into()),
         Value::Null => None,
-        other => Some(other.to_string().into()),
+        other => Some(other.to_string().as_str().into()),
     }
 }
 
@@ -267,6 +300,13 @@ pub fn parse_entries_text(node: &str, text: &str, in_output_data: bool) -> Optio
     if text.trim().is_empty() {
         return Some(Vec::new());
     }
+    if let Some(raw) = scan_entries(text) {
+        return Some(
+            raw.iter()
+                .map(|(key, fields)| entry(node, key, in_output_data, fields))
+                .collect(),
+        );
+    }
     let raw: RawEntries<'_> = serde_json::from_str(text).ok()?;
     Some(
         raw.0
@@ -276,6 +316,173 @@ pub fn parse_entries_text(node: &str, text: &str, in_output_data: bool) -> Optio
     )
 }
 
+/// The entries of one JSON text in the shape msprobe writes (an object of objects whose values
+/// are all strings without escapes, or `null`), read by a scanner of its own: the serde reader's
+/// work per field (a visitor, an `Option`, a match of the name) was a quarter of a 1M-node
+/// compare's load. `None` for anything else (numbers, booleans, nested values, escapes, control
+/// characters, a field given twice, text after the object): the serde reader then reads it, so
+/// the scanner only ever answers what that reader would.
+fn scan_entries(text: &str) -> Option<Vec<(&str, RawEntry<'_>)>> {
+    let mut p = Scanner {
+        text,
+        bytes: text.as_bytes(),
+        at: 0,
+    };
+    let mut out = Vec::new();
+    p.eat(b'{')?;
+    if !p.empty(b'}')? {
+        loop {
+            let key = p.string()?;
+            p.eat(b':')?;
+            out.push((key, p.entry()?));
+            if p.close(b'}')? {
+                break;
+            }
+        }
+    }
+    p.skip_space();
+    (p.at == p.bytes.len()).then_some(out)
+}
+
+/// The position of the first `"`, `\\` or control character in `bytes`, eight bytes at a time
+/// (the scanner's inner loop: a 1M-node compare's entries are 1.5 GB of text).
+fn string_end(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte below `n` (exact for the lowest such byte; a byte above one may
+    // be marked too, by the borrow, which does not change the lowest).
+    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH;
+    let mut at = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let w = u64::from_le_bytes(chunk.try_into().ok()?);
+        let found = below(w ^ (ONES * u64::from(b'"')), 1)
+            | below(w ^ (ONES * u64::from(b'\\')), 1)
+            | below(w, 0x20);
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    bytes[at..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .map(|p| at + p)
+}
+
+/// The position of [`scan_entries`] in its text.
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn skip_space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after white space.
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_space();
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// After an opening: `true` (and past it) at the closing `end` at once.
+    fn empty(&mut self, end: u8) -> Option<bool> {
+        let at_end = self.peek()? == end;
+        self.at += usize::from(at_end);
+        Some(at_end)
+    }
+
+    /// After a member: `true` at the closing `end`, `false` after a comma, `None` otherwise.
+    fn close(&mut self, end: u8) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.at += 1;
+                Some(false)
+            }
+            b if b == end => {
+                self.at += 1;
+                Some(true)
+            }
+            _ => None,
+        }
+    }
+
+    /// A string without escapes or control characters, borrowed from the text.
+    fn string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.at;
+        let len = string_end(&self.bytes[start..])?;
+        if self.bytes[start + len] != b'"' {
+            return None;
+        }
+        self.at = start + len + 1;
+        // Both ends are ASCII quotes: char boundaries.
+        self.text.get(start..start + len)
+    }
+
+    /// A field's value: `Some(Some(text))` for a string, `Some(None)` for `null`.
+    fn value(&mut self) -> Option<Option<&'a str>> {
+        if self.peek()? == b'"' {
+            return self.string().map(Some);
+        }
+        if self.bytes[self.at..].starts_with(b"null") {
+            self.at += 4;
+            return Some(None);
+        }
+        None
+    }
+
+    /// One entry's object.
+    fn entry(&mut self) -> Option<RawEntry<'a>> {
+        let mut raw = RawEntry::default();
+        let mut seen = 0u16;
+        self.eat(b'{')?;
+        if self.empty(b'}')? {
+            return Some(raw);
+        }
+        loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            let value = self
+                .value()?
+                .map(|v| Field::Str(std::borrow::Cow::Borrowed(v)));
+            let (bit, slot) = match key {
+                "type" => (0, &mut raw.type_name),
+                "dtype" => (1, &mut raw.dtype),
+                "shape" => (2, &mut raw.shape),
+                "Max" => (3, &mut raw.max),
+                "Min" => (4, &mut raw.min),
+                "Mean" => (5, &mut raw.mean),
+                "Norm" => (6, &mut raw.norm),
+                "value" => (7, &mut raw.value),
+                "md5" => (8, &mut raw.md5),
+                "Cosine" => (9, &mut raw.cosine),
+                "MaxAbsErr" => (10, &mut raw.max_abs_err),
+                _ => (16, &mut None),
+            };
+            if bit < 16 {
+                // serde's reader refuses a field given twice.
+                if seen & 1 << bit != 0 {
+                    return None;
+                }
+                seen |= 1 << bit;
+                *slot = value;
+            }
+            if self.close(b'}')? {
+                return Some(raw);
+            }
+        }
+    }
+}
+
 /// The fields of one entry that the rules read, however they are stored.
 trait Fields {
     /// The field as a string (`None`: absent or not a string).
@@ -283,7 +490,7 @@ trait Fields {
     fn present(&self, key: &str) -> bool;
     fn num(&self, key: &str) -> Option<f64>;
     /// The field as text (numbers printed), `None` when absent or null.
-    fn text(&self, key: &str) -> Option<Box<str>>;
+    fn text(&self, key: &str) -> Option<Text>;
 }
 
 impl Fields for Map<String, Value> {
@@ -296,7 +503,7 @@ impl Fields for Map<String, Value> {
     fn num(&self, key: &str) -> Option<f64> {
         number(self.get(key))
     }
-    fn text(&self, key: &str) -> Option<Box<str>> {
+    fn text(&self, key: &str) -> Option<Text> {
         text(self.get(key))
     }
 }
@@ -358,7 +565,7 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Field<'a> {
 
 /// The fields the rules read; the others are skipped unparsed. (A JSON `null` reads as absent:
 /// msprobe writes nulls as the string `"null"`.)
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, Default)]
 struct RawEntry<'a> {
     #[serde(borrow, rename = "type")]
     type_name: Option<Field<'a>>,
@@ -420,10 +627,10 @@ impl Fields for RawEntry<'_> {
             Field::Other(_) => None,
         }
     }
-    fn text(&self, key: &str) -> Option<Box<str>> {
+    fn text(&self, key: &str) -> Option<Text> {
         match self.field(key)? {
             Field::Str(s) => Some((**s).into()),
-            Field::Num(n) => Some(Value::from(*n).to_string().into()),
+            Field::Num(n) => Some(Value::from(*n).to_string().as_str().into()),
             Field::Other(s) => Some(s.as_str().into()),
         }
     }
@@ -546,6 +753,144 @@ mod tests {
         // Bare NaN is not JSON: the caller falls back to the lenient tree.
         assert!(parse_entries_text("N", r#"{"N.input.0": {"Max": NaN}}"#, false).is_none());
         assert_eq!(parse_entries_text("N", "", false).map(|v| v.len()), Some(0));
+    }
+
+    /// The entries of `text` through the scanner, or `None` where it leaves the text to serde.
+    fn scanned(node: &str, text: &str, output: bool) -> Option<String> {
+        let raw = scan_entries(text)?;
+        let entries: Vec<Entry> = raw.iter().map(|(k, f)| entry(node, k, output, f)).collect();
+        Some(format!("{entries:?}"))
+    }
+
+    /// The entries of `text` through serde's reader alone.
+    fn deserialized(node: &str, text: &str, output: bool) -> Option<String> {
+        let raw: RawEntries<'_> = serde_json::from_str(text).ok()?;
+        let entries: Vec<Entry> = raw
+            .0
+            .iter()
+            .map(|(k, f)| entry(node, k, output, f))
+            .collect();
+        Some(format!("{entries:?}"))
+    }
+
+    /// Every `input_data` and `output_data` of every compare file msprobe wrote among the
+    /// fixtures (statistics, md5, tensor mode; PyTorch and MindSpore; ranks, steps, overflow)
+    /// reads the same through the scanner as through serde, and the scanner reads most of them.
+    #[test]
+    fn the_scanner_reads_what_serde_reads() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/upstream_vis");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut texts, mut by_scanner) = (0, 0);
+        let mut files = 0;
+        for folder in std::fs::read_dir(&root).expect("upstream_vis").flatten() {
+            if !folder.file_name().to_string_lossy().starts_with("compare_") {
+                continue;
+            }
+            for file in std::fs::read_dir(folder.path()).expect("folder").flatten() {
+                let path = file.path();
+                if !path.to_string_lossy().ends_with(".vis.db.xz") {
+                    continue;
+                }
+                let mut db = Vec::new();
+                let mut input = std::io::BufReader::new(std::fs::File::open(&path).expect("open"));
+                lzma_rs::xz_decompress(&mut input, &mut db).expect("decompress");
+                let copy = dir.path().join(format!("{files}.vis.db"));
+                std::fs::write(&copy, db).expect("write");
+                files += 1;
+                let conn = rusqlite::Connection::open(&copy).expect("sqlite");
+                let mut stmt = conn
+                    .prepare("SELECT node_name, input_data, output_data FROM tb_nodes")
+                    .expect("query");
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                            r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                        ))
+                    })
+                    .expect("rows");
+                for row in rows {
+                    let (node, input, output) = row.expect("row");
+                    for (text, out) in [(&input, false), (&output, true)] {
+                        if text.trim().is_empty() {
+                            continue;
+                        }
+                        texts += 1;
+                        if let Some(fast) = scanned(&node, text, out) {
+                            by_scanner += 1;
+                            assert_eq!(
+                                Some(fast),
+                                deserialized(&node, text, out),
+                                "{node}: {text}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(files >= 20, "{files} compare files");
+        // Only texts with escapes (a stack's quotes, Windows paths) are left to serde.
+        assert!(by_scanner * 10 > texts * 9, "{by_scanner} of {texts}");
+    }
+
+    #[test]
+    fn a_string_ends_at_its_first_quote_backslash_or_control_character() {
+        let simple = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+        let specials = [b'"', b'\\', 0x00, 0x1f, b'\t'];
+        let plain = [b'a', b' ', 0x7f, 0x80, 0xff, 0x21, 0x5b, 0x5d, 0x20];
+        for len in 0..20 {
+            for at in 0..=len {
+                for &special in &specials {
+                    for &fill in &plain {
+                        let mut bytes = vec![fill; len];
+                        if at < len {
+                            bytes[at] = special;
+                            // A second one later changes nothing.
+                            if at + 2 < len {
+                                bytes[at + 2] = b'"';
+                            }
+                        }
+                        assert_eq!(string_end(&bytes), simple(&bytes), "{bytes:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_scanner_leaves_what_it_does_not_know_to_serde() {
+        let read = |text: &str| scanned("N", text, false);
+        let entry = r#"{"N.input.0": {"type": "torch.Tensor", "Max": "1.5", "x": null}}"#;
+        assert_eq!(read(entry), deserialized("N", entry, false));
+        assert!(read(entry).is_some());
+        assert_eq!(read(" { } "), deserialized("N", " { } ", false));
+        assert_eq!(
+            read(r#"{"N.input.0": {}}"#),
+            deserialized("N", r#"{"N.input.0": {}}"#, false)
+        );
+        // Same key twice at the top: both kept, as serde's reader keeps them.
+        let twice = r#"{"N.input.0": {"Max": "1"}, "N.input.0": {"Max": "2"}}"#;
+        assert_eq!(read(twice), deserialized("N", twice, false));
+        for other in [
+            r#"{"N.input.0": {"Max": 1.5}}"#,
+            r#"{"N.input.0": {"Max": true}}"#,
+            r#"{"N.input.0": {"shape": [2, 3]}}"#,
+            r#"{"N.input.0": {"x": {"y": "z"}}}"#,
+            r#"{"N.input.0": {"value": "a\"b"}}"#,
+            r#"{"N.input.\u0030": {"Max": "1"}}"#,
+            r#"{"N.input.0": {"Max": "1", "Max": "2"}}"#,
+            r#"{"N.input.0": null}"#,
+            r#"{"N.input.0": {"Max": "1"}} x"#,
+            r#"{"N.input.0": {"Max": "1"},}"#,
+            r#"{"N.input.0": {"Max": nullx}}"#,
+            "{\"N.input.0\": {\"value\": \"a\tb\"}}",
+            "null",
+            r#"{"N.input.0": {"Max": "1"}"#,
+        ] {
+            assert_eq!(read(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -167,11 +167,9 @@ pub fn write_csv(
             .copied()
             .chain(columns.iter().map(|(c, _)| *c)),
     );
-    let steps = step.map_or_else(|| file.steps(), |s| vec![s]);
-    let ranks = rank.map_or_else(|| file.ranks(), |r| vec![r]);
     let mut count = 0;
-    for &step in &steps {
-        for &rank in &ranks {
+    for (step, ranks) in file.graphs_to_visit(step, rank)? {
+        for rank in ranks {
             // The golden side, by name (its rows are looked up from the target's links).
             let mut golden: HashMap<String, (String, String)> = HashMap::default();
             file.store().scan_data_rows(

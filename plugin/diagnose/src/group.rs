@@ -79,7 +79,7 @@ fn ordinal(n: u32) -> String {
 
 /// A module's path as people write it: `Module.layers.2.mlp.fc1.Linear.forward` →
 /// `layers.2.mlp.fc1`.
-fn module_path(module: &str) -> &str {
+pub(crate) fn module_path(module: &str) -> &str {
     let body = module
         .split_once('.')
         .filter(|(prefix, _)| matches!(*prefix, "Module" | "Cell"))

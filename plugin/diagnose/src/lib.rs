@@ -34,6 +34,9 @@
 //!   hold the same layers under the same names.
 //! - [`reason`]: why a node is a source, as data (kinds with values) and as English words.
 //! - [`report`]: the diagnosis as text, JSON or CSV.
+//! - [`map`]: the divergence map: per module and step × rank, the output error against its
+//!   tolerance, with the sources and peer inheritance the diagnosis found.
+//! - [`map_report`]: the map as a grid of symbols (text), JSON or CSV.
 //! - [`export`]: every matched pair of a compare as CSV, with msprobe's compare columns.
 
 #![deny(unsafe_code)]
@@ -46,6 +49,8 @@ pub mod export;
 pub mod group;
 pub mod judge;
 pub mod load;
+pub mod map;
+pub mod map_report;
 pub mod options;
 pub mod reason;
 pub mod report;
@@ -54,11 +59,13 @@ pub mod source;
 pub mod tolerance;
 
 pub use diagnose::{
-    diagnose, diagnose_step, differing_nodes, Diagnosis, Direction, Source, SourceKind,
+    diagnose, diagnose_step, differing_nodes, sources_inside, Diagnosis, Direction, Source,
+    SourceKind,
 };
 pub use error::DiagnoseError;
 pub use group::SourceGroup;
 pub use load::{CompareFile, Mode, RankData};
+pub use map::{divergence_map, DivergenceMap, MapOptions};
 pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;
 pub use site::CallSite;

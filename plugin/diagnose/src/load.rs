@@ -60,14 +60,12 @@ pub struct Node {
     pub children: Vec<u32>,
     /// msprobe's `NodeOp`: 0 module, 1 API, 9 API collection.
     pub node_type: i32,
-    /// The golden node this one is matched with (last element of `matched_node_link`).
-    pub link: Option<Box<str>>,
     /// `input_data` entries (arguments and parameters), in file order.
     pub inputs: Vec<Entry>,
     /// `output_data` entries, in file order.
     pub outputs: Vec<Entry>,
     /// Communication peers from `matched_distributed`: `(rank, node on that rank)`.
-    pub peers: Vec<(i64, Box<str>)>,
+    pub peers: Box<[(i64, Box<str>)]>,
     /// Its pass: `.backward` in the name, or inside an update node, else forward.
     pub direction: Direction,
     /// A `parameters_grad` node (the gradients of a module's parameters).
@@ -88,6 +86,26 @@ pub struct NameIndex {
 fn name_hash(name: &str) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(0x6e61_6d65).hash_one(name)
+}
+
+/// A name as two independent 64-bit hashes: how the load keeps the names of a node's parent and
+/// children until they are resolved to indexes, instead of a copy of each name (a 1M-node side
+/// lists two million). Two names with one key would need both hashes to collide (a chance of
+/// about 2⁻¹²⁸ per pair), so resolving a key is resolving its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NameKey {
+    hash: u64,
+    check: u64,
+}
+
+impl NameKey {
+    fn of(name: &str) -> NameKey {
+        use std::hash::BuildHasher;
+        NameKey {
+            hash: name_hash(name),
+            check: foldhash::quality::FixedState::with_seed(0x0063_6865_636b).hash_one(name),
+        }
+    }
 }
 
 impl NameIndex {
@@ -117,6 +135,20 @@ impl NameIndex {
             Some(i)
         } else {
             self.collided.get(name).copied()
+        }
+    }
+
+    /// The index of the name whose key is `key` among `nodes` (the nodes it was built from).
+    fn get_key(&self, nodes: &[Node], key: NameKey) -> Option<u32> {
+        let i = *self.by_hash.get(&key.hash)?;
+        if NameKey::of(&nodes[i as usize].name) == key {
+            Some(i)
+        } else {
+            // Another name took this hash first: the rare names filed by name.
+            self.collided
+                .iter()
+                .find(|(name, _)| NameKey::of(name) == key)
+                .map(|(_, &i)| i)
         }
     }
 }
@@ -269,6 +301,32 @@ impl CompareFile {
         sorted_or_zero(&self.config.ranks)
     }
 
+    /// The graphs to visit: each of the file's steps (or `step`) in order, with those of the
+    /// file's ranks (or `rank`) that hold a graph at that step, in order. Listed graphs that
+    /// are not in the file are left out, so a file listing millions of ranks costs the graphs
+    /// it holds, not its lists (a step without any is kept, with no ranks).
+    pub fn graphs_to_visit(
+        &self,
+        step: Option<i64>,
+        rank: Option<i64>,
+    ) -> Result<Vec<(i64, Vec<i64>)>, DiagnoseError> {
+        let steps = step.map_or_else(|| self.steps(), |s| vec![s]);
+        let ranks: std::collections::HashSet<i64> = rank
+            .map_or_else(|| self.ranks(), |r| vec![r])
+            .into_iter()
+            .collect();
+        let mut present: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+        for (s, r) in self.store.graphs_present()? {
+            if ranks.contains(&r) {
+                present.entry(s).or_default().push(r);
+            }
+        }
+        Ok(steps
+            .into_iter()
+            .map(|s| (s, present.get(&s).cloned().unwrap_or_default()))
+            .collect())
+    }
+
     /// Checks a requested step and rank against the file's lists.
     pub fn check_selection(
         &self,
@@ -311,21 +369,20 @@ impl CompareFile {
                 bench = Some(
                     Store::open(path)
                         .map_err(DiagnoseError::from)
-                        .and_then(|store| load_side(&store, bench_key)),
+                        .and_then(|store| load_side(&store, bench_key, false)),
                 );
             });
-            load_side(&self.store, key(Side::Npu))
+            load_side(&self.store, key(Side::Npu), true)
         });
-        let npu = npu?;
-        let bench = bench.ok_or_else(|| DiagnoseError::Data {
+        let (npu, links) = npu?;
+        let (bench, _) = bench.ok_or_else(|| DiagnoseError::Data {
             path: path.to_owned(),
             what: format!("the golden side of step {step}, rank {rank}"),
             reason: "its reader stopped".into(),
         })??;
-        let partners = npu
-            .nodes
-            .iter()
-            .map(|n| n.link.as_deref().and_then(|l| bench.find(l)))
+        let partners = links
+            .into_iter()
+            .map(|link| link.and_then(|l| bench.by_name.get_key(&bench.nodes, l)))
             .collect();
         Ok(RankData {
             step,
@@ -352,55 +409,43 @@ fn sorted_or_zero(list: &[i64]) -> Vec<i64> {
     v
 }
 
-/// The names rows give for their nodes' parents and children, kept in one buffer per side
-/// until [`link`] resolves them to indexes: a 1M-node side holds millions of such names, and a
-/// string each would be as many allocations.
+/// The names rows give for their nodes' parents and children, kept as [`NameKey`]s until
+/// [`link`] resolves them to indexes: a 1M-node side lists millions of such names, and a copy of
+/// each (or a string each) would be most of the load's memory at its peak.
 #[derive(Debug, Default)]
 struct Links {
-    text: String,
-    /// Per node: its `up_node`, a range of `text`.
-    up: Vec<Range<usize>>,
+    /// Per node: its `up_node` (`None`: empty, the root).
+    up: Vec<Option<NameKey>>,
     /// Per node: its `sub_nodes`, a range of `subs`.
-    children: Vec<Range<usize>>,
-    /// Every `sub_nodes` name, a range of `text` each.
-    subs: Vec<Range<usize>>,
+    children: Vec<Range<u32>>,
+    /// Every `sub_nodes` name.
+    subs: Vec<NameKey>,
 }
 
 impl Links {
     fn with_capacity(nodes: usize) -> Links {
         Links {
-            text: String::new(),
             up: Vec::with_capacity(nodes),
             children: Vec::with_capacity(nodes),
             subs: Vec::with_capacity(nodes),
         }
     }
 
-    fn add(&mut self, name: &str) -> Range<usize> {
-        let start = self.text.len();
-        self.text.push_str(name);
-        start..self.text.len()
-    }
-
     fn push<S: AsRef<str>>(&mut self, up: &str, sub_nodes: &[S]) {
-        let up = self.add(up);
-        self.up.push(up);
-        let first = self.subs.len();
-        for sub in sub_nodes {
-            let range = self.add(sub.as_ref());
-            self.subs.push(range);
-        }
-        self.children.push(first..self.subs.len());
+        self.up.push((!up.is_empty()).then(|| NameKey::of(up)));
+        let first = self.subs.len() as u32;
+        self.subs
+            .extend(sub_nodes.iter().map(|sub| NameKey::of(sub.as_ref())));
+        self.children.push(first..self.subs.len() as u32);
     }
 
-    fn up(&self, node: usize) -> &str {
-        &self.text[self.up[node].clone()]
+    fn up(&self, node: usize) -> Option<NameKey> {
+        self.up[node]
     }
 
-    fn sub_nodes(&self, node: usize) -> impl Iterator<Item = &str> + '_ {
-        self.subs[self.children[node].clone()]
-            .iter()
-            .map(|r| &self.text[r.clone()])
+    fn sub_nodes(&self, node: usize) -> &[NameKey] {
+        let range = &self.children[node];
+        &self.subs[range.start as usize..range.end as usize]
     }
 }
 
@@ -437,7 +482,6 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
         parent: None,
         children: Vec::new(),
         node_type: row.node_type,
-        link: row.link.as_deref().map(Into::into),
         inputs,
         outputs,
         peers: peers(&row.matched_distributed),
@@ -453,12 +497,12 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
 }
 
 /// `{"nodes_info": {"1": ["0", "Distributed.recv.0.forward"]}}` → `[(1, "Distributed.recv…")]`.
-fn peers(matched_distributed: &Value) -> Vec<(i64, Box<str>)> {
+fn peers(matched_distributed: &Value) -> Box<[(i64, Box<str>)]> {
     let Some(info) = matched_distributed
         .get("nodes_info")
         .and_then(Value::as_object)
     else {
-        return Vec::new();
+        return Box::default();
     };
     info.iter()
         .filter_map(|(rank, v)| {
@@ -469,19 +513,28 @@ fn peers(matched_distributed: &Value) -> Vec<(i64, Box<str>)> {
         .collect()
 }
 
-/// One side, read in one pass of borrowed rows, each parsed as it comes.
-fn load_side(store: &Store, graph: GraphKey) -> Result<SideGraph, DiagnoseError> {
+/// One side, read in one pass of borrowed rows, each parsed as it comes; with `partners`, also
+/// the key of each node's golden partner (the last name of `matched_node_link`), in node order.
+fn load_side(
+    store: &Store,
+    graph: GraphKey,
+    partners: bool,
+) -> Result<(SideGraph, Vec<Option<NameKey>>), DiagnoseError> {
     let path = store.path();
     // Sized once: a million nodes grown by doubling would be copied and faulted in again and again.
     let rows = store.count_graph_rows(graph)?;
     let mut nodes = Vec::with_capacity(rows);
     let mut links = Links::with_capacity(rows);
+    let mut partner_keys = Vec::with_capacity(if partners { rows } else { 0 });
     store.scan_graph_rows(graph, |row| -> Result<(), DiagnoseError> {
         nodes.push(node_of_row(path, &row)?);
         links.push(&row.up_node, &row.sub_nodes);
+        if partners {
+            partner_keys.push(row.link.as_deref().map(NameKey::of));
+        }
         Ok(())
     })?;
-    Ok(link(nodes, &links))
+    Ok((link(nodes, &links), partner_keys))
 }
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
@@ -491,17 +544,14 @@ fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
     let mut root = None;
     for i in 0..nodes.len() {
         let up = links.up(i);
-        let parent = if up.is_empty() {
-            None
-        } else {
-            by_name.get(&nodes, up)
-        };
-        if up.is_empty() && root.is_none() {
+        let parent = up.and_then(|up| by_name.get_key(&nodes, up));
+        if up.is_none() && root.is_none() {
             root = Some(i as u32);
         }
         let children = links
             .sub_nodes(i)
-            .filter_map(|c| by_name.get(&nodes, c))
+            .iter()
+            .filter_map(|&c| by_name.get_key(&nodes, c))
             .filter(|&c| c as usize != i)
             .collect();
         let node = &mut nodes[i];
@@ -552,10 +602,9 @@ pub(crate) mod tests_support {
             parent: None,
             children: Vec::new(),
             node_type: 1,
-            link: None,
             inputs: Vec::new(),
             outputs: Vec::new(),
-            peers: Vec::new(),
+            peers: Box::default(),
             direction: Direction::Forward,
             param_grad: false,
             micro_step: 0,
@@ -642,6 +691,22 @@ mod tests {
         cyclic.nodes[0].parent = Some(1);
         cyclic.nodes[1].parent = Some(0);
         assert!(cyclic.ancestors(0).count() <= 2);
+    }
+
+    #[test]
+    fn a_name_whose_hash_another_name_took_is_found_by_its_key() {
+        let nodes = vec![node("a"), node("b")];
+        // As if "b" hashed like "a": filed by name, behind "a" in the map by hash.
+        let mut index = NameIndex::default();
+        index.by_hash.insert(name_hash("b"), 0);
+        index.collided.insert("b".into(), 1);
+        assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
+        assert_eq!(index.get(&nodes, "b"), Some(1));
+        assert_eq!(index.get_key(&nodes, NameKey::of("c")), None);
+        // Without the collision, each name by its key.
+        let index = NameIndex::build(&nodes);
+        assert_eq!(index.get_key(&nodes, NameKey::of("a")), Some(0));
+        assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub struct CallSite {
 pub type RankClass = u64;
 
 /// `name` without a trailing `.<digits>` (a module's call index).
-fn without_call_index(name: &str) -> &str {
+pub(crate) fn without_call_index(name: &str) -> &str {
     match name.rsplit_once('.') {
         Some((head, tail)) if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) => head,
         _ => name,

@@ -176,3 +176,39 @@ fn bad_input_gives_clear_errors() {
         "{err}"
     );
 }
+
+/// Regression: a file listing 2 million ranks made a diagnosis run past 90 s, loading each. The
+/// graphs visited are the listed ones the file holds: a file listing 65,536 ranks (the most a
+/// list may hold) of which it holds one is diagnosed as the same file listing that one.
+#[test]
+fn listed_ranks_the_file_does_not_hold_cost_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = unpack("compare_tf_stats", dir.path());
+    let plain = diagnose(
+        &CompareFile::open(&path).expect("open"),
+        &Options::default(),
+    )
+    .expect("diagnose");
+    let db = Connection::open(&path).expect("open for edit");
+    db.execute(
+        "UPDATE tb_config SET rank_list = (WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL \
+         SELECT i + 1 FROM n WHERE i < 65535) SELECT '[' || group_concat(i) || ']' FROM n)",
+        [],
+    )
+    .expect("list 65,536 ranks");
+    drop(db);
+    let file = CompareFile::open(&path).expect("open");
+    assert_eq!(file.ranks().len(), 65_536);
+    assert_eq!(
+        file.graphs_to_visit(None, None).expect("graphs"),
+        [(0, vec![0])]
+    );
+    let started = std::time::Instant::now();
+    let listed = diagnose(&file, &Options::default()).expect("diagnose");
+    eprintln!(
+        "diagnosis with 65,536 listed ranks: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(listed.nodes_judged, plain.nodes_judged);
+    assert_eq!(listed.sources.len(), plain.sources.len());
+}

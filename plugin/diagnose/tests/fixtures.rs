@@ -170,3 +170,50 @@ fn two_ranks_with_the_same_fault_are_both_sources() {
         assert!(covers(heads[1], "Module.layers.1.mlp.fc1.Linear.forward.0"));
     }
 }
+
+#[test]
+fn each_module_counts_the_sources_inside_it_at_any_depth() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = common::unpack("compare_tf_stats", dir.path());
+    let file = graph_ascend_diagnose::CompareFile::open(&path).expect("open");
+    let d = graph_ascend_diagnose::diagnose(&file, &graph_ascend_diagnose::Options::default())
+        .expect("diagnose");
+    let data = file.load(0, 0).expect("load");
+    let sources: Vec<&str> = d.sources.iter().map(|s| s.node.as_str()).collect();
+    // A name listed twice counts once; an unknown one not at all.
+    let listed = sources.iter().copied().chain(sources.iter().copied());
+    let inside = graph_ascend_diagnose::sources_inside(&data, listed.chain(["No.such.node"]));
+    assert_eq!(inside.len(), data.npu.nodes.len());
+    let count = |name: &str| {
+        let i = data.npu.find(name).unwrap_or_else(|| panic!("no {name}"));
+        inside[i as usize]
+    };
+    // The two faults: `layer_norm.3` in layers.1's ln2, `linear.10` in layers.2's fc1.
+    assert_eq!(
+        count("Functional.layer_norm.3.forward"),
+        0,
+        "a source is not inside itself"
+    );
+    assert_eq!(count("Module.layers.1.ln2.LayerNorm.forward.0"), 1);
+    assert_eq!(count("Module.layers.2.mlp.fc1.Linear.forward.0"), 1);
+    assert_eq!(count("Module.layers.2.mlp.FeedForward.forward.0"), 1);
+    // The root holds both; a layer without a fault none.
+    let root = data.npu.root.expect("root");
+    assert_eq!(inside[root as usize], 2);
+    let layer0 = data
+        .npu
+        .nodes
+        .iter()
+        .position(|n| n.name.starts_with("Module.layers.0.") && n.name.contains(".forward."))
+        .expect("a module of layer 0");
+    assert_eq!(inside[layer0], 0);
+    // Only ancestors count: every module with a count holds a source below it.
+    for (i, n) in data.npu.nodes.iter().enumerate() {
+        let below = sources.iter().filter(|s| {
+            data.npu
+                .find(s)
+                .is_some_and(|k| data.npu.ancestors(k).any(|a| a as usize == i))
+        });
+        assert_eq!(inside[i] as usize, below.count(), "{}", n.name);
+    }
+}

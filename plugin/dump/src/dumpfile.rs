@@ -21,6 +21,9 @@ pub struct DumpFile {
     pub dump_data_dir: Option<String>,
     /// `op name → entry`, in file order.
     pub data: Map<String, Value>,
+    /// Whether the file has a `data` key. msprobe's graph builder reads a dump without one as
+    /// empty (`dump.get("data", {})`); its compare refuses it (`check_dump_json_key`).
+    pub has_data: bool,
 }
 
 impl DumpFile {
@@ -55,9 +58,6 @@ impl DumpFile {
                     }
                 }
             })?;
-        if !header.has_data {
-            return Err(DumpError::shape(path, "no \"data\" key"));
-        }
         let text = |v: Option<Value>| v.and_then(|v| v.as_str().map(str::to_string));
         Ok(DumpFile {
             path: path.to_path_buf(),
@@ -66,6 +66,7 @@ impl DumpFile {
             framework: text(header.framework).unwrap_or_else(|| "pytorch".into()),
             dump_data_dir: text(header.dump_data_dir),
             data: Map::new(),
+            has_data: header.has_data,
         })
     }
 
@@ -94,6 +95,7 @@ impl DumpFile {
             framework: h.framework.unwrap_or_else(|| "pytorch".into()),
             dump_data_dir: h.dump_data_dir,
             data: Map::new(),
+            has_data: h.has_data,
         }))
     }
 
@@ -105,10 +107,11 @@ impl DumpFile {
                 "expected a JSON object at the top level",
             ));
         };
+        let has_data = top.contains_key("data");
         let data = match top.remove("data") {
             Some(Value::Object(d)) => d,
             Some(_) => return Err(DumpError::shape(path, "\"data\" must be an object")),
-            None => return Err(DumpError::shape(path, "no \"data\" key")),
+            None => Map::new(),
         };
         for (name, entry) in &data {
             if !(entry.is_object() || entry.is_null()) {
@@ -126,6 +129,7 @@ impl DumpFile {
             framework: text("framework").unwrap_or_else(|| "pytorch".into()),
             dump_data_dir: text("dump_data_dir"),
             data,
+            has_data,
         })
     }
 

@@ -16,6 +16,11 @@ use graph_ascend_proto as pb;
 use graph_ascend_proto::json::to_vec;
 use graph_ascend_service::{handlers, State};
 
+// The sidecar's allocator (the `graph-ascend` binary's), so that the first call costs what it
+// costs there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn ms(d: Duration) -> String {
     format!("{:8.2} ms", d.as_secs_f64() * 1000.0)
 }

@@ -6,7 +6,10 @@
 //! (size, modification time); a file that fails is listed as an error naming it and saying why,
 //! and never hides the others. A file that is still being written (no indexes yet) or copied in
 //! (it cannot be opened and its size or time changed lately) is held back, not reported, until it
-//! is complete or its size settles. Files are served through [`GraphFile`] handles, which keep a few
+//! is complete or its size settles. A folder that cannot be read is listed as an error too; a
+//! file that links outside the logdir is served read-only. The walk also removes what killed
+//! writers left in the folders it lists (staging folders, temporary files: see
+//! [`graph_ascend_visdb::stale`]). Files are served through [`GraphFile`] handles, which keep a few
 //! open connections for reuse and are replaced when the file on disk changes.
 //!
 //! A check reads the file's schema and configuration only, never its graphs, so a file of
@@ -51,6 +54,8 @@ pub struct GraphFile {
     indexes: IndexCache,
     /// Children lists recently read for layouts.
     rows: RowCache,
+    /// Why this file is served read-only: it is a link to a file outside the logdir.
+    read_only: Option<String>,
 }
 
 impl GraphFile {
@@ -80,6 +85,12 @@ impl GraphFile {
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        if let Some(reason) = &self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.path.clone(),
+                reason: reason.clone(),
+            });
+        }
         let store = Store::open_for_edit(&self.path)?;
         let result = f(&store);
         drop(store);
@@ -291,7 +302,7 @@ impl Catalog {
             return listing;
         }
         let mut found: Vec<(String, String, PathBuf)> = Vec::new();
-        self.walk(&self.logdir, 0, &mut found);
+        self.walk(&self.logdir, 0, &mut found, &mut listing.errors);
         let mut known = crate::sync::lock(&self.known);
         let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut by_name = HashMap::new();
@@ -409,6 +420,7 @@ impl Catalog {
                         edits: Default::default(),
                         indexes: IndexCache::new(self.indexes.clone()),
                         rows: RowCache::default(),
+                        read_only: self.outside_reason(path),
                     }),
                 );
                 Ok(Check::Ready)
@@ -423,11 +435,48 @@ impl Catalog {
         }
     }
 
-    fn walk(&self, dir: &Path, depth: usize, found: &mut Vec<(String, String, PathBuf)>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
+    /// Why `path` may only be read, when it resolves outside the logdir (a link to a file
+    /// elsewhere): it is served, as TensorBoard serves linked runs, but never changed, as
+    /// conversions never write outside the logdir (`crate::paths`).
+    fn outside_reason(&self, path: &Path) -> Option<String> {
+        let logdir = std::fs::canonicalize(&self.logdir).unwrap_or_else(|_| self.logdir.clone());
+        let real = match std::fs::canonicalize(path) {
+            Ok(real) if real.starts_with(&logdir) => return None,
+            Ok(real) => real.display().to_string(),
+            Err(e) => format!("a place that cannot be resolved ({e})"),
         };
-        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        Some(format!(
+            "it links to {real}, outside the logdir {}; files outside the logdir are served but \
+             never changed",
+            logdir.display()
+        ))
+    }
+
+    /// Collects the `.vis.db` files of `dir` and the folders below it into `found`; a folder
+    /// that cannot be read is an error of `errors`, naming it and saying why, not a silent gap.
+    fn walk(
+        &self,
+        dir: &Path,
+        depth: usize,
+        found: &mut Vec<(String, String, PathBuf)>,
+        errors: &mut Vec<CatalogError>,
+    ) {
+        let unreadable = |reason: std::io::Error| CatalogError {
+            run: self.run_name(dir),
+            tag: String::new(),
+            info: format!(
+                "Error: the folder {} cannot be read: {reason}",
+                dir.display()
+            ),
+        };
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) => return errors.push(unreadable(e)),
+        };
+        let mut entries: Vec<_> = match entries.collect::<std::io::Result<_>>() {
+            Ok(entries) => entries,
+            Err(e) => return errors.push(unreadable(e)),
+        };
         entries.sort_by_key(|e| e.file_name());
         let is_dump_dir = entries
             .iter()
@@ -439,8 +488,11 @@ impl Catalog {
             let path = entry.path();
             let file_type = entry.file_type().ok();
             let is_dir = file_type.is_some_and(|t| t.is_dir());
-            // Hidden files are the converter's temporary outputs: not offered until renamed.
+            // Hidden files are the converter's temporary outputs: not offered until renamed,
+            // and removed when their writer is provably dead (a killed conversion's staging
+            // folder, a killed writer's temporary file).
             if name.starts_with('.') {
+                remove_if_stale(&entry, name, is_dir);
                 continue;
             }
             if name.ends_with(VIS_DB_SUFFIX) {
@@ -448,9 +500,15 @@ impl Catalog {
                 found.push((run.clone(), tag_of(name), path));
             } else if is_dir && depth + 1 < MAX_DEPTH && !is_dump_dir && name != "dump_tensor_data"
             {
-                self.walk(&path, depth + 1, found);
+                self.walk(&path, depth + 1, found, errors);
             }
         }
+    }
+
+    /// Removes what killed writers left in the logdir's folders (as a scan does), without
+    /// opening any file: what the sidecar does when it starts.
+    pub fn remove_leftovers(&self) {
+        self.walk(&self.logdir, 0, &mut Vec::new(), &mut Vec::new());
     }
 
     /// A run is named by its folder: the folder's path below the logdir (its base name for the
@@ -468,6 +526,31 @@ impl Catalog {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| ".".into()),
         }
+    }
+}
+
+/// Removes `entry` when it is a staging folder of a killed conversion
+/// ([`graph_ascend_visdb::stale::STAGING_PREFIX`]) or a killed writer's temporary `.vis.db`
+/// ([`graph_ascend_visdb::stale::TEMP_PREFIX`]) of this host (`graph_ascend_visdb::stale`).
+fn remove_if_stale(entry: &std::fs::DirEntry, name: &str, is_dir: bool) {
+    use graph_ascend_visdb::stale::{is_stale, STAGING_PREFIX, TEMP_PREFIX};
+    let stale = if is_dir {
+        is_stale(name, STAGING_PREFIX)
+    } else {
+        is_stale(name, TEMP_PREFIX)
+    };
+    if !stale {
+        return;
+    }
+    let path = entry.path();
+    let removed = if is_dir {
+        std::fs::remove_dir_all(&path)
+    } else {
+        std::fs::remove_file(&path)
+    };
+    match removed {
+        Ok(()) => tracing::info!("removed {}, left by a killed writer", path.display()),
+        Err(e) => tracing::debug!("cannot remove {}: {e}", path.display()),
     }
 }
 
@@ -575,6 +658,112 @@ mod settle_tests {
         let listing = catalog.scan();
         assert_eq!(listing.errors.len(), 1, "{:?}", listing.errors);
         assert_eq!(listing.errors[0].tag, "bad");
+    }
+
+    /// Regression: a killed page conversion left its staging folder in the output folder,
+    /// removed only when a conversion used that folder again.
+    #[test]
+    fn a_walk_removes_what_killed_writers_left() {
+        use graph_ascend_visdb::stale::{dead_owner_tag, owner_tag};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("run/out");
+        let staging = |tag: &str| {
+            out.join(format!(
+                "{}{tag}.3",
+                graph_ascend_visdb::stale::STAGING_PREFIX
+            ))
+        };
+        let (dead, live) = (staging(&dead_owner_tag()), staging(&owner_tag()));
+        for folder in [&dead, &live] {
+            std::fs::create_dir_all(folder.join("inner")).expect("mkdir");
+            std::fs::write(folder.join("inner/part.vis.db"), b"x").expect("write");
+        }
+        let temp = |tag: &str| out.join(format!(".graph-ascend-{tag}.x1.vis.db.tmp"));
+        let (dead_temp, live_temp) = (temp(&dead_owner_tag()), temp(&owner_tag()));
+        for file in [&dead_temp, &live_temp] {
+            std::fs::write(file, b"x").expect("write");
+        }
+        let catalog = Catalog::new(dir.path().to_owned());
+        catalog.remove_leftovers();
+        assert!(
+            !dead.exists() && !dead_temp.exists(),
+            "a dead writer's are removed"
+        );
+        assert!(live.exists() && live_temp.exists(), "a live writer's stay");
+        std::fs::create_dir_all(&dead).expect("mkdir");
+        catalog.scan();
+        assert!(!dead.exists(), "a scan removes them too");
+    }
+
+    /// Regression: a folder that could not be read vanished from the listing silently.
+    #[test]
+    fn an_unreadable_folder_is_listed_with_its_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).expect("mkdir");
+        std::fs::write(run.join("good.vis.db"), example()).expect("write");
+        let catalog = Catalog::new(dir.path().to_owned());
+        // A folder whose reading fails (here: gone between the listing of its parent and its
+        // own, which a root user's test can make happen; permissions are below).
+        let mut found = Vec::new();
+        let mut errors = Vec::new();
+        catalog.walk(&run.join("vanished"), 1, &mut found, &mut errors);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].run, "run/vanished");
+        assert!(
+            errors[0]
+                .info
+                .contains("vanished cannot be read: No such file"),
+            "{}",
+            errors[0].info
+        );
+        // A folder without read permission, for a user whom permissions bind (not root).
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).expect("mkdir");
+        std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .expect("chmod");
+        let listing = catalog.scan();
+        let bound = std::fs::read_dir(&locked).is_err();
+        std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod back");
+        assert_eq!(listing.runs, [("run".to_owned(), vec!["good".to_owned()])]);
+        if bound {
+            assert_eq!(listing.errors.len(), 1, "{:?}", listing.errors);
+            assert_eq!(listing.errors[0].run, "locked");
+            assert!(listing.errors[0].info.contains("Permission denied"));
+        }
+    }
+
+    /// Regression: a `.vis.db` linked to a file outside the logdir was edited in place.
+    #[test]
+    fn a_link_outside_the_logdir_is_served_read_only() {
+        let outside = tempfile::tempdir().expect("tempdir");
+        let target = outside.path().join("elsewhere.vis.db");
+        std::fs::write(&target, example()).expect("write");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).expect("mkdir");
+        std::os::unix::fs::symlink(&target, run.join("linked.vis.db")).expect("link");
+        // A link that stays inside the logdir is an ordinary file.
+        std::fs::write(dir.path().join("inside.vis.db"), example()).expect("write");
+        std::os::unix::fs::symlink(dir.path().join("inside.vis.db"), run.join("near.vis.db"))
+            .expect("link");
+        let catalog = Catalog::new(dir.path().to_owned());
+        let listing = catalog.scan();
+        assert!(listing.errors.is_empty(), "{:?}", listing.errors);
+        let file = catalog.file("run", "linked").expect("listed");
+        file.with_store(|s| s.config()).expect("read");
+        let before = std::fs::read(&target).expect("read");
+        let refused = file
+            .with_writable_store(|s| s.write(|s| s.set_node_colors("{\"#010203\": {}}")))
+            .expect_err("an edit of a file outside is refused")
+            .to_string();
+        assert!(refused.contains("linked.vis.db"), "{refused}");
+        assert!(refused.contains("outside the logdir"), "{refused}");
+        assert!(std::fs::read(&target).expect("read") == before, "unchanged");
+        let near = catalog.file("run", "near").expect("listed");
+        near.with_writable_store(|s| s.write(|s| s.set_node_colors("{\"#010203\": {}}")))
+            .expect("a link inside the logdir is edited");
     }
 
     #[test]

@@ -36,9 +36,7 @@ use crate::paths::{self, Kind};
 pub const DEFAULT_MAX_CONVERSIONS: usize = 2;
 /// Finished jobs kept for late viewers.
 const KEEP_FINISHED: usize = 64;
-/// Prefix of the staging folders under an output folder: `<prefix><host>.<pid>.<job id>`, so
-/// that those of a killed sidecar are found and removed ([`graph_ascend_visdb::stale`]).
-pub const STAGING_PREFIX: &str = ".graph-ascend-staging-";
+pub use graph_ascend_visdb::stale::STAGING_PREFIX;
 
 /// The stage a cancelled job shows until its engine has returned.
 pub const CANCELLING: &str = "cancelling";

@@ -35,6 +35,13 @@ pub enum Key {
     Step(i64),
     /// The verdicts of one step and rank's nodes.
     States { step: i64, rank: i64 },
+    /// The divergence map of the file at a depth (0: the repeated blocks), per rank or per
+    /// micro-batch, with at most about `max_columns` columns.
+    Map {
+        depth: u32,
+        micro_batches: bool,
+        max_columns: u32,
+    },
 }
 
 type Value = Arc<dyn Any + Send + Sync>;

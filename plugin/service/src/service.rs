@@ -246,6 +246,7 @@ graph_ascend_proto::graph_ascend_service! {
             handlers::cancel_convert(state, &client_of(&req.client_id), &req.job_id)
         },
         diagnose: handlers::diagnose,
+        divergence_map: handlers::divergence_map,
         export_csv: GraphService::csv_download,
         call_json: GraphService::json_answer,
         stream_json: GraphService::json_answers,

@@ -141,6 +141,29 @@ fn the_injected_faults_lead_with_their_reasons_and_verdicts() {
             .any(|n| n.starts_with("Module.layers.0.") && n.contains(".forward")),
         "{inherited:?}"
     );
+    // Each module with sources inside it, at any depth, and how many: the modules of the two
+    // faults hold one each, the model both; a source itself holds none (it is not inside itself).
+    let inside = &states["sources_inside"];
+    assert_eq!(
+        inside["Module.layers.1.ln2.LayerNorm.forward.0"], 1,
+        "{inside}"
+    );
+    assert_eq!(
+        inside["Module.layers.2.mlp.FeedForward.forward.0"], 1,
+        "{inside}"
+    );
+    assert!(
+        inside.get("Functional.layer_norm.3.forward").is_none(),
+        "{inside}"
+    );
+    let counts: Vec<i64> = inside
+        .as_object()
+        .expect("an object keyed by node")
+        .values()
+        .filter_map(Value::as_i64)
+        .collect();
+    assert_eq!(counts.iter().max(), Some(&2), "{inside}");
+    assert!(counts.iter().all(|&c| c == 1 || c == 2), "{inside}");
     // Without `states`, none are sent.
     let lean = browser_json(&handlers::diagnose(
         &state,
@@ -368,6 +391,18 @@ fn a_two_rank_file_has_verdicts_per_rank() {
     expected.sort_unstable();
     verdict.sort_unstable();
     assert_eq!(verdict, expected);
+    // One line per fault over both ranks: it opens on rank 0 and lists rank 1's occurrence.
+    let fault = &answer["data"]["groups"][0];
+    assert_eq!(fault["ranks"], serde_json::json!([0, 1]), "{fault}");
+    assert_eq!(fault["rank"], 0, "{fault}");
+    let others = fault["others"].as_array().expect("others");
+    assert_eq!(others.len(), 1, "{fault}");
+    assert_eq!(others[0]["rank"], 1, "{fault}");
+    assert_eq!(others[0]["step"], 0, "{fault}");
+    assert!(
+        others[0]["node"].as_str().is_some_and(|n| !n.is_empty()),
+        "{fault}"
+    );
     let rank0 = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, true)));
     assert_eq!(rank0["states"]["rank"], 0);
     assert_eq!(

@@ -15,6 +15,10 @@ use std::sync::OnceLock;
 
 /// Prefix of the temporary `.vis.db` files beside a destination.
 pub const TEMP_PREFIX: &str = ".graph-ascend-";
+/// Prefix of the staging folders a conversion in the sidecar writes into, under its output
+/// folder: `<prefix><host>.<pid>.<job id>`, so that those of a killed sidecar are found and
+/// removed (by the next conversion into that folder and by the catalog's walk).
+pub const STAGING_PREFIX: &str = ".graph-ascend-staging-";
 /// Suffix of the temporary `.vis.db` files.
 pub const TEMP_SUFFIX: &str = ".vis.db.tmp";
 /// Suffix of the bulk writer's temporary index runs (`bulk/spill.rs`), beside the `.vis.db`

@@ -24,6 +24,14 @@ impl CompareMode {
         npu_md5: bool,
         bench_md5: bool,
     ) -> Result<CompareMode, ConvertError> {
+        // msprobe's `check_dump_json_key`: a compare needs both dumps' `data` (a build reads a
+        // dump without it as empty).
+        if let Some(dump) = [npu, bench].into_iter().find(|d| !d.has_data) {
+            return Err(ConvertError::Usage(format!(
+                "{}: no \"data\" key: a dump without data can be built but not compared",
+                dump.path.display()
+            )));
+        }
         if npu.task != bench.task {
             return Err(ConvertError::Usage(format!(
                 "the two dumps have different tasks ({}: {}, {}: {})",

@@ -10,6 +10,7 @@ use crate::dump_ops::DumpOps;
 use crate::error::ConvertError;
 use crate::graph::Graph;
 use crate::options::{ConvertOptions, LayerMapping};
+use crate::progress::Stage;
 use crate::rank_dump::RankDump;
 use crate::timing;
 
@@ -44,6 +45,15 @@ pub(crate) fn read_and_build(
         &|n| run.read_bytes(n),
     )?;
     p.done();
+    if !dump.dump.has_data {
+        run.note(
+            Stage::Reading,
+            format!(
+                "note: {} has no \"data\": the dump holds no data, its graph is the hierarchy only",
+                dump.dump.path.display()
+            ),
+        );
+    }
     let md5 = dump.ops.md5;
     dump.ops = DumpOps::default();
     dump.stacks = StackMap::default();

@@ -11,6 +11,8 @@ pub struct DumpHeader {
     pub level: Option<String>,
     pub framework: Option<String>,
     pub dump_data_dir: Option<String>,
+    /// Whether the top-level object has a `data` key (a dump without one reads as empty).
+    pub has_data: bool,
 }
 
 /// Streams `dump.json` bytes: `visit(name, entry)` for each entry of `data`, in file order.
@@ -406,9 +408,7 @@ pub fn read_dump_batches<R: std::io::Read>(
     if w.peek()?.is_some() {
         return w.err("trailing characters");
     }
-    if !has_data {
-        return w.err("no data");
-    }
+    h.has_data = has_data;
     Ok(h)
 }
 
@@ -494,7 +494,10 @@ mod tests {
         assert_eq!(h.task.as_deref(), Some("statistics"));
         assert_eq!(h.framework.as_deref(), Some("mindspore"));
         assert!(read_dump(br#"{"data": {"x": 3}}"#, &mut |_, _| {}).is_err());
-        assert!(read_dump(br#"{"task": "x"}"#, &mut |_, _| {}).is_err());
+        assert!(h.has_data);
+        // No `data` key: read as empty (msprobe's graph builder), the header says so.
+        let h = read_dump(br#"{"task": "x"}"#, &mut |_, _| panic!("no entry")).unwrap();
+        assert!(!h.has_data);
         assert!(read_dump(br#"[1]"#, &mut |_, _| {}).is_err());
         assert!(read_dump(br#"{"data": {"a": {}}} x"#, &mut |_, _| {}).is_err());
         assert!(read_dump(br#"{"data": {"a": {"b": [1, 2}}}"#, &mut |_, _| {}).is_err());

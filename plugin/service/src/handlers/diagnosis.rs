@@ -111,16 +111,21 @@ impl Weight for pb::DiagnosisStates {
             .iter()
             .chain(&self.inherited)
             .map(|n| n.len() + 24)
-            .sum()
+            .sum::<usize>()
+            + self
+                .sources_inside
+                .iter()
+                .map(|m| m.node.len() + 32)
+                .sum::<usize>()
     }
 }
 
-fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError {
+pub(super) fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError {
     HandlerError::Diagnosis(Msg::Diagnose, err)
 }
 
 /// The file as a compare file (a clear error for any other file).
-fn open(file: &GraphFile) -> Result<CompareFile> {
+pub(super) fn open(file: &GraphFile) -> Result<CompareFile> {
     CompareFile::open(&file.path).map_err(failed)
 }
 
@@ -169,12 +174,27 @@ fn verdicts_of(
     step: i64,
     rank: i64,
 ) -> pb::DiagnosisStates {
-    let source: Vec<String> = of_step
-        .sources
-        .iter()
-        .filter(|s| s.rank == rank && s.step == step)
+    let here = || {
+        of_step
+            .sources
+            .iter()
+            .filter(move |s| s.rank == rank && s.step == step)
+    };
+    let source: Vec<String> = here()
         .flat_map(|s| std::iter::once(&s.node).chain(&s.enclosing))
         .cloned()
+        .collect();
+    let inside = graph_ascend_diagnose::sources_inside(data, here().map(|s| s.node.as_str()));
+    let sources_inside = data
+        .npu
+        .nodes
+        .iter()
+        .zip(inside)
+        .filter(|(_, count)| *count > 0)
+        .map(|(n, count)| pb::DiagnosisSourcesInside {
+            node: n.name.to_string(),
+            count: i32::try_from(count).unwrap_or(i32::MAX),
+        })
         .collect();
     let is_source: HashSet<&str> = source.iter().map(String::as_str).collect();
     let differs = graph_ascend_diagnose::differing_nodes(compare.mode(), &Options::default(), data);
@@ -191,16 +211,17 @@ fn verdicts_of(
         rank: int(rank),
         source,
         inherited,
+        sources_inside,
     }
 }
 
 /// An i64 of the file as the API's int32 (steps and ranks are small; a huge one saturates).
-fn int(v: i64) -> i32 {
+pub(super) fn int(v: i64) -> i32 {
     i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
 }
 
 /// A serde unit variant's name (`Direction::Forward` → `"forward"`), as the CLI's JSON has it.
-fn label<T: serde::Serialize>(value: &T) -> String {
+pub(super) fn label<T: serde::Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(s)) => s,
         _ => String::new(),
@@ -314,6 +335,16 @@ fn group(g: &graph_ascend_diagnose::SourceGroup) -> pb::DiagnosisGroup {
         micro_steps: g.micro_steps.iter().copied().map(int).collect(),
         ranks: flat(&g.ranks),
         steps: flat(&g.steps),
+        others: g
+            .others
+            .iter()
+            .map(|o| pb::DiagnosisOccurrence {
+                step: int(o.step),
+                rank: int(o.rank),
+                micro_step: int(o.micro_step),
+                node: o.node.clone(),
+            })
+            .collect(),
     }
 }
 

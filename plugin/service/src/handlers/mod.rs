@@ -33,6 +33,7 @@ mod catalog;
 mod colors;
 mod conversions;
 mod diagnosis;
+mod divergence_map;
 mod finding;
 mod matching;
 mod navigation;
@@ -46,6 +47,7 @@ pub use conversions::{
     cancel_convert, convert_state, convert_to_graph, load_converted_graph_data, progress_stream,
 };
 pub use diagnosis::{diagnose, export_csv, CSV_CONTENT_TYPE};
+pub use divergence_map::divergence_map;
 pub use finding::{filter_nodes, search_nodes};
 pub use matching::{
     add_match_nodes, add_match_nodes_by_config, delete_match_nodes, load_graph_matched_relations,

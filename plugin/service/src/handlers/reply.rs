@@ -82,6 +82,7 @@ failure!(
     pb::ConvertCandidatesResponse,
     pb::ConvertStartResponse,
     pb::DiagnoseResponse,
+    pb::DivergenceMapResponse,
     pb::FileChunk
 );
 

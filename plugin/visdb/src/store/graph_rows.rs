@@ -10,9 +10,11 @@
 use std::borrow::Cow;
 
 use rusqlite::types::ValueRef;
+use rusqlite::OptionalExtension;
 use serde_json::Value;
 
 use super::decode::{string_list_ref, text_ref, value_or_empty_object};
+
 use super::open::{QueryResult, Store, StoreError};
 use super::rows::GraphKey;
 
@@ -36,6 +38,35 @@ pub struct GraphRow<'r> {
 }
 
 impl Store {
+    /// The `(step, rank)` of every graph the file holds (of either side), in order. Read from
+    /// `index4` one graph at a time (each the first entry past the previous graph), so the cost
+    /// is the number of graphs, not of rows: what a file's `rank_list` and `step_list` claim is
+    /// checked against it, so that long lists of graphs that are not there cost nothing.
+    pub fn graphs_present(&self) -> Result<Vec<(i64, i64)>, StoreError> {
+        let mut first = self
+            .conn
+            .prepare_cached("SELECT step, rank FROM tb_nodes ORDER BY step, rank LIMIT 1")
+            .or_query_err(self)?;
+        let mut next = self
+            .conn
+            .prepare_cached(
+                "SELECT step, rank FROM tb_nodes WHERE (step, rank) > (?1, ?2) \
+                 ORDER BY step, rank LIMIT 1",
+            )
+            .or_query_err(self)?;
+        let pair = |row: &rusqlite::Row<'_>| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?));
+        let mut graphs = Vec::new();
+        let mut at = first.query_row([], pair).optional().or_query_err(self)?;
+        while let Some((step, rank)) = at {
+            graphs.push((step, rank));
+            at = next
+                .query_row([step, rank], pair)
+                .optional()
+                .or_query_err(self)?;
+        }
+        Ok(graphs)
+    }
+
     /// How many rows `graph` has (read from an index, without the rows).
     pub fn count_graph_rows(&self, graph: GraphKey) -> Result<usize, StoreError> {
         self.conn

@@ -34,6 +34,7 @@ mod scans;
 
 pub use graph_rows::GraphRow;
 pub use open::{Store, StoreError};
+pub use reads::{MAX_CONFIG_LIST_BYTES, MAX_CONFIG_LIST_ENTRIES, MAX_CONFIG_TEXT_BYTES};
 pub use rows::{
     ConfigRow, DataRow, GraphKey, IndexRow, LeafPrecision, MatchUpdate, NodeDetailRow, NodeRow,
     OutputRow, Side,

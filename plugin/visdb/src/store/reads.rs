@@ -17,10 +17,61 @@ use crate::schema::is_leaf_sql;
 pub(super) const NAVIGATION_COLUMNS: &str = "node_name, up_node, sub_nodes, node_type, \
      micro_step_id, matched_node_link, precision_index, overflow_level, matched_distributed";
 
+/// The most bytes a text column of `tb_config` may hold. msprobe's are a few KB (the legend, the
+/// metrics' help texts); an edit through the page (the legend) is at most a request body, 4 MB.
+pub const MAX_CONFIG_TEXT_BYTES: i64 = 4 << 20;
+/// The most bytes of `rank_list` and `step_list` each.
+pub const MAX_CONFIG_LIST_BYTES: i64 = 1 << 20;
+/// The most entries of `rank_list` and `step_list` each.
+pub const MAX_CONFIG_LIST_ENTRIES: usize = 65_536;
+
+/// The text columns of `tb_config`, with the most bytes each may hold.
+const CONFIG_TEXT_BOUNDS: [(&str, i64); 6] = [
+    ("graph_type", MAX_CONFIG_TEXT_BYTES),
+    ("task", MAX_CONFIG_TEXT_BYTES),
+    ("tool_tip", MAX_CONFIG_TEXT_BYTES),
+    ("node_colors", MAX_CONFIG_TEXT_BYTES),
+    ("rank_list", MAX_CONFIG_LIST_BYTES),
+    ("step_list", MAX_CONFIG_LIST_BYTES),
+];
+
 impl Store {
+    /// Refuses a `tb_config` whose texts are bigger than what the service reads of them
+    /// ([`CONFIG_TEXT_BOUNDS`]), before reading them: their sizes come from the record header.
+    fn check_config_sizes(&self) -> Result<(), StoreError> {
+        let sizes: Option<Vec<Option<i64>>> = self
+            .conn
+            .prepare_cached(
+                "SELECT octet_length(graph_type), octet_length(task), octet_length(tool_tip), \
+                 octet_length(node_colors), octet_length(rank_list), octet_length(step_list) \
+                 FROM tb_config LIMIT 1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([], |row| {
+                    (0..CONFIG_TEXT_BOUNDS.len())
+                        .map(|i| row.get::<_, Option<i64>>(i))
+                        .collect()
+                })
+                .optional()
+            })
+            .or_query_err(self)?;
+        for ((column, bound), size) in CONFIG_TEXT_BOUNDS.iter().zip(sizes.unwrap_or_default()) {
+            if let Some(size) = size.filter(|size| size > bound) {
+                return Err(self.data_err(
+                    format!("tb_config.{column}"),
+                    format!("it holds {size} bytes, more than the {bound} it may"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The `tb_config` row. Read by every request of the service (which checks the selection
-    /// against it): the statement is prepared once per connection.
+    /// against it): the statements are prepared once per connection. Its texts are bounded
+    /// ([`MAX_CONFIG_TEXT_BYTES`], [`MAX_CONFIG_LIST_BYTES`], [`MAX_CONFIG_LIST_ENTRIES`]): a
+    /// file that holds more is refused, naming the column.
     pub fn config(&self) -> Result<ConfigRow, StoreError> {
+        self.check_config_sizes()?;
         let row = self
             .conn
             .prepare_cached(
@@ -55,6 +106,13 @@ impl Store {
         };
         let int_list = |what: &str, text: Option<String>| -> Result<Vec<i64>, StoreError> {
             match json(what, text)? {
+                Value::Array(items) if items.len() > MAX_CONFIG_LIST_ENTRIES => Err(self.data_err(
+                    format!("tb_config.{what}"),
+                    format!(
+                        "it lists {} entries, more than the {MAX_CONFIG_LIST_ENTRIES} it may",
+                        items.len()
+                    ),
+                )),
                 Value::Array(items) => items
                     .iter()
                     .map(|v| {

@@ -1,0 +1,81 @@
+//! Helpers shared by the CLI's tests: the repository's fixtures, an upstream case's `.vis.db`
+//! unpacked, and the `graph-ascend` binary run as the user runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `tests/fixtures` of the repository.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+/// Decompresses an upstream case's `.vis.db` into `dir`.
+pub fn unpack(case: &str, dir: &Path) -> PathBuf {
+    let case_dir = fixtures().join("upstream_vis").join(case);
+    let xz = std::fs::read_dir(&case_dir)
+        .expect("case dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".vis.db.xz"))
+        .expect("a .vis.db.xz");
+    let out_path = dir.join(format!("{case}.vis.db"));
+    let mut input = std::io::BufReader::new(std::fs::File::open(&xz).expect("open"));
+    let mut out = std::fs::File::create(&out_path).expect("create");
+    lzma_rs::xz_decompress(&mut input, &mut out).expect("decompress");
+    out_path
+}
+
+/// Runs `graph-ascend ARGS`.
+pub fn ga(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_graph-ascend"))
+        .args(args)
+        .output()
+        .expect("run graph-ascend")
+}
+
+/// The real 48-layer pair (`tests/fixtures/big`: 8 micro-batches, an `eps` argument and a weight
+/// changed) unpacked into `dir` and converted as a user would (`convert -tp b -gp a`): the
+/// compare's `.vis.db`.
+pub fn convert_48_layer_pair(dir: &Path) -> PathBuf {
+    for side in ["a", "b"] {
+        let archive = fixtures().join(format!("big/big_stats_{side}.tar.xz"));
+        let untar = Command::new("tar")
+            .arg("xJf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(dir)
+            .output()
+            .expect("run tar");
+        assert!(
+            untar.status.success(),
+            "{}",
+            String::from_utf8_lossy(&untar.stderr)
+        );
+    }
+    let rank_dir = |side: &str| {
+        std::fs::read_dir(dir.join(format!("big_stats_{side}/step0")))
+            .expect("step0")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.is_dir())
+            .expect("a rank folder")
+    };
+    let out = dir.join("out");
+    let convert = ga(&[
+        "convert",
+        "-tp",
+        rank_dir("b").to_str().expect("UTF-8 path"),
+        "-gp",
+        rank_dir("a").to_str().expect("UTF-8 path"),
+        "-o",
+        out.to_str().expect("UTF-8 path"),
+    ]);
+    assert!(
+        convert.status.success(),
+        "{}",
+        String::from_utf8_lossy(&convert.stderr)
+    );
+    std::fs::read_dir(&out)
+        .expect("the output folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+        .expect("a .vis.db")
+}

@@ -1,0 +1,109 @@
+//! The `divergenceMap` route through its handler (no sockets), on a file msprobe wrote: the map
+//! as the browser sees it, the same cells as the crate's, the cache per file version, a clear
+//! error for a file that is not a compare.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use graph_ascend_diagnose::{divergence_map, CompareFile, MapOptions, Options};
+use graph_ascend_proto as pb;
+use graph_ascend_service::{handlers, State};
+
+use common::{browser_json, unpack};
+
+fn request(tag: &str, depth: i32, micro_batches: bool) -> pb::DivergenceMapRequest {
+    pb::DivergenceMapRequest {
+        run: "run".into(),
+        tag: tag.into(),
+        r#type: "db".into(),
+        lang: "en".into(),
+        depth,
+        micro_batches,
+        max_columns: 0,
+        client_id: String::new(),
+    }
+}
+
+fn tag_of(path: &Path) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).expect("name");
+    name.strip_suffix(".vis.db").expect("a .vis.db").to_owned()
+}
+
+#[test]
+fn the_map_of_a_two_rank_file_marks_its_faults_and_is_cached() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = unpack("compare_dist_ranks", dir.path(), "run");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    let before = std::fs::read(&path).expect("read");
+    let answer = browser_json(&handlers::divergence_map(
+        &state,
+        request(&tag_of(&path), 0, false),
+    ));
+    assert_eq!(answer["success"], true, "{answer}");
+    let data = &answer["data"];
+    assert_eq!(data["depth_rule"], "repeated_blocks");
+    assert_eq!(data["axis"], "ranks");
+    assert_eq!(data["columns"].as_array().map(Vec::len), Some(2));
+    assert_eq!(data["bands"][0]["direction"], "forward");
+    // The same cells as the crate's map.
+    let (_, want) = divergence_map(
+        &CompareFile::open(&path).expect("open"),
+        &Options::default(),
+        &MapOptions::default(),
+    )
+    .expect("map");
+    for (b, band) in want.bands.iter().enumerate() {
+        for (r, row) in band.rows.iter().enumerate() {
+            let got = &data["bands"][b]["rows"][r];
+            assert_eq!(got["label"], row.label.as_str());
+            for (c, cell) in row.cells.iter().enumerate() {
+                let g = &got["cells"][c];
+                assert_eq!(g["held"], cell.is_some(), "{g}");
+                if let Some(cell) = cell {
+                    assert_eq!(g["sources"], cell.sources, "{g}");
+                    assert_eq!(g["node"], cell.node.as_str());
+                    assert_eq!(g["ratio"].as_f64(), cell.ratio, "{g}");
+                }
+            }
+        }
+    }
+    // The first source's cell holds it.
+    let f = &data["first_source"];
+    assert_eq!(f["node"], "Functional.layer_norm.1.forward");
+    let cell = &data["bands"][0]["rows"][f["row"].as_u64().expect("row") as usize]["cells"]
+        [f["column"].as_u64().expect("column") as usize];
+    assert!(cell["sources"].as_u64().expect("sources") > 0, "{cell}");
+    // Cached: the map and the file's diagnosis made on the way.
+    assert_eq!(state.diagnoses.len(), 2);
+    let again = browser_json(&handlers::divergence_map(
+        &state,
+        request(&tag_of(&path), 0, false),
+    ));
+    assert_eq!(again, answer);
+    assert_eq!(state.diagnoses.len(), 2);
+    // Another depth is another map.
+    let deeper = browser_json(&handlers::divergence_map(
+        &state,
+        request(&tag_of(&path), 2, false),
+    ));
+    assert_eq!(deeper["data"]["depth"], 2);
+    assert_eq!(deeper["data"]["depth_rule"], "chosen");
+    assert_eq!(state.diagnoses.len(), 3);
+    assert_eq!(std::fs::read(&path).expect("read"), before, "never written");
+}
+
+#[test]
+fn a_build_file_gets_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = unpack("build_tf_stats", dir.path(), "run");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    let answer = browser_json(&handlers::divergence_map(
+        &state,
+        request(&tag_of(&path), 0, false),
+    ));
+    assert_eq!(answer["success"], false);
+    let error = answer["error"].as_str().expect("error");
+    assert!(error.contains("not a compare file"), "{error}");
+}
