@@ -24,8 +24,8 @@ use crate::load::{CompareFile, Mode, RankData};
 use crate::options::Options;
 use crate::reason::{self, ReasonPart};
 use crate::site::{self, RankClass};
-use crate::tolerance::LearnedTolerances;
 pub use crate::source::{Source, SourceKind};
+use crate::tolerance::LearnedTolerances;
 
 /// The first inf/NaN of a rank.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -208,7 +208,7 @@ fn source_kind(j: &Judgement<'_>, opts: &Options, causes_only: bool) -> Option<S
         Some(SourceKind::Cause)
     } else if causes_only {
         None
-    } else if j.has_inputs && j.inputs_agree() && j.output_jumps(j.jump_ratio(opts)) {
+    } else if j.has_inputs && j.inputs_agree() && j.introduces_error(opts) {
         Some(SourceKind::Introduced)
     } else if !j.inputs_agree() && j.output_jumps(opts.amplify_ratio) {
         Some(SourceKind::Amplified)
@@ -408,7 +408,9 @@ pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosi
 
 /// The options one step is judged with: `opts`, or, with `opts.tighten` and no learned
 /// tolerances, the dtype table tightened per op kind from the step's own nodes
-/// ([`LearnedTolerances::tightened`]).
+/// ([`LearnedTolerances::tightened`]), in [`TIGHTEN_PASSES`] passes: each learns only from the
+/// nodes whose inputs agree under the tolerances of the pass before, so that the nodes
+/// downstream of a fault (whose inputs carry its error) stop counting as noise.
 fn step_options<'o>(
     mode: Mode,
     opts: &'o Options,
@@ -417,21 +419,30 @@ fn step_options<'o>(
     if !opts.tighten || opts.learned.is_some() || mode == Mode::Md5 {
         return std::borrow::Cow::Borrowed(opts);
     }
-    let judged: Vec<Vec<Option<Judgement<'_>>>> =
-        ranks.iter().map(|r| judge_nodes(mode, opts, r)).collect();
-    let pairs: Vec<(&RankData, &[Option<Judgement<'_>>])> = ranks
-        .iter()
-        .zip(&judged)
-        .map(|(r, j)| (r, j.as_slice()))
-        .collect();
-    match LearnedTolerances::tightened(opts, &pairs) {
-        Some(t) => std::borrow::Cow::Owned(Options {
+    let mut current = std::borrow::Cow::Borrowed(opts);
+    for _ in 0..TIGHTEN_PASSES {
+        let judged: Vec<Vec<Option<Judgement<'_>>>> = ranks
+            .iter()
+            .map(|r| judge_nodes(mode, &current, r))
+            .collect();
+        let pairs: Vec<(&RankData, &[Option<Judgement<'_>>])> = ranks
+            .iter()
+            .zip(&judged)
+            .map(|(r, j)| (r, j.as_slice()))
+            .collect();
+        let Some(t) = LearnedTolerances::tightened(&current, &pairs) else {
+            break;
+        };
+        current = std::borrow::Cow::Owned(Options {
             learned: Some(std::sync::Arc::new(t)),
             ..opts.clone()
-        }),
-        None => std::borrow::Cow::Borrowed(opts),
+        });
     }
+    current
 }
+
+/// Passes of tightening from the compare itself ([`step_options`]).
+const TIGHTEN_PASSES: usize = 2;
 
 /// The sources of one step. With `updated` (an earlier step had a source), every weight
 /// carries the optimizer's update of that earlier difference: a node whose weights differ is

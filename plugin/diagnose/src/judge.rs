@@ -253,14 +253,22 @@ impl Judgement<'_> {
         })
     }
 
-    /// The ratio an output must be worse than the inputs by to be a jump when the inputs agree:
-    /// `opts.jump_ratio` against the dtype table; 1 against a tolerance learned for the node's
-    /// op kind, which already holds the noise its inputs bring ([`crate::tolerance`]).
-    pub fn jump_ratio(&self, opts: &Options) -> f64 {
-        if self.output.as_ref().is_some_and(|l| l.learned) {
-            1.0
-        } else {
-            opts.jump_ratio
+    /// With agreeing inputs, whether the output's error is introduced here. Against the dtype
+    /// table, which knows nothing of the op: above the jump tolerance and `opts.jump_ratio` times
+    /// worse than the inputs ([`Judgement::output_jumps`]). Against a tolerance learned for the
+    /// node's op kind ([`crate::tolerance`]), which is the op's own noise: what the output adds to
+    /// its inputs' error (relative errors add through an op, to first order) is above it.
+    pub fn introduces_error(&self, opts: &Options) -> bool {
+        match &self.output {
+            Some(l) if l.learned => {
+                let out = if self.inputs_carry_error {
+                    l.tensor_err
+                } else {
+                    l.err
+                };
+                out - self.input_err() > l.tolerance.jump
+            }
+            _ => self.output_jumps(opts.jump_ratio),
         }
     }
 

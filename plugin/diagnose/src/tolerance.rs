@@ -37,9 +37,6 @@ pub const QUANTILE: f64 = 0.95;
 pub const MARGIN: f64 = 2.0;
 /// An op kind needs this many judged nodes to learn from; fewer keep the dtype table.
 pub const MIN_SAMPLES: usize = 8;
-/// Tightening from the compare itself: the tolerance is this many times the kind's median
-/// error (a single faulty call among eight or more moves the median by one rank at most).
-pub const TIGHTEN_FACTOR: f64 = 6.0;
 /// A reference must hold at least this share of the judged file's module names (without call
 /// indexes) and of its op kinds: otherwise its golden is another model.
 pub const MIN_SHARED: f64 = 0.5;
@@ -128,14 +125,20 @@ struct Samples {
 
 type Key = (String, Direction, DtypeClass);
 
-/// The `q` quantile of `v` (nearest rank); `v` is sorted in place.
+/// The `q` quantile of `v`, linearly interpolated between the order statistics around rank
+/// `q (n - 1)` (the usual estimator: the sample's maximum counts only when `n` is small);
+/// `v` is sorted in place.
 fn quantile(v: &mut [f64], q: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
     v.sort_by(f64::total_cmp);
-    let k = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v[k]
+    let at = q.clamp(0.0, 1.0) * (v.len() - 1) as f64;
+    let (lo, frac) = (at.floor() as usize, at.fract());
+    match v.get(lo + 1) {
+        Some(hi) => v[lo] + frac * (hi - v[lo]),
+        None => v[lo],
+    }
 }
 
 /// Adds the errors of one rank's judged nodes to `samples`; `keep` chooses the nodes.
@@ -227,7 +230,8 @@ impl LearnedTolerances {
         }
         let shared_ops = target_ops.iter().filter(|o| ops.contains(**o)).count();
         let share = |a: usize, b: usize| if b == 0 { 1.0 } else { a as f64 / b as f64 };
-        if share(shared_names, all_names) < MIN_SHARED || share(shared_ops, target_ops.len()) < MIN_SHARED
+        if share(shared_names, all_names) < MIN_SHARED
+            || share(shared_ops, target_ops.len()) < MIN_SHARED
         {
             return Err(bad(format!(
                 "its golden is another model: it holds {shared_names} of the {all_names} module \
@@ -239,27 +243,9 @@ impl LearnedTolerances {
         let kinds = samples
             .into_iter()
             .filter(|(_, s)| s.outputs.len() >= MIN_SAMPLES)
-            .map(|((op, direction, dtype), mut s)| {
-                let output_noise = quantile(&mut s.outputs, QUANTILE);
-                let input_noise = quantile(&mut s.inputs, QUANTILE);
-                let table = table.tolerance(dtype, dtype);
-                Learned {
-                    op,
-                    direction,
-                    dtype,
-                    samples: s.outputs.len(),
-                    output_noise,
-                    input_noise,
-                    output: Tolerance {
-                        agree: MARGIN * output_noise,
-                        jump: MARGIN * output_noise,
-                    },
-                    input_agree: if s.inputs.is_empty() {
-                        table.agree
-                    } else {
-                        MARGIN * input_noise
-                    },
-                }
+            .map(|(key, s)| {
+                let table = table.tolerance(key.2, key.2);
+                learn(key, s, table, None)
             })
             .collect();
         Ok(LearnedTolerances::new(
@@ -270,10 +256,11 @@ impl LearnedTolerances {
         ))
     }
 
-    /// Tightens the dtype table of `opts` from the compare's own ranks `data`, judged with it
-    /// (`judged`): per op kind, the median error of its nodes whose inputs agree and whose
-    /// weights and arguments agree, times [`TIGHTEN_FACTOR`], where that is below the table.
-    /// `None` when nothing tightens.
+    /// Tightens the tolerances of `opts` (its learned ones, else its dtype table) from the
+    /// compare's own ranks, judged with them: per op kind, the [`QUANTILE`] of the errors of its
+    /// nodes whose activation inputs, weights and arguments agree, times [`MARGIN`], where that
+    /// is below what `opts` had; never above it. Kinds that do not tighten keep what `opts` had.
+    /// `None` when nothing is tighter than the table.
     pub fn tightened(
         opts: &Options,
         ranks: &[(&RankData, &[Option<Judgement<'_>>])],
@@ -284,37 +271,76 @@ impl LearnedTolerances {
                 j.causes.is_empty() && j.inputs_agree()
             });
         }
-        let kinds: Vec<Learned> = samples
+        let before = opts.learned.as_deref();
+        let had = |op: &str, direction: Direction, dtype: DtypeClass| {
+            let table = opts.tolerance(dtype, dtype);
+            match before.and_then(|b| b.get(op, direction, dtype)) {
+                Some(l) => (l.output, l.input_agree),
+                None => (table, table.agree),
+            }
+        };
+        let mut kinds: Vec<Learned> = samples
             .into_iter()
             .filter(|(_, s)| s.outputs.len() >= MIN_SAMPLES)
-            .filter_map(|((op, direction, dtype), mut s)| {
-                let table = opts.tolerance(dtype, dtype);
-                let output_noise = quantile(&mut s.outputs, 0.5);
-                let input_noise = quantile(&mut s.inputs, 0.5);
-                let jump = (TIGHTEN_FACTOR * output_noise).min(table.jump);
-                if jump >= table.jump {
-                    return None;
-                }
-                Some(Learned {
-                    op,
-                    direction,
-                    dtype,
-                    samples: s.outputs.len(),
-                    output_noise,
-                    input_noise,
-                    output: Tolerance {
-                        agree: jump.min(table.agree),
-                        jump,
-                    },
-                    input_agree: if s.inputs.is_empty() {
-                        table.agree
-                    } else {
-                        (TIGHTEN_FACTOR * input_noise).min(table.agree)
-                    },
-                })
+            .map(|(key, s)| {
+                let table = opts.tolerance(key.2, key.2);
+                let cap = had(&key.0, key.1, key.2);
+                learn(key, s, table, Some(cap))
             })
+            .filter(|l| l.output.jump < opts.tolerance(l.dtype, l.dtype).jump)
             .collect();
+        if let Some(b) = before {
+            for l in &b.kinds {
+                if !kinds
+                    .iter()
+                    .any(|k| (&k.op, k.direction, k.dtype) == (&l.op, l.direction, l.dtype))
+                {
+                    kinds.push(l.clone());
+                }
+            }
+        }
         (!kinds.is_empty()).then(|| LearnedTolerances::new(LearnedFrom::Tightened, kinds))
+    }
+}
+
+/// The tolerance of one op kind from its samples: [`MARGIN`] times their [`QUANTILE`], for its
+/// outputs (agree and jump alike: the kind's own noise) and its activation inputs (`table`'s
+/// agree when it has none). With `cap` (outputs, inputs' agree), never above it.
+fn learn(key: Key, mut s: Samples, table: Tolerance, cap: Option<(Tolerance, f64)>) -> Learned {
+    let (op, direction, dtype) = key;
+    let output_noise = quantile(&mut s.outputs, QUANTILE);
+    let input_noise = quantile(&mut s.inputs, QUANTILE);
+    let input_agree = if s.inputs.is_empty() {
+        table.agree
+    } else {
+        MARGIN * input_noise
+    };
+    let output = MARGIN * output_noise;
+    let (output, input_agree) = match cap {
+        None => (
+            Tolerance {
+                agree: output,
+                jump: output,
+            },
+            input_agree,
+        ),
+        Some((c, agree)) => (
+            Tolerance {
+                agree: output.min(c.agree),
+                jump: output.min(c.jump),
+            },
+            input_agree.min(agree),
+        ),
+    };
+    Learned {
+        op,
+        direction,
+        dtype,
+        samples: s.outputs.len(),
+        output_noise,
+        input_noise,
+        output,
+        input_agree,
     }
 }
 
@@ -355,8 +381,8 @@ mod tests {
     #[test]
     fn the_quantile_is_the_nearest_rank() {
         let mut v: Vec<f64> = (1..=20).map(f64::from).collect();
-        assert_eq!(quantile(&mut v, 0.95), 19.0);
-        assert_eq!(quantile(&mut v, 0.5), 10.0);
+        assert!((quantile(&mut v, 0.95) - 19.05).abs() < 1e-12);
+        assert_eq!(quantile(&mut v, 0.5), 10.5);
         assert_eq!(quantile(&mut [3.0], 0.95), 3.0);
     }
 }
