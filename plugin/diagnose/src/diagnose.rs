@@ -148,10 +148,12 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
 }
 
 /// For each target node of one rank, whether its outputs differ from golden beyond the noise,
-/// judged exactly as [`diagnose_step`] judges it (same precision floor, same tolerances); `false`
-/// for unmatched nodes and parameter gradients. The service colours the nodes of a view with it.
+/// judged as [`diagnose_step`] judges that rank alone (same precision floor, same tolerances,
+/// tightened from this rank's nodes); `false` for unmatched nodes and parameter gradients. The
+/// service colours the nodes of a view with it.
 pub fn differing_nodes(mode: Mode, opts: &Options, data: &RankData) -> Vec<bool> {
-    judge_rank(mode, opts, data)
+    let opts = step_options(mode, opts, std::slice::from_ref(data));
+    judge_rank(mode, &opts, data)
         .judged
         .iter()
         .map(|j| j.as_ref().is_some_and(Judgement::differs))

@@ -67,7 +67,7 @@ impl Default for Options {
             step: None,
             rank: None,
             learned: None,
-            tighten: false,
+            tighten: true,
         }
     }
 }

@@ -194,7 +194,12 @@ impl LearnedTolerances {
             path: path.to_owned(),
             reason,
         };
-        let reference = CompareFile::open(path)?;
+        let reference = CompareFile::open(path).map_err(|e| match e {
+            DiagnoseError::NotCompare { reason, .. } => {
+                bad(format!("not a compare file: {reason}"))
+            }
+            other => other,
+        })?;
         if reference.mode() == Mode::Md5 {
             return Err(bad(
                 "an md5 compare has no magnitudes to learn tolerances from".into(),
@@ -207,7 +212,7 @@ impl LearnedTolerances {
         for step in reference.steps() {
             for rank in reference.ranks() {
                 let data = reference.load(step, rank)?;
-                for n in &data.npu.nodes {
+                for n in &data.bench.nodes {
                     names.insert(module_path(n).to_owned());
                     ops.insert(op_kind(n).to_owned());
                 }
@@ -215,13 +220,14 @@ impl LearnedTolerances {
                 gather(&data, &judged, &mut samples, |_| true);
             }
         }
-        // The same model: most of the target's module names and op kinds are in the reference.
+        // The same model: most of the module names (without call indexes) and op kinds of the
+        // target's golden are in the reference's golden.
         let step = target.steps().first().copied().unwrap_or(0);
         let rank = target.ranks().first().copied().unwrap_or(0);
         let data = target.load(step, rank)?;
         let (mut shared_names, mut all_names) = (0usize, 0usize);
         let mut target_ops = foldhash::HashSet::default();
-        for n in &data.npu.nodes {
+        for n in &data.bench.nodes {
             target_ops.insert(op_kind(n));
             if n.node_type == 0 {
                 all_names += 1;
@@ -235,7 +241,7 @@ impl LearnedTolerances {
         {
             return Err(bad(format!(
                 "its golden is another model: it holds {shared_names} of the {all_names} module \
-                 names and {shared_ops} of the {} op kinds of {}",
+                 names and {shared_ops} of the {} op kinds of the golden of {}",
                 target_ops.len(),
                 target.path().display()
             )));
