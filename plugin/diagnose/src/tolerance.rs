@@ -330,13 +330,18 @@ fn learn(key: Key, mut s: Samples, table: Tolerance, cap: Option<(Tolerance, f64
             },
             input_agree,
         ),
-        Some((c, agree)) => (
-            Tolerance {
-                agree: output.min(c.agree),
-                jump: output.min(c.jump),
-            },
-            input_agree.min(agree),
-        ),
+        // Tightening never goes below one unit of round-off of the noise class: a compare
+        // whose calls of a kind happen to agree bit for bit does not make one rounding a fault.
+        Some((c, agree)) => {
+            let floor = |v: f64| v.max(dtype.epsilon());
+            (
+                Tolerance {
+                    agree: floor(output).min(c.agree),
+                    jump: floor(output).min(c.jump),
+                },
+                floor(input_agree).min(agree),
+            )
+        }
     };
     Learned {
         op,
