@@ -13,9 +13,8 @@
 //!    the weights it updated.
 
 use foldhash::HashMap;
-use rayon::prelude::*;
 
-use crate::entry::{DtypeClass, Kind, Role};
+use crate::entry::{Kind, Role};
 use crate::error::DiagnoseError;
 use crate::group::{self, SourceGroup};
 use crate::judge::{self, Cause, Judgement, Level};
@@ -97,47 +96,9 @@ pub(crate) struct RankJudgements<'a> {
     first_non_finite: Option<NonFinite>,
 }
 
-/// Every matched target node of one rank judged (`None`: unmatched, or a parameter gradient).
-pub(crate) fn judge_nodes<'a>(
-    mode: Mode,
-    opts: &Options,
-    data: &'a RankData,
-) -> Vec<Option<Judgement<'a>>> {
-    judge_in_order(mode, opts, data, &data.npu.execution_order())
-}
-
-fn judge_in_order<'a>(
-    mode: Mode,
-    opts: &Options,
-    data: &'a RankData,
-    order: &[u32],
-) -> Vec<Option<Judgement<'a>>> {
-    let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
-            judge::node_precision(&data.npu.nodes[i as usize], b)
-        })
-        .collect();
-    let floor = judge::precision_floor(order, &precision);
-    // Nodes are judged independently: on every core.
-    (0..data.npu.nodes.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let n = &data.npu.nodes[i as usize];
-            if n.param_grad {
-                return None;
-            }
-            let b = &data.bench.nodes[data.partner(i)? as usize];
-            let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
-            Some(judge::judge(mode, opts, n, parent, b, floor[i as usize]))
-        })
-        .collect()
-}
-
 fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
     let order = data.npu.execution_order();
-    let judged = judge_in_order(mode, opts, data, &order);
+    let judged = judge::judge_in_order(mode, opts, data, &order);
     let first_non_finite = first_non_finite(data, &order);
     RankJudgements {
         data,
@@ -425,7 +386,7 @@ fn step_options<'o>(
     for _ in 0..TIGHTEN_PASSES {
         let judged: Vec<Vec<Option<Judgement<'_>>>> = ranks
             .iter()
-            .map(|r| judge_nodes(mode, &current, r))
+            .map(|r| judge::judge_nodes(mode, &current, r))
             .collect();
         let pairs: Vec<(&RankData, &[Option<Judgement<'_>>])> = ranks
             .iter()

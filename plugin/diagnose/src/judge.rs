@@ -20,7 +20,9 @@ use std::borrow::Cow;
 
 use crate::api;
 use crate::entry::{DtypeClass, Entry, Kind, Role, Stats};
-use crate::load::{Mode, Node};
+use rayon::prelude::*;
+
+use crate::load::{Mode, Node, RankData};
 use crate::options::{Options, Tolerance};
 
 /// Which measurement gave an entry's error.
@@ -619,6 +621,44 @@ pub fn judge<'a>(
         inputs_carry_error,
         weights_differ,
     }
+}
+
+/// Every matched target node of one rank judged (`None`: unmatched, or a parameter gradient).
+pub(crate) fn judge_nodes<'a>(
+    mode: Mode,
+    opts: &Options,
+    data: &'a RankData,
+) -> Vec<Option<Judgement<'a>>> {
+    judge_in_order(mode, opts, data, &data.npu.execution_order())
+}
+
+pub(crate) fn judge_in_order<'a>(
+    mode: Mode,
+    opts: &Options,
+    data: &'a RankData,
+    order: &[u32],
+) -> Vec<Option<Judgement<'a>>> {
+    let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
+        .into_par_iter()
+        .map(|i| {
+            let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
+            node_precision(&data.npu.nodes[i as usize], b)
+        })
+        .collect();
+    let floor = precision_floor(order, &precision);
+    // Nodes are judged independently: on every core.
+    (0..data.npu.nodes.len() as u32)
+        .into_par_iter()
+        .map(|i| {
+            let n = &data.npu.nodes[i as usize];
+            if n.param_grad {
+                return None;
+            }
+            let b = &data.bench.nodes[data.partner(i)? as usize];
+            let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+            Some(judge(mode, opts, n, parent, b, floor[i as usize]))
+        })
+        .collect()
 }
 
 /// Which statistic makes `l` an inf/NaN difference, if it is one.

@@ -23,8 +23,9 @@
 //! - [`entry`]: one tensor / argument entry of a node, its dtype class.
 //! - [`api`]: which argument of an API is a weight, what non-tensor arguments are called.
 //! - [`options`]: tolerances per dtype class and the jump ratios.
-//! - [`tolerance`]: tolerances learned per op kind from a reference compare, or tightened from
-//!   the compare itself.
+//! - [`tolerance`]: a tolerance's two thresholds, and those learned per op kind.
+//! - [`learn`]: learning them from a reference compare, or tightening them from the compare
+//!   itself.
 //! - [`judge`]: the per-node rules (how far an entry is from golden, the node's verdict).
 //! - [`diagnose`](mod@diagnose): ranking, grouping, steps and ranks: the [`Diagnosis`].
 //! - [`group`]: the sources of one call site across micro-batches, ranks and steps: one line
@@ -48,6 +49,7 @@ pub mod error;
 pub mod export;
 pub mod group;
 pub mod judge;
+pub mod learn;
 pub mod load;
 pub mod map;
 pub mod map_report;

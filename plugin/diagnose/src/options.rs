@@ -5,15 +5,7 @@ use std::sync::Arc;
 
 use crate::entry::DtypeClass;
 use crate::tolerance::LearnedTolerances;
-
-/// Two thresholds on a relative error (see [`crate::judge`] for how errors are measured).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Tolerance {
-    /// Up to this, an input or a parameter agrees with golden (noise).
-    pub agree: f64,
-    /// Above this, an output differs enough to be a fault rather than noise.
-    pub jump: f64,
-}
+pub use crate::tolerance::Tolerance;
 
 /// What a diagnosis looks for and where.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -1,34 +1,24 @@
-//! Tolerances learned from data, per **op kind** (an API such as `Functional.linear`, or a
-//! module class such as `Module.Linear`), pass and noise class, instead of one pair of numbers
-//! per dtype (docs/diagnosis.md, "Tolerances from data").
-//!
-//! - From a **reference** ([`LearnedTolerances::from_reference`]): a compare of a fault-free run
-//!   at the target's dtype against the golden's dtype on the golden's hardware, made from other
-//!   data or seeds. It measures precision noise. Each op kind with at least [`MIN_SAMPLES`]
-//!   judged nodes gets the [`QUANTILE`] of its nodes' output errors (the diagnosis's own
-//!   scale-relative measure, [`crate::judge::deviation`]) times [`MARGIN`] as its output
-//!   tolerance, and the same of its input errors as its inputs' agree tolerance; other kinds
-//!   keep the dtype table.
-//! - From the **compare itself** ([`LearnedTolerances::tightened`]): the median error of an op
-//!   kind's nodes whose inputs agree, times [`TIGHTEN_FACTOR`], where that is *below* the dtype
-//!   table; never above it. An operator wrong on every call makes its own median large: the
-//!   table stays, so a bug that is everywhere cannot teach the rules that it is normal.
-//!
-//! A node whose output tolerance is learned is judged against the noise of its own kind, which
-//! already holds the noise its inputs bring: its output jumps when it is above that tolerance and
-//! worse than its inputs (the fixed `jump_ratio` of the dtype table is for tolerances that know
-//! nothing of the op).
+//! Tolerances: the two thresholds of a relative error ([`Tolerance`]), and those learned from
+//! data per **op kind** (an API such as `Functional.linear`, or a module class such as
+//! `Linear`), pass and noise class ([`LearnedTolerances`]), instead of one pair of numbers per
+//! dtype (docs/diagnosis.md §13, "Tolerances from data"). How they are learned, from a reference
+//! compare or from the compare itself, is [`crate::learn`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use foldhash::HashMap;
 
-use crate::diagnose;
 use crate::entry::DtypeClass;
-use crate::error::DiagnoseError;
-use crate::judge::Judgement;
-use crate::load::{CompareFile, Direction, Mode, Node, RankData};
-use crate::options::{Options, Tolerance};
+use crate::load::{Direction, Node};
+
+/// Two thresholds on a relative error (see [`crate::judge`] for how errors are measured).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Tolerance {
+    /// Up to this, an input or a parameter agrees with golden (noise).
+    pub agree: f64,
+    /// Above this, an output differs enough to be a fault rather than noise.
+    pub jump: f64,
+}
 
 /// The quantile of a kind's errors in the reference taken as its noise.
 pub const QUANTILE: f64 = 0.95;
@@ -118,17 +108,18 @@ pub fn op_kind(n: &Node) -> &str {
 
 /// The samples of one key while learning.
 #[derive(Default)]
-struct Samples {
-    outputs: Vec<f64>,
-    inputs: Vec<f64>,
+pub(crate) struct Samples {
+    pub(crate) outputs: Vec<f64>,
+    pub(crate) inputs: Vec<f64>,
 }
 
-type Key = (String, Direction, DtypeClass);
+/// An op kind, its pass and noise class.
+pub(crate) type Key = (String, Direction, DtypeClass);
 
 /// The `q` quantile of `v`, linearly interpolated between the order statistics around rank
 /// `q (n - 1)` (the usual estimator: the sample's maximum counts only when `n` is small);
 /// `v` is sorted in place.
-fn quantile(v: &mut [f64], q: f64) -> f64 {
+pub(crate) fn quantile(v: &mut [f64], q: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -141,32 +132,8 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
     }
 }
 
-/// Adds the errors of one rank's judged nodes to `samples`; `keep` chooses the nodes.
-fn gather(
-    data: &RankData,
-    judged: &[Option<Judgement<'_>>],
-    samples: &mut HashMap<Key, Samples>,
-    keep: impl Fn(&Judgement<'_>) -> bool,
-) {
-    for (i, j) in judged.iter().enumerate() {
-        let Some(j) = j else { continue };
-        let Some(out) = &j.output else { continue };
-        if !out.err.is_finite() || out.noise == DtypeClass::Exact || !keep(j) {
-            continue;
-        }
-        let n = &data.npu.nodes[i];
-        let s = samples
-            .entry((op_kind(n).to_owned(), n.direction, out.noise))
-            .or_default();
-        s.outputs.push(out.err);
-        if let Some(input) = j.input.as_ref().filter(|l| l.err.is_finite()) {
-            s.inputs.push(input.err);
-        }
-    }
-}
-
 impl LearnedTolerances {
-    fn new(from: LearnedFrom, mut kinds: Vec<Learned>) -> LearnedTolerances {
+    pub(crate) fn new(from: LearnedFrom, mut kinds: Vec<Learned>) -> LearnedTolerances {
         kinds.sort_by(|a, b| (&a.op, a.direction, a.dtype).cmp(&(&b.op, b.direction, b.dtype)));
         let mut index: HashMap<String, Vec<usize>> = HashMap::default();
         for (k, l) in kinds.iter().enumerate() {
@@ -183,136 +150,17 @@ impl LearnedTolerances {
             .map(|&k| &self.kinds[k])
             .find(|l| l.direction == direction && l.dtype == dtype)
     }
-
-    /// Learns from reference compare `path`, checked against `target` (the file it will judge):
-    /// the reference must be a compare with magnitudes (not md5) of the same model.
-    pub fn from_reference(
-        path: &Path,
-        target: &CompareFile,
-    ) -> Result<LearnedTolerances, DiagnoseError> {
-        let bad = |reason: String| DiagnoseError::Reference {
-            path: path.to_owned(),
-            reason,
-        };
-        let reference = CompareFile::open(path).map_err(|e| match e {
-            DiagnoseError::NotCompare { reason, .. } => {
-                bad(format!("not a compare file: {reason}"))
-            }
-            other => other,
-        })?;
-        if reference.mode() == Mode::Md5 {
-            return Err(bad(
-                "an md5 compare has no magnitudes to learn tolerances from".into(),
-            ));
-        }
-        let table = Options::default();
-        let mut samples: HashMap<Key, Samples> = HashMap::default();
-        let mut names = foldhash::HashSet::default();
-        let mut ops = foldhash::HashSet::default();
-        for step in reference.steps() {
-            for rank in reference.ranks() {
-                let data = reference.load(step, rank)?;
-                for n in &data.bench.nodes {
-                    names.insert(module_path(n).to_owned());
-                    ops.insert(op_kind(n).to_owned());
-                }
-                let judged = diagnose::judge_nodes(reference.mode(), &table, &data);
-                gather(&data, &judged, &mut samples, |_| true);
-            }
-        }
-        // The same model: most of the module names (without call indexes) and op kinds of the
-        // target's golden are in the reference's golden.
-        let step = target.steps().first().copied().unwrap_or(0);
-        let rank = target.ranks().first().copied().unwrap_or(0);
-        let data = target.load(step, rank)?;
-        let (mut shared_names, mut all_names) = (0usize, 0usize);
-        let mut target_ops = foldhash::HashSet::default();
-        for n in &data.bench.nodes {
-            target_ops.insert(op_kind(n));
-            if n.node_type == 0 {
-                all_names += 1;
-                shared_names += names.contains(module_path(n)) as usize;
-            }
-        }
-        let shared_ops = target_ops.iter().filter(|o| ops.contains(**o)).count();
-        let share = |a: usize, b: usize| if b == 0 { 1.0 } else { a as f64 / b as f64 };
-        if share(shared_names, all_names) < MIN_SHARED
-            || share(shared_ops, target_ops.len()) < MIN_SHARED
-        {
-            return Err(bad(format!(
-                "its golden is another model: it holds {shared_names} of the {all_names} module \
-                 names and {shared_ops} of the {} op kinds of the golden of {}",
-                target_ops.len(),
-                target.path().display()
-            )));
-        }
-        let kinds = samples
-            .into_iter()
-            .filter(|(_, s)| s.outputs.len() >= MIN_SAMPLES)
-            .map(|(key, s)| {
-                let table = table.tolerance(key.2, key.2);
-                learn(key, s, table, None)
-            })
-            .collect();
-        Ok(LearnedTolerances::new(
-            LearnedFrom::Reference {
-                file: path.to_owned(),
-            },
-            kinds,
-        ))
-    }
-
-    /// Tightens the tolerances of `opts` (its learned ones, else its dtype table) from the
-    /// compare's own ranks, judged with them: per op kind, the [`QUANTILE`] of the errors of its
-    /// nodes whose activation inputs, weights and arguments agree, times [`MARGIN`], where that
-    /// is below what `opts` had; never above it. Kinds that do not tighten keep what `opts` had.
-    /// `None` when nothing is tighter than the table.
-    pub fn tightened(
-        opts: &Options,
-        ranks: &[(&RankData, &[Option<Judgement<'_>>])],
-    ) -> Option<LearnedTolerances> {
-        let mut samples: HashMap<Key, Samples> = HashMap::default();
-        for (data, judged) in ranks {
-            gather(data, judged, &mut samples, |j| {
-                j.causes.is_empty() && j.inputs_agree()
-            });
-        }
-        let before = opts.learned.as_deref();
-        let had = |op: &str, direction: Direction, dtype: DtypeClass| {
-            let table = opts.tolerance(dtype, dtype);
-            match before.and_then(|b| b.get(op, direction, dtype)) {
-                Some(l) => (l.output, l.input_agree),
-                None => (table, table.agree),
-            }
-        };
-        let mut kinds: Vec<Learned> = samples
-            .into_iter()
-            .filter(|(_, s)| s.outputs.len() >= MIN_SAMPLES)
-            .map(|(key, s)| {
-                let table = opts.tolerance(key.2, key.2);
-                let cap = had(&key.0, key.1, key.2);
-                learn(key, s, table, Some(cap))
-            })
-            .filter(|l| l.output.jump < opts.tolerance(l.dtype, l.dtype).jump)
-            .collect();
-        if let Some(b) = before {
-            for l in &b.kinds {
-                if !kinds
-                    .iter()
-                    .any(|k| (&k.op, k.direction, k.dtype) == (&l.op, l.direction, l.dtype))
-                {
-                    kinds.push(l.clone());
-                }
-            }
-        }
-        (!kinds.is_empty()).then(|| LearnedTolerances::new(LearnedFrom::Tightened, kinds))
-    }
 }
 
 /// The tolerance of one op kind from its samples: [`MARGIN`] times their [`QUANTILE`], for its
 /// outputs (agree and jump alike: the kind's own noise) and its activation inputs (`table`'s
 /// agree when it has none). With `cap` (outputs, inputs' agree), never above it.
-fn learn(key: Key, mut s: Samples, table: Tolerance, cap: Option<(Tolerance, f64)>) -> Learned {
+pub(crate) fn learn(
+    key: Key,
+    mut s: Samples,
+    table: Tolerance,
+    cap: Option<(Tolerance, f64)>,
+) -> Learned {
     let (op, direction, dtype) = key;
     let output_noise = quantile(&mut s.outputs, QUANTILE);
     let input_noise = quantile(&mut s.inputs, QUANTILE);
@@ -357,7 +205,7 @@ fn learn(key: Key, mut s: Samples, table: Tolerance, cap: Option<(Tolerance, f64
 
 /// A module's name without its call index (`Module.layers.0.mlp.fc1.Linear.forward`); an API's
 /// kind.
-fn module_path(n: &Node) -> &str {
+pub(crate) fn module_path(n: &Node) -> &str {
     if n.node_type == 0 {
         match n.name.rsplit_once('.') {
             Some((head, tail)) if tail.bytes().all(|b| b.is_ascii_digit()) => head,
