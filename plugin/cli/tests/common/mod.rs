@@ -1,5 +1,7 @@
 //! Helpers shared by the CLI's tests: the repository's fixtures, an upstream case's `.vis.db`
 //! unpacked, and the `graph-ascend` binary run as the user runs it.
+// Each test binary compiles this module; not all of them use every helper.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -82,7 +84,6 @@ pub fn convert_48_layer_pair(dir: &Path) -> PathBuf {
 
 /// Writes one stored run of a generated set (`step<S>/<rank>/{construct,dump}.json` → text) under
 /// `dir/<run>`, with the empty `stack.json` the converter wants (the rules never read stacks).
-#[allow(dead_code)] // each test binary compiles this module; not all of them use every helper
 pub fn write_run(
     dir: &Path,
     run: &str,
@@ -100,7 +101,6 @@ pub fn write_run(
 
 /// Converts the pair `target` against `golden` into `out` as a user would: the compare's
 /// `.vis.db`.
-#[allow(dead_code)] // each test binary compiles this module; not all of them use every helper
 pub fn convert_pair(target: &Path, golden: &Path, out: &Path) -> PathBuf {
     let convert = ga(&[
         "convert",
