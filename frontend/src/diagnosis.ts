@@ -6,7 +6,7 @@
  * address). Shared by the panel, the toolbar's legend and the app's box colours; no DOM here.
  */
 import { SOURCE_RED, WHITE, type ColorTable } from './colors';
-import type { Diagnosis, DiagnosisGroup, DiagnosisReasonPart, DiagnosisSource } from './generated/proto';
+import type { Diagnosis, DiagnosisGroup, DiagnosisReasonPart, DiagnosisSource, DiagnosisTolerances } from './generated/proto';
 import { t, type Key } from './i18n';
 import type { MetaData, RenderNode } from './types';
 
@@ -71,6 +71,20 @@ export function sourcesInside(view: Pick<DiagnosisView, 'inside'> | null, key: s
 
 export function fileKey(m: Pick<MetaData, 'run' | 'tag'>): string {
   return `${m.run}|${m.tag}`;
+}
+
+/** `run|tag` back to its run and tag (a tag holds no `|` of its own: split at the last one). */
+export function splitKey(key: string): [string, string] {
+  const i = key.lastIndexOf('|');
+  return i < 0 ? [key, ''] : [key.slice(0, i), key.slice(i + 1)];
+}
+
+/** Which tolerances a diagnosis used, in words (an answer without them: the fixed table). */
+export function tolerancesText(tol: Pick<DiagnosisTolerances, 'source' | 'reference' | 'kinds'> | undefined): string {
+  const count = tol?.kinds.length ?? 0;
+  if (tol?.source === 'reference') return t('diag.tol.reference', { file: tol.reference, count });
+  if (tol?.source === 'tightened') return t('diag.tol.tightened', { count });
+  return t('diag.tol.table');
 }
 
 /** The step and rank to switch to before a source can be shown (null: it is in the view). */

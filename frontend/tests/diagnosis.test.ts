@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { setTransport } from '../src/api';
 import { buildColorTable, WHITE } from '../src/colors';
 import type { PageCtx } from '../src/ctx';
-import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, groupSummary, modulePath, ordinal, reasonText, sourcesInside, spansText, verdictOf, viewFor, WORDED_REASON_KINDS, type DiagnosisGroup, type DiagnosisReasonPart } from '../src/diagnosis';
+import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, groupSummary, modulePath, ordinal, reasonText, sourcesInside, spansText, splitKey, tolerancesText, verdictOf, viewFor, WORDED_REASON_KINDS, type DiagnosisGroup, type DiagnosisReasonPart } from '../src/diagnosis';
 import { setLang, t, type Key } from '../src/i18n';
 import { badgeText, badgeWidth } from '../src/render';
 import { Scene } from '../src/scene';
@@ -251,6 +251,34 @@ describe('the Diagnosis panel', () => {
     await panel.ensure(true);
     expect(asked).toBe(0);
     expect(compareStore().structureOnly).toBe(false);
+  });
+
+  it('asks again with a reference picked, and says which tolerances were used', async () => {
+    const routes: string[] = [];
+    const learned = { source: 'reference', reference: 'ref.vis.db', kinds: [{ op: 'Functional.linear', direction: 'forward', dtype: 'b_float16', samples: 17, noise: 0.0035, jump: 0.007 }] };
+    setTransport(async (route) => {
+      routes.push(route);
+      const tolerances = route.includes('reference_tag=') ? learned : { source: 'tightened', reference: '', kinds: [] };
+      return new Response(JSON.stringify({ ...ANSWER, states: undefined, data: { ...ANSWER.data, tolerances } }), { status: 200, headers: { 'Content-Type': 'application/json' } });
+    });
+    const store = compareStore();
+    const panel = new DiagnosisPanel(fakeCtx(store).ctx);
+    await panel.ensure();
+    expect(routes[0]).not.toContain('reference_');
+    expect(tolerancesText(store.diagnosis?.data.tolerances)).toBe(t('diag.tol.tightened', { count: 0 }));
+    await panel.setReference('run|ref');
+    expect(routes).toHaveLength(2);
+    expect(routes[1]).toContain('reference_run=run');
+    expect(routes[1]).toContain('reference_tag=ref');
+    expect(tolerancesText(store.diagnosis?.data.tolerances)).toBe(t('diag.tol.reference', { file: 'ref.vis.db', count: 1 }));
+    // The same file and reference: nothing asked again; no reference: asked again without.
+    await panel.ensure();
+    expect(routes).toHaveLength(2);
+    await panel.setReference('');
+    expect(routes).toHaveLength(3);
+    expect(routes[2]).not.toContain('reference_');
+    expect(tolerancesText(undefined)).toBe(t('diag.tol.table'));
+    expect(splitKey('a|b|c.vis')).toEqual(['a|b', 'c.vis']);
   });
 
   it('jumps to a source, switching step and rank first when it lives elsewhere', async () => {

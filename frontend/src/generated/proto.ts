@@ -103,6 +103,7 @@ export type Diagnosis = {
   nodes_judged: number;
   groups: DiagnosisGroup[];
   total_groups: number;
+  tolerances?: DiagnosisTolerances;
 };
 
 export type DiagnosisGroup = {
@@ -191,6 +192,21 @@ export type DiagnosisStepCheck = {
   step: number;
   forward_differs: boolean;
   any_differs: boolean;
+};
+
+export type DiagnosisTolerance = {
+  op: string;
+  direction: string;
+  dtype: string;
+  samples: number;
+  noise: number | NonFinite;
+  jump: number | NonFinite;
+};
+
+export type DiagnosisTolerances = {
+  source: string;
+  reference: string;
+  kinds: DiagnosisTolerance[];
 };
 
 export type DivergenceMapBand = {
@@ -428,6 +444,8 @@ export type DiagnoseRequest = {
   rank?: number;
   top?: number;
   states?: boolean;
+  reference_run?: string;
+  reference_tag?: string;
 };
 
 export type DivergenceMapRequest = {

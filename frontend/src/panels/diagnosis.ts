@@ -10,7 +10,7 @@
 import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
-import { attachmentName, csvAddress, fileKey, readWithProgress, sizeText, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
+import { attachmentName, csvAddress, fileKey, readWithProgress, sizeText, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, splitKey, tolerancesText, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
 import { h, saveBlob } from '../dom';
 import { t, type Key } from '../i18n';
 import { icon } from '../icons';
@@ -21,6 +21,10 @@ const TOP = 200;
 
 export class DiagnosisPanel {
   private seq = 0;
+  /** The reference compare chosen to learn tolerances from (`run|tag`; '' none), and the one the
+   * answer in the store was made with. */
+  private reference = '';
+  private answered = '';
   /** The faults whose other occurrences are listed, by `file|index`. */
   private readonly opened = new Set<string>();
   /** The CSV download under way: its progress line (kept across renders), else null. */
@@ -37,13 +41,22 @@ export class DiagnosisPanel {
     if (!s.meta.run || s.single || s.structureOnly) return;
     const file = fileKey(s.meta);
     const view = metaKey(s.meta);
-    const have = s.diagnosis?.file === file && (!states || s.diagnosis.statesKey === view);
+    const reference = this.reference;
+    const have = s.diagnosis?.file === file && this.answered === reference && (!states || s.diagnosis.statesKey === view);
     if (have) return;
     const seq = ++this.seq;
     s.diagnosisError = '';
     if (s.tab === 'diagnosis') s.changed('panel');
-    const r = await get('diagnosis', { ...metaQuery(s.meta), top: TOP, states: states || undefined });
-    if (seq !== this.seq || fileKey(s.meta) !== file) return;
+    const [referenceRun, referenceTag] = reference ? splitKey(reference) : ['', ''];
+    const r = await get('diagnosis', {
+      ...metaQuery(s.meta),
+      top: TOP,
+      states: states || undefined,
+      reference_run: referenceRun || undefined,
+      reference_tag: referenceTag || undefined,
+    });
+    if (seq !== this.seq || fileKey(s.meta) !== file || this.reference !== reference) return;
+    this.answered = reference;
     if (!r.success || !r.data) {
       s.diagnosisError = r.error ?? 'diagnosis: no data';
       this.ctx.toast(`diagnosis: ${s.diagnosisError}`, 'error');
@@ -73,7 +86,33 @@ export class DiagnosisPanel {
     const modes = h('div.diag-modes', null, h('span.muted', null, t('diag.colors')),
       h('div.segmented', { testid: 'diagnosisModes' }, modeBtn('precision', 'diag.modeOutput', 'diagModeOutput'), modeBtn('diagnosis', 'diag.modeIntroduced', 'diagModeIntroduced')));
     const download = h('button.diag-download', { testid: 'diagDownload', title: t('diag.downloadTip'), 'aria-label': t('diag.download'), disabled: Boolean(this.csvProgress), on: { click: () => void this.download() } }, icon('download'), t('diag.download'));
-    return h('div.panel-section.diagnosis', { testid: 'diagnosisPanel' }, title, modes, download, this.csvProgress, this.body());
+    return h('div.panel-section.diagnosis', { testid: 'diagnosisPanel' }, title, modes, this.referencePicker(), download, this.csvProgress, this.body());
+  }
+
+  /** Learn the tolerances from `reference` (`run|tag` of the catalog; '' none) and ask again. */
+  async setReference(reference: string): Promise<void> {
+    const s = this.ctx.store;
+    if (reference === this.reference) return;
+    this.reference = reference;
+    s.diagnosis = null;
+    s.diagnosisError = '';
+    await this.ensure(s.mode === 'diagnosis');
+  }
+
+  /** The choice of a reference compare (any other file of the catalog) to learn tolerances from. */
+  private referencePicker(): HTMLElement {
+    const s = this.ctx.store;
+    const here = fileKey(s.meta);
+    const files = Object.entries(s.catalog).flatMap(([run, f]) => f.tags.map((tag) => fileKey({ run, tag }))).filter((k) => k !== here);
+    const select = h('select', {
+      testid: 'diagReference',
+      title: t('diag.referenceTip'),
+      on: {
+        change: (e: Event) => void this.setReference((e.target as HTMLSelectElement).value),
+      },
+    }, h('option', { value: '' }, t('diag.referenceNone')), ...files.map((k) => h('option', { value: k }, k.replace('|', '/'))));
+    select.value = files.includes(this.reference) ? this.reference : '';
+    return h('label.diag-reference', null, h('span.muted', null, t('diag.reference')), select);
   }
 
   private body(): HTMLElement {
@@ -90,7 +129,10 @@ export class DiagnosisPanel {
     if (!d.groups.length) list.append(h('p.muted', { testid: 'diagnosisNone' }, t('diag.none')));
     d.groups.forEach((g, i) => list.append(this.groupRow(g, i)));
     if (d.total_groups > d.groups.length) list.append(h('p.muted', null, t('diag.moreFaults', { count: d.total_groups - d.groups.length })));
-    return h('div', null, h('p.diag-summary', { testid: 'diagnosisSummary' }, t('diag.faultsSummary', { step: d.step, count: d.total_groups, sources: d.total_sources })), list);
+    return h('div', null,
+      h('p.diag-summary', { testid: 'diagnosisSummary' }, t('diag.faultsSummary', { step: d.step, count: d.total_groups, sources: d.total_sources })),
+      h('p.muted.diag-tolerances', { testid: 'diagTolerances' }, tolerancesText(d.tolerances)),
+      list);
   }
 
   /**

@@ -5,9 +5,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
-use graph_ascend_diagnose::{map_report, report, CompareFile, Options, Tolerance};
+use graph_ascend_diagnose::{
+    map_report, report, CompareFile, LearnedTolerances, Options, Tolerance,
+};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum Format {
@@ -62,6 +65,17 @@ pub struct DiagnoseArgs {
     /// A node with differing inputs is a source when its outputs are this many times worse.
     #[arg(long)]
     amplify_ratio: Option<f64>,
+    /// Learn the tolerance of each op kind (API, module class) and dtype from REF: a compare,
+    /// made from other data or seeds, of a fault-free run at the target's dtype against the
+    /// golden (e.g. GPU bf16 against GPU fp32). It measures precision noise; the learned
+    /// tolerances replace the dtype table for the op kinds it holds (docs/diagnosis.md,
+    /// "Tolerances from data").
+    #[arg(long, value_name = "REF.vis.db")]
+    reference: Option<PathBuf>,
+    /// Judge with the dtype table only. By default, without --reference, the table is tightened
+    /// per op kind where the compare's own noise is lower (never loosened).
+    #[arg(long, conflicts_with = "reference")]
+    fixed_tolerances: bool,
     #[command(flatten)]
     map: crate::map_cmd::MapArgs,
 }
@@ -105,6 +119,12 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         opts.amplify_ratio = r;
     }
     let file = CompareFile::open(&args.file)?;
+    if let Some(reference) = &args.reference {
+        opts.learned = Some(Arc::new(LearnedTolerances::from_reference(
+            reference, &file,
+        )?));
+    }
+    opts.tighten = !args.fixed_tolerances;
     if args.map.map {
         let (found, map) =
             graph_ascend_diagnose::divergence_map(&file, &opts, &args.map.options())?;

@@ -333,8 +333,10 @@ fn check(map: &Value, want: &HashMap<(String, i64, i64), (Option<f64>, u32)>) ->
     checked
 }
 
-fn sources_of(db: &str) -> Vec<(i64, i64, String)> {
-    let d = json_of(&["diagnose", db, "--format", "json", "--top", "100000"]);
+fn sources_of(db: &str, extra: &[&str]) -> Vec<(i64, i64, String)> {
+    let mut args = vec!["diagnose", db, "--format", "json", "--top", "100000"];
+    args.extend_from_slice(extra);
+    let d = json_of(&args);
     d["sources"]
         .as_array()
         .expect("sources")
@@ -367,11 +369,15 @@ fn the_map_of_a_multi_step_multi_rank_file_equals_its_rows() {
         .expect("edit");
     }
     let db = path.to_str().unwrap();
-    let sources = sources_of(db);
+    // The cells are computed here with the dtype table's tolerances (`jump`): the map is asked
+    // for with the table alone (tolerances tightened from the file or learned from a reference
+    // are the sweep's test, tolerance_sweep.rs).
+    let fixed = "--fixed-tolerances";
+    let sources = sources_of(db, &[fixed]);
     assert!(!sources.is_empty());
     let want = expected(&path, &sources);
 
-    let map = json_of(&["diagnose", db, "--map", "--format", "json"]);
+    let map = json_of(&["diagnose", db, "--map", "--format", "json", fixed]);
     assert_eq!(map["depth"], 1);
     assert_eq!(map["depth_rule"], "repeated_blocks");
     assert_eq!(
@@ -396,6 +402,7 @@ fn the_map_of_a_multi_step_multi_rank_file_equals_its_rows() {
         "json",
         "--max-columns",
         "3",
+        fixed,
     ]);
     let columns = narrow["columns"].as_array().unwrap();
     assert_eq!(columns.len(), 3);
@@ -403,7 +410,7 @@ fn the_map_of_a_multi_step_multi_rank_file_equals_its_rows() {
     check(&narrow, &want);
 
     // The text grid: one symbol per cell, sources marked.
-    let text = ga(&["diagnose", db, "--map"]);
+    let text = ga(&["diagnose", db, "--map", fixed]);
     let out = String::from_utf8_lossy(&text.stdout);
     assert!(out.contains("legend:"), "{out}");
     assert!(
@@ -412,7 +419,7 @@ fn the_map_of_a_multi_step_multi_rank_file_equals_its_rows() {
         "{out}"
     );
     // CSV: one line per held cell.
-    let csv = ga(&["diagnose", db, "--map", "--format", "csv"]);
+    let csv = ga(&["diagnose", db, "--map", "--format", "csv", fixed]);
     let lines = String::from_utf8_lossy(&csv.stdout).lines().count();
     assert_eq!(lines, 1 + want.len());
 }
@@ -424,7 +431,7 @@ fn the_48_layer_pair_maps_its_faults_in_every_micro_batch() {
     let dir = tempfile::tempdir().unwrap();
     let path = convert_48_layer_pair(dir.path());
     let db = path.to_str().unwrap();
-    let sources = sources_of(db);
+    let sources = sources_of(db, &[]);
     let want = expected(&path, &sources);
     let map = json_of(&["diagnose", db, "--map", "--format", "json"]);
     check(&map, &want);

@@ -9,50 +9,16 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-#[allow(dead_code)]
 mod common;
-
-use common::ga;
+use common::{convert_pair, write_run};
 
 fn cases_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/diagnosis/cases.json.xz")
 }
 
-/// Writes one stored run (`step<S>/<rank>/{construct,dump}.json`) under `dir/<run>`.
-fn write_run(dir: &Path, run: &str, files: &serde_json::Map<String, Value>) -> PathBuf {
-    let root = dir.join(run);
-    for (rel, text) in files {
-        let path = root.join(rel);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(&path, text.as_str().expect("file text")).expect("write");
-        // the rules never read stacks; the converter wants the file
-        std::fs::write(path.with_file_name("stack.json"), "{}").expect("write stack");
-    }
-    root
-}
-
 /// Converts one pair and returns the diagnosis as JSON.
 fn diagnose(dir: &Path, name: &str, target: &Path, golden: &Path) -> Value {
-    let out = dir.join("out").join(name);
-    let convert = ga(&[
-        "convert",
-        "--target_path",
-        target.to_str().expect("utf-8"),
-        "--golden_path",
-        golden.to_str().expect("utf-8"),
-        "-o",
-        out.to_str().expect("utf-8"),
-    ]);
-    assert!(
-        convert.status.success(),
-        "{name}: convert failed: {}",
-        String::from_utf8_lossy(&convert.stderr)
-    );
-    let db = std::fs::read_dir(&out)
-        .expect("output dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
-        .expect("a .vis.db");
+    let db = convert_pair(target, golden, &dir.join("out").join(name));
     // Read from our own diagnosis table, and the same from the rows.
     let run = common::diagnose_json_both_ways(&db);
     assert!(

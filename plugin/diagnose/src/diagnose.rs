@@ -13,9 +13,8 @@
 //!    the weights it updated.
 
 use foldhash::HashMap;
-use rayon::prelude::*;
 
-use crate::entry::{DtypeClass, Kind, Role};
+use crate::entry::{Kind, Role};
 use crate::error::DiagnoseError;
 use crate::group::{self, SourceGroup};
 use crate::judge::{self, Cause, Judgement, Level};
@@ -25,6 +24,7 @@ use crate::options::Options;
 use crate::reason::{self, ReasonPart};
 use crate::site::{self, RankClass};
 pub use crate::source::{Source, SourceKind};
+use crate::tolerance::LearnedTolerances;
 
 /// The first inf/NaN of a rank.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -81,6 +81,9 @@ pub struct Diagnosis {
     pub peer_inheritance: Vec<PeerInheritance>,
     /// Matched target nodes judged.
     pub nodes_judged: usize,
+    /// The tolerances learned per op kind that replaced the dtype table (from a reference, or
+    /// tightened from the compare's first judged step); every other op kind used the table.
+    pub tolerances: Option<LearnedTolerances>,
 }
 
 /// Per-rank judgements of one step (what [`crate::map`] reads besides the step's sources).
@@ -95,27 +98,7 @@ pub(crate) struct RankJudgements<'a> {
 
 fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
     let order = data.npu.execution_order();
-    let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
-            judge::node_precision(&data.npu.nodes[i as usize], b)
-        })
-        .collect();
-    let floor = judge::precision_floor(&order, &precision);
-    // Nodes are judged independently: on every core.
-    let judged = (0..data.npu.nodes.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let n = &data.npu.nodes[i as usize];
-            if n.param_grad {
-                return None;
-            }
-            let b = &data.bench.nodes[data.partner(i)? as usize];
-            let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
-            Some(judge::judge(mode, opts, n, parent, b, floor[i as usize]))
-        })
-        .collect();
+    let judged = judge::judge_in_order(mode, opts, data, &order);
     let first_non_finite = first_non_finite(data, &order);
     RankJudgements {
         data,
@@ -126,10 +109,12 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
 }
 
 /// For each target node of one rank, whether its outputs differ from golden beyond the noise,
-/// judged exactly as [`diagnose_step`] judges it (same precision floor, same tolerances); `false`
-/// for unmatched nodes and parameter gradients. The service colours the nodes of a view with it.
+/// judged as [`diagnose_step`] judges that rank alone (same precision floor, same tolerances,
+/// tightened from this rank's nodes); `false` for unmatched nodes and parameter gradients. The
+/// service colours the nodes of a view with it.
 pub fn differing_nodes(mode: Mode, opts: &Options, data: &RankData) -> Vec<bool> {
-    judge_rank(mode, opts, data)
+    let opts = step_options(mode, opts, std::slice::from_ref(data));
+    judge_rank(mode, &opts, data)
         .judged
         .iter()
         .map(|j| j.as_ref().is_some_and(Judgement::differs))
@@ -186,7 +171,7 @@ fn source_kind(j: &Judgement<'_>, opts: &Options, causes_only: bool) -> Option<S
         Some(SourceKind::Cause)
     } else if causes_only {
         None
-    } else if j.has_inputs && j.inputs_agree() && j.output_jumps(opts.jump_ratio) {
+    } else if j.has_inputs && j.inputs_agree() && j.introduces_error(opts) {
         Some(SourceKind::Introduced)
     } else if !j.inputs_agree() && j.output_jumps(opts.amplify_ratio) {
         Some(SourceKind::Amplified)
@@ -374,6 +359,7 @@ pub(crate) fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> Vec<Re
 
 /// Diagnoses one step, already loaded (all ranks of interest).
 pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosis {
+    let opts = &step_options(mode, opts, ranks);
     let judged: Vec<RankJudgements<'_>> = ranks.iter().map(|r| judge_rank(mode, opts, r)).collect();
     let step = ranks.first().map_or(0, |r| r.step);
     let check = step_check(step, &judged);
@@ -382,6 +368,44 @@ pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosi
     d.groups = group::group(&mut d.sources);
     d
 }
+
+/// The options one step is judged with: `opts`, or, with `opts.tighten` and no learned
+/// tolerances, the dtype table tightened per op kind from the step's own nodes
+/// ([`LearnedTolerances::tightened`]), in [`TIGHTEN_PASSES`] passes: each learns only from the
+/// nodes whose inputs agree under the tolerances of the pass before, so that the nodes
+/// downstream of a fault (whose inputs carry its error) stop counting as noise.
+fn step_options<'o>(
+    mode: Mode,
+    opts: &'o Options,
+    ranks: &[RankData],
+) -> std::borrow::Cow<'o, Options> {
+    if !opts.tighten || opts.learned.is_some() || mode == Mode::Md5 {
+        return std::borrow::Cow::Borrowed(opts);
+    }
+    let mut current = std::borrow::Cow::Borrowed(opts);
+    for _ in 0..TIGHTEN_PASSES {
+        let judged: Vec<Vec<Option<Judgement<'_>>>> = ranks
+            .iter()
+            .map(|r| judge::judge_nodes(mode, &current, r))
+            .collect();
+        let pairs: Vec<(&RankData, &[Option<Judgement<'_>>])> = ranks
+            .iter()
+            .zip(&judged)
+            .map(|(r, j)| (r, j.as_slice()))
+            .collect();
+        let Some(t) = LearnedTolerances::tightened(&current, &pairs) else {
+            break;
+        };
+        current = std::borrow::Cow::Owned(Options {
+            learned: Some(std::sync::Arc::new(t)),
+            ..opts.clone()
+        });
+    }
+    current
+}
+
+/// Passes of tightening from the compare itself ([`step_options`]).
+const TIGHTEN_PASSES: usize = 2;
 
 /// The sources of one step. With `updated` (an earlier step had a source), every weight
 /// carries the optimizer's update of that earlier difference: a node whose weights differ is
@@ -525,6 +549,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
         groups: Vec::new(),
         peer_inheritance,
         nodes_judged,
+        tolerances: opts.learned.as_deref().cloned(),
     }
 }
 
@@ -583,12 +608,13 @@ pub(crate) fn diagnose_visiting(
             .iter()
             .map(|&rank| file.load(step, rank))
             .collect::<Result<_, _>>()?;
+        let step_opts = step_options(file.mode(), opts, &data);
         let judged: Vec<RankJudgements<'_>> = data
             .iter()
-            .map(|r| judge_rank(file.mode(), opts, r))
+            .map(|r| judge_rank(file.mode(), &step_opts, r))
             .collect();
         let check = step_check(step, &judged);
-        let d = collect(file.mode(), opts, &judged, updated);
+        let d = collect(file.mode(), &step_opts, &judged, updated);
         visit(&judged, &d);
         if !d.sources.is_empty() || !d.first_non_finite.is_empty() {
             found_in.push(step);

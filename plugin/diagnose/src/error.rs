@@ -31,6 +31,9 @@ pub enum DiagnoseError {
         rank: i64,
         known: Vec<i64>,
     },
+    /// A file given as the reference of tolerances that cannot be one.
+    #[error("{path}: cannot be the reference of tolerances: {reason}")]
+    Reference { path: PathBuf, reason: String },
     /// A column that cannot be read.
     #[error("{path}: bad {what}: {reason}")]
     Data {

@@ -20,7 +20,9 @@ use std::borrow::Cow;
 
 use crate::api;
 use crate::entry::{DtypeClass, Entry, Kind, Role, Stats};
-use crate::load::{Mode, Node};
+use rayon::prelude::*;
+
+use crate::load::{Mode, Node, RankData};
 use crate::options::{Options, Tolerance};
 
 /// Which measurement gave an entry's error.
@@ -77,6 +79,12 @@ pub struct Level<'a> {
     pub tensor_err: f64,
     pub tolerance: Tolerance,
     pub dtype: DtypeClass,
+    /// The class of noise it is judged against: the coarser of `dtype` and the run's precision
+    /// floor (`dtype` itself when exact).
+    pub noise: DtypeClass,
+    /// Its tolerance was learned for the node's op kind ([`crate::tolerance`]), not taken from
+    /// the dtype table.
+    pub learned: bool,
 }
 
 impl Level<'_> {
@@ -245,6 +253,25 @@ impl Judgement<'_> {
             };
             out > l.tolerance.jump && out > ratio * input
         })
+    }
+
+    /// With agreeing inputs, whether the output's error is introduced here. Against the dtype
+    /// table, which knows nothing of the op: above the jump tolerance and `opts.jump_ratio` times
+    /// worse than the inputs ([`Judgement::output_jumps`]). Against a tolerance learned for the
+    /// node's op kind ([`crate::tolerance`]), which is the op's own noise: what the output adds to
+    /// its inputs' error (relative errors add through an op, to first order) is above it.
+    pub fn introduces_error(&self, opts: &Options) -> bool {
+        match &self.output {
+            Some(l) if l.learned => {
+                let out = if self.inputs_carry_error {
+                    l.tensor_err
+                } else {
+                    l.err
+                };
+                out - self.input_err() > l.tolerance.jump
+            }
+            _ => self.output_jumps(opts.jump_ratio),
+        }
     }
 
     /// Any difference beyond noise: inputs, outputs or causes.
@@ -484,7 +511,13 @@ pub fn judge<'a>(
     let mut causes = Vec::new();
     let mut has_inputs = false;
     let mut weights_differ = false;
-    let level = |ne: &'a Entry, be: &'a Entry| -> Option<Level<'a>> {
+    let learned_for = |noise: DtypeClass| {
+        let learned = opts.learned.as_deref()?;
+        learned.get(crate::tolerance::op_kind(n), n.direction, noise)
+    };
+    // The tolerance of an entry of `role`: learned for the node's op kind (outputs, activation
+    // inputs) or the dtype table's.
+    let level = |ne: &'a Entry, be: &'a Entry, role: Role| -> Option<Level<'a>> {
         let d = deviation(mode, ne, be)?;
         let dtype = ne.dtype.coarser(be.dtype);
         let noise = if dtype == DtypeClass::Exact {
@@ -492,13 +525,24 @@ pub fn judge<'a>(
         } else {
             dtype.coarser(floor)
         };
+        let table = opts.tolerance(noise, noise);
+        let learned = match role {
+            Role::Output => learned_for(noise).map(|l| l.output),
+            Role::Input => learned_for(noise).map(|l| Tolerance {
+                agree: l.input_agree,
+                jump: table.jump,
+            }),
+            Role::Parameter => None,
+        };
         Some(Level {
             entry: Cow::Borrowed(&ne.name),
             err: d.err,
             metric: d.metric,
             tensor_err: d.tensor_err,
-            tolerance: opts.tolerance(noise, noise),
+            tolerance: learned.unwrap_or(table),
             dtype,
+            noise,
+            learned: learned.is_some(),
         })
     };
     let api = if n.node_type == 1 {
@@ -510,8 +554,16 @@ pub fn judge<'a>(
         match ne.kind {
             Kind::Tensor => {
                 has_inputs = true;
-                let Some(l) = level(ne, be) else { continue };
-                if let Some(w) = weight_name(n, api, parent, ne) {
+                let weight = weight_name(n, api, parent, ne);
+                let role = if weight.is_some() {
+                    Role::Parameter
+                } else {
+                    Role::Input
+                };
+                let Some(l) = level(ne, be, role) else {
+                    continue;
+                };
+                if let Some(w) = weight {
                     weights_differ |= l.err > 0.0;
                     if !l.agrees() {
                         causes.push(Cause::Parameter {
@@ -541,7 +593,7 @@ pub fn judge<'a>(
     }
     for (ne, be) in of_role(&n.inputs, Role::Parameter).zip(of_role(&b.inputs, Role::Parameter)) {
         has_inputs = true;
-        if let Some(l) = level(ne, be) {
+        if let Some(l) = level(ne, be, Role::Parameter) {
             weights_differ |= l.err > 0.0;
             if !l.agrees() {
                 let name = ne.name.strip_prefix("parameters.").unwrap_or(&ne.name);
@@ -554,7 +606,7 @@ pub fn judge<'a>(
         }
     }
     for (ne, be) in of_role(&n.outputs, Role::Output).zip(of_role(&b.outputs, Role::Output)) {
-        if let Some(l) = level(ne, be) {
+        if let Some(l) = level(ne, be, Role::Output) {
             worse(&mut output, l, |t| t.jump);
         }
     }
@@ -569,6 +621,44 @@ pub fn judge<'a>(
         inputs_carry_error,
         weights_differ,
     }
+}
+
+/// Every matched target node of one rank judged (`None`: unmatched, or a parameter gradient).
+pub(crate) fn judge_nodes<'a>(
+    mode: Mode,
+    opts: &Options,
+    data: &'a RankData,
+) -> Vec<Option<Judgement<'a>>> {
+    judge_in_order(mode, opts, data, &data.npu.execution_order())
+}
+
+pub(crate) fn judge_in_order<'a>(
+    mode: Mode,
+    opts: &Options,
+    data: &'a RankData,
+    order: &[u32],
+) -> Vec<Option<Judgement<'a>>> {
+    let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
+        .into_par_iter()
+        .map(|i| {
+            let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
+            node_precision(&data.npu.nodes[i as usize], b)
+        })
+        .collect();
+    let floor = precision_floor(order, &precision);
+    // Nodes are judged independently: on every core.
+    (0..data.npu.nodes.len() as u32)
+        .into_par_iter()
+        .map(|i| {
+            let n = &data.npu.nodes[i as usize];
+            if n.param_grad {
+                return None;
+            }
+            let b = &data.bench.nodes[data.partner(i)? as usize];
+            let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+            Some(judge(mode, opts, n, parent, b, floor[i as usize]))
+        })
+        .collect()
 }
 
 /// Which statistic makes `l` an inf/NaN difference, if it is one.

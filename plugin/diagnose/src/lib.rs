@@ -28,6 +28,9 @@
 //! - [`entry`]: one tensor / argument entry of a node, its dtype class.
 //! - [`api`]: which argument of an API is a weight, what non-tensor arguments are called.
 //! - [`options`]: tolerances per dtype class and the jump ratios.
+//! - [`tolerance`]: a tolerance's two thresholds, and those learned per op kind.
+//! - [`learn`]: learning them from a reference compare, or tightening them from the compare
+//!   itself.
 //! - [`judge`]: the per-node rules (how far an entry is from golden, the node's verdict).
 //! - [`diagnose`](mod@diagnose): ranking, grouping, steps and ranks: the [`Diagnosis`].
 //! - [`group`]: the sources of one call site across micro-batches, ranks and steps: one line
@@ -53,6 +56,7 @@ pub mod export;
 pub mod graph;
 pub mod group;
 pub mod judge;
+pub mod learn;
 pub mod load;
 pub mod map;
 pub mod map_report;
@@ -62,6 +66,7 @@ pub mod report;
 pub mod site;
 pub mod source;
 pub mod table;
+pub mod tolerance;
 
 pub use diagnose::{
     diagnose, diagnose_step, differing_nodes, sources_inside, Diagnosis, Direction, Source,
@@ -75,3 +80,4 @@ pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;
 pub use site::CallSite;
 pub use table::write_compact_table;
+pub use tolerance::{LearnedFrom, LearnedTolerances};

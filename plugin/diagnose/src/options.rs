@@ -1,16 +1,11 @@
 //! The knobs of diagnosis: tolerances per dtype class and the jump ratios, with defaults chosen
 //! from the precision of each dtype (see `docs/diagnosis.md` for the reasoning).
 
-use crate::entry::DtypeClass;
+use std::sync::Arc;
 
-/// Two thresholds on a relative error (see [`crate::judge`] for how errors are measured).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Tolerance {
-    /// Up to this, an input or a parameter agrees with golden (noise).
-    pub agree: f64,
-    /// Above this, an output differs enough to be a fault rather than noise.
-    pub jump: f64,
-}
+use crate::entry::DtypeClass;
+use crate::tolerance::LearnedTolerances;
+pub use crate::tolerance::Tolerance;
 
 /// What a diagnosis looks for and where.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -30,6 +25,14 @@ pub struct Options {
     pub step: Option<i64>,
     /// Only this rank (default: every rank of the step).
     pub rank: Option<i64>,
+    /// Tolerances learned per op kind from a reference compare
+    /// ([`LearnedTolerances::from_reference`]): they replace the dtype table for the kinds
+    /// they hold.
+    #[serde(skip)]
+    pub learned: Option<Arc<LearnedTolerances>>,
+    /// Without `learned`: tighten the dtype table per op kind from the compare itself where its
+    /// noise is lower ([`LearnedTolerances::tightened`]; never looser than the table).
+    pub tighten: bool,
 }
 
 impl Default for Options {
@@ -55,6 +58,8 @@ impl Default for Options {
             amplify_ratio: 100.0,
             step: None,
             rank: None,
+            learned: None,
+            tighten: true,
         }
     }
 }

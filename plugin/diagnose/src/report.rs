@@ -29,6 +29,25 @@ fn direction_label(d: Direction) -> &'static str {
     }
 }
 
+/// Which tolerances a diagnosis used, in words.
+pub fn tolerances_label(d: &Diagnosis) -> String {
+    match &d.tolerances {
+        None => "the fixed dtype table".into(),
+        Some(t) => {
+            let kinds = t.kinds.len();
+            match &t.from {
+                crate::tolerance::LearnedFrom::Tightened => {
+                    format!("the dtype table, tightened from this compare for {kinds} op kinds")
+                }
+                crate::tolerance::LearnedFrom::Reference { file } => format!(
+                    "learned from {} for {kinds} op kinds (the dtype table for the others)",
+                    file.display()
+                ),
+            }
+        }
+    }
+}
+
 /// Other occurrences a group names in the text (the JSON lists more).
 const OTHERS_IN_TEXT: usize = 3;
 
@@ -58,6 +77,7 @@ pub fn text(d: &Diagnosis, top: usize) -> String {
         d.mode,
         d.nodes_judged
     );
+    let _ = writeln!(out, "tolerances: {}", tolerances_label(d));
     if let Some(rank) = d.origin_rank {
         let _ = writeln!(out, "the error starts on rank {rank}");
     }

@@ -37,7 +37,7 @@ pub(crate) fn without_call_index(name: &str) -> &str {
 }
 
 /// An API node's kind: its name without `.<index>.<direction>` (`Functional.linear`).
-fn api_kind(name: &str) -> &str {
+pub(crate) fn api_kind(name: &str) -> &str {
     let mut head = name;
     // `<kind>.<index>.<forward|backward>` (msprobe); be lenient about what follows the index.
     while let Some((h, tail)) = head.rsplit_once('.') {

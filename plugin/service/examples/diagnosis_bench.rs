@@ -58,6 +58,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rank: Some(0),
         top: 0,
         states,
+        reference_run: String::new(),
+        reference_tag: String::new(),
         client_id: String::new(),
     };
     let before = status_mb("VmRSS:");

@@ -42,6 +42,12 @@ pub enum Key {
         micro_batches: bool,
         max_columns: u32,
     },
+    /// The file's diagnosis with tolerances learned from a reference compare (`reference`: a
+    /// hash of its path), or with `view`, the verdicts of that step and rank made so.
+    Referenced {
+        reference: u64,
+        view: Option<(i64, i64)>,
+    },
 }
 
 type Value = Arc<dyn Any + Send + Sync>;

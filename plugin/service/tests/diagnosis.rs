@@ -24,6 +24,8 @@ fn request(tag: &str, step: i32, rank: i32, states: bool) -> pb::DiagnoseRequest
         rank: Some(rank),
         top: 0,
         states,
+        reference_run: String::new(),
+        reference_tag: String::new(),
         client_id: String::new(),
     }
 }
@@ -467,5 +469,47 @@ fn a_two_rank_file_has_verdicts_per_rank() {
     assert_eq!(
         rank0["data"], answer["data"],
         "the file's diagnosis does not depend on the view"
+    );
+}
+
+/// A reference compare of the catalog: the tolerances learned from it are said in the answer
+/// (and cached apart from the file's own diagnosis); one of another model is refused, naming it.
+#[test]
+fn a_reference_of_the_catalog_teaches_the_tolerances_and_another_model_is_refused() {
+    let (dir, state, path) = serve("compare_tf_stats");
+    let tag = tag_of(&path);
+    // Without a reference: the dtype table, tightened from the file itself (or the table).
+    let own = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, false)));
+    assert_eq!(own["success"], true, "{own}");
+    let source = own["data"]["tolerances"]["source"].as_str().unwrap_or("");
+    assert!(matches!(source, "tightened" | "table"), "{own}");
+    // The same compare as its own reference (same model, every kind learned from it).
+    let reference = unpack("compare_tf_stats", dir.path(), "ref");
+    let mut req = request(&tag, 0, 0, true);
+    req.reference_run = "ref".into();
+    req.reference_tag = tag_of(&reference);
+    let learned = browser_json(&handlers::diagnose(&state, req.clone()));
+    assert_eq!(learned["success"], true, "{learned}");
+    let tol = &learned["data"]["tolerances"];
+    assert_eq!(tol["source"], "reference", "{learned}");
+    assert_eq!(
+        tol["reference"].as_str(),
+        reference.file_name().and_then(|n| n.to_str())
+    );
+    assert!(
+        tol["kinds"].as_array().is_some_and(|k| !k.is_empty()),
+        "{learned}"
+    );
+    assert!(learned["states"].is_object(), "{learned}");
+    // Another model's compare is refused with its name.
+    let other = unpack("compare_mlp_overflow_oc", dir.path(), "other");
+    req.reference_run = "other".into();
+    req.reference_tag = tag_of(&other);
+    let refused = browser_json(&handlers::diagnose(&state, req));
+    assert_eq!(refused["success"], false, "{refused}");
+    let error = refused["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains(&tag_of(&other)) && error.contains("another model"),
+        "{error}"
     );
 }

@@ -11,7 +11,10 @@ before msprobe wraps it, by a function that calls the original and, for the one 
   consequence), or
 - the first gradient that the autograd node of its output passes back (a backward-only fault:
   the forward agrees; msprobe reads an API's backward at that node, after this hook).
-The corruption adds Gaussian noise of `magnitude` times the tensor's RMS. It uses `torch.ops.aten`
+The corruption adds Gaussian noise of `magnitude` times the tensor's RMS, or (`"scale": true`)
+multiplies the tensor by `1 + magnitude`; with `"every_call": true` every call of the API is
+wrong (an operator bug), wherever it is called. `"fp16": true` runs the target under float16
+autocast instead of bfloat16; `"weight_scale": {MODULE: FACTOR}` scales a weight on both sides. It uses `torch.ops.aten`
 only, which msprobe does not dump at level mix, so the fault adds no node. A weight fault adds
 noise to a parameter of the module before the chosen step.
 
@@ -49,14 +52,22 @@ def _noise_like(t, magnitude):
     return aten._to_copy(noise, dtype=t.dtype)
 
 
-def _corrupt_first_gradient(magnitude):
-    """A hook on the output's autograd node: the first gradient it passes back gets noise."""
+def _corrupt(t, spec):
+    """The fault on one tensor: scaled by 1 + magnitude (`"scale": true`, a kernel that computes
+    wrongly by a factor) or plus noise of magnitude x RMS (the default)."""
+    if spec.get("scale"):
+        return aten.mul(t, 1.0 + spec["magnitude"])
+    return aten.add(t, _noise_like(t, spec["magnitude"]))
+
+
+def _corrupt_first_gradient(spec):
+    """A hook on the output's autograd node: the first gradient it passes back is corrupted."""
 
     def hook(grad_inputs, _grad_outputs):
         out = list(grad_inputs)
         for i, g in enumerate(out):
             if g is not None:
-                out[i] = aten.add(g, _noise_like(g, magnitude))
+                out[i] = _corrupt(g, spec)
                 break
         return tuple(out)
 
@@ -67,7 +78,12 @@ def _armed(api):
     spec = FAULT["spec"]
     if spec is None or FAULT["done"] or spec["kind"] == "weight":
         return None
-    if spec["api"] != api or FAULT["inside"] <= 0:
+    if spec["api"] != api:
+        return None
+    if spec.get("every_call"):
+        # an operator wrong on every call, wherever it is called
+        return spec
+    if FAULT["inside"] <= 0:
         return None
     if FAULT["step"] != spec["step"] or FAULT["rank"] != spec.get("rank", 0):
         return None
@@ -87,14 +103,13 @@ def _patch(owner, attr, api):
         if spec is None:
             return original(*args, **kwargs)
         if spec["kind"] == "forward":
-            out = original(*args, **kwargs)
-            return aten.add(out, _noise_like(out, spec["magnitude"]))
+            return _corrupt(original(*args, **kwargs), spec)
         # backward-only: the API's own backward (the autograd node of its output) is faulty.
         # The hook is registered before msprobe's, which sees what it returns.
         out = original(*args, **kwargs)
         if out.grad_fn is None:
             raise SystemExit(f"no autograd node on the output of {api}")
-        out.grad_fn.register_hook(_corrupt_first_gradient(spec["magnitude"]))
+        out.grad_fn.register_hook(_corrupt_first_gradient(spec))
         return out
 
     patched.__name__ = getattr(original, "__name__", attr)
@@ -213,8 +228,13 @@ def run(spec, rank=0, world=1):
         vocab=m["vocab"], d_model=m["d_model"], n_heads=m["heads"], d_ff=m["d_ff"],
         n_layers=m["layers"], max_len=m["seq"], all_reduce=world > 1,
     )
-    if FAULT["spec"] is not None and FAULT["spec"]["kind"] != "weight":
+    if FAULT["spec"] is not None and FAULT["spec"]["kind"] != "weight" \
+            and not FAULT["spec"].get("every_call"):
         hook_target_module(model, FAULT["spec"])
+    # the same weights scaled on both sides (a model whose activations leave float16's range)
+    for module, factor in spec.get("weight_scale", {}).items():
+        with torch.no_grad():
+            model.get_submodule(module).weight.mul_(factor)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     debugger = PrecisionDebugger(config_path=spec["config"])
     g = torch.Generator().manual_seed(spec["seed"] + 1000 * rank)
@@ -232,7 +252,8 @@ def run(spec, rank=0, world=1):
 
             dist.broadcast(ids, src=0, group=dist.group.WORLD)
         if spec["bf16"]:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = torch.float16 if spec.get("fp16") else torch.bfloat16
+            with torch.autocast("cpu", dtype=low):
                 logits = model(ids)
         else:
             logits = model(ids)
@@ -241,7 +262,8 @@ def run(spec, rank=0, world=1):
         opt.step()
         debugger.stop()
         debugger.step()
-    if FAULT["spec"] is not None and FAULT["spec"]["kind"] != "weight" and not FAULT["done"]:
+    if FAULT["spec"] is not None and FAULT["spec"]["kind"] != "weight" and not FAULT["done"] \
+            and not FAULT["spec"].get("every_call"):
         raise SystemExit(f"fault never fired: {FAULT['spec']}")
 
 

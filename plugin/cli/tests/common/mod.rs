@@ -1,5 +1,7 @@
 //! Helpers shared by the CLI's tests: the repository's fixtures, an upstream case's `.vis.db`
 //! unpacked, and the `graph-ascend` binary run as the user runs it.
+// Each test binary compiles this module; not all of them use every helper.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -108,4 +110,44 @@ pub fn diagnose_json_both_ways(db: &Path) -> Output {
         String::from_utf8_lossy(&from_rows.stdout)
     );
     from_table
+/// Writes one stored run of a generated set (`step<S>/<rank>/{construct,dump}.json` → text) under
+/// `dir/<run>`, with the empty `stack.json` the converter wants (the rules never read stacks).
+pub fn write_run(
+    dir: &Path,
+    run: &str,
+    files: &serde_json::Map<String, serde_json::Value>,
+) -> PathBuf {
+    let root = dir.join(run);
+    for (rel, text) in files {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&path, text.as_str().expect("file text")).expect("write");
+        std::fs::write(path.with_file_name("stack.json"), "{}").expect("write stack");
+    }
+    root
+}
+
+/// Converts the pair `target` against `golden` into `out` as a user would: the compare's
+/// `.vis.db`.
+pub fn convert_pair(target: &Path, golden: &Path, out: &Path) -> PathBuf {
+    let convert = ga(&[
+        "convert",
+        "--target_path",
+        target.to_str().expect("UTF-8 path"),
+        "--golden_path",
+        golden.to_str().expect("UTF-8 path"),
+        "-o",
+        out.to_str().expect("UTF-8 path"),
+    ]);
+    assert!(
+        convert.status.success(),
+        "{}: convert failed: {}",
+        target.display(),
+        String::from_utf8_lossy(&convert.stderr)
+    );
+    std::fs::read_dir(out)
+        .expect("output dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+        .expect("a .vis.db")
 }

@@ -10,7 +10,8 @@ use std::io::{Read, Seek, Write};
 use std::sync::Arc;
 
 use graph_ascend_diagnose::{
-    diagnose as diagnose_file, diagnose_step, CompareFile, Diagnosis, Options, RankData, ReasonPart,
+    diagnose as diagnose_file, diagnose_step, CompareFile, Diagnosis, LearnedFrom,
+    LearnedTolerances, Options, RankData, ReasonPart,
 };
 use graph_ascend_proto as pb;
 
@@ -50,13 +51,29 @@ fn diagnosis(state: &State, req: &pb::DiagnoseRequest) -> Result<pb::DiagnoseRes
         Ok(0) | Err(_) => DEFAULT_TOP,
         Ok(n) => n.min(MAX_TOP),
     };
-    let whole: Arc<Diagnosis> = state
-        .diagnoses
-        .get(&sel.file, Key::File, || file_diagnosis(state, &sel.file))?;
-    let states = if req.states {
-        Some(states(state, &sel.file, &whole, sel.step, sel.rank)?)
-    } else {
+    let reference = if req.reference_tag.is_empty() {
         None
+    } else {
+        Some(file_of(state, &req.reference_run, &req.reference_tag, "")?)
+    };
+    let (whole, states) = match &reference {
+        None => {
+            let whole: Arc<Diagnosis> = state
+                .diagnoses
+                .get(&sel.file, Key::File, || file_diagnosis(state, &sel.file))?;
+            let states = if req.states {
+                Some(states(state, &sel.file, &whole, sel.step, sel.rank)?)
+            } else {
+                None
+            };
+            (whole, states)
+        }
+        Some(r) => referenced(
+            state,
+            &sel.file,
+            r,
+            req.states.then_some((sel.step, sel.rank)),
+        )?,
     };
     Ok(pb::DiagnoseResponse {
         success: true,
@@ -64,6 +81,65 @@ fn diagnosis(state: &State, req: &pb::DiagnoseRequest) -> Result<pb::DiagnoseRes
         data: Some(message(&whole, top)),
         states,
     })
+}
+
+/// The file's diagnosis with the tolerances learned from `reference` (a compare of the
+/// catalog), and with `view`, the verdicts of that step and rank judged with them. Both cached.
+fn referenced(
+    state: &State,
+    file: &Arc<GraphFile>,
+    reference: &GraphFile,
+    view: Option<(i64, i64)>,
+) -> Result<(Arc<Diagnosis>, Option<pb::DiagnosisStates>)> {
+    let id = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        reference.path.hash(&mut h);
+        h.finish()
+    };
+    let options = || -> Result<Options> {
+        let compare = open(file)?;
+        let learned =
+            LearnedTolerances::from_reference(&reference.path, &compare).map_err(failed)?;
+        Ok(Options {
+            learned: Some(Arc::new(learned)),
+            ..Options::default()
+        })
+    };
+    let whole: Arc<Diagnosis> = state.diagnoses.get(
+        file,
+        Key::Referenced {
+            reference: id,
+            view: None,
+        },
+        || diagnose_file(&open(file)?, &options()?).map_err(failed),
+    )?;
+    let Some((step, rank)) = view else {
+        return Ok((whole, None));
+    };
+    let verdicts = state.diagnoses.get(
+        file,
+        Key::Referenced {
+            reference: id,
+            view: Some((step, rank)),
+        },
+        || {
+            let opts = options()?;
+            let of_step = if whole.steps_checked.iter().any(|c| c.step == step) {
+                whole.clone()
+            } else {
+                let opts = Options {
+                    step: Some(step),
+                    ..opts.clone()
+                };
+                Arc::new(diagnose_file(&open(file)?, &opts).map_err(failed)?)
+            };
+            let compare = open(file)?;
+            let data = compare.load(step, rank).map_err(failed)?;
+            Ok::<_, HandlerError>(verdicts_of(&compare, &data, &of_step, step, rank, &opts))
+        },
+    )?;
+    Ok((whole, Some(pb::DiagnosisStates::clone(&verdicts))))
 }
 
 /// The file's diagnosis. A file of one step and one rank (most) is read once for it and for the
@@ -81,7 +157,7 @@ fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Diagnosis> {
         &Options::default(),
         std::slice::from_ref(&data),
     );
-    let v = verdicts_of(&compare, &data, &d, step, rank);
+    let v = verdicts_of(&compare, &data, &d, step, rank, &Options::default());
     state.diagnoses.get(file, Key::States { step, rank }, || {
         Ok::<_, HandlerError>(v)
     })?;
@@ -171,7 +247,14 @@ fn verdicts(
 ) -> Result<pb::DiagnosisStates> {
     let compare = open(file)?;
     let data = compare.load(step, rank).map_err(failed)?;
-    Ok(verdicts_of(&compare, &data, of_step, step, rank))
+    Ok(verdicts_of(
+        &compare,
+        &data,
+        of_step,
+        step,
+        rank,
+        &Options::default(),
+    ))
 }
 
 fn verdicts_of(
@@ -180,6 +263,7 @@ fn verdicts_of(
     of_step: &Diagnosis,
     step: i64,
     rank: i64,
+    opts: &Options,
 ) -> pb::DiagnosisStates {
     let here = || {
         of_step
@@ -204,7 +288,7 @@ fn verdicts_of(
         })
         .collect();
     let is_source: HashSet<&str> = source.iter().map(String::as_str).collect();
-    let differs = graph_ascend_diagnose::differing_nodes(compare.mode(), &Options::default(), data);
+    let differs = graph_ascend_diagnose::differing_nodes(compare.mode(), opts, data);
     let inherited = data
         .npu
         .nodes
@@ -317,6 +401,42 @@ fn message(d: &Diagnosis, top: usize) -> pb::Diagnosis {
         nodes_judged: i32::try_from(d.nodes_judged).unwrap_or(i32::MAX),
         groups: d.groups.iter().take(top).map(group).collect(),
         total_groups: i32::try_from(d.groups.len()).unwrap_or(i32::MAX),
+        tolerances: Some(tolerances(d)),
+    }
+}
+
+/// Which tolerances `d` used.
+fn tolerances(d: &Diagnosis) -> pb::DiagnosisTolerances {
+    let Some(t) = &d.tolerances else {
+        return pb::DiagnosisTolerances {
+            source: "table".into(),
+            ..Default::default()
+        };
+    };
+    let (source, reference) = match &t.from {
+        LearnedFrom::Tightened => ("tightened", String::new()),
+        LearnedFrom::Reference { file } => (
+            "reference",
+            file.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ),
+    };
+    pb::DiagnosisTolerances {
+        source: source.into(),
+        reference,
+        kinds: t
+            .kinds
+            .iter()
+            .map(|k| pb::DiagnosisTolerance {
+                op: k.op.clone(),
+                direction: label(&k.direction),
+                dtype: label(&k.dtype),
+                samples: i32::try_from(k.samples).unwrap_or(i32::MAX),
+                noise: k.output_noise,
+                jump: k.output.jump,
+            })
+            .collect(),
     }
 }
 
