@@ -140,6 +140,9 @@ pub fn report_data(
                 top: DIAGNOSIS_TOP,
                 states: true,
                 client_id: REPORT_CLIENT.into(),
+                // The report's diagnosis is the page's default one: tolerances from the file.
+                reference_run: String::new(),
+                reference_tag: String::new(),
             },
         )
     };
