@@ -275,7 +275,9 @@ fn match_by_config(
         .ok_or_else(|| failed(format!("{} lies in no folder", sel.file.path.display())))?;
     let path = dir.join(&req.config_file);
     // Opened once, never following a link nor waiting on a FIFO, and read with a bound.
-    let text = read_regular(&path, MAX_MATCH_CONFIG_BYTES).map_err(|e| failed(e.to_string()))?;
+    // msprobe answers "match node failed" when the file cannot be read: kept, with the reason.
+    let text = read_regular(&path, MAX_MATCH_CONFIG_BYTES)
+        .map_err(|e| HandlerError::Because(Msg::MatchNode, e.to_string()))?;
     let pairs = match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(map)) => config_pairs(
             map.into_iter()
