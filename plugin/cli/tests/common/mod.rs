@@ -110,6 +110,8 @@ pub fn diagnose_json_both_ways(db: &Path) -> Output {
         String::from_utf8_lossy(&from_rows.stdout)
     );
     from_table
+}
+
 /// Writes one stored run of a generated set (`step<S>/<rank>/{construct,dump}.json` → text) under
 /// `dir/<run>`, with the empty `stack.json` the converter wants (the rules never read stacks).
 pub fn write_run(
