@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::catalog::Catalog;
 use crate::convert_jobs::{Conversions, DEFAULT_MAX_CONVERSIONS};
 use crate::diagnosis_cache::DiagnosisCache;
+use crate::map_progress::MapProgressBoard;
 use crate::precision_overrides::PrecisionOverrides;
 use crate::root_layouts::RootLayouts;
 use crate::step_aside::StepAside;
@@ -25,6 +26,8 @@ pub struct State {
     pub conversions: Conversions,
     /// Diagnoses per file version (`handlers::diagnose`).
     pub diagnoses: DiagnosisCache,
+    /// How far the divergence maps under computation are (`handlers::divergence_map`).
+    pub map_progress: MapProgressBoard,
 }
 
 impl State {
@@ -44,6 +47,7 @@ impl State {
             root_layouts: Arc::default(),
             step_aside: Arc::default(),
             diagnoses: DiagnosisCache::default(),
+            map_progress: MapProgressBoard::default(),
         }
     }
 
