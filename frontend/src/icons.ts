@@ -14,6 +14,7 @@ import {
   Funnel,
   Keyboard,
   Languages,
+  LayoutGrid,
   Link2,
   Map as MapIcon,
   Maximize,
@@ -53,6 +54,7 @@ const ICONS = {
   close: X,
   diagnosis: Stethoscope,
   download: Download,
+  divergenceMap: LayoutGrid,
 } satisfies Record<string, IconNode>;
 
 export type IconName = keyof typeof ICONS;
