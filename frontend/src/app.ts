@@ -7,7 +7,7 @@
 import { get, metaQuery, post, tidyError } from './api';
 import { CatalogWatch } from './catalogWatch';
 import { buildColorTable, nodeFill, type ColorMode } from './colors';
-import { diagnosisFill, sourcesInside, viewFor } from './diagnosis';
+import { diagnosisFill, openNodeAt, sourcesInside } from './diagnosis';
 import { openContextMenu } from './contextMenu';
 import { ConvertPage } from './convert';
 import type { PageCtx, ToastKind, Want } from './ctx';
@@ -606,12 +606,8 @@ export class App implements PageCtx {
     if (n && n.nodeType !== 1 && !n.isRoot && Boolean(n.expand) !== expanded) await this.expandOnServer(side, key);
   }
 
-  async openNodeAt(at: { step: number; rank: number; node: string; microStep?: number }): Promise<void> {
-    const m = this.store.meta;
-    const patch: Partial<Pick<MetaData, 'step' | 'rank' | 'microStep'>> = { ...viewFor(at, m) };
-    if (at.microStep !== undefined && m.microStep !== -1 && m.microStep !== at.microStep) patch.microStep = -1;
-    if (Object.keys(patch).length) await this.changeView(patch);
-    await this.jumpTo('NPU', at.node);
+  openNodeAt(at: { step: number; rank: number; node: string; microStep?: number }): Promise<void> {
+    return openNodeAt(this, at);
   }
 
   async jumpTo(side: PaneSide, name: string): Promise<void> {
