@@ -50,6 +50,12 @@ describe('GRAPH_ASCEND divergence map', () => {
     return frame;
   };
 
+  /** A point of the app's frame in the page's coordinates (the app lives in TensorBoard's plugin iframe). */
+  const onPage = async (frame, p) => {
+    const box = await (await frame.frameElement()).boundingBox();
+    return { x: box.x + p.x, y: box.y + p.y };
+  };
+
   /** The map the panel drew (its answer). */
   const drawnMap = (frame) => frame.evaluate(() => window.__graphAscend.mapPanel.drawn);
 
@@ -72,8 +78,9 @@ describe('GRAPH_ASCEND divergence map', () => {
       assert.ok(marked.length > 0, 'the map marks the cells holding a source');
       const pick = marked.filter((m) => m.cell.rank === 1).sort((a, b) => b.cell.step - a.cell.step)[0];
       assert.ok(pick && pick.cell.step > 0, JSON.stringify(marked.map((m) => [m.cell.step, m.cell.rank])));
-      const point = await frame.evaluate((m) => window.__graphAscend.mapPanel.cellPoint(m.band, m.row, m.column), pick);
-      assert.ok(point, 'the marked cell is on the map');
+      const inFrame = await frame.evaluate((m) => window.__graphAscend.mapPanel.cellPoint(m.band, m.row, m.column), pick);
+      assert.ok(inFrame, 'the marked cell is on the map');
+      const point = await onPage(frame, inFrame);
 
       // Hover: the numbers, the place, the source inside.
       await page.mouse.move(point.x, point.y);
@@ -105,17 +112,25 @@ describe('GRAPH_ASCEND divergence map', () => {
         return g.meta.step === f.step && g.meta.rank === f.rank && g.selected?.key === f.node;
       }, map.first_source, 30_000);
 
-      // The first forward row's name: its modules one level deeper appear under it.
+      // A block's name (layers.0, which holds modules): its modules one level deeper appear under it.
       const before = Number(await frame.getAttribute('[data-testid=mapCanvas]', 'data-lines'));
-      const box = await frame.locator('[data-testid=mapScroll]').boundingBox();
-      await frame.evaluate(() => {
-        const s = document.querySelector('[data-testid=mapScroll]');
+      const at = await frame.evaluate(() => {
+        const panel = window.__graphAscend.mapPanel;
+        const s = panel.scrollElement;
         s.scrollTop = 0;
         s.scrollLeft = 0;
+        panel.draw();
+        const line = panel.lines.findIndex((l) => l.kind === 'row' && l.direction === 'forward' && l.row.label === 'layers.0');
+        const r = s.getBoundingClientRect();
+        // Below the step headers (20 px), rows of 16 px; the names on the left.
+        return { line, x: r.left + 40, y: r.top + 20 + line * 16 + 8 };
       });
-      // Line 0 is the forward band's title; line 1 its first row (header 20 px, rows 16 px).
-      await page.mouse.click(box.x + 40, box.y + 20 + 16 + 8);
+      assert.ok(at.line > 0, 'layers.0 is a row of the forward band');
+      const label = await onPage(frame, at);
+      await page.mouse.click(label.x, label.y);
       await until(frame, (n) => Number(document.querySelector('[data-testid=mapCanvas]')?.dataset.lines || 0) > n, before, 60_000);
+      const opened = await frame.evaluate(() => window.__graphAscend.mapPanel.lines.filter((l) => l.kind === 'row' && l.indent === 1).map((l) => l.row.label));
+      assert.ok(opened.length > 0 && opened.every((l) => l.startsWith('layers.0.')), JSON.stringify(opened));
 
       // In Chinese, the panel's words are Chinese.
       await frame.click('[data-testid=languageSiderButton]');

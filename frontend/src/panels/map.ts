@@ -138,8 +138,17 @@ export class MapPanel {
 
   // ------------------------------------------------------------------ requests
 
+  /** The map area's width, as last measured while it was on screen (the side panel redraws detach it). */
+  private width(): number {
+    const w = this.area.isConnected ? this.area.clientWidth : 0;
+    if (w > 0) this.lastWidth = w;
+    return this.lastWidth;
+  }
+
+  private lastWidth = 600;
+
   private columns(): number {
-    const width = this.area.clientWidth || 600;
+    const width = this.width();
     // Rounded, so that a splitter dragged by a few pixels asks for nothing new.
     const fit = columnsFor(width, 1);
     const rounded = Math.max(8, fit - (fit % 8));
@@ -335,7 +344,8 @@ export class MapPanel {
   /** Draw what is in view. */
   draw(): void {
     const data = this.shown();
-    const width = this.area.clientWidth;
+    if (!this.area.isConnected) return;
+    const width = this.width();
     const height = this.area.clientHeight;
     const dpr = window.devicePixelRatio || 1;
     if (this.canvas.width !== Math.round(width * dpr) || this.canvas.height !== Math.round(height * dpr)) {
