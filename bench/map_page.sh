@@ -45,4 +45,5 @@ rm -rf "$TMP/dumps"
 DB=$(ls "$TMP"/logdir/map/*.vis.db)
 echo "file             $(du -h "$DB" | cut -f1), $(sqlite3 "$DB" 'select count(*) from tb_nodes' 2>/dev/null || echo '?') rows"
 /usr/bin/time -f "diagnose --map   %e s, peak %M kB (CLI, fresh process)" "$GA" diagnose "$DB" --map --format json >/dev/null || true
-GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$(realpath "$PYTHON") node bench/map_page.mjs "$TMP/logdir"
+case $PYTHON in /*) ;; *) PYTHON=$PWD/$PYTHON ;; esac
+GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/map_page.mjs "$TMP/logdir"

@@ -44,6 +44,12 @@ export function columnsFor(widthPx: number, zoom: number): number {
   return Math.max(1, Math.min(MAX_MAP_COLUMNS, fit * Math.max(1, zoom)));
 }
 
+/** The columns a width holds at zoom 1, rounded down to a multiple of 8 (at least 8). */
+export function fitColumns(widthPx: number): number {
+  const fit = columnsFor(widthPx, 1);
+  return Math.max(8, fit - (fit % 8));
+}
+
 /** A cell's width: the columns spread over the width (times the zoom), never narrower than the narrowest cell. */
 export function cellWidth(widthPx: number, columns: number, zoom = 1): number {
   const avail = Math.max(1, widthPx - MAP_GEOMETRY.label) * Math.max(1, zoom);

@@ -7,6 +7,7 @@ import {
   cellTarget,
   cellWidth,
   columnsFor,
+  fitColumns,
   columnText,
   contentSize,
   hitAt,
@@ -127,6 +128,9 @@ describe('columns for the panel\'s width', () => {
     expect(columnsFor(600, 4)).toBe(fit * 4);
     expect(columnsFor(600, 1e6)).toBe(MAX_MAP_COLUMNS);
     expect(columnsFor(10, 1)).toBe(1);
+    expect(fitColumns(600)).toBe(fit - (fit % 8));
+    expect(fitColumns(603)).toBe(fitColumns(600));
+    expect(fitColumns(10)).toBe(8);
   });
 
   it('spreads few columns wide (to a bound) and many at the narrowest; zoom widens', () => {

@@ -19,12 +19,13 @@ import {
   cellLines,
   cellTarget,
   cellWidth,
-  columnsFor,
+  fitColumns,
   contentSize,
   hitAt,
   lineOf,
   MAP_GEOMETRY,
   mapLines,
+  MAX_MAP_COLUMNS,
   MAX_ZOOM,
   NON_FINITE,
   PALETTE,
@@ -146,13 +147,18 @@ export class MapPanel {
   }
 
   private lastWidth = 600;
+  /** The columns the width holds at zoom 1, as last asked for (0: not yet). */
+  private fit = 0;
 
+  /**
+   * The columns to ask for. Each other count is another map for the sidecar to compute (on
+   * msprobe's files, from every graph again), so the count follows the width only when it changes
+   * by half or more; in between, the cells widen or the map scrolls sideways.
+   */
   private columns(): number {
-    const width = this.width();
-    // Rounded, so that a splitter dragged by a few pixels asks for nothing new.
-    const fit = columnsFor(width, 1);
-    const rounded = Math.max(8, fit - (fit % 8));
-    return Math.min(16_384, rounded * this.zoom);
+    const now = fitColumns(this.width());
+    if (!this.fit || now >= this.fit * 1.5 || now <= this.fit / 1.5) this.fit = now;
+    return Math.min(MAX_MAP_COLUMNS, this.fit * this.zoom);
   }
 
   private keyOf(depth: number): string {
@@ -311,7 +317,6 @@ export class MapPanel {
 
   private changed(): void {
     this.hover = null;
-    this.renderControls();
     this.ensure();
     this.renderControls();
     this.renderStatus();
