@@ -45,6 +45,8 @@ import { t, type Key } from '../i18n';
 
 /** How often the panel asks how far a map's computation is. */
 const POLL_MS = 400;
+/** How long the zoom waits for another click before it asks for its map. */
+const ZOOM_SETTLE_MS = 350;
 /** Depths offered besides the repeated blocks. */
 const DEPTHS = [1, 2, 3, 4, 5, 6];
 
@@ -184,6 +186,7 @@ export class MapPanel {
       this.file = file;
       this.loaded.clear();
       this.open.clear();
+      this.drawn = null;
       this.scroller.scrollTo(0, 0);
     }
     void this.load(this.depth);
@@ -312,8 +315,15 @@ export class MapPanel {
     const frac = size.width > 0 ? (this.scroller.scrollLeft + this.scroller.clientWidth / 2) / size.width : 0;
     this.zoom = z;
     this.pendingScroll = frac;
-    this.changed();
+    // Each zoom is another map for the sidecar: clicks in a row ask for the last one only (the map
+    // shown meanwhile is the previous one, stretched).
+    clearTimeout(this.zoomTimer);
+    this.renderControls();
+    this.schedule();
+    this.zoomTimer = setTimeout(() => this.changed(), ZOOM_SETTLE_MS);
   }
+
+  private zoomTimer: ReturnType<typeof setTimeout> | undefined;
 
   private changed(): void {
     this.hover = null;
@@ -340,10 +350,10 @@ export class MapPanel {
       : { bg: '#ffffff', text: '#1f1f1f', muted: '#6b6b6b', band: '#f0f0f0', grid: 'rgba(0,0,0,0.35)', mark: '#111111' };
   }
 
-  /** The map drawn now: the chosen depth's, or the steps judged so far. */
+  /** The map drawn now: the chosen one, or the steps judged so far, or (until either comes) the one drawn before. */
   private shown(): DivergenceMapData | null {
     const cur = this.current();
-    return cur?.data ?? cur?.partial ?? null;
+    return cur?.data ?? cur?.partial ?? this.drawn;
   }
 
   /** Draw what is in view. */
