@@ -11,7 +11,7 @@
  * sidecar reads the file's graphs (msprobe's files: on first use), the panel shows graphs read of
  * total and draws the steps judged so far. Pure logic: divergenceMap.ts.
  */
-import { get } from '../api';
+import { get, tidyError } from '../api';
 import type { PageCtx } from '../ctx';
 import { fileKey } from '../diagnosis';
 import {
@@ -55,6 +55,7 @@ interface Loaded {
   data: DivergenceMapData | null;
   partial: DivergenceMapData | null;
   progress: DivergenceMapProgress | null;
+  /** Why its request failed ('' when it did not). */
   error: string;
 }
 
@@ -77,8 +78,6 @@ export class MapPanel {
   /** Maps by request (file, depth, axis, columns). */
   private readonly loaded = new Map<string, Loaded>();
   private file = '';
-  /** Why the last request failed ('' when it did not). */
-  private lastError = '';
   /** After a zoom: where the middle of the view was, as a fraction of the content's width. */
   private pendingScroll: number | null = null;
   private hover: { line: number; column: number } | null = null;
@@ -221,15 +220,13 @@ export class MapPanel {
     done = true;
     if (this.loaded.get(key) !== entry) return;
     if (!r.success || !r.data) {
-      entry.error = r.success ? 'divergenceMap: no data' : r.error;
-      this.ctx.toast(`divergenceMap: ${entry.error}`, 'error');
-      // Asked again next time.
-      this.loaded.delete(key);
-      this.lastError = entry.error;
+      // Said, and kept: asked again when the file is opened again (not at every redraw).
+      entry.error = tidyError(`divergenceMap: ${r.success ? 'no data' : r.error}`);
+      entry.partial = null;
+      this.ctx.toast(entry.error, 'error');
     } else {
       entry.data = r.data;
       entry.partial = null;
-      this.lastError = '';
     }
     this.renderControls();
     this.renderStatus();
@@ -260,8 +257,8 @@ export class MapPanel {
     const data = cur?.data;
     let text = '';
     let bar: HTMLElement | null = null;
-    if (!cur && this.lastError) {
-      this.status.replaceChildren(h('p.error', { testid: 'mapError' }, this.lastError));
+    if (cur?.error) {
+      this.status.replaceChildren(h('p.error', { testid: 'mapError' }, cur.error));
       return;
     }
     if (cur && !data) {
