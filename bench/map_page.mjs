@@ -119,8 +119,8 @@ try {
   // Zoomed in ×8: more columns (asked of the sidecar), the map scrolls sideways.
   const tz = Date.now();
   for (let i = 0; i < 3; i++) await again.click('[data-testid=mapZoomIn]');
-  await until(again, () => document.querySelector('[data-testid=mapSummary]') && Number(document.querySelector('[data-testid=mapCanvas]')?.dataset.columns || 0) > 0
-    && document.querySelector('[data-testid=mapZoom]')?.textContent === '×8' && !document.querySelector('[data-testid=mapLoading]'), null, 1_800_000);
+  await until(again, () => document.querySelector('[data-testid=mapZoom]')?.textContent === '×8' && window.__graphAscend.mapPanel.ready, null, 1_800_000);
+  await again.evaluate(() => new Promise((r) => requestAnimationFrame(r)));
   const zoomMs = Date.now() - tz;
   const z8 = await scroll(3000);
   report('map_scroll_fps', { zoom: 8, zoom_answer_ms: zoomMs, scrolls: z8.scrolls, fps: +z8.fps.toFixed(1), frame_p95_ms: +z8.frame_p95_ms.toFixed(1), cells_in_view: z8.cells_in_view, columns: z8.columns, content_px: [z8.scroll_width, z8.scroll_height] });

@@ -597,6 +597,11 @@ export class MapPanel {
     return { x: r.left + p.x, y: r.top + p.y };
   }
 
+  /** Whether the map of the chosen depth, axis and zoom is here (not loading, not the one before). */
+  get ready(): boolean {
+    return Boolean(this.current()?.data);
+  }
+
   /** The scroller, for the benchmark's scrolling. */
   get scrollElement(): HTMLElement {
     return this.scroller;
