@@ -7,7 +7,7 @@
 import { get, metaQuery, post, tidyError } from './api';
 import { CatalogWatch } from './catalogWatch';
 import { buildColorTable, nodeFill, type ColorMode } from './colors';
-import { diagnosisFill, sourcesInside } from './diagnosis';
+import { diagnosisFill, openNodeAt, sourcesInside } from './diagnosis';
 import { openContextMenu } from './contextMenu';
 import { ConvertPage, convertedRun } from './convert';
 import type { PageCtx, ToastKind, Want } from './ctx';
@@ -18,6 +18,7 @@ import { notice, toast } from './notify';
 import { GraphPane } from './pane';
 import { dataPanel } from './panels/data';
 import { DiagnosisPanel } from './panels/diagnosis';
+import { MapPanel } from './panels/map';
 import { FilterPanel } from './panels/filter';
 import { MatchPanel } from './panels/match';
 import { SearchPanel } from './panels/search';
@@ -64,6 +65,7 @@ export class App implements PageCtx {
   private readonly searchPanel: SearchPanel;
   private readonly matchPanel: MatchPanel;
   private readonly diagnosisPanel: DiagnosisPanel;
+  readonly mapPanel: MapPanel;
   private loadSeq = 0;
   private starting = false;
   /** Expanding the modules a link names: the address is written once, at the end. */
@@ -92,6 +94,7 @@ export class App implements PageCtx {
     this.searchPanel = new SearchPanel(this);
     this.matchPanel = new MatchPanel(this);
     this.diagnosisPanel = new DiagnosisPanel(this);
+    this.mapPanel = new MapPanel(this);
     this.build();
     this.store.subscribe((part) => this.draw(part));
     followTensorBoardTheme(this.store, () => this.renderChrome());
@@ -192,6 +195,8 @@ export class App implements PageCtx {
     else if (s.tab === 'search') body.append(this.searchPanel.render());
     else if (s.tab === 'match') body.append(this.matchPanel.render());
     else if (s.tab === 'diagnosis') body.append(this.diagnosisPanel.render());
+    else if (s.tab === 'map') body.append(this.mapPanel.render());
+    this.els.panel.classList.toggle('wide', s.tab === 'map');
   }
 
   private applyPaneLayout(): void {
@@ -603,6 +608,10 @@ export class App implements PageCtx {
     }
     const n = hier()[key];
     if (n && n.nodeType !== 1 && !n.isRoot && Boolean(n.expand) !== expanded) await this.expandOnServer(side, key);
+  }
+
+  openNodeAt(at: { step: number; rank: number; node: string; microStep?: number }): Promise<void> {
+    return openNodeAt(this, at);
   }
 
   async jumpTo(side: PaneSide, name: string): Promise<void> {

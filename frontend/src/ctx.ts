@@ -27,6 +27,8 @@ export interface PageCtx {
   selectNode(side: PaneSide, key: string, reveal?: boolean): Promise<void>;
   /** Select a node by name, expanding its ancestors when it is not shown. */
   jumpTo(side: PaneSide, name: string): Promise<void>;
+  /** Show a node of another step and rank, selected (diagnosis.ts `openNodeAt`). */
+  openNodeAt(at: { step: number; rank: number; node: string; microStep?: number }): Promise<void>;
   setHierarchy(side: PaneSide, data: Record<string, RenderNode>, how?: 'fit' | 'keep'): void;
   /** The colour mode changed: paint the boxes again. */
   recolor(): void;

@@ -8,6 +8,7 @@
 import { SOURCE_RED, WHITE, type ColorTable } from './colors';
 import type { Diagnosis, DiagnosisGroup, DiagnosisReasonPart, DiagnosisSource, DiagnosisTolerances } from './generated/proto';
 import { t, type Key } from './i18n';
+import type { PageCtx } from './ctx';
 import type { MetaData, RenderNode } from './types';
 
 export type { Diagnosis, DiagnosisGroup, DiagnosisNonFinite, DiagnosisOccurrence, DiagnosisReasonPart, DiagnosisSource, DiagnosisStates } from './generated/proto';
@@ -90,6 +91,22 @@ export function tolerancesText(tol: Pick<DiagnosisTolerances, 'source' | 'refere
 /** The step and rank to switch to before a source can be shown (null: it is in the view). */
 export function viewFor(source: Pick<DiagnosisSource, 'step' | 'rank'>, m: Pick<MetaData, 'step' | 'rank'>): { step: number; rank: number } | null {
   return source.step === m.step && source.rank === m.rank ? null : { step: source.step, rank: source.rank };
+}
+
+/**
+ * Show a node of another step and rank (a diagnosis's source, a map's cell): that step and rank
+ * first (and every micro-batch, when one other than `microStep` is shown), then the node expanded
+ * to, selected and centred on the target side. `PageCtx.openNodeAt` is this.
+ */
+export async function openNodeAt(
+  ctx: Pick<PageCtx, 'store' | 'changeView' | 'jumpTo'>,
+  at: { step: number; rank: number; node: string; microStep?: number },
+): Promise<void> {
+  const m = ctx.store.meta;
+  const patch: Partial<Pick<MetaData, 'step' | 'rank' | 'microStep'>> = { ...viewFor(at, m) };
+  if (at.microStep !== undefined && m.microStep !== -1 && m.microStep !== at.microStep) patch.microStep = -1;
+  if (Object.keys(patch).length) await ctx.changeView(patch);
+  await ctx.jumpTo('NPU', at.node);
 }
 
 /** The relative address of the CSV of the shown step and rank (`exportCsv`, rendered by the sidecar). */

@@ -15,6 +15,7 @@ import {
   Funnel,
   Keyboard,
   Languages,
+  LayoutGrid,
   Link2,
   Map as MapIcon,
   Maximize,
@@ -55,6 +56,7 @@ const ICONS = {
   diagnosis: Stethoscope,
   download: Download,
   picture: ImageDown,
+  divergenceMap: LayoutGrid,
 } satisfies Record<string, IconNode>;
 
 export type IconName = keyof typeof ICONS;

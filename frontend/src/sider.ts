@@ -19,6 +19,7 @@ export function renderSider(el: HTMLElement, ctx: PageCtx, redrawAll: () => void
     if (s.config && !s.config.isSingleGraph) el.append(tabBtn('match', 'matchSiderButton', 'match', 'sider.nodeMatching'));
     el.append(tabBtn('search', 'searchSiderButton', 'search', 'sider.nodeSearch'));
     if (s.config && !s.config.isSingleGraph) el.append(tabBtn('diagnosis', 'diagnosisSiderButton', 'diagnosis', 'sider.diagnosis'));
+    if (s.config && !s.config.isSingleGraph) el.append(tabBtn('map', 'mapSiderButton', 'divergenceMap', 'sider.map'));
   }
   el.append(btn('conversionSiderButton', 'convert', 'sider.dumpVisualization', () => ctx.showPage(s.page === 'convert' ? 'dashboard' : 'convert'), s.page === 'convert'));
   el.append(h('div.sider-spacer'));

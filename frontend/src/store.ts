@@ -11,7 +11,7 @@ import type { NameIndex } from './state';
 import type { Catalog, CatalogError, ConfigInfo, FilterHit, MatchedRelations, MetaData, NodeInfo, RenderNode, Side } from './types';
 
 export type PaneSide = 'NPU' | 'Bench';
-export type Tab = 'data' | 'precision' | 'match' | 'search' | 'diagnosis' | null;
+export type Tab = 'data' | 'precision' | 'match' | 'search' | 'diagnosis' | 'map' | null;
 export type PageName = 'dashboard' | 'convert';
 
 /** A part of the page that is drawn from the store: what `changed` names. */

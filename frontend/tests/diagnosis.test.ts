@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { setTransport } from '../src/api';
 import { buildColorTable, WHITE } from '../src/colors';
 import type { PageCtx } from '../src/ctx';
-import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, groupSummary, modulePath, ordinal, reasonText, sourcesInside, spansText, splitKey, tolerancesText, verdictOf, viewFor, WORDED_REASON_KINDS, type DiagnosisGroup, type DiagnosisReasonPart } from '../src/diagnosis';
+import { attachmentName, csvAddress, DIAGNOSIS_COLORS, diagnosisFill, errText, groupSummary, modulePath, openNodeAt, ordinal, reasonText, sourcesInside, spansText, splitKey, tolerancesText, verdictOf, viewFor, WORDED_REASON_KINDS, type DiagnosisGroup, type DiagnosisReasonPart } from '../src/diagnosis';
 import { setLang, t, type Key } from '../src/i18n';
 import { badgeText, badgeWidth } from '../src/render';
 import { Scene } from '../src/scene';
@@ -171,6 +171,7 @@ function fakeCtx(store: Store) {
     jumpTo: vi.fn(async (side: string, name: string) => {
       calls.push(`jump ${side} ${name}`);
     }),
+    openNodeAt: (at: { step: number; rank: number; node: string; microStep?: number }) => openNodeAt(ctx as unknown as PageCtx, at),
   };
   return { ctx: ctx as unknown as PageCtx, calls, raw: ctx };
 }
@@ -290,6 +291,11 @@ describe('the Diagnosis panel', () => {
     calls.length = 0;
     await panel.jump({ step: 0, rank: 1, node: 'Functional.linear.10.forward' });
     expect(calls).toEqual(['view {"step":0,"rank":1}', 'jump NPU Functional.linear.10.forward']);
+    // A map's cell of another micro-batch than the one shown: every micro-batch first.
+    calls.length = 0;
+    store.meta.microStep = 1;
+    await openNodeAt(ctx, { step: 0, rank: 1, node: 'Module.layers.0.Block.forward.2', microStep: 2 });
+    expect(calls).toEqual(['view {"microStep":-1}', 'jump NPU Module.layers.0.Block.forward.2']);
   });
 });
 

@@ -259,10 +259,17 @@ export type DivergenceMapData = {
   first_source?: DivergenceMapCellAt;
 };
 
+export type DivergenceMapProgress = {
+  graphs_read: number;
+  graphs_total: number;
+  done: boolean;
+};
+
 export type DivergenceMapResponse = {
   success: boolean;
   error?: string;
   data?: DivergenceMapData;
+  progress?: DivergenceMapProgress;
 };
 
 export type DivergenceMapRow = {
@@ -456,6 +463,7 @@ export type DivergenceMapRequest = {
   depth?: number;
   micro_batches?: boolean;
   max_columns?: number;
+  progress?: boolean;
 };
 
 export type ExportCsvRequest = {

@@ -10,7 +10,7 @@
 import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
-import { attachmentName, csvAddress, fileKey, readWithProgress, sizeText, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, splitKey, tolerancesText, viewFor, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
+import { attachmentName, csvAddress, fileKey, readWithProgress, sizeText, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, splitKey, tolerancesText, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
 import { h, saveBlob } from '../dom';
 import { t, type Key } from '../i18n';
 import { icon } from '../icons';
@@ -232,9 +232,7 @@ export class DiagnosisPanel {
 
   /** Show a node of the diagnosis: its step and rank first, then expanded, selected, centred. */
   async jump(src: Pick<DiagnosisSource, 'step' | 'rank' | 'node'>): Promise<void> {
-    const patch = viewFor(src, this.ctx.store.meta);
-    if (patch) await this.ctx.changeView(patch);
-    await this.ctx.jumpTo('NPU', src.node);
+    await this.ctx.openNodeAt(src);
   }
 
   private setMode(mode: ColorMode): void {

@@ -126,8 +126,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
     }
     opts.tighten = !args.fixed_tolerances;
     if args.map.map {
-        let (found, map) =
-            graph_ascend_diagnose::divergence_map(&file, &opts, &args.map.options())?;
+        let (found, map) = crate::map_cmd::map_with_progress(&file, &opts, &args.map.options())?;
         let text = match args.format {
             Format::Text => map_report::text(&map),
             Format::Json => map_report::json(&map) + "\n",

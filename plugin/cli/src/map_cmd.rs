@@ -1,7 +1,12 @@
 //! `graph-ascend diagnose FILE --map`: the divergence map, the whole run on one screen
 //! (`graph_ascend_diagnose::map`, docs/diagnosis.md "The divergence map").
 
-use graph_ascend_diagnose::map::{ColumnAxis, MapOptions, DEFAULT_MAX_COLUMNS};
+use std::io::IsTerminal;
+
+use graph_ascend_diagnose::map::{
+    divergence_map_with_progress, ColumnAxis, DivergenceMap, MapOptions, DEFAULT_MAX_COLUMNS,
+};
+use graph_ascend_diagnose::{CompareFile, DiagnoseError, Diagnosis, Options};
 
 /// What the columns of a step are.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -49,4 +54,33 @@ impl MapArgs {
             max_columns: self.max_columns as usize,
         }
     }
+}
+
+/// The map, computed from every graph of the file, with progress (graphs read of total) on
+/// stderr when it is a terminal, as `convert` shows its own.
+pub fn map_with_progress(
+    file: &CompareFile,
+    opts: &Options,
+    map: &MapOptions,
+) -> Result<(Diagnosis, DivergenceMap), DiagnoseError> {
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let pb = indicatif::ProgressBar::new(1);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "[Map] {bar:40} {pos}/{len} graphs read [{elapsed_precise}]",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb
+    });
+    let made = divergence_map_with_progress(file, opts, map, false, &mut |p| {
+        if let Some(pb) = &bar {
+            pb.set_length(p.graphs_total as u64);
+            pb.set_position(p.graphs_read as u64);
+        }
+    });
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    made
 }

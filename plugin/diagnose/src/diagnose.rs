@@ -586,28 +586,45 @@ fn bad_peer(
 /// inherited from the optimizer's update ([`collect`]). The reported `step` is the first with
 /// a source or an inf/NaN; without any, the first where anything differs, else the first.
 pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, DiagnoseError> {
-    diagnose_visiting(file, opts, &mut |_, _| {})
+    struct Nothing;
+    impl StepVisitor for Nothing {
+        fn step(&mut self, _: &[RankJudgements<'_>], _: &Diagnosis) {}
+    }
+    diagnose_visiting(file, opts, &mut Nothing)
+}
+
+/// What [`diagnose_visiting`] tells as it goes.
+pub(crate) trait StepVisitor {
+    /// `read` of the `total` graphs (a step and rank) to judge are read.
+    fn graph_read(&mut self, _read: usize, _total: usize) {}
+    /// A step is judged: every rank's judgements and the step's own sources and peer inheritance.
+    fn step(&mut self, ranks: &[RankJudgements<'_>], step: &Diagnosis);
 }
 
 /// [`diagnose`], handing each step to `visit` once it is judged: every rank's judgements and the
-/// step's own sources and peer inheritance (before the file's steps are joined). The divergence
-/// map ([`crate::map`]) is built this way, from the same judgements, one step in memory at a time.
+/// step's own sources and peer inheritance (before the file's steps are joined), and telling it
+/// each graph read. The divergence map ([`crate::map`]) is built this way, from the same
+/// judgements, one step in memory at a time.
 pub(crate) fn diagnose_visiting(
     file: &CompareFile,
     opts: &Options,
-    visit: &mut dyn FnMut(&[RankJudgements<'_>], &Diagnosis),
+    visit: &mut dyn StepVisitor,
 ) -> Result<Diagnosis, DiagnoseError> {
     file.check_selection(opts.step, opts.rank)?;
     let graphs = file.graphs_to_visit(opts.step, opts.rank)?;
+    let total: usize = graphs.iter().map(|(_, ranks)| ranks.len()).sum();
+    let mut read = 0;
     let mut whole: Option<Diagnosis> = None;
     // Steps with a source or an inf/NaN.
     let mut found_in: Vec<i64> = Vec::new();
     let mut updated = false;
     for (step, ranks) in graphs {
-        let data: Vec<RankData> = ranks
-            .iter()
-            .map(|&rank| file.load(step, rank))
-            .collect::<Result<_, _>>()?;
+        let mut data: Vec<RankData> = Vec::with_capacity(ranks.len());
+        for &rank in &ranks {
+            data.push(file.load(step, rank)?);
+            read += 1;
+            visit.graph_read(read, total);
+        }
         let step_opts = step_options(file.mode(), opts, &data);
         let judged: Vec<RankJudgements<'_>> = data
             .iter()
@@ -615,7 +632,7 @@ pub(crate) fn diagnose_visiting(
             .collect();
         let check = step_check(step, &judged);
         let d = collect(file.mode(), &step_opts, &judged, updated);
-        visit(&judged, &d);
+        visit.step(&judged, &d);
         if !d.sources.is_empty() || !d.first_non_finite.is_empty() {
             found_in.push(step);
         }

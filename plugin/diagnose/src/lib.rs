@@ -75,7 +75,9 @@ pub use diagnose::{
 pub use error::DiagnoseError;
 pub use group::SourceGroup;
 pub use load::{CompareFile, Mode, RankData};
-pub use map::{divergence_map, DivergenceMap, MapOptions};
+pub use map::{
+    divergence_map, divergence_map_with_progress, DivergenceMap, MapOptions, MapProgress,
+};
 pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;
 pub use site::CallSite;

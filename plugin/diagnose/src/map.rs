@@ -12,7 +12,7 @@
 use foldhash::{HashMap, HashSet};
 use serde::{Serialize, Serializer};
 
-use crate::diagnose::{diagnose_visiting, Diagnosis, RankJudgements};
+use crate::diagnose::{diagnose_visiting, Diagnosis, RankJudgements, StepVisitor};
 use crate::error::DiagnoseError;
 use crate::group::module_path;
 use crate::load::{CompareFile, Direction, Mode, Node, SideGraph};
@@ -297,6 +297,7 @@ impl RankRows {
 type FullColumn = (usize, i64);
 
 /// Builds the map step by step.
+#[derive(Clone)]
 struct Builder {
     opts: MapOptions,
     /// Columns a step may take before its ranks aggregate.
@@ -567,13 +568,71 @@ pub fn divergence_map(
     opts: &Options,
     map: &MapOptions,
 ) -> Result<(Diagnosis, DivergenceMap), DiagnoseError> {
+    divergence_map_with_progress(file, opts, map, false, &mut |_| {})
+}
+
+/// How far a map's computation is (the map is computed from every graph of the file, read one
+/// step at a time).
+#[derive(Debug, Clone, Copy)]
+pub struct MapProgress<'a> {
+    /// Graphs (a step and rank) read, of the total to read.
+    pub graphs_read: usize,
+    pub graphs_total: usize,
+    /// After each judged step, when asked for: the map of the steps judged so far (the columns
+    /// of the later steps not there yet).
+    pub partial: Option<&'a DivergenceMap>,
+}
+
+/// [`divergence_map`], telling `progress` each graph read and (with `partial`) handing it the
+/// map of the steps judged so far after each step.
+pub fn divergence_map_with_progress(
+    file: &CompareFile,
+    opts: &Options,
+    map: &MapOptions,
+    partial: bool,
+    progress: &mut dyn FnMut(MapProgress<'_>),
+) -> Result<(Diagnosis, DivergenceMap), DiagnoseError> {
+    struct Visitor<'p> {
+        builder: Builder,
+        mode: Mode,
+        partial: bool,
+        read: (usize, usize),
+        progress: &'p mut dyn FnMut(MapProgress<'_>),
+    }
+    impl StepVisitor for Visitor<'_> {
+        fn graph_read(&mut self, read: usize, total: usize) {
+            self.read = (read, total);
+            (self.progress)(MapProgress {
+                graphs_read: read,
+                graphs_total: total,
+                partial: None,
+            });
+        }
+        fn step(&mut self, ranks: &[RankJudgements<'_>], d: &Diagnosis) {
+            self.builder.step(ranks, d);
+            if self.partial {
+                let so_far = self.builder.clone().finish(self.mode);
+                (self.progress)(MapProgress {
+                    graphs_read: self.read.0,
+                    graphs_total: self.read.1,
+                    partial: Some(&so_far),
+                });
+            }
+        }
+    }
     let steps = match opts.step {
         Some(_) => 1,
         None => file.steps().len(),
     };
-    let mut builder = Builder::new(*map, steps);
-    let d = diagnose_visiting(file, opts, &mut |ranks, step| builder.step(ranks, step))?;
-    Ok((d, builder.finish(file.mode())))
+    let mut visitor = Visitor {
+        builder: Builder::new(*map, steps),
+        mode: file.mode(),
+        partial,
+        read: (0, 0),
+        progress,
+    };
+    let d = diagnose_visiting(file, opts, &mut visitor)?;
+    Ok((d, visitor.builder.finish(file.mode())))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{diagnose_case, edit_stat, golden_equals_target, listing, unpack};
+use common::{diagnose_case, edit_stat, golden_equals_target, listing, replicate, unpack};
 use graph_ascend_diagnose::{diagnose, CompareFile, Options};
 use rusqlite::Connection;
 
@@ -17,41 +17,6 @@ fn two_ranks_with_the_same_faults_give_one_group_per_fault() {
         assert_eq!(g.occurrences, 2, "{}", listing(&d));
     }
     assert!(d.sources.iter().all(|s| s.group < 2));
-}
-
-/// Copies step 0, rank 0 to every step of `steps` and rank of `ranks` (ids made unique).
-fn replicate(db: &Connection, steps: i64, ranks: i64) {
-    const COLUMNS: &str = "graph_id, node_order, node_name, node_type, up_node, sub_nodes, \
-        precision_index, overflow_level, micro_step_id, matched_node_link, stack_id, \
-        parallel_merge_info, matched_distributed, modified, input_data, output_data, \
-        data_source, dump_data_dir, is_distributed";
-    for step in 0..steps {
-        for rank in 0..ranks {
-            if (step, rank) == (0, 0) {
-                continue;
-            }
-            db.execute(
-                &format!(
-                    "INSERT INTO tb_nodes (id, step, rank, {COLUMNS}) \
-                     SELECT id || '_' || ?1 || '_' || ?2, ?1, ?2, {COLUMNS} FROM tb_nodes \
-                     WHERE step = 0 AND rank = 0"
-                ),
-                [step, rank],
-            )
-            .expect("replicate");
-        }
-    }
-    let list = |n: i64| {
-        format!(
-            "[{}]",
-            (0..n).map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
-        )
-    };
-    db.execute(
-        "UPDATE tb_config SET rank_list = ?1, step_list = ?2",
-        [list(ranks), list(steps)],
-    )
-    .expect("config");
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per graph,
 //! under one memory bound for all files;
 //! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version;
+//! [`map_progress`] how far the divergence maps under computation are;
 //! `handlers::report_data` and [`report_page`] the self-contained report (one HTML file).
 //!
 //! # Layout
@@ -28,6 +29,7 @@
 //! handlers/            one function per RPC; below its routes, `selection` and `reply`
 //! state                State: everything the handlers share, one per sidecar
 //! convert_jobs         conversions on demand
+//! map_progress         how far the divergence maps under computation are
 //! diagnosis_cache      diagnoses per file version
 //! root_layouts         the root view every client starts from, per file version
 //! catalog              the served files, opened and pooled
@@ -56,6 +58,7 @@ pub(crate) mod graph_index;
 pub mod handlers;
 pub(crate) mod heavy_lane;
 pub(crate) mod layout;
+pub(crate) mod map_progress;
 pub(crate) mod matching;
 pub(crate) mod messages;
 pub(crate) mod paths;

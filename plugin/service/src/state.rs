@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::catalog::Catalog;
 use crate::convert_jobs::{Conversions, DEFAULT_MAX_CONVERSIONS};
 use crate::diagnosis_cache::DiagnosisCache;
+use crate::map_progress::MapProgressBoard;
 use crate::precision_overrides::PrecisionOverrides;
 use crate::root_layouts::RootLayouts;
 use crate::step_aside::StepAside;
@@ -27,6 +28,8 @@ pub struct State {
     pub diagnoses: DiagnosisCache,
     /// The page's build, inlined into the reports the page downloads (`handlers::export_report`).
     pub page_assets: Option<PathBuf>,
+    /// How far the divergence maps under computation are (`handlers::divergence_map`).
+    pub map_progress: MapProgressBoard,
 }
 
 impl State {
@@ -47,6 +50,7 @@ impl State {
             step_aside: Arc::default(),
             diagnoses: DiagnosisCache::default(),
             page_assets: None,
+            map_progress: MapProgressBoard::default(),
         }
     }
 

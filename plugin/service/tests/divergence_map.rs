@@ -22,6 +22,7 @@ fn request(tag: &str, depth: i32, micro_batches: bool) -> pb::DivergenceMapReque
         depth,
         micro_batches,
         max_columns: 0,
+        progress: false,
         client_id: String::new(),
     }
 }
@@ -37,6 +38,16 @@ fn the_map_of_a_two_rank_file_marks_its_faults_and_is_cached() {
     let path = unpack("compare_dist_ranks", dir.path(), "run");
     let state = Arc::new(State::new(dir.path().to_path_buf()));
     let before = std::fs::read(&path).expect("read");
+    // Nothing computed yet: a question about progress computes nothing and knows nothing.
+    let asked = || pb::DivergenceMapRequest {
+        progress: true,
+        ..request(&tag_of(&path), 0, false)
+    };
+    let unknown = browser_json(&handlers::divergence_map(&state, asked()));
+    assert_eq!(unknown["success"], true, "{unknown}");
+    assert!(unknown.get("progress").is_none(), "{unknown}");
+    assert!(unknown.get("data").is_none(), "{unknown}");
+    assert_eq!(state.diagnoses.len(), 0);
     let answer = browser_json(&handlers::divergence_map(
         &state,
         request(&tag_of(&path), 0, false),
@@ -77,6 +88,14 @@ fn the_map_of_a_two_rank_file_marks_its_faults_and_is_cached() {
     assert!(cell["sources"].as_u64().expect("sources") > 0, "{cell}");
     // Cached: the map and the file's diagnosis made on the way.
     assert_eq!(state.diagnoses.len(), 2);
+    // Its computation is done: both graphs (one step, two ranks) read; no partial map kept.
+    let done = browser_json(&handlers::divergence_map(&state, asked()));
+    assert_eq!(
+        done["progress"],
+        serde_json::json!({"graphs_read": 2, "graphs_total": 2, "done": true}),
+        "{done}"
+    );
+    assert!(done.get("data").is_none(), "{done}");
     let again = browser_json(&handlers::divergence_map(
         &state,
         request(&tag_of(&path), 0, false),

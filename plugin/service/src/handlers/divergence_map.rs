@@ -1,20 +1,23 @@
 //! The `divergenceMap` route (beyond msprobe): the divergence map of a compare file
 //! (`graph_ascend_diagnose::map`, docs/diagnosis.md §12), cached per file version with the
 //! diagnoses ([`crate::diagnosis_cache`]); the file's diagnosis made on the way is kept too, so the
-//! Diagnosis panel answers at once afterwards.
+//! Diagnosis panel answers at once afterwards. While a map is computed (every graph of the file
+//! is read, one step at a time), a request with `progress` answers at once with graphs read of
+//! total and the map of the steps judged so far ([`crate::map_progress`]).
 
 use std::sync::Arc;
 
 use graph_ascend_diagnose::diagnose::Direction;
+use graph_ascend_diagnose::map::divergence_map_with_progress as build_map;
 use graph_ascend_diagnose::map::{
     Cell, ColumnAxis, DivergenceMap, MapOptions, DEFAULT_MAX_COLUMNS,
 };
-use graph_ascend_diagnose::{divergence_map as build_map, Options};
+use graph_ascend_diagnose::Options;
 use graph_ascend_proto as pb;
 
 use super::diagnosis::{failed, int, label, open};
 use super::reply::{answer, HandlerError, Result};
-use super::selection::select;
+use super::selection::{select, Selection};
 use crate::diagnosis_cache::{Key, Weight};
 use crate::messages::Lang;
 use crate::state::State;
@@ -24,17 +27,39 @@ const MAX_COLUMNS: u32 = 16_384;
 
 /// `divergenceMap`: the map of the file the request names.
 pub fn divergence_map(state: &State, req: pb::DivergenceMapRequest) -> pb::DivergenceMapResponse {
+    let lang = Lang::parse(&req.lang);
+    if req.progress {
+        return answer(lang, progress_of(state, &req));
+    }
     answer(
-        Lang::parse(&req.lang),
+        lang,
         map_of(state, &req).map(|data| pb::DivergenceMapResponse {
             success: true,
             error: None,
             data: Some(pb::DivergenceMapData::clone(&data)),
+            progress: None,
         }),
     )
 }
 
-fn map_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<Arc<pb::DivergenceMapData>> {
+/// How far the computation of the map a request names is, with the map of the steps judged so far.
+fn progress_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<pb::DivergenceMapResponse> {
+    let (sel, key, _) = selected(state, req)?;
+    let p = state.map_progress.get(&sel.file, key);
+    Ok(pb::DivergenceMapResponse {
+        success: true,
+        error: None,
+        data: p.as_ref().and_then(|p| p.partial.as_deref().cloned()),
+        progress: p.map(|p| pb::DivergenceMapProgress {
+            graphs_read: i32::try_from(p.graphs_read).unwrap_or(i32::MAX),
+            graphs_total: i32::try_from(p.graphs_total).unwrap_or(i32::MAX),
+            done: p.done,
+        }),
+    })
+}
+
+/// The file a request names and the cache key of its map.
+fn selected(state: &State, req: &pb::DivergenceMapRequest) -> Result<(Selection, Key, MapOptions)> {
     let meta = pb::MetaData {
         run: req.run.clone(),
         tag: req.tag.clone(),
@@ -53,20 +78,41 @@ fn map_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<Arc<pb::Diver
         micro_batches: req.micro_batches,
         max_columns,
     };
+    let options = MapOptions {
+        depth: (depth > 0).then_some(depth),
+        columns: if req.micro_batches {
+            ColumnAxis::MicroBatches
+        } else {
+            ColumnAxis::Ranks
+        },
+        max_columns: max_columns as usize,
+    };
+    Ok((sel, key, options))
+}
+
+fn map_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<Arc<pb::DivergenceMapData>> {
+    let (sel, key, options) = selected(state, req)?;
     let file = sel.file.clone();
     state.diagnoses.get(&sel.file, key, || {
-        let options = MapOptions {
-            depth: (depth > 0).then_some(depth),
-            columns: if req.micro_batches {
-                ColumnAxis::MicroBatches
-            } else {
-                ColumnAxis::Ranks
-            },
-            max_columns: max_columns as usize,
-        };
-        let compare = open(&file)?;
-        let (diagnosis, map) =
-            build_map(&compare, &Options::default(), &options).map_err(failed)?;
+        let progress = state.map_progress.start(&file, key);
+        let built = open(&file).and_then(|compare| {
+            build_map(&compare, &Options::default(), &options, true, &mut |p| {
+                let partial = p.partial.map(|m| Arc::new(message(m)));
+                let mut shown = crate::sync::lock(&progress);
+                shown.graphs_read = p.graphs_read;
+                shown.graphs_total = p.graphs_total;
+                if partial.is_some() {
+                    shown.partial = partial;
+                }
+            })
+            .map_err(failed)
+        });
+        {
+            let mut shown = crate::sync::lock(&progress);
+            shown.done = true;
+            shown.partial = None;
+        }
+        let (diagnosis, map) = built?;
         // The same judgements gave the file's diagnosis: the panel need not judge it again.
         state
             .diagnoses

@@ -1,0 +1,134 @@
+// The divergence map's page benchmark (not a test): real TensorBoard + the real sidecar + Chromium
+// (software rendering, --disable-gpu) over a logdir holding one compare file (bench/map_page.sh makes
+// it). Prints one JSON line per measurement, no thresholds:
+// 1. map_first_paint: from the click on the Map button to the first drawn cells (the steps judged so
+//    far, while the sidecar reads the graphs), to the whole map drawn, and the progress answers seen;
+//    then the same on a second opening (the map cached in the sidecar);
+// 2. map_scroll_fps: frames drawn per second while the map scrolls (down and across, one step a frame
+//    for 3 s), at zoom 1 and zoomed in (×8: more columns, ranks apart), with the cells in view; a map
+//    that fits the screen (`scrolls: false`) is drawn again each frame instead;
+// 3. sidecar_peak: the sidecar's peak resident memory (VmHWM) after all of it.
+//   node bench/map_page.mjs LOGDIR   (GA_PYTHON, GRAPH_ASCEND_BINARY as for the e2e tests)
+import fs from 'node:fs';
+import { appFrame, launchBrowser, pageAddress, startTensorBoard, until } from '../tests/e2e/harness.mjs';
+
+const logdir = process.argv[2];
+if (!logdir) throw new Error('usage: node bench/map_page.mjs LOGDIR');
+const report = (name, value) => console.log(JSON.stringify({ name, ...value }));
+
+/** The sidecars serving `logdir` (their command lines name it). */
+function sidecarPids() {
+  const out = [];
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (cmd.includes('serve') && cmd.some((a) => a.includes(logdir)) && /graph-ascend$/.test(cmd[0])) out.push(Number(pid));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
+function peakMb(pid) {
+  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Math.round(Number(m[1]) / 1024) : null;
+}
+
+const before = new Set(sidecarPids());
+const tb = await startTensorBoard(logdir);
+const browser = await launchBrowser();
+try {
+  /** Open the page on the file in a new tab, then the Map panel; times from the click. */
+  const openMap = async () => {
+    const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+    page.setDefaultTimeout(600_000);
+    await page.goto(pageAddress(tb.base));
+    const frame = await appFrame(page, 120_000);
+    await until(frame, () => window.__graphAscend.fileLoads === 0 && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, null, 300_000);
+    await frame.evaluate(() => {
+      const seen = (window.__mapBench = { t0: performance.now(), firstCells: null, whole: null, progress: [] });
+      const watch = () => {
+        const c = document.querySelector('[data-testid=mapCanvas]');
+        const cells = Number(c?.dataset.cells || 0);
+        if (cells > 0 && seen.firstCells === null) seen.firstCells = performance.now() - seen.t0;
+        const p = document.querySelector('[data-testid=mapLoading]')?.textContent;
+        if (p && seen.progress[seen.progress.length - 1] !== p) seen.progress.push(p);
+        if (document.querySelector('[data-testid=mapSummary]') && cells > 0) {
+          seen.whole = performance.now() - seen.t0;
+          return;
+        }
+        requestAnimationFrame(watch);
+      };
+      document.querySelector('[data-testid=mapSiderButton]').click();
+      requestAnimationFrame(watch);
+    });
+    await until(frame, () => window.__mapBench.whole !== null, null, 1_800_000);
+    return frame;
+  };
+
+  const frame = await openMap();
+  const first = await frame.evaluate(() => ({ ...window.__mapBench, columns: window.__graphAscend.mapPanel.drawn.columns.length, lines: window.__graphAscend.mapPanel.lines.length, ranks: window.__graphAscend.mapPanel.drawn.ranks.length, steps: window.__graphAscend.mapPanel.drawn.steps.length }));
+  report('map_first_paint', {
+    first_cells_ms: Math.round(first.firstCells),
+    whole_map_ms: Math.round(first.whole),
+    steps: first.steps,
+    ranks: first.ranks,
+    columns: first.columns,
+    lines: first.lines,
+    progress_seen: first.progress.length,
+    progress_first: first.progress[0] ?? null,
+    progress_last: first.progress[first.progress.length - 1] ?? null,
+  });
+  const again = await openMap();
+  const cached = await again.evaluate(() => window.__mapBench);
+  report('map_first_paint_cached', { first_cells_ms: Math.round(cached.firstCells), whole_map_ms: Math.round(cached.whole) });
+
+  /** Scroll down and across for `ms`, one step a frame; frames drawn per second and the draw time. */
+  const scroll = (ms) =>
+    again.evaluate(async (ms) => {
+      const panel = window.__graphAscend.mapPanel;
+      const s = panel.scrollElement;
+      s.scrollTop = 0;
+      s.scrollLeft = 0;
+      await new Promise((r) => requestAnimationFrame(r));
+      const scrolls = s.scrollWidth > s.clientWidth || s.scrollHeight > s.clientHeight;
+      const f0 = panel.frames;
+      const t0 = performance.now();
+      let k = 0;
+      const gaps = [];
+      let last = t0;
+      while (performance.now() - t0 < ms) {
+        k++;
+        s.scrollTop = (k * 7) % Math.max(1, s.scrollHeight - s.clientHeight);
+        s.scrollLeft = (k * 23) % Math.max(1, s.scrollWidth - s.clientWidth);
+        // A map that fits the screen does not scroll: drawn again each frame all the same (its cost).
+        if (!scrolls) panel.draw();
+        await new Promise((r) => requestAnimationFrame(r));
+        const now = performance.now();
+        gaps.push(now - last);
+        last = now;
+      }
+      const t = performance.now() - t0;
+      gaps.sort((a, b) => a - b);
+      const c = document.querySelector('[data-testid=mapCanvas]');
+      return { scrolls, fps: ((panel.frames - f0) * 1000) / t, frame_p95_ms: gaps[Math.floor(gaps.length * 0.95)] ?? 0, cells_in_view: Number(c.dataset.cells), columns: Number(c.dataset.columns), scroll_width: s.scrollWidth, scroll_height: s.scrollHeight };
+    }, ms);
+  const z1 = await scroll(3000);
+  report('map_scroll_fps', { zoom: 1, scrolls: z1.scrolls, fps: +z1.fps.toFixed(1), frame_p95_ms: +z1.frame_p95_ms.toFixed(1), cells_in_view: z1.cells_in_view, columns: z1.columns, content_px: [z1.scroll_width, z1.scroll_height] });
+  // Zoomed in ×8: more columns (asked of the sidecar), the map scrolls sideways.
+  const tz = Date.now();
+  for (let i = 0; i < 3; i++) await again.click('[data-testid=mapZoomIn]');
+  await until(again, () => document.querySelector('[data-testid=mapZoom]')?.textContent === '×8' && window.__graphAscend.mapPanel.ready, null, 1_800_000);
+  await again.evaluate(() => new Promise((r) => requestAnimationFrame(r)));
+  const zoomMs = Date.now() - tz;
+  const z8 = await scroll(3000);
+  report('map_scroll_fps', { zoom: 8, zoom_answer_ms: zoomMs, scrolls: z8.scrolls, fps: +z8.fps.toFixed(1), frame_p95_ms: +z8.frame_p95_ms.toFixed(1), cells_in_view: z8.cells_in_view, columns: z8.columns, content_px: [z8.scroll_width, z8.scroll_height] });
+
+  // Ours: the one that was not there before our TensorBoard started.
+  const pid = sidecarPids().find((p) => !before.has(p)) ?? null;
+  report('sidecar_peak', { pid, peak_rss_mb: pid ? peakMb(pid) : null });
+} finally {
+  await browser.close();
+  tb.stop();
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The divergence map in the page (not a test): a synthetic compare of MAP_RANKS ranks x MAP_STEPS steps
+# (`gen_dump` shapes, as bench/scale.sh makes them, MAP_ENTRIES entries a rank and side; one step converted
+# with `graph-ascend convert`, then copied to the other steps in the file), served in real TensorBoard, the Map panel opened in headless Chromium
+# (bench/map_page.mjs): time to first paint and to the whole map, frames per second while scrolling (zoom 1
+# and x8), the sidecar's peak memory. The map of such a file is computed on first use (no table of our own in
+# the file): the first paint is the steps judged so far, as they come.
+#
+# `make bench` runs MAP_RANKS=1024 MAP_STEPS=10 MAP_ENTRIES=20 (some 40 nodes a graph); the issue's shape
+# (about 1,000 nodes a graph) is MAP_ENTRIES=900 (tens of GB of dumps: run it where the disk allows).
+#
+# Env: GA (binary, default target/release/graph-ascend), MAP_RANKS, MAP_STEPS, MAP_ENTRIES, PYTHON (with
+# tensorboard and the shim, default .venv/bin/python), BENCH_TMP (work folder, default a temporary one;
+# removed at the end either way), BENCH_OUT (folder of map_page.txt, default bench/results).
+set -euo pipefail
+[ -n "${BENCH_OUT:-}" ] && BENCH_OUT=$(realpath -m -- "$BENCH_OUT")
+cd "$(dirname "$0")/.."
+GA=${GA:-target/release/graph-ascend}
+RANKS=${MAP_RANKS:-1024}
+STEPS=${MAP_STEPS:-10}
+ENTRIES=${MAP_ENTRIES:-20}
+PYTHON=${PYTHON:-.venv/bin/python}
+OUT=${BENCH_OUT:-bench/results}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/map_page.txt") 2>&1
+TMP=${BENCH_TMP:-$(mktemp -d)}
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+
+cargo build --release -q --locked -p graph-ascend-testkit --bin gen_dump
+cargo build --release -q --locked -p graph-ascend
+GA=$(realpath "$GA")
+
+now() { date +%s.%N; }
+since() { awk "BEGIN{printf \"%.1f\", $(now) - $1}"; }
+echo "== divergence map: $RANKS ranks x $STEPS steps x $ENTRIES entries a side ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+# One step is generated and converted, then copied to the other steps in the file (the converter holds
+# some four files of every graph open at once: 10,240 graphs a side pass the usual limit of open files).
+t=$(now)
+target/release/gen_dump "$TMP/dumps/a" "$ENTRIES" --ranks "$RANKS" >/dev/null
+target/release/gen_dump "$TMP/dumps/b" "$ENTRIES" --ranks "$RANKS" --perturb >/dev/null
+echo "generate dumps   $(since "$t") s ($(du -sh "$TMP/dumps" | cut -f1))"
+mkdir -p "$TMP/logdir"
+/usr/bin/time -f "convert          %e s, peak %M kB (one step)" "$GA" convert -tp "$TMP/dumps/b" -gp "$TMP/dumps/a" -o "$TMP/logdir/map" >/dev/null
+rm -rf "$TMP/dumps"
+DB=$(ls "$TMP"/logdir/map/*.vis.db)
+t=$(now)
+python3 - "$DB" "$STEPS" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+steps = int(sys.argv[2])
+cols = [r[1] for r in db.execute("PRAGMA table_info(tb_nodes)") if r[1] not in ("id", "step")]
+names = ", ".join(cols)
+for step in range(1, steps):
+    db.execute(f"INSERT INTO tb_nodes (id, step, {names}) SELECT id || '_s' || ?, ?, {names} FROM tb_nodes WHERE step = 0", (step, step))
+db.execute("UPDATE tb_config SET step_list = ?", (str(list(range(steps))),))
+db.commit()
+PY
+echo "steps copied     $(since "$t") s: $(du -h "$DB" | cut -f1), $(sqlite3 "$DB" 'select count(*) from tb_nodes') rows"
+/usr/bin/time -f "diagnose --map   %e s, peak %M kB (CLI, fresh process)" "$GA" diagnose "$DB" --map --format json >/dev/null || true
+case $PYTHON in /*) ;; *) PYTHON=$PWD/$PYTHON ;; esac
+GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/map_page.mjs "$TMP/logdir"

@@ -1,0 +1,263 @@
+/**
+ * The divergence map as the page reads it (the `divergenceMap` route, docs/diagnosis.md §12): the
+ * pure logic of the Map panel, no DOM. Rows are the modules at one depth in forward / backward /
+ * update bands (a row opened shows the next depth's rows under it); columns are the steps × ranks
+ * (or micro-batches), as many as the panel's width holds times the zoom (beyond, the sidecar
+ * aggregates ranks to the worst). A cell's colour is its output error over its jump tolerance on a
+ * log scale; where each line and column lands on the canvas, what a point hits, what hover says.
+ */
+import type { DivergenceMapCell, DivergenceMapColumn, DivergenceMapData, DivergenceMapRow } from './generated/proto';
+import { t } from './i18n';
+
+export type { DivergenceMapCell, DivergenceMapColumn, DivergenceMapData, DivergenceMapProgress, DivergenceMapRow } from './generated/proto';
+
+/** The canvas's geometry, in CSS pixels. */
+export const MAP_GEOMETRY = {
+  /** Row labels on the left. */
+  label: 150,
+  /** Step headers on top. */
+  header: 20,
+  row: 16,
+  /** The narrowest cell drawn at zoom 1 (the columns asked for follow from it). */
+  minCell: 3,
+  /** The widest cell (few columns spread no wider). */
+  maxCell: 28,
+} as const;
+
+/** The most columns the route takes. */
+export const MAX_MAP_COLUMNS = 16_384;
+/** Zoom steps (each doubles the columns). */
+export const MAX_ZOOM = 64;
+
+/** A ratio as the route writes it (`"Infinity"`, `"NaN"` for non-finite; null: nothing compares). */
+export function ratioValue(v: number | string | null | undefined): number | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'number') return v;
+  if (v === 'Infinity') return Infinity;
+  if (v === '-Infinity') return -Infinity;
+  return NaN;
+}
+
+/** How many columns to ask for: what the width holds at the narrowest cell, times the zoom. */
+export function columnsFor(widthPx: number, zoom: number): number {
+  const fit = Math.max(1, Math.floor((widthPx - MAP_GEOMETRY.label) / MAP_GEOMETRY.minCell));
+  return Math.max(1, Math.min(MAX_MAP_COLUMNS, fit * Math.max(1, zoom)));
+}
+
+/** The columns a width holds at zoom 1, rounded down to a multiple of 8 (at least 8). */
+export function fitColumns(widthPx: number): number {
+  const fit = columnsFor(widthPx, 1);
+  return Math.max(8, fit - (fit % 8));
+}
+
+/** A cell's width: the columns spread over the width (times the zoom), never narrower than the narrowest cell. */
+export function cellWidth(widthPx: number, columns: number, zoom = 1): number {
+  const avail = Math.max(1, widthPx - MAP_GEOMETRY.label) * Math.max(1, zoom);
+  const w = Math.floor(avail / Math.max(1, columns));
+  return Math.max(MAP_GEOMETRY.minCell, Math.min(MAP_GEOMETRY.maxCell, w));
+}
+
+/** The log scale: a ratio of `LOW` or less is the scale's green end, `HIGH` or more its red end; 1 (the jump tolerance) is its middle. */
+export const RATIO_LOW = 1e-3;
+export const RATIO_HIGH = 1e3;
+const STOPS: [number, [number, number, number]][] = [
+  [0, [226, 241, 226]],
+  [0.35, [196, 226, 160]],
+  [0.5, [250, 214, 160]],
+  [0.75, [240, 140, 90]],
+  [1, [229, 72, 77]],
+];
+/** Not matched, or no output that compares. */
+export const UNCOMPARED = 'rgb(205,205,205)';
+/** inf or NaN against a finite golden. */
+export const NON_FINITE = 'rgb(110,20,70)';
+/** Colour buckets of the scale (cells are painted by bucket, one fill style per bucket). */
+export const BUCKETS = 48;
+
+/** Where a ratio sits on the scale, 0 (green) to 1 (red); null when it is not a number on it. */
+export function scalePosition(ratio: number | null): number | null {
+  if (ratio === null || Number.isNaN(ratio) || ratio === Infinity) return null;
+  if (ratio <= RATIO_LOW) return 0;
+  const p = (Math.log10(ratio) - Math.log10(RATIO_LOW)) / (Math.log10(RATIO_HIGH) - Math.log10(RATIO_LOW));
+  return Math.min(1, Math.max(0, p));
+}
+
+/** The colour at a position of the scale. */
+export function scaleColor(p: number): string {
+  for (let i = 1; i < STOPS.length; i++) {
+    const [b, cb] = STOPS[i];
+    if (p <= b || i === STOPS.length - 1) {
+      const [a, ca] = STOPS[i - 1];
+      const f = b === a ? 0 : Math.min(1, Math.max(0, (p - a) / (b - a)));
+      const c = ca.map((x, k) => Math.round(x + (cb[k] - x) * f));
+      return `rgb(${c[0]},${c[1]},${c[2]})`;
+    }
+  }
+  return UNCOMPARED;
+}
+
+/** The palette: bucket k's colour; then UNCOMPARED and NON_FINITE. */
+export const PALETTE: readonly string[] = [...Array.from({ length: BUCKETS }, (_, k) => scaleColor(k / (BUCKETS - 1))), UNCOMPARED, NON_FINITE];
+export const UNCOMPARED_BUCKET = BUCKETS;
+export const NON_FINITE_BUCKET = BUCKETS + 1;
+
+/** A ratio's bucket in the palette. */
+export function ratioBucket(ratio: number | null): number {
+  if (ratio === null) return UNCOMPARED_BUCKET;
+  if (Number.isNaN(ratio) || ratio === Infinity) return NON_FINITE_BUCKET;
+  return Math.round((scalePosition(ratio) ?? 0) * (BUCKETS - 1));
+}
+
+/** The colour of a cell (held cells only). */
+export function cellColor(cell: Pick<DivergenceMapCell, 'ratio'>): string {
+  return PALETTE[ratioBucket(ratioValue(cell.ratio))];
+}
+
+/** A row's identity across maps of different depths. */
+export function rowKey(direction: string, row: Pick<DivergenceMapRow, 'module'>): string {
+  return `${direction}|${row.module}`;
+}
+
+/** One line of the map: a band's title, or a module's row (at some depth under an opened row). */
+export type MapLine =
+  | { kind: 'band'; direction: string }
+  | { kind: 'row'; direction: string; row: DivergenceMapRow; key: string; indent: number; open: boolean };
+
+/** Is `child` (a row of a deeper map) inside `parent`? By their paths as people write them. */
+export function isInside(parent: Pick<DivergenceMapRow, 'label'>, child: Pick<DivergenceMapRow, 'label'>): boolean {
+  return child.label.startsWith(`${parent.label}.`);
+}
+
+/**
+ * The map's lines: each band's title then its rows; under an opened row, the rows of the map one
+ * depth deeper (`deeper(depth)`, when it is here and has the same columns) that lie inside it,
+ * themselves openable.
+ */
+export function mapLines(data: DivergenceMapData, open: ReadonlySet<string>, deeper: (depth: number) => DivergenceMapData | undefined): MapLine[] {
+  const lines: MapLine[] = [];
+  const rowsUnder = (direction: string, parent: DivergenceMapRow, indent: number) => {
+    const d = deeper(parent.depth + 1);
+    if (!d || d.columns.length !== data.columns.length) return;
+    const band = d.bands.find((b) => b.direction === direction);
+    for (const row of band?.rows ?? []) if (row.depth > parent.depth && isInside(parent, row)) addRow(direction, row, indent);
+  };
+  const addRow = (direction: string, row: DivergenceMapRow, indent: number) => {
+    const key = rowKey(direction, row);
+    const isOpen = open.has(key);
+    lines.push({ kind: 'row', direction, row, key, indent, open: isOpen });
+    if (isOpen) rowsUnder(direction, row, indent + 1);
+  };
+  for (const band of data.bands) {
+    lines.push({ kind: 'band', direction: band.direction });
+    for (const row of band.rows) addRow(band.direction, row, 0);
+  }
+  return lines;
+}
+
+/** Where things are: cell width, the content's size, the visible window's scroll offsets. */
+export interface MapView {
+  cw: number;
+  columns: number;
+  lines: number;
+  scrollX: number;
+  scrollY: number;
+}
+
+/** The content's size (the scroller's spacer). */
+export function contentSize(v: Pick<MapView, 'cw' | 'columns' | 'lines'>): { width: number; height: number } {
+  return { width: MAP_GEOMETRY.label + v.cw * v.columns, height: MAP_GEOMETRY.header + MAP_GEOMETRY.row * v.lines };
+}
+
+/** The line and column under a point of the canvas (the canvas stays in view; labels and header are sticky). */
+export function hitAt(v: MapView, x: number, y: number): { line: number; column: number | null } | null {
+  if (y < MAP_GEOMETRY.header) return null;
+  const line = Math.floor((y - MAP_GEOMETRY.header + v.scrollY) / MAP_GEOMETRY.row);
+  if (line < 0 || line >= v.lines) return null;
+  if (x < MAP_GEOMETRY.label) return { line, column: null };
+  const column = Math.floor((x - MAP_GEOMETRY.label + v.scrollX) / v.cw);
+  return { line, column: column >= 0 && column < v.columns ? column : null };
+}
+
+/** The canvas point at the centre of a cell (for the tests and the first-source control's scroll). */
+export function cellCenter(v: MapView, line: number, column: number): { x: number; y: number } {
+  return {
+    x: MAP_GEOMETRY.label + column * v.cw - v.scrollX + v.cw / 2,
+    y: MAP_GEOMETRY.header + line * MAP_GEOMETRY.row - v.scrollY + MAP_GEOMETRY.row / 2,
+  };
+}
+
+/** The range of lines and columns in view (inclusive first, exclusive end). */
+export function visibleRange(v: MapView, width: number, height: number): { line0: number; line1: number; col0: number; col1: number } {
+  const line0 = Math.max(0, Math.floor(v.scrollY / MAP_GEOMETRY.row));
+  const line1 = Math.min(v.lines, Math.ceil((v.scrollY + height - MAP_GEOMETRY.header) / MAP_GEOMETRY.row));
+  const col0 = Math.max(0, Math.floor(v.scrollX / v.cw));
+  const col1 = Math.min(v.columns, Math.ceil((v.scrollX + width - MAP_GEOMETRY.label) / v.cw));
+  return { line0, line1, col0, col1 };
+}
+
+/** Each step's run of columns: [step, first column, end column]. */
+export function stepSpans(columns: Pick<DivergenceMapColumn, 'step'>[]): [number, number, number][] {
+  const out: [number, number, number][] = [];
+  columns.forEach((c, i) => {
+    const last = out[out.length - 1];
+    if (last && last[0] === c.step) last[2] = i + 1;
+    else out.push([c.step, i, i + 1]);
+  });
+  return out;
+}
+
+/** Ranks as written: "7", "0–127". */
+function span(a: number, b: number): string {
+  return a === b ? String(a) : `${a}–${b}`;
+}
+
+/** A column as people read it: "step 3 · rank 5", "step 3 · ranks 0–127", micro-batches too. */
+export function columnText(c: DivergenceMapColumn): string {
+  const ranks = c.rank_first === c.rank_last ? t('map.rank', { rank: c.rank_first }) : t('map.ranks', { ranks: span(c.rank_first, c.rank_last) });
+  const micro = c.micro_first !== undefined && c.micro_last !== undefined && c.rank_first === c.rank_last ? ` · ${t('map.micro', { micro: span(c.micro_first, c.micro_last) })}` : '';
+  return `${t('map.step', { step: c.step })} · ${ranks}${micro}`;
+}
+
+/** A number as the page writes an error: 3 significant digits, "inf", "NaN", "—". */
+export function numberText(v: number | string | null | undefined): string {
+  const x = ratioValue(v);
+  if (x === null) return '—';
+  if (Number.isNaN(x)) return 'NaN';
+  if (!Number.isFinite(x)) return x > 0 ? 'inf' : '-inf';
+  if (x === 0) return '0';
+  return Math.abs(x) >= 1e-2 && Math.abs(x) < 1e4 ? String(Number(x.toPrecision(3))) : x.toExponential(2).replace('e+', 'e');
+}
+
+/** What hovering a cell says, one line each. */
+export function cellLines(row: Pick<DivergenceMapRow, 'label'>, direction: string, column: DivergenceMapColumn, cell: DivergenceMapCell): string[] {
+  const out = [`${row.label} · ${t(`map.band.${direction}` as 'map.band.forward')}`, columnText(column)];
+  if (!cell.held) {
+    out.push(t('map.notHeld'));
+    return out;
+  }
+  if (column.rank_first !== column.rank_last) out.push(t('map.worstRank', { rank: cell.rank }));
+  const ratio = ratioValue(cell.ratio);
+  out.push(ratio === null ? t('map.uncompared') : t('map.numbers', { err: numberText(cell.err), tolerance: numberText(cell.tolerance), ratio: numberText(cell.ratio) }));
+  if (cell.sources > 0) out.push(t('map.sources', { count: cell.sources, node: cell.source, rank: cell.source_rank ?? cell.rank }));
+  if (cell.from_rank !== undefined && cell.from_rank !== null) out.push(t('map.fromRank', { rank: cell.from_rank }));
+  out.push(cell.node);
+  return out;
+}
+
+/**
+ * Where a click on a cell goes: its step and rank (the worst of an aggregated column), at its
+ * module; the micro-batch of a cell of the micro-batch axis.
+ */
+export function cellTarget(cell: DivergenceMapCell, axis: string): { step: number; rank: number; node: string; microStep?: number } | null {
+  if (!cell.held || !cell.node) return null;
+  return { step: cell.step, rank: cell.rank, node: cell.node, ...(axis === 'micro_batches' ? { microStep: cell.micro_step } : {}) };
+}
+
+/** The line of the map that shows band `band`'s row `row` at the top level (first-source control). */
+export function lineOf(lines: MapLine[], data: DivergenceMapData, band: number, row: number): number {
+  const b = data.bands[band];
+  const r = b?.rows[row];
+  if (!r) return -1;
+  const key = rowKey(b.direction, r);
+  return lines.findIndex((l) => l.kind === 'row' && l.key === key);
+}

@@ -1,0 +1,609 @@
+/**
+ * The Map panel: the divergence map of the open compare file (the `divergenceMap` route), the whole
+ * run on one screen. Rows are the modules at the chosen depth in forward / backward / update bands,
+ * columns the steps × ranks (or micro-batches): as many columns as the panel's width holds times
+ * the zoom are asked for, the sidecar merging the rest to the worst rank. Drawn on a canvas, only
+ * what is in view, so a thousand ranks × ten steps scroll as fast as two. A cell's colour is its
+ * output error over its tolerance on a log scale; a dark bar marks a cell holding a source, a pale
+ * top half a cell whose error came from a peer rank; blank where a rank lacks the module. Hover
+ * gives the numbers; a click on a cell (or "First source") opens that step and rank at that
+ * module, expanded and selected; a click on a row's name opens it to the next depth. While the
+ * sidecar reads the file's graphs (msprobe's files: on first use), the panel shows graphs read of
+ * total and draws the steps judged so far. Pure logic: divergenceMap.ts.
+ */
+import { get, tidyError } from '../api';
+import type { PageCtx } from '../ctx';
+import { fileKey } from '../diagnosis';
+import {
+  cellCenter,
+  cellLines,
+  cellTarget,
+  cellWidth,
+  fitColumns,
+  contentSize,
+  hitAt,
+  lineOf,
+  MAP_GEOMETRY,
+  mapLines,
+  MAX_MAP_COLUMNS,
+  MAX_ZOOM,
+  NON_FINITE,
+  PALETTE,
+  ratioBucket,
+  ratioValue,
+  scaleColor,
+  stepSpans,
+  UNCOMPARED,
+  visibleRange,
+  type DivergenceMapData,
+  type DivergenceMapProgress,
+  type MapLine,
+  type MapView,
+} from '../divergenceMap';
+import { h, option } from '../dom';
+import { t, type Key } from '../i18n';
+
+/** How often the panel asks how far a map's computation is. */
+const POLL_MS = 400;
+/** How long the zoom waits for another click before it asks for its map. */
+const ZOOM_SETTLE_MS = 350;
+/** Depths offered besides the repeated blocks. */
+const DEPTHS = [1, 2, 3, 4, 5, 6];
+
+/** One asked-for map: its answer, or the progress and the steps judged so far. */
+interface Loaded {
+  data: DivergenceMapData | null;
+  partial: DivergenceMapData | null;
+  progress: DivergenceMapProgress | null;
+  /** Why its request failed ('' when it did not). */
+  error: string;
+}
+
+interface Colors {
+  bg: string;
+  text: string;
+  muted: string;
+  band: string;
+  grid: string;
+  mark: string;
+}
+
+export class MapPanel {
+  /** The chosen depth (0: the repeated blocks), axis and zoom. */
+  private depth = 0;
+  private axis: 'ranks' | 'micro_batches' = 'ranks';
+  private zoom = 1;
+  /** Opened rows (`direction|module`). */
+  private readonly open = new Set<string>();
+  /** Maps by request (file, depth, axis, columns). */
+  private readonly loaded = new Map<string, Loaded>();
+  private file = '';
+  /** After a zoom: where the middle of the view was, as a fraction of the content's width. */
+  private pendingScroll: number | null = null;
+  private hover: { line: number; column: number } | null = null;
+  private flash: { line: number; column: number } | null = null;
+  private frame = 0;
+  /** Last drawn: lines, view, the map drawn (for the tests and the benchmark). */
+  lines: MapLine[] = [];
+  view: MapView = { cw: MAP_GEOMETRY.minCell, columns: 0, lines: 0, scrollX: 0, scrollY: 0 };
+  drawn: DivergenceMapData | null = null;
+  /** Frames drawn (the benchmark counts them while scrolling). */
+  frames = 0;
+
+  private readonly root: HTMLElement;
+  private readonly controls: HTMLElement;
+  private readonly status: HTMLElement;
+  private readonly area: HTMLElement;
+  private readonly canvas: HTMLCanvasElement;
+  private readonly scroller: HTMLElement;
+  private readonly spacer: HTMLElement;
+  private readonly tip: HTMLElement;
+
+  constructor(private ctx: PageCtx) {
+    this.controls = h('div.map-controls');
+    this.status = h('div.map-status', { testid: 'mapStatus' });
+    this.canvas = h('canvas.map-canvas', { testid: 'mapCanvas' });
+    this.spacer = h('div.map-spacer');
+    this.scroller = h('div.map-scroll', { testid: 'mapScroll' }, this.spacer);
+    this.tip = h('div.map-tip', { testid: 'mapTip', style: { display: 'none' } });
+    this.area = h('div.map-area', null, this.canvas, this.scroller, this.tip);
+    this.root = h('div.panel-section.map-panel', { testid: 'mapPanel' });
+    this.scroller.addEventListener('scroll', () => this.schedule());
+    this.scroller.addEventListener('mousemove', (e) => this.moved(e));
+    this.scroller.addEventListener('mouseleave', () => {
+      this.hover = null;
+      this.tip.style.display = 'none';
+      this.schedule();
+    });
+    this.scroller.addEventListener('click', (e) => void this.clicked(e));
+    new ResizeObserver(() => {
+      this.schedule();
+      this.ensure();
+    }).observe(this.area);
+  }
+
+  /** The panel (the same element each time: the canvas and its scroll survive redraws of the side panel). */
+  render(): HTMLElement {
+    const s = this.ctx.store;
+    const title = h('h3', null, t('sider.map'));
+    this.root.replaceChildren(title);
+    if (s.single) {
+      this.root.append(h('p.muted', null, t('map.notCompare')));
+      return this.root;
+    }
+    this.renderControls();
+    this.root.append(this.controls, this.status, this.legend(), this.area);
+    this.renderStatus();
+    queueMicrotask(() => this.ensure());
+    return this.root;
+  }
+
+  // ------------------------------------------------------------------ requests
+
+  /** The map area's width, as last measured while it was on screen (the side panel redraws detach it). */
+  private width(): number {
+    const w = this.area.isConnected ? this.area.clientWidth : 0;
+    if (w > 0) this.lastWidth = w;
+    return this.lastWidth;
+  }
+
+  private lastWidth = 600;
+  /** The columns the width holds at zoom 1, as last asked for (0: not yet). */
+  private fit = 0;
+
+  /**
+   * The columns to ask for. Each other count is another map for the sidecar to compute (on
+   * msprobe's files, from every graph again), so the count follows the width only when it changes
+   * by half or more; in between, the cells widen or the map scrolls sideways.
+   */
+  private columns(): number {
+    const now = fitColumns(this.width());
+    if (!this.fit || now >= this.fit * 1.5 || now <= this.fit / 1.5) this.fit = now;
+    return Math.min(MAX_MAP_COLUMNS, this.fit * this.zoom);
+  }
+
+  private keyOf(depth: number): string {
+    return `${this.file}|${depth}|${this.axis}|${this.columns()}`;
+  }
+
+  private request(depth: number) {
+    const m = this.ctx.store.meta;
+    return { run: m.run, tag: m.tag, type: m.type, lang: m.lang, depth, micro_batches: this.axis === 'micro_batches', max_columns: this.columns() };
+  }
+
+  /** The map shown (the chosen depth), loaded or loading. */
+  private current(): Loaded | undefined {
+    return this.loaded.get(this.keyOf(this.depth));
+  }
+
+  /** Fetch the shown map (and the deeper maps of opened rows) unless here or under way. */
+  ensure(): void {
+    const s = this.ctx.store;
+    if (s.tab !== 'map' || !s.meta.run || s.single) return;
+    const file = fileKey(s.meta);
+    if (file !== this.file) {
+      this.file = file;
+      this.loaded.clear();
+      this.open.clear();
+      this.drawn = null;
+      this.scroller.scrollTo(0, 0);
+    }
+    void this.load(this.depth);
+    const shown = this.current()?.data;
+    if (shown) for (const l of this.lines) if (l.kind === 'row' && l.open) void this.load(l.row.depth + 1);
+  }
+
+  private async load(depth: number): Promise<void> {
+    const key = this.keyOf(depth);
+    if (this.loaded.has(key)) return;
+    const entry: Loaded = { data: null, partial: null, progress: null, error: '' };
+    this.loaded.set(key, entry);
+    this.renderStatus();
+    const req = this.request(depth);
+    let done = false;
+    const poll = async () => {
+      while (!done) {
+        await new Promise((r) => setTimeout(r, POLL_MS));
+        if (done) return;
+        const p = await get('divergenceMap', { ...req, progress: true });
+        if (done || !p.success) continue;
+        entry.progress = p.progress ?? entry.progress;
+        if (p.data) entry.partial = p.data;
+        if (this.loaded.get(key) === entry) {
+          this.renderStatus();
+          this.schedule();
+        }
+      }
+    };
+    void poll();
+    const r = await get('divergenceMap', req);
+    done = true;
+    if (this.loaded.get(key) !== entry) return;
+    if (!r.success || !r.data) {
+      // Said, and kept: asked again when the file is opened again (not at every redraw).
+      entry.error = tidyError(`divergenceMap: ${r.success ? 'no data' : r.error}`);
+      entry.partial = null;
+      this.ctx.toast(entry.error, 'error');
+    } else {
+      entry.data = r.data;
+      entry.partial = null;
+    }
+    this.renderControls();
+    this.renderStatus();
+    this.schedule();
+  }
+
+  // ------------------------------------------------------------------ controls
+
+  private renderControls(): void {
+    const data = this.current()?.data ?? null;
+    const depthSel = h('select', { testid: 'mapDepth', on: { change: () => this.setDepth(Number(depthSel.value)) } },
+      option('0', t('map.depthAuto'), this.depth === 0), ...DEPTHS.map((d) => option(String(d), t('map.depthN', { depth: d }), this.depth === d)));
+    const axisBtn = (axis: MapPanel['axis'], label: Key, testid: string) =>
+      h('button', { testid, class: this.axis === axis ? 'on' : '', on: { click: () => this.setAxis(axis) } }, t(label));
+    const zoomOut = h('button', { testid: 'mapZoomOut', title: t('map.zoomOut'), 'aria-label': t('map.zoomOut'), disabled: this.zoom <= 1, on: { click: () => this.setZoom(this.zoom / 2) } }, '−');
+    const zoomIn = h('button', { testid: 'mapZoomIn', title: t('map.zoomIn'), 'aria-label': t('map.zoomIn'), disabled: this.zoom >= MAX_ZOOM, on: { click: () => this.setZoom(this.zoom * 2) } }, '+');
+    const first = h('button.map-first', { testid: 'mapFirstSource', title: t('map.firstSourceTip'), disabled: !data?.first_source, on: { click: () => void this.openFirstSource() } }, t('map.firstSource'));
+    this.controls.replaceChildren(
+      h('label.map-field', null, h('span.muted', null, t('map.depth')), depthSel),
+      h('div.map-field', null, h('span.muted', null, t('map.axis')), h('div.segmented', { testid: 'mapAxis' }, axisBtn('ranks', 'map.axisRanks', 'mapAxisRanks'), axisBtn('micro_batches', 'map.axisMicro', 'mapAxisMicro'))),
+      h('div.map-field', null, zoomOut, h('span.map-zoom', { testid: 'mapZoom' }, `×${this.zoom}`), zoomIn),
+      first,
+    );
+  }
+
+  private renderStatus(): void {
+    const cur = this.current();
+    const data = cur?.data;
+    let text = '';
+    let bar: HTMLElement | null = null;
+    if (cur?.error) {
+      this.status.replaceChildren(h('p.error', { testid: 'mapError' }, cur.error));
+      return;
+    }
+    if (cur && !data) {
+      const p = cur.progress;
+      text = p && p.graphs_total > 0 ? t('map.progress', { read: p.graphs_read, total: p.graphs_total }) : t('map.starting');
+      const frac = p && p.graphs_total > 0 ? p.graphs_read / p.graphs_total : 0;
+      bar = h('div.map-progress', { testid: 'mapProgress', role: 'progressbar', 'aria-valuenow': String(Math.round(frac * 100)), 'aria-valuemin': '0', 'aria-valuemax': '100' },
+        h('div.map-progress-fill', { style: { width: `${(frac * 100).toFixed(1)}%` } }));
+    } else if (data) {
+      const rule = t(`map.rule.${data.depth_rule}` as Key);
+      text = t('map.summary', { depth: data.depth, rule, steps: data.steps.length, ranks: data.ranks.length, columns: data.columns.length });
+      const widest = data.columns.reduce((w, c) => Math.max(w, c.rank_last - c.rank_first + 1), 1);
+      if (widest > 1) text += ` · ${t('map.merged', { width: widest })}`;
+      if (!data.first_source) text += ` · ${t('map.noSource')}`;
+    }
+    this.status.replaceChildren(...[h('span', { testid: data ? 'mapSummary' : 'mapLoading' }, text), bar].filter((e): e is HTMLElement => e !== null));
+  }
+
+  private legend(): HTMLElement {
+    const stops = Array.from({ length: 7 }, (_, k) => `${scaleColor(k / 6)} ${((k / 6) * 100).toFixed(0)}%`).join(', ');
+    const sw = (cls: string, label: Key, style: Record<string, string> = {}) => h('span.map-key', null, h(`span.map-swatch.${cls}`, { style }), t(label));
+    return h('div.map-legend', { testid: 'mapLegend' },
+      h('div.map-scale', null, h('span', null, `≤1e-3 ${t('map.legendLow')}`), h('span.map-gradient', { style: { background: `linear-gradient(to right, ${stops})` } }), h('span', null, `≥1e3 ${t('map.legendHigh')}`)),
+      h('div.map-scale-mid', null, `1 = ${t('map.legendTol')}`),
+      h('div.map-keys', null,
+        sw('source', 'map.legendSource'),
+        sw('peer', 'map.legendPeer'),
+        sw('blank', 'map.legendBlank'),
+        sw('uncompared', 'map.legendUncompared', { background: UNCOMPARED }),
+        sw('nonfinite', 'map.legendNonFinite', { background: NON_FINITE })),
+      h('div.muted.map-hint', null, t('map.openRow')));
+  }
+
+  private setDepth(depth: number): void {
+    this.depth = depth;
+    this.open.clear();
+    this.changed();
+  }
+
+  private setAxis(axis: MapPanel['axis']): void {
+    if (this.axis === axis) return;
+    this.axis = axis;
+    this.changed();
+  }
+
+  private setZoom(zoom: number): void {
+    const z = Math.max(1, Math.min(MAX_ZOOM, Math.round(zoom)));
+    if (z === this.zoom) return;
+    // Keep the middle of the view where it was.
+    const size = contentSize(this.view);
+    const frac = size.width > 0 ? (this.scroller.scrollLeft + this.scroller.clientWidth / 2) / size.width : 0;
+    this.zoom = z;
+    this.pendingScroll = frac;
+    // Each zoom is another map for the sidecar: clicks in a row ask for the last one only (the map
+    // shown meanwhile is the previous one, stretched).
+    clearTimeout(this.zoomTimer);
+    this.renderControls();
+    this.schedule();
+    this.zoomTimer = setTimeout(() => this.changed(), ZOOM_SETTLE_MS);
+  }
+
+  private zoomTimer: ReturnType<typeof setTimeout> | undefined;
+
+  private changed(): void {
+    this.hover = null;
+    this.ensure();
+    this.renderControls();
+    this.renderStatus();
+    this.schedule();
+  }
+
+  // ------------------------------------------------------------------ drawing
+
+  private schedule(): void {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.draw();
+    });
+  }
+
+  private colors(): Colors {
+    const dark = this.ctx.store.dark;
+    return dark
+      ? { bg: '#141414', text: '#e6e6e6', muted: '#9a9a9a', band: '#262626', grid: 'rgba(255,255,255,0.35)', mark: '#ffffff' }
+      : { bg: '#ffffff', text: '#1f1f1f', muted: '#6b6b6b', band: '#f0f0f0', grid: 'rgba(0,0,0,0.35)', mark: '#111111' };
+  }
+
+  /** The map drawn now: the chosen one, or the steps judged so far, or (until either comes) the one drawn before. */
+  private shown(): DivergenceMapData | null {
+    const cur = this.current();
+    return cur?.data ?? cur?.partial ?? this.drawn;
+  }
+
+  /** Draw what is in view. */
+  draw(): void {
+    const data = this.shown();
+    if (!this.area.isConnected) return;
+    const width = this.width();
+    const height = this.area.clientHeight;
+    const dpr = window.devicePixelRatio || 1;
+    if (this.canvas.width !== Math.round(width * dpr) || this.canvas.height !== Math.round(height * dpr)) {
+      this.canvas.width = Math.round(width * dpr);
+      this.canvas.height = Math.round(height * dpr);
+      this.canvas.style.width = `${width}px`;
+      this.canvas.style.height = `${height}px`;
+    }
+    const g = this.canvas.getContext('2d');
+    if (!g) return;
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const c = this.colors();
+    g.fillStyle = c.bg;
+    g.fillRect(0, 0, width, height);
+    this.drawn = data;
+    if (!data) {
+      this.lines = [];
+      this.canvas.dataset.cells = '0';
+      return;
+    }
+    const lines = mapLines(data, this.open, (d) => this.loaded.get(this.keyOf(d))?.data ?? undefined);
+    const cw = cellWidth(width, data.columns.length, this.zoom);
+    const size = contentSize({ cw, columns: data.columns.length, lines: lines.length });
+    if (this.spacer.style.width !== `${size.width}px` || this.spacer.style.height !== `${size.height}px`) {
+      this.spacer.style.width = `${size.width}px`;
+      this.spacer.style.height = `${size.height}px`;
+    }
+    if (this.pendingScroll !== null && this.current()?.data) {
+      this.scroller.scrollLeft = Math.max(0, this.pendingScroll * size.width - this.scroller.clientWidth / 2);
+      this.pendingScroll = null;
+    }
+    const v: MapView = { cw, columns: data.columns.length, lines: lines.length, scrollX: this.scroller.scrollLeft, scrollY: this.scroller.scrollTop };
+    this.lines = lines;
+    this.view = v;
+    const { line0, line1, col0, col1 } = visibleRange(v, width, height);
+    const L = MAP_GEOMETRY.label;
+    const H = MAP_GEOMETRY.header;
+    const R = MAP_GEOMETRY.row;
+    const x0 = L - v.scrollX;
+    // Cells, one fill style per colour bucket.
+    const byBucket: number[][] = PALETTE.map(() => []);
+    const sources: number[] = [];
+    const peers: number[] = [];
+    let cells = 0;
+    g.save();
+    g.beginPath();
+    g.rect(L, H, width - L, height - H);
+    g.clip();
+    for (let i = line0; i < line1; i++) {
+      const line = lines[i];
+      const y = H + i * R - v.scrollY;
+      if (line.kind === 'band') {
+        g.fillStyle = c.band;
+        g.fillRect(L, y, width - L, R);
+        continue;
+      }
+      const row = line.row.cells;
+      for (let k = col0; k < col1; k++) {
+        const cell = row[k];
+        if (!cell || !cell.held) continue;
+        const x = x0 + k * v.cw;
+        byBucket[ratioBucket(ratioValue(cell.ratio))].push(x, y);
+        if (cell.sources > 0) sources.push(x, y);
+        if (cell.from_rank !== undefined && cell.from_rank !== null) peers.push(x, y);
+        cells++;
+      }
+    }
+    const w = Math.max(1, v.cw - (v.cw >= 5 ? 1 : 0));
+    const hh = R - 2;
+    byBucket.forEach((xy, b) => {
+      if (!xy.length) return;
+      g.fillStyle = PALETTE[b];
+      for (let j = 0; j < xy.length; j += 2) g.fillRect(xy[j], xy[j + 1] + 1, w, hh);
+    });
+    // A peer's error: the top half pale (drawn apart from the rank where it started).
+    g.fillStyle = 'rgba(255,255,255,0.6)';
+    for (let j = 0; j < peers.length; j += 2) g.fillRect(peers[j], peers[j + 1] + 1, w, hh / 2);
+    // A source inside: a dark bar along the cell's top.
+    g.fillStyle = c.mark;
+    for (let j = 0; j < sources.length; j += 2) g.fillRect(sources[j], sources[j + 1] + 1, w, 4);
+    // Steps apart.
+    g.strokeStyle = c.grid;
+    g.lineWidth = 1;
+    const spans = stepSpans(data.columns);
+    for (const [, a] of spans) {
+      if (a === 0) continue;
+      const x = Math.round(x0 + a * v.cw) - 0.5;
+      if (x < L || x > width) continue;
+      g.beginPath();
+      g.moveTo(x, H);
+      g.lineTo(x, height);
+      g.stroke();
+    }
+    for (const mark of [this.flash, this.hover]) {
+      if (!mark) continue;
+      g.strokeStyle = mark === this.flash ? 'rgb(22,119,255)' : c.text;
+      g.lineWidth = 2;
+      g.strokeRect(x0 + mark.column * v.cw - 1, H + mark.line * R - v.scrollY, v.cw + 2, R);
+    }
+    g.restore();
+    // Step headers (sticky on top).
+    g.fillStyle = c.bg;
+    g.fillRect(0, 0, width, H);
+    g.font = '11px sans-serif';
+    g.textBaseline = 'middle';
+    g.fillStyle = c.text;
+    for (const [step, a, b] of spans) {
+      const xa = Math.max(L, x0 + a * v.cw);
+      const xb = Math.min(width, x0 + b * v.cw);
+      if (xb <= xa) continue;
+      const label = t('map.step', { step });
+      g.save();
+      g.beginPath();
+      g.rect(xa, 0, xb - xa, H);
+      g.clip();
+      g.fillText(label, xa + 3, H / 2);
+      g.restore();
+    }
+    // Row labels (sticky on the left).
+    g.fillStyle = c.bg;
+    g.fillRect(0, H, L, height - H);
+    g.save();
+    g.beginPath();
+    g.rect(0, H, L, height - H);
+    g.clip();
+    for (let i = line0; i < line1; i++) {
+      const line = lines[i];
+      const y = H + i * R - v.scrollY + R / 2;
+      if (line.kind === 'band') {
+        g.fillStyle = c.band;
+        g.fillRect(0, y - R / 2, L, R);
+        g.fillStyle = c.muted;
+        g.font = 'bold 11px sans-serif';
+        g.fillText(t(`map.band.${line.direction}` as Key), 4, y);
+        continue;
+      }
+      g.font = '11px sans-serif';
+      g.fillStyle = c.text;
+      const indent = 4 + line.indent * 10;
+      g.fillText(`${line.open ? '▾' : '▸'} ${line.row.label}`, indent, y, L - indent - 4);
+    }
+    g.restore();
+    this.frames++;
+    this.canvas.dataset.cells = String(cells);
+    this.canvas.dataset.lines = String(lines.length);
+    this.canvas.dataset.columns = String(data.columns.length);
+  }
+
+  // ------------------------------------------------------------------ gestures
+
+  private point(e: MouseEvent): { x: number; y: number } {
+    const r = this.scroller.getBoundingClientRect();
+    return { x: e.clientX - r.left, y: e.clientY - r.top };
+  }
+
+  private moved(e: MouseEvent): void {
+    const data = this.shown();
+    if (!data) return;
+    const { x, y } = this.point(e);
+    const hit = hitAt(this.view, x, y);
+    const line = hit ? this.lines[hit.line] : undefined;
+    if (!hit || hit.column === null || !line || line.kind !== 'row') {
+      if (this.hover) {
+        this.hover = null;
+        this.schedule();
+      }
+      this.tip.style.display = 'none';
+      return;
+    }
+    const cell = line.row.cells[hit.column];
+    const column = data.columns[hit.column];
+    if (!cell || !column) return;
+    this.hover = { line: hit.line, column: hit.column };
+    this.tip.replaceChildren(...cellLines(line.row, line.direction, column, cell).map((s, i) => h(i === 0 ? 'strong' : 'div', null, s)));
+    this.tip.style.display = '';
+    const areaW = this.area.clientWidth;
+    this.tip.style.left = `${Math.min(x + 14, Math.max(0, areaW - 280))}px`;
+    this.tip.style.top = `${y + 14}px`;
+    this.schedule();
+  }
+
+  private async clicked(e: MouseEvent): Promise<void> {
+    const data = this.shown();
+    if (!data) return;
+    const { x, y } = this.point(e);
+    const hit = hitAt(this.view, x, y);
+    const line = hit ? this.lines[hit.line] : undefined;
+    if (!hit || !line || line.kind !== 'row') return;
+    if (hit.column === null) {
+      if (this.open.has(line.key)) this.open.delete(line.key);
+      else {
+        this.open.add(line.key);
+        void this.load(line.row.depth + 1).then(() => this.schedule());
+      }
+      this.schedule();
+      return;
+    }
+    const cell = line.row.cells[hit.column];
+    const target = cell ? cellTarget(cell, data.axis) : null;
+    if (!target) return;
+    this.flash = { line: hit.line, column: hit.column };
+    this.schedule();
+    await this.ctx.openNodeAt(target);
+  }
+
+  /** The diagnosis's first source: its cell shown and flashed, its node opened. */
+  private async openFirstSource(): Promise<void> {
+    const data = this.current()?.data;
+    const f = data?.first_source;
+    if (!data || !f) return;
+    const line = lineOf(this.lines, data, f.band, f.row);
+    if (line >= 0) {
+      this.flash = { line, column: f.column };
+      const p = cellCenter({ ...this.view, scrollX: 0, scrollY: 0 }, line, f.column);
+      this.scroller.scrollLeft = Math.max(0, p.x - this.scroller.clientWidth / 2);
+      this.scroller.scrollTop = Math.max(0, p.y - this.scroller.clientHeight / 2);
+      this.schedule();
+    }
+    await this.ctx.openNodeAt({ step: f.step, rank: f.rank, node: f.node });
+  }
+
+  /**
+   * Where a cell is on screen (client coordinates), scrolled into view first: for the end-to-end
+   * tests, which click it as a user would.
+   */
+  cellPoint(band: number, row: number, column: number): { x: number; y: number } | null {
+    const data = this.current()?.data;
+    if (!data) return null;
+    const line = lineOf(this.lines, data, band, row);
+    if (line < 0) return null;
+    const abs = cellCenter({ ...this.view, scrollX: 0, scrollY: 0 }, line, column);
+    this.scroller.scrollLeft = Math.max(0, abs.x - this.scroller.clientWidth / 2);
+    this.scroller.scrollTop = Math.max(0, abs.y - this.scroller.clientHeight / 2);
+    this.draw();
+    const p = cellCenter(this.view, line, column);
+    const r = this.scroller.getBoundingClientRect();
+    return { x: r.left + p.x, y: r.top + p.y };
+  }
+
+  /** Whether the map of the chosen depth, axis and zoom is here (not loading, not the one before). */
+  get ready(): boolean {
+    return Boolean(this.current()?.data);
+  }
+
+  /** The scroller, for the benchmark's scrolling. */
+  get scrollElement(): HTMLElement {
+    return this.scroller;
+  }
+}
