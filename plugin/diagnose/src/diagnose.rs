@@ -601,6 +601,13 @@ pub(crate) trait StepVisitor {
     fn step(&mut self, ranks: &[RankJudgements<'_>], step: &Diagnosis);
 }
 
+/// A closure over each judged step is a visitor that needs no graph count (the CSV export's).
+impl<F: FnMut(&[RankJudgements<'_>], &Diagnosis)> StepVisitor for F {
+    fn step(&mut self, ranks: &[RankJudgements<'_>], step: &Diagnosis) {
+        self(ranks, step)
+    }
+}
+
 /// [`diagnose`], handing each step to `visit` once it is judged: every rank's judgements and the
 /// step's own sources and peer inheritance (before the file's steps are joined), and telling it
 /// each graph read. The divergence map ([`crate::map`]) is built this way, from the same

@@ -271,29 +271,33 @@ pub fn write_csv(
         rank,
         ..Options::default()
     };
-    diagnose_visiting(file, &options, &mut |judged, d| {
-        if failed.is_some() {
-            return;
-        }
-        for r in judged {
-            let verdicts = verdicts(file.mode(), r, d);
-            let written = write_graph(
-                file,
-                (r.data.step, r.data.rank),
-                &columns,
-                &verdicts,
-                &mut buf,
-                out,
-            );
-            match written {
-                Ok(n) => count += n,
-                Err(e) => {
-                    failed = Some(e);
-                    return;
+    diagnose_visiting(
+        file,
+        &options,
+        &mut |judged: &[RankJudgements<'_>], d: &Diagnosis| {
+            if failed.is_some() {
+                return;
+            }
+            for r in judged {
+                let verdicts = verdicts(file.mode(), r, d);
+                let written = write_graph(
+                    file,
+                    (r.data.step, r.data.rank),
+                    &columns,
+                    &verdicts,
+                    &mut buf,
+                    out,
+                );
+                match written {
+                    Ok(n) => count += n,
+                    Err(e) => {
+                        failed = Some(e);
+                        return;
+                    }
                 }
             }
-        }
-    })?;
+        },
+    )?;
     if let Some(e) = failed {
         return Err(e);
     }
