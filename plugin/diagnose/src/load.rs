@@ -45,7 +45,7 @@ impl Mode {
 }
 
 /// `tb_config.task` of a structure-only compare (dumps of `task: structure`, without data).
-const STRUCTURE_TASK: &str = "structure";
+pub(crate) const STRUCTURE_TASK: &str = "structure";
 
 /// An open compare file.
 pub struct CompareFile {

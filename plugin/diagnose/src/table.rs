@@ -14,10 +14,12 @@ use crate::load::load_rows_on;
 /// Writes the table into the compare file at `path` (replacing what it held): every graph read
 /// from its rows, both sides, each graph in a transaction of its own (a graph not written yet is
 /// read from its rows meanwhile). Returns the number of graphs written; a file that is not a
-/// compare is left as it is (0).
+/// compare, or a structure-only one, is left as it is (0).
 pub fn write_compact_table(path: &Path) -> Result<usize, DiagnoseError> {
     let store = Store::open_for_edit(path)?;
-    if !store.config()?.is_compare() {
+    let config = store.config()?;
+    // A structure-only compare holds no data: nothing to diagnose, so no table.
+    if !config.is_compare() || config.task == crate::load::STRUCTURE_TASK {
         return Ok(0);
     }
     let graphs = store.graphs_present()?;

@@ -8,6 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{fixtures, unpack};
+use graph_ascend_diagnose::error::DiagnoseError;
 use graph_ascend_diagnose::{diagnose, write_compact_table, CompareFile, Options, RankData};
 use graph_ascend_visdb::store::{GraphKey, MatchUpdate, Side};
 use graph_ascend_visdb::Store;
@@ -70,7 +71,12 @@ fn every_compare_fixture_reads_the_same_from_the_table_as_from_the_rows() {
         let plain = unpack(case, dir.path());
         let copy = dir.path().join(format!("{case}.table.vis.db"));
         std::fs::copy(&plain, &copy).expect("copy");
-        write_compact_table(&copy).expect("write the table");
+        let written = write_compact_table(&copy).expect("write the table");
+        if let Err(DiagnoseError::StructureOnly { .. }) = CompareFile::open(&plain) {
+            // No data to diagnose: no table either.
+            assert_eq!(written, 0, "{case}");
+            continue;
+        }
         let (rows, table) = (
             CompareFile::open(&plain).expect("open"),
             CompareFile::open(&copy).expect("open"),
