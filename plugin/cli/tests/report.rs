@@ -7,8 +7,6 @@ use std::process::Output;
 
 use serde_json::Value;
 
-// Not every helper is used here (the 48-layer pair is the benchmark's, bench/report.sh).
-#[allow(dead_code)]
 mod common;
 use common::{ga, unpack};
 

@@ -85,7 +85,6 @@ pub fn convert_48_layer_pair(dir: &Path) -> PathBuf {
 /// `graph-ascend diagnose DB --format json` of a file we converted, read from our own diagnosis
 /// table (which `convert` writes; checked to be there), then again with the table dropped, as
 /// msprobe's files are read: the two answers must be the same byte for byte. Returns the first run.
-#[allow(dead_code)] // the map's tests include this module without using it
 pub fn diagnose_json_both_ways(db: &Path) -> Output {
     let path = db.to_str().expect("utf-8");
     let from_table = ga(&["diagnose", path, "--format", "json"]);
