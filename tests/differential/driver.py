@@ -296,7 +296,7 @@ def main():
     ap.add_argument(
         "--kinds",
         default=",".join(gen_case.KINDS),
-        help=f"comma list of generators among {', '.join(gen_case.KINDS)}; seed N gets kinds[N % len(kinds)]",
+        help=f"comma list of generators among {', '.join(gen_case.KINDS)}; seed N gets kinds[N %% len(kinds)]",
     )
     args = ap.parse_args()
     if ":" in args.seeds:
