@@ -131,11 +131,6 @@ export class MapPanel {
       this.root.append(h('p.muted', null, t('map.notCompare')));
       return this.root;
     }
-    if (s.structureOnly) {
-      // A structure-only compare holds no data: no errors to map (the Diagnosis panel says the same).
-      this.root.append(h('p.muted', { testid: 'mapStructureOnly' }, t('diag.structureOnly')));
-      return this.root;
-    }
     this.renderControls();
     this.root.append(this.controls, this.status, this.legend(), this.area);
     this.renderStatus();
@@ -184,7 +179,7 @@ export class MapPanel {
   /** Fetch the shown map (and the deeper maps of opened rows) unless here or under way. */
   ensure(): void {
     const s = this.ctx.store;
-    if (s.tab !== 'map' || !s.meta.run || s.single || s.structureOnly) return;
+    if (s.tab !== 'map' || !s.meta.run || s.single) return;
     const file = fileKey(s.meta);
     if (file !== this.file) {
       this.file = file;
