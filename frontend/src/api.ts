@@ -123,6 +123,18 @@ export function normalize(status: number, statusText: string, body: unknown): Lo
   return { success: false, error: `HTTP ${status} ${statusText}`.trim() };
 }
 
+/** What a download route (`exportCsv`, `exportReport`) answered instead of its file: the
+ * sidecar's JSON error when there is one, else the HTTP status. */
+export async function downloadError(res: Response): Promise<string> {
+  let body: unknown;
+  try {
+    body = parseLooseJson(await res.text());
+  } catch {
+    body = undefined;
+  }
+  return normalize(res.status, res.statusText, body).error ?? `HTTP ${res.status}`;
+}
+
 function describe(error: unknown): string {
   if (error === undefined || error === null || error === '') return '';
   if (typeof error === 'string') return error;

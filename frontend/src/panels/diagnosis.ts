@@ -7,7 +7,7 @@
  * mode "where the error is introduced" paints the target's boxes source / inherited / fine and
  * marks the modules holding sources; "Download CSV" saves the compare of the shown step and rank.
  */
-import { clientId, get, metaQuery, normalize, parseLooseJson } from '../api';
+import { clientId, downloadError, get, metaQuery } from '../api';
 import type { ColorMode } from '../colors';
 import type { PageCtx } from '../ctx';
 import { attachmentName, csvAddress, fileKey, readWithProgress, sizeText, groupSummary, kindLabel, modulePath, reasonPieces, reasonTip, splitKey, tolerancesText, type DiagnosisGroup, type DiagnosisNonFinite, type DiagnosisOccurrence, type DiagnosisReasonPart, type DiagnosisSource } from '../diagnosis';
@@ -251,15 +251,7 @@ export class DiagnosisPanel {
     try {
       const res = await fetch(address, { headers: { 'X-Graph-Ascend-Client': clientId() } });
       if (!res.ok || !(res.headers.get('Content-Type') ?? '').startsWith('text/csv')) {
-        const text = await res.text();
-        let body: unknown;
-        try {
-          body = parseLooseJson(text);
-        } catch {
-          body = undefined;
-        }
-        const a = normalize(res.status, res.statusText, body);
-        this.ctx.toast(`exportCsv: ${a.error ?? `HTTP ${res.status}`}`, 'error');
+        this.ctx.toast(`exportCsv: ${await downloadError(res)}`, 'error');
         return;
       }
       const name = attachmentName(res.headers.get('Content-Disposition'), `${s.meta.tag}.csv`);

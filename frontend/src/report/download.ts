@@ -3,10 +3,10 @@
  * made by the sidecar, as the CSV is), saved under the name the sidecar gives it. A report opens
  * from disk in any browser with no server (docs/report.md).
  */
-import { clientId, normalize, parseLooseJson } from '../api';
+import { clientId, downloadError } from '../api';
 import type { PageCtx } from '../ctx';
 import { attachmentName } from '../diagnosis';
-import { h } from '../dom';
+import { h, saveBlob } from '../dom';
 import { icon } from '../icons';
 import { lang } from '../i18n';
 import type { MetaData } from '../types';
@@ -34,23 +34,11 @@ async function download(ctx: PageCtx, button: HTMLButtonElement): Promise<void> 
   try {
     const res = await fetch(reportAddress(m), { headers: { 'X-Graph-Ascend-Client': clientId() } });
     if (!res.ok || !(res.headers.get('Content-Type') ?? '').startsWith('text/html')) {
-      let body: unknown;
-      try {
-        body = parseLooseJson(await res.text());
-      } catch {
-        body = undefined;
-      }
-      const a = normalize(res.status, res.statusText, body);
-      ctx.toast(`exportReport: ${a.error ?? `HTTP ${res.status}`}`, 'error');
+      ctx.toast(`exportReport: ${await downloadError(res)}`, 'error');
       return;
     }
     const name = attachmentName(res.headers.get('Content-Disposition'), `${m.tag}_report.html`);
-    const url = URL.createObjectURL(await res.blob());
-    const link = h('a', { href: url, download: name, style: { display: 'none' } });
-    document.body.append(link);
-    link.click();
-    link.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    saveBlob(await res.blob(), name);
     ctx.toast(say('saved', name), 'success');
   } catch (e) {
     ctx.toast(`exportReport: ${e instanceof Error ? e.message : String(e)}`, 'error');
