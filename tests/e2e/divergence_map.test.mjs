@@ -47,6 +47,8 @@ describe('GRAPH_ASCEND divergence map', () => {
       && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, RUN, 30_000);
     await frame.click('[data-testid=mapSiderButton]');
     await frame.waitForSelector('[data-testid=mapSummary]', { timeout: 60_000 });
+    // The summary comes with the answer; the canvas draws it on the next animation frame.
+    await until(frame, () => window.__graphAscend.mapPanel.drawn !== null, null, 30_000);
     return frame;
   };
 
