@@ -41,13 +41,34 @@ pub struct Node {
     pub micro_step: i64,
 }
 
-/// Node indexes by name, without a second copy of the names: a map from the name's 64-bit hash
-/// to the index (the name itself is checked against the node), and a map by name for the rare
-/// names whose hash another name already took. A 1M-node side saves a million string copies.
+/// Node indexes by name, without a second copy of the names: the names' 64-bit hashes sorted,
+/// each with the first node of that hash (the name itself is checked against the node), and a
+/// map by name for the rare names whose hash another name already took. A 1M-node side saves a
+/// million string copies, and the sorted slots (12 bytes a node) a hash map's 34.
 #[derive(Debug, Default)]
 pub struct NameIndex {
-    by_hash: HashMap<u64, u32>,
+    slots: Vec<HashSlot>,
     collided: HashMap<Box<str>, u32>,
+}
+
+/// A name's hash and its node, 12 bytes (a `(u64, u32)` would take 16).
+#[derive(Debug, Clone, Copy)]
+struct HashSlot {
+    hash: [u32; 2],
+    node: u32,
+}
+
+impl HashSlot {
+    fn new(hash: u64, node: u32) -> HashSlot {
+        HashSlot {
+            hash: [(hash >> 32) as u32, hash as u32],
+            node,
+        }
+    }
+
+    fn hash(self) -> u64 {
+        (u64::from(self.hash[0]) << 32) | u64::from(self.hash[1])
+    }
 }
 
 pub(crate) fn name_hash(name: &str) -> u64 {
@@ -78,26 +99,44 @@ impl NameKey {
 impl NameIndex {
     /// Indexes `nodes` by name; the first of two nodes with one name wins.
     pub(crate) fn build(nodes: &[Node]) -> NameIndex {
-        let mut index = NameIndex::default();
-        index.by_hash.reserve(nodes.len());
-        for (i, node) in nodes.iter().enumerate() {
-            match index.by_hash.entry(name_hash(&node.name)) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(i as u32);
+        use rayon::prelude::*;
+        let mut slots: Vec<HashSlot> = nodes
+            .par_iter()
+            .enumerate()
+            .map(|(i, node)| HashSlot::new(name_hash(&node.name), i as u32))
+            .collect();
+        slots.par_sort_unstable_by_key(|s| (s.hash(), s.node));
+        // Of the nodes of one hash, the first keeps the slot; a later one of another name is
+        // filed by name (the first of that name wins), one of the same name is not indexed.
+        let mut collided: HashMap<Box<str>, u32> = HashMap::default();
+        let mut kept = 0;
+        for k in 0..slots.len() {
+            let slot = slots[k];
+            if kept > 0 && slots[kept - 1].hash() == slot.hash() {
+                let first = slots[kept - 1].node;
+                let name = &nodes[slot.node as usize].name;
+                if nodes[first as usize].name != *name {
+                    collided.entry(name.clone()).or_insert(slot.node);
                 }
-                std::collections::hash_map::Entry::Occupied(o) => {
-                    if nodes[*o.get() as usize].name != node.name {
-                        index.collided.entry(node.name.clone()).or_insert(i as u32);
-                    }
-                }
+            } else {
+                slots[kept] = slot;
+                kept += 1;
             }
         }
-        index
+        slots.truncate(kept);
+        slots.shrink_to_fit();
+        NameIndex { slots, collided }
+    }
+
+    /// The first node whose name has hash `hash`.
+    fn by_hash(&self, hash: u64) -> Option<u32> {
+        let k = self.slots.binary_search_by_key(&hash, |s| s.hash()).ok()?;
+        Some(self.slots[k].node)
     }
 
     /// The index of `name` among `nodes` (the nodes it was built from).
     pub(crate) fn get(&self, nodes: &[Node], name: &str) -> Option<u32> {
-        let i = *self.by_hash.get(&name_hash(name))?;
+        let i = self.by_hash(name_hash(name))?;
         if *nodes[i as usize].name == *name {
             Some(i)
         } else {
@@ -107,7 +146,7 @@ impl NameIndex {
 
     /// The index of the name whose key is `key` among `nodes` (the nodes it was built from).
     pub(crate) fn get_key(&self, nodes: &[Node], key: NameKey) -> Option<u32> {
-        let i = *self.by_hash.get(&key.hash)?;
+        let i = self.by_hash(key.hash)?;
         if NameKey::of(&nodes[i as usize].name) == key {
             Some(i)
         } else {
@@ -237,7 +276,7 @@ mod tests {
         let nodes = vec![node("a"), node("b")];
         // As if "b" hashed like "a": filed by name, behind "a" in the map by hash.
         let mut index = NameIndex::default();
-        index.by_hash.insert(name_hash("b"), 0);
+        index.slots.push(HashSlot::new(name_hash("b"), 0));
         index.collided.insert("b".into(), 1);
         assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
         assert_eq!(index.get(&nodes, "b"), Some(1));

@@ -623,42 +623,83 @@ pub fn judge<'a>(
     }
 }
 
-/// Every matched target node of one rank judged (`None`: unmatched, or a parameter gradient).
-pub(crate) fn judge_nodes<'a>(
+/// The judge of one rank's target nodes: what [`judge`] needs besides the two nodes (the mode,
+/// the options, each node's precision floor), so that a node's judgement is made when it is
+/// asked for and not kept. A judgement is a few hundred bytes and a pure function of the loaded
+/// graphs: a 1M-node rank held all of them at once (about 190 MB), while the ranking reads most
+/// nodes only for a few flags ([`crate::diagnose`] keeps those) and the full judgement of its
+/// sources alone.
+pub(crate) struct Judge<'a> {
     mode: Mode,
-    opts: &Options,
+    opts: &'a Options,
     data: &'a RankData,
-) -> Vec<Option<Judgement<'a>>> {
-    judge_in_order(mode, opts, data, &data.npu.execution_order())
+    floor: Vec<DtypeClass>,
 }
 
-pub(crate) fn judge_in_order<'a>(
-    mode: Mode,
-    opts: &Options,
-    data: &'a RankData,
-    order: &[u32],
-) -> Vec<Option<Judgement<'a>>> {
-    let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
-            node_precision(&data.npu.nodes[i as usize], b)
-        })
-        .collect();
-    let floor = precision_floor(order, &precision);
-    // Nodes are judged independently: on every core.
-    (0..data.npu.nodes.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let n = &data.npu.nodes[i as usize];
-            if n.param_grad {
-                return None;
-            }
-            let b = &data.bench.nodes[data.partner(i)? as usize];
-            let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
-            Some(judge(mode, opts, n, parent, b, floor[i as usize]))
-        })
-        .collect()
+impl<'a> Judge<'a> {
+    /// The judge of `data`'s target nodes, whose execution order is `order`.
+    pub(crate) fn new(
+        mode: Mode,
+        opts: &'a Options,
+        data: &'a RankData,
+        order: &[u32],
+    ) -> Judge<'a> {
+        let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
+            .into_par_iter()
+            .map(|i| {
+                let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
+                node_precision(&data.npu.nodes[i as usize], b)
+            })
+            .collect();
+        let floor = precision_floor(order, &precision);
+        Judge {
+            mode,
+            opts,
+            data,
+            floor,
+        }
+    }
+
+    /// The judge of `data` in its execution order.
+    pub(crate) fn of_rank(mode: Mode, opts: &'a Options, data: &'a RankData) -> Judge<'a> {
+        Judge::new(mode, opts, data, &data.npu.execution_order())
+    }
+
+    /// The number of target nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.floor.len()
+    }
+
+    /// The judgement of target node `i` (`None`: unmatched, or a parameter gradient).
+    pub(crate) fn node(&self, i: u32) -> Option<Judgement<'a>> {
+        let data = self.data;
+        let n = &data.npu.nodes[i as usize];
+        if n.param_grad {
+            return None;
+        }
+        let b = &data.bench.nodes[data.partner(i)? as usize];
+        let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+        Some(judge(
+            self.mode,
+            self.opts,
+            n,
+            parent,
+            b,
+            self.floor[i as usize],
+        ))
+    }
+
+    /// `what` of every target node's judgement (`None`: not judged), judged on every core, in
+    /// node order.
+    pub(crate) fn map_all<T: Send>(
+        &self,
+        what: impl Fn(u32, Option<Judgement<'a>>) -> T + Sync + Send,
+    ) -> Vec<T> {
+        (0..self.len() as u32)
+            .into_par_iter()
+            .map(|i| what(i, self.node(i)))
+            .collect()
+    }
 }
 
 /// Which statistic makes `l` an inf/NaN difference, if it is one.
