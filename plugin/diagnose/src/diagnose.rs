@@ -271,7 +271,7 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
 fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
     for &i in order {
         let n = &data.npu.nodes[i as usize];
-        if n.param_grad || !judge::has_non_finite(&n.outputs, &[Role::Output]) {
+        if n.param_grad || !judge::has_non_finite(n.outputs(), &[Role::Output]) {
             continue;
         }
         let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
@@ -283,7 +283,7 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         let is_weight = |e: &crate::entry::Entry| {
             e.role == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
         };
-        let activation_non_finite = n.inputs.iter().any(|e| {
+        let activation_non_finite = n.inputs().iter().any(|e| {
             e.kind == Kind::Tensor
                 && e.role == Role::Input
                 && !is_weight(e)
@@ -294,17 +294,17 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         }
         let partner = data.partner(i);
         if let Some(b) = partner {
-            if judge::has_non_finite(&data.bench.nodes[b as usize].outputs, &[Role::Output]) {
+            if judge::has_non_finite(data.bench.nodes[b as usize].outputs(), &[Role::Output]) {
                 continue;
             }
         }
         let entry = n
-            .outputs
+            .outputs()
             .iter()
             .find(|e| e.stats.has_non_finite())
-            .map(|e| e.name.clone());
+            .map(|e| (*e.name).into());
         let mut parts: Vec<ReasonPart> = n
-            .inputs
+            .inputs()
             .iter()
             .filter(|e| e.kind == Kind::Tensor && is_weight(e))
             .filter_map(|e| {

@@ -375,7 +375,7 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
     }
     match mode {
         Mode::Md5 => {
-            let (x, y) = (n.md5.as_deref()?, b.md5.as_deref()?);
+            let (x, y) = (n.md5()?, b.md5()?);
             let err = if x == y { 0.0 } else { f64::INFINITY };
             Some(Deviation {
                 err,
@@ -386,7 +386,7 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
         Mode::Statistics => stats_deviation(&n.stats, &b.stats),
         Mode::Tensor => {
             let mut worst = stats_deviation(&n.stats, &b.stats);
-            if let Some(m) = n.metrics.as_deref() {
+            if let Some(m) = n.metrics() {
                 let scale = [n.stats.max(), n.stats.min()]
                     .into_iter()
                     .flatten()
@@ -457,7 +457,7 @@ pub fn weight_name<'a>(
         return Some(w);
     }
     let parent = parent?;
-    of_role(&parent.inputs, Role::Parameter)
+    of_role(parent.inputs(), Role::Parameter)
         .find(|p| p.stats.norm().is_some() && same_stats(&p.stats, &e.stats))
         .map(|p| p.name.strip_prefix("parameters.").unwrap_or(&p.name))
 }
@@ -550,7 +550,7 @@ pub fn judge<'a>(
     } else {
         ""
     };
-    for (ne, be) in of_role(&n.inputs, Role::Input).zip(of_role(&b.inputs, Role::Input)) {
+    for (ne, be) in of_role(n.inputs(), Role::Input).zip(of_role(b.inputs(), Role::Input)) {
         match ne.kind {
             Kind::Tensor => {
                 has_inputs = true;
@@ -578,7 +578,7 @@ pub fn judge<'a>(
             }
             Kind::Scalar => {
                 has_inputs = true;
-                if let (Some(x), Some(y), Kind::Scalar) = (&ne.value, &be.value, be.kind) {
+                if let (Some(x), Some(y), Kind::Scalar) = (ne.value(), be.value(), be.kind) {
                     if !same_value(x, y) {
                         causes.push(Cause::Argument {
                             name: Cow::Borrowed(api::argument_name(api, &ne.name)),
@@ -591,7 +591,7 @@ pub fn judge<'a>(
             Kind::Ignored => {}
         }
     }
-    for (ne, be) in of_role(&n.inputs, Role::Parameter).zip(of_role(&b.inputs, Role::Parameter)) {
+    for (ne, be) in of_role(n.inputs(), Role::Parameter).zip(of_role(b.inputs(), Role::Parameter)) {
         has_inputs = true;
         if let Some(l) = level(ne, be, Role::Parameter) {
             weights_differ |= l.err > 0.0;
@@ -605,7 +605,7 @@ pub fn judge<'a>(
             }
         }
     }
-    for (ne, be) in of_role(&n.outputs, Role::Output).zip(of_role(&b.outputs, Role::Output)) {
+    for (ne, be) in of_role(n.outputs(), Role::Output).zip(of_role(b.outputs(), Role::Output)) {
         if let Some(l) = level(ne, be, Role::Output) {
             worse(&mut output, l, |t| t.jump);
         }
@@ -712,9 +712,9 @@ fn non_finite_of(l: &Level<'_>, ne: &Entry, be: &Entry) -> Option<NonFiniteStat>
 /// The coarsest float class among the tensors of a node (both sides): what it computed in.
 /// `Exact` when it has no float tensor.
 pub fn node_precision(n: &Node, b: Option<&Node>) -> DtypeClass {
-    let entries = n.inputs.iter().chain(&n.outputs).chain(
+    let entries = n.inputs().iter().chain(n.outputs()).chain(
         b.into_iter()
-            .flat_map(|b| b.inputs.iter().chain(&b.outputs)),
+            .flat_map(|b| b.inputs().iter().chain(b.outputs())),
     );
     entries
         .filter(|e| e.kind == Kind::Tensor && e.dtype != DtypeClass::Exact)
@@ -756,9 +756,7 @@ mod tests {
             kind: Kind::Tensor,
             dtype: DtypeClass::Float32,
             stats: Stats::new(Some(max), Some(min), Some(mean), Some(norm)),
-            value: None,
-            md5: None,
-            metrics: None,
+            extra: Default::default(),
             shape: crate::entry::shape_hash("[2]"),
             torch_dtype: true,
         }
@@ -814,16 +812,15 @@ mod tests {
 
     #[test]
     fn a_float32_node_after_bfloat16_work_tolerates_bfloat16_noise() {
+        use crate::graph::Entries;
         // 3% apart: beyond float32's jump, within bfloat16's agree tolerance.
         let mut n = crate::load::tests_support::node("Functional.layer_norm.0.forward");
         let mut b = n.clone();
         let mut input = tensor(3.0, -3.0, 0.0, 20.0);
         input.name = "input.0".into();
         input.role = Role::Input;
-        n.inputs = vec![input.clone()];
-        b.inputs = vec![input];
-        n.outputs = vec![tensor(3.0, -3.0, 0.0, 20.6)];
-        b.outputs = vec![tensor(3.0, -3.0, 0.0, 20.0)];
+        n.entries = Entries::new(vec![input.clone()], vec![tensor(3.0, -3.0, 0.0, 20.6)]);
+        b.entries = Entries::new(vec![input], vec![tensor(3.0, -3.0, 0.0, 20.0)]);
         let opts = Options::default();
         let strict = judge(Mode::Statistics, &opts, &n, None, &b, DtypeClass::Float32);
         assert!(strict.output_jumps(opts.jump_ratio));

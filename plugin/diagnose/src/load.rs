@@ -18,8 +18,8 @@ use serde_json::Value;
 use crate::compact::{read_side, DecodedSide};
 use crate::entry::{parse_entries, parse_entries_text};
 use crate::error::DiagnoseError;
-use crate::graph::NameKey;
 pub use crate::graph::{Direction, NameIndex, Node, RankData, SideGraph};
+use crate::graph::{Entries, List, NameKey};
 
 /// The comparison a file holds (`tb_config.task`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -389,10 +389,9 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
     };
     Ok(Node {
         parent: None,
-        children: Vec::new(),
+        children: Default::default(),
         node_type: row.node_type,
-        inputs,
-        outputs,
+        entries: Entries::new(inputs, outputs),
         peers: peers(&row.matched_distributed),
         direction: if name.contains(".backward") {
             Direction::Backward
@@ -406,12 +405,12 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
 }
 
 /// `{"nodes_info": {"1": ["0", "Distributed.recv.0.forward"]}}` → `[(1, "Distributed.recv…")]`.
-fn peers(matched_distributed: &Value) -> Box<[(i64, Box<str>)]> {
+fn peers(matched_distributed: &Value) -> List<(i64, Box<str>)> {
     let Some(info) = matched_distributed
         .get("nodes_info")
         .and_then(Value::as_object)
     else {
-        return Box::default();
+        return List::default();
     };
     info.iter()
         .filter_map(|(rank, v)| {
@@ -489,7 +488,7 @@ fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
     }
     let torch = nodes
         .iter()
-        .flat_map(|n| n.inputs.iter().chain(&n.outputs))
+        .flat_map(|n| n.inputs().iter().chain(n.outputs()))
         .find(|e| e.kind == crate::entry::Kind::Tensor)
         .map(|e| e.torch_dtype);
     SideGraph {
@@ -509,11 +508,10 @@ pub(crate) mod tests_support {
         Node {
             name: name.into(),
             parent: None,
-            children: Vec::new(),
+            children: Default::default(),
             node_type: 1,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            peers: Box::default(),
+            entries: Entries::default(),
+            peers: Default::default(),
             direction: Direction::Forward,
             param_grad: false,
             micro_step: 0,
