@@ -363,6 +363,15 @@ mod tests {
     }
 
     #[test]
+    fn nodes_and_entries_stay_small() {
+        // A 1M-node compare holds two million nodes and four million entries: every byte of
+        // these is megabytes of the diagnosis's peak (docs/diagnosis.md, §8).
+        assert!(std::mem::size_of::<Node>() <= 80);
+        assert!(std::mem::size_of::<crate::entry::Entry>() <= 64);
+        assert!(std::mem::size_of::<HashSlot>() <= 12);
+    }
+
+    #[test]
     fn a_name_whose_hash_another_name_took_is_found_by_its_key() {
         let nodes = vec![node("a"), node("b")];
         // As if "b" hashed like "a": filed by name, behind "a" in the map by hash.
