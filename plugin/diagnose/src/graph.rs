@@ -172,18 +172,23 @@ pub(crate) fn name_hash(name: &str) -> u64 {
 /// children until they are resolved to indexes, instead of a copy of each name (a 1M-node side
 /// lists two million). Two names with one key would need both hashes to collide (a chance of
 /// about 2⁻¹²⁸ per pair), so resolving a key is resolving its name.
+///
+/// The second hash is never 0 (a 0 is taken as 1), so that an absent key costs nothing more
+/// (`Option<NameKey>` is 16 bytes, not 24: the load holds one for each node's parent and
+/// partner).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NameKey {
     hash: u64,
-    check: u64,
+    check: std::num::NonZeroU64,
 }
 
 impl NameKey {
     pub(crate) fn of(name: &str) -> NameKey {
         use std::hash::BuildHasher;
+        let check = foldhash::quality::FixedState::with_seed(0x0063_6865_636b).hash_one(name);
         NameKey {
             hash: name_hash(name),
-            check: foldhash::quality::FixedState::with_seed(0x0063_6865_636b).hash_one(name),
+            check: std::num::NonZeroU64::new(check).unwrap_or(std::num::NonZeroU64::MIN),
         }
     }
 }
@@ -369,6 +374,7 @@ mod tests {
         assert!(std::mem::size_of::<Node>() <= 80);
         assert!(std::mem::size_of::<crate::entry::Entry>() <= 64);
         assert!(std::mem::size_of::<HashSlot>() <= 12);
+        assert!(std::mem::size_of::<Option<NameKey>>() <= 16);
     }
 
     #[test]

@@ -9,8 +9,6 @@
 
 use std::path::Path;
 
-use std::ops::Range;
-
 use graph_ascend_visdb::store::{ConfigRow, GraphKey, GraphRow, Side};
 use graph_ascend_visdb::Store;
 use serde_json::Value;
@@ -325,8 +323,8 @@ fn linked(
 struct Links {
     /// Per node: its `up_node` (`None`: empty, the root).
     up: Vec<Option<NameKey>>,
-    /// Per node: its `sub_nodes`, a range of `subs`.
-    children: Vec<Range<u32>>,
+    /// Per node: where its `sub_nodes` end in `subs` (they start where the node before's end).
+    ends: Vec<u32>,
     /// Every `sub_nodes` name.
     subs: Vec<NameKey>,
 }
@@ -335,17 +333,16 @@ impl Links {
     fn with_capacity(nodes: usize) -> Links {
         Links {
             up: Vec::with_capacity(nodes),
-            children: Vec::with_capacity(nodes),
+            ends: Vec::with_capacity(nodes),
             subs: Vec::with_capacity(nodes),
         }
     }
 
     fn push<S: AsRef<str>>(&mut self, up: &str, sub_nodes: &[S]) {
         self.up.push((!up.is_empty()).then(|| NameKey::of(up)));
-        let first = self.subs.len() as u32;
         self.subs
             .extend(sub_nodes.iter().map(|sub| NameKey::of(sub.as_ref())));
-        self.children.push(first..self.subs.len() as u32);
+        self.ends.push(self.subs.len() as u32);
     }
 
     fn up(&self, node: usize) -> Option<NameKey> {
@@ -353,8 +350,8 @@ impl Links {
     }
 
     fn sub_nodes(&self, node: usize) -> &[NameKey] {
-        let range = &self.children[node];
-        &self.subs[range.start as usize..range.end as usize]
+        let start = node.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.subs[start as usize..self.ends[node] as usize]
     }
 }
 
