@@ -25,9 +25,11 @@
 use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::Store;
 
-use crate::entry::{DtypeClass, Entry, Kind, Role, Stats, TensorMetrics};
+use crate::entry::{
+    shared_name, DtypeClass, Entry, EntryName, Extra, Kind, Role, Stats, TensorMetrics,
+};
 use crate::error::DiagnoseError;
-use crate::graph::{Direction, NameIndex, Node, SideGraph};
+use crate::graph::{Direction, Entries, NameIndex, Node, SideGraph};
 
 /// The form's version (part 0's first number); another version is read as absent.
 pub const VERSION: u64 = 1;
@@ -97,7 +99,7 @@ fn encode_node<'n>(
     if let Some(partner) = partner {
         out.opt(partner);
     }
-    for entries in [&node.inputs, &node.outputs] {
+    for entries in [node.inputs(), node.outputs()] {
         out.u(entries.len() as u64);
         for e in entries {
             encode_entry(out, names, e);
@@ -127,19 +129,19 @@ fn encode_entry<'n>(out: &mut Out, names: &mut Vec<&'n str>, e: &'n Entry) {
     out.byte(
         role | kind << 2
             | u8::from(e.torch_dtype) << 4
-            | u8::from(e.value.is_some()) << 5
-            | u8::from(e.md5.is_some()) << 6
-            | u8::from(e.metrics.is_some()) << 7,
+            | u8::from(e.value().is_some()) << 5
+            | u8::from(e.md5().is_some()) << 6
+            | u8::from(e.metrics().is_some()) << 7,
     );
     out.byte(DTYPES.iter().position(|&d| d == e.dtype).unwrap_or(0) as u8);
     out.numbers(&e.stats.all());
-    if let Some(v) = &e.value {
+    if let Some(v) = e.value() {
         out.text(v);
     }
-    if let Some(m) = &e.md5 {
+    if let Some(m) = e.md5() {
         out.text(m);
     }
-    if let Some(m) = &e.metrics {
+    if let Some(m) = e.metrics() {
         out.numbers(&[m.cosine, m.max_abs_err]);
     }
     out.0.extend_from_slice(&e.shape.to_le_bytes());
@@ -357,7 +359,7 @@ impl SideDecoder {
             if left == 0 {
                 return Err(Corrupt);
             }
-            let mut names: Vec<Box<str>> = Vec::new();
+            let mut names: Vec<EntryName> = Vec::new();
             for _ in 0..left.min(NODES_PER_PART) {
                 let node = self.node(&mut r, n, &mut names)?;
                 self.nodes.push(node);
@@ -374,7 +376,7 @@ impl SideDecoder {
         &mut self,
         r: &mut In<'_>,
         n: usize,
-        names: &mut Vec<Box<str>>,
+        names: &mut Vec<EntryName>,
     ) -> Result<Node, Corrupt> {
         let name: Box<str> = r.text()?.into();
         let parent = r.opt(n)?;
@@ -402,28 +404,30 @@ impl SideDecoder {
         for _ in 0..count {
             peers.push((r.i()?, r.text()?.into()));
         }
-        let peers = peers.into_boxed_slice();
+        let peers = peers.into();
         if let Some(partners) = &mut self.partners {
             // Checked against the golden side once it is read.
             partners.push(r.opt(u32::MAX as usize)?);
         }
-        let mut entries = || -> Result<Vec<Entry>, Corrupt> {
+        // Inputs and outputs in one vector, sized exactly for each (the node keeps it as it is).
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut read_entries = |entries: &mut Vec<Entry>| -> Result<usize, Corrupt> {
             let count = r.count()?;
-            let mut entries = Vec::with_capacity(count);
+            entries.reserve_exact(count);
             for _ in 0..count {
                 entries.push(entry(r, names)?);
             }
-            Ok(entries)
+            Ok(count)
         };
-        let inputs = entries()?;
-        let outputs = entries()?;
+        let inputs = read_entries(&mut entries)?;
+        read_entries(&mut entries)?;
+        let entries = Entries::split(entries, inputs);
         Ok(Node {
             name,
             parent,
-            children,
+            children: children.into(),
             node_type,
-            inputs,
-            outputs,
+            entries,
             peers,
             direction,
             param_grad: flags & 4 != 0,
@@ -450,10 +454,10 @@ impl SideDecoder {
     }
 }
 
-fn entry(r: &mut In<'_>, names: &mut Vec<Box<str>>) -> Result<Entry, Corrupt> {
-    let name: Box<str> = match r.u()? {
+fn entry(r: &mut In<'_>, names: &mut Vec<EntryName>) -> Result<Entry, Corrupt> {
+    let name: EntryName = match r.u()? {
         0 => {
-            let name: Box<str> = r.text()?.into();
+            let name = shared_name(r.text()?);
             names.push(name.clone());
             name
         }
@@ -489,10 +493,10 @@ fn entry(r: &mut In<'_>, names: &mut Vec<Box<str>>) -> Result<Entry, Corrupt> {
     };
     let metrics = if flags & 1 << 7 != 0 {
         let [cosine, max_abs_err] = r.numbers::<2>()?;
-        Some(Box::new(TensorMetrics {
+        Some(TensorMetrics {
             cosine,
             max_abs_err,
-        }))
+        })
     } else {
         None
     };
@@ -503,9 +507,7 @@ fn entry(r: &mut In<'_>, names: &mut Vec<Box<str>>) -> Result<Entry, Corrupt> {
         kind,
         dtype,
         stats: Stats::new(max, min, mean, norm),
-        value,
-        md5,
-        metrics,
+        extra: Extra::new(value, md5, metrics),
         shape,
         torch_dtype: flags & 1 << 4 != 0,
     })
@@ -541,11 +543,10 @@ mod tests {
         let node = |name: &str, parent, children: Vec<u32>| Node {
             name: name.into(),
             parent,
-            children,
+            children: children.into(),
             node_type: 1,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            peers: Box::default(),
+            entries: Entries::default(),
+            peers: Default::default(),
             direction: Direction::Forward,
             param_grad: false,
             micro_step: 0,
@@ -555,7 +556,7 @@ mod tests {
             node("a.forward", Some(0), vec![]),
             node("b.backward", Some(0), vec![]),
         ];
-        nodes[1].inputs = parse_entries_text(
+        let inputs = parse_entries_text(
             "a.forward",
             r#"{"a.forward.input.0": {"type": "torch.Tensor", "dtype": "torch.bfloat16",
                 "shape": "[2]", "Max": "nan", "Min": "-inf", "Norm": "2.5", "Cosine": "0.9"},
@@ -565,13 +566,15 @@ mod tests {
             false,
         )
         .expect("entries");
-        nodes[2].outputs = nodes[1].inputs.clone();
-        nodes[2].outputs[1].value = Some(Text::from("ä"));
+        let mut outputs = inputs.clone();
+        outputs[1].extra = Extra::new(Some(Text::from("ä")), None, None);
+        nodes[1].entries = Entries::new(inputs, Vec::new());
+        nodes[2].entries = Entries::new(Vec::new(), outputs);
         nodes[2].direction = Direction::Update;
         nodes[2].param_grad = true;
         nodes[2].micro_step = -3;
         nodes[2].node_type = 9;
-        nodes[2].peers = vec![(7, "Distributed.recv.0.forward".into())].into_boxed_slice();
+        nodes[2].peers = vec![(7, "Distributed.recv.0.forward".into())].into();
         let by_name = NameIndex::build(&nodes);
         SideGraph {
             nodes,

@@ -86,24 +86,82 @@ pub struct Diagnosis {
     pub tolerances: Option<LearnedTolerances>,
 }
 
-/// Per-rank judgements of one step (what [`crate::map`] reads besides the step's sources).
+/// Per-rank judgements of one step (what [`crate::map`] reads besides the step's sources): the
+/// judge of the rank's nodes and, per node, the flags the ranking reads of every node. A node's
+/// whole judgement is made again when asked for ([`RankJudgements::judgement`]: the sources,
+/// the map's modules, the CSV's rows), not kept for every node.
 pub(crate) struct RankJudgements<'a> {
     pub(crate) data: &'a RankData,
     /// Node indexes in execution order.
     pub(crate) order: Vec<u32>,
-    /// The judgement of each target node (`None`: unmatched, or a parameter gradient).
-    pub(crate) judged: Vec<Option<Judgement<'a>>>,
+    judge: judge::Judge<'a>,
+    /// Per target node, [`Flags`] of its judgement.
+    flags: Vec<u8>,
     first_non_finite: Option<NonFinite>,
 }
 
-fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgements<'a> {
+/// What [`RankJudgements`] keeps of each node's judgement (bits of one byte).
+struct Flags;
+
+impl Flags {
+    /// Judged: matched, and not a parameter gradient.
+    const JUDGED: u8 = 1;
+    /// [`Judgement::differs`].
+    const DIFFERS: u8 = 2;
+    /// [`Judgement::inputs_agree`].
+    const INPUTS_AGREE: u8 = 4;
+    /// What [`step_check`] counts as a difference of the step.
+    const STEP_DIFFERS: u8 = 8;
+    /// [`source_kind`] makes it a source of some kind.
+    const SOURCE_KIND: u8 = 16;
+}
+
+impl<'a> RankJudgements<'a> {
+    /// The judgement of target node `i` (`None`: unmatched, or a parameter gradient).
+    pub(crate) fn judgement(&self, i: u32) -> Option<Judgement<'a>> {
+        self.judge.node(i)
+    }
+
+    fn flag(&self, i: u32, flag: u8) -> bool {
+        self.flags[i as usize] & flag != 0
+    }
+
+    /// The number of target nodes judged.
+    fn nodes_judged(&self) -> usize {
+        self.flags
+            .iter()
+            .filter(|&&f| f & Flags::JUDGED != 0)
+            .count()
+    }
+}
+
+fn judge_rank<'a>(mode: Mode, opts: &'a Options, data: &'a RankData) -> RankJudgements<'a> {
     let order = data.npu.execution_order();
-    let judged = judge::judge_in_order(mode, opts, data, &order);
+    let judge = judge::Judge::new(mode, opts, data, &order);
+    let causes_only = mode == Mode::Md5 && data.cross_framework();
+    let flags = judge.map_all(|_, j| {
+        let Some(j) = j else { return 0 };
+        let mut f = Flags::JUDGED;
+        if j.differs() {
+            f |= Flags::DIFFERS;
+        }
+        if j.inputs_agree() {
+            f |= Flags::INPUTS_AGREE;
+        }
+        if j.output_jumps(0.0) || !j.causes.is_empty() && j.output_differs() {
+            f |= Flags::STEP_DIFFERS;
+        }
+        if source_kind(&j, opts, causes_only).is_some() {
+            f |= Flags::SOURCE_KIND;
+        }
+        f
+    });
     let first_non_finite = first_non_finite(data, &order);
     RankJudgements {
         data,
         order,
-        judged,
+        judge,
+        flags,
         first_non_finite,
     }
 }
@@ -114,10 +172,9 @@ fn judge_rank<'a>(mode: Mode, opts: &Options, data: &'a RankData) -> RankJudgeme
 /// service colours the nodes of a view with it.
 pub fn differing_nodes(mode: Mode, opts: &Options, data: &RankData) -> Vec<bool> {
     let opts = step_options(mode, opts, std::slice::from_ref(data));
-    judge_rank(mode, &opts, data)
-        .judged
-        .iter()
-        .map(|j| j.as_ref().is_some_and(Judgement::differs))
+    let r = judge_rank(mode, &opts, data);
+    (0..data.npu.nodes.len() as u32)
+        .map(|i| r.flag(i, Flags::DIFFERS))
         .collect()
 }
 
@@ -184,17 +241,13 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
     let mut forward_differs = false;
     let mut any_differs = false;
     for r in ranks {
-        for (i, j) in r.judged.iter().enumerate() {
-            let Some(j) = j else { continue };
-            if !comparable(r.data, i as u32) {
+        for i in 0..r.data.npu.nodes.len() as u32 {
+            if !r.flag(i, Flags::STEP_DIFFERS) || !comparable(r.data, i) {
                 continue;
             }
-            let jumps = j.output_jumps(0.0) || !j.causes.is_empty() && j.output_differs();
-            if jumps {
-                any_differs = true;
-                if r.data.npu.nodes[i].direction == Direction::Forward {
-                    forward_differs = true;
-                }
+            any_differs = true;
+            if r.data.npu.nodes[i as usize].direction == Direction::Forward {
+                forward_differs = true;
             }
         }
         if let Some(nf) = &r.first_non_finite {
@@ -218,7 +271,7 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
 fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
     for &i in order {
         let n = &data.npu.nodes[i as usize];
-        if n.param_grad || !judge::has_non_finite(&n.outputs, &[Role::Output]) {
+        if n.param_grad || !judge::has_non_finite(n.outputs(), &[Role::Output]) {
             continue;
         }
         let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
@@ -230,7 +283,7 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         let is_weight = |e: &crate::entry::Entry| {
             e.role == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
         };
-        let activation_non_finite = n.inputs.iter().any(|e| {
+        let activation_non_finite = n.inputs().iter().any(|e| {
             e.kind == Kind::Tensor
                 && e.role == Role::Input
                 && !is_weight(e)
@@ -241,17 +294,17 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         }
         let partner = data.partner(i);
         if let Some(b) = partner {
-            if judge::has_non_finite(&data.bench.nodes[b as usize].outputs, &[Role::Output]) {
+            if judge::has_non_finite(data.bench.nodes[b as usize].outputs(), &[Role::Output]) {
                 continue;
             }
         }
         let entry = n
-            .outputs
+            .outputs()
             .iter()
             .find(|e| e.stats.has_non_finite())
-            .map(|e| e.name.clone());
+            .map(|e| (*e.name).into());
         let mut parts: Vec<ReasonPart> = n
-            .inputs
+            .inputs()
             .iter()
             .filter(|e| e.kind == Kind::Tensor && is_weight(e))
             .filter_map(|e| {
@@ -384,16 +437,7 @@ fn step_options<'o>(
     }
     let mut current = std::borrow::Cow::Borrowed(opts);
     for _ in 0..TIGHTEN_PASSES {
-        let judged: Vec<Vec<Option<Judgement<'_>>>> = ranks
-            .iter()
-            .map(|r| judge::judge_nodes(mode, &current, r))
-            .collect();
-        let pairs: Vec<(&RankData, &[Option<Judgement<'_>>])> = ranks
-            .iter()
-            .zip(&judged)
-            .map(|(r, j)| (r, j.as_slice()))
-            .collect();
-        let Some(t) = LearnedTolerances::tightened(&current, &pairs) else {
+        let Some(t) = LearnedTolerances::tightened(&current, mode, ranks) else {
             break;
         };
         current = std::borrow::Cow::Owned(Options {
@@ -430,7 +474,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
     for (rank_pos, r) in judged.iter().enumerate() {
         let data = r.data;
         let causes_only = mode == Mode::Md5 && data.cross_framework();
-        nodes_judged += r.judged.iter().filter(|j| j.is_some()).count();
+        nodes_judged += r.nodes_judged();
         if let Some(nf) = &r.first_non_finite {
             first_nf.push(nf.clone());
         }
@@ -441,10 +485,13 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
         let mut fed_by: HashMap<u32, (i64, String)> = HashMap::default();
         let rank_class: RankClass = classes[rank_pos];
         for (pos, &i) in r.order.iter().enumerate() {
-            let Some(j) = &r.judged[i as usize] else {
+            if !r.flag(i, Flags::SOURCE_KIND) {
+                continue;
+            }
+            let Some(j) = r.judgement(i) else {
                 continue;
             };
-            let Some(kind) = source_kind(j, opts, causes_only) else {
+            let Some(kind) = source_kind(&j, opts, causes_only) else {
                 continue;
             };
             if updated
@@ -461,8 +508,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
             if direction == Direction::Backward {
                 let twin_differs = forward_twin(&n.name)
                     .and_then(|t| data.npu.find(&t))
-                    .and_then(|t| r.judged[t as usize].as_ref())
-                    .is_some_and(Judgement::differs);
+                    .is_some_and(|t| r.flag(t, Flags::DIFFERS));
                 if twin_differs {
                     continue;
                 }
@@ -498,7 +544,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                     continue;
                 }
             }
-            let parts = reason(mode, &kind, j);
+            let parts = reason(mode, &kind, &j);
             let g = sources.len();
             for a in data.npu.ancestors(i) {
                 group_of.entry(a).or_insert(g);
@@ -571,10 +617,7 @@ fn bad_peer(
         let Some(i) = r.data.npu.find(node) else {
             continue;
         };
-        if r.judged[i as usize]
-            .as_ref()
-            .is_some_and(|j| !j.inputs_agree())
-        {
+        if r.flag(i, Flags::JUDGED) && !r.flag(i, Flags::INPUTS_AGREE) {
             return Some((*rank, node.to_string()));
         }
     }

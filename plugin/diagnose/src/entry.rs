@@ -5,6 +5,8 @@
 //! mode metrics and the md5 text. Values are strings in msprobe's files (`"0.25"`, `"inf"`,
 //! `"null"`) and sometimes numbers in other writers; both are read.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 /// Where an entry sits in the node's data.
@@ -181,23 +183,122 @@ pub struct TensorMetrics {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     /// The key without the node's name: `input.0`, `input.eps`, `parameters.weight`, `output.0`.
-    pub name: Box<str>,
+    pub name: EntryName,
     pub role: Role,
     pub kind: Kind,
     pub dtype: DtypeClass,
+    /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
+    pub torch_dtype: bool,
     pub stats: Stats,
-    /// A scalar's value as text.
-    pub value: Option<Text>,
-    /// The md5 (CRC32) text in md5 mode.
-    pub md5: Option<Text>,
-    /// Tensor-mode metrics, when stored (boxed: most files have none, and a 1M-node file holds
-    /// millions of entries).
-    pub metrics: Option<Box<TensorMetrics>>,
     /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent. Only compared
     /// for equality.
     pub shape: u64,
-    /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
-    pub torch_dtype: bool,
+    /// A scalar's value, the md5, the tensor-mode metrics ([`Entry::value`], [`Entry::md5`],
+    /// [`Entry::metrics`]).
+    pub extra: Extra,
+}
+
+impl Entry {
+    /// A scalar's value as text.
+    pub fn value(&self) -> Option<&str> {
+        self.extra.0.as_ref()?.value.as_deref()
+    }
+
+    /// The md5 (CRC32) text in md5 mode.
+    pub fn md5(&self) -> Option<&str> {
+        self.extra.0.as_ref()?.md5.as_deref()
+    }
+
+    /// Tensor-mode metrics, when stored.
+    pub fn metrics(&self) -> Option<&TensorMetrics> {
+        self.extra.0.as_ref()?.metrics.as_ref()
+    }
+}
+
+/// What few entries hold besides statistics: a scalar's value, an md5, tensor-mode metrics.
+/// Behind one pointer, 8 bytes for all three, nothing more when there is none (most files'
+/// entries are tensors with statistics alone).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extra(Option<Box<ExtraFields>>);
+
+#[derive(Debug, Clone, PartialEq)]
+struct ExtraFields {
+    value: Option<Text>,
+    md5: Option<Text>,
+    metrics: Option<TensorMetrics>,
+}
+
+impl Extra {
+    pub fn new(value: Option<Text>, md5: Option<Text>, metrics: Option<TensorMetrics>) -> Extra {
+        if value.is_none() && md5.is_none() && metrics.is_none() {
+            Extra(None)
+        } else {
+            Extra(Some(Box::new(ExtraFields {
+                value,
+                md5,
+                metrics,
+            })))
+        }
+    }
+}
+
+/// An entry's key, shared and behind one thin pointer (8 bytes): the entries of a graph have
+/// few distinct keys, and a 1M-node compare holds millions of entries.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EntryName(Arc<Box<str>>);
+
+impl std::ops::Deref for EntryName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for EntryName {
+    fn borrow(&self) -> &str {
+        self
+    }
+}
+
+impl std::hash::Hash for EntryName {
+    /// As its text hashes (what [`std::borrow::Borrow`] requires).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl From<&str> for EntryName {
+    fn from(name: &str) -> EntryName {
+        EntryName(Arc::new(name.into()))
+    }
+}
+
+impl std::fmt::Debug for EntryName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// `name` as a shared key: the same one as the last entries of that name read on this thread
+/// (a bounded set of recent names), so that the million `input.0`s of a large side are one.
+pub fn shared_name(name: &str) -> EntryName {
+    use std::cell::RefCell;
+    /// Names remembered per thread; the set starts again when full.
+    const RECENT: usize = 1024;
+    thread_local! {
+        static RECENT_NAMES: RefCell<foldhash::HashSet<EntryName>> = RefCell::default();
+    }
+    RECENT_NAMES.with_borrow_mut(|recent| {
+        if let Some(shared) = recent.get(name) {
+            return shared.clone();
+        }
+        if recent.len() >= RECENT {
+            recent.clear();
+        }
+        let shared = EntryName::from(name);
+        recent.insert(shared.clone());
+        shared
+    })
 }
 
 /// A text behind one thin pointer: 8 bytes, and an absent one (`Option<Text>`) costs nothing
@@ -713,18 +814,16 @@ fn entry(node: &str, key: &str, in_output_data: bool, f: &impl Fields) -> Entry 
         Kind::Ignored
     };
     let stats = Stats::new(f.num("Max"), f.num("Min"), f.num("Mean"), f.num("Norm"));
-    let metrics = (f.present("Cosine") || f.present("MaxAbsErr")).then(|| {
-        Box::new(TensorMetrics {
-            cosine: f.num("Cosine"),
-            max_abs_err: f.num("MaxAbsErr"),
-        })
+    let metrics = (f.present("Cosine") || f.present("MaxAbsErr")).then(|| TensorMetrics {
+        cosine: f.num("Cosine"),
+        max_abs_err: f.num("MaxAbsErr"),
     });
     let value = match kind {
         Kind::Scalar => f.text("value").or_else(|| f.text("Max")),
         _ => None,
     };
     Entry {
-        name: name.into(),
+        name: shared_name(name),
         role,
         kind,
         dtype: if kind == Kind::Scalar {
@@ -733,9 +832,7 @@ fn entry(node: &str, key: &str, in_output_data: bool, f: &impl Fields) -> Entry 
             DtypeClass::of(dtype_text)
         },
         stats,
-        value,
-        md5: f.text("md5"),
-        metrics,
+        extra: Extra::new(value, f.text("md5"), metrics),
         shape: f.str("shape").map_or(0, shape_hash),
         torch_dtype: dtype_text.starts_with("torch."),
     }
@@ -767,11 +864,11 @@ mod tests {
                 (b.role, b.kind, b.dtype, b.shape)
             );
             assert_eq!(format!("{:?}", a.stats), format!("{:?}", b.stats));
-            assert_eq!(a.md5, b.md5);
-            assert_eq!(a.metrics, b.metrics);
+            assert_eq!(a.md5(), b.md5());
+            assert_eq!(a.metrics(), b.metrics());
             assert_eq!(
-                a.value.as_deref().map(str::to_lowercase),
-                b.value.as_deref().map(str::to_lowercase)
+                a.value().map(str::to_lowercase),
+                b.value().map(str::to_lowercase)
             );
         }
         assert_eq!(fast[4].stats.max(), Some(1.5));
@@ -982,7 +1079,7 @@ mod tests {
                 ("input.3", Role::Input, Kind::Ignored),
             ]
         );
-        assert_eq!(entries[1].value.as_deref(), Some("1e-05"));
+        assert_eq!(entries[1].value(), Some("1e-05"));
         assert_eq!(entries[0].stats.norm(), Some(1.4));
     }
 }

@@ -90,14 +90,16 @@ fn verdicts(mode: Mode, r: &RankJudgements<'_>, d: &Diagnosis) -> HashMap<String
             },
         );
     }
-    for (node, judged) in r.data.npu.nodes.iter().zip(&r.judged) {
-        let Some(j) = judged else { continue };
+    for (i, node) in r.data.npu.nodes.iter().enumerate() {
+        let Some(j) = r.judgement(i as u32) else {
+            continue;
+        };
         out.entry(node.name.to_string()).or_insert_with(|| {
             if j.differs() {
                 Verdict {
                     label: "inherited",
                     score: score_text(j.score()),
-                    reason: sentence(&reason(mode, &SourceKind::Introduced, j)),
+                    reason: sentence(&reason(mode, &SourceKind::Introduced, &j)),
                 }
             } else {
                 Verdict {

@@ -24,15 +24,13 @@ pub struct Node {
     pub name: Box<str>,
     pub parent: Option<u32>,
     /// Children in the hierarchy's order (`sub_nodes`), which is the order they ran in.
-    pub children: Vec<u32>,
+    pub children: List<u32>,
     /// msprobe's `NodeOp`: 0 module, 1 API, 9 API collection.
     pub node_type: i32,
-    /// `input_data` entries (arguments and parameters), in file order.
-    pub inputs: Vec<Entry>,
-    /// `output_data` entries, in file order.
-    pub outputs: Vec<Entry>,
+    /// Its `input_data` and `output_data` entries ([`Node::inputs`], [`Node::outputs`]).
+    pub entries: Entries,
     /// Communication peers from `matched_distributed`: `(rank, node on that rank)`.
-    pub peers: Box<[(i64, Box<str>)]>,
+    pub peers: List<(i64, Box<str>)>,
     /// Its pass: `.backward` in the name, or inside an update node, else forward.
     pub direction: Direction,
     /// A `parameters_grad` node (the gradients of a module's parameters).
@@ -41,13 +39,128 @@ pub struct Node {
     pub micro_step: i64,
 }
 
-/// Node indexes by name, without a second copy of the names: a map from the name's 64-bit hash
-/// to the index (the name itself is checked against the node), and a map by name for the rare
-/// names whose hash another name already took. A 1M-node side saves a million string copies.
+impl Node {
+    /// `input_data` entries (arguments and parameters), in file order.
+    pub fn inputs(&self) -> &[Entry] {
+        self.entries.inputs()
+    }
+
+    /// `output_data` entries, in file order.
+    pub fn outputs(&self) -> &[Entry] {
+        self.entries.outputs()
+    }
+}
+
+/// A list most nodes leave empty (children: only modules have them; peers: only communication
+/// ops), behind one thin pointer: 8 bytes in the node, nothing allocated when empty.
+#[derive(Clone, PartialEq)]
+pub struct List<T>(Option<Box<Box<[T]>>>);
+
+impl<T> Default for List<T> {
+    fn default() -> List<T> {
+        List(None)
+    }
+}
+
+impl<T> std::ops::Deref for List<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.0.as_deref().map_or(&[], |items| items)
+    }
+}
+
+impl<T> From<Vec<T>> for List<T> {
+    fn from(items: Vec<T>) -> List<T> {
+        if items.is_empty() {
+            List(None)
+        } else {
+            List(Some(Box::new(items.into_boxed_slice())))
+        }
+    }
+}
+
+impl<T> FromIterator<T> for List<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> List<T> {
+        items.into_iter().collect::<Vec<T>>().into()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a List<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for List<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// A node's inputs then its outputs, in one allocation of their exact size: a 1M-node side has
+/// millions of entries, and a vector of its own for each node's inputs and for its outputs cost
+/// two allocations (each rounded up) and 48 bytes of the node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Entries {
+    all: Box<[Entry]>,
+    inputs: u32,
+}
+
+impl Entries {
+    pub fn new(mut inputs: Vec<Entry>, outputs: Vec<Entry>) -> Entries {
+        let count = inputs.len();
+        inputs.reserve_exact(outputs.len());
+        inputs.extend(outputs);
+        Entries::split(inputs, count)
+    }
+
+    /// `all`'s first `inputs` entries are the inputs, the rest the outputs.
+    pub fn split(all: Vec<Entry>, inputs: usize) -> Entries {
+        Entries {
+            inputs: u32::try_from(inputs.min(all.len())).unwrap_or(u32::MAX),
+            all: all.into_boxed_slice(),
+        }
+    }
+
+    fn inputs(&self) -> &[Entry] {
+        self.all.get(..self.inputs as usize).unwrap_or(&self.all)
+    }
+
+    fn outputs(&self) -> &[Entry] {
+        self.all.get(self.inputs as usize..).unwrap_or(&[])
+    }
+}
+
+/// Node indexes by name, without a second copy of the names: the names' 64-bit hashes sorted,
+/// each with the first node of that hash (the name itself is checked against the node), and a
+/// map by name for the rare names whose hash another name already took. A 1M-node side saves a
+/// million string copies, and the sorted slots (12 bytes a node) a hash map's 34.
 #[derive(Debug, Default)]
 pub struct NameIndex {
-    by_hash: HashMap<u64, u32>,
+    slots: Vec<HashSlot>,
     collided: HashMap<Box<str>, u32>,
+}
+
+/// A name's hash and its node, 12 bytes (a `(u64, u32)` would take 16).
+#[derive(Debug, Clone, Copy)]
+struct HashSlot {
+    hash: [u32; 2],
+    node: u32,
+}
+
+impl HashSlot {
+    fn new(hash: u64, node: u32) -> HashSlot {
+        HashSlot {
+            hash: [(hash >> 32) as u32, hash as u32],
+            node,
+        }
+    }
+
+    fn hash(self) -> u64 {
+        (u64::from(self.hash[0]) << 32) | u64::from(self.hash[1])
+    }
 }
 
 pub(crate) fn name_hash(name: &str) -> u64 {
@@ -59,18 +172,23 @@ pub(crate) fn name_hash(name: &str) -> u64 {
 /// children until they are resolved to indexes, instead of a copy of each name (a 1M-node side
 /// lists two million). Two names with one key would need both hashes to collide (a chance of
 /// about 2⁻¹²⁸ per pair), so resolving a key is resolving its name.
+///
+/// The second hash is never 0 (a 0 is taken as 1), so that an absent key costs nothing more
+/// (`Option<NameKey>` is 16 bytes, not 24: the load holds one for each node's parent and
+/// partner).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NameKey {
     hash: u64,
-    check: u64,
+    check: std::num::NonZeroU64,
 }
 
 impl NameKey {
     pub(crate) fn of(name: &str) -> NameKey {
         use std::hash::BuildHasher;
+        let check = foldhash::quality::FixedState::with_seed(0x0063_6865_636b).hash_one(name);
         NameKey {
             hash: name_hash(name),
-            check: foldhash::quality::FixedState::with_seed(0x0063_6865_636b).hash_one(name),
+            check: std::num::NonZeroU64::new(check).unwrap_or(std::num::NonZeroU64::MIN),
         }
     }
 }
@@ -78,26 +196,44 @@ impl NameKey {
 impl NameIndex {
     /// Indexes `nodes` by name; the first of two nodes with one name wins.
     pub(crate) fn build(nodes: &[Node]) -> NameIndex {
-        let mut index = NameIndex::default();
-        index.by_hash.reserve(nodes.len());
-        for (i, node) in nodes.iter().enumerate() {
-            match index.by_hash.entry(name_hash(&node.name)) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(i as u32);
+        use rayon::prelude::*;
+        let mut slots: Vec<HashSlot> = nodes
+            .par_iter()
+            .enumerate()
+            .map(|(i, node)| HashSlot::new(name_hash(&node.name), i as u32))
+            .collect();
+        slots.par_sort_unstable_by_key(|s| (s.hash(), s.node));
+        // Of the nodes of one hash, the first keeps the slot; a later one of another name is
+        // filed by name (the first of that name wins), one of the same name is not indexed.
+        let mut collided: HashMap<Box<str>, u32> = HashMap::default();
+        let mut kept = 0;
+        for k in 0..slots.len() {
+            let slot = slots[k];
+            if kept > 0 && slots[kept - 1].hash() == slot.hash() {
+                let first = slots[kept - 1].node;
+                let name = &nodes[slot.node as usize].name;
+                if nodes[first as usize].name != *name {
+                    collided.entry(name.clone()).or_insert(slot.node);
                 }
-                std::collections::hash_map::Entry::Occupied(o) => {
-                    if nodes[*o.get() as usize].name != node.name {
-                        index.collided.entry(node.name.clone()).or_insert(i as u32);
-                    }
-                }
+            } else {
+                slots[kept] = slot;
+                kept += 1;
             }
         }
-        index
+        slots.truncate(kept);
+        slots.shrink_to_fit();
+        NameIndex { slots, collided }
+    }
+
+    /// The first node whose name has hash `hash`.
+    fn by_hash(&self, hash: u64) -> Option<u32> {
+        let k = self.slots.binary_search_by_key(&hash, |s| s.hash()).ok()?;
+        Some(self.slots[k].node)
     }
 
     /// The index of `name` among `nodes` (the nodes it was built from).
     pub(crate) fn get(&self, nodes: &[Node], name: &str) -> Option<u32> {
-        let i = *self.by_hash.get(&name_hash(name))?;
+        let i = self.by_hash(name_hash(name))?;
         if *nodes[i as usize].name == *name {
             Some(i)
         } else {
@@ -107,7 +243,7 @@ impl NameIndex {
 
     /// The index of the name whose key is `key` among `nodes` (the nodes it was built from).
     pub(crate) fn get_key(&self, nodes: &[Node], key: NameKey) -> Option<u32> {
-        let i = *self.by_hash.get(&key.hash)?;
+        let i = self.by_hash(key.hash)?;
         if NameKey::of(&nodes[i as usize].name) == key {
             Some(i)
         } else {
@@ -221,11 +357,10 @@ mod tests {
         Node {
             name: name.into(),
             parent: None,
-            children: Vec::new(),
+            children: List::default(),
             node_type: 0,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            peers: Box::default(),
+            entries: Entries::default(),
+            peers: List::default(),
             direction: Direction::Forward,
             param_grad: false,
             micro_step: 0,
@@ -233,11 +368,21 @@ mod tests {
     }
 
     #[test]
+    fn nodes_and_entries_stay_small() {
+        // A 1M-node compare holds two million nodes and four million entries: every byte of
+        // these is megabytes of the diagnosis's peak (docs/diagnosis.md, §8).
+        assert!(std::mem::size_of::<Node>() <= 80);
+        assert!(std::mem::size_of::<crate::entry::Entry>() <= 64);
+        assert!(std::mem::size_of::<HashSlot>() <= 12);
+        assert!(std::mem::size_of::<Option<NameKey>>() <= 16);
+    }
+
+    #[test]
     fn a_name_whose_hash_another_name_took_is_found_by_its_key() {
         let nodes = vec![node("a"), node("b")];
         // As if "b" hashed like "a": filed by name, behind "a" in the map by hash.
         let mut index = NameIndex::default();
-        index.by_hash.insert(name_hash("b"), 0);
+        index.slots.push(HashSlot::new(name_hash("b"), 0));
         index.collided.insert("b".into(), 1);
         assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
         assert_eq!(index.get(&nodes, "b"), Some(1));

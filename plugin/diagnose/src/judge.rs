@@ -375,7 +375,7 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
     }
     match mode {
         Mode::Md5 => {
-            let (x, y) = (n.md5.as_deref()?, b.md5.as_deref()?);
+            let (x, y) = (n.md5()?, b.md5()?);
             let err = if x == y { 0.0 } else { f64::INFINITY };
             Some(Deviation {
                 err,
@@ -386,7 +386,7 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
         Mode::Statistics => stats_deviation(&n.stats, &b.stats),
         Mode::Tensor => {
             let mut worst = stats_deviation(&n.stats, &b.stats);
-            if let Some(m) = n.metrics.as_deref() {
+            if let Some(m) = n.metrics() {
                 let scale = [n.stats.max(), n.stats.min()]
                     .into_iter()
                     .flatten()
@@ -457,7 +457,7 @@ pub fn weight_name<'a>(
         return Some(w);
     }
     let parent = parent?;
-    of_role(&parent.inputs, Role::Parameter)
+    of_role(parent.inputs(), Role::Parameter)
         .find(|p| p.stats.norm().is_some() && same_stats(&p.stats, &e.stats))
         .map(|p| p.name.strip_prefix("parameters.").unwrap_or(&p.name))
 }
@@ -550,7 +550,7 @@ pub fn judge<'a>(
     } else {
         ""
     };
-    for (ne, be) in of_role(&n.inputs, Role::Input).zip(of_role(&b.inputs, Role::Input)) {
+    for (ne, be) in of_role(n.inputs(), Role::Input).zip(of_role(b.inputs(), Role::Input)) {
         match ne.kind {
             Kind::Tensor => {
                 has_inputs = true;
@@ -578,7 +578,7 @@ pub fn judge<'a>(
             }
             Kind::Scalar => {
                 has_inputs = true;
-                if let (Some(x), Some(y), Kind::Scalar) = (&ne.value, &be.value, be.kind) {
+                if let (Some(x), Some(y), Kind::Scalar) = (ne.value(), be.value(), be.kind) {
                     if !same_value(x, y) {
                         causes.push(Cause::Argument {
                             name: Cow::Borrowed(api::argument_name(api, &ne.name)),
@@ -591,7 +591,7 @@ pub fn judge<'a>(
             Kind::Ignored => {}
         }
     }
-    for (ne, be) in of_role(&n.inputs, Role::Parameter).zip(of_role(&b.inputs, Role::Parameter)) {
+    for (ne, be) in of_role(n.inputs(), Role::Parameter).zip(of_role(b.inputs(), Role::Parameter)) {
         has_inputs = true;
         if let Some(l) = level(ne, be, Role::Parameter) {
             weights_differ |= l.err > 0.0;
@@ -605,7 +605,7 @@ pub fn judge<'a>(
             }
         }
     }
-    for (ne, be) in of_role(&n.outputs, Role::Output).zip(of_role(&b.outputs, Role::Output)) {
+    for (ne, be) in of_role(n.outputs(), Role::Output).zip(of_role(b.outputs(), Role::Output)) {
         if let Some(l) = level(ne, be, Role::Output) {
             worse(&mut output, l, |t| t.jump);
         }
@@ -623,42 +623,83 @@ pub fn judge<'a>(
     }
 }
 
-/// Every matched target node of one rank judged (`None`: unmatched, or a parameter gradient).
-pub(crate) fn judge_nodes<'a>(
+/// The judge of one rank's target nodes: what [`judge`] needs besides the two nodes (the mode,
+/// the options, each node's precision floor), so that a node's judgement is made when it is
+/// asked for and not kept. A judgement is a few hundred bytes and a pure function of the loaded
+/// graphs: a 1M-node rank held all of them at once (about 190 MB), while the ranking reads most
+/// nodes only for a few flags ([`crate::diagnose`] keeps those) and the full judgement of its
+/// sources alone.
+pub(crate) struct Judge<'a> {
     mode: Mode,
-    opts: &Options,
+    opts: &'a Options,
     data: &'a RankData,
-) -> Vec<Option<Judgement<'a>>> {
-    judge_in_order(mode, opts, data, &data.npu.execution_order())
+    floor: Vec<DtypeClass>,
 }
 
-pub(crate) fn judge_in_order<'a>(
-    mode: Mode,
-    opts: &Options,
-    data: &'a RankData,
-    order: &[u32],
-) -> Vec<Option<Judgement<'a>>> {
-    let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
-            node_precision(&data.npu.nodes[i as usize], b)
-        })
-        .collect();
-    let floor = precision_floor(order, &precision);
-    // Nodes are judged independently: on every core.
-    (0..data.npu.nodes.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let n = &data.npu.nodes[i as usize];
-            if n.param_grad {
-                return None;
-            }
-            let b = &data.bench.nodes[data.partner(i)? as usize];
-            let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
-            Some(judge(mode, opts, n, parent, b, floor[i as usize]))
-        })
-        .collect()
+impl<'a> Judge<'a> {
+    /// The judge of `data`'s target nodes, whose execution order is `order`.
+    pub(crate) fn new(
+        mode: Mode,
+        opts: &'a Options,
+        data: &'a RankData,
+        order: &[u32],
+    ) -> Judge<'a> {
+        let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
+            .into_par_iter()
+            .map(|i| {
+                let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
+                node_precision(&data.npu.nodes[i as usize], b)
+            })
+            .collect();
+        let floor = precision_floor(order, &precision);
+        Judge {
+            mode,
+            opts,
+            data,
+            floor,
+        }
+    }
+
+    /// The judge of `data` in its execution order.
+    pub(crate) fn of_rank(mode: Mode, opts: &'a Options, data: &'a RankData) -> Judge<'a> {
+        Judge::new(mode, opts, data, &data.npu.execution_order())
+    }
+
+    /// The number of target nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.floor.len()
+    }
+
+    /// The judgement of target node `i` (`None`: unmatched, or a parameter gradient).
+    pub(crate) fn node(&self, i: u32) -> Option<Judgement<'a>> {
+        let data = self.data;
+        let n = &data.npu.nodes[i as usize];
+        if n.param_grad {
+            return None;
+        }
+        let b = &data.bench.nodes[data.partner(i)? as usize];
+        let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+        Some(judge(
+            self.mode,
+            self.opts,
+            n,
+            parent,
+            b,
+            self.floor[i as usize],
+        ))
+    }
+
+    /// `what` of every target node's judgement (`None`: not judged), judged on every core, in
+    /// node order.
+    pub(crate) fn map_all<T: Send>(
+        &self,
+        what: impl Fn(u32, Option<Judgement<'a>>) -> T + Sync + Send,
+    ) -> Vec<T> {
+        (0..self.len() as u32)
+            .into_par_iter()
+            .map(|i| what(i, self.node(i)))
+            .collect()
+    }
 }
 
 /// Which statistic makes `l` an inf/NaN difference, if it is one.
@@ -671,9 +712,9 @@ fn non_finite_of(l: &Level<'_>, ne: &Entry, be: &Entry) -> Option<NonFiniteStat>
 /// The coarsest float class among the tensors of a node (both sides): what it computed in.
 /// `Exact` when it has no float tensor.
 pub fn node_precision(n: &Node, b: Option<&Node>) -> DtypeClass {
-    let entries = n.inputs.iter().chain(&n.outputs).chain(
+    let entries = n.inputs().iter().chain(n.outputs()).chain(
         b.into_iter()
-            .flat_map(|b| b.inputs.iter().chain(&b.outputs)),
+            .flat_map(|b| b.inputs().iter().chain(b.outputs())),
     );
     entries
         .filter(|e| e.kind == Kind::Tensor && e.dtype != DtypeClass::Exact)
@@ -715,9 +756,7 @@ mod tests {
             kind: Kind::Tensor,
             dtype: DtypeClass::Float32,
             stats: Stats::new(Some(max), Some(min), Some(mean), Some(norm)),
-            value: None,
-            md5: None,
-            metrics: None,
+            extra: Default::default(),
             shape: crate::entry::shape_hash("[2]"),
             torch_dtype: true,
         }
@@ -773,16 +812,15 @@ mod tests {
 
     #[test]
     fn a_float32_node_after_bfloat16_work_tolerates_bfloat16_noise() {
+        use crate::graph::Entries;
         // 3% apart: beyond float32's jump, within bfloat16's agree tolerance.
         let mut n = crate::load::tests_support::node("Functional.layer_norm.0.forward");
         let mut b = n.clone();
         let mut input = tensor(3.0, -3.0, 0.0, 20.0);
         input.name = "input.0".into();
         input.role = Role::Input;
-        n.inputs = vec![input.clone()];
-        b.inputs = vec![input];
-        n.outputs = vec![tensor(3.0, -3.0, 0.0, 20.6)];
-        b.outputs = vec![tensor(3.0, -3.0, 0.0, 20.0)];
+        n.entries = Entries::new(vec![input.clone()], vec![tensor(3.0, -3.0, 0.0, 20.6)]);
+        b.entries = Entries::new(vec![input], vec![tensor(3.0, -3.0, 0.0, 20.0)]);
         let opts = Options::default();
         let strict = judge(Mode::Statistics, &opts, &n, None, &b, DtypeClass::Float32);
         assert!(strict.output_jumps(opts.jump_ratio));

@@ -18,10 +18,11 @@
 use std::path::Path;
 
 use foldhash::HashMap;
+use rayon::prelude::*;
 
 use crate::entry::DtypeClass;
 use crate::error::DiagnoseError;
-use crate::judge::{self, Judgement};
+use crate::judge::{Judge, Judgement};
 use crate::load::{CompareFile, Direction, Mode, RankData};
 use crate::options::Options;
 use crate::tolerance::{
@@ -31,26 +32,42 @@ use crate::tolerance::{
 #[cfg(doc)]
 use crate::tolerance::{MARGIN, QUANTILE};
 
-/// Adds the errors of one rank's judged nodes to `samples`; `keep` chooses the nodes.
+/// Nodes judged at once by [`gather`] (on every core) before their errors are added: a bounded
+/// buffer, whatever the size of the rank.
+const GATHER_CHUNK: u32 = 1 << 16;
+
+/// Adds the errors of one rank's judged nodes to `samples`, in node order; `keep` chooses the
+/// nodes.
 fn gather(
+    judge: &Judge<'_>,
     data: &RankData,
-    judged: &[Option<Judgement<'_>>],
     samples: &mut HashMap<Key, Samples>,
-    keep: impl Fn(&Judgement<'_>) -> bool,
+    keep: impl Fn(&Judgement<'_>) -> bool + Sync,
 ) {
-    for (i, j) in judged.iter().enumerate() {
-        let Some(j) = j else { continue };
-        let Some(out) = &j.output else { continue };
-        if !out.err.is_finite() || out.noise == DtypeClass::Exact || !keep(j) {
-            continue;
-        }
-        let n = &data.npu.nodes[i];
-        let s = samples
-            .entry((op_kind(n).to_owned(), n.direction, out.noise))
-            .or_default();
-        s.outputs.push(out.err);
-        if let Some(input) = j.input.as_ref().filter(|l| l.err.is_finite()) {
-            s.inputs.push(input.err);
+    let n = judge.len() as u32;
+    for start in (0..n).step_by(GATHER_CHUNK as usize) {
+        // (node, noise class, output error, input error or NaN)
+        let kept: Vec<(u32, DtypeClass, f64, f64)> = (start..n.min(start + GATHER_CHUNK))
+            .into_par_iter()
+            .filter_map(|i| {
+                let j = judge.node(i)?;
+                let out = j.output.as_ref()?;
+                if !out.err.is_finite() || out.noise == DtypeClass::Exact || !keep(&j) {
+                    return None;
+                }
+                let input = j.input.as_ref().map_or(f64::NAN, |l| l.err);
+                Some((i, out.noise, out.err, input))
+            })
+            .collect();
+        for (i, noise, out, input) in kept {
+            let n = &data.npu.nodes[i as usize];
+            let s = samples
+                .entry((op_kind(n).to_owned(), n.direction, noise))
+                .or_default();
+            s.outputs.push(out);
+            if input.is_finite() {
+                s.inputs.push(input);
+            }
         }
     }
 }
@@ -88,8 +105,8 @@ impl LearnedTolerances {
                     names.insert(module_path(n).to_owned());
                     ops.insert(op_kind(n).to_owned());
                 }
-                let judged = judge::judge_nodes(reference.mode(), &table, &data);
-                gather(&data, &judged, &mut samples, |_| true);
+                let judge = Judge::of_rank(reference.mode(), &table, &data);
+                gather(&judge, &data, &mut samples, |_| true);
             }
         }
         // The same model: most of the module names (without call indexes) and op kinds of the
@@ -139,13 +156,11 @@ impl LearnedTolerances {
     /// nodes whose activation inputs, weights and arguments agree, times [`MARGIN`], where that
     /// is below what `opts` had; never above it. Kinds that do not tighten keep what `opts` had.
     /// `None` when nothing is tighter than the table.
-    pub fn tightened(
-        opts: &Options,
-        ranks: &[(&RankData, &[Option<Judgement<'_>>])],
-    ) -> Option<LearnedTolerances> {
+    pub fn tightened(opts: &Options, mode: Mode, ranks: &[RankData]) -> Option<LearnedTolerances> {
         let mut samples: HashMap<Key, Samples> = HashMap::default();
-        for (data, judged) in ranks {
-            gather(data, judged, &mut samples, |j| {
+        for data in ranks {
+            let judge = Judge::of_rank(mode, opts, data);
+            gather(&judge, data, &mut samples, |j| {
                 j.causes.is_empty() && j.inputs_agree()
             });
         }

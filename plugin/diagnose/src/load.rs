@@ -9,8 +9,6 @@
 
 use std::path::Path;
 
-use std::ops::Range;
-
 use graph_ascend_visdb::store::{ConfigRow, GraphKey, GraphRow, Side};
 use graph_ascend_visdb::Store;
 use serde_json::Value;
@@ -18,8 +16,8 @@ use serde_json::Value;
 use crate::compact::{read_side, DecodedSide};
 use crate::entry::{parse_entries, parse_entries_text};
 use crate::error::DiagnoseError;
-use crate::graph::NameKey;
 pub use crate::graph::{Direction, NameIndex, Node, RankData, SideGraph};
+use crate::graph::{Entries, List, NameKey};
 
 /// The comparison a file holds (`tb_config.task`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -325,8 +323,8 @@ fn linked(
 struct Links {
     /// Per node: its `up_node` (`None`: empty, the root).
     up: Vec<Option<NameKey>>,
-    /// Per node: its `sub_nodes`, a range of `subs`.
-    children: Vec<Range<u32>>,
+    /// Per node: where its `sub_nodes` end in `subs` (they start where the node before's end).
+    ends: Vec<u32>,
     /// Every `sub_nodes` name.
     subs: Vec<NameKey>,
 }
@@ -335,17 +333,16 @@ impl Links {
     fn with_capacity(nodes: usize) -> Links {
         Links {
             up: Vec::with_capacity(nodes),
-            children: Vec::with_capacity(nodes),
+            ends: Vec::with_capacity(nodes),
             subs: Vec::with_capacity(nodes),
         }
     }
 
     fn push<S: AsRef<str>>(&mut self, up: &str, sub_nodes: &[S]) {
         self.up.push((!up.is_empty()).then(|| NameKey::of(up)));
-        let first = self.subs.len() as u32;
         self.subs
             .extend(sub_nodes.iter().map(|sub| NameKey::of(sub.as_ref())));
-        self.children.push(first..self.subs.len() as u32);
+        self.ends.push(self.subs.len() as u32);
     }
 
     fn up(&self, node: usize) -> Option<NameKey> {
@@ -353,8 +350,8 @@ impl Links {
     }
 
     fn sub_nodes(&self, node: usize) -> &[NameKey] {
-        let range = &self.children[node];
-        &self.subs[range.start as usize..range.end as usize]
+        let start = node.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.subs[start as usize..self.ends[node] as usize]
     }
 }
 
@@ -389,10 +386,9 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
     };
     Ok(Node {
         parent: None,
-        children: Vec::new(),
+        children: Default::default(),
         node_type: row.node_type,
-        inputs,
-        outputs,
+        entries: Entries::new(inputs, outputs),
         peers: peers(&row.matched_distributed),
         direction: if name.contains(".backward") {
             Direction::Backward
@@ -406,12 +402,12 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
 }
 
 /// `{"nodes_info": {"1": ["0", "Distributed.recv.0.forward"]}}` → `[(1, "Distributed.recv…")]`.
-fn peers(matched_distributed: &Value) -> Box<[(i64, Box<str>)]> {
+fn peers(matched_distributed: &Value) -> List<(i64, Box<str>)> {
     let Some(info) = matched_distributed
         .get("nodes_info")
         .and_then(Value::as_object)
     else {
-        return Box::default();
+        return List::default();
     };
     info.iter()
         .filter_map(|(rank, v)| {
@@ -489,7 +485,7 @@ fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
     }
     let torch = nodes
         .iter()
-        .flat_map(|n| n.inputs.iter().chain(&n.outputs))
+        .flat_map(|n| n.inputs().iter().chain(n.outputs()))
         .find(|e| e.kind == crate::entry::Kind::Tensor)
         .map(|e| e.torch_dtype);
     SideGraph {
@@ -509,11 +505,10 @@ pub(crate) mod tests_support {
         Node {
             name: name.into(),
             parent: None,
-            children: Vec::new(),
+            children: Default::default(),
             node_type: 1,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            peers: Box::default(),
+            entries: Entries::default(),
+            peers: Default::default(),
             direction: Direction::Forward,
             param_grad: false,
             micro_step: 0,

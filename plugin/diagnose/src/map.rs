@@ -429,9 +429,8 @@ impl Builder {
                 if !s.contains(&id) {
                     s.push(id);
                 }
-                let output = r.judged[i as usize]
-                    .as_ref()
-                    .and_then(|j| j.output.as_ref());
+                let judgement = r.judgement(i);
+                let output = judgement.as_ref().and_then(|j| j.output.as_ref());
                 let found = sources.get(&i);
                 let micro = match self.opts.columns {
                     ColumnAxis::Ranks => 0,
