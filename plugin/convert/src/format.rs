@@ -474,7 +474,7 @@ mod tests {
         // msprobe's second pass: positive long decimals rounded, the negative one kept.
         assert_eq!(
             twice,
-            r#"{"n": {"Max": "0.399864", "Min": "-9.101584354360721", "Norm": "21.988753", "data_name": "-1", "requires_grad": "null"}}"#
+            r#"{"n": {"Max": "0.399864", "Min": "-9.101584354360721", "Norm": "21.988752", "data_name": "-1", "requires_grad": "null"}}"#
         );
     }
 
