@@ -153,7 +153,9 @@ pub fn node_row(
     let fmt = FormatOptions {
         keep_md5: ctx.keep_md5,
         batch_p2p: id.contains("batch_isend_irecv"),
+        twice: false,
     };
+    let twice = node.formatted_twice();
     Ok(NodeRow {
         id: format!("{graph_id}_{id}"),
         graph_id: graph_id.clone(),
@@ -183,8 +185,20 @@ pub fn node_row(
         },
         matched_distributed: "{}".into(),
         modified: 0,
-        input_data: node_data_json(&input, fmt),
-        output_data: node_data_json(&output, fmt),
+        input_data: node_data_json(
+            &input,
+            FormatOptions {
+                twice: twice.input,
+                ..fmt
+            },
+        ),
+        output_data: node_data_json(
+            &output,
+            FormatOptions {
+                twice: twice.output,
+                ..fmt
+            },
+        ),
         data_source: ctx.data_source.to_string(),
         dump_data_dir: ctx.dump_data_dir.clone(),
         step: ctx.step,

@@ -16,6 +16,9 @@ pub struct FormatOptions {
     pub keep_md5: bool,
     /// The node is a `batch_isend_irecv` (its p2p fields are dropped).
     pub batch_p2p: bool,
+    /// msprobe formats these items a second time ([`crate::node::FormattedTwice`]): each
+    /// value's text is formatted again as a string.
+    pub twice: bool,
 }
 
 const PROCESS_GROUP_KEYS: [&str; 4] = ["type", "group_ranks", "group_id", "data_name"];
@@ -223,6 +226,14 @@ fn push_item(out: &mut impl TextOut, item: &PackedItem, opts: FormatOptions, scr
                 out.push_str(": ");
             }
         }
+        if opts.twice {
+            scratch.clear();
+            value_text_into(scratch, v);
+            // `_format_data` on its own text: quotes dropped, every `None` made `null`, rounded.
+            let again = scratch.replace('\'', "").replace("None", "null");
+            out.push_json_str(&round_decimal(&again).unwrap_or(again));
+            continue;
+        }
         match v {
             // Common cases without an intermediate string.
             ValRef::Float(f) => {
@@ -360,6 +371,7 @@ mod tests {
                 FormatOptions {
                     keep_md5,
                     batch_p2p,
+                    ..FormatOptions::default()
                 },
             )
         };
@@ -411,7 +423,7 @@ mod tests {
         for keep_md5 in [false, true] {
             let opts = FormatOptions {
                 keep_md5,
-                batch_p2p: false,
+                ..FormatOptions::default()
             };
             let packed: Vec<(String, PackedItem)> = items
                 .iter()
@@ -433,6 +445,37 @@ mod tests {
         assert!(packed[0].1.heap_size() > EXACT_FROM);
         let json = node_data_json(&packed, FormatOptions::default());
         assert_eq!(json.capacity(), json.len());
+    }
+
+    #[test]
+    fn formatted_twice_rounds_the_first_texts() {
+        let item = Item {
+            fields: vec![
+                ("Max".into(), PyVal::Float(0.3998635961640844)),
+                ("Min".into(), PyVal::Float(-9.101584354360721)),
+                ("Norm".into(), PyVal::Float(21.988752443524078)),
+                ("data_name".into(), PyVal::Str("-1".into())),
+                ("requires_grad".into(), PyVal::None),
+            ],
+        };
+        let items = [("n".to_string(), item)];
+        let once = items_data_json(&items, FormatOptions::default());
+        assert_eq!(
+            once,
+            r#"{"n": {"Max": "0.3998635961640844", "Min": "-9.101584354360721", "Norm": "21.988752443524078", "data_name": "-1", "requires_grad": "null"}}"#
+        );
+        let twice = items_data_json(
+            &items,
+            FormatOptions {
+                twice: true,
+                ..FormatOptions::default()
+            },
+        );
+        // msprobe's second pass: positive long decimals rounded, the negative one kept.
+        assert_eq!(
+            twice,
+            r#"{"n": {"Max": "0.399864", "Min": "-9.101584354360721", "Norm": "21.988752", "data_name": "-1", "requires_grad": "null"}}"#
+        );
     }
 
     #[test]

@@ -126,6 +126,19 @@ struct Rare {
     matched_link: Vec<String>,
     /// Notes of a parallel merge (`parallel_merge_info`).
     parallel_merge_info: Vec<String>,
+    /// Which of the node's data msprobe formats a second time when it writes the row
+    /// ([`Node::formatted_twice`]).
+    formatted_twice: FormattedTwice,
+}
+
+/// The node's input and output data that msprobe formats twice: its items share their dicts
+/// with a node written before (a VPP merge gives chunk 0's modules the last chunk's items), and
+/// `format_node_data` formats them in place, so the second row gets the first one's text
+/// formatted again (long decimals rounded to 6 places).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FormattedTwice {
+    pub input: bool,
+    pub output: bool,
 }
 
 impl Rare {
@@ -134,6 +147,7 @@ impl Rare {
             && self.output.is_empty()
             && self.matched_link.is_empty()
             && self.parallel_merge_info.is_empty()
+            && self.formatted_twice == FormattedTwice::default()
     }
 }
 
@@ -214,6 +228,17 @@ impl Node {
     /// Notes of a parallel merge (`parallel_merge_info`), empty otherwise.
     pub fn parallel_merge_info(&self) -> &[String] {
         self.rare.as_deref().map_or(&[], |r| &r.parallel_merge_info)
+    }
+
+    /// Which of the node's data msprobe formats twice ([`FormattedTwice`]).
+    pub fn formatted_twice(&self) -> FormattedTwice {
+        self.rare
+            .as_deref()
+            .map_or(FormattedTwice::default(), |r| r.formatted_twice)
+    }
+
+    pub fn set_formatted_twice(&mut self, twice: FormattedTwice) {
+        self.change(|r| r.formatted_twice = twice);
     }
 
     /// Holds `input` and `output` as the node's items.

@@ -99,6 +99,10 @@ pub struct MGraph {
 #[derive(Debug, Default)]
 pub struct Forest {
     pub nodes: Vec<MNode>,
+    /// Nodes whose items msprobe shares (the same dicts under renamed keys): `(taker, giver,
+    /// output)`, the output items when `output`, else the input items. Of two such nodes
+    /// written to one file, the later is formatted twice ([`crate::node::FormattedTwice`]).
+    pub shared_items: Vec<(usize, usize, bool)>,
 }
 
 impl Forest {
@@ -264,6 +268,20 @@ impl Forest {
         }
         if let Some(r) = graph.nodes.first_mut() {
             r.set_parent(None);
+        }
+        // Local indexes run root first, the reverse of the post-order msprobe writes rows in:
+        // of two nodes sharing items, the lower index is written later.
+        for &(a, b, output) in &self.shared_items {
+            if let (Some(&a), Some(&b)) = (local.get(&a), local.get(&b)) {
+                let later = &mut graph.nodes[a.min(b)];
+                let mut twice = later.formatted_twice();
+                if output {
+                    twice.output = true;
+                } else {
+                    twice.input = true;
+                }
+                later.set_formatted_twice(twice);
+            }
         }
         for (id, n) in g.map.iter() {
             if let Some(&l) = local.get(&n) {

@@ -369,6 +369,9 @@ impl Merger<'_> {
                 continue;
             };
             let (tid, cid) = (self.forest.nodes[t].id.clone(), node.id.clone());
+            if t != cur {
+                self.forest.shared_items.push((cur, t, forward));
+            }
             if forward {
                 let mut out = self.forest.nodes[t].output.clone();
                 rename(&mut out, &tid, &cid);
