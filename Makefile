@@ -198,7 +198,7 @@ bench: venv
 	PYTHON=$(VPY) bash bench/scale.sh
 	PYTHON=$(VPY) bash bench/load.sh
 	PYTHON=$(VPY) bash bench/map_page.sh
-	PYTHON=$(VPY) nice -n 10 bash bench/diagnosis_page.sh
+	PYTHON=$(VPY) bash bench/diagnosis_page.sh
 
 # The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
 # tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them, shared
