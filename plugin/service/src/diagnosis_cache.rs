@@ -315,4 +315,42 @@ mod tests {
             "evicted"
         );
     }
+
+    #[test]
+    fn a_claim_starts_one_computation_and_a_held_slot_is_waited_for() {
+        let (_dir, _catalog, file) = served();
+        let cache = Arc::new(DiagnosisCache::default());
+        let claim = cache.claim(&file, Key::File).expect("first claim");
+        assert!(cache.claim(&file, Key::File).is_none(), "claimed already");
+        drop(claim);
+        let claim = cache.claim(&file, Key::File).expect("free again once dropped");
+        // The verdicts' slot held while the diagnosis is computed: a request for the verdicts made
+        // meanwhile waits, and gets what the holder kept (it does not compute them again).
+        let (held, hear) = std::sync::mpsc::channel();
+        let holder = {
+            let cache = cache.clone();
+            let file = file.clone();
+            std::thread::spawn(move || {
+                cache
+                    .holding(
+                        &file,
+                        Key::States { step: 0, rank: 0 },
+                        || {
+                            let _ = held.send(());
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                            cache.get(&file, Key::File, || Ok::<_, ()>(Result(1, 10)))
+                        },
+                        |d| Some(Result(d.0 + 1, 10)),
+                    )
+                    .expect("held")
+                    .0
+            })
+        };
+        hear.recv().expect("holding");
+        assert_eq!(get(&cache, &file, Key::States { step: 0, rank: 0 }, 9, 1), 2);
+        assert_eq!(holder.join().expect("joined"), 1);
+        assert!(cache.claim(&file, Key::File).is_none(), "kept");
+        drop(claim);
+        assert!(cache.claim(&file, Key::File).is_none(), "kept, claimed or not");
+    }
 }
