@@ -6,7 +6,7 @@
 #   make install  install that wheel into the active Python environment
 #   make wheel-aarch64  the aarch64 wheel into dist/aarch64/, cross-built here in a Debian root with Debian's
 #                 Rust (tools/aarch64/, docs/packaging.md); make test-aarch64 runs it under qemu-user
-#   make bench    benchmarks (converter, service, diagnosis, report, scale simulation, the divergence map in the page), not tests
+#   make bench    benchmarks (converter, service, diagnosis, report, scale simulation, the divergence map and the Diagnosis panel in the page), not tests
 #   make test-differential  our converter against the real msprobe 26.2 on new generated cases (needs PyPI)
 #   make test-scale  sharded conversion on a real one-node Slurm (installs Debian's slurm-wlm when
 #                 missing) and the Kubernetes manifests checked against the API schema (docs/scale.md)
@@ -198,6 +198,7 @@ bench: venv
 	PYTHON=$(VPY) bash bench/scale.sh
 	PYTHON=$(VPY) bash bench/load.sh
 	PYTHON=$(VPY) bash bench/map_page.sh
+	PYTHON=$(VPY) bash bench/diagnosis_page.sh
 
 # The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
 # tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them, shared

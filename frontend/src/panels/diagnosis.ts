@@ -29,12 +29,16 @@ export class DiagnosisPanel {
   private readonly opened = new Set<string>();
   /** The CSV download under way: its progress line (kept across renders), else null. */
   private csvProgress: HTMLElement | null = null;
+  /** The request under way (its answer's file, reference and view of the verdicts), if any. */
+  private pending: { key: string; done: Promise<void> } | null = null;
 
   constructor(private ctx: PageCtx) {}
 
   /**
    * Fetch the open file's diagnosis unless it is here; with `states`, also the verdicts of the
-   * shown step and rank (the colour mode), unless those are here too.
+   * shown step and rank (the colour mode), unless those are here too. The list is asked for first
+   * (and drawn) when it is not here yet: the verdicts of every differing node take longer. A
+   * request already under way for the same answer is waited for, not made again.
    */
   async ensure(states = false): Promise<void> {
     const s = this.ctx.store;
@@ -42,8 +46,26 @@ export class DiagnosisPanel {
     const file = fileKey(s.meta);
     const view = metaKey(s.meta);
     const reference = this.reference;
-    const have = s.diagnosis?.file === file && this.answered === reference && (!states || s.diagnosis.statesKey === view);
-    if (have) return;
+    const haveList = s.diagnosis?.file === file && this.answered === reference;
+    if (haveList && (!states || s.diagnosis?.statesKey === view)) return;
+    if (states && !haveList) {
+      await this.ensure(false);
+      if (fileKey(s.meta) === file && this.reference === reference && s.diagnosis?.file === file) await this.ensure(true);
+      return;
+    }
+    const key = `${file}|${reference}|${states ? view : ''}`;
+    if (this.pending?.key === key) return this.pending.done;
+    const done = this.fetch(file, view, reference, states);
+    this.pending = { key, done };
+    try {
+      await done;
+    } finally {
+      if (this.pending?.done === done) this.pending = null;
+    }
+  }
+
+  private async fetch(file: string, view: string, reference: string, states: boolean): Promise<void> {
+    const s = this.ctx.store;
     const seq = ++this.seq;
     s.diagnosisError = '';
     if (s.tab === 'diagnosis') s.changed('panel');

@@ -7,10 +7,14 @@
 //! cache is touched, and the whole cache holds at most [`MAX_ENTRIES`] results and about
 //! [`MAX_BYTES`] (the verdicts of a million-node graph are tens of MB), least recently used first
 //! out. Only successes are kept (a failure may be a busy file; it is computed again).
-//! Callers that ask for the same entry at once wait for one computation.
+//! Callers that ask for the same entry at once wait for one computation. A computation started
+//! ahead of the first request (the file's diagnosis when the page opens a compare file) [`claim`]s
+//! its entry first, so that a second one is not started meanwhile.
+//!
+//! [`claim`]: DiagnosisCache::claim
 
 use std::any::Any;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::catalog::GraphFile;
@@ -60,6 +64,8 @@ struct Entry {
     slot: Slot,
     /// The result's weight once computed.
     bytes: Arc<AtomicUsize>,
+    /// Whether a computation of it has been started ([`DiagnosisCache::claim`]).
+    claimed: Arc<AtomicBool>,
 }
 
 impl Entry {
@@ -81,6 +87,12 @@ impl DiagnosisCache {
     /// The slot of `key` for this version of `file`, made (and moved to the back) as needed;
     /// entries of older versions are dropped on the way.
     fn slot(&self, file: &Arc<GraphFile>, key: Key) -> (Slot, Arc<AtomicUsize>) {
+        let (slot, bytes, _) = self.entry(file, key);
+        (slot, bytes)
+    }
+
+    /// [`Self::slot`] and whether a computation of it was claimed.
+    fn entry(&self, file: &Arc<GraphFile>, key: Key) -> (Slot, Arc<AtomicUsize>, Arc<AtomicBool>) {
         let edits = file.edit_count();
         let mut entries = crate::sync::lock(&self.entries);
         entries.retain(Entry::is_current);
@@ -95,9 +107,14 @@ impl DiagnosisCache {
                 key,
                 slot: Slot::default(),
                 bytes: Arc::default(),
+                claimed: Arc::default(),
             },
         };
-        let found = (entry.slot.clone(), entry.bytes.clone());
+        let found = (
+            entry.slot.clone(),
+            entry.bytes.clone(),
+            entry.claimed.clone(),
+        );
         entries.push(entry);
         let excess = entries.len().saturating_sub(MAX_ENTRIES);
         entries.drain(..excess);
@@ -133,6 +150,48 @@ impl DiagnosisCache {
         Ok(value)
     }
 
+    /// Claims the computation of `key` for this version of `file`: `None` when its value is kept
+    /// or another claim holds it (until that claim is dropped). The claimer computes it through
+    /// [`Self::get`] or [`Self::holding`] as usual; the claim only keeps a second one from starting.
+    pub fn claim(&self, file: &Arc<GraphFile>, key: Key) -> Option<Claim> {
+        let (slot, _, claimed) = self.entry(file, key);
+        // A slot being computed is locked: taken, whoever computes it.
+        let kept = match slot.try_lock() {
+            Ok(value) => value.is_some(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().is_some(),
+            Err(std::sync::TryLockError::WouldBlock) => true,
+        };
+        if kept || claimed.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(Claim(claimed))
+    }
+
+    /// Runs `first` while holding `key`'s slot (for this version of `file`), then keeps
+    /// `then(&result)` there unless the slot has a value already or `then` gives none: whoever
+    /// asks for `key` meanwhile waits for it instead of computing it too. `first` may take other
+    /// slots (the order is always this one, then those: no caller takes this one while holding
+    /// one of them).
+    pub fn holding<T: Weight + Send + Sync + 'static, R, E>(
+        &self,
+        file: &Arc<GraphFile>,
+        key: Key,
+        first: impl FnOnce() -> Result<R, E>,
+        then: impl FnOnce(&R) -> Option<T>,
+    ) -> Result<R, E> {
+        let (slot, bytes) = self.slot(file, key);
+        let mut guard = crate::sync::lock(&slot);
+        let result = first()?;
+        if guard.is_none() {
+            if let Some(value) = then(&result) {
+                let value = Arc::new(value);
+                bytes.store(value.weight(), Ordering::Relaxed);
+                *guard = Some(value);
+            }
+        }
+        Ok(result)
+    }
+
     /// How many results are kept now (for tests).
     pub fn len(&self) -> usize {
         let mut entries = crate::sync::lock(&self.entries);
@@ -145,6 +204,15 @@ impl DiagnosisCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A computation claimed ([`DiagnosisCache::claim`]); another may be claimed once it is dropped.
+pub struct Claim(Arc<AtomicBool>);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -246,5 +314,43 @@ mod tests {
             9,
             "evicted"
         );
+    }
+
+    #[test]
+    fn a_claim_starts_one_computation_and_a_held_slot_is_waited_for() {
+        let (_dir, _catalog, file) = served();
+        let cache = Arc::new(DiagnosisCache::default());
+        let claim = cache.claim(&file, Key::File).expect("first claim");
+        assert!(cache.claim(&file, Key::File).is_none(), "claimed already");
+        drop(claim);
+        let claim = cache.claim(&file, Key::File).expect("free again once dropped");
+        // The verdicts' slot held while the diagnosis is computed: a request for the verdicts made
+        // meanwhile waits, and gets what the holder kept (it does not compute them again).
+        let (held, hear) = std::sync::mpsc::channel();
+        let holder = {
+            let cache = cache.clone();
+            let file = file.clone();
+            std::thread::spawn(move || {
+                cache
+                    .holding(
+                        &file,
+                        Key::States { step: 0, rank: 0 },
+                        || {
+                            let _ = held.send(());
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                            cache.get(&file, Key::File, || Ok::<_, ()>(Result(1, 10)))
+                        },
+                        |d| Some(Result(d.0 + 1, 10)),
+                    )
+                    .expect("held")
+                    .0
+            })
+        };
+        hear.recv().expect("holding");
+        assert_eq!(get(&cache, &file, Key::States { step: 0, rank: 0 }, 9, 1), 2);
+        assert_eq!(holder.join().expect("joined"), 1);
+        assert!(cache.claim(&file, Key::File).is_none(), "kept");
+        drop(claim);
+        assert!(cache.claim(&file, Key::File).is_none(), "kept, claimed or not");
     }
 }

@@ -24,8 +24,9 @@ pub struct State {
     pub watch: LogdirWatch,
     pub precision_overrides: PrecisionOverrides,
     pub conversions: Conversions,
-    /// Diagnoses per file version (`handlers::diagnose`).
-    pub diagnoses: DiagnosisCache,
+    /// Diagnoses per file version (`handlers::diagnose`; shared with the diagnoses started when
+    /// the page opens a compare file).
+    pub diagnoses: Arc<DiagnosisCache>,
     /// The page's build, inlined into the reports the page downloads (`handlers::export_report`).
     pub page_assets: Option<PathBuf>,
     /// How far the divergence maps under computation are (`handlers::divergence_map`).
@@ -48,7 +49,7 @@ impl State {
             views: Views::default(),
             root_layouts: Arc::default(),
             step_aside: Arc::default(),
-            diagnoses: DiagnosisCache::default(),
+            diagnoses: Arc::default(),
             page_assets: None,
             map_progress: MapProgressBoard::default(),
         }

@@ -18,7 +18,7 @@ use graph_ascend_proto as pb;
 use super::reply::{answer, Failure, HandlerError, Result};
 use super::selection::{file_of, select};
 use crate::catalog::GraphFile;
-use crate::diagnosis_cache::{Key, Weight};
+use crate::diagnosis_cache::{DiagnosisCache, Key, Weight};
 use crate::messages::{Lang, Msg};
 use crate::state::State;
 
@@ -58,9 +58,7 @@ fn diagnosis(state: &State, req: &pb::DiagnoseRequest) -> Result<pb::DiagnoseRes
     };
     let (whole, states) = match &reference {
         None => {
-            let whole: Arc<Diagnosis> = state
-                .diagnoses
-                .get(&sel.file, Key::File, || file_diagnosis(state, &sel.file))?;
+            let whole = file_diagnosis(state, &sel.file)?;
             let states = if req.states {
                 Some(states(state, &sel.file, &whole, sel.step, sel.rank)?)
             } else {
@@ -142,26 +140,98 @@ fn referenced(
     Ok((whole, Some(pb::DiagnosisStates::clone(&verdicts))))
 }
 
-/// The file's diagnosis. A file of one step and one rank (most) is read once for it and for the
-/// verdicts of that view, which are kept too: reading the rows is most of the time.
-fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Diagnosis> {
+/// The file's diagnosis: started here unless the page's opening of the file started it
+/// ([`start`]), then waited for; answered as soon as the sources are judged (the verdicts of the
+/// colour mode follow on the same thread).
+fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Arc<Diagnosis>> {
+    if let Some(started) = start(state, file) {
+        // Until the thread holds the diagnosis's slot (or has given up): then `get` waits for it.
+        let _ = started.recv();
+    }
+    state.diagnoses.get(file, Key::File, || {
+        diagnose_file(&open(file)?, &Options::default()).map_err(failed)
+    })
+}
+
+/// Starts the file's diagnosis on a thread of its own, unless it is kept or under way: when the
+/// page opens a compare file (so that the Diagnosis panel finds it ready, or under way, when it
+/// asks) and on the panel's first request. The receiver hears once the thread holds the
+/// diagnosis's slot, or is dropped when it gives up (a failure is found again by the request).
+pub(crate) fn start(state: &State, file: &Arc<GraphFile>) -> Option<std::sync::mpsc::Receiver<()>> {
+    let claim = state.diagnoses.claim(file, Key::File)?;
+    let (started, heard) = std::sync::mpsc::channel();
+    let cache = state.diagnoses.clone();
+    let gate = state.step_aside.clone();
+    let file = file.clone();
+    let spawned = std::thread::Builder::new()
+        .name("graph-ascend-diagnosis".into())
+        .spawn(move || {
+            // The opening answers travel first.
+            gate.wait();
+            if let Err(e) = judge(&cache, &file, &started) {
+                tracing::debug!("diagnosing {} failed: {e}", file.path.display());
+            }
+            drop(claim);
+        });
+    match spawned {
+        Ok(_) => Some(heard),
+        Err(e) => {
+            tracing::debug!("cannot start a diagnosis thread: {e}");
+            None
+        }
+    }
+}
+
+/// The file's diagnosis, kept in `cache`. A file of one step and one rank (most) is read once for
+/// it and for the verdicts of that view, which are kept too (reading the rows is most of the
+/// time): the verdicts' slot is held first, so that a request for them waits for these, and the
+/// diagnosis is kept (and answered) before they are worked out.
+fn judge(
+    cache: &DiagnosisCache,
+    file: &Arc<GraphFile>,
+    started: &std::sync::mpsc::Sender<()>,
+) -> Result<()> {
     let compare = open(file)?;
     let (steps, ranks) = (compare.steps(), compare.ranks());
     let (&[step], &[rank]) = (&steps[..], &ranks[..]) else {
-        return diagnose_file(&compare, &Options::default()).map_err(failed);
+        cache.get(file, Key::File, || {
+            let _ = started.send(());
+            diagnose_file(&compare, &Options::default()).map_err(failed)
+        })?;
+        return Ok(());
     };
-    let data = compare.load(step, rank).map_err(failed)?;
-    // What `diagnose` does for a file of one step and rank, on the rows read here.
-    let d = diagnose_step(
-        compare.mode(),
-        &Options::default(),
-        std::slice::from_ref(&data),
-    );
-    let v = verdicts_of(&compare, &data, &d, step, rank, &Options::default());
-    state.diagnoses.get(file, Key::States { step, rank }, || {
-        Ok::<_, HandlerError>(v)
-    })?;
-    Ok(d)
+    cache.holding(
+        file,
+        Key::States { step, rank },
+        || {
+            let mut rows = None;
+            let d = cache.get(file, Key::File, || {
+                let _ = started.send(());
+                let data = compare.load(step, rank).map_err(failed)?;
+                // What `diagnose` does for a file of one step and rank, on the rows read here.
+                let d = diagnose_step(
+                    compare.mode(),
+                    &Options::default(),
+                    std::slice::from_ref(&data),
+                );
+                rows = Some(data);
+                Ok::<_, HandlerError>(d)
+            })?;
+            Ok::<_, HandlerError>((d, rows))
+        },
+        |(d, rows)| {
+            let data = rows.as_ref()?;
+            Some(verdicts_of(
+                &compare,
+                data,
+                d,
+                step,
+                rank,
+                &Options::default(),
+            ))
+        },
+    )?;
+    Ok(())
 }
 
 impl Weight for Diagnosis {

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The Diagnosis panel's first answer in the page (not a test): a compare of about BENCH_DIAG_NODES
+# nodes a side (default 1,000,000; `gen_visdb`, as bench/diagnose.sh makes it, or SYNTHETIC=FILE, a
+# file of ours already written, linked read-only), served in real TensorBoard with the real sidecar,
+# opened in headless Chromium (bench/diagnosis_page.mjs): from opening the file to the graph drawn and
+# to the panel's list drawn (a link naming the panel; a click on the panel once the graph is drawn; the
+# colour mode "where the error is introduced", with its verdicts), the median of RUNS runs (each a fresh
+# TensorBoard and sidecar: nothing cached), the sidecar's CPU time and peak memory, the load average.
+# Then the same file in msprobe's shape (our objects dropped, on a copy). Target: the list ≤ 3 s after
+# opening the file, on a quiet machine.
+#
+# Env: GA (binary, default target/release/graph-ascend), BENCH_DIAG_NODES, SYNTHETIC, RUNS (default 3),
+# WAYS (default panel,click,colours), PYTHON (with tensorboard and the shim, default .venv/bin/python),
+# BENCH_TMP (work folder, default a temporary one; removed at the end either way), BENCH_OUT (folder of
+# diagnosis_page.txt, default bench/results).
+set -euo pipefail
+[ -n "${BENCH_OUT:-}" ] && BENCH_OUT=$(realpath -m -- "$BENCH_OUT")
+[ -n "${SYNTHETIC:-}" ] && SYNTHETIC=$(realpath -m -- "$SYNTHETIC")
+cd "$(dirname "$0")/.."
+GA=${GA:-target/release/graph-ascend}
+NODES=${BENCH_DIAG_NODES:-1000000}
+RUNS=${RUNS:-3}
+WAYS=${WAYS:-panel,click,colours}
+PYTHON=${PYTHON:-.venv/bin/python}
+OUT=${BENCH_OUT:-bench/results}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/diagnosis_page.txt") 2>&1
+TMP=${BENCH_TMP:-$(mktemp -d)}
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+
+[ -x "$GA" ] || cargo build --release -q --locked -p graph-ascend
+GA=$(realpath "$GA")
+case $PYTHON in /*) ;; *) PYTHON=$PWD/$PYTHON ;; esac
+
+echo "== the Diagnosis panel's first answer in the page ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+mkdir -p "$TMP/ours/run" "$TMP/msprobe/run"
+if [ -n "${SYNTHETIC:-}" ]; then
+  # read only: a hard link (a symbolic one where the file is on another file system)
+  ln -- "$SYNTHETIC" "$TMP/ours/run/ours.vis.db" 2>/dev/null || ln -s -- "$SYNTHETIC" "$TMP/ours/run/ours.vis.db"
+else
+  cargo build --release -q --locked -p graph-ascend-testkit --bin gen_visdb
+  target/release/gen_visdb --nodes "$NODES" --out "$TMP/ours/run/ours.vis.db" >/dev/null
+fi
+# the file in the page cache, as a user's recent file is
+cat -- "$TMP/ours/run/ours.vis.db" >/dev/null
+echo "ours ($NODES nodes a side, with our index and diagnosis table):"
+GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/diagnosis_page.mjs "$TMP/ours" run ours "$RUNS" "$WAYS"
+# msprobe's shape: a copy without our objects (the original may be read only)
+cp --reflink=auto -- "$TMP/ours/run/ours.vis.db" "$TMP/msprobe/run/msprobe.vis.db"
+rm -f -- "$TMP/ours/run/ours.vis.db"
+python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript("DROP TABLE IF EXISTS ga_diagnosis; DROP INDEX IF EXISTS ga_node_list;"); c.commit()' "$TMP/msprobe/run/msprobe.vis.db"
+cat -- "$TMP/msprobe/run/msprobe.vis.db" >/dev/null
+echo "msprobe's shape (the same file without our objects):"
+GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/diagnosis_page.mjs "$TMP/msprobe" run msprobe "$RUNS" "$WAYS"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
