@@ -299,12 +299,7 @@ pub fn parse_op(op_name: &str, entry: &Value) -> OpData {
 
 /// [`parse_op`] of an entry read by the fast reader ([`crate::fastjson`]).
 pub fn parse_op_fast(op_name: &str, entry: &JVal) -> OpData {
-    let (input, output) = flatten(
-        op_name,
-        entry,
-        &|name, leaf| leaf_item(name, leaf),
-        &placeholder_item,
-    );
+    let (input, output) = flatten(op_name, entry, &|name, leaf| leaf_item(name, leaf), &|item| item);
     OpData { input, output }
 }
 
@@ -314,17 +309,18 @@ pub(crate) type LeafFn<'w, T> = dyn Fn(&str, &[(Cow<str>, JVal)]) -> T + 'w;
 /// Named items of one op.
 type Named<T> = Vec<(String, T)>;
 
-/// Inputs and outputs of one entry: its leaves, each made by `leaf` (a `null` by `placeholder`).
+/// Inputs and outputs of one entry: its leaves, each made by `leaf`, or made as an [`Item`] first
+/// (a `null`'s placeholder, a `P2POp`) and turned into a `T` by `from_item`.
 pub(crate) fn flatten<T>(
     op_name: &str,
     entry: &JVal,
     leaf: &LeafFn<'_, T>,
-    placeholder: &dyn Fn() -> T,
+    from_item: &dyn Fn(Item) -> T,
 ) -> (Named<T>, Named<T>) {
     let mut items: Vec<(String, T)> = Vec::new();
     let mut walker = Walker {
         leaf,
-        placeholder,
+        from_item,
         out: &mut items,
     };
     if is_parameters_grad(op_name) {
@@ -378,14 +374,20 @@ fn child_name(name: &str, part: &str) -> String {
 /// msprobe's recursive flattening of one input/output/parameters value into named leaves.
 struct Walker<'w, T> {
     leaf: &'w LeafFn<'w, T>,
-    placeholder: &'w dyn Fn() -> T,
+    from_item: &'w dyn Fn(Item) -> T,
     out: &'w mut Vec<(String, T)>,
 }
 
 impl<T> Walker<'_, T> {
     fn walk(&mut self, name: &str, value: &JVal, grad_state: bool) {
         match value {
-            JVal::Null => self.out.push((name.to_string(), (self.placeholder)())),
+            JVal::Null => self
+                .out
+                .push((name.to_string(), (self.from_item)(placeholder_item()))),
+            JVal::Obj(_) if value.get("class_type").and_then(JVal::as_str) == Some(P2P_OP) => {
+                let (key, item) = p2p_op_item(name, value);
+                self.out.push((key, (self.from_item)(item)));
+            }
             JVal::Obj(map) if value.get("type").is_some_and(JVal::is_string) => {
                 let item = (self.leaf)(name, map);
                 self.out.push((leaf_key(name, map), item));
@@ -416,6 +418,25 @@ impl<T> Walker<'_, T> {
             }
         }
     }
+}
+
+/// The class of a `torch.distributed.P2POp` item (the ops of `batch_isend_irecv`), which msprobe
+/// reads as one leaf. MindSpore's P2POps (`mindspore.mint.distributed.P2POp`) are not read so.
+const P2P_OP: &str = "torch.distributed.P2POp";
+
+/// msprobe's leaf of a `P2POp` dict: the item of its `tensor` (the placeholder when that is not
+/// a dict), then its `class_type`, `op`, `peer`, `tag` and `group_id` (null when absent); with
+/// the name it is listed under.
+fn p2p_op_item(name: &str, p2p: &JVal) -> (String, Item) {
+    let (key, mut item) = match p2p.get("tensor") {
+        Some(JVal::Obj(tensor)) => (leaf_key(name, tensor), leaf_item(name, tensor)),
+        _ => (name.to_string(), placeholder_item()),
+    };
+    for field in ["class_type", "op", "peer", "tag", "group_id"] {
+        let value = p2p.get(field).map_or(PyVal::None, PyVal::from_jval);
+        item.set(field, value);
+    }
+    (key, item)
 }
 
 /// The name a leaf is listed under: its `data_name` without the file extension when it has a
