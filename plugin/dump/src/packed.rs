@@ -10,9 +10,7 @@
 use std::borrow::Cow;
 
 use crate::fastjson::JVal;
-use crate::items::{
-    flatten, known_field, FieldName, Item, LeafVal, Lookup, OpData, KNOWN_FIELDS,
-};
+use crate::items::{flatten, known_field, FieldName, Item, LeafVal, Lookup, OpData, KNOWN_FIELDS};
 use crate::pyval::PyVal;
 
 /// Strings that fill most values (types, dtypes, flags), stored as a one-byte code.
