@@ -761,6 +761,41 @@ mod tests {
         assert_eq!(d.input[0].1.text("md5").unwrap(), "00000000");
     }
 
+    /// A torch `P2POp` (the ops of `batch_isend_irecv`) is one leaf: its tensor's item, then its
+    /// own fields; a MindSpore P2POp is walked like any dict, and its bare scalars give nothing.
+    #[test]
+    fn a_torch_p2p_op_is_one_leaf_and_bare_scalars_give_nothing() {
+        let tensor = json!({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [5], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false});
+        let entry = json!({
+            "input_args": [[
+                {"class_type": "torch.distributed.P2POp", "tensor": tensor, "op": "isend", "peer": 1, "tag": 0, "group_id": "2a3070ce"},
+                {"class_type": "mindspore.mint.distributed.P2POp", "tensor": tensor, "op": "irecv", "peer": 2, "tag": 0, "group_id": null}
+            ]],
+            "input_kwargs": {"flag": 7}
+        });
+        let d = parse_op("Distributed.batch_isend_irecv.0.forward", &entry);
+        let names: Vec<&str> = d.input.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Distributed.batch_isend_irecv.0.forward.input.0.0",
+                "Distributed.batch_isend_irecv.0.forward.input.0.1.tensor",
+                "Distributed.batch_isend_irecv.0.forward.input.0.1.group_id",
+            ]
+        );
+        let p2p = &d.input[0].1;
+        let keys: Vec<&str> = p2p.fields.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(&keys[..3], ["type", "dtype", "shape"]);
+        assert_eq!(
+            &keys[keys.len() - 5..],
+            ["class_type", "op", "peer", "tag", "group_id"]
+        );
+        assert_eq!(p2p.text("Max").unwrap(), "1.0");
+        assert_eq!(p2p.text("op").unwrap(), "isend");
+        assert_eq!(p2p.get("peer"), Some(&PyVal::Int(1)));
+        assert!(d.input[2].1.is_placeholder());
+    }
+
     #[test]
     fn parameters_grad_lists_are_not_indexed() {
         let entry = json!({"bias": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [8], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false}]});
