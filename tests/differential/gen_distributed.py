@@ -4,7 +4,7 @@
 msprobe links the `Distributed.*` nodes of different ranks when it converts a folder of rank
 folders (`-tp step0` with `rank0`, `rank1`, …: ranks mode) or of step folders (steps mode) without
 the parallel-merge flags, for a build and for each side of a compare. One seed gives one such
-case: a world of 2–8 ranks runs a small model whose program calls, in the same order on every rank
+case: a world of 2 to 8 ranks runs a small model whose program calls, in the same order on every rank
 that takes part, the communication APIs msprobe knows:
 
 - p2p `send`/`recv`, `isend`/`irecv` (the peer as `dst`/`src` keyword, or positional, which msprobe
@@ -148,7 +148,14 @@ def group_item(ranks: list[int], fault: str | None) -> dict:
 
 
 def p2p_item(op: str, tensor, peer: int, gid: str | None) -> dict:
-    return {"class_type": "torch.distributed.P2POp", "tensor": tensor, "op": op, "peer": peer, "tag": 0, "group_id": gid}
+    return {
+        "class_type": "torch.distributed.P2POp",
+        "tensor": tensor,
+        "op": op,
+        "peer": peer,
+        "tag": 0,
+        "group_id": gid,
+    }
 
 
 def emit(r: Rank, i: int, op: dict, world: int, present: list[int], fault: str | None, parent):
@@ -171,9 +178,15 @@ def emit(r: Rank, i: int, op: dict, world: int, present: list[int], fault: str |
             args, kwargs = [buf_in, int_item(peer)], {}
         else:
             args, kwargs = [buf_in], {key: int_item(peer)}
-        r.add(r.api(f"Distributed.{name}"), parent, {
-            "input_args": args, "input_kwargs": kwargs, "output": [buf_out, int_item(peer)],
-        })
+        r.add(
+            r.api(f"Distributed.{name}"),
+            parent,
+            {
+                "input_args": args,
+                "input_kwargs": kwargs,
+                "output": [buf_out, int_item(peer)],
+            },
+        )
         return
     if op["kind"] == "batch":
         # a ring: send to rank + shift, receive from rank - shift, in the default group
@@ -189,9 +202,15 @@ def emit(r: Rank, i: int, op: dict, world: int, present: list[int], fault: str |
             # now and then the receive first
             ops_in.reverse()
             ops_out.reverse()
-        r.add(r.api("Distributed.batch_isend_irecv"), parent, {
-            "input_args": [ops_in], "input_kwargs": {}, "output": [ops_out],
-        })
+        r.add(
+            r.api("Distributed.batch_isend_irecv"),
+            parent,
+            {
+                "input_args": [ops_in],
+                "input_kwargs": {},
+                "output": [ops_out],
+            },
+        )
         return
     groups = family_groups(world, op["family"])
     ranks = next(g for g in groups if rank in g)
@@ -242,7 +261,15 @@ def emit(r: Rank, i: int, op: dict, world: int, present: list[int], fault: str |
     r.add(r.api(f"Distributed.{api}"), parent, {"input_args": args, "input_kwargs": kwargs, "output": outs})
 
 
-FAULTS = ["skip", "peer_other", "root_other", "group_unreadable", "group_ranks_empty", "group_id_missing", "group_id_other"]
+FAULTS = [
+    "skip",
+    "peer_other",
+    "root_other",
+    "group_unreadable",
+    "group_ranks_empty",
+    "group_id_missing",
+    "group_id_other",
+]
 
 
 def rank_dump(x: random.Random, v: Values, rank: int, world: int, present, ops, faults: dict, dump_kind: dict, tag):
@@ -272,8 +299,7 @@ def rank_dump(x: random.Random, v: Values, rank: int, world: int, present, ops, 
     if dump_kind["task"] == "md5":
         add_md5(data)
     stack = {
-        str(i): [[n], [f"File /train/dist_train.py, line {20 + i}, in forward, \n call()"]]
-        for i, n in enumerate(order)
+        str(i): [[n], [f"File /train/dist_train.py, line {20 + i}, in forward, \n call()"]] for i, n in enumerate(order)
     }
     dump = {
         "task": "structure" if dump_kind["task"] == "structure" else "statistics",
@@ -299,7 +325,10 @@ def ms_groups(v):
         return [ms_groups(e) for e in v]
     if isinstance(v, dict):
         if v.get("type") == "torch.ProcessGroup":
-            return {"type": "str", "value": "hccl_world_group" if "group_ranks" not in v else f"group_{v.get('group_id')}"}
+            return {
+                "type": "str",
+                "value": "hccl_world_group" if "group_ranks" not in v else f"group_{v.get('group_id')}",
+            }
         if v.get("class_type") == "torch.distributed.P2POp":
             out = dict(v, class_type="mindspore.mint.distributed.P2POp", tensor=ms_groups(v["tensor"]))
             out["group_id"] = None
@@ -355,8 +384,18 @@ def make_case(seed: int, out: str) -> dict:
     if compare:
         # the same program, other values where the golden's seed differs; its own faults now and then
         gfaults = faults if x.random() < 0.7 else {}
-        write_side(x, seed if x.random() < 0.5 else seed + 1, os.path.join(out, "golden"), world, present, ops,
-                   gfaults, steps, dump_kind, "g" if x.random() < 0.5 else "t")
+        write_side(
+            x,
+            seed if x.random() < 0.5 else seed + 1,
+            os.path.join(out, "golden"),
+            world,
+            present,
+            ops,
+            gfaults,
+            steps,
+            dump_kind,
+            "g" if x.random() < 0.5 else "t",
+        )
     opts: list[str] = []
     if x.random() < 0.2:
         opts.append("-oc")
