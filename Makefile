@@ -208,7 +208,7 @@ ORACLE_VENV ?= .oracle-venv
 DIFF_SEED ?= $(shell date +%s)
 DIFF_CASES ?= 500
 DIFF_OUT ?= target/differential
-DIFF_KINDS ?= default,structure,recompute,ms_tensor,parallel
+DIFF_KINDS ?= default,structure,recompute,ms_tensor,parallel,distributed
 
 $(ORACLE_VENV)/.installed: tests/differential/requirements.txt
 	$(PYTHON) -m venv $(ORACLE_VENV)

@@ -13,10 +13,12 @@ frozen as `cases/<kind>_<N>/`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import lzma
 import os
 import shutil
+import sqlite3
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,6 +42,14 @@ def neutral_dump_dirs(root: str):
                     json.dump(d, f, indent=1)
 
 
+def settle_wal(db: str):
+    """Writes what is still in the `.vis.db`'s write-ahead log into the file itself: msprobe's
+    database is in WAL mode, and the connection that wrote the communication links
+    (`distributed_analyse`) may still be open, so that a copy of the file alone would lack them."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def freeze(oracle: driver.Oracle, seed: int, versions: dict, torch_ok: bool, kind: str = "default"):
     name = f"seed_{seed}" if kind == "default" else f"{kind}_{seed}"
     root = os.path.join(CASES, name)
@@ -55,6 +65,7 @@ def freeze(oracle: driver.Oracle, seed: int, versions: dict, torch_ok: bool, kin
         errors = [line for line in log.splitlines() if "[ERROR]" in line and "CANN" not in line]
         case["msprobe_error"] = errors[0].split("[ERROR]", 1)[1].strip() if errors else log.splitlines()[0]
     else:
+        settle_wal(db)
         with open(db, "rb") as src, lzma.open(os.path.join(root, "msprobe.vis.db.xz"), "wb", preset=9) as dst:
             shutil.copyfileobj(src, dst)
     shutil.rmtree(out, ignore_errors=True)

@@ -768,18 +768,25 @@ def make_multi(seed: int, out: str, torch_ok: bool | None, layout: str, kind: st
     return case
 
 
-KINDS = ("default", "structure", "recompute", "ms_tensor", "parallel")
+KINDS = ("default", "structure", "recompute", "ms_tensor", "parallel", "distributed")
 
 
 def make_case(seed: int, out: str, torch_ok: bool | None = None, kind: str = "default") -> dict:
     """The case of `seed` of one kind: `default` (the generator of the first sessions), `structure`
     (task structure dumps, no data), `recompute` (activation-checkpointed modules at the top level),
-    `ms_tensor` (MindSpore tensor-mode compares) or `parallel` (rank folders merged with
-    --rank_size/--tp/--pp/--vpp/--order, --file_type json)."""
+    `ms_tensor` (MindSpore tensor-mode compares), `parallel` (rank folders merged with
+    --rank_size/--tp/--pp/--vpp/--order, --file_type json) or `distributed` (rank folders with
+    communication calls, linked across ranks)."""
     if kind == "parallel":
         import gen_parallel
 
         case = gen_parallel.make_case(seed, out)
+        case["kind"] = kind
+        return case
+    if kind == "distributed":
+        import gen_distributed
+
+        case = gen_distributed.make_case(seed, out)
         case["kind"] = kind
         return case
     x = random.Random(seed * 1000003 + 17)

@@ -1,11 +1,15 @@
 //! Communication links between ranks (`matched_distributed`), msprobe's `distributed_analyzer`.
 //!
 //! Only in rank/step folder modes. Every `Distributed.*` node of a rank gets a unique id: p2p
-//! ops `<api>rank<peer>_<n>`, collectives `<group_id><api>_<n>` (n counts per rank, from 1).
-//! A p2p op is linked to the peer op with the mirrored id on the peer rank when that op points
-//! back; a collective to the op with the same id on every other rank of its group (for
-//! broadcast/scatter/reduce/gather only from the root). Each side lists its peers with the
-//! peer's precision index (or overflow level with `-oc`).
+//! ops `<api>rank<peer>_<n>`, collectives `<group_id><api>_<n>` (n counts per rank, from 1; a
+//! collective only when its group has both `group_ranks` and a `group_id`). The ranks are visited
+//! in order, each rank's ops in node order; an op already linked (as the peer of an earlier one)
+//! is passed over. A p2p op is linked to the peer op with the mirrored id on the peer rank when
+//! that op points back, and the peer to it; a collective to the op with the same id and group on
+//! every other rank of its group (broadcast/scatter/reduce/gather only from their root, which
+//! also links each peer back to the root). Each side lists its peers with the peer's precision
+//! index (or overflow level with `-oc`). `batch_isend_irecv` is never linked: msprobe reads its
+//! P2P ops from the dump's output when it builds a graph, not from the database it links from.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,6 +25,8 @@ enum Kind {
     P2p(&'static str, &'static str, &'static str),
     /// `(root position field, type of the root)`.
     Rooted(&'static str, &'static str),
+    /// `batch_isend_irecv`.
+    Batch,
     Collective,
 }
 
@@ -34,6 +40,7 @@ fn kind(api: &str) -> Kind {
         "scatter" => Kind::Rooted("src", "send"),
         "gather" => Kind::Rooted("dst", "receive"),
         "reduce" => Kind::Rooted("1", "receive"),
+        "batch_isend_irecv" => Kind::Batch,
         _ => Kind::Collective,
     }
 }
@@ -67,16 +74,18 @@ impl Op {
         self.field(name, "value")?.trim().parse().ok()
     }
 
-    fn group_ranks(&self) -> Vec<i64> {
-        let Some(text) = self.field("group", "group_ranks") else {
-            return Vec::new();
-        };
-        serde_json::from_str::<Vec<i64>>(&text).unwrap_or_default()
+    /// The ranks and id of the op's `group` (msprobe's `_get_group_info`): none unless
+    /// `group_ranks` is a non-empty list and `group_id` is not empty.
+    fn group(&self) -> Option<(Vec<i64>, String)> {
+        let text = self.field("group", "group_ranks")?;
+        let ranks = serde_json::from_str::<Vec<i64>>(&text).unwrap_or_default();
+        let id = self.field("group", "group_id").filter(|g| !g.is_empty())?;
+        (!ranks.is_empty()).then_some((ranks, id))
     }
 }
 
 /// `(communications_type, [(peer rank, peer index, peer node)])` of one node.
-type Links = (String, Vec<(i64, String, String)>);
+type Links = (&'static str, Vec<(i64, String, String)>);
 
 type Graphs = BTreeMap<(String, i64), BTreeMap<i64, Vec<Op>>>;
 
@@ -102,52 +111,51 @@ fn link(rows: &mut [NodeRow], overflow_check: bool) {
         let (unique, ids) = unique_ids(ranks);
         for (&rank, ops) in ranks {
             for op in ops {
+                if results.contains_key(&op.row) {
+                    continue;
+                }
                 let Some(uid) = ids.get(&op.row) else {
                     continue;
                 };
                 match kind(&op.api) {
+                    Kind::Batch => {}
                     Kind::P2p(peer_api, field, ctype) => {
                         let Some(target) = op.int_field(field) else {
                             continue;
                         };
-                        let back_field = if field == "dst" { "src" } else { "dst" };
                         let count = uid.rsplit('_').next().unwrap_or("1");
                         let peer_uid = format!("{peer_api}rank{rank}_{count}");
                         let Some(&k) = unique.get(&target).and_then(|m| m.get(&peer_uid)) else {
                             continue;
                         };
                         let peer = &ranks[&target][k];
+                        let Kind::P2p(_, back_field, peer_ctype) = kind(peer_api) else {
+                            continue;
+                        };
                         if peer.int_field(back_field) != Some(rank) {
                             continue;
                         }
-                        let info = (target, index_of(peer.row), peer.name.clone());
-                        results.insert(op.row, (ctype.to_string(), vec![info]));
+                        let to_peer = (target, index_of(peer.row), peer.name.clone());
+                        let to_op = (rank, index_of(op.row), op.name.clone());
+                        results.insert(op.row, (ctype, vec![to_peer]));
+                        results.insert(peer.row, (peer_ctype, vec![to_op]));
                     }
                     Kind::Rooted(pos, ctype) => {
-                        if op.int_field(pos) != Some(rank) {
-                            continue;
-                        }
-                        for (target, peer) in group_peers(op, rank, uid, ranks, &unique) {
-                            let e = results
-                                .entry(op.row)
-                                .or_insert_with(|| (ctype.to_string(), Vec::new()));
-                            e.1.push((target, index_of(peer.row), peer.name.clone()));
-                            results.insert(
-                                peer.row,
-                                (
-                                    reverse(ctype).to_string(),
-                                    vec![(rank, index_of(op.row), op.name.clone())],
-                                ),
+                        if op.int_field(pos) == Some(rank) {
+                            link_group(
+                                op,
+                                rank,
+                                uid,
+                                Some(ctype),
+                                ranks,
+                                &unique,
+                                &index_of,
+                                &mut results,
                             );
                         }
                     }
                     Kind::Collective => {
-                        for (target, peer) in group_peers(op, rank, uid, ranks, &unique) {
-                            let e = results
-                                .entry(op.row)
-                                .or_insert_with(|| ("send_receive".to_string(), Vec::new()));
-                            e.1.push((target, index_of(peer.row), peer.name.clone()));
-                        }
+                        link_group(op, rank, uid, None, ranks, &unique, &index_of, &mut results);
                     }
                 }
             }
@@ -155,6 +163,48 @@ fn link(rows: &mut [NodeRow], overflow_check: bool) {
     }
     for (row, links) in results {
         rows[row].matched_distributed = links_text(&links);
+    }
+}
+
+/// msprobe's `_collective_match`: links `op` (rank `rank`, unique id `uid`) to the op with the
+/// same unique id and group id on every other rank of its group; a rooted op (`root_type`, the
+/// type of the root) also links each of those back to it.
+#[allow(clippy::too_many_arguments)]
+fn link_group(
+    op: &Op,
+    rank: i64,
+    uid: &str,
+    root_type: Option<&'static str>,
+    ranks: &BTreeMap<i64, Vec<Op>>,
+    unique: &UniqueIds,
+    index_of: &dyn Fn(usize) -> String,
+    results: &mut HashMap<usize, Links>,
+) {
+    let Some((group_ranks, group)) = op.group() else {
+        return;
+    };
+    let mut infos: Vec<(i64, String, String)> = Vec::new();
+    for target in group_ranks.into_iter().filter(|&t| t != rank) {
+        let Some(&k) = unique.get(&target).and_then(|m| m.get(uid)) else {
+            continue;
+        };
+        let peer = &ranks[&target][k];
+        if peer.group().is_none_or(|(_, g)| g != group) {
+            continue;
+        }
+        let info = (target, index_of(peer.row), peer.name.clone());
+        // a dict keyed by rank: a repeated rank keeps its first place
+        match infos.iter_mut().find(|(t, _, _)| *t == target) {
+            Some(slot) => *slot = info,
+            None => infos.push(info),
+        }
+        if let Some(ctype) = root_type {
+            let to_root = (rank, index_of(op.row), op.name.clone());
+            results.insert(peer.row, (reverse(ctype), vec![to_root]));
+        }
+    }
+    if !infos.is_empty() {
+        results.insert(op.row, (root_type.unwrap_or("send_receive"), infos));
     }
 }
 
@@ -203,7 +253,7 @@ fn peer_index(row: &NodeRow, overflow_check: bool) -> String {
 
 /// Rank → unique id → position of its op, and row → unique id, for the ops of one graph's
 /// ranks: p2p ops `<api>rank<peer>_<n>`, collectives `<group_id><api>_<n>` (`n` counts per
-/// rank, from 1); an op without its peer or group has none.
+/// rank, from 1); an op without its peer or group (see [`Op::group`]) has none.
 fn unique_ids(ranks: &BTreeMap<i64, Vec<Op>>) -> (UniqueIds, HashMap<usize, String>) {
     let mut unique = UniqueIds::new();
     let mut ids: HashMap<usize, String> = HashMap::new();
@@ -211,12 +261,13 @@ fn unique_ids(ranks: &BTreeMap<i64, Vec<Op>>) -> (UniqueIds, HashMap<usize, Stri
         let mut counts: HashMap<String, usize> = HashMap::new();
         for (k, op) in ops.iter().enumerate() {
             let key = match kind(&op.api) {
+                Kind::Batch => continue,
                 Kind::P2p(_, field, _) => match op.int_field(field) {
                     Some(t) => format!("{}rank{t}", op.api),
                     None => continue,
                 },
-                _ => match op.field("group", "group_id") {
-                    Some(g) => format!("{g}{}", op.api),
+                Kind::Rooted(..) | Kind::Collective => match op.group() {
+                    Some((_, g)) => format!("{g}{}", op.api),
                     None => continue,
                 },
             };
@@ -228,27 +279,6 @@ fn unique_ids(ranks: &BTreeMap<i64, Vec<Op>>) -> (UniqueIds, HashMap<usize, Stri
         }
     }
     (unique, ids)
-}
-
-/// The ops a collective `op` of rank `rank` (unique id `uid`) reaches: on every other rank of
-/// its group, the op with the same unique id and the same group, with its rank.
-fn group_peers<'a>(
-    op: &Op,
-    rank: i64,
-    uid: &str,
-    ranks: &'a BTreeMap<i64, Vec<Op>>,
-    unique: &UniqueIds,
-) -> Vec<(i64, &'a Op)> {
-    let group = op.field("group", "group_id");
-    op.group_ranks()
-        .into_iter()
-        .filter(|&target| target != rank)
-        .filter_map(|target| {
-            let &k = unique.get(&target)?.get(uid)?;
-            let peer = &ranks[&target][k];
-            (peer.field("group", "group_id") == group).then_some((target, peer))
-        })
-        .collect()
 }
 
 /// A row's `matched_distributed` text, as msprobe's `json.dumps` writes it.

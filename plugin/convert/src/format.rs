@@ -1,7 +1,8 @@
 //! Node data as the `.vis.db` stores it (msprobe's `format_node_data`).
 //!
 //! Every value becomes text: strings lose their `'` quotes and long decimal strings are rounded
-//! to 6 places (`"0.0722801234%"` → `"0.072280%"`), `None` becomes `"null"`, other values are
+//! to 6 places (`"0.0722801234%"` → `"0.072280%"`), `None` becomes `"null"` (also inside a
+//! string: `"<class 'NoneType'>"` → `"<class nullType>"`), other values are
 //! Python's `str()`. An item whose `Max` ends up `"null"` (a `None` in the dump) collapses to
 //! `{"value": "null"}`.
 
@@ -241,7 +242,7 @@ fn push_item(out: &mut impl TextOut, item: &PackedItem, opts: FormatOptions, scr
                 out.push_float(f);
                 out.push_str("\"");
             }
-            ValRef::Str(t) if !t.contains('\'') && t != "None" && !t.contains('.') => {
+            ValRef::Str(t) if !t.contains('\'') && !t.contains("None") && !t.contains('.') => {
                 out.push_json_str(t)
             }
             // A list or dict is written escaped straight into the row: a long one is never
@@ -266,14 +267,11 @@ fn value_text_into(out: &mut String, v: ValRef) {
     match v {
         ValRef::None => out.push_str("null"),
         ValRef::Str(s) => {
-            let s = s.replace('\'', "");
-            if s == "None" {
-                out.push_str("null");
-            } else {
-                match round_decimal(&s) {
-                    Some(r) => out.push_str(&r),
-                    None => out.push_str(&s),
-                }
+            // msprobe replaces every `None` in a string, not only a whole `None`
+            let s = s.replace('\'', "").replace("None", "null");
+            match round_decimal(&s) {
+                Some(r) => out.push_str(&r),
+                None => out.push_str(&s),
             }
         }
         other => graph_ascend_dump::packed::write_py_str(out, other),
@@ -334,6 +332,12 @@ mod tests {
         assert_eq!(value_text(&PyVal::Float(1e-5)), "1e-05");
         assert_eq!(value_text(&PyVal::Bool(false)), "False");
         assert_eq!(value_text(&PyVal::None), "null");
+        assert_eq!(value_text(&PyVal::Str("None".into())), "null");
+        assert_eq!(
+            value_text(&PyVal::Str("<class 'NoneType'>".into())),
+            "<class nullType>"
+        );
+        assert_eq!(value_text(&PyVal::Str("group_None".into())), "group_null");
     }
 
     #[test]

@@ -303,7 +303,7 @@ pub fn parse_op_fast(op_name: &str, entry: &JVal) -> OpData {
         op_name,
         entry,
         &|name, leaf| leaf_item(name, leaf),
-        &placeholder_item,
+        &|item| item,
     );
     OpData { input, output }
 }
@@ -314,17 +314,18 @@ pub(crate) type LeafFn<'w, T> = dyn Fn(&str, &[(Cow<str>, JVal)]) -> T + 'w;
 /// Named items of one op.
 type Named<T> = Vec<(String, T)>;
 
-/// Inputs and outputs of one entry: its leaves, each made by `leaf` (a `null` by `placeholder`).
+/// Inputs and outputs of one entry: its leaves, each made by `leaf`, or made as an [`Item`] first
+/// (a `null`'s placeholder, a `P2POp`) and turned into a `T` by `from_item`.
 pub(crate) fn flatten<T>(
     op_name: &str,
     entry: &JVal,
     leaf: &LeafFn<'_, T>,
-    placeholder: &dyn Fn() -> T,
+    from_item: &dyn Fn(Item) -> T,
 ) -> (Named<T>, Named<T>) {
     let mut items: Vec<(String, T)> = Vec::new();
     let mut walker = Walker {
         leaf,
-        placeholder,
+        from_item,
         out: &mut items,
     };
     if is_parameters_grad(op_name) {
@@ -378,14 +379,20 @@ fn child_name(name: &str, part: &str) -> String {
 /// msprobe's recursive flattening of one input/output/parameters value into named leaves.
 struct Walker<'w, T> {
     leaf: &'w LeafFn<'w, T>,
-    placeholder: &'w dyn Fn() -> T,
+    from_item: &'w dyn Fn(Item) -> T,
     out: &'w mut Vec<(String, T)>,
 }
 
 impl<T> Walker<'_, T> {
     fn walk(&mut self, name: &str, value: &JVal, grad_state: bool) {
         match value {
-            JVal::Null => self.out.push((name.to_string(), (self.placeholder)())),
+            JVal::Null => self
+                .out
+                .push((name.to_string(), (self.from_item)(placeholder_item()))),
+            JVal::Obj(_) if value.get("class_type").and_then(JVal::as_str) == Some(P2P_OP) => {
+                let (key, item) = p2p_op_item(name, value);
+                self.out.push((key, (self.from_item)(item)));
+            }
             JVal::Obj(map) if value.get("type").is_some_and(JVal::is_string) => {
                 let item = (self.leaf)(name, map);
                 self.out.push((leaf_key(name, map), item));
@@ -405,17 +412,31 @@ impl<T> Walker<'_, T> {
                     }
                 }
             }
-            other => {
-                // A bare scalar where a leaf dict was expected: keep it as a value leaf.
-                let map = vec![
-                    (Cow::Borrowed("type"), JVal::Str(Cow::Borrowed("unknown"))),
-                    (Cow::Borrowed("value"), other.clone()),
-                ];
-                let item = (self.leaf)(name, &map);
-                self.out.push((leaf_key(name, &map), item));
-            }
+            // A bare scalar where a leaf dict was expected (e.g. the `op` and `peer` of a
+            // MindSpore P2POp, which is not read as one leaf): msprobe's `op_item_parse` gives
+            // no item for it.
+            _ => {}
         }
     }
+}
+
+/// The class of a `torch.distributed.P2POp` item (the ops of `batch_isend_irecv`), which msprobe
+/// reads as one leaf. MindSpore's P2POps (`mindspore.mint.distributed.P2POp`) are not read so.
+const P2P_OP: &str = "torch.distributed.P2POp";
+
+/// msprobe's leaf of a `P2POp` dict: the item of its `tensor` (the placeholder when that is not
+/// a dict), then its `class_type`, `op`, `peer`, `tag` and `group_id` (null when absent); with
+/// the name it is listed under.
+fn p2p_op_item(name: &str, p2p: &JVal) -> (String, Item) {
+    let (key, mut item) = match p2p.get("tensor") {
+        Some(JVal::Obj(tensor)) => (leaf_key(name, tensor), leaf_item(name, tensor)),
+        _ => (name.to_string(), placeholder_item()),
+    };
+    for field in ["class_type", "op", "peer", "tag", "group_id"] {
+        let value = p2p.get(field).map_or(PyVal::None, PyVal::from_jval);
+        item.set(field, value);
+    }
+    (key, item)
 }
 
 /// The name a leaf is listed under: its `data_name` without the file extension when it has a
@@ -738,6 +759,41 @@ mod tests {
         assert_eq!(bool_item.text("dtype").unwrap(), "<class 'bool'>");
         assert_eq!(d.input[0].1.text("requires_grad").unwrap(), "False");
         assert_eq!(d.input[0].1.text("md5").unwrap(), "00000000");
+    }
+
+    /// A torch `P2POp` (the ops of `batch_isend_irecv`) is one leaf: its tensor's item, then its
+    /// own fields; a MindSpore P2POp is walked like any dict, and its bare scalars give nothing.
+    #[test]
+    fn a_torch_p2p_op_is_one_leaf_and_bare_scalars_give_nothing() {
+        let tensor = json!({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [5], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false});
+        let entry = json!({
+            "input_args": [[
+                {"class_type": "torch.distributed.P2POp", "tensor": tensor, "op": "isend", "peer": 1, "tag": 0, "group_id": "2a3070ce"},
+                {"class_type": "mindspore.mint.distributed.P2POp", "tensor": tensor, "op": "irecv", "peer": 2, "tag": 0, "group_id": null}
+            ]],
+            "input_kwargs": {"flag": 7}
+        });
+        let d = parse_op("Distributed.batch_isend_irecv.0.forward", &entry);
+        let names: Vec<&str> = d.input.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Distributed.batch_isend_irecv.0.forward.input.0.0",
+                "Distributed.batch_isend_irecv.0.forward.input.0.1.tensor",
+                "Distributed.batch_isend_irecv.0.forward.input.0.1.group_id",
+            ]
+        );
+        let p2p = &d.input[0].1;
+        let keys: Vec<&str> = p2p.fields.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(&keys[..3], ["type", "dtype", "shape"]);
+        assert_eq!(
+            &keys[keys.len() - 5..],
+            ["class_type", "op", "peer", "tag", "group_id"]
+        );
+        assert_eq!(p2p.text("Max").unwrap(), "1.0");
+        assert_eq!(p2p.text("op").unwrap(), "isend");
+        assert_eq!(p2p.get("peer"), Some(&PyVal::Int(1)));
+        assert!(d.input[2].1.is_placeholder());
     }
 
     #[test]

@@ -10,9 +10,7 @@
 use std::borrow::Cow;
 
 use crate::fastjson::JVal;
-use crate::items::{
-    flatten, known_field, placeholder_item, FieldName, Item, LeafVal, Lookup, OpData, KNOWN_FIELDS,
-};
+use crate::items::{flatten, known_field, FieldName, Item, LeafVal, Lookup, OpData, KNOWN_FIELDS};
 use crate::pyval::PyVal;
 
 /// Strings that fill most values (types, dtypes, flags), stored as a one-byte code.
@@ -839,8 +837,7 @@ fn write_nested(out: &mut dyn std::fmt::Write, r: &mut Reader) {
 /// [`crate::items::parse_op_fast`] with each item packed as it is made (for the usual tensor
 /// leaf, straight from the JSON: see [`pack_leaf`]).
 pub fn parse_op_packed(op_name: &str, entry: &JVal) -> PackedOp {
-    let placeholder = || PackedItem::pack(&placeholder_item());
-    let (input, output) = flatten(op_name, entry, &pack_leaf, &placeholder);
+    let (input, output) = flatten(op_name, entry, &pack_leaf, &|item| PackedItem::pack(&item));
     PackedOp { input, output }
 }
 
