@@ -73,7 +73,7 @@ describe('report data source', () => {
 });
 
 describe('report download address', () => {
-  const meta = { run: 'converted/s1', tag: 'compare_1', lang: 'en', step: 0, rank: 2 };
+  const meta = { run: 'converted/s1', tag: 'compare_1', lang: 'en' as const, step: 0, rank: 2 };
   it('asks for the shown step and rank, and for no stacks or paths only when chosen', () => {
     const whole = new URLSearchParams(reportAddress(meta).split('?')[1]);
     expect(reportAddress(meta).startsWith('exportReport?')).toBe(true);

@@ -7,7 +7,7 @@ use graph_ascend_visdb::StoreError;
 use serde_json::Value;
 
 use super::reply::{answer, HandlerError, Result, StoreContext};
-use super::selection::{lang_of, select};
+use super::selection::{lang_of, select, Selection};
 use crate::graph_index::CachedRows;
 use crate::layout::{Hierarchy, RenderInfo};
 use crate::messages::Msg;
@@ -89,7 +89,7 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
     let stale = guard
         .as_ref()
         .is_none_or(|h| h.graph() != graph || h.micro_step() != sel.micro_step);
-    let names = sel
+    let data = sel
         .file
         .with_cached_rows(|store| {
             if node.node_name == "root" || stale {
@@ -107,37 +107,33 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
             if node.node_name != "root" {
                 h.toggle_or_reveal(store, &node.node_name)?;
             }
-            Ok(Some(h.visible_names()))
+            Ok(Some(boxes(h)))
         })
         .context(Msg::ExpandNode);
     state.views.record_size(&key, guard.as_ref());
-    let no_root = || {
-        HandlerError::Because(
-            Msg::ExpandNode,
-            format!(
-                "{}: the {pane_name} graph of step {}, rank {} has no root node",
-                sel.file.path.display(),
-                sel.step,
-                sel.rank
-            ),
-        )
-    };
-    let names = names?.ok_or_else(no_root)?;
-    let Some(h) = guard.as_ref() else {
-        return Err(no_root());
-    };
     Ok(pb::HierarchyResponse {
         success: true,
         error: None,
-        data: names
-            .into_iter()
-            .filter_map(|name| {
-                let info = h.info(&name)?;
-                Some(render_node(name, info, false))
-            })
-            .collect(),
+        data: data?.ok_or_else(|| no_root(&sel, pane_name))?,
     })
 }
+
+/// The failure of a pane whose graph has no root node.
+fn no_root(sel: &Selection, pane_name: &str) -> HandlerError {
+    HandlerError::Because(
+        Msg::ExpandNode,
+        format!(
+            "{}: the {pane_name} graph of step {}, rank {} has no root node",
+            sel.file.path.display(),
+            sel.step,
+            sel.rank
+        ),
+    )
+}
+
+/// What the report's view functions tell: `(i, boxes)`, the `i`th view reached, and what gives
+/// its boxes when they are wanted.
+pub(super) type EachView<'a> = &'a mut dyn FnMut(usize, &mut dyn FnMut() -> Vec<pb::RenderNode>);
 
 /// The views of a chain of expansions, for the report (`handlers::report`): from a fresh root
 /// view of a pane, each node of `path` toggled (or revealed) in turn, exactly as
@@ -150,7 +146,7 @@ pub(super) fn views_in_turn(
     meta: Option<&pb::MetaData>,
     node_type: &str,
     path: &[&str],
-    each: &mut dyn FnMut(usize, &mut dyn FnMut() -> Vec<pb::RenderNode>),
+    each: EachView<'_>,
 ) -> Result<()> {
     with_root_view(state, meta, node_type, &mut |store, h| {
         each(0, &mut || boxes(h));
@@ -171,7 +167,7 @@ pub(super) fn views_of_each(
     meta: Option<&pb::MetaData>,
     node_type: &str,
     modules: &[&str],
-    each: &mut dyn FnMut(usize, &mut dyn FnMut() -> Vec<pb::RenderNode>),
+    each: EachView<'_>,
 ) -> Result<()> {
     with_root_view(state, meta, node_type, &mut |store, h| {
         let mut failed = None;
@@ -225,15 +221,7 @@ fn with_root_view(
         })
         .context(Msg::ExpandNode)?;
     if !laid_out {
-        return Err(HandlerError::Because(
-            Msg::ExpandNode,
-            format!(
-                "{}: the {pane_name} graph of step {}, rank {} has no root node",
-                sel.file.path.display(),
-                sel.step,
-                sel.rank
-            ),
-        ));
+        return Err(no_root(&sel, pane_name));
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 
 use super::catalog::config_info;
 use super::diagnosis::diagnose;
-use super::navigation::{get_node_info, views_in_turn, views_of_each};
+use super::navigation::{get_node_info, views_in_turn, views_of_each, EachView};
 use super::reply::{Failure, HandlerError, Result};
 use crate::messages::{Lang, Msg};
 use crate::report_page::{page_assets, report_html};
@@ -448,7 +448,7 @@ fn in_turn(
     meta: &pb::MetaData,
     side: &str,
     path: &[&str],
-    each: &mut dyn FnMut(usize, &mut dyn FnMut() -> Vec<pb::RenderNode>),
+    each: EachView<'_>,
 ) -> Result<()> {
     views_in_turn(state, Some(meta), side, path, each)
         .map_err(|_| HandlerError::Invalid(Msg::ExpandNode))
