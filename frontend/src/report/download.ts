@@ -32,7 +32,7 @@ const words = {
     wholeTip: '包含节点的调用栈与文件所在目录',
     noPaths: '不含调用栈与路径',
     noPathsTip: '调用栈与目录可能暴露私有路径：此报告不包含它们',
-    making: '正在生成报告（侧车正在布局各视图）……',
+    making: '正在生成报告（先布局各视图）……',
     received: '正在下载报告：已接收 {size}……',
     saved: '已保存 {file}',
   },
