@@ -31,7 +31,7 @@ ASSETS=()
 one() {
   local label=$1 file=$2 out="$TMP/$1.html"
   rm -f "$out"
-  /usr/bin/time -o "$TMP/$label.time" -f '%e s, peak %M KB' nice -n 10 "$GA" report "$file" -o "$out" "${ASSETS[@]}" 2>"$TMP/$label.log"
+  /usr/bin/time -o "$TMP/$label.time" -f '%e s (CPU %U s user + %S s system), peak %M KB' nice -n 10 "$GA" report "$file" -o "$out" "${ASSETS[@]}" 2>"$TMP/$label.log"
   echo "$label: written in $(cat "$TMP/$label.time"); $(stat -c %s "$out" | awk '{printf "%.2f MB", $1 / 1e6}')"
   sed 's/^/    /' "$TMP/$label.log"
   node bench/report_paint.mjs "$out" | sed "s/^/    /"

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { reportAddress } from '../src/report/download';
 import { ReportSource, routeOf, type ReportData } from '../src/report/source';
 
 const node = (name: string, parentNode: string, nodeType = 0, isRoot = false) => ({
@@ -68,5 +69,17 @@ describe('report data source', () => {
   it('reads the route and query of a relative address', () => {
     expect(routeOf('loadGraphData?run=r&step=0')).toEqual({ route: 'loadGraphData', query: { run: 'r', step: '0' } });
     expect(routeOf('file:///tmp/x/getNodeInfo').route).toBe('getNodeInfo');
+  });
+});
+
+describe('report download address', () => {
+  const meta = { run: 'converted/s1', tag: 'compare_1', lang: 'en' as const, step: 0, rank: 2 };
+  it('asks for the shown step and rank, and for no stacks or paths only when chosen', () => {
+    const whole = new URLSearchParams(reportAddress(meta).split('?')[1]);
+    expect(reportAddress(meta).startsWith('exportReport?')).toBe(true);
+    expect(Object.fromEntries(whole)).toEqual({ run: 'converted/s1', tag: 'compare_1', lang: 'en', step: '0', rank: '2' });
+    const bare = new URLSearchParams(reportAddress(meta, true).split('?')[1]);
+    expect(bare.get('no_paths')).toBe('true');
+    expect(bare.get('run')).toBe('converted/s1');
   });
 });

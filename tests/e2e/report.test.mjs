@@ -9,11 +9,10 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { launchBrowser, repo, screenshot, until } from './harness.mjs';
+import { assertFirstSourceShown, FIRST_SOURCE as FIRST, openReportFromDisk } from './report_view.mjs';
 
 const DEMO = path.join(repo, 'examples/compare_tf_stats/compare_20261122090320.vis.db');
-const FIRST = 'Functional.layer_norm.3.forward';
 const BINARY = process.env.GRAPH_ASCEND_BINARY || path.join(repo, 'target/release/graph-ascend');
 
 function report(file, out, extra = []) {
@@ -34,51 +33,13 @@ describe('GRAPH_ASCEND report', () => {
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  /** The report opened from disk; every request that leaves file:// is aborted and counted. */
-  const open = async (file, name, fn) => {
-    const page = await browser.newPage({ viewport: { width: 1500, height: 950 } });
-    page.setDefaultTimeout(15_000);
-    const errors = [];
-    const blocked = [];
-    page.on('pageerror', (e) => errors.push(e.message));
-    await page.route('**/*', (route) => {
-      const url = route.request().url();
-      if (url.startsWith('file://')) return route.continue();
-      blocked.push(url);
-      return route.abort();
-    });
-    try {
-      await page.goto(pathToFileURL(file).href);
-      await until(page, () => window.__graphAscend?.fileLoads === 0 && window.__graphAscend.meta.run
-        && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, undefined, 20_000);
-      await fn(page);
-      assert.deepEqual(blocked, [], 'no request leaves the file');
-      if (errors.length) throw new Error(`errors in the page: ${errors.join('\n')}`);
-    } catch (e) {
-      await screenshot(page, `${name}-failure`).catch(() => {});
-      const shown = await page.evaluate(() => window.__graphAscend?.errors ?? []).catch(() => []);
-      if (shown.length) e.message += `\n--- errors the page showed ---\n${shown.join('\n')}`;
-      throw e;
-    } finally {
-      await page.close();
-    }
-  };
+  const open = (file, name, fn) => openReportFromDisk(browser, file, name, fn);
 
   it('opens from disk with no network: the diagnosis, the first source one click away, its details', async () => {
     const out = path.join(dir, 'demo.html');
     report(DEMO, out);
     await open(out, 'report', async (page) => {
-      assert.ok(Number(await page.getAttribute('[data-testid=debugGraph]', 'data-nodes')) > 1, 'the target graph is drawn');
-      await page.click('[data-testid=diagnosisSiderButton]');
-      await page.waitForSelector('[data-testid=diagGroup]');
-      const first = page.locator('[data-testid=diagGroup]').first();
-      assert.match(await first.textContent(), new RegExp(FIRST.replace(/\./g, '\\.')));
-      await first.click();
-      await until(page, (k) => window.__graphAscend.selected?.side === 'NPU' && window.__graphAscend.selected.key === k, FIRST);
-      assert.ok(await page.evaluate((k) => Boolean(window.__graphAscend.panes.NPU.scene.byKey.get(k)), FIRST), 'its ancestors are open');
-      await page.waitForSelector('[data-testid=detailsTable]');
-      assert.ok((await page.textContent('[data-testid=debugNodeName]')).includes(FIRST));
-      assert.match(await page.textContent('[data-testid=detailsTable]'), /output\.0/);
+      await assertFirstSourceShown(page);
       // Its module collapses and opens again from the views laid out in advance.
       const parent = await page.evaluate((k) => window.__graphAscend.hier.NPU[k].parentNode, FIRST);
       await page.evaluate((p) => window.__graphAscend.toggleNode('NPU', p, false), parent);

@@ -84,4 +84,33 @@ fn the_report_download_comes_in_chunks_with_its_type_and_name() {
     // A file that is not served: a failure.
     let chunks = export(&state, request("nope"));
     assert!(!chunks[0].success);
+
+    // `no_paths` (the page's "Without stacks and paths"): no stack in the details, and it says so.
+    let stacks_of = |req: pb::ExportReportRequest| -> (usize, serde_json::Value) {
+        let chunks = export(&state, req);
+        assert!(chunks[0].success, "{:?}", chunks[0]);
+        let html: Vec<u8> = chunks[1..].iter().flat_map(|c| c.data.clone()).collect();
+        let html = String::from_utf8(html).unwrap();
+        let open = "id=\"graph-ascend-report\">";
+        let start = html.find(open).expect("the data element") + open.len();
+        let len = html[start..].find("</script>").expect("its end");
+        let data: serde_json::Value = serde_json::from_str(&html[start..start + len]).unwrap();
+        let stacks = ["NPU", "Bench"]
+            .iter()
+            .filter_map(|side| data["panes"][side]["details"].as_object())
+            .flat_map(|details| details.values())
+            .map(|d| d["stack_info"].as_array().map_or(0, Vec::len))
+            .sum();
+        (stacks, data)
+    };
+    let (with, data) = stacks_of(request(&tag));
+    assert!(with > 0, "the fixture has stacks");
+    assert_eq!(data["provenance"]["noPaths"], false);
+    let (without, data) = stacks_of(pb::ExportReportRequest {
+        no_paths: true,
+        ..request(&tag)
+    });
+    assert_eq!(without, 0);
+    assert_eq!(data["provenance"]["noPaths"], true);
+    assert!(data["leftOut"].to_string().contains("stacks and paths"));
 }

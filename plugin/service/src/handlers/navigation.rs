@@ -3,10 +3,12 @@
 
 use graph_ascend_proto as pb;
 use graph_ascend_visdb::store::{NodeDetailRow, Side};
+use graph_ascend_visdb::StoreError;
 use serde_json::Value;
 
 use super::reply::{answer, HandlerError, Result, StoreContext};
-use super::selection::{lang_of, select};
+use super::selection::{lang_of, select, Selection};
+use crate::graph_index::CachedRows;
 use crate::layout::{Hierarchy, RenderInfo};
 use crate::messages::Msg;
 use crate::state::State;
@@ -87,7 +89,7 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
     let stale = guard
         .as_ref()
         .is_none_or(|h| h.graph() != graph || h.micro_step() != sel.micro_step);
-    let names = sel
+    let data = sel
         .file
         .with_cached_rows(|store| {
             if node.node_name == "root" || stale {
@@ -105,36 +107,134 @@ fn expand(state: &State, client: &str, req: &pb::NodeRequest) -> Result<pb::Hier
             if node.node_name != "root" {
                 h.toggle_or_reveal(store, &node.node_name)?;
             }
-            Ok(Some(h.visible_names()))
+            Ok(Some(boxes(h)))
         })
         .context(Msg::ExpandNode);
     state.views.record_size(&key, guard.as_ref());
-    let no_root = || {
-        HandlerError::Because(
-            Msg::ExpandNode,
-            format!(
-                "{}: the {pane_name} graph of step {}, rank {} has no root node",
-                sel.file.path.display(),
-                sel.step,
-                sel.rank
-            ),
-        )
-    };
-    let names = names?.ok_or_else(no_root)?;
-    let Some(h) = guard.as_ref() else {
-        return Err(no_root());
-    };
     Ok(pb::HierarchyResponse {
         success: true,
         error: None,
-        data: names
-            .into_iter()
-            .filter_map(|name| {
-                let info = h.info(&name)?;
-                Some(render_node(name, info, false))
-            })
-            .collect(),
+        data: data?.ok_or_else(|| no_root(&sel, pane_name))?,
     })
+}
+
+/// The failure of a pane whose graph has no root node.
+fn no_root(sel: &Selection, pane_name: &str) -> HandlerError {
+    HandlerError::Because(
+        Msg::ExpandNode,
+        format!(
+            "{}: the {pane_name} graph of step {}, rank {} has no root node",
+            sel.file.path.display(),
+            sel.step,
+            sel.rank
+        ),
+    )
+}
+
+/// What the report's view functions tell: `(i, boxes)`, the `i`th view reached, and what gives
+/// its boxes when they are wanted.
+pub(super) type EachView<'a> = &'a mut dyn FnMut(usize, &mut dyn FnMut() -> Vec<pb::RenderNode>);
+
+/// The views of a chain of expansions, for the report (`handlers::report`): from a fresh root
+/// view of a pane, each node of `path` toggled (or revealed) in turn, exactly as
+/// `changeNodeExpandState` lays them out after "root" and each of them, but on a view of its own
+/// (no client's view state) and without answering the steps nobody reads. `each(i, boxes)` is
+/// told after the first `i` nodes (0: the root view) and calls `boxes()` when it wants that
+/// view's boxes, so a chain of `n` views costs one layout each instead of `n` from the root.
+pub(super) fn views_in_turn(
+    state: &State,
+    meta: Option<&pb::MetaData>,
+    node_type: &str,
+    path: &[&str],
+    each: EachView<'_>,
+) -> Result<()> {
+    with_root_view(state, meta, node_type, &mut |store, h| {
+        each(0, &mut || boxes(h));
+        for (i, name) in path.iter().enumerate() {
+            h.toggle_or_reveal(store, name)?;
+            each(i + 1, &mut || boxes(h));
+        }
+        Ok(())
+    })
+}
+
+/// The views of the root view's modules opened one at a time, for the report: from the root
+/// view of a pane, `modules[i]` opened (as `changeNodeExpandState` after "root"), its boxes
+/// answered, and closed again before the next, instead of a copy of the root view each.
+/// `each(i, open)` calls `open()` when it wants the view with `modules[i]` open.
+pub(super) fn views_of_each(
+    state: &State,
+    meta: Option<&pb::MetaData>,
+    node_type: &str,
+    modules: &[&str],
+    each: EachView<'_>,
+) -> Result<()> {
+    with_root_view(state, meta, node_type, &mut |store, h| {
+        let mut failed = None;
+        for (i, name) in modules.iter().enumerate() {
+            each(i, &mut || {
+                let opened = h.toggle_or_reveal(store, name).map(|()| boxes(h));
+                let closed = h.toggle_or_reveal(store, name);
+                match opened.and_then(|b| closed.map(|()| b)) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        failed = Some(e);
+                        Vec::new()
+                    }
+                }
+            });
+            if let Some(e) = failed.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Runs `f` on a fresh copy of a pane's root view (for the report's views); no pane (a side a
+/// single graph does not have): `f` is not run.
+fn with_root_view(
+    state: &State,
+    meta: Option<&pb::MetaData>,
+    node_type: &str,
+    f: &mut dyn FnMut(&CachedRows<'_>, &mut Hierarchy) -> std::result::Result<(), StoreError>,
+) -> Result<()> {
+    let sel = select(state, meta)?;
+    let compare = sel.is_compare()?;
+    let Some((side, prefix, pane_name)) = pane(compare, node_type) else {
+        return Ok(());
+    };
+    let graph = sel.graph(side);
+    let laid_out = sel
+        .file
+        .with_cached_rows(|store| {
+            let root = state
+                .root_layouts
+                .get(&sel.file, graph, sel.micro_step, prefix, || {
+                    Hierarchy::new(store, graph, sel.micro_step, prefix)
+                })?;
+            let Some(mut h) = root.as_ref().clone() else {
+                return Ok(false);
+            };
+            f(store, &mut h)?;
+            Ok(true)
+        })
+        .context(Msg::ExpandNode)?;
+    if !laid_out {
+        return Err(no_root(&sel, pane_name));
+    }
+    Ok(())
+}
+
+/// The visible boxes of a view, as `changeNodeExpandState` answers them.
+fn boxes(h: &mut Hierarchy) -> Vec<pb::RenderNode> {
+    h.visible_names()
+        .into_iter()
+        .filter_map(|name| {
+            let info = h.info(&name)?;
+            Some(render_node(name, info, false))
+        })
+        .collect()
 }
 
 /// `updateHierarchyData`: every box of the client's view of one pane, with its children.

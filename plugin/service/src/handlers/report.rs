@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 
 use super::catalog::config_info;
 use super::diagnosis::diagnose;
-use super::navigation::{change_node_expand_state, get_node_info};
+use super::navigation::{get_node_info, views_in_turn, views_of_each, EachView};
 use super::reply::{Failure, HandlerError, Result};
 use crate::messages::{Lang, Msg};
 use crate::report_page::{page_assets, report_html};
@@ -248,20 +248,18 @@ pub fn report_data(
             .into_iter()
             .filter(|k| pane.modules.contains(k) && pane.parents.contains_key(k))
             .collect();
-        for module in top {
-            top_total += 1;
-            let side: &'static str = side_name(side);
-            if pane.view_keys.contains(&vec![module.clone()]) {
-                continue;
+        top_total += top.len();
+        let names: Vec<&str> = top.iter().map(String::as_str).collect();
+        // One copy of the root view: each module opened, kept, closed again.
+        views_of_each(state, Some(&meta), side, &names, &mut |i, open| {
+            if pane.view_keys.contains(&vec![top[i].clone()]) {
+                return;
             }
-            if budget.left < MIN_VIEW_BYTES {
-                top_left_out += 1;
-                continue;
-            }
-            if !lay_out(state, &meta, side, pane, &[module.as_str()], &mut budget)? {
+            if budget.left < MIN_VIEW_BYTES || !keep_view(pane, open(), &mut budget) {
                 top_left_out += 1;
             }
-        }
+        })
+        .map_err(|_| HandlerError::Invalid(Msg::ExpandNode))?;
     }
     if top_left_out > 0 {
         budget.left_out.push(format!(
@@ -443,18 +441,17 @@ fn node_request(meta: &pb::MetaData, side: &str, name: &str) -> pb::NodeRequest 
     }
 }
 
-/// One expansion request of the report's own view, its boxes.
-fn expand(
+/// The views of a chain of expansions of a side (`views_in_turn`): `each(i, boxes)` after the
+/// first `i` nodes of `path` opened (0: the root view). A failed layout fails the report.
+fn in_turn(
     state: &State,
     meta: &pb::MetaData,
     side: &str,
-    name: &str,
-) -> Result<Vec<pb::RenderNode>> {
-    let answer = change_node_expand_state(state, REPORT_CLIENT, node_request(meta, side, name));
-    if !answer.success {
-        return Err(HandlerError::Invalid(Msg::ExpandNode));
-    }
-    Ok(answer.data)
+    path: &[&str],
+    each: EachView<'_>,
+) -> Result<()> {
+    views_in_turn(state, Some(meta), side, path, each)
+        .map_err(|_| HandlerError::Invalid(Msg::ExpandNode))
 }
 
 /// Lays out the view with `path` opened (ancestors first; empty: the root view) and keeps it if
@@ -467,13 +464,14 @@ fn lay_out(
     path: &[&str],
     budget: &mut Budget,
 ) -> Result<bool> {
-    let mut boxes = expand(state, meta, side, "root")?;
-    for name in path {
-        boxes = expand(state, meta, side, name)?;
-    }
-    Ok(keep_view(pane, boxes, budget))
+    let mut fitted = true;
+    in_turn(state, meta, side, path, &mut |i, boxes| {
+        if i == path.len() {
+            fitted = keep_view(pane, boxes(), budget);
+        }
+    })?;
+    Ok(fitted)
 }
-
 /// Adds a view's boxes to the pane (new nodes' fixed fields, the view's positions) if it is not
 /// there yet and fits; true when it is there afterwards.
 fn keep_view(pane: &mut Pane, boxes: Vec<pb::RenderNode>, budget: &mut Budget) -> bool {
@@ -571,8 +569,12 @@ fn path_to(
     budget: &mut Budget,
 ) -> Result<bool> {
     // The node revealed: its ancestors open.
-    expand(state, meta, side, "root")?;
-    let revealed = expand(state, meta, side, node)?;
+    let mut revealed = Vec::new();
+    in_turn(state, meta, side, &[node], &mut |i, boxes| {
+        if i == 1 {
+            revealed = boxes();
+        }
+    })?;
     let Some(target) = revealed.iter().find(|b| b.key == node) else {
         return Ok(true); // not in this graph (another micro step's): nothing to lay out
     };
@@ -593,25 +595,22 @@ fn path_to(
         if roots.contains(p) || chain.len() > 10_000 {
             break;
         }
-        chain.push(p.to_owned());
+        chain.push(p);
         at = parents.get(p).copied();
     }
     chain.reverse();
-    let mut fitted = true;
-    // Each ancestor opened in turn: its own view (the previous ones open too).
-    for i in 1..=chain.len() {
-        let path: Vec<&str> = chain[..i].iter().map(String::as_str).collect();
-        if !pane.view_keys.contains(&sorted(&path)) {
-            fitted &= lay_out(state, meta, side, pane, &path, budget)?;
-        }
-    }
+    // Each ancestor opened in turn: its own view (the previous ones open too); then the node
+    // itself when it is a module. One chain of layouts, each view kept when it is new.
+    let mut path = chain;
     if is_module {
-        let mut path: Vec<&str> = chain.iter().map(String::as_str).collect();
         path.push(node);
-        if !pane.view_keys.contains(&sorted(&path)) {
-            fitted &= lay_out(state, meta, side, pane, &path, budget)?;
-        }
     }
+    let mut fitted = true;
+    in_turn(state, meta, side, &path, &mut |i, boxes| {
+        if i > 0 && !pane.view_keys.contains(&sorted(&path[..i])) {
+            fitted &= keep_view(pane, boxes(), budget);
+        }
+    })?;
     Ok(fitted)
 }
 
