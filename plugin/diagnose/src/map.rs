@@ -6,7 +6,9 @@
 //!
 //! The map is built from the judgements [`crate::diagnose()`] makes anyway, one step at a time
 //! ([`crate::diagnose::diagnose_visiting`]): the same rules, the same tolerances, the same
-//! sources, and no more than one step's rows in memory. The rules of the depth and of the
+//! sources, and no more than one step's rows in memory. It is made once at full resolution
+//! ([`FineMap`]: one column per rank, or rank and micro-batch, of every step) and aggregated to
+//! any number of columns from there ([`FineMap::aggregate`]). The rules of the depth and of the
 //! columns are in `docs/diagnosis.md` ("The divergence map").
 
 use foldhash::{HashMap, HashSet};
