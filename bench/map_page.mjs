@@ -7,14 +7,16 @@
 // 2. map_scroll_fps: frames drawn per second while the map scrolls (down and across, one step a frame
 //    for 3 s), at zoom 1 and zoomed in (×8: more columns, ranks apart), with the cells in view; a map
 //    that fits the screen (`scrolls: false`) is drawn again each frame instead;
-// 3. sidecar_peak: the sidecar's peak resident memory (VmHWM) after all of it.
+// 3. sidecar_peak: the sidecar's peak resident memory (VmHWM) after all of it, and its CPU time (user +
+//    system) after the first whole map and after all of it; each line carries the load average.
 //   node bench/map_page.mjs LOGDIR   (GA_PYTHON, GRAPH_ASCEND_BINARY as for the e2e tests)
 import fs from 'node:fs';
 import { appFrame, launchBrowser, pageAddress, startTensorBoard, until } from '../tests/e2e/harness.mjs';
 
 const logdir = process.argv[2];
 if (!logdir) throw new Error('usage: node bench/map_page.mjs LOGDIR');
-const report = (name, value) => console.log(JSON.stringify({ name, ...value }));
+const loadAverage = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+const report = (name, value) => console.log(JSON.stringify({ name, ...value, load: loadAverage() }));
 
 /** The sidecars serving `logdir` (their command lines name it). */
 function sidecarPids() {
@@ -35,7 +37,16 @@ function peakMb(pid) {
   return m ? Math.round(Number(m[1]) / 1024) : null;
 }
 
+/** CPU seconds (user + system) the process has used so far (clock ticks of 1/100 s). */
+function cpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 const before = new Set(sidecarPids());
+/** Ours: the one that was not there before our TensorBoard started. */
+const ourSidecar = () => sidecarPids().find((p) => !before.has(p)) ?? null;
 const tb = await startTensorBoard(logdir);
 const browser = await launchBrowser();
 try {
@@ -68,6 +79,7 @@ try {
   };
 
   const frame = await openMap();
+  const cpuFirst = ourSidecar() ? cpuSeconds(ourSidecar()) : null;
   const first = await frame.evaluate(() => ({ ...window.__mapBench, columns: window.__graphAscend.mapPanel.drawn.columns.length, lines: window.__graphAscend.mapPanel.lines.length, ranks: window.__graphAscend.mapPanel.drawn.ranks.length, steps: window.__graphAscend.mapPanel.drawn.steps.length }));
   report('map_first_paint', {
     first_cells_ms: Math.round(first.firstCells),
@@ -79,6 +91,7 @@ try {
     progress_seen: first.progress.length,
     progress_first: first.progress[0] ?? null,
     progress_last: first.progress[first.progress.length - 1] ?? null,
+    sidecar_cpu_s: cpuFirst,
   });
   const again = await openMap();
   const cached = await again.evaluate(() => window.__mapBench);
@@ -125,9 +138,8 @@ try {
   const z8 = await scroll(3000);
   report('map_scroll_fps', { zoom: 8, zoom_answer_ms: zoomMs, scrolls: z8.scrolls, fps: +z8.fps.toFixed(1), frame_p95_ms: +z8.frame_p95_ms.toFixed(1), cells_in_view: z8.cells_in_view, columns: z8.columns, content_px: [z8.scroll_width, z8.scroll_height] });
 
-  // Ours: the one that was not there before our TensorBoard started.
-  const pid = sidecarPids().find((p) => !before.has(p)) ?? null;
-  report('sidecar_peak', { pid, peak_rss_mb: pid ? peakMb(pid) : null });
+  const pid = ourSidecar();
+  report('sidecar_peak', { pid, peak_rss_mb: pid ? peakMb(pid) : null, cpu_s: pid ? cpuSeconds(pid) : null });
 } finally {
   await browser.close();
   tb.stop();

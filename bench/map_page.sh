@@ -15,20 +15,20 @@
 set -euo pipefail
 [ -n "${BENCH_OUT:-}" ] && BENCH_OUT=$(realpath -m -- "$BENCH_OUT")
 cd "$(dirname "$0")/.."
-GA=${GA:-target/release/graph-ascend}
+# Built here unless given.
+[ -n "${GA:-}" ] || { cargo build --release -q --locked -p graph-ascend; GA=target/release/graph-ascend; }
 RANKS=${MAP_RANKS:-1024}
 STEPS=${MAP_STEPS:-10}
 ENTRIES=${MAP_ENTRIES:-20}
+SHAPES=${MAP_SHAPES:-ours msprobe}
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=${BENCH_OUT:-bench/results}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/map_page.txt") 2>&1
 TMP=${BENCH_TMP:-$(mktemp -d)}
 mkdir -p "$TMP"
-trap 'rm -rf "$TMP"' EXIT
+[ "${MAP_KEEP:-0}" = 1 ] || trap 'rm -rf "$TMP"' EXIT
 
-cargo build --release -q --locked -p graph-ascend-testkit --bin gen_dump
-cargo build --release -q --locked -p graph-ascend
 GA=$(realpath "$GA")
 
 now() { date +%s.%N; }
@@ -36,27 +36,49 @@ since() { awk "BEGIN{printf \"%.1f\", $(now) - $1}"; }
 echo "== divergence map: $RANKS ranks x $STEPS steps x $ENTRIES entries a side ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 # One step is generated and converted, then copied to the other steps in the file (the converter holds
 # some four files of every graph open at once: 10,240 graphs a side pass the usual limit of open files).
-t=$(now)
-target/release/gen_dump "$TMP/dumps/a" "$ENTRIES" --ranks "$RANKS" >/dev/null
-target/release/gen_dump "$TMP/dumps/b" "$ENTRIES" --ranks "$RANKS" --perturb >/dev/null
-echo "generate dumps   $(since "$t") s ($(du -sh "$TMP/dumps" | cut -f1))"
-mkdir -p "$TMP/logdir"
-/usr/bin/time -f "convert          %e s, peak %M kB (one step)" "$GA" convert -tp "$TMP/dumps/b" -gp "$TMP/dumps/a" -o "$TMP/logdir/map" >/dev/null
-rm -rf "$TMP/dumps"
-DB=$(ls "$TMP"/logdir/map/*.vis.db)
-t=$(now)
-python3 - "$DB" "$STEPS" <<'PY'
+BASE="$TMP/base-$RANKS-$STEPS-$ENTRIES.vis.db"
+if [ ! -f "$BASE" ]; then
+  cargo build --release -q --locked -p graph-ascend-testkit --bin gen_dump
+  t=$(now)
+  target/release/gen_dump "$TMP/dumps/a" "$ENTRIES" --ranks "$RANKS" >/dev/null
+  target/release/gen_dump "$TMP/dumps/b" "$ENTRIES" --ranks "$RANKS" --perturb >/dev/null
+  echo "generate dumps   $(since "$t") s ($(du -sh "$TMP/dumps" | cut -f1))"
+  rm -rf "$TMP/convert"
+  /usr/bin/time -f "convert          %e s, peak %M kB (one step)" "$GA" convert -tp "$TMP/dumps/b" -gp "$TMP/dumps/a" -o "$TMP/convert" >/dev/null
+  rm -rf "$TMP/dumps"
+  t=$(now)
+  python3 - "$(ls "$TMP"/convert/*.vis.db)" "$STEPS" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 steps = int(sys.argv[2])
 cols = [r[1] for r in db.execute("PRAGMA table_info(tb_nodes)") if r[1] not in ("id", "step")]
 names = ", ".join(cols)
+ours = [r[1] for r in db.execute("PRAGMA table_info(ga_diagnosis)") if r[1] != "step"]
 for step in range(1, steps):
     db.execute(f"INSERT INTO tb_nodes (id, step, {names}) SELECT id || '_s' || ?, ?, {names} FROM tb_nodes WHERE step = 0", (step, step))
+    if ours:
+        o = ", ".join(ours)
+        db.execute(f"INSERT INTO ga_diagnosis (step, {o}) SELECT ?, {o} FROM ga_diagnosis WHERE step = 0", (step,))
 db.execute("UPDATE tb_config SET step_list = ?", (str(list(range(steps))),))
 db.commit()
 PY
-echo "steps copied     $(since "$t") s: $(du -h "$DB" | cut -f1), $(sqlite3 "$DB" 'select count(*) from tb_nodes') rows"
-/usr/bin/time -f "diagnose --map   %e s, peak %M kB (CLI, fresh process)" "$GA" diagnose "$DB" --map --format json >/dev/null || true
+  mv "$(ls "$TMP"/convert/*.vis.db)" "$BASE"
+  rm -rf "$TMP/convert"
+  echo "steps copied     $(since "$t") s: $(du -h "$BASE" | cut -f1), $(sqlite3 "$BASE" 'select count(*) from tb_nodes') rows"
+fi
 case $PYTHON in /*) ;; *) PYTHON=$PWD/$PYTHON ;; esac
-GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/map_page.mjs "$TMP/logdir"
+for shape in $SHAPES; do
+  rm -rf "$TMP/logdir"
+  mkdir -p "$TMP/logdir/map"
+  DB="$TMP/logdir/map/map.vis.db"
+  cp --reflink=auto "$BASE" "$DB"
+  case $shape in
+    ours) ;;
+    msprobe) sqlite3 "$DB" "DROP TABLE IF EXISTS ga_diagnosis; DROP INDEX IF EXISTS ga_node_list;" ;;
+    *) echo "MAP_SHAPES: unknown shape $shape (ours, msprobe)"; exit 2 ;;
+  esac
+  echo "-- $shape's shape (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  /usr/bin/time -f "diagnose --map   %e s wall, %U s user + %S s system, peak %M kB (CLI, fresh process)" "$GA" diagnose "$DB" --map --format json >/dev/null || true
+  GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/map_page.mjs "$TMP/logdir"
+  rm -rf "$TMP/logdir"
+done

@@ -13,6 +13,7 @@
 //!    the weights it updated.
 
 use foldhash::HashMap;
+use rayon::prelude::*;
 
 use crate::entry::{Kind, Role};
 use crate::error::DiagnoseError;
@@ -651,6 +652,73 @@ impl<F: FnMut(&[RankJudgements<'_>], &Diagnosis)> StepVisitor for F {
     }
 }
 
+/// Threads that read a step's graphs at most (each with its own connection to the file).
+const MAX_READERS: usize = 4;
+
+/// The graphs of `step`, `ranks` in order, calling `read` after each. A step of several ranks is
+/// read on up to [`MAX_READERS`] threads (no more than the cores), each with its own connection
+/// in `readers` (opened on first use, kept for the next steps); one rank is read here.
+fn read_step(
+    file: &CompareFile,
+    readers: &mut Vec<CompareFile>,
+    step: i64,
+    ranks: &[i64],
+    read: &mut dyn FnMut(),
+) -> Result<Vec<RankData>, DiagnoseError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_READERS)
+        .min(ranks.len());
+    if threads <= 1 {
+        return ranks
+            .iter()
+            .map(|&rank| {
+                let data = file.load(step, rank);
+                read();
+                data
+            })
+            .collect();
+    }
+    while readers.len() < threads {
+        readers.push(CompareFile::open(file.path())?);
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out: Vec<Option<Result<RankData, DiagnoseError>>> =
+        std::iter::repeat_with(|| None).take(ranks.len()).collect();
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for reader in readers.iter_mut().take(threads) {
+            let (tx, next) = (tx.clone(), &next);
+            s.spawn(move || loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&rank) = ranks.get(k) else {
+                    break;
+                };
+                if tx.send((k, reader.load(step, rank))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for (k, data) in rx {
+            out[k] = Some(data);
+            read();
+        }
+    });
+    out.into_iter()
+        .zip(ranks)
+        .map(|(data, &rank)| {
+            data.unwrap_or_else(|| {
+                Err(DiagnoseError::Data {
+                    path: file.path().to_owned(),
+                    what: format!("step {step}, rank {rank}"),
+                    reason: "its reader stopped".into(),
+                })
+            })
+        })
+        .collect()
+}
+
 /// [`diagnose`], handing each step to `visit` once it is judged: every rank's judgements and the
 /// step's own sources and peer inheritance (before the file's steps are joined), and telling it
 /// each graph read. The divergence map ([`crate::map`]) is built this way, from the same
@@ -668,17 +736,17 @@ pub(crate) fn diagnose_visiting(
     // Steps with a source or an inf/NaN.
     let mut found_in: Vec<i64> = Vec::new();
     let mut updated = false;
+    let mut readers = Vec::new();
     for (step, ranks) in graphs {
-        let mut data: Vec<RankData> = Vec::with_capacity(ranks.len());
-        for &rank in &ranks {
-            data.push(file.load(step, rank)?);
+        let data = read_step(file, &mut readers, step, &ranks, &mut || {
             read += 1;
             visit.graph_read(read, total);
-        }
+        })?;
         let step_opts = step_options(file.mode(), opts, &data);
+        let mode = file.mode();
         let judged: Vec<RankJudgements<'_>> = data
-            .iter()
-            .map(|r| judge_rank(file.mode(), &step_opts, r))
+            .par_iter()
+            .map(|r| judge_rank(mode, &step_opts, r))
             .collect();
         let check = step_check(step, &judged);
         let d = collect(file.mode(), &step_opts, &judged, updated);

@@ -76,7 +76,8 @@ pub use error::DiagnoseError;
 pub use group::SourceGroup;
 pub use load::{CompareFile, Mode, RankData};
 pub use map::{
-    divergence_map, divergence_map_with_progress, DivergenceMap, MapOptions, MapProgress,
+    divergence_map, divergence_map_with_progress, fine_map_with_progress, DivergenceMap, FineMap,
+    MapOptions, MapProgress, MapShape,
 };
 pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;

@@ -52,6 +52,9 @@ pub struct CompareFile {
     mode: Mode,
     /// The file holds our own table of what the load reads ([`crate::compact`]).
     compact: bool,
+    /// The connection the golden side is read on, kept from one load to the next (opening one
+    /// per graph cost more than reading a small graph).
+    golden: std::sync::Mutex<Option<Store>>,
 }
 
 impl CompareFile {
@@ -87,6 +90,7 @@ impl CompareFile {
             store,
             config,
             mode,
+            golden: std::sync::Mutex::default(),
         })
     }
 
@@ -236,13 +240,21 @@ impl CompareFile {
         read: impl Fn(&Store, Side) -> Result<T, DiagnoseError> + Sync,
     ) -> Result<(T, T), DiagnoseError> {
         let path = self.path();
+        let golden = &self.golden;
+        let kept = golden.lock().ok().and_then(|mut g| g.take());
         let mut bench = None;
         let npu = rayon::in_place_scope(|s| {
             s.spawn(|_| {
                 bench = Some(
-                    Store::open(path)
+                    kept.map_or_else(|| Store::open(path), Ok)
                         .map_err(DiagnoseError::from)
-                        .and_then(|store| read(&store, Side::Bench)),
+                        .and_then(|store| {
+                            let read = read(&store, Side::Bench);
+                            if let Ok(mut g) = golden.lock() {
+                                *g = Some(store);
+                            }
+                            read
+                        }),
                 );
             });
             read(&self.store, Side::Npu)

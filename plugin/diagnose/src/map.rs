@@ -6,7 +6,9 @@
 //!
 //! The map is built from the judgements [`crate::diagnose()`] makes anyway, one step at a time
 //! ([`crate::diagnose::diagnose_visiting`]): the same rules, the same tolerances, the same
-//! sources, and no more than one step's rows in memory. The rules of the depth and of the
+//! sources, and no more than one step's rows in memory. It is made once at full resolution
+//! ([`FineMap`]: one column per rank, or rank and micro-batch, of every step) and aggregated to
+//! any number of columns from there ([`FineMap::aggregate`]). The rules of the depth and of the
 //! columns are in `docs/diagnosis.md` ("The divergence map").
 
 use foldhash::{HashMap, HashSet};
@@ -179,30 +181,6 @@ fn ratio(err: f64, tolerance: f64) -> f64 {
     }
 }
 
-impl Cell {
-    /// How bad, for "the worst": not compared below any number.
-    fn badness(&self) -> f64 {
-        self.ratio
-            .map_or(-1.0, |r| if r.is_nan() { f64::INFINITY } else { r })
-    }
-
-    /// Joins `other` (a later rank or micro-batch) into this cell: the worst stands for both,
-    /// the sources add up and the first stays first.
-    fn merge(&mut self, other: Cell) {
-        let sources = self.sources + other.sources;
-        let first = if self.source.is_some() {
-            (self.source.take(), self.source_rank)
-        } else {
-            (other.source.clone(), other.source_rank)
-        };
-        if other.badness() > self.badness() {
-            *self = other;
-        }
-        self.sources = sources;
-        (self.source, self.source_rank) = first;
-    }
-}
-
 fn is_module(n: &Node) -> bool {
     n.node_type == 0 && !n.param_grad
 }
@@ -296,41 +274,208 @@ impl RankRows {
 /// A column of full resolution within a step: the rank's position, and the micro-batch.
 type FullColumn = (usize, i64);
 
-/// Builds the map step by step.
-#[derive(Clone)]
-struct Builder {
-    opts: MapOptions,
-    /// Columns a step may take before its ranks aggregate.
-    budget: usize,
+/// Which rows and which columns of full resolution a map has: every [`MapOptions`] of one shape
+/// is one [`FineMap`], aggregated to its number of columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MapShape {
+    /// As [`MapOptions::depth`].
+    pub depth: Option<u32>,
+    pub columns: ColumnAxis,
+}
+
+impl MapOptions {
+    /// The shape of the map these options ask for.
+    pub fn shape(&self) -> MapShape {
+        MapShape {
+            depth: self.depth,
+            columns: self.columns,
+        }
+    }
+}
+
+/// One module in one column of full resolution (a rank, or a rank's micro-batch), compactly: the
+/// worst of its copies there (its micro-batches under [`ColumnAxis::Ranks`]), the names being
+/// indexes into the step's [`FineStep::names`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct FineCell {
+    /// The output's relative error and its jump tolerance.
+    output: Option<(f64, f64)>,
+    micro_step: i64,
+    node: u32,
+    sources: u32,
+    /// The first source inside.
+    source: Option<u32>,
+    from_rank: Option<i64>,
+}
+
+impl FineCell {
+    fn ratio(&self) -> Option<f64> {
+        self.output.map(|(err, tolerance)| ratio(err, tolerance))
+    }
+
+    /// How bad, for "the worst": not compared below any number.
+    fn badness(&self) -> f64 {
+        self.ratio()
+            .map_or(-1.0, |r| if r.is_nan() { f64::INFINITY } else { r })
+    }
+}
+
+/// Cells joined into one (a module's copies in one column, or the columns of an aggregated one):
+/// the worst stands for them all, the sources add up and the first stays first.
+#[derive(Debug, Clone, Copy)]
+struct Joined {
+    worst: FineCell,
+    /// The rank of the worst.
+    rank: i64,
+    sources: u32,
+    /// The first source and its rank.
+    first: Option<(u32, i64)>,
+}
+
+impl Joined {
+    fn new(cell: FineCell, rank: i64) -> Joined {
+        Joined {
+            worst: cell,
+            rank,
+            sources: cell.sources,
+            first: cell.source.map(|s| (s, rank)),
+        }
+    }
+
+    /// Joins `cell` of `rank` (a later micro-batch, or a later column).
+    fn join(&mut self, cell: FineCell, rank: i64) {
+        self.sources = self.sources.saturating_add(cell.sources);
+        if self.first.is_none() {
+            self.first = cell.source.map(|s| (s, rank));
+        }
+        if cell.badness() > self.worst.badness() {
+            self.worst = cell;
+            self.rank = rank;
+        }
+    }
+
+    /// As a cell of full resolution (the copies of one column: one rank).
+    fn fine(self) -> FineCell {
+        FineCell {
+            sources: self.sources,
+            source: self.first.map(|(s, _)| s),
+            ..self.worst
+        }
+    }
+
+    fn cell(self, step: i64, names: &[Box<str>]) -> Cell {
+        let name = |i: u32| {
+            names
+                .get(i as usize)
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        };
+        let w = self.worst;
+        Cell {
+            ratio: w.ratio(),
+            err: w.output.map(|(err, _)| err),
+            tolerance: w.output.map(|(_, tolerance)| tolerance),
+            step,
+            rank: self.rank,
+            micro_step: w.micro_step,
+            node: name(w.node),
+            sources: self.sources,
+            source: self.first.map(|(s, _)| name(s)),
+            source_rank: self.first.map(|(_, rank)| rank),
+            from_rank: w.from_rank,
+        }
+    }
+}
+
+/// The node names of one step, each once.
+#[derive(Default)]
+struct Names {
+    ids: HashMap<Box<str>, u32>,
+    names: Vec<Box<str>>,
+}
+
+impl Names {
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.ids.insert(name.into(), id);
+        self.names.push(name.into());
+        id
+    }
+}
+
+/// One judged step of a [`FineMap`].
+#[derive(Debug)]
+struct FineStep {
+    step: i64,
+    /// Its columns of full resolution in order: each one's rank and micro-batch.
+    columns: Vec<(i64, i64)>,
+    /// Per row id known by then: its cell in each column (`None` where the rank does not hold
+    /// it); empty when no column holds it.
+    cells: Vec<Vec<Option<FineCell>>>,
+    names: Vec<Box<str>>,
+    /// The cell of the step's first source (the head of its ranked list): its row id, column,
+    /// rank and node.
+    first: Option<(usize, usize, i64, String)>,
+}
+
+/// The map at full resolution, one column per rank (or per rank and micro-batch) of every step,
+/// made once from the judgements; [`FineMap::aggregate`] makes the map of any number of columns
+/// from it without reading a graph again. Cloning it is cheap (the steps are shared).
+#[derive(Debug, Clone)]
+pub struct FineMap {
+    mode: Mode,
+    shape: MapShape,
+    /// The steps the columns are shared among (those to judge).
+    steps_planned: usize,
     depth: Option<(u32, DepthRule)>,
     /// Rows: (pass, module) → id; per id its key and depth.
     row_ids: HashMap<(Direction, String), usize>,
     rows: Vec<(Direction, String, u32)>,
     /// Per pass, the row ids in execution order.
     order: HashMap<Direction, Vec<usize>>,
-    columns: Vec<Column>,
-    cells: HashMap<(usize, usize), Cell>,
-    steps: Vec<i64>,
     ranks: Vec<i64>,
-    /// The first source: its row and column.
-    first_source: Option<(usize, usize, i64, i64, String)>,
+    steps: Vec<std::sync::Arc<FineStep>>,
 }
 
-impl Builder {
-    fn new(opts: MapOptions, steps: usize) -> Builder {
-        Builder {
-            opts,
-            budget: (opts.max_columns / steps.max(1)).max(1),
-            depth: opts.depth.map(|d| (d.max(1), DepthRule::Chosen)),
+impl FineMap {
+    fn new(mode: Mode, shape: MapShape, steps_planned: usize) -> FineMap {
+        FineMap {
+            mode,
+            shape,
+            steps_planned,
+            depth: shape.depth.map(|d| (d.max(1), DepthRule::Chosen)),
             row_ids: HashMap::default(),
             rows: Vec::new(),
             order: HashMap::default(),
-            columns: Vec::new(),
-            cells: HashMap::default(),
-            steps: Vec::new(),
             ranks: Vec::new(),
-            first_source: None,
+            steps: Vec::new(),
         }
+    }
+
+    /// About how many bytes it holds.
+    pub fn weight(&self) -> usize {
+        let rows: usize = self.rows.iter().map(|(_, m, _)| 2 * m.len() + 64).sum();
+        let steps: usize = self
+            .steps
+            .iter()
+            .map(|s| {
+                s.cells
+                    .iter()
+                    .map(|c| 24 + c.len() * std::mem::size_of::<Option<FineCell>>())
+                    .sum::<usize>()
+                    + s.names.iter().map(|n| n.len() + 16).sum::<usize>()
+                    + s.columns.len() * 16
+            })
+            .sum();
+        rows + steps
+    }
+
+    /// The steps judged so far.
+    pub fn steps(&self) -> impl Iterator<Item = i64> + '_ {
+        self.steps.iter().map(|s| s.step)
     }
 
     fn row_id(&mut self, direction: Direction, module: &str, depth: u32) -> usize {
@@ -375,11 +520,10 @@ impl Builder {
     }
 
     /// One judged step: every rank's rows, their cells, the step's columns.
-    fn step(&mut self, ranks: &[RankJudgements<'_>], d: &Diagnosis) {
+    fn add_step(&mut self, ranks: &[RankJudgements<'_>], d: &Diagnosis) {
         let Some(step) = ranks.first().map(|r| r.data.step) else {
             return;
         };
-        self.steps.push(step);
         for r in ranks {
             if !self.ranks.contains(&r.data.rank) {
                 self.ranks.push(r.data.rank);
@@ -389,7 +533,8 @@ impl Builder {
             repeated_block_depth(ranks)
                 .map_or((1, DepthRule::TopLevel), |d| (d, DepthRule::RepeatedBlocks))
         });
-        let mut full: HashMap<(usize, FullColumn), Cell> = HashMap::default();
+        let mut names = Names::default();
+        let mut full: HashMap<(usize, FullColumn), Joined> = HashMap::default();
         // The step's first source (the head of its ranked list): its rank and row node, then
         // its row and full column.
         let head = d.sources.first();
@@ -400,12 +545,13 @@ impl Builder {
             let rank = r.data.rank;
             let rows = RankRows::new(g, &r.order, at);
             // Sources and peers of this rank, at the row that holds them.
-            let mut sources: HashMap<u32, (u32, String)> = HashMap::default();
+            let mut sources: HashMap<u32, (u32, u32)> = HashMap::default();
             for s in d.sources.iter().filter(|s| s.rank == rank) {
                 let Some(row) = g.find(&s.node).and_then(|i| rows.row_of(g, i)) else {
                     continue;
                 };
-                let e = sources.entry(row).or_insert((0, s.node.clone()));
+                let name = names.id(&s.node);
+                let e = sources.entry(row).or_insert((0, name));
                 e.0 += 1;
                 if head.is_some_and(|h| std::ptr::eq(h, s)) {
                     head_row = Some((rank_pos, row));
@@ -432,30 +578,27 @@ impl Builder {
                 let judgement = r.judgement(i);
                 let output = judgement.as_ref().and_then(|j| j.output.as_ref());
                 let found = sources.get(&i);
-                let micro = match self.opts.columns {
+                let micro = match self.shape.columns {
                     ColumnAxis::Ranks => 0,
                     ColumnAxis::MicroBatches => n.micro_step,
                 };
-                let cell = Cell {
-                    ratio: output.map(|l| ratio(l.err, l.tolerance.jump)),
-                    err: output.map(|l| l.err),
-                    tolerance: output.map(|l| l.tolerance.jump),
-                    step,
-                    rank,
+                let cell = FineCell {
+                    output: output.map(|l| (l.err, l.tolerance.jump)),
                     micro_step: n.micro_step,
-                    node: n.name.to_string(),
+                    node: names.id(&n.name),
                     sources: found.map_or(0, |f| f.0),
-                    source: found.map(|f| f.1.clone()),
-                    source_rank: found.map(|_| rank),
+                    source: found.map(|f| f.1),
                     from_rank: peers.get(&i).copied(),
                 };
                 if head_row == Some((rank_pos, i)) {
                     first = Some((id, (rank_pos, micro)));
                 }
                 match full.entry((id, (rank_pos, micro))) {
-                    std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().merge(cell),
+                    std::collections::hash_map::Entry::Occupied(mut o) => {
+                        o.get_mut().join(cell, rank)
+                    }
                     std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(cell);
+                        v.insert(Joined::new(cell, rank));
                     }
                 }
             }
@@ -463,55 +606,91 @@ impl Builder {
                 self.place(direction, &s);
             }
         }
-        // The step's columns, aggregated to its share.
         let mut keys: Vec<FullColumn> = full.keys().map(|&(_, c)| c).collect();
         keys.sort_unstable();
         keys.dedup();
         if keys.is_empty() {
             keys.push((0, 0));
         }
-        let per = keys.len().div_ceil(self.budget);
-        let base = self.columns.len();
-        let mut column_of: HashMap<FullColumn, usize> = HashMap::default();
-        for (k, chunk) in keys.chunks(per).enumerate() {
-            let (a, b) = (chunk[0], chunk[chunk.len() - 1]);
-            let micro = self.opts.columns == ColumnAxis::MicroBatches;
-            self.columns.push(Column {
-                step,
-                rank_first: ranks.get(a.0).map_or(0, |r| r.data.rank),
-                rank_last: ranks.get(b.0).map_or(0, |r| r.data.rank),
-                micro_first: micro.then_some(a.1),
-                micro_last: micro.then_some(b.1),
-                width: chunk.len(),
-            });
-            for &c in chunk {
-                column_of.insert(c, base + k);
-            }
-        }
-        let mut full: Vec<((usize, FullColumn), Cell)> = full.into_iter().collect();
-        full.sort_unstable_by_key(|(k, _)| *k);
-        for ((id, c), cell) in full {
-            let column = column_of[&c];
-            match self.cells.entry((id, column)) {
-                std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().merge(cell),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(cell);
+        let column_of: HashMap<FullColumn, usize> =
+            keys.iter().enumerate().map(|(k, &c)| (c, k)).collect();
+        let mut cells: Vec<Vec<Option<FineCell>>> = vec![Vec::new(); self.rows.len()];
+        for ((id, c), joined) in full {
+            if let (Some(row), Some(&column)) = (cells.get_mut(id), column_of.get(&c)) {
+                if row.is_empty() {
+                    *row = vec![None; keys.len()];
                 }
+                row[column] = Some(joined.fine());
             }
         }
-        if self.first_source.is_none() {
-            if let (Some((id, c)), Some(h)) = (first, head) {
-                self.first_source = Some((id, column_of[&c], step, h.rank, h.node.clone()));
-            }
-        }
+        let first = match (first, head) {
+            (Some((id, c)), Some(h)) => column_of
+                .get(&c)
+                .map(|&column| (id, column, h.rank, h.node.clone())),
+            _ => None,
+        };
+        self.steps.push(std::sync::Arc::new(FineStep {
+            step,
+            columns: keys
+                .iter()
+                .map(|&(p, micro)| (ranks.get(p).map_or(0, |r| r.data.rank), micro))
+                .collect(),
+            cells,
+            names: names.names,
+            first,
+        }));
     }
 
-    fn finish(mut self, mode: Mode) -> DivergenceMap {
-        let (depth, depth_rule) = self.depth.unwrap_or((1, DepthRule::TopLevel));
+    /// The map of at most about `max_columns` columns: a step's columns beyond its share
+    /// (`max_columns / steps`, at least one) aggregate contiguous ranks to the worst, and the
+    /// sources of the columns joined add up (the first stays first).
+    pub fn aggregate(&self, max_columns: usize) -> DivergenceMap {
+        let budget = (max_columns / self.steps_planned.max(1)).max(1);
+        let micro = self.shape.columns == ColumnAxis::MicroBatches;
+        let mut columns: Vec<Column> = Vec::new();
+        // Per row id, its cells so far.
+        let mut cells: Vec<Vec<Option<Cell>>> = vec![Vec::new(); self.rows.len()];
+        let mut first_source = None;
+        for s in &self.steps {
+            let per = s.columns.len().div_ceil(budget).max(1);
+            let base = columns.len();
+            for chunk in s.columns.chunks(per) {
+                let (a, b) = (chunk[0], chunk[chunk.len() - 1]);
+                columns.push(Column {
+                    step: s.step,
+                    rank_first: a.0,
+                    rank_last: b.0,
+                    micro_first: micro.then_some(a.1),
+                    micro_last: micro.then_some(b.1),
+                    width: chunk.len(),
+                });
+            }
+            for (row, out) in s.cells.iter().zip(cells.iter_mut()) {
+                out.resize(base, None);
+                for (chunk, ranks) in row.chunks(per).zip(s.columns.chunks(per)) {
+                    let mut joined: Option<Joined> = None;
+                    for (cell, &(rank, _)) in chunk.iter().zip(ranks) {
+                        let Some(cell) = *cell else {
+                            continue;
+                        };
+                        match &mut joined {
+                            Some(j) => j.join(cell, rank),
+                            None => joined = Some(Joined::new(cell, rank)),
+                        }
+                    }
+                    out.push(joined.map(|j| j.cell(s.step, &s.names)));
+                }
+            }
+            if first_source.is_none() {
+                first_source = s.first.as_ref().map(|(id, column, rank, node)| {
+                    (*id, base + column / per, s.step, *rank, node.clone())
+                });
+            }
+        }
         let mut at: HashMap<usize, (usize, usize)> = HashMap::default();
         let mut bands = Vec::new();
         for direction in [Direction::Forward, Direction::Backward, Direction::Update] {
-            let Some(ids) = self.order.remove(&direction) else {
+            let Some(ids) = self.order.get(&direction) else {
                 continue;
             };
             let band = bands.len();
@@ -521,39 +700,38 @@ impl Builder {
                 .map(|(k, &id)| {
                     at.insert(id, (band, k));
                     let (_, module, depth) = &self.rows[id];
+                    let mut row_cells = cells.get_mut(id).map(std::mem::take).unwrap_or_default();
+                    row_cells.resize(columns.len(), None);
                     Row {
                         label: module_path(module).to_owned(),
                         module: module.clone(),
                         depth: *depth,
-                        cells: (0..self.columns.len())
-                            .map(|c| self.cells.remove(&(id, c)))
-                            .collect(),
+                        cells: row_cells,
                     }
                 })
                 .collect();
             bands.push(Band { direction, rows });
         }
-        let first_source = self
-            .first_source
-            .and_then(|(id, column, step, rank, node)| {
-                let &(band, row) = at.get(&id)?;
-                Some(CellAt {
-                    band,
-                    row,
-                    column,
-                    step,
-                    rank,
-                    node,
-                })
-            });
+        let first_source = first_source.and_then(|(id, column, step, rank, node)| {
+            let &(band, row) = at.get(&id)?;
+            Some(CellAt {
+                band,
+                row,
+                column,
+                step,
+                rank,
+                node,
+            })
+        });
+        let (depth, depth_rule) = self.depth.unwrap_or((1, DepthRule::TopLevel));
         DivergenceMap {
-            mode,
+            mode: self.mode,
             depth,
             depth_rule,
-            axis: self.opts.columns,
-            steps: self.steps,
-            ranks: self.ranks,
-            columns: self.columns,
+            axis: self.shape.columns,
+            steps: self.steps().collect(),
+            ranks: self.ranks.clone(),
+            columns,
             bands,
             first_source,
         }
@@ -573,13 +751,13 @@ pub fn divergence_map(
 /// How far a map's computation is (the map is computed from every graph of the file, read one
 /// step at a time).
 #[derive(Debug, Clone, Copy)]
-pub struct MapProgress<'a> {
+pub struct MapProgress<'a, M = DivergenceMap> {
     /// Graphs (a step and rank) read, of the total to read.
     pub graphs_read: usize,
     pub graphs_total: usize,
     /// After each judged step, when asked for: the map of the steps judged so far (the columns
     /// of the later steps not there yet).
-    pub partial: Option<&'a DivergenceMap>,
+    pub partial: Option<&'a M>,
 }
 
 /// [`divergence_map`], telling `progress` each graph read and (with `partial`) handing it the
@@ -591,12 +769,32 @@ pub fn divergence_map_with_progress(
     partial: bool,
     progress: &mut dyn FnMut(MapProgress<'_>),
 ) -> Result<(Diagnosis, DivergenceMap), DiagnoseError> {
+    let (d, fine) = fine_map_with_progress(file, opts, map.shape(), partial, &mut |p| {
+        let so_far = p.partial.map(|f| f.aggregate(map.max_columns));
+        progress(MapProgress {
+            graphs_read: p.graphs_read,
+            graphs_total: p.graphs_total,
+            partial: so_far.as_ref(),
+        });
+    })?;
+    Ok((d, fine.aggregate(map.max_columns)))
+}
+
+/// Diagnoses `file` (as [`crate::diagnose()`] with `opts`) and builds its map of full resolution
+/// in `shape` from the same judgements, telling `progress` each graph read and (with `partial`)
+/// handing it the map of the steps judged so far after each step.
+pub fn fine_map_with_progress(
+    file: &CompareFile,
+    opts: &Options,
+    shape: MapShape,
+    partial: bool,
+    progress: &mut dyn FnMut(MapProgress<'_, FineMap>),
+) -> Result<(Diagnosis, FineMap), DiagnoseError> {
     struct Visitor<'p> {
-        builder: Builder,
-        mode: Mode,
+        fine: FineMap,
         partial: bool,
         read: (usize, usize),
-        progress: &'p mut dyn FnMut(MapProgress<'_>),
+        progress: &'p mut dyn FnMut(MapProgress<'_, FineMap>),
     }
     impl StepVisitor for Visitor<'_> {
         fn graph_read(&mut self, read: usize, total: usize) {
@@ -608,13 +806,12 @@ pub fn divergence_map_with_progress(
             });
         }
         fn step(&mut self, ranks: &[RankJudgements<'_>], d: &Diagnosis) {
-            self.builder.step(ranks, d);
+            self.fine.add_step(ranks, d);
             if self.partial {
-                let so_far = self.builder.clone().finish(self.mode);
                 (self.progress)(MapProgress {
                     graphs_read: self.read.0,
                     graphs_total: self.read.1,
-                    partial: Some(&so_far),
+                    partial: Some(&self.fine),
                 });
             }
         }
@@ -624,14 +821,13 @@ pub fn divergence_map_with_progress(
         None => file.steps().len(),
     };
     let mut visitor = Visitor {
-        builder: Builder::new(*map, steps),
-        mode: file.mode(),
+        fine: FineMap::new(file.mode(), shape, steps),
         partial,
         read: (0, 0),
         progress,
     };
     let d = diagnose_visiting(file, opts, &mut visitor)?;
-    Ok((d, visitor.builder.finish(file.mode())))
+    Ok((d, visitor.fine))
 }
 
 #[cfg(test)]
@@ -653,24 +849,31 @@ mod tests {
 
     #[test]
     fn the_worst_stands_for_a_merged_cell_and_sources_add_up() {
-        let cell = |ratio: Option<f64>, rank: i64, sources: u32| Cell {
-            ratio,
-            err: ratio,
-            tolerance: Some(1.0),
-            step: 0,
-            rank,
+        // Names: the node of rank k is k, its first source 10 + k.
+        let cell = |ratio: Option<f64>, rank: u32, sources: u32| FineCell {
+            output: ratio.map(|r| (r, 1.0)),
             micro_step: 0,
-            node: format!("n{rank}"),
+            node: rank,
             sources,
-            source: (sources > 0).then(|| format!("s{rank}")),
-            source_rank: (sources > 0).then_some(rank),
+            source: (sources > 0).then_some(10 + rank),
             from_rank: None,
         };
-        let mut a = cell(Some(0.5), 0, 1);
-        a.merge(cell(Some(3.0), 1, 0));
-        a.merge(cell(None, 2, 2));
-        a.merge(cell(Some(f64::INFINITY), 3, 0));
-        assert_eq!((a.rank, a.sources), (3, 3));
+        let names: Vec<Box<str>> = (0..20)
+            .map(|k| {
+                if k < 10 {
+                    format!("n{k}")
+                } else {
+                    format!("s{}", k - 10)
+                }
+                .into()
+            })
+            .collect();
+        let mut j = Joined::new(cell(Some(0.5), 0, 1), 0);
+        j.join(cell(Some(3.0), 1, 0), 1);
+        j.join(cell(None, 2, 2), 2);
+        j.join(cell(Some(f64::INFINITY), 3, 0), 3);
+        let a = j.cell(0, &names);
+        assert_eq!((a.rank, a.sources, a.node.as_str()), (3, 3, "n3"));
         assert_eq!((a.source.as_deref(), a.source_rank), (Some("s0"), Some(0)));
     }
 

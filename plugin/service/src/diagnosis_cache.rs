@@ -40,6 +40,9 @@ pub enum Key {
     /// The verdicts of one step and rank's nodes.
     States { step: i64, rank: i64 },
     /// The divergence map of the file at a depth (0: the repeated blocks), per rank or per
+    /// micro-batch, at full resolution: every map of that depth and axis is aggregated from it.
+    FineMap { depth: u32, micro_batches: bool },
+    /// The divergence map of the file at a depth (0: the repeated blocks), per rank or per
     /// micro-batch, with at most about `max_columns` columns.
     Map {
         depth: u32,

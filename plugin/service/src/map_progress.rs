@@ -1,6 +1,7 @@
-//! How far the divergence maps under computation are, per file version and map, so that the
-//! page can show progress (graphs read of total) and the map of the steps judged so far while
-//! its request for the map is under way (the `divergenceMap` route with `progress`).
+//! How far the divergence maps under computation are, per file version and map of full
+//! resolution ([`Key::FineMap`]), so that the page can show progress (graphs read of total) and
+//! the map of the steps judged so far while its request for the map is under way (the
+//! `divergenceMap` route with `progress`).
 //!
 //! An entry is made when a computation starts and marked done when it ends (its map is then in
 //! [`crate::diagnosis_cache`]); entries of older file versions are dropped the next time the
@@ -8,7 +9,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use graph_ascend_proto as pb;
+use graph_ascend_diagnose::FineMap;
 
 use crate::catalog::GraphFile;
 use crate::diagnosis_cache::Key;
@@ -22,8 +23,9 @@ pub struct Progress {
     pub graphs_read: usize,
     pub graphs_total: usize,
     pub done: bool,
-    /// The map of the steps judged so far (dropped once done: the cache holds the whole map).
-    pub partial: Option<Arc<pb::DivergenceMapData>>,
+    /// The map of the steps judged so far, at full resolution (dropped once done: the cache
+    /// holds the whole map).
+    pub partial: Option<Arc<FineMap>>,
 }
 
 struct Entry {

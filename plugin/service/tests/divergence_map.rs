@@ -86,8 +86,9 @@ fn the_map_of_a_two_rank_file_marks_its_faults_and_is_cached() {
     let cell = &data["bands"][0]["rows"][f["row"].as_u64().expect("row") as usize]["cells"]
         [f["column"].as_u64().expect("column") as usize];
     assert!(cell["sources"].as_u64().expect("sources") > 0, "{cell}");
-    // Cached: the map and the file's diagnosis made on the way.
-    assert_eq!(state.diagnoses.len(), 2);
+    // Cached: the map, the map of full resolution it is aggregated from, and the file's
+    // diagnosis made on the way.
+    assert_eq!(state.diagnoses.len(), 3);
     // Its computation is done: both graphs (one step, two ranks) read; no partial map kept.
     let done = browser_json(&handlers::divergence_map(&state, asked()));
     assert_eq!(
@@ -101,15 +102,32 @@ fn the_map_of_a_two_rank_file_marks_its_faults_and_is_cached() {
         request(&tag_of(&path), 0, false),
     ));
     assert_eq!(again, answer);
-    assert_eq!(state.diagnoses.len(), 2);
-    // Another depth is another map.
+    assert_eq!(state.diagnoses.len(), 3);
+    // Another number of columns (a zoom) is aggregated from the map of full resolution: one more
+    // entry (the aggregated map), no graph read again.
+    let narrow = browser_json(&handlers::divergence_map(
+        &state,
+        pb::DivergenceMapRequest {
+            max_columns: 1,
+            ..request(&tag_of(&path), 0, false)
+        },
+    ));
+    let columns = &narrow["data"]["columns"];
+    assert_eq!(columns.as_array().map(Vec::len), Some(1), "{narrow}");
+    assert_eq!(columns[0]["width"], 2, "{narrow}");
+    let first = &narrow["data"]["first_source"];
+    assert_eq!(first["node"], "Functional.layer_norm.1.forward", "{narrow}");
+    // (proto3's JSON leaves a zero out)
+    assert_eq!(first["column"].as_u64().unwrap_or(0), 0, "{narrow}");
+    assert_eq!(state.diagnoses.len(), 4);
+    // Another depth is another map (and another map of full resolution).
     let deeper = browser_json(&handlers::divergence_map(
         &state,
         request(&tag_of(&path), 2, false),
     ));
     assert_eq!(deeper["data"]["depth"], 2);
     assert_eq!(deeper["data"]["depth_rule"], "chosen");
-    assert_eq!(state.diagnoses.len(), 3);
+    assert_eq!(state.diagnoses.len(), 6);
     assert_eq!(std::fs::read(&path).expect("read"), before, "never written");
 }
 

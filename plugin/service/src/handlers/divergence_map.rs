@@ -1,16 +1,18 @@
 //! The `divergenceMap` route (beyond msprobe): the divergence map of a compare file
-//! (`graph_ascend_diagnose::map`, docs/diagnosis.md §12), cached per file version with the
-//! diagnoses ([`crate::diagnosis_cache`]); the file's diagnosis made on the way is kept too, so the
-//! Diagnosis panel answers at once afterwards. While a map is computed (every graph of the file
-//! is read, one step at a time), a request with `progress` answers at once with graphs read of
-//! total and the map of the steps judged so far ([`crate::map_progress`]).
+//! (`graph_ascend_diagnose::map`, docs/diagnosis.md §12). The map of full resolution of a depth and
+//! axis is computed once per file version and cached with the diagnoses
+//! ([`crate::diagnosis_cache`]); each number of columns (each zoom) is aggregated from it, and kept
+//! too. The file's diagnosis made on the way is kept as well, so the Diagnosis panel answers at
+//! once afterwards. While a map is computed (every graph of the file is read, one step at a
+//! time), a request with `progress` answers at once with graphs read of total and the map of the
+//! steps judged so far, aggregated to its columns ([`crate::map_progress`]).
 
 use std::sync::Arc;
 
 use graph_ascend_diagnose::diagnose::Direction;
-use graph_ascend_diagnose::map::divergence_map_with_progress as build_map;
 use graph_ascend_diagnose::map::{
-    Cell, ColumnAxis, DivergenceMap, MapOptions, DEFAULT_MAX_COLUMNS,
+    fine_map_with_progress, Cell, ColumnAxis, DivergenceMap, FineMap, MapOptions,
+    DEFAULT_MAX_COLUMNS,
 };
 use graph_ascend_diagnose::Options;
 use graph_ascend_proto as pb;
@@ -18,6 +20,7 @@ use graph_ascend_proto as pb;
 use super::diagnosis::{failed, int, label, open};
 use super::reply::{answer, HandlerError, Result};
 use super::selection::{select, Selection};
+use crate::catalog::GraphFile;
 use crate::diagnosis_cache::{Key, Weight};
 use crate::messages::Lang;
 use crate::state::State;
@@ -44,12 +47,15 @@ pub fn divergence_map(state: &State, req: pb::DivergenceMapRequest) -> pb::Diver
 
 /// How far the computation of the map a request names is, with the map of the steps judged so far.
 fn progress_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<pb::DivergenceMapResponse> {
-    let (sel, key, _) = selected(state, req)?;
-    let p = state.map_progress.get(&sel.file, key);
+    let (sel, key, options) = selected(state, req)?;
+    let p = state.map_progress.get(&sel.file, fine_key(key));
     Ok(pb::DivergenceMapResponse {
         success: true,
         error: None,
-        data: p.as_ref().and_then(|p| p.partial.as_deref().cloned()),
+        data: p
+            .as_ref()
+            .and_then(|p| p.partial.as_deref())
+            .map(|fine| message(&fine.aggregate(options.max_columns))),
         progress: p.map(|p| pb::DivergenceMapProgress {
             graphs_read: i32::try_from(p.graphs_read).unwrap_or(i32::MAX),
             graphs_total: i32::try_from(p.graphs_total).unwrap_or(i32::MAX),
@@ -90,21 +96,56 @@ fn selected(state: &State, req: &pb::DivergenceMapRequest) -> Result<(Selection,
     Ok((sel, key, options))
 }
 
+/// The key of the map of full resolution the map of `key` is aggregated from.
+fn fine_key(key: Key) -> Key {
+    match key {
+        Key::Map {
+            depth,
+            micro_batches,
+            ..
+        } => Key::FineMap {
+            depth,
+            micro_batches,
+        },
+        other => other,
+    }
+}
+
 fn map_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<Arc<pb::DivergenceMapData>> {
     let (sel, key, options) = selected(state, req)?;
     let file = sel.file.clone();
     state.diagnoses.get(&sel.file, key, || {
-        let progress = state.map_progress.start(&file, key);
-        let built = open(&file).and_then(|compare| {
-            build_map(&compare, &Options::default(), &options, true, &mut |p| {
-                let partial = p.partial.map(|m| Arc::new(message(m)));
-                let mut shown = crate::sync::lock(&progress);
-                shown.graphs_read = p.graphs_read;
-                shown.graphs_total = p.graphs_total;
-                if partial.is_some() {
-                    shown.partial = partial;
-                }
-            })
+        let fine = fine_map_of(state, &file, fine_key(key), &options)?;
+        Ok::<_, HandlerError>(message(&fine.aggregate(options.max_columns)))
+    })
+}
+
+/// The map of full resolution of `options`' depth and axis, computed (with progress) once per
+/// file version.
+fn fine_map_of(
+    state: &State,
+    file: &Arc<GraphFile>,
+    key: Key,
+    options: &MapOptions,
+) -> Result<Arc<FineMap>> {
+    state.diagnoses.get(file, key, || {
+        let progress = state.map_progress.start(file, key);
+        let built = open(file).and_then(|compare| {
+            fine_map_with_progress(
+                &compare,
+                &Options::default(),
+                options.shape(),
+                true,
+                &mut |p| {
+                    let partial = p.partial.map(|m| Arc::new(m.clone()));
+                    let mut shown = crate::sync::lock(&progress);
+                    shown.graphs_read = p.graphs_read;
+                    shown.graphs_total = p.graphs_total;
+                    if partial.is_some() {
+                        shown.partial = partial;
+                    }
+                },
+            )
             .map_err(failed)
         });
         {
@@ -112,12 +153,12 @@ fn map_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<Arc<pb::Diver
             shown.done = true;
             shown.partial = None;
         }
-        let (diagnosis, map) = built?;
+        let (diagnosis, fine) = built?;
         // The same judgements gave the file's diagnosis: the panel need not judge it again.
         state
             .diagnoses
-            .get(&file, Key::File, || Ok::<_, HandlerError>(diagnosis))?;
-        Ok::<_, HandlerError>(message(&map))
+            .get(file, Key::File, || Ok::<_, HandlerError>(diagnosis))?;
+        Ok::<_, HandlerError>(fine)
     })
 }
 
@@ -195,6 +236,12 @@ pub(crate) fn message(m: &DivergenceMap) -> pb::DivergenceMapData {
             rank: int(f.rank),
             node: f.node.clone(),
         }),
+    }
+}
+
+impl Weight for FineMap {
+    fn weight(&self) -> usize {
+        FineMap::weight(self)
     }
 }
 
