@@ -5,11 +5,13 @@
 # (bench/map_page.mjs): time to first paint and to the whole map, frames per second while scrolling (zoom 1
 # and x8), the sidecar's peak memory. The map of such a file is computed on first use (no table of our own in
 # the file): the first paint is the steps judged so far, as they come.
+# MAP_CONVERT_ALL=1 generates every step's dumps and converts them all instead: the file as `convert` writes
+# it, our `ga_diagnosis` table for every step included (the dumps of all steps on disk at once).
 #
 # `make bench` runs MAP_RANKS=1024 MAP_STEPS=10 MAP_ENTRIES=20 (some 40 nodes a graph); the issue's shape
 # (about 1,000 nodes a graph) is MAP_ENTRIES=900 (tens of GB of dumps: run it where the disk allows).
 #
-# Env: GA (binary, default target/release/graph-ascend), MAP_RANKS, MAP_STEPS, MAP_ENTRIES, PYTHON (with
+# Env: GA (binary, default target/release/graph-ascend), MAP_RANKS, MAP_STEPS, MAP_ENTRIES, MAP_CONVERT_ALL, PYTHON (with
 # tensorboard and the shim, default .venv/bin/python), BENCH_TMP (work folder, default a temporary one;
 # removed at the end either way), BENCH_OUT (folder of map_page.txt, default bench/results).
 set -euo pipefail
@@ -21,6 +23,7 @@ RANKS=${MAP_RANKS:-1024}
 STEPS=${MAP_STEPS:-10}
 ENTRIES=${MAP_ENTRIES:-20}
 SHAPES=${MAP_SHAPES:-ours msprobe}
+CONVERT_ALL=${MAP_CONVERT_ALL:-0}
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=${BENCH_OUT:-bench/results}
 mkdir -p "$OUT"
@@ -34,9 +37,22 @@ GA=$(realpath "$GA")
 now() { date +%s.%N; }
 since() { awk "BEGIN{printf \"%.1f\", $(now) - $1}"; }
 echo "== divergence map: $RANKS ranks x $STEPS steps x $ENTRIES entries a side ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
-# One step is generated and converted, then copied to the other steps in the file (the converter holds
-# some four files of every graph open at once: 10,240 graphs a side pass the usual limit of open files).
-BASE="$TMP/base-$RANKS-$STEPS-$ENTRIES.vis.db"
+# One step is generated and converted, then copied to the other steps in the file (quicker to make: the
+# dumps of one step only on disk); MAP_CONVERT_ALL=1 converts every step.
+BASE="$TMP/base-$RANKS-$STEPS-$ENTRIES-$CONVERT_ALL.vis.db"
+if [ ! -f "$BASE" ] && [ "$CONVERT_ALL" = 1 ]; then
+  cargo build --release -q --locked -p graph-ascend-testkit --bin gen_dump
+  t=$(now)
+  target/release/gen_dump "$TMP/dumps/a" "$ENTRIES" --ranks "$RANKS" --steps "$STEPS" >/dev/null
+  target/release/gen_dump "$TMP/dumps/b" "$ENTRIES" --ranks "$RANKS" --steps "$STEPS" --perturb >/dev/null
+  echo "generate dumps   $(since "$t") s ($(du -sh "$TMP/dumps" | cut -f1), $STEPS steps)"
+  rm -rf "$TMP/convert"
+  /usr/bin/time -f "convert          %e s, peak %M kB (all steps)" "$GA" convert -tp "$TMP/dumps/b" -gp "$TMP/dumps/a" -o "$TMP/convert" >/dev/null
+  rm -rf "$TMP/dumps"
+  mv "$(ls "$TMP"/convert/*.vis.db)" "$BASE"
+  rm -rf "$TMP/convert"
+  echo "converted        $(du -h "$BASE" | cut -f1): $(sqlite3 "$BASE" 'select count(*) from tb_nodes') rows, $(sqlite3 "$BASE" 'select count(*) from ga_diagnosis') of ga_diagnosis"
+fi
 if [ ! -f "$BASE" ]; then
   cargo build --release -q --locked -p graph-ascend-testkit --bin gen_dump
   t=$(now)

@@ -14,12 +14,15 @@
 //! ([`crate::graph::Graph::hold_items`]).
 
 use std::borrow::Cow;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use graph_ascend_dump::fastjson::Parser;
 use graph_ascend_dump::{parse_op_packed, Confine, PackedItem};
 
 use crate::error::ConvertError;
+use crate::open_files::{self, OpenFiles};
 
 /// Where one entry's raw JSON lies in `dump.json`, and whether it has any item: 12 bytes, as
 /// every node of a plain conversion carries one.
@@ -59,27 +62,55 @@ impl EntrySpan {
     }
 }
 
-/// The `dump.json` a graph's spans point into, open for reading again.
+/// The `dump.json` a graph's spans point into. It is not held open for the graph's life (a run
+/// of thousands of graphs would pass the limit of open files): it is read through the process's
+/// bounded pool of open files ([`OpenFiles`]), opened again when the pool has closed it, and
+/// then checked to be the same file (device and inode) as the one first opened.
 #[derive(Debug)]
 pub struct DumpSource {
+    /// Its key in the pool.
+    key: u64,
     path: PathBuf,
-    file: std::fs::File,
+    confine: Confine,
+    /// The device and inode of the file first opened.
+    identity: (u64, u64),
 }
 
 /// A node's items: `(input, output)`, as a graph's node holds them.
 pub type NodeItems = (Vec<(String, PackedItem)>, Vec<(String, PackedItem)>);
 
 impl DumpSource {
-    /// Opens `path` (the `dump.json` just read) for reading entries again.
+    /// Opens `path` (the `dump.json` just read) for reading entries again; it stays in the pool
+    /// until the pool needs the room.
     pub fn open(path: &Path, confine: &Confine) -> Result<DumpSource, ConvertError> {
-        let file = confine.open(path).map_err(|e| ConvertError::Input {
+        let (file, identity) = open_with_identity(path, confine)?;
+        let source = DumpSource {
+            key: open_files::new_key(),
             path: path.to_path_buf(),
-            message: format!("cannot open again to read its entries: {e}"),
-        })?;
-        Ok(DumpSource {
-            path: path.to_path_buf(),
-            file,
-        })
+            confine: confine.clone(),
+            identity,
+        };
+        OpenFiles::global().insert(source.key, Arc::new(file));
+        Ok(source)
+    }
+
+    /// The open file: from the pool, or opened again (and put in the pool) when it is the same
+    /// file as the one first opened.
+    fn file(&self) -> Result<Arc<File>, ConvertError> {
+        let pool = OpenFiles::global();
+        if let Some(file) = pool.get(self.key) {
+            return Ok(file);
+        }
+        let (file, identity) = open_with_identity(&self.path, &self.confine)?;
+        if identity != self.identity {
+            return Err(ConvertError::Input {
+                path: self.path.clone(),
+                message: "changed while being converted: another file took its name".into(),
+            });
+        }
+        let file = Arc::new(file);
+        pool.insert(self.key, Arc::clone(&file));
+        Ok(file)
     }
 
     /// The items of op `name`, whose entry lies at `span`: read and flattened again.
@@ -93,7 +124,7 @@ impl DumpSource {
             ),
         };
         let mut buf = vec![0u8; span.len() as usize];
-        self.file
+        self.file()?
             .read_exact_at(&mut buf, span.offset())
             .map_err(|e| changed(&format!("cannot be read again ({e})")))?;
         let mut parser = Parser::new(&buf).ok_or_else(|| changed("is no longer UTF-8"))?;
@@ -105,6 +136,24 @@ impl DumpSource {
         let op = parse_op_packed(name, &entry);
         Ok((op.input, op.output))
     }
+}
+
+impl Drop for DumpSource {
+    fn drop(&mut self) {
+        OpenFiles::global().remove(self.key);
+    }
+}
+
+/// `path` opened for reading, with its device and inode.
+fn open_with_identity(path: &Path, confine: &Confine) -> Result<(File, (u64, u64)), ConvertError> {
+    use std::os::unix::fs::MetadataExt;
+    let cannot = |e: &dyn std::fmt::Display| ConvertError::Input {
+        path: path.to_path_buf(),
+        message: format!("cannot open again to read its entries: {e}"),
+    };
+    let file = confine.open(path).map_err(|e| cannot(&e))?;
+    let meta = file.metadata().map_err(|e| cannot(&e))?;
+    Ok((file, (meta.dev(), meta.ino())))
 }
 
 /// A node's items, borrowed from the node or read again: `(input, output)`.

@@ -63,6 +63,7 @@ pub(crate) mod matcher;
 pub mod merge;
 pub(crate) mod names;
 pub(crate) mod node;
+pub(crate) mod open_files;
 pub(crate) mod options;
 pub(crate) mod output;
 pub(crate) mod overflow;
