@@ -326,7 +326,9 @@ mod tests {
         let claim = cache.claim(&file, Key::File).expect("first claim");
         assert!(cache.claim(&file, Key::File).is_none(), "claimed already");
         drop(claim);
-        let claim = cache.claim(&file, Key::File).expect("free again once dropped");
+        let claim = cache
+            .claim(&file, Key::File)
+            .expect("free again once dropped");
         // The verdicts' slot held while the diagnosis is computed: a request for the verdicts made
         // meanwhile waits, and gets what the holder kept (it does not compute them again).
         let (held, hear) = std::sync::mpsc::channel();
@@ -350,10 +352,16 @@ mod tests {
             })
         };
         hear.recv().expect("holding");
-        assert_eq!(get(&cache, &file, Key::States { step: 0, rank: 0 }, 9, 1), 2);
+        assert_eq!(
+            get(&cache, &file, Key::States { step: 0, rank: 0 }, 9, 1),
+            2
+        );
         assert_eq!(holder.join().expect("joined"), 1);
         assert!(cache.claim(&file, Key::File).is_none(), "kept");
         drop(claim);
-        assert!(cache.claim(&file, Key::File).is_none(), "kept, claimed or not");
+        assert!(
+            cache.claim(&file, Key::File).is_none(),
+            "kept, claimed or not"
+        );
     }
 }
