@@ -18,7 +18,7 @@ that takes part, the communication APIs msprobe knows:
 Groups are the world, pairs, halves or strided sets (`group_ranks`, `group_id` = the CRC32 of
 `str(group_ranks)` as msprobe's collector writes it), passed as the `group` keyword, positionally,
 or not at all (the default group, which the collector does not record). The shapes are those
-msprobe 26.2's collector writes (see a real gloo run's dump in `/work/shared/fixtures/dumps/
+msprobe 26.2's collector writes (see a real gloo run's dump in `../shared/fixtures/dumps/
 dist_stats_a`): the output repeats the arguments after the call, a receive buffer is `null`
 before the call, a `torch.ProcessGroup` item holds `group_ranks` and `group_id`.
 
