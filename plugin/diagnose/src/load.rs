@@ -190,9 +190,7 @@ impl CompareFile {
         let (npu, bench) = self.both_sides(step, rank, |store, side| {
             load_side(store, GraphKey { side, step, rank }, side == Side::Npu)
         })?;
-        let (npu, links) = npu;
-        let (bench, _) = bench;
-        Ok(linked(step, rank, npu, links, bench))
+        Ok(linked(step, rank, npu, bench))
     }
 
     /// Both sides from our table; `None` when a side's parts are missing, do not decode or do
@@ -286,7 +284,7 @@ fn sorted_or_zero(list: &[i64]) -> Vec<i64> {
 /// Both sides of one step and rank from the rows of `store`, one after the other on its one
 /// connection (the writer of our table reads a file it is editing so).
 pub(crate) fn load_rows_on(store: &Store, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
-    let (npu, links) = load_side(
+    let npu = load_side(
         store,
         GraphKey {
             side: Side::Npu,
@@ -295,7 +293,7 @@ pub(crate) fn load_rows_on(store: &Store, step: i64, rank: i64) -> Result<RankDa
         },
         true,
     )?;
-    let (bench, _) = load_side(
+    let bench = load_side(
         store,
         GraphKey {
             side: Side::Bench,
@@ -304,27 +302,86 @@ pub(crate) fn load_rows_on(store: &Store, step: i64, rank: i64) -> Result<RankDa
         },
         false,
     )?;
-    Ok(linked(step, rank, npu, links, bench))
+    Ok(linked(step, rank, npu, bench))
 }
 
 /// The two sides with each target node's partner resolved among the golden nodes.
-fn linked(
-    step: i64,
-    rank: i64,
-    npu: SideGraph,
-    links: Vec<Option<NameKey>>,
-    bench: SideGraph,
-) -> RankData {
-    let partners = links
+fn linked(step: i64, rank: i64, npu: LoadedSide, bench: LoadedSide) -> RankData {
+    let partners = npu
+        .partners
         .into_iter()
-        .map(|link| link.and_then(|l| bench.by_name.get_key(&bench.nodes, l)))
+        .map(|link| link.and_then(|l| bench.by_key.get(l)))
         .collect();
     RankData {
         step,
         rank,
-        npu,
-        bench,
+        npu: npu.graph,
+        bench: bench.graph,
         partners,
+    }
+}
+
+/// One side as read from its rows, before the target's partners are resolved.
+struct LoadedSide {
+    graph: SideGraph,
+    /// Per node, the key of its partner's name (the target side's; empty for the golden side).
+    partners: Vec<Option<NameKey>>,
+    /// The side's nodes by the keys of their names.
+    by_key: KeyTable,
+}
+
+/// Node numbers by the [`NameKey`] of their names, while a side's links are resolved: each
+/// node's key, and a table of node numbers at most half full, found by the key's hash and
+/// checked against the node's key. A lookup reads one or two places; the binary search of
+/// [`NameIndex`]'s sorted hashes (about twenty reads of a 12 MB array, then the node's name
+/// hashed again) was a third of the CPU of loading a 1M-node side. The first node of a name wins.
+#[derive(Debug, Default)]
+struct KeyTable {
+    keys: Vec<NameKey>,
+    /// Node number + 1 (0: empty); a power of two long.
+    slots: Vec<u32>,
+}
+
+impl KeyTable {
+    fn new(keys: Vec<NameKey>) -> KeyTable {
+        let mut table = KeyTable {
+            slots: vec![0; (keys.len() * 2).next_power_of_two().max(2)],
+            keys,
+        };
+        for node in 0..table.keys.len() {
+            let key = table.keys[node];
+            let mask = table.slots.len() - 1;
+            let mut at = table.home(key);
+            loop {
+                match table.slots[at] {
+                    0 => {
+                        table.slots[at] = node as u32 + 1;
+                        break;
+                    }
+                    taken if table.keys[taken as usize - 1] == key => break,
+                    _ => at = (at + 1) & mask,
+                }
+            }
+        }
+        table
+    }
+
+    /// The first slot to look at for `key` (Fibonacci hashing of its hash's bits).
+    fn home(&self, key: NameKey) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        (key.hash().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    }
+
+    fn get(&self, key: NameKey) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut at = self.home(key);
+        loop {
+            match self.slots[at] {
+                0 => return None,
+                taken if self.keys[taken as usize - 1] == key => return Some(taken - 1),
+                _ => at = (at + 1) & mask,
+            }
+        }
     }
 }
 
@@ -333,6 +390,8 @@ fn linked(
 /// each (or a string each) would be most of the load's memory at its peak.
 #[derive(Debug, Default)]
 struct Links {
+    /// Per node: the key of its own name.
+    own: Vec<NameKey>,
     /// Per node: its `up_node` (`None`: empty, the root).
     up: Vec<Option<NameKey>>,
     /// Per node: where its `sub_nodes` end in `subs` (they start where the node before's end).
@@ -344,13 +403,15 @@ struct Links {
 impl Links {
     fn with_capacity(nodes: usize) -> Links {
         Links {
+            own: Vec::with_capacity(nodes),
             up: Vec::with_capacity(nodes),
             ends: Vec::with_capacity(nodes),
             subs: Vec::with_capacity(nodes),
         }
     }
 
-    fn push<S: AsRef<str>>(&mut self, up: &str, sub_nodes: &[S]) {
+    fn push<S: AsRef<str>>(&mut self, name: &str, up: &str, sub_nodes: &[S]) {
+        self.own.push(NameKey::of(name));
         self.up.push((!up.is_empty()).then(|| NameKey::of(up)));
         self.subs
             .extend(sub_nodes.iter().map(|sub| NameKey::of(sub.as_ref())));
@@ -432,11 +493,7 @@ fn peers(matched_distributed: &Value) -> List<(i64, Box<str>)> {
 
 /// One side, read in one pass of borrowed rows, each parsed as it comes; with `partners`, also
 /// the key of each node's golden partner (the last name of `matched_node_link`), in node order.
-fn load_side(
-    store: &Store,
-    graph: GraphKey,
-    partners: bool,
-) -> Result<(SideGraph, Vec<Option<NameKey>>), DiagnoseError> {
+fn load_side(store: &Store, graph: GraphKey, partners: bool) -> Result<LoadedSide, DiagnoseError> {
     let path = store.path();
     // Sized once: a million nodes grown by doubling would be copied and faulted in again and again.
     let rows = store.count_graph_rows(graph)?;
@@ -445,36 +502,44 @@ fn load_side(
     let mut partner_keys = Vec::with_capacity(if partners { rows } else { 0 });
     store.scan_graph_rows(graph, |row| -> Result<(), DiagnoseError> {
         nodes.push(node_of_row(path, &row)?);
-        links.push(&row.up_node, &row.sub_nodes);
+        links.push(&row.name, &row.up_node, &row.sub_nodes);
         if partners {
             partner_keys.push(row.link.as_deref().map(NameKey::of));
         }
         Ok(())
     })?;
-    Ok((link(nodes, &links), partner_keys))
+    let (graph, by_key) = link(nodes, links);
+    Ok(LoadedSide {
+        graph,
+        partners: partner_keys,
+        // Only the golden side's nodes are looked up by key after their own links.
+        by_key: if partners { KeyTable::default() } else { by_key },
+    })
 }
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
 /// the hierarchy's); a child listed there but missing, or listed twice, is skipped.
-fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
+fn link(mut nodes: Vec<Node>, mut links: Links) -> (SideGraph, KeyTable) {
     let by_name = NameIndex::build(&nodes);
+    let by_key = KeyTable::new(std::mem::take(&mut links.own));
     let mut root = None;
     for i in 0..nodes.len() {
         let up = links.up(i);
-        let parent = up.and_then(|up| by_name.get_key(&nodes, up));
+        let parent = up.and_then(|up| by_key.get(up));
         if up.is_none() && root.is_none() {
             root = Some(i as u32);
         }
         let children = links
             .sub_nodes(i)
             .iter()
-            .filter_map(|&c| by_name.get_key(&nodes, c))
+            .filter_map(|&c| by_key.get(c))
             .filter(|&c| c as usize != i)
             .collect();
         let node = &mut nodes[i];
         node.parent = parent;
         node.children = children;
     }
+    drop(links);
     // Everything inside an update node is an update, whatever its name says.
     let in_update: Vec<bool> = (0..nodes.len())
         .map(|i| {
@@ -500,12 +565,15 @@ fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
         .flat_map(|n| n.inputs().iter().chain(n.outputs()))
         .find(|e| e.kind == crate::entry::Kind::Tensor)
         .map(|e| e.torch_dtype);
-    SideGraph {
-        nodes,
-        by_name,
-        root,
-        torch,
-    }
+    (
+        SideGraph {
+            nodes,
+            by_name,
+            root,
+            torch,
+        },
+        by_key,
+    )
 }
 
 /// Nodes for other modules' unit tests.
@@ -552,11 +620,11 @@ mod tests {
         let nodes = parsed
             .into_iter()
             .map(|(node, up, subs)| {
-                links.push(up, subs);
+                links.push(&node.name, up, subs);
                 node
             })
             .collect();
-        link(nodes, &links)
+        link(nodes, links).0
     }
 
     fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {
@@ -592,6 +660,19 @@ mod tests {
                 "orphan"
             ]
         );
+    }
+
+    #[test]
+    fn the_key_table_finds_the_first_node_of_each_name() {
+        let names: Vec<String> = (0..5000)
+            .map(|i| format!("Module.layer.{}", i % 3000))
+            .collect();
+        let table = KeyTable::new(names.iter().map(|n| NameKey::of(n)).collect());
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(table.get(NameKey::of(name)), Some((i % 3000) as u32));
+        }
+        assert_eq!(table.get(NameKey::of("Module.layer.3000")), None);
+        assert_eq!(KeyTable::new(Vec::new()).get(NameKey::of("")), None);
     }
 
     #[test]
