@@ -310,7 +310,7 @@ fn linked(step: i64, rank: i64, npu: LoadedSide, bench: LoadedSide) -> RankData 
     let partners = npu
         .partners
         .into_iter()
-        .map(|link| link.and_then(|l| bench.by_key.get(l)))
+        .map(|link| link.and_then(|l| bench.by_key.as_ref()?.get(l)))
         .collect();
     RankData {
         step,
@@ -327,43 +327,57 @@ struct LoadedSide {
     /// Per node, the key of its partner's name (the target side's; empty for the golden side).
     partners: Vec<Option<NameKey>>,
     /// The side's nodes by the keys of their names.
-    by_key: KeyTable,
+    by_key: Option<KeyTable>,
 }
 
-/// Node numbers by the [`NameKey`] of their names, while a side's links are resolved: each
+/// Node numbers by the [`NameKey`] of their names, filled as a side's rows are read: each
 /// node's key, and a table of node numbers at most half full, found by the key's hash and
 /// checked against the node's key. A lookup reads one or two places; the binary search of
 /// [`NameIndex`]'s sorted hashes (about twenty reads of a 12 MB array, then the node's name
 /// hashed again) was a third of the CPU of loading a 1M-node side. The first node of a name wins.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct KeyTable {
     keys: Vec<NameKey>,
-    /// Node number + 1 (0: empty); a power of two long.
+    /// Node number + 1 (0: empty); a power of two long, at least twice as long as `keys`.
     slots: Vec<u32>,
 }
 
 impl KeyTable {
-    fn new(keys: Vec<NameKey>) -> KeyTable {
-        let mut table = KeyTable {
-            slots: vec![0; (keys.len() * 2).next_power_of_two().max(2)],
-            keys,
-        };
-        for node in 0..table.keys.len() {
-            let key = table.keys[node];
-            let mask = table.slots.len() - 1;
-            let mut at = table.home(key);
-            loop {
-                match table.slots[at] {
-                    0 => {
-                        table.slots[at] = node as u32 + 1;
-                        break;
-                    }
-                    taken if table.keys[taken as usize - 1] == key => break,
-                    _ => at = (at + 1) & mask,
-                }
+    /// An empty table for `nodes` nodes (it grows past them if more come).
+    fn with_capacity(nodes: usize) -> KeyTable {
+        KeyTable {
+            keys: Vec::with_capacity(nodes),
+            slots: vec![0; (nodes * 2).next_power_of_two().max(2)],
+        }
+    }
+
+    /// Adds the next node, whose name's key is `key`.
+    fn push(&mut self, key: NameKey) {
+        if (self.keys.len() + 1) * 2 > self.slots.len() {
+            self.slots = vec![0; self.slots.len() * 2];
+            for node in 0..self.keys.len() {
+                self.file(node);
             }
         }
-        table
+        self.keys.push(key);
+        self.file(self.keys.len() - 1);
+    }
+
+    /// Puts `node` in its slot, unless an earlier node of its key holds one.
+    fn file(&mut self, node: usize) {
+        let key = self.keys[node];
+        let mask = self.slots.len() - 1;
+        let mut at = self.home(key);
+        loop {
+            match self.slots[at] {
+                0 => {
+                    self.slots[at] = node as u32 + 1;
+                    return;
+                }
+                taken if self.keys[taken as usize - 1] == key => return,
+                _ => at = (at + 1) & mask,
+            }
+        }
     }
 
     /// The first slot to look at for `key` (Fibonacci hashing of its hash's bits).
@@ -372,6 +386,7 @@ impl KeyTable {
         (key.hash().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
     }
 
+    /// The first node of the name whose key is `key`.
     fn get(&self, key: NameKey) -> Option<u32> {
         let mask = self.slots.len() - 1;
         let mut at = self.home(key);
@@ -385,44 +400,95 @@ impl KeyTable {
     }
 }
 
-/// The names rows give for their nodes' parents and children, kept as [`NameKey`]s until
-/// [`link`] resolves them to indexes: a 1M-node side lists millions of such names, and a copy of
-/// each (or a string each) would be most of the load's memory at its peak.
-#[derive(Debug, Default)]
+/// A parent or a child as the rows name it: the node, when a node of that name was read before
+/// (the first of that name: a later one cannot take it), else the number of its key among the
+/// [`Links`]' pending keys, looked up once every node is read. 4 bytes instead of a key's 16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Link(u32);
+
+impl Link {
+    const PENDING: u32 = 1 << 31;
+    /// No name (an empty `up_node`: the root).
+    const NONE: Link = Link(u32::MAX);
+}
+
+/// The parents and children the rows name, until they are resolved to indexes: a 1M-node side
+/// lists two million names, and a copy of each (or a string each, or even a key each) would be
+/// most of the load's memory at its peak.
+#[derive(Debug)]
 struct Links {
-    /// Per node: the key of its own name.
-    own: Vec<NameKey>,
-    /// Per node: its `up_node` (`None`: empty, the root).
-    up: Vec<Option<NameKey>>,
+    /// The nodes read so far by name.
+    by_key: KeyTable,
+    /// Per node: its `up_node` ([`Link::NONE`]: empty, the root).
+    up: Vec<Link>,
     /// Per node: where its `sub_nodes` end in `subs` (they start where the node before's end).
     ends: Vec<u32>,
     /// Every `sub_nodes` name.
-    subs: Vec<NameKey>,
+    subs: Vec<Link>,
+    /// The keys of names that no node read before had.
+    pending: Vec<NameKey>,
+    /// The first node without a parent.
+    root: Option<u32>,
 }
 
 impl Links {
     fn with_capacity(nodes: usize) -> Links {
         Links {
-            own: Vec::with_capacity(nodes),
+            by_key: KeyTable::with_capacity(nodes),
             up: Vec::with_capacity(nodes),
             ends: Vec::with_capacity(nodes),
             subs: Vec::with_capacity(nodes),
+            pending: Vec::new(),
+            root: None,
         }
     }
 
+    /// The next node's name, `up_node` and `sub_nodes`.
     fn push<S: AsRef<str>>(&mut self, name: &str, up: &str, sub_nodes: &[S]) {
-        self.own.push(NameKey::of(name));
-        self.up.push((!up.is_empty()).then(|| NameKey::of(up)));
-        self.subs
-            .extend(sub_nodes.iter().map(|sub| NameKey::of(sub.as_ref())));
+        // First the node itself: a node that names itself finds itself (or an earlier namesake).
+        self.by_key.push(NameKey::of(name));
+        if up.is_empty() && self.root.is_none() {
+            self.root = Some(self.up.len() as u32);
+        }
+        let up = if up.is_empty() {
+            Link::NONE
+        } else {
+            self.link(up)
+        };
+        self.up.push(up);
+        for sub in sub_nodes {
+            let sub = self.link(sub.as_ref());
+            self.subs.push(sub);
+        }
         self.ends.push(self.subs.len() as u32);
     }
 
-    fn up(&self, node: usize) -> Option<NameKey> {
-        self.up[node]
+    fn link(&mut self, name: &str) -> Link {
+        let key = NameKey::of(name);
+        match self.by_key.get(key) {
+            Some(node) if node < Link::PENDING => Link(node),
+            _ => {
+                self.pending.push(key);
+                // Past 2³¹ - 1 pending names (a side of billions of nodes) the last ones share
+                // a number and resolve as the last: no graph comes near.
+                Link(Link::PENDING | (self.pending.len() as u32 - 1).min(Link::PENDING - 2))
+            }
+        }
     }
 
-    fn sub_nodes(&self, node: usize) -> &[NameKey] {
+    /// The node a link names, once every node is read.
+    fn resolve(&self, link: Link) -> Option<u32> {
+        if link == Link::NONE {
+            return None;
+        }
+        if link.0 & Link::PENDING == 0 {
+            return Some(link.0);
+        }
+        let key = self.pending.get((link.0 & !Link::PENDING) as usize)?;
+        self.by_key.get(*key)
+    }
+
+    fn sub_nodes(&self, node: usize) -> &[Link] {
         let start = node.checked_sub(1).map_or(0, |before| self.ends[before]);
         &self.subs[start as usize..self.ends[node] as usize]
     }
@@ -508,38 +574,34 @@ fn load_side(store: &Store, graph: GraphKey, partners: bool) -> Result<LoadedSid
         }
         Ok(())
     })?;
-    let (graph, by_key) = link(nodes, links);
+    let (nodes, root, by_key) = link(nodes, links);
+    // Only the golden side's nodes are looked up by key after their own links.
+    let by_key = (!partners).then_some(by_key);
     Ok(LoadedSide {
-        graph,
+        graph: side_graph(nodes, root),
         partners: partner_keys,
-        // Only the golden side's nodes are looked up by key after their own links.
-        by_key: if partners { KeyTable::default() } else { by_key },
+        by_key,
     })
 }
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
-/// the hierarchy's); a child listed there but missing, or listed twice, is skipped.
-fn link(mut nodes: Vec<Node>, mut links: Links) -> (SideGraph, KeyTable) {
-    let by_name = NameIndex::build(&nodes);
-    let by_key = KeyTable::new(std::mem::take(&mut links.own));
-    let mut root = None;
-    for i in 0..nodes.len() {
-        let up = links.up(i);
-        let parent = up.and_then(|up| by_key.get(up));
-        if up.is_none() && root.is_none() {
-            root = Some(i as u32);
-        }
-        let children = links
+/// the hierarchy's); a child listed there but missing, or listed twice, is skipped. Gives the
+/// nodes, the root and the nodes by key.
+fn link(mut nodes: Vec<Node>, links: Links) -> (Vec<Node>, Option<u32>, KeyTable) {
+    for (i, node) in nodes.iter_mut().enumerate() {
+        node.parent = links.resolve(links.up[i]);
+        node.children = links
             .sub_nodes(i)
             .iter()
-            .filter_map(|&c| by_key.get(c))
+            .filter_map(|&c| links.resolve(c))
             .filter(|&c| c as usize != i)
             .collect();
-        let node = &mut nodes[i];
-        node.parent = parent;
-        node.children = children;
     }
-    drop(links);
+    (nodes, links.root, links.by_key)
+}
+
+/// The side of linked `nodes`.
+fn side_graph(mut nodes: Vec<Node>, root: Option<u32>) -> SideGraph {
     // Everything inside an update node is an update, whatever its name says.
     let in_update: Vec<bool> = (0..nodes.len())
         .map(|i| {
@@ -565,15 +627,14 @@ fn link(mut nodes: Vec<Node>, mut links: Links) -> (SideGraph, KeyTable) {
         .flat_map(|n| n.inputs().iter().chain(n.outputs()))
         .find(|e| e.kind == crate::entry::Kind::Tensor)
         .map(|e| e.torch_dtype);
-    (
-        SideGraph {
-            nodes,
-            by_name,
-            root,
-            torch,
-        },
-        by_key,
-    )
+    // Built once the links are dropped: the peak of the load is while they are resolved.
+    let by_name = NameIndex::build(&nodes);
+    SideGraph {
+        nodes,
+        by_name,
+        root,
+        torch,
+    }
 }
 
 /// Nodes for other modules' unit tests.
@@ -616,7 +677,7 @@ mod tests {
     }
 
     fn link_all(parsed: Vec<(Node, &str, &[&str])>) -> SideGraph {
-        let mut links = Links::default();
+        let mut links = Links::with_capacity(0);
         let nodes = parsed
             .into_iter()
             .map(|(node, up, subs)| {
@@ -624,7 +685,8 @@ mod tests {
                 node
             })
             .collect();
-        link(nodes, links).0
+        let (nodes, root, _) = link(nodes, links);
+        side_graph(nodes, root)
     }
 
     fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {
@@ -667,12 +729,36 @@ mod tests {
         let names: Vec<String> = (0..5000)
             .map(|i| format!("Module.layer.{}", i % 3000))
             .collect();
-        let table = KeyTable::new(names.iter().map(|n| NameKey::of(n)).collect());
+        // Sized for fewer nodes than come: it grows.
+        let mut table = KeyTable::with_capacity(10);
+        for name in &names {
+            table.push(NameKey::of(name));
+        }
         for (i, name) in names.iter().enumerate() {
             assert_eq!(table.get(NameKey::of(name)), Some((i % 3000) as u32));
         }
         assert_eq!(table.get(NameKey::of("Module.layer.3000")), None);
-        assert_eq!(KeyTable::new(Vec::new()).get(NameKey::of("")), None);
+        assert_eq!(KeyTable::with_capacity(0).get(NameKey::of("")), None);
+    }
+
+    #[test]
+    fn a_name_given_twice_links_to_its_first_node_before_and_after_it_is_read() {
+        let g = link_all(vec![
+            parsed("early", "dup", &[]),
+            parsed("root", "", &["dup", "early", "late"]),
+            parsed("dup", "root", &["early"]),
+            parsed("dup", "root", &["late"]),
+            parsed("late", "dup", &[]),
+            parsed("self", "self", &["self", "late"]),
+        ]);
+        assert_eq!(g.root, Some(1));
+        assert_eq!(g.nodes[0].parent, Some(2));
+        assert_eq!(g.nodes[4].parent, Some(2));
+        assert_eq!(&*g.nodes[1].children, [2, 0, 4]);
+        assert_eq!(&*g.nodes[3].children, [4]);
+        // A node named as its own parent is its own parent; as its own child, skipped.
+        assert_eq!(g.nodes[5].parent, Some(5));
+        assert_eq!(&*g.nodes[5].children, [4]);
     }
 
     #[test]
