@@ -331,15 +331,20 @@ struct LoadedSide {
 }
 
 /// Node numbers by the [`NameKey`] of their names, filled as a side's rows are read: each
-/// node's key, and a table of node numbers at most half full, found by the key's hash and
-/// checked against the node's key. A lookup reads one or two places; the binary search of
-/// [`NameIndex`]'s sorted hashes (about twenty reads of a 12 MB array, then the node's name
-/// hashed again) was a third of the CPU of loading a 1M-node side. The first node of a name wins.
+/// node's key, and a table at most half full of node numbers, each beside a few bits of its
+/// key's hash (a slot of another name is passed over without reading its key, mostly), found by
+/// the key's hash and checked against the node's key. A lookup reads one or two places; the
+/// binary search of [`NameIndex`]'s sorted hashes (about twenty reads of a 12 MB array, then the
+/// node's name hashed again) was a third of the CPU of loading a 1M-node side. The first node of
+/// a name wins.
 #[derive(Debug)]
 struct KeyTable {
     keys: Vec<NameKey>,
-    /// Node number + 1 (0: empty); a power of two long, at least twice as long as `keys`.
+    /// 0: empty; else the node number + 1 in the bits of `node_mask`, the bits of its key's
+    /// hash in the others. A power of two long, at least twice as long as `keys`.
     slots: Vec<u32>,
+    /// The low bits that hold every node number + 1 the table is sized for.
+    node_mask: u32,
 }
 
 impl KeyTable {
@@ -348,13 +353,20 @@ impl KeyTable {
         KeyTable {
             keys: Vec::with_capacity(nodes),
             slots: vec![0; (nodes * 2).next_power_of_two().max(2)],
+            node_mask: u32::MAX
+                .checked_shr((nodes.leading_zeros() + u32::BITS).saturating_sub(usize::BITS))
+                .unwrap_or(0),
         }
     }
 
     /// Adds the next node, whose name's key is `key`.
     fn push(&mut self, key: NameKey) {
-        if (self.keys.len() + 1) * 2 > self.slots.len() {
-            self.slots = vec![0; self.slots.len() * 2];
+        let nodes = self.keys.len() + 1;
+        if nodes * 2 > self.slots.len() || nodes as u64 > u64::from(self.node_mask) {
+            *self = KeyTable {
+                keys: std::mem::take(&mut self.keys),
+                ..KeyTable::with_capacity(nodes * 2)
+            };
             for node in 0..self.keys.len() {
                 self.file(node);
             }
@@ -366,15 +378,15 @@ impl KeyTable {
     /// Puts `node` in its slot, unless an earlier node of its key holds one.
     fn file(&mut self, node: usize) {
         let key = self.keys[node];
-        let mask = self.slots.len() - 1;
+        let (mask, tag) = (self.slots.len() - 1, self.tag(key));
         let mut at = self.home(key);
         loop {
             match self.slots[at] {
                 0 => {
-                    self.slots[at] = node as u32 + 1;
+                    self.slots[at] = tag | (node as u32 + 1);
                     return;
                 }
-                taken if self.keys[taken as usize - 1] == key => return,
+                taken if self.holds(taken, tag, key).is_some() => return,
                 _ => at = (at + 1) & mask,
             }
         }
@@ -386,15 +398,30 @@ impl KeyTable {
         (key.hash().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
     }
 
+    /// The bits of `key`'s hash a slot keeps beside its node number.
+    fn tag(&self, key: NameKey) -> u32 {
+        key.hash() as u32 & !self.node_mask
+    }
+
+    /// The node of a taken slot when it is `key`'s.
+    fn holds(&self, slot: u32, tag: u32, key: NameKey) -> Option<u32> {
+        let node = (slot & self.node_mask).checked_sub(1)?;
+        (slot & !self.node_mask == tag && self.keys[node as usize] == key).then_some(node)
+    }
+
     /// The first node of the name whose key is `key`.
     fn get(&self, key: NameKey) -> Option<u32> {
-        let mask = self.slots.len() - 1;
+        let (mask, tag) = (self.slots.len() - 1, self.tag(key));
         let mut at = self.home(key);
         loop {
             match self.slots[at] {
                 0 => return None,
-                taken if self.keys[taken as usize - 1] == key => return Some(taken - 1),
-                _ => at = (at + 1) & mask,
+                taken => {
+                    if let Some(node) = self.holds(taken, tag, key) {
+                        return Some(node);
+                    }
+                    at = (at + 1) & mask;
+                }
             }
         }
     }
