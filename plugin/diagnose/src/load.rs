@@ -359,8 +359,8 @@ impl KeyTable {
         }
     }
 
-    /// Adds the next node, whose name's key is `key`.
-    fn push(&mut self, key: NameKey) {
+    /// Adds the next node, whose name's key is `key`; `true` when no node before had its name.
+    fn push(&mut self, key: NameKey) -> bool {
         let nodes = self.keys.len() + 1;
         if nodes * 2 > self.slots.len() || nodes as u64 > u64::from(self.node_mask) {
             *self = KeyTable {
@@ -372,11 +372,11 @@ impl KeyTable {
             }
         }
         self.keys.push(key);
-        self.file(self.keys.len() - 1);
+        self.file(self.keys.len() - 1)
     }
 
-    /// Puts `node` in its slot, unless an earlier node of its key holds one.
-    fn file(&mut self, node: usize) {
+    /// Puts `node` in its slot, unless an earlier node of its key holds one (then `false`).
+    fn file(&mut self, node: usize) -> bool {
         let key = self.keys[node];
         let (mask, tag) = (self.slots.len() - 1, self.tag(key));
         let mut at = self.home(key);
@@ -384,9 +384,9 @@ impl KeyTable {
             match self.slots[at] {
                 0 => {
                     self.slots[at] = tag | (node as u32 + 1);
-                    return;
+                    return true;
                 }
-                taken if self.holds(taken, tag, key).is_some() => return,
+                taken if self.holds(taken, tag, key).is_some() => return false,
                 _ => at = (at + 1) & mask,
             }
         }
@@ -437,6 +437,10 @@ impl Link {
     const PENDING: u32 = 1 << 31;
     /// No name (an empty `up_node`: the root).
     const NONE: Link = Link(u32::MAX);
+    /// A parent not read yet, whose key is in [`Links::open`].
+    const OPEN: Link = Link(u32::MAX - 1);
+    /// The last number of a pending key.
+    const LAST_PENDING: u32 = Link::PENDING - 3;
 }
 
 /// The parents and children the rows name, until they are resolved to indexes: a 1M-node side
@@ -446,14 +450,18 @@ impl Link {
 struct Links {
     /// The nodes read so far by name.
     by_key: KeyTable,
-    /// Per node: its `up_node` ([`Link::NONE`]: empty, the root).
+    /// Per node: its `up_node` ([`Link::NONE`]: empty, the root; [`Link::OPEN`]: in `open`).
     up: Vec<Link>,
     /// Per node: where its `sub_nodes` end in `subs` (they start where the node before's end).
     ends: Vec<u32>,
     /// Every `sub_nodes` name.
     subs: Vec<Link>,
-    /// The keys of names that no node read before had.
+    /// The keys of children's names that no node read before had.
     pending: Vec<NameKey>,
+    /// The nodes whose parent was not read before them, with the key of its name, until a
+    /// parent that lists them among its children is read. msprobe writes a module after what
+    /// it calls, so this holds the nodes of the modules still open, not a key for every node.
+    open: foldhash::HashMap<u32, NameKey>,
     /// The first node without a parent.
     root: Option<u32>,
 }
@@ -466,48 +474,71 @@ impl Links {
             ends: Vec::with_capacity(nodes),
             subs: Vec::with_capacity(nodes),
             pending: Vec::new(),
+            open: Default::default(),
             root: None,
         }
     }
 
     /// The next node's name, `up_node` and `sub_nodes`.
     fn push<S: AsRef<str>>(&mut self, name: &str, up: &str, sub_nodes: &[S]) {
+        let node = self.up.len() as u32;
+        let key = NameKey::of(name);
         // First the node itself: a node that names itself finds itself (or an earlier namesake).
-        self.by_key.push(NameKey::of(name));
+        let first_of_name = self.by_key.push(key);
         if up.is_empty() && self.root.is_none() {
-            self.root = Some(self.up.len() as u32);
+            self.root = Some(node);
         }
         let up = if up.is_empty() {
             Link::NONE
         } else {
-            self.link(up)
+            let up = NameKey::of(up);
+            match self.by_key.get(up) {
+                Some(parent) if parent < Link::PENDING => Link(parent),
+                _ => {
+                    self.open.insert(node, up);
+                    Link::OPEN
+                }
+            }
         };
         self.up.push(up);
         for sub in sub_nodes {
             let sub = self.link(sub.as_ref());
+            // A child read before, waiting for a parent of this name: this node is that
+            // parent, the first of its name.
+            if first_of_name && sub.0 < Link::PENDING && self.open.get(&sub.0) == Some(&key) {
+                self.open.remove(&sub.0);
+                self.up[sub.0 as usize] = Link(node);
+            }
             self.subs.push(sub);
         }
         self.ends.push(self.subs.len() as u32);
     }
 
+    /// A child's link.
     fn link(&mut self, name: &str) -> Link {
         let key = NameKey::of(name);
         match self.by_key.get(key) {
             Some(node) if node < Link::PENDING => Link(node),
             _ => {
                 self.pending.push(key);
-                // Past 2³¹ - 1 pending names (a side of billions of nodes) the last ones share
+                // Past 2³¹ - 3 pending names (a side of billions of nodes) the last ones share
                 // a number and resolve as the last: no graph comes near.
-                Link(Link::PENDING | (self.pending.len() as u32 - 1).min(Link::PENDING - 2))
+                Link(Link::PENDING | (self.pending.len() as u32 - 1).min(Link::LAST_PENDING))
             }
         }
     }
 
-    /// The node a link names, once every node is read.
-    fn resolve(&self, link: Link) -> Option<u32> {
-        if link == Link::NONE {
-            return None;
+    /// `node`'s parent, once every node is read.
+    fn parent(&self, node: usize) -> Option<u32> {
+        match self.up[node] {
+            Link::NONE => None,
+            Link::OPEN => self.by_key.get(*self.open.get(&(node as u32))?),
+            up => self.resolve(up),
         }
+    }
+
+    /// The node a child's link names, once every node is read.
+    fn resolve(&self, link: Link) -> Option<u32> {
         if link.0 & Link::PENDING == 0 {
             return Some(link.0);
         }
@@ -616,7 +647,7 @@ fn load_side(store: &Store, graph: GraphKey, partners: bool) -> Result<LoadedSid
 /// nodes, the root and the nodes by key.
 fn link(mut nodes: Vec<Node>, links: Links) -> (Vec<Node>, Option<u32>, KeyTable) {
     for (i, node) in nodes.iter_mut().enumerate() {
-        node.parent = links.resolve(links.up[i]);
+        node.parent = links.parent(i);
         node.children = links
             .sub_nodes(i)
             .iter()
@@ -786,6 +817,24 @@ mod tests {
         // A node named as its own parent is its own parent; as its own child, skipped.
         assert_eq!(g.nodes[5].parent, Some(5));
         assert_eq!(&*g.nodes[5].children, [4]);
+    }
+
+    #[test]
+    fn a_parent_read_after_its_child_is_found_whether_it_lists_the_child_or_not() {
+        let g = link_all(vec![
+            parsed("unlisted", "p", &[]),
+            parsed("listed", "p", &[]),
+            parsed("twice", "q", &[]),
+            parsed("p", "", &["listed"]),
+            parsed("q", "", &[]),
+            parsed("q", "", &["twice"]),
+        ]);
+        assert_eq!(g.nodes[0].parent, Some(3));
+        assert_eq!(g.nodes[1].parent, Some(3));
+        // The first node of the name, not the later one that lists it.
+        assert_eq!(g.nodes[2].parent, Some(4));
+        assert_eq!(&*g.nodes[5].children, [2]);
+        assert_eq!(g.root, Some(3));
     }
 
     #[test]
