@@ -14,7 +14,7 @@ use graph_ascend_visdb::Store;
 use serde_json::Value;
 
 use crate::compact::{read_side, DecodedSide};
-use crate::entry::{parse_entries, parse_entries_text};
+use crate::entry::{parse_entries, parse_entries_text_into, Entry};
 use crate::error::DiagnoseError;
 pub use crate::graph::{Direction, NameIndex, Node, RankData, SideGraph};
 use crate::graph::{Entries, List, NameKey};
@@ -552,8 +552,13 @@ impl Links {
     }
 }
 
-/// A node from its row (parent and children still unresolved).
-fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
+/// A node from its row (parent and children still unresolved). `entries` is a buffer lent for
+/// reading its inputs and outputs (one allocation a node, of their exact size).
+fn node_of_row(
+    path: &Path,
+    row: &GraphRow<'_>,
+    entries: &mut Vec<Entry>,
+) -> Result<Node, DiagnoseError> {
     let name = &*row.name;
     let object =
         |what: &str, text: &str| -> Result<serde_json::Map<String, Value>, DiagnoseError> {
@@ -573,19 +578,27 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
             }
         };
     // The fast reader first; the lenient tree (bare NaN…, and its errors by name) otherwise.
-    let inputs = match parse_entries_text(name, &row.input_data, false) {
-        Some(entries) => entries,
-        None => parse_entries(name, &object("input_data", &row.input_data)?, false),
-    };
-    let outputs = match parse_entries_text(name, &row.output_data, true) {
-        Some(entries) => entries,
-        None => parse_entries(name, &object("output_data", &row.output_data)?, true),
-    };
+    entries.clear();
+    if !parse_entries_text_into(name, &row.input_data, false, entries) {
+        entries.extend(parse_entries(
+            name,
+            &object("input_data", &row.input_data)?,
+            false,
+        ));
+    }
+    let inputs = entries.len();
+    if !parse_entries_text_into(name, &row.output_data, true, entries) {
+        entries.extend(parse_entries(
+            name,
+            &object("output_data", &row.output_data)?,
+            true,
+        ));
+    }
     Ok(Node {
         parent: None,
         children: Default::default(),
         node_type: row.node_type,
-        entries: Entries::new(inputs, outputs),
+        entries: Entries::split(entries.drain(..).collect(), inputs),
         peers: peers(&row.matched_distributed),
         direction: if name.contains(".backward") {
             Direction::Backward
@@ -624,8 +637,9 @@ fn load_side(store: &Store, graph: GraphKey, partners: bool) -> Result<LoadedSid
     let mut nodes = Vec::with_capacity(rows);
     let mut links = Links::with_capacity(rows);
     let mut partner_keys = Vec::with_capacity(if partners { rows } else { 0 });
+    let mut entries = Vec::new();
     store.scan_graph_rows(graph, |row| -> Result<(), DiagnoseError> {
-        nodes.push(node_of_row(path, &row)?);
+        nodes.push(node_of_row(path, &row, &mut entries)?);
         links.push(&row.name, &row.up_node, &row.sub_nodes);
         if partners {
             partner_keys.push(row.link.as_deref().map(NameKey::of));
