@@ -598,7 +598,8 @@ fn node_of_row(
         parent: None,
         children: Default::default(),
         node_type: row.node_type,
-        entries: Entries::split(entries.drain(..).collect(), inputs),
+        // Moved out at their exact size (the buffer keeps its capacity for the next node).
+        entries: Entries::split(entries.drain(..).collect::<Box<[Entry]>>().into(), inputs),
         peers: peers(&row.matched_distributed),
         direction: if name.contains(".backward") {
             Direction::Backward
