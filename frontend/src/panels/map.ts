@@ -3,7 +3,9 @@
  * run on one screen. Rows are the modules at the chosen depth in forward / backward / update bands,
  * columns the steps × ranks (or micro-batches): as many columns as the panel's width holds times
  * the zoom are asked for, the sidecar merging the rest to the worst rank. Drawn on a canvas, only
- * what is in view, so a thousand ranks × ten steps scroll as fast as two. A cell's colour is its
+ * what is in view: the cells are made once per map as pixels (one a cell, by chunks of lines) and a
+ * frame copies each line in view scaled up with one drawImage, so a frame's cost follows the lines
+ * in view, not the cells (a thousand ranks × ten steps scroll as fast as two). A cell's colour is its
  * output error over its tolerance on a log scale; a dark bar marks a cell holding a source, a pale
  * top half a cell whose error came from a peer rank; blank where a rank lacks the module. Hover
  * gives the numbers; a click on a cell (or "First source") opens that step and rank at that
