@@ -192,11 +192,18 @@ export class MapPanel {
 
   /** The area's size, read when it may have changed (resized, attached again). */
   private measure(): void {
-    // Another width may ask for other columns, hence other deeper maps under opened rows.
-    this.version++;
     this.areaW = this.width();
     this.areaH = this.area.isConnected ? this.area.clientHeight : 0;
+    // A width that asks for other columns asks for other deeper maps under opened rows (a drag that
+    // does not keeps the cells' pixels).
+    const columns = this.columns();
+    if (columns !== this.measuredColumns) {
+      this.measuredColumns = columns;
+      this.version++;
+    }
   }
+
+  private measuredColumns = 0;
   /** The columns the width holds at zoom 1, as last asked for (0: not yet). */
   private fit = 0;
 
