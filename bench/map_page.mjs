@@ -6,7 +6,9 @@
 //    then the same on a second opening (the map cached in the sidecar);
 // 2. map_scroll_fps: frames drawn per second while the map scrolls (down and across, one step a frame
 //    for 3 s), at zoom 1 and zoomed in (×8: more columns, ranks apart), with the cells in view; a map
-//    that fits the screen (`scrolls: false`) is drawn again each frame instead;
+//    that fits the screen (`scrolls: false`) is drawn again each frame instead; with the time the panel's
+//    draw() took (mean and p95: what is left of a frame's 16.7 ms once fps is capped at 60), and again
+//    with the CPU slowed MAP_CPU_THROTTLE times (Chromium's CPU throttling, as on a busy host), if set;
 // 3. sidecar_peak: the sidecar's peak resident memory (VmHWM) after all of it, and its CPU time (user +
 //    system) after the first whole map and after all of it; each line carries the load average.
 //   node bench/map_page.mjs LOGDIR   (GA_PYTHON, GRAPH_ASCEND_BINARY as for the e2e tests)
@@ -111,6 +113,8 @@ try {
       let k = 0;
       const gaps = [];
       let last = t0;
+      const draws = [];
+      let seen = panel.frames;
       while (performance.now() - t0 < ms) {
         k++;
         s.scrollTop = (k * 7) % Math.max(1, s.scrollHeight - s.clientHeight);
@@ -118,25 +122,40 @@ try {
         // A map that fits the screen does not scroll: drawn again each frame all the same (its cost).
         if (!scrolls) panel.draw();
         await new Promise((r) => requestAnimationFrame(r));
+        if (panel.frames !== seen) {
+          seen = panel.frames;
+          draws.push(panel.lastDrawMs);
+        }
         const now = performance.now();
         gaps.push(now - last);
         last = now;
       }
       const t = performance.now() - t0;
       gaps.sort((a, b) => a - b);
+      const drawMean = draws.reduce((a, b) => a + b, 0) / Math.max(1, draws.length);
+      draws.sort((a, b) => a - b);
       const c = document.querySelector('[data-testid=mapCanvas]');
-      return { scrolls, fps: ((panel.frames - f0) * 1000) / t, frame_p95_ms: gaps[Math.floor(gaps.length * 0.95)] ?? 0, cells_in_view: Number(c.dataset.cells), columns: Number(c.dataset.columns), scroll_width: s.scrollWidth, scroll_height: s.scrollHeight };
+      return { scrolls, fps: ((panel.frames - f0) * 1000) / t, frame_p95_ms: gaps[Math.floor(gaps.length * 0.95)] ?? 0, draw_mean_ms: drawMean, draw_p95_ms: draws[Math.floor(draws.length * 0.95)] ?? 0, cells_in_view: Number(c.dataset.cells), columns: Number(c.dataset.columns), scroll_width: s.scrollWidth, scroll_height: s.scrollHeight };
     }, ms);
-  const z1 = await scroll(3000);
-  report('map_scroll_fps', { zoom: 1, scrolls: z1.scrolls, fps: +z1.fps.toFixed(1), frame_p95_ms: +z1.frame_p95_ms.toFixed(1), cells_in_view: z1.cells_in_view, columns: z1.columns, content_px: [z1.scroll_width, z1.scroll_height] });
+  const throttle = Number(process.env.MAP_CPU_THROTTLE || 1);
+  const cdp = throttle > 1 ? await again.page().context().newCDPSession(again.page()) : null;
+  /** Scroll at the CPU's speed, then (MAP_CPU_THROTTLE) slowed; one line each. */
+  const measure = async (fields) => {
+    for (const rate of cdp ? [1, throttle] : [1]) {
+      if (cdp) await cdp.send('Emulation.setCPUThrottlingRate', { rate });
+      const m = await scroll(3000);
+      report('map_scroll_fps', { ...fields, cpu_throttle: rate, scrolls: m.scrolls, fps: +m.fps.toFixed(1), frame_p95_ms: +m.frame_p95_ms.toFixed(1), draw_mean_ms: +m.draw_mean_ms.toFixed(2), draw_p95_ms: +m.draw_p95_ms.toFixed(2), cells_in_view: m.cells_in_view, columns: m.columns, content_px: [m.scroll_width, m.scroll_height] });
+    }
+    if (cdp) await cdp.send('Emulation.setCPUThrottlingRate', { rate: 1 });
+  };
+  await measure({ zoom: 1 });
   // Zoomed in ×8: more columns (asked of the sidecar), the map scrolls sideways.
   const tz = Date.now();
   for (let i = 0; i < 3; i++) await again.click('[data-testid=mapZoomIn]');
   await until(again, () => document.querySelector('[data-testid=mapZoom]')?.textContent === '×8' && window.__graphAscend.mapPanel.ready, null, 1_800_000);
   await again.evaluate(() => new Promise((r) => requestAnimationFrame(r)));
   const zoomMs = Date.now() - tz;
-  const z8 = await scroll(3000);
-  report('map_scroll_fps', { zoom: 8, zoom_answer_ms: zoomMs, scrolls: z8.scrolls, fps: +z8.fps.toFixed(1), frame_p95_ms: +z8.frame_p95_ms.toFixed(1), cells_in_view: z8.cells_in_view, columns: z8.columns, content_px: [z8.scroll_width, z8.scroll_height] });
+  await measure({ zoom: 8, zoom_answer_ms: zoomMs });
 
   const pid = ourSidecar();
   report('sidecar_peak', { pid, peak_rss_mb: pid ? peakMb(pid) : null, cpu_s: pid ? cpuSeconds(pid) : null });

@@ -11,7 +11,8 @@
 # `make bench` runs MAP_RANKS=1024 MAP_STEPS=10 MAP_ENTRIES=20 (some 40 nodes a graph); the issue's shape
 # (about 1,000 nodes a graph) is MAP_ENTRIES=900 (tens of GB of dumps: run it where the disk allows).
 #
-# Env: GA (binary, default target/release/graph-ascend), MAP_RANKS, MAP_STEPS, MAP_ENTRIES, MAP_CONVERT_ALL, PYTHON (with
+# Env: GA (binary, default target/release/graph-ascend), MAP_RANKS, MAP_STEPS, MAP_ENTRIES, MAP_CONVERT_ALL, MAP_CPU_THROTTLE
+# (also scroll with the page's CPU slowed that many times, e.g. 6), PYTHON (with
 # tensorboard and the shim, default .venv/bin/python), BENCH_TMP (work folder, default a temporary one;
 # removed at the end either way), BENCH_OUT (folder of map_page.txt, default bench/results).
 set -euo pipefail
