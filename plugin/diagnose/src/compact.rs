@@ -108,32 +108,32 @@ fn encode_node<'n>(
 }
 
 fn encode_entry<'n>(out: &mut Out, names: &mut Vec<&'n str>, e: &'n Entry) {
-    match names.iter().position(|&n| n == &*e.name) {
+    match names.iter().position(|&n| n == e.name()) {
         Some(i) => out.u(i as u64 + 1),
         None => {
             out.u(0);
-            out.text(&e.name);
-            names.push(&e.name);
+            out.text(e.name());
+            names.push(e.name());
         }
     }
-    let role = match e.role {
+    let role = match e.role() {
         Role::Input => 0,
         Role::Parameter => 1,
         Role::Output => 2,
     };
-    let kind = match e.kind {
+    let kind = match e.kind() {
         Kind::Tensor => 0,
         Kind::Scalar => 1,
         Kind::Ignored => 2,
     };
     out.byte(
         role | kind << 2
-            | u8::from(e.torch_dtype) << 4
+            | u8::from(e.torch_dtype()) << 4
             | u8::from(e.value().is_some()) << 5
             | u8::from(e.md5().is_some()) << 6
             | u8::from(e.metrics().is_some()) << 7,
     );
-    out.byte(DTYPES.iter().position(|&d| d == e.dtype).unwrap_or(0) as u8);
+    out.byte(DTYPES.iter().position(|&d| d == e.dtype()).unwrap_or(0) as u8);
     out.numbers(&e.stats.all());
     if let Some(v) = e.value() {
         out.text(v);
@@ -501,16 +501,16 @@ fn entry(r: &mut In<'_>, names: &mut Vec<EntryName>) -> Result<Entry, Corrupt> {
         None
     };
     let shape = u64::from_le_bytes(r.take(8)?.try_into().map_err(|_| Corrupt)?);
-    Ok(Entry {
-        name,
+    Ok(Entry::new(
+        &name,
         role,
         kind,
         dtype,
-        stats: Stats::new(max, min, mean, norm),
-        extra: Extra::new(value, md5, metrics),
+        flags & 1 << 4 != 0,
+        Stats::new(max, min, mean, norm),
         shape,
-        torch_dtype: flags & 1 << 4 != 0,
-    })
+        Extra::new(value, md5, metrics),
+    ))
 }
 
 /// Reads one side from the table; `None` when its parts do not decode or do not match the
@@ -567,7 +567,7 @@ mod tests {
         )
         .expect("entries");
         let mut outputs = inputs.clone();
-        outputs[1].extra = Extra::new(Some(Text::from("ä")), None, None);
+        outputs[1] = outputs[1].with_extra(Extra::new(Some(Text::from("ä")), None, None));
         nodes[1].entries = Entries::new(inputs, Vec::new());
         nodes[2].entries = Entries::new(Vec::new(), outputs);
         nodes[2].direction = Direction::Update;

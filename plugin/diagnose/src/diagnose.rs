@@ -282,11 +282,11 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
             ""
         };
         let is_weight = |e: &crate::entry::Entry| {
-            e.role == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
+            e.role() == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
         };
         let activation_non_finite = n.inputs().iter().any(|e| {
-            e.kind == Kind::Tensor
-                && e.role == Role::Input
+            e.kind() == Kind::Tensor
+                && e.role() == Role::Input
                 && !is_weight(e)
                 && e.stats.has_non_finite()
         });
@@ -303,16 +303,16 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
             .outputs()
             .iter()
             .find(|e| e.stats.has_non_finite())
-            .map(|e| (*e.name).into());
+            .map(|e| (*e.name()).into());
         let mut parts: Vec<ReasonPart> = n
             .inputs()
             .iter()
-            .filter(|e| e.kind == Kind::Tensor && is_weight(e))
+            .filter(|e| e.kind() == Kind::Tensor && is_weight(e))
             .filter_map(|e| {
                 let stat = judge::non_finite_stat(&e.stats, &crate::entry::Stats::default())?;
-                let name = match e.role {
-                    Role::Parameter => e.name.strip_prefix("parameters.").unwrap_or(&e.name),
-                    _ => judge::weight_name(n, api, parent, e).unwrap_or(&e.name),
+                let name = match e.role() {
+                    Role::Parameter => e.name().strip_prefix("parameters.").unwrap_or(&e.name()),
+                    _ => judge::weight_name(n, api, parent, e).unwrap_or(&e.name()),
                 };
                 Some(ReasonPart::ParameterNonFinite {
                     name: name.into(),

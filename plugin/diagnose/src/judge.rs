@@ -365,7 +365,7 @@ fn dynamic_range(norm: Option<f64>, scale: f64) -> f64 {
 
 /// How far target entry `n` is from golden entry `b` in `mode` (`None`: not comparable).
 pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
-    if n.kind != Kind::Tensor || b.kind != Kind::Tensor {
+    if n.kind() != Kind::Tensor || b.kind() != Kind::Tensor {
         return None;
     }
     // Different shapes hold different things (a framework's reshaped view, another layout):
@@ -431,7 +431,7 @@ fn same_value(a: &str, b: &str) -> bool {
 
 /// The entries of one role, in order.
 fn of_role(entries: &[Entry], role: Role) -> impl Iterator<Item = &Entry> {
-    entries.iter().filter(move |e| e.role == role)
+    entries.iter().filter(move |e| e.role() == role)
 }
 
 fn same_stats(a: &Stats, b: &Stats) -> bool {
@@ -450,16 +450,16 @@ pub fn weight_name<'a>(
     parent: Option<&'a Node>,
     e: &Entry,
 ) -> Option<&'a str> {
-    if node.node_type != 1 || e.kind != Kind::Tensor {
+    if node.node_type != 1 || e.kind() != Kind::Tensor {
         return None;
     }
-    if let Some(w) = api::weight_argument(api, &e.name) {
+    if let Some(w) = api::weight_argument(api, &e.name()) {
         return Some(w);
     }
     let parent = parent?;
     of_role(parent.inputs(), Role::Parameter)
         .find(|p| p.stats.norm().is_some() && same_stats(&p.stats, &e.stats))
-        .map(|p| p.name.strip_prefix("parameters.").unwrap_or(&p.name))
+        .map(|p| p.name().strip_prefix("parameters.").unwrap_or(&p.name()))
 }
 
 fn worse<'a>(
@@ -519,7 +519,7 @@ pub fn judge<'a>(
     // inputs) or the dtype table's.
     let level = |ne: &'a Entry, be: &'a Entry, role: Role| -> Option<Level<'a>> {
         let d = deviation(mode, ne, be)?;
-        let dtype = ne.dtype.coarser(be.dtype);
+        let dtype = ne.dtype().coarser(be.dtype());
         let noise = if dtype == DtypeClass::Exact {
             dtype
         } else {
@@ -535,7 +535,7 @@ pub fn judge<'a>(
             Role::Parameter => None,
         };
         Some(Level {
-            entry: Cow::Borrowed(&ne.name),
+            entry: Cow::Borrowed(&ne.name()),
             err: d.err,
             metric: d.metric,
             tensor_err: d.tensor_err,
@@ -551,7 +551,7 @@ pub fn judge<'a>(
         ""
     };
     for (ne, be) in of_role(n.inputs(), Role::Input).zip(of_role(b.inputs(), Role::Input)) {
-        match ne.kind {
+        match ne.kind() {
             Kind::Tensor => {
                 has_inputs = true;
                 let weight = weight_name(n, api, parent, ne);
@@ -578,10 +578,10 @@ pub fn judge<'a>(
             }
             Kind::Scalar => {
                 has_inputs = true;
-                if let (Some(x), Some(y), Kind::Scalar) = (ne.value(), be.value(), be.kind) {
+                if let (Some(x), Some(y), Kind::Scalar) = (ne.value(), be.value(), be.kind()) {
                     if !same_value(x, y) {
                         causes.push(Cause::Argument {
-                            name: Cow::Borrowed(api::argument_name(api, &ne.name)),
+                            name: Cow::Borrowed(api::argument_name(api, &ne.name())),
                             target: Cow::Borrowed(x),
                             golden: Cow::Borrowed(y),
                         });
@@ -596,7 +596,7 @@ pub fn judge<'a>(
         if let Some(l) = level(ne, be, Role::Parameter) {
             weights_differ |= l.err > 0.0;
             if !l.agrees() {
-                let name = ne.name.strip_prefix("parameters.").unwrap_or(&ne.name);
+                let name = ne.name().strip_prefix("parameters.").unwrap_or(&ne.name());
                 causes.push(Cause::Parameter {
                     name: Cow::Borrowed(name),
                     non_finite: non_finite_of(&l, ne, be),
@@ -717,8 +717,8 @@ pub fn node_precision(n: &Node, b: Option<&Node>) -> DtypeClass {
             .flat_map(|b| b.inputs().iter().chain(b.outputs())),
     );
     entries
-        .filter(|e| e.kind == Kind::Tensor && e.dtype != DtypeClass::Exact)
-        .map(|e| e.dtype)
+        .filter(|e| e.kind() == Kind::Tensor && e.dtype() != DtypeClass::Exact)
+        .map(|e| e.dtype())
         .max()
         .unwrap_or(DtypeClass::Exact)
 }
@@ -742,7 +742,7 @@ pub fn precision_floor(order: &[u32], precision: &[DtypeClass]) -> Vec<DtypeClas
 pub fn has_non_finite(entries: &[Entry], roles: &[Role]) -> bool {
     entries
         .iter()
-        .any(|e| e.kind == Kind::Tensor && roles.contains(&e.role) && e.stats.has_non_finite())
+        .any(|e| e.kind() == Kind::Tensor && roles.contains(&e.role()) && e.stats.has_non_finite())
 }
 
 #[cfg(test)]
@@ -750,16 +750,16 @@ mod tests {
     use super::*;
 
     fn tensor(max: f64, min: f64, mean: f64, norm: f64) -> Entry {
-        Entry {
-            name: "output.0".into(),
-            role: Role::Output,
-            kind: Kind::Tensor,
-            dtype: DtypeClass::Float32,
-            stats: Stats::new(Some(max), Some(min), Some(mean), Some(norm)),
-            extra: Default::default(),
-            shape: crate::entry::shape_hash("[2]"),
-            torch_dtype: true,
-        }
+        Entry::new(
+            "output.0",
+            Role::Output,
+            Kind::Tensor,
+            DtypeClass::Float32,
+            true,
+            Stats::new(Some(max), Some(min), Some(mean), Some(norm)),
+            crate::entry::shape_hash("[2]"),
+            Default::default(),
+        )
     }
 
     #[test]
@@ -816,9 +816,17 @@ mod tests {
         // 3% apart: beyond float32's jump, within bfloat16's agree tolerance.
         let mut n = crate::load::tests_support::node("Functional.layer_norm.0.forward");
         let mut b = n.clone();
-        let mut input = tensor(3.0, -3.0, 0.0, 20.0);
-        input.name = "input.0".into();
-        input.role = Role::Input;
+        let output = tensor(3.0, -3.0, 0.0, 20.0);
+        let input = Entry::new(
+            "input.0",
+            Role::Input,
+            output.kind(),
+            output.dtype(),
+            output.torch_dtype(),
+            output.stats,
+            output.shape,
+            Default::default(),
+        );
         n.entries = Entries::new(vec![input.clone()], vec![tensor(3.0, -3.0, 0.0, 20.6)]);
         b.entries = Entries::new(vec![input], vec![tensor(3.0, -3.0, 0.0, 20.0)]);
         let opts = Options::default();

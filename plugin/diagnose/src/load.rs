@@ -498,8 +498,8 @@ fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
     let torch = nodes
         .iter()
         .flat_map(|n| n.inputs().iter().chain(n.outputs()))
-        .find(|e| e.kind == crate::entry::Kind::Tensor)
-        .map(|e| e.torch_dtype);
+        .find(|e| e.kind() == crate::entry::Kind::Tensor)
+        .map(|e| e.torch_dtype());
     SideGraph {
         nodes,
         by_name,
