@@ -22,7 +22,7 @@ use crate::api;
 use crate::entry::{DtypeClass, Entry, Kind, Role, Stats};
 use rayon::prelude::*;
 
-use crate::load::{Mode, Node, RankData};
+use crate::load::{Mode, NodeRef, RankData};
 use crate::options::{Options, Tolerance};
 
 /// Which measurement gave an entry's error.
@@ -445,9 +445,9 @@ fn same_stats(a: &Stats, b: &Stats) -> bool {
 /// because it is one of the enclosing module's parameters (same statistics: a matmul with a
 /// parameter, a framework's own op).
 pub fn weight_name<'a>(
-    node: &Node,
+    node: NodeRef<'_>,
     api: &str,
-    parent: Option<&'a Node>,
+    parent: Option<NodeRef<'a>>,
     e: &Entry,
 ) -> Option<&'a str> {
     if node.node_type != 1 || e.kind() != Kind::Tensor {
@@ -501,9 +501,9 @@ fn worse<'a>(
 pub fn judge<'a>(
     mode: Mode,
     opts: &Options,
-    n: &'a Node,
-    parent: Option<&'a Node>,
-    b: &'a Node,
+    n: NodeRef<'a>,
+    parent: Option<NodeRef<'a>>,
+    b: NodeRef<'a>,
     floor: DtypeClass,
 ) -> Judgement<'a> {
     let mut input: Option<Level<'a>> = None;
@@ -546,7 +546,7 @@ pub fn judge<'a>(
         })
     };
     let api = if n.node_type == 1 {
-        api::api_name(&n.name).unwrap_or("")
+        api::api_name(&n.name()).unwrap_or("")
     } else {
         ""
     };
@@ -647,8 +647,8 @@ impl<'a> Judge<'a> {
         let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
             .into_par_iter()
             .map(|i| {
-                let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
-                node_precision(&data.npu.nodes[i as usize], b)
+                let b = data.partner(i).map(|p| data.bench.node(p));
+                node_precision(data.npu.node(i), b)
             })
             .collect();
         let floor = precision_floor(order, &precision);
@@ -673,12 +673,12 @@ impl<'a> Judge<'a> {
     /// The judgement of target node `i` (`None`: unmatched, or a parameter gradient).
     pub(crate) fn node(&self, i: u32) -> Option<Judgement<'a>> {
         let data = self.data;
-        let n = &data.npu.nodes[i as usize];
+        let n = data.npu.node(i);
         if n.param_grad {
             return None;
         }
-        let b = &data.bench.nodes[data.partner(i)? as usize];
-        let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+        let b = data.bench.node(data.partner(i)?);
+        let parent = n.parent.map(|p| data.npu.node(p));
         Some(judge(
             self.mode,
             self.opts,
@@ -711,7 +711,7 @@ fn non_finite_of(l: &Level<'_>, ne: &Entry, be: &Entry) -> Option<NonFiniteStat>
 
 /// The coarsest float class among the tensors of a node (both sides): what it computed in.
 /// `Exact` when it has no float tensor.
-pub fn node_precision(n: &Node, b: Option<&Node>) -> DtypeClass {
+pub fn node_precision(n: NodeRef<'_>, b: Option<NodeRef<'_>>) -> DtypeClass {
     let entries = n.inputs().iter().chain(n.outputs()).chain(
         b.into_iter()
             .flat_map(|b| b.inputs().iter().chain(b.outputs())),
@@ -812,10 +812,9 @@ mod tests {
 
     #[test]
     fn a_float32_node_after_bfloat16_work_tolerates_bfloat16_noise() {
-        use crate::graph::Entries;
         // 3% apart: beyond float32's jump, within bfloat16's agree tolerance.
-        let mut n = crate::load::tests_support::node("Functional.layer_norm.0.forward");
-        let mut b = n.clone();
+        let name = "Functional.layer_norm.0.forward";
+        let node = crate::load::tests_support::node;
         let output = tensor(3.0, -3.0, 0.0, 20.0);
         let input = Entry::new(
             "input.0",
@@ -827,12 +826,19 @@ mod tests {
             output.shape,
             Default::default(),
         );
-        n.entries = Entries::new(vec![input.clone()], vec![tensor(3.0, -3.0, 0.0, 20.6)]);
-        b.entries = Entries::new(vec![input], vec![tensor(3.0, -3.0, 0.0, 20.0)]);
+        let side = |output: Entry| {
+            let mut side = crate::load::SideGraph::default();
+            side.push(name, node(), [input.clone(), output], 1)
+                .expect("small");
+            side
+        };
+        let n = side(tensor(3.0, -3.0, 0.0, 20.6));
+        let b = side(tensor(3.0, -3.0, 0.0, 20.0));
+        let (n, b) = (n.node(0), b.node(0));
         let opts = Options::default();
-        let strict = judge(Mode::Statistics, &opts, &n, None, &b, DtypeClass::Float32);
+        let strict = judge(Mode::Statistics, &opts, n, None, b, DtypeClass::Float32);
         assert!(strict.output_jumps(opts.jump_ratio));
-        let noisy = judge(Mode::Statistics, &opts, &n, None, &b, DtypeClass::BFloat16);
+        let noisy = judge(Mode::Statistics, &opts, n, None, b, DtypeClass::BFloat16);
         assert!(!noisy.output_differs());
     }
 }

@@ -222,7 +222,7 @@ fn a_row_edited_by_another_tool_is_read_from_the_rows() {
     let loaded = file.load(0, 0).expect("load");
     let npu = &loaded.npu;
     let fc1 = npu.find(NODE).expect("the node");
-    let norm = npu.nodes[fc1 as usize].outputs()[0].stats.norm();
+    let norm = npu.outputs(fc1)[0].stats.norm();
     let expected: serde_json::Value = serde_json::from_str(&scaled).expect("json");
     let first = expected
         .as_object()
