@@ -140,7 +140,7 @@ fn encode_entry<'n>(out: &mut Out, names: &mut Vec<&'n str>, e: &'n Entry) {
     if let Some(m) = e.metrics() {
         out.numbers(&[m.cosine, m.max_abs_err]);
     }
-    out.0.extend_from_slice(&e.shape.to_le_bytes());
+    out.0.extend_from_slice(&e.shape().to_le_bytes());
 }
 
 /// The dtype classes by their number in the form.

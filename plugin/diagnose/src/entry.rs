@@ -179,22 +179,19 @@ pub struct TensorMetrics {
     pub max_abs_err: Option<f64>,
 }
 
-/// One entry, as the rules see it: 48 bytes (a 1M-node compare holds millions).
+/// One entry, as the rules see it: 40 bytes (a 1M-node compare holds millions).
 ///
-/// Its statistics and shape are its own; its key, role, kind, dtype and the rare fields
-/// ([`Entry::value`], [`Entry::md5`], [`Entry::metrics`]) are behind one shared pointer: the
-/// entries of a graph have few distinct keys with few distinct roles, kinds and dtypes, and an
-/// entry holding a rare field has one of its own.
+/// Its statistics are its own; its key, role, kind, dtype, shape and the rare fields
+/// ([`Entry::value`], [`Entry::md5`], [`Entry::metrics`]) are behind one shared pointer: a
+/// graph's entries have few distinct keys with few distinct kinds, dtypes and shapes (its layers
+/// repeat), and an entry holding a rare field has one of its own.
 #[derive(Clone, PartialEq)]
 pub struct Entry {
     pub stats: Stats,
-    /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent. Only compared
-    /// for equality.
-    pub shape: u64,
     tail: Tail,
 }
 
-/// What an entry shares with the other entries of its key and kind (see [`Entry`]).
+/// What an entry shares with the other entries of its key, kind and shape (see [`Entry`]).
 #[derive(Clone, PartialEq)]
 struct Tail(Arc<TailFields>);
 
@@ -202,6 +199,8 @@ struct Tail(Arc<TailFields>);
 struct TailFields {
     /// The key without the node's name: `input.0`, `input.eps`, `parameters.weight`, `output.0`.
     name: EntryName,
+    /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent.
+    shape: u64,
     role: Role,
     kind: Kind,
     dtype: DtypeClass,
@@ -213,10 +212,11 @@ struct TailFields {
 
 impl Tail {
     /// The tail of these fields: without rare fields, the same one as the last entries of
-    /// that name and kind read on this thread (a bounded set of recent names), so that the
-    /// million `input.0`s of a large side share one.
+    /// those fields read on this thread (a bounded set of recent ones), so that the million
+    /// `input.0`s of one shape of a large side share one.
     fn of(
         name: &str,
+        shape: u64,
         role: Role,
         kind: Kind,
         dtype: DtypeClass,
@@ -224,15 +224,16 @@ impl Tail {
         extra: Extra,
     ) -> Tail {
         use std::cell::RefCell;
-        /// Names remembered per thread; the set starts again when full.
-        const RECENT: usize = 1024;
+        use std::hash::BuildHasher;
+        /// Tails remembered per thread; the set starts again when full.
+        const RECENT: usize = 4096;
         thread_local! {
-            static RECENT_TAILS: RefCell<foldhash::HashMap<EntryName, Vec<Tail>>> =
-                RefCell::default();
+            static RECENT_TAILS: RefCell<foldhash::HashMap<u64, Tail>> = RefCell::default();
         }
         let tail = |name: EntryName, extra: Extra| {
             Tail(Arc::new(TailFields {
                 name,
+                shape,
                 role,
                 kind,
                 dtype,
@@ -243,28 +244,37 @@ impl Tail {
         if extra.0.is_some() {
             return tail(shared_name(name), extra);
         }
+        let same = |t: &Tail| {
+            let f = &t.0;
+            *f.name == *name
+                && f.shape == shape
+                && f.role == role
+                && f.kind == kind
+                && f.dtype == dtype
+                && f.torch_dtype == torch_dtype
+                && f.extra.0.is_none()
+        };
+        let key = foldhash::fast::FixedState::with_seed(0x7a11).hash_one((
+            name,
+            shape,
+            role as u8,
+            kind as u8,
+            dtype as u8,
+            torch_dtype,
+        ));
         RECENT_TAILS.with_borrow_mut(|recent| {
-            if let Some(tails) = recent.get_mut(name) {
-                let same = |t: &&Tail| {
-                    let f = &t.0;
-                    f.role == role
-                        && f.kind == kind
-                        && f.dtype == dtype
-                        && f.torch_dtype == torch_dtype
-                };
-                if let Some(found) = tails.iter().find(same) {
+            if let Some(found) = recent.get(&key) {
+                if same(found) {
                     return found.clone();
                 }
-                let shared = tail(tails[0].0.name.clone(), extra);
-                tails.push(shared.clone());
-                return shared;
+                // Another tail of the same hash: this one is not shared.
+                return tail(shared_name(name), extra);
             }
             if recent.len() >= RECENT {
                 recent.clear();
             }
-            let name = EntryName::from(name);
-            let shared = tail(name.clone(), extra);
-            recent.insert(name, vec![shared.clone()]);
+            let shared = tail(shared_name(name), extra);
+            recent.insert(key, shared.clone());
             shared
         })
     }
@@ -284,14 +294,19 @@ impl Entry {
     ) -> Entry {
         Entry {
             stats,
-            shape,
-            tail: Tail::of(name, role, kind, dtype, torch_dtype, extra),
+            tail: Tail::of(name, shape, role, kind, dtype, torch_dtype, extra),
         }
     }
 
     /// The key without the node's name: `input.0`, `input.eps`, `parameters.weight`, `output.0`.
     pub fn name(&self) -> &str {
         &self.tail.0.name
+    }
+
+    /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent. Only compared
+    /// for equality.
+    pub fn shape(&self) -> u64 {
+        self.tail.0.shape
     }
 
     pub fn role(&self) -> Role {
@@ -321,7 +336,7 @@ impl Entry {
             f.dtype,
             f.torch_dtype,
             self.stats,
-            self.shape,
+            f.shape,
             extra,
         )
     }
@@ -352,7 +367,7 @@ impl std::fmt::Debug for Entry {
             .field("dtype", &t.dtype)
             .field("torch_dtype", &t.torch_dtype)
             .field("stats", &self.stats)
-            .field("shape", &self.shape)
+            .field("shape", &t.shape)
             .field("extra", &t.extra)
             .finish()
     }
@@ -1004,8 +1019,8 @@ mod tests {
         for (a, b) in fast.iter().zip(&slow) {
             assert_eq!(a.name(), b.name());
             assert_eq!(
-                (a.role(), a.kind(), a.dtype(), a.shape),
-                (b.role(), b.kind(), b.dtype(), b.shape)
+                (a.role(), a.kind(), a.dtype(), a.shape()),
+                (b.role(), b.kind(), b.dtype(), b.shape())
             );
             assert_eq!(format!("{:?}", a.stats), format!("{:?}", b.stats));
             assert_eq!(a.md5(), b.md5());

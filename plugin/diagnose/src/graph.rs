@@ -541,7 +541,7 @@ mod tests {
         // A 1M-node compare holds two million nodes and four million entries: every byte of
         // these is megabytes of the diagnosis's peak (docs/diagnosis.md, §8).
         assert!(std::mem::size_of::<Node>() <= 48);
-        assert!(std::mem::size_of::<crate::entry::Entry>() <= 48);
+        assert!(std::mem::size_of::<crate::entry::Entry>() <= 40);
         assert!(std::mem::size_of::<HashSlot>() <= 12);
         assert!(std::mem::size_of::<Option<NameKey>>() <= 16);
     }

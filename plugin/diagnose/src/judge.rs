@@ -370,7 +370,7 @@ pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
     }
     // Different shapes hold different things (a framework's reshaped view, another layout):
     // their numbers say nothing about each other.
-    if n.shape != 0 && b.shape != 0 && n.shape != b.shape {
+    if n.shape() != 0 && b.shape() != 0 && n.shape() != b.shape() {
         return None;
     }
     match mode {
@@ -823,7 +823,7 @@ mod tests {
             output.dtype(),
             output.torch_dtype(),
             output.stats,
-            output.shape,
+            output.shape(),
             Default::default(),
         );
         let side = |output: Entry| {
