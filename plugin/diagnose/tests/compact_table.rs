@@ -34,13 +34,19 @@ fn compare_cases() -> Vec<String> {
 }
 
 /// A graph as the rules see it, printed (NaN statistics print alike, where `==` says they differ).
+/// Both sides as text: every node with its name and entries, the root, the partners.
 fn shown(d: &RankData) -> String {
+    fn nodes(
+        g: &graph_ascend_diagnose::load::SideGraph,
+    ) -> Vec<graph_ascend_diagnose::load::NodeRef<'_>> {
+        g.iter().collect()
+    }
     format!(
         "{:?} {:?} {:?} | {:?} {:?} {:?} | {:?}",
-        d.npu.nodes,
+        nodes(&d.npu),
         d.npu.root,
         d.npu.torch,
-        d.bench.nodes,
+        nodes(&d.bench),
         d.bench.root,
         d.bench.torch,
         d.partners
