@@ -277,7 +277,7 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         }
         let parent = n.parent.map(|p| data.npu.node(p));
         let api = if n.node_type == 1 {
-            crate::api::api_name(&n.name()).unwrap_or("")
+            crate::api::api_name(n.name()).unwrap_or("")
         } else {
             ""
         };
@@ -311,8 +311,8 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
             .filter_map(|e| {
                 let stat = judge::non_finite_stat(&e.stats, &crate::entry::Stats::default())?;
                 let name = match e.role() {
-                    Role::Parameter => e.name().strip_prefix("parameters.").unwrap_or(&e.name()),
-                    _ => judge::weight_name(n, api, parent, e).unwrap_or(&e.name()),
+                    Role::Parameter => e.name().strip_prefix("parameters.").unwrap_or(e.name()),
+                    _ => judge::weight_name(n, api, parent, e).unwrap_or(e.name()),
                 };
                 Some(ReasonPart::ParameterNonFinite {
                     name: name.into(),
@@ -507,7 +507,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                 continue;
             }
             if direction == Direction::Backward {
-                let twin_differs = forward_twin(&n.name())
+                let twin_differs = forward_twin(n.name())
                     .and_then(|t| data.npu.find(&t))
                     .is_some_and(|t| r.flag(t, Flags::DIFFERS));
                 if twin_differs {

@@ -453,13 +453,13 @@ pub fn weight_name<'a>(
     if node.node_type != 1 || e.kind() != Kind::Tensor {
         return None;
     }
-    if let Some(w) = api::weight_argument(api, &e.name()) {
+    if let Some(w) = api::weight_argument(api, e.name()) {
         return Some(w);
     }
     let parent = parent?;
     of_role(parent.inputs(), Role::Parameter)
         .find(|p| p.stats.norm().is_some() && same_stats(&p.stats, &e.stats))
-        .map(|p| p.name().strip_prefix("parameters.").unwrap_or(&p.name()))
+        .map(|p| p.name().strip_prefix("parameters.").unwrap_or(p.name()))
 }
 
 fn worse<'a>(
@@ -535,7 +535,7 @@ pub fn judge<'a>(
             Role::Parameter => None,
         };
         Some(Level {
-            entry: Cow::Borrowed(&ne.name()),
+            entry: Cow::Borrowed(ne.name()),
             err: d.err,
             metric: d.metric,
             tensor_err: d.tensor_err,
@@ -546,7 +546,7 @@ pub fn judge<'a>(
         })
     };
     let api = if n.node_type == 1 {
-        api::api_name(&n.name()).unwrap_or("")
+        api::api_name(n.name()).unwrap_or("")
     } else {
         ""
     };
@@ -581,7 +581,7 @@ pub fn judge<'a>(
                 if let (Some(x), Some(y), Kind::Scalar) = (ne.value(), be.value(), be.kind()) {
                     if !same_value(x, y) {
                         causes.push(Cause::Argument {
-                            name: Cow::Borrowed(api::argument_name(api, &ne.name())),
+                            name: Cow::Borrowed(api::argument_name(api, ne.name())),
                             target: Cow::Borrowed(x),
                             golden: Cow::Borrowed(y),
                         });
@@ -596,7 +596,7 @@ pub fn judge<'a>(
         if let Some(l) = level(ne, be, Role::Parameter) {
             weights_differ |= l.err > 0.0;
             if !l.agrees() {
-                let name = ne.name().strip_prefix("parameters.").unwrap_or(&ne.name());
+                let name = ne.name().strip_prefix("parameters.").unwrap_or(ne.name());
                 causes.push(Cause::Parameter {
                     name: Cow::Borrowed(name),
                     non_finite: non_finite_of(&l, ne, be),

@@ -569,7 +569,7 @@ impl FineMap {
                     continue;
                 }
                 let n = g.node(i);
-                let module = without_call_index(&n.name());
+                let module = without_call_index(n.name());
                 let id = self.row_id(n.direction, module, rows.depth[i as usize]);
                 let s = seq.entry(n.direction).or_default();
                 if !s.contains(&id) {
@@ -585,7 +585,7 @@ impl FineMap {
                 let cell = FineCell {
                     output: output.map(|l| (l.err, l.tolerance.jump)),
                     micro_step: n.micro_step,
-                    node: names.id(&n.name()),
+                    node: names.id(n.name()),
                     sources: found.map_or(0, |f| f.0),
                     source: found.map(|f| f.1),
                     from_rank: peers.get(&i).copied(),

@@ -54,13 +54,13 @@ pub fn call_site(graph: &SideGraph, i: u32) -> CallSite {
     let n = graph.node(i);
     if n.node_type == 0 {
         return CallSite {
-            module: without_call_index(&n.name()).to_owned(),
+            module: without_call_index(n.name()).to_owned(),
             api: String::new(),
             call: 0,
             direction: n.direction,
         };
     }
-    let kind = api_kind(&n.name());
+    let kind = api_kind(n.name());
     let (module, call) = match n.parent {
         Some(p) => {
             let parent = graph.node(p);
@@ -70,7 +70,7 @@ pub fn call_site(graph: &SideGraph, i: u32) -> CallSite {
                 .take_while(|&&c| c != i)
                 .filter(|&&c| api_kind(graph.node(c).name()) == kind)
                 .count();
-            (without_call_index(&parent.name()), call as u32)
+            (without_call_index(parent.name()), call as u32)
         }
         None => ("", 0),
     };

@@ -86,7 +86,7 @@ pub struct LearnedTolerances {
 /// module's class (`Linear`, from `Module.layers.0.mlp.fc1.Linear.forward.0`).
 pub fn op_kind<'a>(n: NodeRef<'a>) -> &'a str {
     if n.node_type != 0 {
-        return crate::site::api_kind(&n.name());
+        return crate::site::api_kind(n.name());
     }
     // <Prefix>.<path…>.<Class>.<forward|backward>.<index>
     let mut parts = n.name().rsplit('.');
@@ -100,7 +100,7 @@ pub fn op_kind<'a>(n: NodeRef<'a>) -> &'a str {
         pass_seen = p == "forward" || p == "backward";
     }
     if class.is_empty() {
-        &n.name()
+        n.name()
     } else {
         class
     }
@@ -209,10 +209,10 @@ pub(crate) fn module_path<'a>(n: NodeRef<'a>) -> &'a str {
     if n.node_type == 0 {
         match n.name().rsplit_once('.') {
             Some((head, tail)) if tail.bytes().all(|b| b.is_ascii_digit()) => head,
-            _ => &n.name(),
+            _ => n.name(),
         }
     } else {
-        crate::site::api_kind(&n.name())
+        crate::site::api_kind(n.name())
     }
 }
 
