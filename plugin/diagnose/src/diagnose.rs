@@ -208,7 +208,7 @@ pub fn sources_inside<'a>(data: &RankData, sources: impl IntoIterator<Item = &'a
 /// between frameworks (fused or decomposed gradients, other shapes): across MindSpore and
 /// PyTorch only modules' gradients compare.
 fn comparable(data: &RankData, i: u32) -> bool {
-    let n = &data.npu.nodes[i as usize];
+    let n = data.npu.node(i);
     !(n.node_type == 1 && n.direction == Direction::Backward && data.cross_framework())
 }
 
@@ -271,22 +271,22 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
 /// are not activations: a weight that holds inf/NaN is named as the cause.
 fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
     for &i in order {
-        let n = &data.npu.nodes[i as usize];
+        let n = data.npu.node(i);
         if n.param_grad || !judge::has_non_finite(n.outputs(), &[Role::Output]) {
             continue;
         }
-        let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+        let parent = n.parent.map(|p| data.npu.node(p));
         let api = if n.node_type == 1 {
-            crate::api::api_name(&n.name).unwrap_or("")
+            crate::api::api_name(n.name()).unwrap_or("")
         } else {
             ""
         };
         let is_weight = |e: &crate::entry::Entry| {
-            e.role == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
+            e.role() == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
         };
         let activation_non_finite = n.inputs().iter().any(|e| {
-            e.kind == Kind::Tensor
-                && e.role == Role::Input
+            e.kind() == Kind::Tensor
+                && e.role() == Role::Input
                 && !is_weight(e)
                 && e.stats.has_non_finite()
         });
@@ -295,7 +295,7 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         }
         let partner = data.partner(i);
         if let Some(b) = partner {
-            if judge::has_non_finite(data.bench.nodes[b as usize].outputs(), &[Role::Output]) {
+            if judge::has_non_finite(data.bench.outputs(b), &[Role::Output]) {
                 continue;
             }
         }
@@ -303,16 +303,16 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
             .outputs()
             .iter()
             .find(|e| e.stats.has_non_finite())
-            .map(|e| (*e.name).into());
+            .map(|e| (*e.name()).into());
         let mut parts: Vec<ReasonPart> = n
             .inputs()
             .iter()
-            .filter(|e| e.kind == Kind::Tensor && is_weight(e))
+            .filter(|e| e.kind() == Kind::Tensor && is_weight(e))
             .filter_map(|e| {
                 let stat = judge::non_finite_stat(&e.stats, &crate::entry::Stats::default())?;
-                let name = match e.role {
-                    Role::Parameter => e.name.strip_prefix("parameters.").unwrap_or(&e.name),
-                    _ => judge::weight_name(n, api, parent, e).unwrap_or(&e.name),
+                let name = match e.role() {
+                    Role::Parameter => e.name().strip_prefix("parameters.").unwrap_or(e.name()),
+                    _ => judge::weight_name(n, api, parent, e).unwrap_or(e.name()),
                 };
                 Some(ReasonPart::ParameterNonFinite {
                     name: name.into(),
@@ -327,7 +327,7 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         return Some(NonFinite {
             step: data.step,
             rank: data.rank,
-            node: n.name.to_string(),
+            node: n.name().to_string(),
             direction: n.direction,
             matched: partner.is_some(),
             reason: reason::sentence(&parts),
@@ -501,13 +501,13 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
             {
                 continue;
             }
-            let n = &data.npu.nodes[i as usize];
+            let n = data.npu.node(i);
             let direction = n.direction;
             if !comparable(data, i) {
                 continue;
             }
             if direction == Direction::Backward {
-                let twin_differs = forward_twin(&n.name)
+                let twin_differs = forward_twin(n.name())
                     .and_then(|t| data.npu.find(&t))
                     .is_some_and(|t| r.flag(t, Flags::DIFFERS));
                 if twin_differs {
@@ -522,7 +522,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                     peer_inheritance.push(PeerInheritance {
                         step: data.step,
                         rank: data.rank,
-                        node: n.name.to_string(),
+                        node: n.name().to_string(),
                         from_rank: peer.0,
                         from_node: peer.1,
                     });
@@ -530,7 +530,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                 }
             }
             if let Some(&g) = group_of.get(&i) {
-                sources[g].3.enclosing.push(n.name.to_string());
+                sources[g].3.enclosing.push(n.name().to_string());
                 continue;
             }
             if kind != SourceKind::Cause {
@@ -538,7 +538,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                     peer_inheritance.push(PeerInheritance {
                         step: data.step,
                         rank: data.rank,
-                        node: n.name.to_string(),
+                        node: n.name().to_string(),
                         from_rank: peer.0,
                         from_node: peer.1.clone(),
                     });
@@ -552,7 +552,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
             }
             let golden = data
                 .partner(i)
-                .map(|b| data.bench.nodes[b as usize].name.to_string())
+                .map(|b| data.bench.name(b).to_string())
                 .unwrap_or_default();
             sources.push((
                 direction,
@@ -561,7 +561,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                 Source {
                     step: data.step,
                     rank: data.rank,
-                    node: n.name.to_string(),
+                    node: n.name().to_string(),
                     golden_node: golden,
                     direction,
                     reason: reason::sentence(&parts),
@@ -602,12 +602,12 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
 
 /// For a communication op: a peer (rank, node) whose activation inputs already differ.
 fn bad_peer(
-    n: &crate::load::Node,
+    n: crate::load::NodeRef<'_>,
     _step: i64,
     judged: &[RankJudgements<'_>],
     by_rank: &HashMap<i64, usize>,
 ) -> Option<(i64, String)> {
-    if !n.name.starts_with("Distributed.") {
+    if !n.name().starts_with("Distributed.") {
         return None;
     }
     for (rank, node) in &n.peers {

@@ -16,8 +16,8 @@ use serde_json::Value;
 use crate::compact::{read_side, DecodedSide};
 use crate::entry::{parse_entries, parse_entries_text};
 use crate::error::DiagnoseError;
-pub use crate::graph::{Direction, NameIndex, Node, RankData, SideGraph};
-use crate::graph::{Entries, List, NameKey};
+pub use crate::graph::{Direction, NameIndex, Node, NodeRef, RankData, SideGraph};
+use crate::graph::{List, NameKey};
 
 /// The comparison a file holds (`tb_config.task`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -317,7 +317,7 @@ fn linked(
 ) -> RankData {
     let partners = links
         .into_iter()
-        .map(|link| link.and_then(|l| bench.by_name.get_key(&bench.nodes, l)))
+        .map(|link| link.and_then(|l| bench.find_key(l)))
         .collect();
     RankData {
         step,
@@ -367,8 +367,8 @@ impl Links {
     }
 }
 
-/// A node from its row (parent and children still unresolved).
-fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
+/// Adds the node of `row` to `side` (parent and children still unresolved).
+fn push_row(side: &mut SideGraph, path: &Path, row: &GraphRow<'_>) -> Result<(), DiagnoseError> {
     let name = &*row.name;
     let object =
         |what: &str, text: &str| -> Result<serde_json::Map<String, Value>, DiagnoseError> {
@@ -396,21 +396,26 @@ fn node_of_row(path: &Path, row: &GraphRow<'_>) -> Result<Node, DiagnoseError> {
         Some(entries) => entries,
         None => parse_entries(name, &object("output_data", &row.output_data)?, true),
     };
-    Ok(Node {
-        parent: None,
-        children: Default::default(),
-        node_type: row.node_type,
-        entries: Entries::new(inputs, outputs),
-        peers: peers(&row.matched_distributed),
-        direction: if name.contains(".backward") {
-            Direction::Backward
-        } else {
-            Direction::Forward
-        },
-        param_grad: name.contains(".parameters_grad"),
-        micro_step: row.micro_step_id,
-        name: name.into(),
-    })
+    let direction = if name.contains(".backward") {
+        Direction::Backward
+    } else {
+        Direction::Forward
+    };
+    let mut node = Node::new(
+        row.node_type,
+        direction,
+        name.contains(".parameters_grad"),
+        row.micro_step_id,
+    );
+    node.peers = peers(&row.matched_distributed);
+    let count = inputs.len();
+    side.push(name, node, inputs.into_iter().chain(outputs), count)
+        .map_err(|_| DiagnoseError::Data {
+            path: path.to_owned(),
+            what: format!("node {name}"),
+            reason: "the graph is too large (4 GiB of names or 4 billion entries)".into(),
+        })?;
+    Ok(())
 }
 
 /// `{"nodes_info": {"1": ["0", "Distributed.recv.0.forward"]}}` → `[(1, "Distributed.recv…")]`.
@@ -440,72 +445,68 @@ fn load_side(
     let path = store.path();
     // Sized once: a million nodes grown by doubling would be copied and faulted in again and again.
     let rows = store.count_graph_rows(graph)?;
-    let mut nodes = Vec::with_capacity(rows);
+    let mut side = SideGraph::with_capacity(rows);
     let mut links = Links::with_capacity(rows);
     let mut partner_keys = Vec::with_capacity(if partners { rows } else { 0 });
     store.scan_graph_rows(graph, |row| -> Result<(), DiagnoseError> {
-        nodes.push(node_of_row(path, &row)?);
+        push_row(&mut side, path, &row)?;
         links.push(&row.up_node, &row.sub_nodes);
         if partners {
             partner_keys.push(row.link.as_deref().map(NameKey::of));
         }
         Ok(())
     })?;
-    Ok((link(nodes, &links), partner_keys))
+    Ok((link(side, &links), partner_keys))
 }
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
 /// the hierarchy's); a child listed there but missing, or listed twice, is skipped.
-fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
-    let by_name = NameIndex::build(&nodes);
+fn link(mut side: SideGraph, links: &Links) -> SideGraph {
+    side.index_names();
     let mut root = None;
-    for i in 0..nodes.len() {
+    for i in 0..side.nodes.len() {
         let up = links.up(i);
-        let parent = up.and_then(|up| by_name.get_key(&nodes, up));
+        let parent = up.and_then(|up| side.find_key(up));
         if up.is_none() && root.is_none() {
             root = Some(i as u32);
         }
         let children = links
             .sub_nodes(i)
             .iter()
-            .filter_map(|&c| by_name.get_key(&nodes, c))
+            .filter_map(|&c| side.find_key(c))
             .filter(|&c| c as usize != i)
             .collect();
-        let node = &mut nodes[i];
+        let node = &mut side.nodes[i];
         node.parent = parent;
         node.children = children;
     }
     // Everything inside an update node is an update, whatever its name says.
-    let in_update: Vec<bool> = (0..nodes.len())
+    let in_update: Vec<bool> = (0..side.nodes.len())
         .map(|i| {
             let mut next = Some(i as u32);
-            let mut left = nodes.len();
+            let mut left = side.nodes.len();
             while let (Some(k), true) = (next, left > 0) {
-                if matches!(&*nodes[k as usize].name, "optimizer" | "clip_grad") {
+                if matches!(side.name(k), "optimizer" | "clip_grad") {
                     return true;
                 }
-                next = nodes[k as usize].parent;
+                next = side.nodes[k as usize].parent;
                 left -= 1;
             }
             false
         })
         .collect();
-    for (node, update) in nodes.iter_mut().zip(in_update) {
+    for (node, update) in side.nodes.iter_mut().zip(in_update) {
         if update {
             node.direction = Direction::Update;
         }
     }
-    let torch = nodes
+    side.torch = side
+        .all_entries()
         .iter()
-        .flat_map(|n| n.inputs().iter().chain(n.outputs()))
-        .find(|e| e.kind == crate::entry::Kind::Tensor)
-        .map(|e| e.torch_dtype);
-    SideGraph {
-        nodes,
-        by_name,
-        root,
-        torch,
-    }
+        .find(|e| e.kind() == crate::entry::Kind::Tensor)
+        .map(|e| e.torch_dtype());
+    side.root = root;
+    side
 }
 
 /// Nodes for other modules' unit tests.
@@ -513,18 +514,9 @@ fn link(mut nodes: Vec<Node>, links: &Links) -> SideGraph {
 pub(crate) mod tests_support {
     use super::*;
 
-    pub fn node(name: &str) -> Node {
-        Node {
-            name: name.into(),
-            parent: None,
-            children: Default::default(),
-            node_type: 1,
-            entries: Entries::default(),
-            peers: Default::default(),
-            direction: Direction::Forward,
-            param_grad: false,
-            micro_step: 0,
-        }
+    /// An API node, forward, without entries.
+    pub fn node() -> Node {
+        Node::new(1, Direction::Forward, false, 0)
     }
 }
 
@@ -532,38 +524,27 @@ pub(crate) mod tests_support {
 mod tests {
     use super::*;
 
-    fn node(name: &str) -> Node {
-        Node {
-            node_type: 0,
-            ..tests_support::node(name)
-        }
-    }
-
     fn parsed<'a>(
         name: &'a str,
         up: &'a str,
         subs: &'a [&'a str],
-    ) -> (Node, &'a str, &'a [&'a str]) {
-        (node(name), up, subs)
+    ) -> (&'a str, &'a str, &'a [&'a str]) {
+        (name, up, subs)
     }
 
-    fn link_all(parsed: Vec<(Node, &str, &[&str])>) -> SideGraph {
+    fn link_all(parsed: Vec<(&str, &str, &[&str])>) -> SideGraph {
         let mut links = Links::default();
-        let nodes = parsed
-            .into_iter()
-            .map(|(node, up, subs)| {
-                links.push(up, subs);
-                node
-            })
-            .collect();
-        link(nodes, &links)
+        let mut side = SideGraph::default();
+        for (name, up, subs) in parsed {
+            links.push(up, subs);
+            let node = Node::new(0, Direction::Forward, false, 0);
+            side.push(name, node, [], 0).expect("small");
+        }
+        link(side, &links)
     }
 
     fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {
-        order
-            .iter()
-            .map(|&i| g.nodes[i as usize].name.to_string())
-            .collect()
+        order.iter().map(|&i| g.name(i).to_string()).collect()
     }
 
     #[test]

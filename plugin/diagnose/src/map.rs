@@ -217,11 +217,11 @@ fn repeated_block_depth(ranks: &[RankJudgements<'_>]) -> Option<u32> {
     for r in ranks {
         let g = &r.data.npu;
         let depth = depths(g, &r.order);
-        for (i, n) in g.nodes.iter().enumerate() {
-            if !is_module(n) || n.direction != Direction::Forward || depth[i] == 0 {
+        for (i, n) in g.iter().enumerate() {
+            if !is_module(&n) || n.direction != Direction::Forward || depth[i] == 0 {
                 continue;
             }
-            let module = without_call_index(&n.name);
+            let module = without_call_index(n.name());
             if let Some(p) = block_pattern(module) {
                 seen.entry((depth[i], p)).or_default().insert(module);
             }
@@ -568,8 +568,8 @@ impl FineMap {
                 if !rows.is_row[i as usize] {
                     continue;
                 }
-                let n = &g.nodes[i as usize];
-                let module = without_call_index(&n.name);
+                let n = g.node(i);
+                let module = without_call_index(n.name());
                 let id = self.row_id(n.direction, module, rows.depth[i as usize]);
                 let s = seq.entry(n.direction).or_default();
                 if !s.contains(&id) {
@@ -585,7 +585,7 @@ impl FineMap {
                 let cell = FineCell {
                     output: output.map(|l| (l.err, l.tolerance.jump)),
                     micro_step: n.micro_step,
-                    node: names.id(&n.name),
+                    node: names.id(n.name()),
                     sources: found.map_or(0, |f| f.0),
                     source: found.map(|f| f.1),
                     from_rank: peers.get(&i).copied(),

@@ -348,12 +348,11 @@ fn verdicts_of(
     let inside = graph_ascend_diagnose::sources_inside(data, here().map(|s| s.node.as_str()));
     let sources_inside = data
         .npu
-        .nodes
         .iter()
         .zip(inside)
         .filter(|(_, count)| *count > 0)
         .map(|(n, count)| pb::DiagnosisSourcesInside {
-            node: n.name.to_string(),
+            node: n.name().to_string(),
             count: i32::try_from(count).unwrap_or(i32::MAX),
         })
         .collect();
@@ -361,11 +360,10 @@ fn verdicts_of(
     let differs = graph_ascend_diagnose::differing_nodes(compare.mode(), opts, data);
     let inherited = data
         .npu
-        .nodes
         .iter()
         .zip(differs)
-        .filter(|(n, differs)| *differs && !is_source.contains(&*n.name))
-        .map(|(n, _)| n.name.to_string())
+        .filter(|(n, differs)| *differs && !is_source.contains(n.name()))
+        .map(|(n, _)| n.name().to_string())
         .collect();
     pb::DiagnosisStates {
         step: int(step),
