@@ -23,8 +23,8 @@ pub struct Progress {
     pub graphs_read: usize,
     pub graphs_total: usize,
     pub done: bool,
-    /// The map of the steps judged so far, at full resolution (dropped once done: the cache
-    /// holds the whole map).
+    /// The map of the steps judged so far, at full resolution, or while the first step is read
+    /// the map of its graphs read so far (dropped once done: the cache holds the whole map).
     pub partial: Option<Arc<FineMap>>,
 }
 

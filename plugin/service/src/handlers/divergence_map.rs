@@ -5,7 +5,9 @@
 //! too. The file's diagnosis made on the way is kept as well, so the Diagnosis panel answers at
 //! once afterwards. While a map is computed (every graph of the file is read, one step at a
 //! time), a request with `progress` answers at once with graphs read of total and the map of the
-//! steps judged so far, aggregated to its columns ([`crate::map_progress`]).
+//! steps judged so far, aggregated to its columns ([`crate::map_progress`]); while the first step
+//! is read, the map of its graphs read so far (`MapProgress::preview`: the first cells need not
+//! wait for a whole step of graphs).
 
 use std::sync::Arc;
 
@@ -137,7 +139,9 @@ fn fine_map_of(
                 options.shape(),
                 true,
                 &mut |p| {
-                    let partial = p.partial.map(|m| Arc::new(m.clone()));
+                    // The judged steps so far, or (while the first step is read) the map of
+                    // its graphs read so far.
+                    let partial = p.partial.or(p.preview).map(|m| Arc::new(m.clone()));
                     let mut shown = crate::sync::lock(&progress);
                     shown.graphs_read = p.graphs_read;
                     shown.graphs_total = p.graphs_total;
