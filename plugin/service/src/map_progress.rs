@@ -26,6 +26,10 @@ pub struct Progress {
     /// The map of the steps judged so far, at full resolution, or while the first step is read
     /// the map of its graphs read so far (dropped once done: the cache holds the whole map).
     pub partial: Option<Arc<FineMap>>,
+    /// Once done, the whole map, until it is in the cache: a request for the map that waited for
+    /// this computation (one it did not start: the file's diagnosis computes the default map on
+    /// the way) takes it from here.
+    pub result: Option<Arc<FineMap>>,
 }
 
 struct Entry {
@@ -72,9 +76,15 @@ impl MapProgressBoard {
 
     /// The progress of the newest computation of `key` on this version of `file`, if any.
     pub fn get(&self, file: &Arc<GraphFile>, key: Key) -> Option<Progress> {
+        let p = self.shared(file, key)?;
+        let p = crate::sync::lock(&p).clone();
+        Some(p)
+    }
+
+    /// The newest computation of `key` on this version of `file` itself (to wait for it), if any.
+    pub fn shared(&self, file: &Arc<GraphFile>, key: Key) -> Option<Arc<Mutex<Progress>>> {
         let entries = crate::sync::lock(&self.entries);
         let e = entries.iter().rev().find(|e| e.is(file, key))?;
-        let p = crate::sync::lock(&e.progress).clone();
-        Some(p)
+        Some(e.progress.clone())
     }
 }
