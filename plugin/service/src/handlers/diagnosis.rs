@@ -15,12 +15,11 @@ use graph_ascend_diagnose::{
 };
 use graph_ascend_proto as pb;
 
-use super::divergence_map::{diagnosis_with_default_map, keep_default_map};
 use super::reply::{answer, Failure, HandlerError, Result};
 use super::selection::{file_of, select};
 use crate::catalog::GraphFile;
 use crate::diagnosis_cache::{DiagnosisCache, Key, Weight};
-use crate::map_progress::MapProgressBoard;
+use crate::map_progress::{diagnosis_with_default_map, keep_default_map, MapProgressBoard};
 use crate::messages::{Lang, Msg};
 use crate::state::State;
 
@@ -203,7 +202,7 @@ fn judge(
         let mut map = None;
         cache.get(file, Key::File, || {
             let _ = started.send(());
-            let (d, fine) = diagnosis_with_default_map(board, file)?;
+            let (d, fine) = diagnosis_with_default_map(board, file).map_err(failed)?;
             map = Some(fine);
             Ok::<_, HandlerError>(d)
         })?;

@@ -9,22 +9,20 @@
 //! is read, the map of its graphs read so far (`MapProgress::preview`: the first cells need not
 //! wait for a whole step of graphs).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use graph_ascend_diagnose::diagnose::Direction;
 use graph_ascend_diagnose::map::{
-    fine_map_with_progress, Cell, ColumnAxis, DivergenceMap, FineMap, MapOptions, MapShape,
-    DEFAULT_MAX_COLUMNS,
+    Cell, ColumnAxis, DivergenceMap, FineMap, MapOptions, DEFAULT_MAX_COLUMNS,
 };
-use graph_ascend_diagnose::{Diagnosis, Options};
 use graph_ascend_proto as pb;
 
-use super::diagnosis::{failed, int, label, open};
+use super::diagnosis::{failed, int, label};
 use super::reply::{answer, HandlerError, Result};
 use super::selection::{select, Selection};
 use crate::catalog::GraphFile;
-use crate::diagnosis_cache::{DiagnosisCache, Key, Weight};
-use crate::map_progress::{MapProgressBoard, Progress};
+use crate::diagnosis_cache::{Key, Weight};
+use crate::map_progress::compute;
 use crate::messages::Lang;
 use crate::state::State;
 
@@ -125,7 +123,8 @@ fn map_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<Arc<pb::Diver
 
 /// The map of full resolution of `options`' depth and axis, computed (with progress) once per
 /// file version. A computation of it already under way (the file's diagnosis started when the
-/// page opened the file computes the default map on the way: [`diagnosis_with_default_map`]) is
+/// page opened the file computes the default map on the way:
+/// [`crate::map_progress::diagnosis_with_default_map`]) is
 /// waited for rather than made a second time beside it (twice the memory and the time).
 fn fine_map_of(
     state: &State,
@@ -134,98 +133,17 @@ fn fine_map_of(
     options: &MapOptions,
 ) -> Result<Arc<FineMap>> {
     state.diagnoses.get(file, key, || {
-        if let Some(fine) = wait_for(&state.map_progress, file, key) {
+        if let Some(fine) = state.map_progress.wait_for(file, key) {
             return Ok(fine);
         }
         let progress = state.map_progress.start(file, key);
-        let (diagnosis, fine) = compute(&progress, file, options.shape())?;
+        let (diagnosis, fine) = compute(&progress, file, options.shape()).map_err(failed)?;
         // The same judgements gave the file's diagnosis: the panel need not judge it again.
         state
             .diagnoses
             .get(file, Key::File, || Ok::<_, HandlerError>(diagnosis))?;
         Ok::<_, HandlerError>(fine)
     })
-}
-
-/// How often a request polls a computation of its map made elsewhere ([`wait_for`]).
-const POLL: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// The map of `key` from a computation under way or done on this version of `file` that left it
-/// on the board, once it is done; `None` when there is none, or it failed.
-fn wait_for(board: &MapProgressBoard, file: &Arc<GraphFile>, key: Key) -> Option<FineMap> {
-    let shared = board.shared(file, key)?;
-    loop {
-        {
-            let p = crate::sync::lock(&shared);
-            if p.done {
-                return p.result.as_deref().cloned();
-            }
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// Computes the diagnosis and the map of full resolution in `shape` of `file`, telling `progress`
-/// (graphs read, the map so far) and marking it done, with the map, at the end.
-fn compute(
-    progress: &Mutex<Progress>,
-    file: &Arc<GraphFile>,
-    shape: MapShape,
-) -> Result<(Diagnosis, FineMap)> {
-    let built = open(file).and_then(|compare| {
-        fine_map_with_progress(&compare, &Options::default(), shape, true, &mut |p| {
-            // The judged steps so far, or (while the first step is read) the map of its graphs
-            // read so far.
-            let partial = p.partial.or(p.preview).map(|m| Arc::new(m.clone()));
-            let mut shown = crate::sync::lock(progress);
-            shown.graphs_read = p.graphs_read;
-            shown.graphs_total = p.graphs_total;
-            if partial.is_some() {
-                shown.partial = partial;
-            }
-        })
-        .map_err(failed)
-    });
-    let mut shown = crate::sync::lock(progress);
-    shown.done = true;
-    shown.partial = None;
-    shown.result = built.as_ref().ok().map(|(_, fine)| Arc::new(fine.clone()));
-    built
-}
-
-/// The map the Map panel asks for first: the default depth, ranks as columns.
-const DEFAULT_MAP: Key = Key::FineMap {
-    depth: 0,
-    micro_batches: false,
-};
-
-/// The file's diagnosis (as `diagnose`), computed with its default map from the same judgements
-/// (some 2 % more time), the map's progress on `board`: when the page opens a file of several
-/// graphs, its diagnosis starts at once, and the Map panel, asked for afterwards, shows it
-/// filling in and takes it from the board ([`wait_for`]) instead of reading every graph a second
-/// time beside it. Keep the map with [`keep_default_map`] once the diagnosis is kept.
-pub(crate) fn diagnosis_with_default_map(
-    board: &MapProgressBoard,
-    file: &Arc<GraphFile>,
-) -> Result<(Diagnosis, FineMap)> {
-    let progress = board.start(file, DEFAULT_MAP);
-    compute(&progress, file, MapOptions::default().shape())
-}
-
-/// Keeps the default map made by [`diagnosis_with_default_map`] in the cache, then drops it from
-/// the board. Called with no other slot of `cache` held: a request for the map may hold the map's
-/// slot while it waits for the computation (it takes the map from the board), and then its own
-/// map is kept.
-pub(crate) fn keep_default_map(
-    cache: &DiagnosisCache,
-    board: &MapProgressBoard,
-    file: &Arc<GraphFile>,
-    fine: FineMap,
-) {
-    let _ = cache.get(file, DEFAULT_MAP, || Ok::<_, HandlerError>(fine));
-    if let Some(shared) = board.shared(file, DEFAULT_MAP) {
-        crate::sync::lock(&shared).result = None;
-    }
 }
 
 fn direction(d: Direction) -> &'static str {
