@@ -9,7 +9,8 @@
 //    that fits the screen (`scrolls: false`) is drawn again each frame instead; with the time the panel's
 //    draw() took (mean and p95: what is left of a frame's 16.7 ms once fps is capped at 60), and again
 //    with the CPU slowed MAP_CPU_THROTTLE times (Chromium's CPU throttling, as on a busy host), if set;
-// 3. sidecar_peak: the sidecar's peak resident memory (VmHWM) after all of it, and its CPU time (user +
+// 3. sidecar_peak: the sidecar's peak resident memory (VmHWM) after all of it (map_first_paint: before the
+//    map is asked for and after the first whole map), and its CPU time (user +
 //    system) after the first whole map and after all of it; each line carries the load average.
 //   node bench/map_page.mjs LOGDIR   (GA_PYTHON, GRAPH_ASCEND_BINARY as for the e2e tests)
 import fs from 'node:fs';
@@ -52,6 +53,7 @@ const ourSidecar = () => sidecarPids().find((p) => !before.has(p)) ?? null;
 const tb = await startTensorBoard(logdir);
 const browser = await launchBrowser();
 try {
+  let peakBeforeMap;
   /** Open the page on the file in a new tab, then the Map panel; times from the click. */
   const openMap = async () => {
     const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
@@ -59,6 +61,8 @@ try {
     await page.goto(pageAddress(tb.base));
     const frame = await appFrame(page, 120_000);
     await until(frame, () => window.__graphAscend.fileLoads === 0 && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, null, 300_000);
+    // The sidecar's peak before the map is asked for (the file opened, its first graph drawn).
+    if (peakBeforeMap === undefined) peakBeforeMap = ourSidecar() ? peakMb(ourSidecar()) : null;
     await frame.evaluate(() => {
       const seen = (window.__mapBench = { t0: performance.now(), firstCells: null, whole: null, progress: [] });
       const watch = () => {
@@ -94,6 +98,8 @@ try {
     progress_first: first.progress[0] ?? null,
     progress_last: first.progress[first.progress.length - 1] ?? null,
     sidecar_cpu_s: cpuFirst,
+    sidecar_peak_before_map_mb: peakBeforeMap,
+    sidecar_peak_after_map_mb: ourSidecar() ? peakMb(ourSidecar()) : null,
   });
   const again = await openMap();
   const cached = await again.evaluate(() => window.__mapBench);

@@ -641,6 +641,9 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
 pub(crate) trait StepVisitor {
     /// `read` of the `total` graphs (a step and rank) to judge are read.
     fn graph_read(&mut self, _read: usize, _total: usize) {}
+    /// The graph of the rank at `position` among the step's ranks is read (told before
+    /// [`StepVisitor::graph_read`], in the order the graphs arrive, before the step is judged).
+    fn graph_loaded(&mut self, _position: usize, _data: &RankData) {}
     /// A step is judged: every rank's judgements and the step's own sources and peer inheritance.
     fn step(&mut self, ranks: &[RankJudgements<'_>], step: &Diagnosis);
 }
@@ -655,7 +658,8 @@ impl<F: FnMut(&[RankJudgements<'_>], &Diagnosis)> StepVisitor for F {
 /// Threads that read a step's graphs at most (each with its own connection to the file).
 const MAX_READERS: usize = 4;
 
-/// The graphs of `step`, `ranks` in order, calling `read` after each. A step of several ranks is
+/// The graphs of `step`, `ranks` in order, calling `read` after each with its position among
+/// `ranks` (and the graph, when it could be read), in the order they arrive. A step of several ranks is
 /// read on up to [`MAX_READERS`] threads (no more than the cores), each with its own connection
 /// in `readers` (opened on first use, kept for the next steps); one rank is read here.
 fn read_step(
@@ -663,7 +667,7 @@ fn read_step(
     readers: &mut Vec<CompareFile>,
     step: i64,
     ranks: &[i64],
-    read: &mut dyn FnMut(),
+    read: &mut dyn FnMut(usize, Option<&RankData>),
 ) -> Result<Vec<RankData>, DiagnoseError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -672,9 +676,10 @@ fn read_step(
     if threads <= 1 {
         return ranks
             .iter()
-            .map(|&rank| {
+            .enumerate()
+            .map(|(k, &rank)| {
                 let data = file.load(step, rank);
-                read();
+                read(k, data.as_ref().ok());
                 data
             })
             .collect();
@@ -701,8 +706,8 @@ fn read_step(
         }
         drop(tx);
         for (k, data) in rx {
+            read(k, data.as_ref().ok());
             out[k] = Some(data);
-            read();
         }
     });
     out.into_iter()
@@ -738,8 +743,11 @@ pub(crate) fn diagnose_visiting(
     let mut updated = false;
     let mut readers = Vec::new();
     for (step, ranks) in graphs {
-        let data = read_step(file, &mut readers, step, &ranks, &mut || {
+        let data = read_step(file, &mut readers, step, &ranks, &mut |position, graph| {
             read += 1;
+            if let Some(graph) = graph {
+                visit.graph_loaded(position, graph);
+            }
             visit.graph_read(read, total);
         })?;
         let step_opts = step_options(file.mode(), opts, &data);

@@ -29,8 +29,10 @@ pub struct State {
     pub diagnoses: Arc<DiagnosisCache>,
     /// The page's build, inlined into the reports the page downloads (`handlers::export_report`).
     pub page_assets: Option<PathBuf>,
-    /// How far the divergence maps under computation are (`handlers::divergence_map`).
-    pub map_progress: MapProgressBoard,
+    /// How far the divergence maps under computation are (`handlers::divergence_map`; shared
+    /// with the diagnoses started when the page opens a compare file, which compute the default
+    /// map on the way).
+    pub map_progress: Arc<MapProgressBoard>,
 }
 
 impl State {
@@ -51,7 +53,7 @@ impl State {
             step_aside: Arc::default(),
             diagnoses: Arc::default(),
             page_assets: None,
-            map_progress: MapProgressBoard::default(),
+            map_progress: Arc::default(),
         }
     }
 
