@@ -13,44 +13,17 @@
 //    map is asked for and after the first whole map), and its CPU time (user +
 //    system) after the first whole map and after all of it; each line carries the load average.
 //   node bench/map_page.mjs LOGDIR   (GA_PYTHON, GRAPH_ASCEND_BINARY as for the e2e tests)
-import fs from 'node:fs';
-import { appFrame, launchBrowser, pageAddress, startTensorBoard, until } from '../tests/e2e/harness.mjs';
+import { appFrame, launchBrowser, loadAverage, pageAddress, startStack, until, usage } from './page_harness.mjs';
 
 const logdir = process.argv[2];
 if (!logdir) throw new Error('usage: node bench/map_page.mjs LOGDIR');
-const loadAverage = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const report = (name, value) => console.log(JSON.stringify({ name, ...value, load: loadAverage() }));
 
-/** The sidecars serving `logdir` (their command lines name it). */
-function sidecarPids() {
-  const out = [];
-  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      if (cmd.includes('serve') && cmd.some((a) => a.includes(logdir)) && /graph-ascend$/.test(cmd[0])) out.push(Number(pid));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
-
-function peakMb(pid) {
-  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Math.round(Number(m[1]) / 1024) : null;
-}
-
-/** CPU seconds (user + system) the process has used so far (clock ticks of 1/100 s). */
-function cpuSeconds(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-const before = new Set(sidecarPids());
-/** Ours: the one that was not there before our TensorBoard started. */
-const ourSidecar = () => sidecarPids().find((p) => !before.has(p)) ?? null;
-const tb = await startTensorBoard(logdir);
+const stack = await startStack(logdir);
+const tb = stack.tb;
+const ourSidecar = stack.sidecar;
+const cpuSeconds = (pid) => usage(pid).cpu_s;
+const peakMb = (pid) => usage(pid).peak_rss_mb;
 const browser = await launchBrowser();
 try {
   let peakBeforeMap;
@@ -167,5 +140,5 @@ try {
   report('sidecar_peak', { pid, peak_rss_mb: pid ? peakMb(pid) : null, cpu_s: pid ? cpuSeconds(pid) : null });
 } finally {
   await browser.close();
-  tb.stop();
+  await stack.stop();
 }
