@@ -14,43 +14,13 @@
 // one per way with the medians, no thresholds.
 //   node bench/diagnosis_page.mjs LOGDIR RUN TAG [RUNS] [WAYS]   (GA_PYTHON, GRAPH_ASCEND_BINARY as for
 //   the e2e tests; WAYS: comma-separated, default panel,click,colours)
-import fs from 'node:fs';
-import { appFrame, launchBrowser, pageAddress, startTensorBoard, until } from '../tests/e2e/harness.mjs';
+import { appFrame, loadAverage, pageAddress, startStack, until, usage, withBrowser } from './page_harness.mjs';
 
 const [logdir, run, tag, runsArg, waysArg] = process.argv.slice(2);
 if (!logdir || !run || !tag) throw new Error('usage: node bench/diagnosis_page.mjs LOGDIR RUN TAG [RUNS] [WAYS]');
 const RUNS = Number(runsArg || 3);
 const WAYS = (waysArg || 'panel,click,colours').split(',');
 const report = (name, value) => console.log(JSON.stringify({ name, ...value }));
-const loadAverage = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-const TICK = 100; // clock ticks a second (USER_HZ) on Linux
-
-/** The sidecars serving `logdir` (their command lines name it). */
-function sidecarPids() {
-  const out = [];
-  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      if (cmd.includes('serve') && cmd.some((a) => a.includes(logdir)) && /graph-ascend$/.test(cmd[0])) out.push(Number(pid));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
-
-/** A process's peak resident memory (MB) and CPU time so far (s, user + system). */
-function usage(pid) {
-  try {
-    const hwm = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { peak_rss_mb: hwm ? Math.round(Number(hwm[1]) / 1024) : null, cpu_s: (Number(fields[11]) + Number(fields[12])) / TICK };
-  } catch {
-    return { peak_rss_mb: null, cpu_s: null };
-  }
-}
-
 // Installed in every frame before its scripts: when the graph, the panel's list and the painted
 // boxes first appear, on the frame's clock (performance.now), as the resource timings are.
 const watcher = () => {
@@ -72,16 +42,14 @@ const median = (xs) => {
 };
 
 async function once(way, browser) {
-  const before = new Set(sidecarPids());
-  const tb = await startTensorBoard(logdir);
+  const stack = await startStack(logdir);
   const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
   page.setDefaultTimeout(600_000);
   try {
     await page.addInitScript(watcher);
     const linked = way === 'click' ? '' : `&ga_run=${encodeURIComponent(run)}&ga_tag=${encodeURIComponent(tag)}&ga_panel=diagnosis${way === 'colours' ? '&ga_colors=diagnosis' : ''}`;
-    const pid = () => sidecarPids().find((p) => !before.has(p)) ?? null;
     const load = loadAverage();
-    await page.goto(pageAddress(tb.base) + linked);
+    await page.goto(pageAddress(stack.base) + linked);
     const frame = await appFrame(page, 120_000);
     let clicked = null;
     if (way === 'click') {
@@ -93,7 +61,7 @@ async function once(way, browser) {
     }
     const done = way === 'colours' ? () => window.__diagBench.list !== null && window.__diagBench.painted !== null : () => window.__diagBench.list !== null;
     await until(frame, done, null, 600_000);
-    const sidecar = pid();
+    const sidecar = stack.sidecar();
     const use = sidecar ? usage(sidecar) : {};
     const t = await frame.evaluate(() => {
       const res = performance.getEntriesByType('resource');
@@ -122,15 +90,11 @@ async function once(way, browser) {
     return row;
   } finally {
     await page.close();
-    tb.stop();
-    // The sidecar ends with its TensorBoard (it reads its stdin); wait for it so the next run's is alone.
-    const deadline = Date.now() + 30_000;
-    while (sidecarPids().some((p) => !before.has(p)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    await stack.stop();
   }
 }
 
-const browser = await launchBrowser();
-try {
+await withBrowser(async (browser) => {
   const rows = [];
   for (let i = 0; i < RUNS; i++) for (const way of WAYS) rows.push(await once(way, browser));
   for (const way of WAYS) {
@@ -150,6 +114,4 @@ try {
       load_after: loadAverage(),
     });
   }
-} finally {
-  await browser.close();
-}
+});

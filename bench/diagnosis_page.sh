@@ -7,12 +7,14 @@
 # colour mode "where the error is introduced", with its verdicts), the median of RUNS runs (each a fresh
 # TensorBoard and sidecar: nothing cached), the sidecar's CPU time and peak memory, the load average.
 # Then the same file in msprobe's shape (our objects dropped, on a copy). Target: the list ≤ 3 s after
-# opening the file, on a quiet machine.
+# opening the file, on a quiet machine. The page served is this checkout's (built here, served through
+# GRAPH_ASCEND_STATIC_DIR), not the one installed in PYTHON's environment, which may be older.
 #
 # Env: GA (binary, default target/release/graph-ascend), BENCH_DIAG_NODES, SYNTHETIC, RUNS (default 3),
-# WAYS (default panel,click,colours), PYTHON (with tensorboard and the shim, default .venv/bin/python),
-# BENCH_TMP (work folder, default a temporary one; removed at the end either way), BENCH_OUT (folder of
-# diagnosis_page.txt, default bench/results).
+# WAYS (default panel,click,colours), SHAPES (default ours,msprobe; `ours` skips the copy in msprobe's
+# shape), PYTHON (with tensorboard and the shim, default .venv/bin/python), GRAPH_ASCEND_STATIC_DIR (the
+# page to serve, default this checkout's, built), BENCH_TMP (work folder, default a temporary one;
+# removed at the end either way), BENCH_OUT (folder of diagnosis_page.txt, default bench/results).
 set -euo pipefail
 [ -n "${BENCH_OUT:-}" ] && BENCH_OUT=$(realpath -m -- "$BENCH_OUT")
 [ -n "${SYNTHETIC:-}" ] && SYNTHETIC=$(realpath -m -- "$SYNTHETIC")
@@ -21,6 +23,7 @@ GA=${GA:-target/release/graph-ascend}
 NODES=${BENCH_DIAG_NODES:-1000000}
 RUNS=${RUNS:-3}
 WAYS=${WAYS:-panel,click,colours}
+SHAPES=${SHAPES:-ours,msprobe}
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=${BENCH_OUT:-bench/results}
 mkdir -p "$OUT"
@@ -32,8 +35,14 @@ trap 'rm -rf "$TMP"' EXIT
 [ -x "$GA" ] || cargo build --release -q --locked -p graph-ascend
 GA=$(realpath "$GA")
 case $PYTHON in /*) ;; *) PYTHON=$PWD/$PYTHON ;; esac
+# The page of this checkout: an environment installed earlier serves the page of its own day.
+if [ -z "${GRAPH_ASCEND_STATIC_DIR:-}" ]; then
+  (cd frontend && npm run --silent build >/dev/null)
+  export GRAPH_ASCEND_STATIC_DIR=$PWD/python_shim/graph_ascend_tb/static
+fi
 
 echo "== the Diagnosis panel's first answer in the page ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "page: $GRAPH_ASCEND_STATIC_DIR ($(cd "$GRAPH_ASCEND_STATIC_DIR/assets" && ls app-*.js))"
 mkdir -p "$TMP/ours/run" "$TMP/msprobe/run"
 if [ -n "${SYNTHETIC:-}" ]; then
   # read only: a hard link (a symbolic one where the file is on another file system)
@@ -46,6 +55,10 @@ fi
 cat -- "$TMP/ours/run/ours.vis.db" >/dev/null
 echo "ours ($NODES nodes a side, with our index and diagnosis table):"
 GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/diagnosis_page.mjs "$TMP/ours" run ours "$RUNS" "$WAYS"
+if [[ ,$SHAPES, != *,msprobe,* ]]; then
+  echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 # msprobe's shape: a copy without our objects (the original may be read only)
 cp --reflink=auto -- "$TMP/ours/run/ours.vis.db" "$TMP/msprobe/run/msprobe.vis.db"
 rm -f -- "$TMP/ours/run/ours.vis.db"

@@ -6,50 +6,27 @@
 //    then the same on a second opening (the map cached in the sidecar);
 // 2. map_scroll_fps: frames drawn per second while the map scrolls (down and across, one step a frame
 //    for 3 s), at zoom 1 and zoomed in (×8: more columns, ranks apart), with the cells in view; a map
-//    that fits the screen (`scrolls: false`) is drawn again each frame instead;
-// 3. sidecar_peak: the sidecar's peak resident memory (VmHWM) after all of it, and its CPU time (user +
+//    that fits the screen (`scrolls: false`) is drawn again each frame instead; with the time the panel's
+//    draw() took (mean and p95: what is left of a frame's 16.7 ms once fps is capped at 60), and again
+//    with the CPU slowed MAP_CPU_THROTTLE times (Chromium's CPU throttling, as on a busy host), if set;
+// 3. sidecar_peak: the sidecar's peak resident memory (VmHWM) after all of it (map_first_paint: before the
+//    map is asked for and after the first whole map), and its CPU time (user +
 //    system) after the first whole map and after all of it; each line carries the load average.
 //   node bench/map_page.mjs LOGDIR   (GA_PYTHON, GRAPH_ASCEND_BINARY as for the e2e tests)
-import fs from 'node:fs';
-import { appFrame, launchBrowser, pageAddress, startTensorBoard, until } from '../tests/e2e/harness.mjs';
+import { appFrame, launchBrowser, loadAverage, pageAddress, startStack, until, usage } from './page_harness.mjs';
 
 const logdir = process.argv[2];
 if (!logdir) throw new Error('usage: node bench/map_page.mjs LOGDIR');
-const loadAverage = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const report = (name, value) => console.log(JSON.stringify({ name, ...value, load: loadAverage() }));
 
-/** The sidecars serving `logdir` (their command lines name it). */
-function sidecarPids() {
-  const out = [];
-  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      if (cmd.includes('serve') && cmd.some((a) => a.includes(logdir)) && /graph-ascend$/.test(cmd[0])) out.push(Number(pid));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
-
-function peakMb(pid) {
-  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Math.round(Number(m[1]) / 1024) : null;
-}
-
-/** CPU seconds (user + system) the process has used so far (clock ticks of 1/100 s). */
-function cpuSeconds(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-const before = new Set(sidecarPids());
-/** Ours: the one that was not there before our TensorBoard started. */
-const ourSidecar = () => sidecarPids().find((p) => !before.has(p)) ?? null;
-const tb = await startTensorBoard(logdir);
+const stack = await startStack(logdir);
+const tb = stack.tb;
+const ourSidecar = stack.sidecar;
+const cpuSeconds = (pid) => usage(pid).cpu_s;
+const peakMb = (pid) => usage(pid).peak_rss_mb;
 const browser = await launchBrowser();
 try {
+  let peakBeforeMap;
   /** Open the page on the file in a new tab, then the Map panel; times from the click. */
   const openMap = async () => {
     const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
@@ -57,6 +34,8 @@ try {
     await page.goto(pageAddress(tb.base));
     const frame = await appFrame(page, 120_000);
     await until(frame, () => window.__graphAscend.fileLoads === 0 && Number(document.querySelector('[data-testid=benchGraph]')?.dataset.nodes || 0) > 1, null, 300_000);
+    // The sidecar's peak before the map is asked for (the file opened, its first graph drawn).
+    if (peakBeforeMap === undefined) peakBeforeMap = ourSidecar() ? peakMb(ourSidecar()) : null;
     await frame.evaluate(() => {
       const seen = (window.__mapBench = { t0: performance.now(), firstCells: null, whole: null, progress: [] });
       const watch = () => {
@@ -92,6 +71,8 @@ try {
     progress_first: first.progress[0] ?? null,
     progress_last: first.progress[first.progress.length - 1] ?? null,
     sidecar_cpu_s: cpuFirst,
+    sidecar_peak_before_map_mb: peakBeforeMap,
+    sidecar_peak_after_map_mb: ourSidecar() ? peakMb(ourSidecar()) : null,
   });
   const again = await openMap();
   const cached = await again.evaluate(() => window.__mapBench);
@@ -111,6 +92,8 @@ try {
       let k = 0;
       const gaps = [];
       let last = t0;
+      const draws = [];
+      let seen = panel.frames;
       while (performance.now() - t0 < ms) {
         k++;
         s.scrollTop = (k * 7) % Math.max(1, s.scrollHeight - s.clientHeight);
@@ -118,29 +101,44 @@ try {
         // A map that fits the screen does not scroll: drawn again each frame all the same (its cost).
         if (!scrolls) panel.draw();
         await new Promise((r) => requestAnimationFrame(r));
+        if (panel.frames !== seen) {
+          seen = panel.frames;
+          draws.push(panel.lastDrawMs);
+        }
         const now = performance.now();
         gaps.push(now - last);
         last = now;
       }
       const t = performance.now() - t0;
       gaps.sort((a, b) => a - b);
+      const drawMean = draws.reduce((a, b) => a + b, 0) / Math.max(1, draws.length);
+      draws.sort((a, b) => a - b);
       const c = document.querySelector('[data-testid=mapCanvas]');
-      return { scrolls, fps: ((panel.frames - f0) * 1000) / t, frame_p95_ms: gaps[Math.floor(gaps.length * 0.95)] ?? 0, cells_in_view: Number(c.dataset.cells), columns: Number(c.dataset.columns), scroll_width: s.scrollWidth, scroll_height: s.scrollHeight };
+      return { scrolls, fps: ((panel.frames - f0) * 1000) / t, frame_p95_ms: gaps[Math.floor(gaps.length * 0.95)] ?? 0, draw_mean_ms: drawMean, draw_p95_ms: draws[Math.floor(draws.length * 0.95)] ?? 0, cells_in_view: Number(c.dataset.cells), columns: Number(c.dataset.columns), scroll_width: s.scrollWidth, scroll_height: s.scrollHeight };
     }, ms);
-  const z1 = await scroll(3000);
-  report('map_scroll_fps', { zoom: 1, scrolls: z1.scrolls, fps: +z1.fps.toFixed(1), frame_p95_ms: +z1.frame_p95_ms.toFixed(1), cells_in_view: z1.cells_in_view, columns: z1.columns, content_px: [z1.scroll_width, z1.scroll_height] });
+  const throttle = Number(process.env.MAP_CPU_THROTTLE || 1);
+  const cdp = throttle > 1 ? await again.page().context().newCDPSession(again.page()) : null;
+  /** Scroll at the CPU's speed, then (MAP_CPU_THROTTLE) slowed; one line each. */
+  const measure = async (fields) => {
+    for (const rate of cdp ? [1, throttle] : [1]) {
+      if (cdp) await cdp.send('Emulation.setCPUThrottlingRate', { rate });
+      const m = await scroll(3000);
+      report('map_scroll_fps', { ...fields, cpu_throttle: rate, scrolls: m.scrolls, fps: +m.fps.toFixed(1), frame_p95_ms: +m.frame_p95_ms.toFixed(1), draw_mean_ms: +m.draw_mean_ms.toFixed(2), draw_p95_ms: +m.draw_p95_ms.toFixed(2), cells_in_view: m.cells_in_view, columns: m.columns, content_px: [m.scroll_width, m.scroll_height] });
+    }
+    if (cdp) await cdp.send('Emulation.setCPUThrottlingRate', { rate: 1 });
+  };
+  await measure({ zoom: 1 });
   // Zoomed in ×8: more columns (asked of the sidecar), the map scrolls sideways.
   const tz = Date.now();
   for (let i = 0; i < 3; i++) await again.click('[data-testid=mapZoomIn]');
   await until(again, () => document.querySelector('[data-testid=mapZoom]')?.textContent === '×8' && window.__graphAscend.mapPanel.ready, null, 1_800_000);
   await again.evaluate(() => new Promise((r) => requestAnimationFrame(r)));
   const zoomMs = Date.now() - tz;
-  const z8 = await scroll(3000);
-  report('map_scroll_fps', { zoom: 8, zoom_answer_ms: zoomMs, scrolls: z8.scrolls, fps: +z8.fps.toFixed(1), frame_p95_ms: +z8.frame_p95_ms.toFixed(1), cells_in_view: z8.cells_in_view, columns: z8.columns, content_px: [z8.scroll_width, z8.scroll_height] });
+  await measure({ zoom: 8, zoom_answer_ms: zoomMs });
 
   const pid = ourSidecar();
   report('sidecar_peak', { pid, peak_rss_mb: pid ? peakMb(pid) : null, cpu_s: pid ? cpuSeconds(pid) : null });
 } finally {
   await browser.close();
-  tb.stop();
+  await stack.stop();
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The divergence map in the page (not a test): a synthetic compare of MAP_RANKS ranks x MAP_STEPS steps
 # (`gen_dump` shapes, as bench/scale.sh makes them, MAP_ENTRIES entries a rank and side; one step converted
-# with `graph-ascend convert`, then copied to the other steps in the file), served in real TensorBoard, the Map panel opened in headless Chromium
+# with `graph-ascend convert`, then copied to the other steps in the file by `copy_steps`), served in real TensorBoard, the Map panel opened in headless Chromium
 # (bench/map_page.mjs): time to first paint and to the whole map, frames per second while scrolling (zoom 1
 # and x8), the sidecar's peak memory. The map of such a file is computed on first use (no table of our own in
 # the file): the first paint is the steps judged so far, as they come.
@@ -11,7 +11,8 @@
 # `make bench` runs MAP_RANKS=1024 MAP_STEPS=10 MAP_ENTRIES=20 (some 40 nodes a graph); the issue's shape
 # (about 1,000 nodes a graph) is MAP_ENTRIES=900 (tens of GB of dumps: run it where the disk allows).
 #
-# Env: GA (binary, default target/release/graph-ascend), MAP_RANKS, MAP_STEPS, MAP_ENTRIES, MAP_CONVERT_ALL, PYTHON (with
+# Env: GA (binary, default target/release/graph-ascend), MAP_RANKS, MAP_STEPS, MAP_ENTRIES, MAP_CONVERT_ALL, MAP_CPU_THROTTLE
+# (also scroll with the page's CPU slowed that many times, e.g. 6), PYTHON (with
 # tensorboard and the shim, default .venv/bin/python), BENCH_TMP (work folder, default a temporary one;
 # removed at the end either way), BENCH_OUT (folder of map_page.txt, default bench/results).
 set -euo pipefail
@@ -54,7 +55,7 @@ if [ ! -f "$BASE" ] && [ "$CONVERT_ALL" = 1 ]; then
   echo "converted        $(du -h "$BASE" | cut -f1): $(sqlite3 "$BASE" 'select count(*) from tb_nodes') rows, $(sqlite3 "$BASE" 'select count(*) from ga_diagnosis') of ga_diagnosis"
 fi
 if [ ! -f "$BASE" ]; then
-  cargo build --release -q --locked -p graph-ascend-testkit --bin gen_dump
+  cargo build --release -q --locked -p graph-ascend-testkit --bin gen_dump --bin copy_steps
   t=$(now)
   target/release/gen_dump "$TMP/dumps/a" "$ENTRIES" --ranks "$RANKS" >/dev/null
   target/release/gen_dump "$TMP/dumps/b" "$ENTRIES" --ranks "$RANKS" --perturb >/dev/null
@@ -63,21 +64,7 @@ if [ ! -f "$BASE" ]; then
   /usr/bin/time -f "convert          %e s, peak %M kB (one step)" "$GA" convert -tp "$TMP/dumps/b" -gp "$TMP/dumps/a" -o "$TMP/convert" >/dev/null
   rm -rf "$TMP/dumps"
   t=$(now)
-  python3 - "$(ls "$TMP"/convert/*.vis.db)" "$STEPS" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-steps = int(sys.argv[2])
-cols = [r[1] for r in db.execute("PRAGMA table_info(tb_nodes)") if r[1] not in ("id", "step")]
-names = ", ".join(cols)
-ours = [r[1] for r in db.execute("PRAGMA table_info(ga_diagnosis)") if r[1] != "step"]
-for step in range(1, steps):
-    db.execute(f"INSERT INTO tb_nodes (id, step, {names}) SELECT id || '_s' || ?, ?, {names} FROM tb_nodes WHERE step = 0", (step, step))
-    if ours:
-        o = ", ".join(ours)
-        db.execute(f"INSERT INTO ga_diagnosis (step, {o}) SELECT ?, {o} FROM ga_diagnosis WHERE step = 0", (step,))
-db.execute("UPDATE tb_config SET step_list = ?", (str(list(range(steps))),))
-db.commit()
-PY
+  target/release/copy_steps "$(ls "$TMP"/convert/*.vis.db)" "$STEPS"
   mv "$(ls "$TMP"/convert/*.vis.db)" "$BASE"
   rm -rf "$TMP/convert"
   echo "steps copied     $(since "$t") s: $(du -h "$BASE" | cut -f1), $(sqlite3 "$BASE" 'select count(*) from tb_nodes') rows"
@@ -87,10 +74,12 @@ for shape in $SHAPES; do
   rm -rf "$TMP/logdir"
   mkdir -p "$TMP/logdir/map"
   DB="$TMP/logdir/map/map.vis.db"
-  cp --reflink=auto "$BASE" "$DB"
+  # Ours is served as converted: a hard link, not a copy (no reflink on ext4: a copy of a file of
+  # some GB doubles the disk it takes); msprobe's shape is a copy with our objects dropped.
   case $shape in
-    ours) ;;
-    msprobe) sqlite3 "$DB" "DROP TABLE IF EXISTS ga_diagnosis; DROP INDEX IF EXISTS ga_node_list;" ;;
+    ours) ln "$BASE" "$DB" ;;
+    msprobe) cp --reflink=auto "$BASE" "$DB"
+      sqlite3 "$DB" "DROP TABLE IF EXISTS ga_diagnosis; DROP INDEX IF EXISTS ga_node_list;" ;;
     *) echo "MAP_SHAPES: unknown shape $shape (ours, msprobe)"; exit 2 ;;
   esac
   echo "-- $shape's shape (load $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -1,17 +1,12 @@
 // First paint of a self-contained report (bench/report.sh): the HTML opened from file:// in headless
 // Chromium, every request that is not file:// aborted; the time from navigation to both graphs drawn
 // (the page's own clock, performance.now()), best and median of RUNS fresh pages.
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(here, '../frontend/package.json'));
-const { chromium } = require('playwright-core');
+import { pathToFileURL } from 'node:url';
+import { launchBrowser } from './page_harness.mjs';
 
 const file = process.argv[2];
 const runs = Number(process.env.RUNS || 5);
-const browser = await chromium.launch({ executablePath: process.env.GA_CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu'] });
+const browser = await launchBrowser();
 const times = [];
 let shown = '';
 try {

@@ -60,17 +60,25 @@ export function cellWidth(widthPx: number, columns: number, zoom = 1): number {
 /** The log scale: a ratio of `LOW` or less is the scale's green end, `HIGH` or more its red end; 1 (the jump tolerance) is its middle. */
 export const RATIO_LOW = 1e-3;
 export const RATIO_HIGH = 1e3;
-const STOPS: [number, [number, number, number]][] = [
+/** A colour's red, green and blue, 0–255. */
+export type Rgb = readonly [number, number, number];
+const STOPS: [number, Rgb][] = [
   [0, [226, 241, 226]],
   [0.35, [196, 226, 160]],
   [0.5, [250, 214, 160]],
   [0.75, [240, 140, 90]],
   [1, [229, 72, 77]],
 ];
+/** A colour as CSS writes it. */
+export function cssRgb(c: Rgb): string {
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+const UNCOMPARED_RGB: Rgb = [205, 205, 205];
+const NON_FINITE_RGB: Rgb = [110, 20, 70];
 /** Not matched, or no output that compares. */
-export const UNCOMPARED = 'rgb(205,205,205)';
+export const UNCOMPARED = cssRgb(UNCOMPARED_RGB);
 /** inf or NaN against a finite golden. */
-export const NON_FINITE = 'rgb(110,20,70)';
+export const NON_FINITE = cssRgb(NON_FINITE_RGB);
 /** Colour buckets of the scale (cells are painted by bucket, one fill style per bucket). */
 export const BUCKETS = 48;
 
@@ -82,22 +90,29 @@ export function scalePosition(ratio: number | null): number | null {
   return Math.min(1, Math.max(0, p));
 }
 
-/** The colour at a position of the scale. */
-export function scaleColor(p: number): string {
+/** The colour at a position of the scale, as red, green and blue. */
+export function scaleRgb(p: number): Rgb {
   for (let i = 1; i < STOPS.length; i++) {
     const [b, cb] = STOPS[i];
     if (p <= b || i === STOPS.length - 1) {
       const [a, ca] = STOPS[i - 1];
       const f = b === a ? 0 : Math.min(1, Math.max(0, (p - a) / (b - a)));
-      const c = ca.map((x, k) => Math.round(x + (cb[k] - x) * f));
-      return `rgb(${c[0]},${c[1]},${c[2]})`;
+      const mix = (k: number) => Math.round(ca[k] + (cb[k] - ca[k]) * f);
+      return [mix(0), mix(1), mix(2)];
     }
   }
-  return UNCOMPARED;
+  return UNCOMPARED_RGB;
 }
 
-/** The palette: bucket k's colour; then UNCOMPARED and NON_FINITE. */
-export const PALETTE: readonly string[] = [...Array.from({ length: BUCKETS }, (_, k) => scaleColor(k / (BUCKETS - 1))), UNCOMPARED, NON_FINITE];
+/** The colour at a position of the scale. */
+export function scaleColor(p: number): string {
+  return cssRgb(scaleRgb(p));
+}
+
+/** The palette as red, green and blue: bucket k's colour; then UNCOMPARED and NON_FINITE. */
+export const PALETTE_RGB: readonly Rgb[] = [...Array.from({ length: BUCKETS }, (_, k) => scaleRgb(k / (BUCKETS - 1))), UNCOMPARED_RGB, NON_FINITE_RGB];
+/** The palette as CSS colours. */
+export const PALETTE: readonly string[] = PALETTE_RGB.map(cssRgb);
 export const UNCOMPARED_BUCKET = BUCKETS;
 export const NON_FINITE_BUCKET = BUCKETS + 1;
 
@@ -260,4 +275,83 @@ export function lineOf(lines: MapLine[], data: DivergenceMapData, band: number, 
   if (!r) return -1;
   const key = rowKey(b.direction, r);
   return lines.findIndex((l) => l.kind === 'row' && l.key === key);
+}
+
+/**
+ * The cells as pixels, for a canvas to scale up (the panel draws a line's cells with one image
+ * copy instead of a rectangle per cell). A line takes `RASTER_ROWS` rows of pixels, one pixel a
+ * column: its cells' colours; the pale top half of a cell whose error came from a peer rank
+ * (white at `PEER_ALPHA`); the dark bar of a cell holding a source (`mark`). Band titles, blanks
+ * and cells not held are transparent.
+ */
+export const RASTER_ROWS = 3;
+/** The peer's pale overlay: white at 60 %. */
+export const PEER_ALPHA = 153;
+
+export interface LineRaster {
+  /** Columns (pixels a row) and lines (`RASTER_ROWS` rows of pixels each). */
+  columns: number;
+  lines: number;
+  /** RGBA, row by row (ImageData's layout). */
+  rgba: Uint8ClampedArray<ArrayBuffer>;
+  /** Per line, 1 where a cell is held (a blank is 0): the cells in view are counted from it. */
+  held: Uint8Array;
+  /** Per line: does it hold a peer's error, a source? (Lines without draw no overlay.) */
+  peers: Uint8Array;
+  sources: Uint8Array;
+}
+
+/** The raster of lines `from` to `to` (exclusive) of `lines`, `columns` wide. */
+export function rasterLines(lines: readonly MapLine[], columns: number, from: number, to: number, mark: Rgb): LineRaster {
+  const n = Math.max(0, Math.min(to, lines.length) - from);
+  const stride = columns * 4;
+  const rgba = new Uint8ClampedArray(stride * RASTER_ROWS * n);
+  const held = new Uint8Array(columns * n);
+  const peers = new Uint8Array(n);
+  const sources = new Uint8Array(n);
+  for (let i = 0; i < n; i++) {
+    const line = lines[from + i];
+    if (line.kind !== 'row') continue;
+    const cells = line.row.cells;
+    const base = i * RASTER_ROWS * stride;
+    const end = Math.min(columns, cells.length);
+    for (let k = 0; k < end; k++) {
+      const cell = cells[k];
+      if (!cell || !cell.held) continue;
+      held[i * columns + k] = 1;
+      const c = PALETTE_RGB[ratioBucket(ratioValue(cell.ratio))];
+      let o = base + k * 4;
+      rgba[o] = c[0];
+      rgba[o + 1] = c[1];
+      rgba[o + 2] = c[2];
+      rgba[o + 3] = 255;
+      if (cell.from_rank !== undefined && cell.from_rank !== null) {
+        o = base + stride + k * 4;
+        rgba[o] = rgba[o + 1] = rgba[o + 2] = 255;
+        rgba[o + 3] = PEER_ALPHA;
+        peers[i] = 1;
+      }
+      if (cell.sources > 0) {
+        o = base + 2 * stride + k * 4;
+        rgba[o] = mark[0];
+        rgba[o + 1] = mark[1];
+        rgba[o + 2] = mark[2];
+        rgba[o + 3] = 255;
+        sources[i] = 1;
+      }
+    }
+  }
+  return { columns, lines: n, rgba, held, peers, sources };
+}
+
+/** Held cells of a raster's lines `line0`–`line1` (exclusive, the raster's own numbering) in columns `col0`–`col1`. */
+export function heldCells(r: Pick<LineRaster, 'columns' | 'lines' | 'held'>, line0: number, line1: number, col0: number, col1: number): number {
+  let n = 0;
+  const a = Math.max(0, col0);
+  const b = Math.min(r.columns, col1);
+  for (let i = Math.max(0, line0); i < Math.min(r.lines, line1); i++) {
+    const o = i * r.columns;
+    for (let k = a; k < b; k++) n += r.held[o + k];
+  }
+  return n;
 }

@@ -218,6 +218,50 @@ describe('the Diagnosis panel', () => {
     expect(routes[2]).toContain('rank=1');
   });
 
+  it('asks the least when the page asks twice at once: the list once, then the verdicts once', async () => {
+    // The transport answers a request only when the test says so, as a slow sidecar would.
+    const routes: string[] = [];
+    const held: (() => void)[] = [];
+    setTransport((route) => {
+      routes.push(route);
+      const body = route.includes('states=true') ? ANSWER : { ...ANSWER, states: undefined };
+      return new Promise((resolve) => held.push(() => resolve(new Response(JSON.stringify(body), { status: 200, headers: { 'Content-Type': 'application/json' } }))));
+    });
+    const answerNext = async (asked: number) => {
+      await vi.waitFor(() => expect(routes).toHaveLength(asked));
+      held.shift()?.();
+    };
+
+    // A link with the colour mode "where the error is introduced" and the panel: the graph's roots
+    // drawn (app `loadRoots`) and the panel opened (app `openTab`) both ask for the verdicts.
+    const store = compareStore();
+    store.mode = 'diagnosis';
+    store.tab = 'diagnosis';
+    const panel = new DiagnosisPanel(fakeCtx(store).ctx);
+    const both = Promise.all([panel.ensure(true), panel.ensure(true)]);
+    await answerNext(1);
+    expect(routes[0]).not.toContain('states=');
+    // The list is drawn before the verdicts are asked for.
+    await vi.waitFor(() => expect(store.diagnosis?.data.total_sources).toBe(1));
+    expect(store.diagnosis?.statesKey).toBe('');
+    await answerNext(2);
+    expect(routes[1]).toContain('states=true');
+    await both;
+    expect(routes).toHaveLength(2);
+    expect(store.diagnosis?.source.has('Functional.layer_norm.3.forward')).toBe(true);
+
+    // A link naming the panel only: the roots drawn and the panel opened ask for the list, once.
+    routes.length = 0;
+    const listOnly = compareStore();
+    listOnly.tab = 'diagnosis';
+    const listPanel = new DiagnosisPanel(fakeCtx(listOnly).ctx);
+    const twice = Promise.all([listPanel.ensure(false), listPanel.ensure(false)]);
+    await answerNext(1);
+    await twice;
+    expect(routes).toHaveLength(1);
+    expect(routes[0]).not.toContain('states=');
+  });
+
   it('shows the server\'s error and asks nothing of a build file', async () => {
     setTransport(async () => new Response(JSON.stringify({ success: false, error: 'Diagnosis failed: x: not a compare file' }), { status: 200 }));
     const store = compareStore();

@@ -10,6 +10,8 @@ import {
   fitColumns,
   columnText,
   contentSize,
+  cssRgb,
+  heldCells,
   hitAt,
   lineOf,
   MAP_GEOMETRY,
@@ -19,11 +21,16 @@ import {
   NON_FINITE_BUCKET,
   numberText,
   PALETTE,
+  PALETTE_RGB,
+  PEER_ALPHA,
+  RASTER_ROWS,
+  rasterLines,
   ratioBucket,
   ratioValue,
   rowKey,
   scaleColor,
   scalePosition,
+  scaleRgb,
   stepSpans,
   UNCOMPARED,
   UNCOMPARED_BUCKET,
@@ -32,6 +39,7 @@ import {
   type DivergenceMapColumn,
   type DivergenceMapData,
   type DivergenceMapRow,
+  type MapLine,
 } from '../src/divergenceMap';
 import { setLang } from '../src/i18n';
 
@@ -220,5 +228,73 @@ describe('hover and click', () => {
     expect(cellTarget(c, 'ranks')).toEqual({ step: 3, rank: 9, node: 'Module.layers.1.Block.forward.2' });
     expect(cellTarget(c, 'micro_batches')).toEqual({ step: 3, rank: 9, node: 'Module.layers.1.Block.forward.2', microStep: 2 });
     expect(cellTarget(cell({ held: false, node: '' }), 'ranks')).toBeNull();
+  });
+});
+
+describe('the cells as pixels', () => {
+  const MARK = [17, 17, 17] as const;
+  /** The RGBA of pixel (x, y) of a raster. */
+  const px = (r: { rgba: Uint8ClampedArray; columns: number }, x: number, y: number) => Array.from(r.rgba.subarray((y * r.columns + x) * 4, (y * r.columns + x) * 4 + 4));
+  const rgb = (css: string) => css.match(/\d+/g)!.map(Number);
+
+  it('has the palette as numbers, the same colours as the CSS one', () => {
+    expect(PALETTE_RGB).toHaveLength(PALETTE.length);
+    PALETTE_RGB.forEach((c, k) => expect(cssRgb(c)).toBe(PALETTE[k]));
+    expect(scaleRgb(0.5)).toEqual([250, 214, 160]);
+    expect(cssRgb(PALETTE_RGB[UNCOMPARED_BUCKET])).toBe(UNCOMPARED);
+    expect(cssRgb(PALETTE_RGB[NON_FINITE_BUCKET])).toBe(NON_FINITE);
+  });
+
+  it('gives a line three rows of pixels: each cell\'s colour, a peer\'s pale overlay, a source\'s bar; blanks and bands transparent', () => {
+    const cells = [
+      cell({ ratio: 1e-5 }),
+      cell({ held: false, ratio: null }),
+      cell({ ratio: 'NaN', sources: 1, source: 'Functional.linear.3.forward' }),
+      cell({ ratio: null, from_rank: 0 }),
+    ];
+    const lines: MapLine[] = [
+      { kind: 'band', direction: 'forward' },
+      { kind: 'row', direction: 'forward', row: row('layers.0', 2, cells), key: 'k0', indent: 0, open: false },
+      // A row shorter than the columns (a deeper map's, say): the missing cells are blank.
+      { kind: 'row', direction: 'forward', row: row('layers.1', 2, [cell({ ratio: 1 })]), key: 'k1', indent: 0, open: false },
+    ];
+    const r = rasterLines(lines, 4, 0, 10, MARK);
+    expect(r.columns).toBe(4);
+    expect(r.lines).toBe(3);
+    expect(r.rgba).toHaveLength(4 * 3 * RASTER_ROWS * 4);
+    // The band: nothing.
+    for (let y = 0; y < RASTER_ROWS; y++) for (let x = 0; x < 4; x++) expect(px(r, x, y)[3]).toBe(0);
+    const y = RASTER_ROWS; // layers.0's colour row
+    expect(px(r, 0, y)).toEqual([...rgb(cellColor(cells[0])), 255]);
+    expect(px(r, 1, y)).toEqual([0, 0, 0, 0]);
+    expect(px(r, 2, y)).toEqual([...rgb(NON_FINITE), 255]);
+    expect(px(r, 3, y)).toEqual([...rgb(UNCOMPARED), 255]);
+    // The peer's overlay: only where the error came from a peer rank.
+    expect([0, 1, 2].map((x) => px(r, x, y + 1)[3])).toEqual([0, 0, 0]);
+    expect(px(r, 3, y + 1)).toEqual([255, 255, 255, PEER_ALPHA]);
+    // The source's bar, in the mark's colour.
+    expect([0, 1, 3].map((x) => px(r, x, y + 2)[3])).toEqual([0, 0, 0]);
+    expect(px(r, 2, y + 2)).toEqual([...MARK, 255]);
+    expect(Array.from(r.peers)).toEqual([0, 1, 0]);
+    expect(Array.from(r.sources)).toEqual([0, 1, 0]);
+    expect(px(r, 0, 2 * RASTER_ROWS)).toEqual([...rgb(cellColor({ ratio: 1 })), 255]);
+    expect(px(r, 1, 2 * RASTER_ROWS)[3]).toBe(0);
+    // Held cells in view: the colour row's opaque pixels.
+    expect(heldCells(r, 0, 3, 0, 4)).toBe(4);
+    expect(heldCells(r, 1, 2, 1, 3)).toBe(1);
+    expect(heldCells(r, 2, 3, 0, 4)).toBe(1);
+    expect(heldCells(r, 0, 99, -5, 99)).toBe(4);
+  });
+
+  it('makes the lines asked for (a chunk), numbered from its first', () => {
+    const lines: MapLine[] = Array.from({ length: 5 }, (_, i) => ({ kind: 'row', direction: 'forward', row: row(`layers.${i}`, 2, [cell({ ratio: 10 ** (i - 2), sources: i === 3 ? 1 : 0 })]), key: `k${i}`, indent: 0, open: false }));
+    const r = rasterLines(lines, 1, 2, 4, MARK);
+    expect(r.lines).toBe(2);
+    expect(px(r, 0, 0)).toEqual([...rgb(cellColor({ ratio: 1 })), 255]);
+    expect(px(r, 0, RASTER_ROWS)).toEqual([...rgb(cellColor({ ratio: 10 })), 255]);
+    expect(Array.from(r.sources)).toEqual([0, 1]);
+    // Past the end: what there is.
+    expect(rasterLines(lines, 1, 4, 64, MARK).lines).toBe(1);
+    expect(rasterLines(lines, 1, 9, 64, MARK).lines).toBe(0);
   });
 });

@@ -222,6 +222,37 @@ def departure_root_apis_json(lines: list[str], ours_dir: str) -> bool:
     return bool(lines) and all(x.startswith(tuple(prefixes)) for x in lines)
 
 
+def departure_detached_links(lines: list[str], ours_db: str, theirs_db: str) -> bool:
+    """Departure 32 (FINDINGS.md): msprobe links target nodes to golden nodes that its VPP chunk
+    fold detached from the golden graph (left in `node_map`, never written). True when every
+    differing line is a target `matched_node_link` that ours leaves empty and whose msprobe link
+    ends in an id that is no golden node of that step and rank in msprobe's own file."""
+    import re
+    import sqlite3
+
+    if os.path.isdir(ours_db) or not lines:
+        return False
+    total = re.match(r"(\d+) difference", lines[-1])
+    if not total or int(total[1]) != len(lines) - 1:
+        return False  # the lines shown are not all of them
+    link_line = re.compile(r'^\[NPU step (\d+) rank (\d+)\] \S+: matched_node_link: left "\[\]" / right (".*")$')
+    with contextlib.closing(sqlite3.connect(theirs_db)) as db:
+        for x in lines[:-1]:
+            m = link_line.match(x)
+            if not m:
+                return False
+            link = json.loads(json.loads(m[3]))
+            if not link:
+                return False
+            held = db.execute(
+                "SELECT 1 FROM tb_nodes WHERE data_source = 'Bench' AND step = ? AND rank = ? AND node_name = ?",
+                (int(m[1]), int(m[2]), link[-1]),
+            ).fetchone()
+            if held:
+                return False
+    return True
+
+
 def case_argv(case: dict, root: str) -> list[str]:
     argv = ["-tp", os.path.join(root, case["target"])]
     if case.get("golden"):
@@ -259,6 +290,8 @@ def run_seed(oracle: Oracle, binary: str, seed: int, work: str, torch_ok: bool, 
             rec["diff"] = lines[:60]
             if kind == "parallel" and departure_root_apis(case, lines, mine):
                 rec["result"] = "departure_root_apis"
+            elif kind == "parallel" and departure_detached_links(lines, mine, theirs):
+                rec["result"] = "departure_detached_links"
             elif kind == "recompute":
                 # a hint for the reader: is it the re-parenting that differs?
                 plain, _ = oracle.run(argv, os.path.join(root, "out_msprobe_no_recompute"), recompute=False)
@@ -319,6 +352,7 @@ def main():
                 "equal",
                 "both_failed",
                 "departure_root_apis",
+                "departure_detached_links",
             ):
                 dst = os.path.join(args.keep_failing, f"case_{seed}")
                 shutil.rmtree(dst, ignore_errors=True)

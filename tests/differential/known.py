@@ -3,8 +3,9 @@
 For each `cases/seed_<N>/`: runs `graph-ascend convert` with the case's options, compares with
 msprobe's stored output (`diff-visdb --ignore-dump-dir`, as the Rust test does) and records the
 cases that do not agree: outcome, number of differing lines, and the rules they hit (the
-signatures of `summarize.py`). Run it after freezing new cases or fixing a rule, then review the
-change of the file like any other test expectation.
+signatures of `summarize.py`). An entry's `reason` (why the case may differ: the rule of
+FINDINGS.md, written by hand) is kept while the case still differs. Run it after freezing new cases
+or fixing a rule, then review the change of the file like any other test expectation.
 
 Usage: python known.py path/to/graph-ascend
 """
@@ -68,13 +69,18 @@ def run(binary: str, case_dir: str) -> dict | None:
 def main():
     binary = os.path.abspath(sys.argv[1])
     cases = os.path.join(HERE, "cases")
+    path = os.path.join(HERE, "known_differences.json")
+    with open(path) as f:
+        reasons = {name: e["reason"] for name, e in json.load(f).items() if "reason" in e}
     known = {}
     for name in sorted(os.listdir(cases)):
         if os.path.exists(os.path.join(cases, name, "case.json")):
             r = run(binary, os.path.join(cases, name))
             if r:
+                if name in reasons:
+                    r["reason"] = reasons[name]
                 known[name] = r
-    with open(os.path.join(HERE, "known_differences.json"), "w") as f:
+    with open(path, "w") as f:
         json.dump(known, f, indent=1)
         f.write("\n")
     print(f"{len(known)} known difference(s) written")

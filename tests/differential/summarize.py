@@ -8,7 +8,8 @@ fewest differing lines).
 Usage: python summarize.py [--strict] results.jsonl [more.jsonl ...]
 (--strict: exit status 1 when any case does not agree with msprobe; the differences expected
 until the converter implements them, `expected_structure` and `expected_recompute`, and the
-written departure `departure_root_apis` (FINDINGS.md) are listed but do not fail it)
+written departures `departure_root_apis` and `departure_detached_links` (FINDINGS.md) are listed
+but do not fail it)
 """
 
 from __future__ import annotations
@@ -107,7 +108,14 @@ def main():
         print(f"    minimal: seed {ex['seed']} mode {ex.get('mode')} {pair} options {ex.get('options')}")
         if line:
             print(f"    e.g. {line[:400]}")
-    agreeing = ("equal", "both_failed", "expected_structure", "expected_recompute", "departure_root_apis")
+    agreeing = (
+        "equal",
+        "both_failed",
+        "expected_structure",
+        "expected_recompute",
+        "departure_root_apis",
+        "departure_detached_links",
+    )
     return 1 if strict and any(r["result"] not in agreeing for r in recs) else 0
 
 

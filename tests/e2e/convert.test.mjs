@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { appFrame, freePort, makeLogdir, repo, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
+import { appFrame, freePort, makeLogdir, screenshot, sharedStack, testkitBinary, until, withStackPage, pageAddress } from './harness.mjs';
 
 const TENSOR = 'compare_tf_small_tensor';
 const STATS = 'compare_tf_stats';
@@ -23,11 +23,7 @@ const ENTRIES = process.env.GA_E2E_CONVERT_ENTRIES || '160000';
 
 /** Generated dumps `gen_a` (target) and `gen_b` (golden, perturbed), by the test-support crate's generator. */
 function generate(dir) {
-  let gen = path.join(repo, 'target/release/gen_dump');
-  if (!fs.existsSync(gen)) {
-    const b = spawnSync('cargo', ['build', '--release', '--locked', '-q', '-p', 'graph-ascend-testkit', '--bin', 'gen_dump'], { cwd: repo, stdio: 'inherit' });
-    if (b.status !== 0) throw new Error('cannot build gen_dump');
-  }
+  const gen = testkitBinary('gen_dump');
   for (const [name, extra] of [['gen_a', []], ['gen_b', ['--perturb']]]) {
     const r = spawnSync(gen, [path.join(dir, name), ENTRIES, ...extra]);
     if (r.status !== 0) throw new Error(`gen_dump ${name}: ${r.stderr}`);

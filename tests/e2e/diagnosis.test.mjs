@@ -26,11 +26,27 @@ describe('GRAPH_ASCEND diagnosis', () => {
     return frame;
   };
 
+  /** The `diagnosis` requests the page sends from now on: whether each asks for the verdicts. */
+  const diagnosisRequests = (page) => {
+    const sent = [];
+    page.on('request', (r) => {
+      const u = new URL(r.url());
+      if (u.pathname.endsWith('/diagnosis')) sent.push({ states: u.searchParams.has('states') });
+    });
+    return sent;
+  };
+  /** Long enough for a request sent twice to be seen (a duplicate follows within tens of ms). */
+  const SETTLE_MS = 1000;
+
   it('lists the faults, and the first one is one click away', () =>
     withStackPage(stack, 'diagnosis', { width: 1500, height: 950 }, async (page) => {
+      const sent = diagnosisRequests(page);
       const frame = await openDemo(page);
       await frame.click('[data-testid=diagnosisSiderButton]');
       await frame.waitForSelector('[data-testid=diagGroup]');
+      // A click on the panel asks for the list once.
+      await page.waitForTimeout(SETTLE_MS);
+      assert.deepEqual(sent, [{ states: false }]);
       const first = frame.locator('[data-testid=diagGroup]').first();
       assert.match(await first.textContent(), new RegExp(FIRST.replace(/\./g, '\\.')));
       assert.match(await first.locator('[data-testid=diagGroupSummary]').textContent(), /^`Functional\.layer_norm` \(1st call\) in `layers\.1\.ln2` — eps differs — rank 0, step 0$/);
@@ -53,6 +69,35 @@ describe('GRAPH_ASCEND diagnosis', () => {
       await screenshot(page, 'issue10-diagnosis');
       await frame.click('[data-testid=diagModeOutput]');
       await until(frame, ([k, c]) => window.__graphAscend.panes.NPU.scene.byKey.get(k)?.fill !== c, [FIRST, SOURCE_COLOR]);
+    }));
+
+  /** The demo opened by a link naming the Diagnosis panel (and the colour mode "where the error is
+   * introduced" with `colours`), once the list (and the verdicts) are drawn and a duplicate had time
+   * to be sent. */
+  const openLinked = async (page, colours) => {
+    const tag = path.basename(fs.readdirSync(path.join(repo, 'examples', RUN)).find((f) => f.endsWith('.vis.db')), '.vis.db');
+    await page.goto(`${pageAddress(stack.tb.base)}&ga_run=${RUN}&ga_tag=${tag}&ga_panel=diagnosis${colours ? '&ga_colors=diagnosis' : ''}`);
+    const frame = await appFrame(page);
+    await until(frame, (view) => window.__graphAscend.fileLoads === 0 && Boolean(document.querySelector('[data-testid=diagnosisList]'))
+      && (view === null || window.__graphAscend.store.diagnosis?.statesKey === view), colours ? `${RUN}|${tag}|0|0|-1` : null);
+    await page.waitForTimeout(SETTLE_MS);
+    return frame;
+  };
+
+  it('asks for the list, then the verdicts, each once, when a link opens the colour mode "where the error is introduced"', () =>
+    withStackPage(stack, 'diagnosis-link-colours', { width: 1500, height: 950 }, async (page) => {
+      // The graph drawn and the panel opened both ask; the list is drawn as soon as it comes.
+      const sent = diagnosisRequests(page);
+      const frame = await openLinked(page, true);
+      assert.deepEqual(sent, [{ states: false }, { states: true }]);
+      assert.ok(await frame.evaluate((k) => window.__graphAscend.store.diagnosis.source.has(k), FIRST));
+    }));
+
+  it('asks for the list once when a link opens the Diagnosis panel', () =>
+    withStackPage(stack, 'diagnosis-link-panel', { width: 1500, height: 950 }, async (page) => {
+      const sent = diagnosisRequests(page);
+      await openLinked(page, false);
+      assert.deepEqual(sent, [{ states: false }]);
     }));
 
   it('words the reasons in the page\'s language: the sidecar\'s sentence in English, Chinese on the zh page', () =>

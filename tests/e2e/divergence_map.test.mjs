@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, makeLogdir, PYTHON, screenshot, sharedStack, until, withStackPage, pageAddress } from './harness.mjs';
+import { appFrame, makeLogdir, screenshot, sharedStack, testkitBinary, until, withStackPage, pageAddress } from './harness.mjs';
 
 const CASE = 'compare_dist_ranks';
 const RUN = 'dist_steps';
@@ -22,18 +22,7 @@ function makeSteps(dir) {
   fs.mkdirSync(path.join(dir, RUN));
   const dst = path.join(dir, RUN, file);
   fs.copyFileSync(path.join(src, file), dst);
-  const code = `
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-steps = int(sys.argv[2])
-cols = [r[1] for r in db.execute("PRAGMA table_info(tb_nodes)") if r[1] not in ("id", "step")]
-names = ", ".join(cols)
-for step in range(1, steps):
-    db.execute(f"INSERT INTO tb_nodes (id, step, {names}) SELECT id || '_s' || ?, ?, {names} FROM tb_nodes WHERE step = 0", (step, step))
-db.execute("UPDATE tb_config SET step_list = ?", (str(list(range(steps))),))
-db.commit()
-`;
-  execFileSync(PYTHON, ['-c', code, dst, String(STEPS)], { stdio: 'pipe' });
+  execFileSync(testkitBinary('copy_steps'), [dst, String(STEPS)], { stdio: 'pipe' });
   fs.rmSync(src, { recursive: true, force: true });
 }
 

@@ -54,6 +54,16 @@ export function freePort() {
 }
 
 /** Start TensorBoard on a free port (bound to `host`); resolves when the plugin answers on loopback. */
+/** The test-support crate's program `name` (`gen_dump`, `copy_steps`), built first if missing. */
+export function testkitBinary(name) {
+  const bin = path.join(repo, 'target/release', name);
+  if (!fs.existsSync(bin)) {
+    const b = spawnSync('cargo', ['build', '--release', '--locked', '-q', '-p', 'graph-ascend-testkit', '--bin', name], { cwd: repo, stdio: 'inherit' });
+    if (b.status !== 0) throw new Error(`cannot build ${name}`);
+  }
+  return bin;
+}
+
 export async function startTensorBoard(logdir, { pathPrefix = '', env: extraEnv = {}, host = '127.0.0.1' } = {}) {
   const port = await freePort();
   const args = ['-m', 'tensorboard.main', '--logdir', logdir, '--port', String(port), '--host', host];

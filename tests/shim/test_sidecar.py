@@ -150,3 +150,17 @@ def test_a_sidecar_start_removes_what_killed_processes_left(tmp_path, binary, mo
         assert os.path.isdir(car._tmpdir), "this launch's own folder is kept"
     finally:
         car.stop()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs procfs")
+def test_serve_flags_from_the_environment_reach_the_sidecar(sidecar, monkeypatch):
+    """$GRAPH_ASCEND_SERVE_FLAGS is how the sidecar's own settings (--max-index-memory-mb,
+    --no-diagnosis-prefetch) reach it from TensorBoard: they are on its command line, and it knows them
+    (it starts and serves)."""
+    monkeypatch.setenv("GRAPH_ASCEND_SERVE_FLAGS", "--no-diagnosis-prefetch --max-index-memory-mb 64")
+    sidecar.channel()
+    with open(f"/proc/{sidecar.pid}/cmdline", "rb") as f:
+        args = f.read().split(b"\0")
+    assert b"--no-diagnosis-prefetch" in args
+    assert args[args.index(b"--max-index-memory-mb") + 1] == b"64"
+    assert sidecar.alive()

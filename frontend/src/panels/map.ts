@@ -3,7 +3,9 @@
  * run on one screen. Rows are the modules at the chosen depth in forward / backward / update bands,
  * columns the steps × ranks (or micro-batches): as many columns as the panel's width holds times
  * the zoom are asked for, the sidecar merging the rest to the worst rank. Drawn on a canvas, only
- * what is in view, so a thousand ranks × ten steps scroll as fast as two. A cell's colour is its
+ * what is in view: the cells are made once per map as pixels (one a cell, by chunks of lines) and a
+ * frame copies each line in view scaled up with one drawImage, so a frame's cost follows the lines
+ * in view, not the cells (a thousand ranks × ten steps scroll as fast as two). A cell's colour is its
  * output error over its tolerance on a log scale; a dark bar marks a cell holding a source, a pale
  * top half a cell whose error came from a peer rank; blank where a rank lacks the module. Hover
  * gives the numbers; a click on a cell (or "First source") opens that step and rank at that
@@ -27,18 +29,20 @@ import {
   mapLines,
   MAX_MAP_COLUMNS,
   MAX_ZOOM,
+  heldCells,
   NON_FINITE,
-  PALETTE,
-  ratioBucket,
-  ratioValue,
+  RASTER_ROWS,
+  rasterLines,
   scaleColor,
   stepSpans,
   UNCOMPARED,
   visibleRange,
   type DivergenceMapData,
   type DivergenceMapProgress,
+  type LineRaster,
   type MapLine,
   type MapView,
+  type Rgb,
 } from '../divergenceMap';
 import { h, option } from '../dom';
 import { t, type Key } from '../i18n';
@@ -49,6 +53,10 @@ const POLL_MS = 400;
 const ZOOM_SETTLE_MS = 350;
 /** Depths offered besides the repeated blocks. */
 const DEPTHS = [1, 2, 3, 4, 5, 6];
+/** Lines whose cells' pixels are made together (when the first of them comes into view). */
+const CHUNK_LINES = 64;
+/** The most cell pixels kept (4 bytes each); past it, chunks out of view are let go and made again when back. */
+const RASTER_BUDGET_PX = 1 << 25;
 
 /** One asked-for map: its answer, or the progress and the steps judged so far. */
 interface Loaded {
@@ -65,8 +73,26 @@ interface Colors {
   muted: string;
   band: string;
   grid: string;
-  mark: string;
+  /** A source's bar. */
+  mark: Rgb;
 }
+
+/** What a map's drawing keeps between frames: its lines, step spans and (by chunk) cell pixels' key. */
+interface Layout {
+  data: DivergenceMapData;
+  /** MapPanel.version when made. */
+  version: number;
+  mark: Rgb;
+  lines: MapLine[];
+  spans: [number, number, number][];
+  columns: number;
+}
+
+/** The pixels of CHUNK_LINES lines' cells (`rasterLines`), uploaded to a canvas to copy from. */
+type Chunk = Omit<LineRaster, 'rgba'> & { canvas: HTMLCanvasElement };
+
+const LIGHT: Colors = { bg: '#ffffff', text: '#1f1f1f', muted: '#6b6b6b', band: '#f0f0f0', grid: 'rgba(0,0,0,0.35)', mark: [17, 17, 17] };
+const DARK: Colors = { bg: '#141414', text: '#e6e6e6', muted: '#9a9a9a', band: '#262626', grid: 'rgba(255,255,255,0.35)', mark: [255, 255, 255] };
 
 export class MapPanel {
   /** The chosen depth (0: the repeated blocks), axis and zoom. */
@@ -83,12 +109,26 @@ export class MapPanel {
   private hover: { line: number; column: number } | null = null;
   private flash: { line: number; column: number } | null = null;
   private frame = 0;
+  /**
+   * Bumped whenever the lines drawn may change with the same map shown (a map or the steps judged
+   * so far arrive, a row is opened or closed, another depth, axis, zoom or width): the layout is made again.
+   */
+  private version = 0;
+  private layout: Layout | null = null;
+  private readonly chunks = new Map<number, Chunk>();
+  private chunkPixels = 0;
+  /** The map area's size (measured when it changes, not at each frame) and the spacer's. */
+  private areaW = 0;
+  private areaH = 0;
+  private spacerW = -1;
+  private spacerH = -1;
   /** Last drawn: lines, view, the map drawn (for the tests and the benchmark). */
   lines: MapLine[] = [];
   view: MapView = { cw: MAP_GEOMETRY.minCell, columns: 0, lines: 0, scrollX: 0, scrollY: 0 };
   drawn: DivergenceMapData | null = null;
-  /** Frames drawn (the benchmark counts them while scrolling). */
+  /** Frames drawn and the last one's drawing time in ms (the benchmark counts them while scrolling). */
   frames = 0;
+  lastDrawMs = 0;
 
   private readonly root: HTMLElement;
   private readonly controls: HTMLElement;
@@ -117,6 +157,7 @@ export class MapPanel {
     });
     this.scroller.addEventListener('click', (e) => void this.clicked(e));
     new ResizeObserver(() => {
+      this.measure();
       this.schedule();
       this.ensure();
     }).observe(this.area);
@@ -148,6 +189,21 @@ export class MapPanel {
   }
 
   private lastWidth = 600;
+
+  /** The area's size, read when it may have changed (resized, attached again). */
+  private measure(): void {
+    this.areaW = this.width();
+    this.areaH = this.area.isConnected ? this.area.clientHeight : 0;
+    // A width that asks for other columns asks for other deeper maps under opened rows (a drag that
+    // does not keeps the cells' pixels).
+    const columns = this.columns();
+    if (columns !== this.measuredColumns) {
+      this.measuredColumns = columns;
+      this.version++;
+    }
+  }
+
+  private measuredColumns = 0;
   /** The columns the width holds at zoom 1, as last asked for (0: not yet). */
   private fit = 0;
 
@@ -208,7 +264,10 @@ export class MapPanel {
         const p = await get('divergenceMap', { ...req, progress: true });
         if (done || !p.success) continue;
         entry.progress = p.progress ?? entry.progress;
-        if (p.data) entry.partial = p.data;
+        if (p.data) {
+          entry.partial = p.data;
+          this.version++;
+        }
         if (this.loaded.get(key) === entry) {
           this.renderStatus();
           this.schedule();
@@ -228,6 +287,7 @@ export class MapPanel {
       entry.data = r.data;
       entry.partial = null;
     }
+    this.version++;
     this.renderControls();
     this.renderStatus();
     this.schedule();
@@ -311,6 +371,7 @@ export class MapPanel {
     const size = contentSize(this.view);
     const frac = size.width > 0 ? (this.scroller.scrollLeft + this.scroller.clientWidth / 2) / size.width : 0;
     this.zoom = z;
+    this.version++;
     this.pendingScroll = frac;
     // Each zoom is another map for the sidecar: clicks in a row ask for the last one only (the map
     // shown meanwhile is the previous one, stretched).
@@ -323,6 +384,7 @@ export class MapPanel {
   private zoomTimer: ReturnType<typeof setTimeout> | undefined;
 
   private changed(): void {
+    this.version++;
     this.hover = null;
     this.ensure();
     this.renderControls();
@@ -341,10 +403,7 @@ export class MapPanel {
   }
 
   private colors(): Colors {
-    const dark = this.ctx.store.dark;
-    return dark
-      ? { bg: '#141414', text: '#e6e6e6', muted: '#9a9a9a', band: '#262626', grid: 'rgba(255,255,255,0.35)', mark: '#ffffff' }
-      : { bg: '#ffffff', text: '#1f1f1f', muted: '#6b6b6b', band: '#f0f0f0', grid: 'rgba(0,0,0,0.35)', mark: '#111111' };
+    return this.ctx.store.dark ? DARK : LIGHT;
   }
 
   /** The map drawn now: the chosen one, or the steps judged so far, or (until either comes) the one drawn before. */
@@ -353,12 +412,19 @@ export class MapPanel {
     return cur?.data ?? cur?.partial ?? this.drawn;
   }
 
-  /** Draw what is in view. */
+  /** Draw what is in view (timed for the benchmark). */
   draw(): void {
+    const t0 = performance.now();
+    this.paint();
+    this.lastDrawMs = performance.now() - t0;
+  }
+
+  private paint(): void {
     const data = this.shown();
     if (!this.area.isConnected) return;
-    const width = this.width();
-    const height = this.area.clientHeight;
+    if (!this.areaW || !this.areaH) this.measure();
+    const width = this.areaW;
+    const height = this.areaH;
     const dpr = window.devicePixelRatio || 1;
     if (this.canvas.width !== Math.round(width * dpr) || this.canvas.height !== Math.round(height * dpr)) {
       this.canvas.width = Math.round(width * dpr);
@@ -375,13 +441,16 @@ export class MapPanel {
     this.drawn = data;
     if (!data) {
       this.lines = [];
-      this.canvas.dataset.cells = '0';
+      this.setData('cells', 0);
       return;
     }
-    const lines = mapLines(data, this.open, (d) => this.loaded.get(this.keyOf(d))?.data ?? undefined);
+    const layout = this.layoutOf(data, c.mark);
+    const lines = layout.lines;
     const cw = cellWidth(width, data.columns.length, this.zoom);
     const size = contentSize({ cw, columns: data.columns.length, lines: lines.length });
-    if (this.spacer.style.width !== `${size.width}px` || this.spacer.style.height !== `${size.height}px`) {
+    if (this.spacerW !== size.width || this.spacerH !== size.height) {
+      this.spacerW = size.width;
+      this.spacerH = size.height;
       this.spacer.style.width = `${size.width}px`;
       this.spacer.style.height = `${size.height}px`;
     }
@@ -389,7 +458,9 @@ export class MapPanel {
       this.scroller.scrollLeft = Math.max(0, this.pendingScroll * size.width - this.scroller.clientWidth / 2);
       this.pendingScroll = null;
     }
-    const v: MapView = { cw, columns: data.columns.length, lines: lines.length, scrollX: this.scroller.scrollLeft, scrollY: this.scroller.scrollTop };
+    // Offsets on whole device pixels: the cells' copies stay sharp, and hit-testing reads the same offsets.
+    const snap = (x: number) => Math.round(x * dpr) / dpr;
+    const v: MapView = { cw, columns: data.columns.length, lines: lines.length, scrollX: snap(this.scroller.scrollLeft), scrollY: snap(this.scroller.scrollTop) };
     this.lines = lines;
     this.view = v;
     const { line0, line1, col0, col1 } = visibleRange(v, width, height);
@@ -397,60 +468,50 @@ export class MapPanel {
     const H = MAP_GEOMETRY.header;
     const R = MAP_GEOMETRY.row;
     const x0 = L - v.scrollX;
-    // Cells, one fill style per colour bucket.
-    const byBucket: number[][] = PALETTE.map(() => []);
-    const sources: number[] = [];
-    const peers: number[] = [];
-    let cells = 0;
     g.save();
     g.beginPath();
     g.rect(L, H, width - L, height - H);
     g.clip();
-    for (let i = line0; i < line1; i++) {
-      const line = lines[i];
-      const y = H + i * R - v.scrollY;
-      if (line.kind === 'band') {
-        g.fillStyle = c.band;
-        g.fillRect(L, y, width - L, R);
-        continue;
-      }
-      const row = line.row.cells;
-      for (let k = col0; k < col1; k++) {
-        const cell = row[k];
-        if (!cell || !cell.held) continue;
-        const x = x0 + k * v.cw;
-        byBucket[ratioBucket(ratioValue(cell.ratio))].push(x, y);
-        if (cell.sources > 0) sources.push(x, y);
-        if (cell.from_rank !== undefined && cell.from_rank !== null) peers.push(x, y);
-        cells++;
-      }
-    }
-    const w = Math.max(1, v.cw - (v.cw >= 5 ? 1 : 0));
+    // Cells: each line's row of pixels (one a cell) scaled to the cells' size in one copy, then the
+    // peers' pale top halves and the sources' dark bars the same way (drawImage, not a rectangle a cell).
+    const n = col1 - col0;
+    const dx = x0 + col0 * cw;
     const hh = R - 2;
-    byBucket.forEach((xy, b) => {
-      if (!xy.length) return;
-      g.fillStyle = PALETTE[b];
-      for (let j = 0; j < xy.length; j += 2) g.fillRect(xy[j], xy[j + 1] + 1, w, hh);
-    });
-    // A peer's error: the top half pale (drawn apart from the rank where it started).
-    g.fillStyle = 'rgba(255,255,255,0.6)';
-    for (let j = 0; j < peers.length; j += 2) g.fillRect(peers[j], peers[j + 1] + 1, w, hh / 2);
-    // A source inside: a dark bar along the cell's top.
-    g.fillStyle = c.mark;
-    for (let j = 0; j < sources.length; j += 2) g.fillRect(sources[j], sources[j + 1] + 1, w, 4);
+    let cells = 0;
+    g.imageSmoothingEnabled = false;
+    for (let i = line0; i < line1 && n > 0; i++) {
+      if (lines[i].kind !== 'row') continue;
+      const chunk = this.chunk(layout, Math.floor(i / CHUNK_LINES), line0, line1);
+      const at = i % CHUNK_LINES;
+      const sy = at * RASTER_ROWS;
+      const y = H + i * R - v.scrollY;
+      g.drawImage(chunk.canvas, col0, sy, n, 1, dx, y + 1, n * cw, hh);
+      if (chunk.peers[at]) g.drawImage(chunk.canvas, col0, sy + 1, n, 1, dx, y + 1, n * cw, hh / 2);
+      if (chunk.sources[at]) g.drawImage(chunk.canvas, col0, sy + 2, n, 1, dx, y + 1, n * cw, 4);
+      cells += heldCells(chunk, at, at + 1, col0, col1);
+    }
+    // Wide cells stand apart: a 1-pixel gap on each one's right, all in one path.
+    if (cw >= 5 && n > 0) {
+      g.fillStyle = c.bg;
+      g.beginPath();
+      for (let k = col0; k < col1; k++) g.rect(x0 + (k + 1) * cw - 1, H, 1, height - H);
+      g.fill();
+    }
+    g.fillStyle = c.band;
+    for (let i = line0; i < line1; i++) if (lines[i].kind === 'band') g.fillRect(L, H + i * R - v.scrollY, width - L, R);
     // Steps apart.
+    const spans = layout.spans;
     g.strokeStyle = c.grid;
     g.lineWidth = 1;
-    const spans = stepSpans(data.columns);
+    g.beginPath();
     for (const [, a] of spans) {
       if (a === 0) continue;
       const x = Math.round(x0 + a * v.cw) - 0.5;
       if (x < L || x > width) continue;
-      g.beginPath();
       g.moveTo(x, H);
       g.lineTo(x, height);
-      g.stroke();
     }
+    g.stroke();
     for (const mark of [this.flash, this.hover]) {
       if (!mark) continue;
       g.strokeStyle = mark === this.flash ? 'rgb(22,119,255)' : c.text;
@@ -476,7 +537,7 @@ export class MapPanel {
       g.fillText(label, xa + 3, H / 2);
       g.restore();
     }
-    // Row labels (sticky on the left).
+    // Row labels (sticky on the left), only the lines in view.
     g.fillStyle = c.bg;
     g.fillRect(0, H, L, height - H);
     g.save();
@@ -501,9 +562,59 @@ export class MapPanel {
     }
     g.restore();
     this.frames++;
-    this.canvas.dataset.cells = String(cells);
-    this.canvas.dataset.lines = String(lines.length);
-    this.canvas.dataset.columns = String(data.columns.length);
+    this.setData('cells', cells);
+    this.setData('lines', lines.length);
+    this.setData('columns', data.columns.length);
+  }
+
+  /** A data attribute of the canvas (for the tests and the benchmark), written only when it changes. */
+  private setData(name: 'cells' | 'lines' | 'columns', value: number): void {
+    if (this.dataShown[name] === value) return;
+    this.dataShown[name] = value;
+    this.canvas.dataset[name] = String(value);
+  }
+
+  private readonly dataShown: Record<'cells' | 'lines' | 'columns', number | undefined> = { cells: undefined, lines: undefined, columns: undefined };
+
+  /**
+   * The map's lines, step spans and cell pixels, made again only when the map drawn, its opened
+   * rows, the deeper maps or the mark colour change (not at each frame of a scroll).
+   */
+  private layoutOf(data: DivergenceMapData, mark: Rgb): Layout {
+    const l = this.layout;
+    if (l && l.data === data && l.version === this.version && l.mark === mark) return l;
+    this.chunks.clear();
+    this.chunkPixels = 0;
+    const lines = mapLines(data, this.open, (d) => this.loaded.get(this.keyOf(d))?.data ?? undefined);
+    this.layout = { data, version: this.version, mark, lines, spans: stepSpans(data.columns), columns: data.columns.length };
+    return this.layout;
+  }
+
+  /**
+   * The pixels of chunk `index` of the layout's lines (CHUNK_LINES lines), made when first in view.
+   * Past RASTER_BUDGET_PX the chunks made first are let go, save those in view (lines `line0`–`line1`).
+   */
+  private chunk(layout: Layout, index: number, line0: number, line1: number): Chunk {
+    const kept = this.chunks.get(index);
+    if (kept) return kept;
+    const from = index * CHUNK_LINES;
+    const r = rasterLines(layout.lines, layout.columns, from, from + CHUNK_LINES, layout.mark);
+    const canvas = document.createElement('canvas');
+    canvas.width = Math.max(1, r.columns);
+    canvas.height = Math.max(1, r.lines * RASTER_ROWS);
+    if (r.columns > 0 && r.lines > 0) canvas.getContext('2d')?.putImageData(new ImageData(r.rgba, r.columns, r.lines * RASTER_ROWS), 0, 0);
+    const chunk: Chunk = { canvas, columns: r.columns, lines: r.lines, held: r.held, peers: r.peers, sources: r.sources };
+    this.chunks.set(index, chunk);
+    this.chunkPixels += canvas.width * canvas.height;
+    const first = Math.floor(line0 / CHUNK_LINES);
+    const last = Math.floor(Math.max(line0, line1 - 1) / CHUNK_LINES);
+    for (const [k, old] of this.chunks) {
+      if (this.chunkPixels <= RASTER_BUDGET_PX) break;
+      if (k >= first && k <= last) continue;
+      this.chunks.delete(k);
+      this.chunkPixels -= old.canvas.width * old.canvas.height;
+    }
+    return chunk;
   }
 
   // ------------------------------------------------------------------ gestures
@@ -547,6 +658,7 @@ export class MapPanel {
     const line = hit ? this.lines[hit.line] : undefined;
     if (!hit || !line || line.kind !== 'row') return;
     if (hit.column === null) {
+      this.version++;
       if (this.open.has(line.key)) this.open.delete(line.key);
       else {
         this.open.add(line.key);

@@ -54,6 +54,12 @@ pub struct ServeArgs {
     /// together, in MB; the least recently used go first and are rebuilt when asked for again.
     #[arg(long, default_value_t = graph_ascend_service::DEFAULT_MAX_INDEX_BYTES >> 20)]
     pub max_index_memory_mb: usize,
+    /// Do not start a compare file's diagnosis when the page opens the file: only when the
+    /// Diagnosis panel asks for it (saves its CPU time and memory, about 3 s and the result kept
+    /// on a file of 1M nodes a side, for files whose panel is never opened; the panel's first
+    /// answer then waits for it).
+    #[arg(long)]
+    pub no_diagnosis_prefetch: bool,
     /// The page's build (index.html and assets/), inlined into the reports the page downloads
     /// (default: where the wheel installs it beside this binary, as `report` finds it).
     #[arg(long, value_name = "DIR")]
@@ -121,6 +127,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         State::with_max_conversions(logdir.clone(), args.max_conversions)
             .with_view_memory(view_bytes)
             .with_index_memory(index_bytes)
+            .with_diagnosis_prefetch(!args.no_diagnosis_prefetch)
             .with_page_assets(page_assets),
     );
     // What killed conversions and writers left in the logdir goes at start, in the background

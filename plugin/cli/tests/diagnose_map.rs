@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use graph_ascend_testkit::graph_copies;
 use rusqlite::Connection;
 use serde_json::Value;
 
@@ -19,30 +20,6 @@ fn json_of(args: &[&str]) -> Value {
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).expect("JSON")
-}
-
-/// Copies step 0 of every rank to steps `1..steps` (ids made unique).
-fn add_steps(db: &Connection, steps: i64) {
-    const COLUMNS: &str = "graph_id, node_order, node_name, node_type, up_node, sub_nodes, \
-        precision_index, overflow_level, micro_step_id, matched_node_link, stack_id, \
-        parallel_merge_info, matched_distributed, modified, input_data, output_data, \
-        data_source, dump_data_dir, is_distributed";
-    for step in 1..steps {
-        db.execute(
-            &format!(
-                "INSERT INTO tb_nodes (id, step, rank, {COLUMNS}) \
-                 SELECT id || '_s' || ?1, ?1, rank, {COLUMNS} FROM tb_nodes WHERE step = 0"
-            ),
-            [step],
-        )
-        .expect("copy step");
-    }
-    let list = (0..steps).map(|s| s.to_string()).collect::<Vec<_>>();
-    db.execute(
-        "UPDATE tb_config SET step_list = ?1",
-        [format!("[{}]", list.join(", "))],
-    )
-    .expect("config");
 }
 
 /// A stored statistic as a number (`None`: absent or not a number).
@@ -357,7 +334,7 @@ fn the_map_of_a_multi_step_multi_rank_file_equals_its_rows() {
     let path = unpack("compare_dist_ranks", dir.path());
     {
         let db = Connection::open(&path).expect("open");
-        add_steps(&db, 3);
+        graph_copies::copy_step_zero(&db, 3, false).expect("copy step 0");
         // Step 2 of rank 1 agrees with golden everywhere: the columns differ.
         db.execute(
             "UPDATE tb_nodes AS b SET output_data = n.output_data, input_data = n.input_data \

@@ -9,7 +9,9 @@
 //! new `.vis.db` through the same bulk writer, with their links filled in. The gathered file's
 //! indexes are not sorted again: each is the merge of the same index of every part (already
 //! sorted, rowids shifted by the rows of the parts before), written page by page as it comes
-//! ([`BulkWriter::create_sorted`]), so the gather's memory does not grow with the rows.
+//! ([`BulkWriter::create_sorted`]), so the gather's memory does not grow with the rows. The merge
+//! reads a bounded number of parts at once (`merge_index`), so its open files do not grow with
+//! the shards either.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -28,6 +30,7 @@ use graph_ascend_visdb::writer::{ConfigRow, NodeRow};
 use crate::diagnosis_table;
 use crate::distributed;
 use crate::error::ConvertError;
+use crate::open_files;
 use crate::output::output_file;
 use crate::part::{self, Manifest, PART_SUFFIX};
 
@@ -92,8 +95,10 @@ pub fn gather(parts: &[PathBuf], out: &Path) -> Result<PathBuf, ConvertError> {
         });
         written.and(read)
     })?;
+    // The parts read at once while their indexes are merged: the open files stay bounded.
+    let fan_in = open_files::budget();
     for spec in writer.sorted_node_indexes() {
-        merge_index(&found, &offsets, &spec, &mut writer)?;
+        merge_index(&found, &offsets, &spec, fan_in, &mut writer)?;
     }
     writer.insert_config(&config)?;
     if first.kind == "compare" {
@@ -133,13 +138,45 @@ fn row_offsets(found: &[(PathBuf, Manifest)]) -> Result<Vec<i64>, ConvertError> 
 
 /// Writes the index `spec` of the gathered file by merging the same index of every part: each
 /// is already sorted, so a k-way merge by (key, gathered rowid) gives the gathered file's order
-/// with one entry per part in memory (the writer keeps one page per level of the tree). One
-/// thread merges while this one writes.
+/// with one entry per part in memory (the writer keeps one page per level of the tree).
+///
+/// A part is read through an open SQLite connection (a file): at most `fan_in` parts are read
+/// at once. With more parts, each group of `fan_in` is merged into a sorted run of a temporary
+/// file beside the output ([`BulkWriter::begin_runs`]), and the runs, all read through that one
+/// file, are merged into the index: the open files stay bounded whatever the number of shards,
+/// for one more pass over the entries.
 fn merge_index(
     found: &[(PathBuf, Manifest)],
     offsets: &[i64],
     spec: &NodeIndexSpec,
+    fan_in: usize,
     writer: &mut BulkWriter,
+) -> Result<(), ConvertError> {
+    let mut index = writer.begin_sorted(spec);
+    if found.len() <= fan_in {
+        merge_parts(found, offsets, spec, |values, rowid| {
+            Ok(writer.push_sorted(&mut index, values, rowid)?)
+        })?;
+    } else {
+        let mut runs = writer.begin_runs()?;
+        for (parts, offsets) in found.chunks(fan_in).zip(offsets.chunks(fan_in)) {
+            merge_parts(parts, offsets, spec, |values, rowid| {
+                Ok(writer.push_run(&mut runs, values, rowid)?)
+            })?;
+            writer.end_run(&mut runs);
+        }
+        writer.merge_runs(&mut index, runs)?;
+    }
+    Ok(writer.end_sorted(index)?)
+}
+
+/// Hands `push` the entries of index `spec` of `found` (each part open at once), merged in
+/// order. One thread merges while this one pushes.
+fn merge_parts(
+    found: &[(PathBuf, Manifest)],
+    offsets: &[i64],
+    spec: &NodeIndexSpec,
+    mut push: impl FnMut(&[Value<'_>], i64) -> Result<(), ConvertError>,
 ) -> Result<(), ConvertError> {
     let (tx, rx) = sync_channel::<Vec<Entry>>(4);
     std::thread::scope(|scope| {
@@ -147,7 +184,6 @@ fn merge_index(
         let send = move |batch| tx.send(batch).is_ok();
         let reader = scope.spawn(move || merge_entries(found, offsets, spec, send));
         let written = (|| -> Result<(), ConvertError> {
-            let mut index = writer.begin_sorted(spec);
             for batch in rx {
                 for (values, rowid) in &batch {
                     // Blobs were refused when read (`merge_entries`).
@@ -155,10 +191,10 @@ fn merge_index(
                         .iter()
                         .map(|v| Value::from_sql(v).unwrap_or(Value::Null))
                         .collect();
-                    writer.push_sorted(&mut index, &values, *rowid)?;
+                    push(&values, *rowid)?;
                 }
             }
-            Ok(writer.end_sorted(index)?)
+            Ok(())
         })();
         // On a write error `rx` is gone, so the reader stops at its next batch; on a read
         // error the writer sees too few entries, and the reader's error is the one to report.

@@ -53,7 +53,7 @@ impl OpenFiles {
     /// The process's pool, sized from the soft limit of open files.
     pub(crate) fn global() -> &'static OpenFiles {
         static POOL: OnceLock<OpenFiles> = OnceLock::new();
-        POOL.get_or_init(|| OpenFiles::with_capacity(capacity_for(soft_limit())))
+        POOL.get_or_init(|| OpenFiles::with_capacity(budget()))
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -99,6 +99,12 @@ impl OpenFiles {
     pub(crate) fn len(&self) -> usize {
         self.state().files.len()
     }
+}
+
+/// The files a task of this process may hold open at once: the pool's size, and the parts
+/// the gather reads at once ([`crate::gather`]).
+pub(crate) fn budget() -> usize {
+    capacity_for(soft_limit())
 }
 
 /// The pool's size for a soft limit of `limit` open files (`None`: no limit).

@@ -29,7 +29,7 @@ use crate::entry::{
     shared_name, DtypeClass, Entry, EntryName, Extra, Kind, Role, Stats, TensorMetrics,
 };
 use crate::error::DiagnoseError;
-use crate::graph::{Direction, Entries, NameIndex, Node, SideGraph};
+use crate::graph::{Direction, Node, NodeRef, SideGraph};
 
 /// The form's version (part 0's first number); another version is read as absent.
 pub const VERSION: u64 = 1;
@@ -55,16 +55,12 @@ pub fn encode_side(side: &SideGraph, partners: Option<&[Option<u32>]>) -> Vec<Ve
     });
     head.byte(u8::from(partners.is_some()));
     let mut parts = vec![head.0];
-    for (chunk, first) in side
-        .nodes
-        .chunks(NODES_PER_PART)
-        .zip((0..).step_by(NODES_PER_PART))
-    {
+    for first in (0..side.nodes.len()).step_by(NODES_PER_PART) {
         let mut out = Out::default();
         let mut names: Vec<&str> = Vec::new();
-        for (k, node) in chunk.iter().enumerate() {
-            let partner = partners.map(|p| p.get(first + k).copied().flatten());
-            encode_node(&mut out, &mut names, node, partner);
+        for k in first..(first + NODES_PER_PART).min(side.nodes.len()) {
+            let partner = partners.map(|p| p.get(k).copied().flatten());
+            encode_node(&mut out, &mut names, side.node(k as u32), partner);
         }
         parts.push(out.0);
     }
@@ -74,10 +70,10 @@ pub fn encode_side(side: &SideGraph, partners: Option<&[Option<u32>]>) -> Vec<Ve
 fn encode_node<'n>(
     out: &mut Out,
     names: &mut Vec<&'n str>,
-    node: &'n Node,
+    node: NodeRef<'n>,
     partner: Option<Option<u32>>,
 ) {
-    out.text(&node.name);
+    out.text(node.name());
     out.opt(node.parent);
     out.i(i64::from(node.node_type));
     out.i(node.micro_step);
@@ -108,32 +104,32 @@ fn encode_node<'n>(
 }
 
 fn encode_entry<'n>(out: &mut Out, names: &mut Vec<&'n str>, e: &'n Entry) {
-    match names.iter().position(|&n| n == &*e.name) {
+    match names.iter().position(|&n| n == e.name()) {
         Some(i) => out.u(i as u64 + 1),
         None => {
             out.u(0);
-            out.text(&e.name);
-            names.push(&e.name);
+            out.text(e.name());
+            names.push(e.name());
         }
     }
-    let role = match e.role {
+    let role = match e.role() {
         Role::Input => 0,
         Role::Parameter => 1,
         Role::Output => 2,
     };
-    let kind = match e.kind {
+    let kind = match e.kind() {
         Kind::Tensor => 0,
         Kind::Scalar => 1,
         Kind::Ignored => 2,
     };
     out.byte(
         role | kind << 2
-            | u8::from(e.torch_dtype) << 4
+            | u8::from(e.torch_dtype()) << 4
             | u8::from(e.value().is_some()) << 5
             | u8::from(e.md5().is_some()) << 6
             | u8::from(e.metrics().is_some()) << 7,
     );
-    out.byte(DTYPES.iter().position(|&d| d == e.dtype).unwrap_or(0) as u8);
+    out.byte(DTYPES.iter().position(|&d| d == e.dtype()).unwrap_or(0) as u8);
     out.numbers(&e.stats.all());
     if let Some(v) = e.value() {
         out.text(v);
@@ -144,7 +140,7 @@ fn encode_entry<'n>(out: &mut Out, names: &mut Vec<&'n str>, e: &'n Entry) {
     if let Some(m) = e.metrics() {
         out.numbers(&[m.cosine, m.max_abs_err]);
     }
-    out.0.extend_from_slice(&e.shape.to_le_bytes());
+    out.0.extend_from_slice(&e.shape().to_le_bytes());
 }
 
 /// The dtype classes by their number in the form.
@@ -302,7 +298,9 @@ pub struct DecodedSide {
 
 /// One side read back from its parts, given one at a time in part order.
 pub struct SideDecoder {
-    nodes: Vec<Node>,
+    side: SideGraph,
+    /// Each node's entries while it is read.
+    entries: Vec<Entry>,
     /// The rows the side has: part 0 must say as many nodes.
     rows: usize,
     /// Whether part 0 was read.
@@ -317,7 +315,8 @@ impl SideDecoder {
     /// A decoder of a side of `rows` rows.
     pub fn new(rows: usize) -> SideDecoder {
         SideDecoder {
-            nodes: Vec::new(),
+            side: SideGraph::default(),
+            entries: Vec::new(),
             rows,
             started: false,
             root: None,
@@ -352,17 +351,16 @@ impl SideDecoder {
                 _ => return Err(Corrupt),
             };
             // Sized once: as many nodes as the graph has rows.
-            self.nodes.reserve_exact(n);
+            self.side = SideGraph::with_capacity(n);
             self.started = true;
         } else {
-            let left = n - self.nodes.len();
+            let left = n - self.side.nodes.len();
             if left == 0 {
                 return Err(Corrupt);
             }
             let mut names: Vec<EntryName> = Vec::new();
             for _ in 0..left.min(NODES_PER_PART) {
-                let node = self.node(&mut r, n, &mut names)?;
-                self.nodes.push(node);
+                self.node(&mut r, n, &mut names)?;
             }
         }
         if r.done() {
@@ -377,8 +375,8 @@ impl SideDecoder {
         r: &mut In<'_>,
         n: usize,
         names: &mut Vec<EntryName>,
-    ) -> Result<Node, Corrupt> {
-        let name: Box<str> = r.text()?.into();
+    ) -> Result<(), Corrupt> {
+        let name = r.text()?;
         let parent = r.opt(n)?;
         let node_type = i32::try_from(r.i()?).map_err(|_| Corrupt)?;
         let micro_step = r.i()?;
@@ -409,46 +407,39 @@ impl SideDecoder {
             // Checked against the golden side once it is read.
             partners.push(r.opt(u32::MAX as usize)?);
         }
-        // Inputs and outputs in one vector, sized exactly for each (the node keeps it as it is).
-        let mut entries: Vec<Entry> = Vec::new();
+        // Inputs then outputs, into the side's entries.
         let mut read_entries = |entries: &mut Vec<Entry>| -> Result<usize, Corrupt> {
             let count = r.count()?;
-            entries.reserve_exact(count);
             for _ in 0..count {
                 entries.push(entry(r, names)?);
             }
             Ok(count)
         };
-        let inputs = read_entries(&mut entries)?;
-        read_entries(&mut entries)?;
-        let entries = Entries::split(entries, inputs);
-        Ok(Node {
-            name,
-            parent,
-            children: children.into(),
-            node_type,
-            entries,
-            peers,
-            direction,
-            param_grad: flags & 4 != 0,
-            micro_step,
-        })
+        self.entries.clear();
+        let inputs = read_entries(&mut self.entries)?;
+        read_entries(&mut self.entries)?;
+        let mut node = Node::new(node_type, direction, flags & 4 != 0, micro_step);
+        node.parent = parent;
+        node.children = children.into();
+        node.peers = peers;
+        self.side
+            .push(name, node, self.entries.drain(..), inputs)
+            .map_err(|_| Corrupt)?;
+        Ok(())
     }
 
     /// The side, once every part was read, and the partners it carries (the target side's,
     /// not yet checked against the golden side).
     pub fn finish(self) -> Result<DecodedSide, Corrupt> {
-        if !self.started || self.rows != self.nodes.len() {
+        if !self.started || self.rows != self.side.nodes.len() {
             return Err(Corrupt);
         }
-        let by_name = NameIndex::build(&self.nodes);
+        let mut side = self.side;
+        side.index_names();
+        side.root = self.root;
+        side.torch = self.torch;
         Ok(DecodedSide {
-            side: SideGraph {
-                nodes: self.nodes,
-                by_name,
-                root: self.root,
-                torch: self.torch,
-            },
+            side,
             partners: self.partners,
         })
     }
@@ -501,16 +492,16 @@ fn entry(r: &mut In<'_>, names: &mut Vec<EntryName>) -> Result<Entry, Corrupt> {
         None
     };
     let shape = u64::from_le_bytes(r.take(8)?.try_into().map_err(|_| Corrupt)?);
-    Ok(Entry {
-        name,
+    Ok(Entry::new(
+        &name,
         role,
         kind,
         dtype,
-        stats: Stats::new(max, min, mean, norm),
-        extra: Extra::new(value, md5, metrics),
+        flags & 1 << 4 != 0,
+        Stats::new(max, min, mean, norm),
         shape,
-        torch_dtype: flags & 1 << 4 != 0,
-    })
+        Extra::new(value, md5, metrics),
+    ))
 }
 
 /// Reads one side from the table; `None` when its parts do not decode or do not match the
@@ -540,22 +531,12 @@ mod tests {
 
     /// A side of three nodes with every kind of field set somewhere.
     fn side() -> SideGraph {
-        let node = |name: &str, parent, children: Vec<u32>| Node {
-            name: name.into(),
-            parent,
-            children: children.into(),
-            node_type: 1,
-            entries: Entries::default(),
-            peers: Default::default(),
-            direction: Direction::Forward,
-            param_grad: false,
-            micro_step: 0,
+        let node = |parent, children: Vec<u32>| {
+            let mut node = Node::new(1, Direction::Forward, false, 0);
+            node.parent = parent;
+            node.children = children.into();
+            node
         };
-        let mut nodes = vec![
-            node("root", None, vec![1, 2]),
-            node("a.forward", Some(0), vec![]),
-            node("b.backward", Some(0), vec![]),
-        ];
         let inputs = parse_entries_text(
             "a.forward",
             r#"{"a.forward.input.0": {"type": "torch.Tensor", "dtype": "torch.bfloat16",
@@ -567,21 +548,24 @@ mod tests {
         )
         .expect("entries");
         let mut outputs = inputs.clone();
-        outputs[1].extra = Extra::new(Some(Text::from("ä")), None, None);
-        nodes[1].entries = Entries::new(inputs, Vec::new());
-        nodes[2].entries = Entries::new(Vec::new(), outputs);
-        nodes[2].direction = Direction::Update;
-        nodes[2].param_grad = true;
-        nodes[2].micro_step = -3;
-        nodes[2].node_type = 9;
-        nodes[2].peers = vec![(7, "Distributed.recv.0.forward".into())].into();
-        let by_name = NameIndex::build(&nodes);
-        SideGraph {
-            nodes,
-            by_name,
-            root: Some(0),
-            torch: Some(true),
-        }
+        outputs[1] = outputs[1].with_extra(Extra::new(Some(Text::from("ä")), None, None));
+        let mut last = node(Some(0), vec![]);
+        last.direction = Direction::Update;
+        last.param_grad = true;
+        last.micro_step = -3;
+        last.node_type = 9;
+        last.peers = vec![(7, "Distributed.recv.0.forward".into())].into();
+        let mut side = SideGraph::with_capacity(3);
+        let count = inputs.len();
+        side.push("root", node(None, vec![1, 2]), [], 0)
+            .expect("small");
+        side.push("a.forward", node(Some(0), vec![]), inputs, count)
+            .expect("small");
+        side.push("b.backward", last, outputs, 0).expect("small");
+        side.index_names();
+        side.root = Some(0);
+        side.torch = Some(true);
+        side
     }
 
     fn decode(rows: usize, parts: &[Vec<u8>]) -> Result<DecodedSide, Corrupt> {
@@ -601,7 +585,10 @@ mod tests {
             side: back,
             partners: back_partners,
         } = decode(3, &parts).expect("decodes");
-        let shown = |g: &SideGraph| format!("{:?} {:?} {:?}", g.nodes, g.root, g.torch);
+        let shown = |g: &SideGraph| {
+            let nodes: Vec<_> = g.iter().collect();
+            format!("{nodes:?} {:?} {:?}", g.root, g.torch)
+        };
         assert_eq!(shown(&back), shown(&side));
         assert_eq!(back_partners.as_deref(), Some(&partners[..]));
         assert_eq!(back.find("b.backward"), Some(2));
@@ -613,9 +600,12 @@ mod tests {
     #[test]
     fn parts_split_at_the_part_size() {
         let mut side = side();
-        let extra = side.nodes[1].clone();
-        side.nodes
-            .extend(std::iter::repeat_n(extra, NODES_PER_PART + 5));
+        let (extra, inputs) = (side.nodes[1].clone(), side.inputs(1).to_vec());
+        for _ in 0..NODES_PER_PART + 5 {
+            let count = inputs.len();
+            side.push("a.forward", extra.clone(), inputs.clone(), count)
+                .expect("small");
+        }
         let parts = encode_side(&side, None);
         assert_eq!(parts.len(), 3);
         let n = side.nodes.len();

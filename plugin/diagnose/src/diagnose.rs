@@ -208,7 +208,7 @@ pub fn sources_inside<'a>(data: &RankData, sources: impl IntoIterator<Item = &'a
 /// between frameworks (fused or decomposed gradients, other shapes): across MindSpore and
 /// PyTorch only modules' gradients compare.
 fn comparable(data: &RankData, i: u32) -> bool {
-    let n = &data.npu.nodes[i as usize];
+    let n = data.npu.node(i);
     !(n.node_type == 1 && n.direction == Direction::Backward && data.cross_framework())
 }
 
@@ -271,22 +271,22 @@ fn step_check(step: i64, ranks: &[RankJudgements<'_>]) -> StepCheck {
 /// are not activations: a weight that holds inf/NaN is named as the cause.
 fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
     for &i in order {
-        let n = &data.npu.nodes[i as usize];
+        let n = data.npu.node(i);
         if n.param_grad || !judge::has_non_finite(n.outputs(), &[Role::Output]) {
             continue;
         }
-        let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+        let parent = n.parent.map(|p| data.npu.node(p));
         let api = if n.node_type == 1 {
-            crate::api::api_name(&n.name).unwrap_or("")
+            crate::api::api_name(n.name()).unwrap_or("")
         } else {
             ""
         };
         let is_weight = |e: &crate::entry::Entry| {
-            e.role == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
+            e.role() == Role::Parameter || judge::weight_name(n, api, parent, e).is_some()
         };
         let activation_non_finite = n.inputs().iter().any(|e| {
-            e.kind == Kind::Tensor
-                && e.role == Role::Input
+            e.kind() == Kind::Tensor
+                && e.role() == Role::Input
                 && !is_weight(e)
                 && e.stats.has_non_finite()
         });
@@ -295,7 +295,7 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         }
         let partner = data.partner(i);
         if let Some(b) = partner {
-            if judge::has_non_finite(data.bench.nodes[b as usize].outputs(), &[Role::Output]) {
+            if judge::has_non_finite(data.bench.outputs(b), &[Role::Output]) {
                 continue;
             }
         }
@@ -303,16 +303,16 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
             .outputs()
             .iter()
             .find(|e| e.stats.has_non_finite())
-            .map(|e| (*e.name).into());
+            .map(|e| (*e.name()).into());
         let mut parts: Vec<ReasonPart> = n
             .inputs()
             .iter()
-            .filter(|e| e.kind == Kind::Tensor && is_weight(e))
+            .filter(|e| e.kind() == Kind::Tensor && is_weight(e))
             .filter_map(|e| {
                 let stat = judge::non_finite_stat(&e.stats, &crate::entry::Stats::default())?;
-                let name = match e.role {
-                    Role::Parameter => e.name.strip_prefix("parameters.").unwrap_or(&e.name),
-                    _ => judge::weight_name(n, api, parent, e).unwrap_or(&e.name),
+                let name = match e.role() {
+                    Role::Parameter => e.name().strip_prefix("parameters.").unwrap_or(e.name()),
+                    _ => judge::weight_name(n, api, parent, e).unwrap_or(e.name()),
                 };
                 Some(ReasonPart::ParameterNonFinite {
                     name: name.into(),
@@ -327,7 +327,7 @@ fn first_non_finite(data: &RankData, order: &[u32]) -> Option<NonFinite> {
         return Some(NonFinite {
             step: data.step,
             rank: data.rank,
-            node: n.name.to_string(),
+            node: n.name().to_string(),
             direction: n.direction,
             matched: partner.is_some(),
             reason: reason::sentence(&parts),
@@ -501,13 +501,13 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
             {
                 continue;
             }
-            let n = &data.npu.nodes[i as usize];
+            let n = data.npu.node(i);
             let direction = n.direction;
             if !comparable(data, i) {
                 continue;
             }
             if direction == Direction::Backward {
-                let twin_differs = forward_twin(&n.name)
+                let twin_differs = forward_twin(n.name())
                     .and_then(|t| data.npu.find(&t))
                     .is_some_and(|t| r.flag(t, Flags::DIFFERS));
                 if twin_differs {
@@ -522,7 +522,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                     peer_inheritance.push(PeerInheritance {
                         step: data.step,
                         rank: data.rank,
-                        node: n.name.to_string(),
+                        node: n.name().to_string(),
                         from_rank: peer.0,
                         from_node: peer.1,
                     });
@@ -530,7 +530,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                 }
             }
             if let Some(&g) = group_of.get(&i) {
-                sources[g].3.enclosing.push(n.name.to_string());
+                sources[g].3.enclosing.push(n.name().to_string());
                 continue;
             }
             if kind != SourceKind::Cause {
@@ -538,7 +538,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                     peer_inheritance.push(PeerInheritance {
                         step: data.step,
                         rank: data.rank,
-                        node: n.name.to_string(),
+                        node: n.name().to_string(),
                         from_rank: peer.0,
                         from_node: peer.1.clone(),
                     });
@@ -552,7 +552,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
             }
             let golden = data
                 .partner(i)
-                .map(|b| data.bench.nodes[b as usize].name.to_string())
+                .map(|b| data.bench.name(b).to_string())
                 .unwrap_or_default();
             sources.push((
                 direction,
@@ -561,7 +561,7 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                 Source {
                     step: data.step,
                     rank: data.rank,
-                    node: n.name.to_string(),
+                    node: n.name().to_string(),
                     golden_node: golden,
                     direction,
                     reason: reason::sentence(&parts),
@@ -602,12 +602,12 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
 
 /// For a communication op: a peer (rank, node) whose activation inputs already differ.
 fn bad_peer(
-    n: &crate::load::Node,
+    n: crate::load::NodeRef<'_>,
     _step: i64,
     judged: &[RankJudgements<'_>],
     by_rank: &HashMap<i64, usize>,
 ) -> Option<(i64, String)> {
-    if !n.name.starts_with("Distributed.") {
+    if !n.name().starts_with("Distributed.") {
         return None;
     }
     for (rank, node) in &n.peers {
@@ -641,6 +641,9 @@ pub fn diagnose(file: &CompareFile, opts: &Options) -> Result<Diagnosis, Diagnos
 pub(crate) trait StepVisitor {
     /// `read` of the `total` graphs (a step and rank) to judge are read.
     fn graph_read(&mut self, _read: usize, _total: usize) {}
+    /// The graph of the rank at `position` among the step's ranks is read (told before
+    /// [`StepVisitor::graph_read`], in the order the graphs arrive, before the step is judged).
+    fn graph_loaded(&mut self, _position: usize, _data: &RankData) {}
     /// A step is judged: every rank's judgements and the step's own sources and peer inheritance.
     fn step(&mut self, ranks: &[RankJudgements<'_>], step: &Diagnosis);
 }
@@ -655,7 +658,8 @@ impl<F: FnMut(&[RankJudgements<'_>], &Diagnosis)> StepVisitor for F {
 /// Threads that read a step's graphs at most (each with its own connection to the file).
 const MAX_READERS: usize = 4;
 
-/// The graphs of `step`, `ranks` in order, calling `read` after each. A step of several ranks is
+/// The graphs of `step`, `ranks` in order, calling `read` after each with its position among
+/// `ranks` (and the graph, when it could be read), in the order they arrive. A step of several ranks is
 /// read on up to [`MAX_READERS`] threads (no more than the cores), each with its own connection
 /// in `readers` (opened on first use, kept for the next steps); one rank is read here.
 fn read_step(
@@ -663,7 +667,7 @@ fn read_step(
     readers: &mut Vec<CompareFile>,
     step: i64,
     ranks: &[i64],
-    read: &mut dyn FnMut(),
+    read: &mut dyn FnMut(usize, Option<&RankData>),
 ) -> Result<Vec<RankData>, DiagnoseError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -672,9 +676,10 @@ fn read_step(
     if threads <= 1 {
         return ranks
             .iter()
-            .map(|&rank| {
+            .enumerate()
+            .map(|(k, &rank)| {
                 let data = file.load(step, rank);
-                read();
+                read(k, data.as_ref().ok());
                 data
             })
             .collect();
@@ -701,8 +706,8 @@ fn read_step(
         }
         drop(tx);
         for (k, data) in rx {
+            read(k, data.as_ref().ok());
             out[k] = Some(data);
-            read();
         }
     });
     out.into_iter()
@@ -738,8 +743,11 @@ pub(crate) fn diagnose_visiting(
     let mut updated = false;
     let mut readers = Vec::new();
     for (step, ranks) in graphs {
-        let data = read_step(file, &mut readers, step, &ranks, &mut || {
+        let data = read_step(file, &mut readers, step, &ranks, &mut |position, graph| {
             read += 1;
+            if let Some(graph) = graph {
+                visit.graph_loaded(position, graph);
+            }
             visit.graph_read(read, total);
         })?;
         let step_opts = step_options(file.mode(), opts, &data);

@@ -179,39 +179,197 @@ pub struct TensorMetrics {
     pub max_abs_err: Option<f64>,
 }
 
-/// One entry, as the rules see it.
-#[derive(Debug, Clone, PartialEq)]
+/// One entry, as the rules see it: 40 bytes (a 1M-node compare holds millions).
+///
+/// Its statistics are its own; its key, role, kind, dtype, shape and the rare fields
+/// ([`Entry::value`], [`Entry::md5`], [`Entry::metrics`]) are behind one shared pointer: a
+/// graph's entries have few distinct keys with few distinct kinds, dtypes and shapes (its layers
+/// repeat), and an entry holding a rare field has one of its own.
+#[derive(Clone, PartialEq)]
 pub struct Entry {
-    /// The key without the node's name: `input.0`, `input.eps`, `parameters.weight`, `output.0`.
-    pub name: EntryName,
-    pub role: Role,
-    pub kind: Kind,
-    pub dtype: DtypeClass,
-    /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
-    pub torch_dtype: bool,
     pub stats: Stats,
-    /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent. Only compared
-    /// for equality.
-    pub shape: u64,
-    /// A scalar's value, the md5, the tensor-mode metrics ([`Entry::value`], [`Entry::md5`],
-    /// [`Entry::metrics`]).
-    pub extra: Extra,
+    tail: Tail,
+}
+
+/// What an entry shares with the other entries of its key, kind and shape (see [`Entry`]).
+#[derive(Clone, PartialEq)]
+struct Tail(Arc<TailFields>);
+
+#[derive(Debug, PartialEq)]
+struct TailFields {
+    /// The key without the node's name: `input.0`, `input.eps`, `parameters.weight`, `output.0`.
+    name: EntryName,
+    /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent.
+    shape: u64,
+    role: Role,
+    kind: Kind,
+    dtype: DtypeClass,
+    /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
+    torch_dtype: bool,
+    /// A scalar's value, the md5, the tensor-mode metrics.
+    extra: Extra,
+}
+
+impl Tail {
+    /// The tail of these fields: without rare fields, the same one as the last entries of
+    /// those fields read on this thread (a bounded set of recent ones), so that the million
+    /// `input.0`s of one shape of a large side share one.
+    fn of(
+        name: &str,
+        shape: u64,
+        role: Role,
+        kind: Kind,
+        dtype: DtypeClass,
+        torch_dtype: bool,
+        extra: Extra,
+    ) -> Tail {
+        use std::cell::RefCell;
+        use std::hash::BuildHasher;
+        /// Tails remembered per thread; the set starts again when full.
+        const RECENT: usize = 4096;
+        thread_local! {
+            static RECENT_TAILS: RefCell<foldhash::HashMap<u64, Tail>> = RefCell::default();
+        }
+        let tail = |name: EntryName, extra: Extra| {
+            Tail(Arc::new(TailFields {
+                name,
+                shape,
+                role,
+                kind,
+                dtype,
+                torch_dtype,
+                extra,
+            }))
+        };
+        if extra.0.is_some() {
+            return tail(shared_name(name), extra);
+        }
+        let same = |t: &Tail| {
+            let f = &t.0;
+            *f.name == *name
+                && f.shape == shape
+                && f.role == role
+                && f.kind == kind
+                && f.dtype == dtype
+                && f.torch_dtype == torch_dtype
+                && f.extra.0.is_none()
+        };
+        let key = foldhash::fast::FixedState::with_seed(0x7a11).hash_one((
+            name,
+            shape,
+            role as u8,
+            kind as u8,
+            dtype as u8,
+            torch_dtype,
+        ));
+        RECENT_TAILS.with_borrow_mut(|recent| {
+            if let Some(found) = recent.get(&key) {
+                if same(found) {
+                    return found.clone();
+                }
+                // Another tail of the same hash: this one is not shared.
+                return tail(shared_name(name), extra);
+            }
+            if recent.len() >= RECENT {
+                recent.clear();
+            }
+            let shared = tail(shared_name(name), extra);
+            recent.insert(key, shared.clone());
+            shared
+        })
+    }
 }
 
 impl Entry {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: &str,
+        role: Role,
+        kind: Kind,
+        dtype: DtypeClass,
+        torch_dtype: bool,
+        stats: Stats,
+        shape: u64,
+        extra: Extra,
+    ) -> Entry {
+        Entry {
+            stats,
+            tail: Tail::of(name, shape, role, kind, dtype, torch_dtype, extra),
+        }
+    }
+
+    /// The key without the node's name: `input.0`, `input.eps`, `parameters.weight`, `output.0`.
+    pub fn name(&self) -> &str {
+        &self.tail.0.name
+    }
+
+    /// A hash of the shape as written without spaces (`[2,16]`); 0 when absent. Only compared
+    /// for equality.
+    pub fn shape(&self) -> u64 {
+        self.tail.0.shape
+    }
+
+    pub fn role(&self) -> Role {
+        self.tail.0.role
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.tail.0.kind
+    }
+
+    pub fn dtype(&self) -> DtypeClass {
+        self.tail.0.dtype
+    }
+
+    /// The dtype is spelled the PyTorch way (`torch.float32`), not MindSpore's (`Float32`).
+    pub fn torch_dtype(&self) -> bool {
+        self.tail.0.torch_dtype
+    }
+
+    /// The same entry with `extra` as its rare fields.
+    pub fn with_extra(&self, extra: Extra) -> Entry {
+        let f = &self.tail.0;
+        Entry::new(
+            &f.name,
+            f.role,
+            f.kind,
+            f.dtype,
+            f.torch_dtype,
+            self.stats,
+            f.shape,
+            extra,
+        )
+    }
+
     /// A scalar's value as text.
     pub fn value(&self) -> Option<&str> {
-        self.extra.0.as_ref()?.value.as_deref()
+        self.tail.0.extra.0.as_ref()?.value.as_deref()
     }
 
     /// The md5 (CRC32) text in md5 mode.
     pub fn md5(&self) -> Option<&str> {
-        self.extra.0.as_ref()?.md5.as_deref()
+        self.tail.0.extra.0.as_ref()?.md5.as_deref()
     }
 
     /// Tensor-mode metrics, when stored.
     pub fn metrics(&self) -> Option<&TensorMetrics> {
-        self.extra.0.as_ref()?.metrics.as_ref()
+        self.tail.0.extra.0.as_ref()?.metrics.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.tail.0;
+        f.debug_struct("Entry")
+            .field("name", &t.name)
+            .field("role", &t.role)
+            .field("kind", &t.kind)
+            .field("dtype", &t.dtype)
+            .field("torch_dtype", &t.torch_dtype)
+            .field("stats", &self.stats)
+            .field("shape", &t.shape)
+            .field("extra", &t.extra)
+            .finish()
     }
 }
 
@@ -836,20 +994,21 @@ fn entry(node: &str, key: &str, in_output_data: bool, f: &impl Fields) -> Entry 
         Kind::Scalar => f.text("value").or_else(|| f.text("Max")),
         _ => None,
     };
-    Entry {
-        name: shared_name(name),
+    let dtype = if kind == Kind::Scalar {
+        DtypeClass::Exact
+    } else {
+        DtypeClass::of(dtype_text)
+    };
+    Entry::new(
+        name,
         role,
         kind,
-        dtype: if kind == Kind::Scalar {
-            DtypeClass::Exact
-        } else {
-            DtypeClass::of(dtype_text)
-        },
+        dtype,
+        dtype_text.starts_with("torch."),
         stats,
-        extra: Extra::new(value, f.text("md5"), metrics),
-        shape: f.str("shape").map_or(0, shape_hash),
-        torch_dtype: dtype_text.starts_with("torch."),
-    }
+        f.str("shape").map_or(0, shape_hash),
+        Extra::new(value, f.text("md5"), metrics),
+    )
 }
 
 #[cfg(test)]
@@ -872,10 +1031,10 @@ mod tests {
         let slow = parse_entries("N.0.forward", tree.as_object().unwrap(), false);
         assert_eq!(fast.len(), 5);
         for (a, b) in fast.iter().zip(&slow) {
-            assert_eq!(a.name, b.name);
+            assert_eq!(a.name(), b.name());
             assert_eq!(
-                (a.role, a.kind, a.dtype, a.shape),
-                (b.role, b.kind, b.dtype, b.shape)
+                (a.role(), a.kind(), a.dtype(), a.shape()),
+                (b.role(), b.kind(), b.dtype(), b.shape())
             );
             assert_eq!(format!("{:?}", a.stats), format!("{:?}", b.stats));
             assert_eq!(a.md5(), b.md5());
@@ -903,7 +1062,7 @@ mod tests {
         assert!(parse_entries_text_into("N", first, false, &mut out));
         assert!(parse_entries_text_into("N", mixed, true, &mut out));
         assert!(!parse_entries_text_into("N", refused, true, &mut out));
-        let names: Vec<&str> = out.iter().map(|e| &*e.name).collect();
+        let names: Vec<&str> = out.iter().map(|e| e.name()).collect();
         assert_eq!(names, ["input.0", "output.0", "output.1"]);
         assert_eq!(out[2].stats.max(), Some(3.0));
         assert_eq!(out[2].stats.min(), Some(0.0));
@@ -1105,8 +1264,10 @@ mod tests {
             "F.layer_norm.0.forward.input.3": {"value": "null"}
         });
         let entries = parse_entries("F.layer_norm.0.forward", data.as_object().unwrap(), false);
-        let kinds: Vec<(&str, Role, Kind)> =
-            entries.iter().map(|e| (&*e.name, e.role, e.kind)).collect();
+        let kinds: Vec<(&str, Role, Kind)> = entries
+            .iter()
+            .map(|e| (e.name(), e.role(), e.kind()))
+            .collect();
         assert_eq!(
             kinds,
             vec![

@@ -90,11 +90,11 @@ fn verdicts(mode: Mode, r: &RankJudgements<'_>, d: &Diagnosis) -> HashMap<String
             },
         );
     }
-    for (i, node) in r.data.npu.nodes.iter().enumerate() {
+    for (i, node) in r.data.npu.iter().enumerate() {
         let Some(j) = r.judgement(i as u32) else {
             continue;
         };
-        out.entry(node.name.to_string()).or_insert_with(|| {
+        out.entry(node.name().to_string()).or_insert_with(|| {
             if j.differs() {
                 Verdict {
                     label: "inherited",

@@ -18,36 +18,148 @@ pub enum Direction {
     Update,
 }
 
-/// One node of one side.
+/// One node of one side, without its name and entries: those are the side's
+/// ([`SideGraph::name`], [`SideGraph::inputs`], [`SideGraph::outputs`], or [`NodeRef`]), each
+/// kept in one block per side (a 1M-node side would otherwise hold two million allocations and
+/// their pointers).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
-    pub name: Box<str>,
     pub parent: Option<u32>,
     /// Children in the hierarchy's order (`sub_nodes`), which is the order they ran in.
     pub children: List<u32>,
-    /// msprobe's `NodeOp`: 0 module, 1 API, 9 API collection.
-    pub node_type: i32,
-    /// Its `input_data` and `output_data` entries ([`Node::inputs`], [`Node::outputs`]).
-    pub entries: Entries,
     /// Communication peers from `matched_distributed`: `(rank, node on that rank)`.
     pub peers: List<(i64, Box<str>)>,
+    /// `micro_step_id`: the micro-batch it ran in (gradient accumulation; 0 without).
+    pub micro_step: i64,
+    /// msprobe's `NodeOp`: 0 module, 1 API, 9 API collection.
+    pub node_type: i32,
+    /// Where its entries start among the side's (they end where the next node's start).
+    entries: u32,
+    /// How many of them are inputs (`input_data`), before its outputs.
+    inputs: u32,
     /// Its pass: `.backward` in the name, or inside an update node, else forward.
     pub direction: Direction,
     /// A `parameters_grad` node (the gradients of a module's parameters).
     pub param_grad: bool,
-    /// `micro_step_id`: the micro-batch it ran in (gradient accumulation; 0 without).
-    pub micro_step: i64,
 }
 
 impl Node {
+    /// A node without parent, children, peers or entries (they are given by
+    /// [`SideGraph::push`]).
+    pub fn new(node_type: i32, direction: Direction, param_grad: bool, micro_step: i64) -> Node {
+        Node {
+            parent: None,
+            children: List::default(),
+            peers: List::default(),
+            micro_step,
+            node_type,
+            entries: 0,
+            inputs: 0,
+            direction,
+            param_grad,
+        }
+    }
+}
+
+/// A node with its side: its name and entries besides its own fields.
+#[derive(Clone, Copy)]
+pub struct NodeRef<'a> {
+    side: &'a SideGraph,
+    index: u32,
+}
+
+impl<'a> NodeRef<'a> {
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    pub fn name(self) -> &'a str {
+        self.side.name(self.index)
+    }
+
     /// `input_data` entries (arguments and parameters), in file order.
-    pub fn inputs(&self) -> &[Entry] {
-        self.entries.inputs()
+    pub fn inputs(self) -> &'a [Entry] {
+        self.side.inputs(self.index)
     }
 
     /// `output_data` entries, in file order.
-    pub fn outputs(&self) -> &[Entry] {
-        self.entries.outputs()
+    pub fn outputs(self) -> &'a [Entry] {
+        self.side.outputs(self.index)
+    }
+
+    /// The node's own fields.
+    pub fn node(self) -> &'a Node {
+        &self.side.nodes[self.index as usize]
+    }
+}
+
+impl std::ops::Deref for NodeRef<'_> {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        &self.side.nodes[self.index as usize]
+    }
+}
+
+impl std::fmt::Debug for NodeRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeRef")
+            .field("name", &self.name())
+            .field("node", &**self)
+            .field("inputs", &self.inputs())
+            .field("outputs", &self.outputs())
+            .finish()
+    }
+}
+
+/// A side is too large for 32-bit offsets (4 GiB of names, or 4 billion entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge;
+
+/// The names of a side's nodes, one after the other in one text: node `i`'s ends at `ends[i]`
+/// (and starts where node `i - 1`'s ends).
+#[derive(Debug, Default)]
+pub struct Names {
+    text: String,
+    ends: Vec<u32>,
+}
+
+impl Names {
+    fn with_capacity(nodes: usize) -> Names {
+        Names {
+            // Reserved, not touched: a guess of the text's length, so that it is rarely
+            // copied while it grows.
+            text: String::with_capacity(nodes.saturating_mul(64)),
+            ends: Vec::with_capacity(nodes),
+        }
+    }
+
+    fn push(&mut self, name: &str) -> Result<(), TooLarge> {
+        let end = u32::try_from(self.text.len() + name.len()).map_err(|_| TooLarge)?;
+        self.text.push_str(name);
+        self.ends.push(end);
+        Ok(())
+    }
+
+    /// The name of node `i`.
+    pub fn get(&self, i: u32) -> &str {
+        let i = i as usize;
+        let start = i
+            .checked_sub(1)
+            .map_or(0, |before| self.ends[before] as usize);
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The names in node order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.ends.len() as u32).map(|i| self.get(i))
     }
 }
 
@@ -99,67 +211,34 @@ impl<T: std::fmt::Debug> std::fmt::Debug for List<T> {
     }
 }
 
-/// A node's inputs then its outputs, in one allocation of their exact size: a 1M-node side has
-/// millions of entries, and a vector of its own for each node's inputs and for its outputs cost
-/// two allocations (each rounded up) and 48 bytes of the node.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Entries {
-    all: Box<[Entry]>,
-    inputs: u32,
-}
-
-impl Entries {
-    pub fn new(mut inputs: Vec<Entry>, outputs: Vec<Entry>) -> Entries {
-        let count = inputs.len();
-        inputs.reserve_exact(outputs.len());
-        inputs.extend(outputs);
-        Entries::split(inputs, count)
-    }
-
-    /// `all`'s first `inputs` entries are the inputs, the rest the outputs.
-    pub fn split(all: Vec<Entry>, inputs: usize) -> Entries {
-        Entries {
-            inputs: u32::try_from(inputs.min(all.len())).unwrap_or(u32::MAX),
-            all: all.into_boxed_slice(),
-        }
-    }
-
-    fn inputs(&self) -> &[Entry] {
-        self.all.get(..self.inputs as usize).unwrap_or(&self.all)
-    }
-
-    fn outputs(&self) -> &[Entry] {
-        self.all.get(self.inputs as usize..).unwrap_or(&[])
-    }
-}
-
-/// Node indexes by name, without a second copy of the names: the names' 64-bit hashes sorted,
-/// each with the first node of that hash (the name itself is checked against the node), and a
-/// map by name for the rare names whose hash another name already took. A 1M-node side saves a
-/// million string copies, and the sorted slots (12 bytes a node) a hash map's 34.
+/// Node indexes by name, without a second copy of the names: the names' hashes (their high 32
+/// bits) sorted, each with the first node of that hash (the name itself is checked against the
+/// node), and a map by name for the rare names whose hash another name already took. A 1M-node
+/// side saves a million string copies, and the sorted slots (8 bytes a node) a hash map's 34.
 #[derive(Debug, Default)]
 pub struct NameIndex {
     slots: Vec<HashSlot>,
     collided: HashMap<Box<str>, u32>,
 }
 
-/// A name's hash and its node, 12 bytes (a `(u64, u32)` would take 16).
+/// The high 32 bits of a name's hash and its node, 8 bytes. Names whose 32 bits another name
+/// took first (about a hundred of a million) are filed by name.
 #[derive(Debug, Clone, Copy)]
 struct HashSlot {
-    hash: [u32; 2],
+    hash: u32,
     node: u32,
 }
 
 impl HashSlot {
     fn new(hash: u64, node: u32) -> HashSlot {
         HashSlot {
-            hash: [(hash >> 32) as u32, hash as u32],
+            hash: (hash >> 32) as u32,
             node,
         }
     }
 
-    fn hash(self) -> u64 {
-        (u64::from(self.hash[0]) << 32) | u64::from(self.hash[1])
+    fn hash(self) -> u32 {
+        self.hash
     }
 }
 
@@ -200,12 +279,11 @@ impl NameKey {
 
 impl NameIndex {
     /// Indexes `nodes` by name; the first of two nodes with one name wins.
-    pub(crate) fn build(nodes: &[Node]) -> NameIndex {
+    pub(crate) fn build(names: &Names) -> NameIndex {
         use rayon::prelude::*;
-        let mut slots: Vec<HashSlot> = nodes
-            .par_iter()
-            .enumerate()
-            .map(|(i, node)| HashSlot::new(name_hash(&node.name), i as u32))
+        let mut slots: Vec<HashSlot> = (0..names.len() as u32)
+            .into_par_iter()
+            .map(|i| HashSlot::new(name_hash(names.get(i)), i))
             .collect();
         slots.par_sort_unstable_by_key(|s| (s.hash(), s.node));
         // Of the nodes of one hash, the first keeps the slot; a later one of another name is
@@ -216,9 +294,9 @@ impl NameIndex {
             let slot = slots[k];
             if kept > 0 && slots[kept - 1].hash() == slot.hash() {
                 let first = slots[kept - 1].node;
-                let name = &nodes[slot.node as usize].name;
-                if nodes[first as usize].name != *name {
-                    collided.entry(name.clone()).or_insert(slot.node);
+                let name = names.get(slot.node);
+                if names.get(first) != name {
+                    collided.entry(name.into()).or_insert(slot.node);
                 }
             } else {
                 slots[kept] = slot;
@@ -230,16 +308,17 @@ impl NameIndex {
         NameIndex { slots, collided }
     }
 
-    /// The first node whose name has hash `hash`.
+    /// The first node whose name has hash `hash` (its high 32 bits).
     fn by_hash(&self, hash: u64) -> Option<u32> {
+        let hash = (hash >> 32) as u32;
         let k = self.slots.binary_search_by_key(&hash, |s| s.hash()).ok()?;
         Some(self.slots[k].node)
     }
 
-    /// The index of `name` among `nodes` (the nodes it was built from).
-    pub(crate) fn get(&self, nodes: &[Node], name: &str) -> Option<u32> {
+    /// The index of `name` among `names` (the names it was built from).
+    pub(crate) fn get(&self, names: &Names, name: &str) -> Option<u32> {
         let i = self.by_hash(name_hash(name))?;
-        if *nodes[i as usize].name == *name {
+        if names.get(i) == name {
             Some(i)
         } else {
             self.collided.get(name).copied()
@@ -247,10 +326,15 @@ impl NameIndex {
     }
 }
 
-/// All nodes of one side of one step and rank.
+/// All nodes of one side of one step and rank. Nodes are added by [`SideGraph::push`] only
+/// (their names and entries are kept in node order); their fields may be changed in `nodes`.
 #[derive(Debug, Default)]
 pub struct SideGraph {
     pub nodes: Vec<Node>,
+    names: Names,
+    /// Every node's inputs then outputs, in node order.
+    entries: Vec<Entry>,
+    /// Built by [`SideGraph::index_names`].
     pub by_name: NameIndex,
     /// The node without a parent (`DefaultModel`).
     pub root: Option<u32>,
@@ -259,9 +343,97 @@ pub struct SideGraph {
 }
 
 impl SideGraph {
+    /// An empty side sized for `nodes` nodes.
+    pub fn with_capacity(nodes: usize) -> SideGraph {
+        SideGraph {
+            nodes: Vec::with_capacity(nodes),
+            names: Names::with_capacity(nodes),
+            // Reserved, not touched (a guess: most nodes have a few entries).
+            entries: Vec::with_capacity(nodes.saturating_mul(4)),
+            ..SideGraph::default()
+        }
+    }
+
+    /// Adds `node` named `name` with `entries`, its first `inputs` its inputs and the rest its
+    /// outputs; its index.
+    pub fn push(
+        &mut self,
+        name: &str,
+        mut node: Node,
+        entries: impl IntoIterator<Item = Entry>,
+        inputs: usize,
+    ) -> Result<u32, TooLarge> {
+        let index = u32::try_from(self.nodes.len()).map_err(|_| TooLarge)?;
+        let start = self.entries.len();
+        self.entries.extend(entries);
+        let count = self.entries.len() - start;
+        node.entries = u32::try_from(start).map_err(|_| TooLarge)?;
+        node.inputs = u32::try_from(inputs.min(count)).map_err(|_| TooLarge)?;
+        u32::try_from(self.entries.len()).map_err(|_| TooLarge)?;
+        self.names.push(name)?;
+        self.nodes.push(node);
+        Ok(index)
+    }
+
+    /// Indexes the nodes by name ([`SideGraph::find`]), once every node is pushed.
+    pub fn index_names(&mut self) {
+        self.by_name = NameIndex::build(&self.names);
+    }
+
     /// The index of a node by name.
     pub fn find(&self, name: &str) -> Option<u32> {
-        self.by_name.get(&self.nodes, name)
+        self.by_name.get(&self.names, name)
+    }
+
+    /// Node `i` with its name and entries.
+    pub fn node(&self, i: u32) -> NodeRef<'_> {
+        NodeRef {
+            side: self,
+            index: i,
+        }
+    }
+
+    /// Every node with its name and entries, in node order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = NodeRef<'_>> + '_ {
+        (0..self.nodes.len() as u32).map(|i| self.node(i))
+    }
+
+    /// The name of node `i`.
+    pub fn name(&self, i: u32) -> &str {
+        self.names.get(i)
+    }
+
+    /// The names of the nodes, in node order.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// Node `i`'s entries, inputs then outputs.
+    fn entries_of(&self, i: u32) -> (&[Entry], usize) {
+        let i = i as usize;
+        let start = self.nodes[i].entries as usize;
+        let end = self
+            .nodes
+            .get(i + 1)
+            .map_or(self.entries.len(), |next| next.entries as usize);
+        (&self.entries[start..end], self.nodes[i].inputs as usize)
+    }
+
+    /// Node `i`'s `input_data` entries (arguments and parameters), in file order.
+    pub fn inputs(&self, i: u32) -> &[Entry] {
+        let (all, inputs) = self.entries_of(i);
+        &all[..inputs]
+    }
+
+    /// Node `i`'s `output_data` entries, in file order.
+    pub fn outputs(&self, i: u32) -> &[Entry] {
+        let (all, inputs) = self.entries_of(i);
+        &all[inputs..]
+    }
+
+    /// Every entry of the side, in node order.
+    pub fn all_entries(&self) -> &[Entry] {
+        &self.entries
     }
 
     /// Nodes in execution order: a post-order walk of the hierarchy (children in their order,
@@ -344,33 +516,27 @@ impl RankData {
 mod tests {
     use super::*;
 
-    fn node(name: &str) -> Node {
-        Node {
-            name: name.into(),
-            parent: None,
-            children: List::default(),
-            node_type: 0,
-            entries: Entries::default(),
-            peers: List::default(),
-            direction: Direction::Forward,
-            param_grad: false,
-            micro_step: 0,
+    fn names(list: &[&str]) -> Names {
+        let mut names = Names::default();
+        for name in list {
+            names.push(name).expect("small");
         }
+        names
     }
 
     #[test]
     fn nodes_and_entries_stay_small() {
         // A 1M-node compare holds two million nodes and four million entries: every byte of
         // these is megabytes of the diagnosis's peak (docs/diagnosis.md, §8).
-        assert!(std::mem::size_of::<Node>() <= 80);
-        assert!(std::mem::size_of::<crate::entry::Entry>() <= 64);
-        assert!(std::mem::size_of::<HashSlot>() <= 12);
+        assert!(std::mem::size_of::<Node>() <= 48);
+        assert!(std::mem::size_of::<crate::entry::Entry>() <= 40);
+        assert!(std::mem::size_of::<HashSlot>() <= 8);
         assert!(std::mem::size_of::<Option<NameKey>>() <= 16);
     }
 
     #[test]
     fn a_name_whose_hash_another_name_took_is_found_by_name() {
-        let nodes = vec![node("a"), node("b")];
+        let nodes = names(&["a", "b"]);
         // As if "b" hashed like "a": filed by name, behind "a" in the map by hash.
         let mut index = NameIndex::default();
         index.slots.push(HashSlot::new(name_hash("b"), 0));
@@ -381,5 +547,43 @@ mod tests {
         let index = NameIndex::build(&nodes);
         assert_eq!(index.get(&nodes, "a"), Some(0));
         assert_eq!(index.get(&nodes, "b"), Some(1));
+    }
+
+    #[test]
+    fn names_and_entries_are_the_nodes_own() {
+        let entry = |name: &str| {
+            Entry::new(
+                name,
+                crate::entry::Role::Input,
+                crate::entry::Kind::Tensor,
+                crate::entry::DtypeClass::Float32,
+                true,
+                crate::entry::Stats::default(),
+                0,
+                Default::default(),
+            )
+        };
+        let mut side = SideGraph::with_capacity(1);
+        let node = || Node::new(0, Direction::Forward, false, 0);
+        side.push("a", node(), [entry("input.0"), entry("output.0")], 1)
+            .expect("small");
+        side.push("bc", node(), [], 0).expect("small");
+        side.push("", node(), [entry("output.0")], 0)
+            .expect("small");
+        side.index_names();
+        let names: Vec<&str> = side.iter().map(|n| n.name()).collect();
+        assert_eq!(names, ["a", "bc", ""]);
+        let keys = |entries: &[Entry]| {
+            entries
+                .iter()
+                .map(|e| e.name().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(side.inputs(0)), ["input.0"]);
+        assert_eq!(keys(side.outputs(0)), ["output.0"]);
+        assert!(side.inputs(1).is_empty() && side.outputs(1).is_empty());
+        assert_eq!(keys(side.outputs(2)), ["output.0"]);
+        assert_eq!(side.find("bc"), Some(1));
+        assert_eq!(side.find(""), Some(2));
     }
 }

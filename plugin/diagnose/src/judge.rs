@@ -22,7 +22,7 @@ use crate::api;
 use crate::entry::{DtypeClass, Entry, Kind, Role, Stats};
 use rayon::prelude::*;
 
-use crate::load::{Mode, Node, RankData};
+use crate::load::{Mode, NodeRef, RankData};
 use crate::options::{Options, Tolerance};
 
 /// Which measurement gave an entry's error.
@@ -365,12 +365,12 @@ fn dynamic_range(norm: Option<f64>, scale: f64) -> f64 {
 
 /// How far target entry `n` is from golden entry `b` in `mode` (`None`: not comparable).
 pub fn deviation(mode: Mode, n: &Entry, b: &Entry) -> Option<Deviation> {
-    if n.kind != Kind::Tensor || b.kind != Kind::Tensor {
+    if n.kind() != Kind::Tensor || b.kind() != Kind::Tensor {
         return None;
     }
     // Different shapes hold different things (a framework's reshaped view, another layout):
     // their numbers say nothing about each other.
-    if n.shape != 0 && b.shape != 0 && n.shape != b.shape {
+    if n.shape() != 0 && b.shape() != 0 && n.shape() != b.shape() {
         return None;
     }
     match mode {
@@ -431,7 +431,7 @@ fn same_value(a: &str, b: &str) -> bool {
 
 /// The entries of one role, in order.
 fn of_role(entries: &[Entry], role: Role) -> impl Iterator<Item = &Entry> {
-    entries.iter().filter(move |e| e.role == role)
+    entries.iter().filter(move |e| e.role() == role)
 }
 
 fn same_stats(a: &Stats, b: &Stats) -> bool {
@@ -445,21 +445,21 @@ fn same_stats(a: &Stats, b: &Stats) -> bool {
 /// because it is one of the enclosing module's parameters (same statistics: a matmul with a
 /// parameter, a framework's own op).
 pub fn weight_name<'a>(
-    node: &Node,
+    node: NodeRef<'_>,
     api: &str,
-    parent: Option<&'a Node>,
+    parent: Option<NodeRef<'a>>,
     e: &Entry,
 ) -> Option<&'a str> {
-    if node.node_type != 1 || e.kind != Kind::Tensor {
+    if node.node_type != 1 || e.kind() != Kind::Tensor {
         return None;
     }
-    if let Some(w) = api::weight_argument(api, &e.name) {
+    if let Some(w) = api::weight_argument(api, e.name()) {
         return Some(w);
     }
     let parent = parent?;
     of_role(parent.inputs(), Role::Parameter)
         .find(|p| p.stats.norm().is_some() && same_stats(&p.stats, &e.stats))
-        .map(|p| p.name.strip_prefix("parameters.").unwrap_or(&p.name))
+        .map(|p| p.name().strip_prefix("parameters.").unwrap_or(p.name()))
 }
 
 fn worse<'a>(
@@ -501,9 +501,9 @@ fn worse<'a>(
 pub fn judge<'a>(
     mode: Mode,
     opts: &Options,
-    n: &'a Node,
-    parent: Option<&'a Node>,
-    b: &'a Node,
+    n: NodeRef<'a>,
+    parent: Option<NodeRef<'a>>,
+    b: NodeRef<'a>,
     floor: DtypeClass,
 ) -> Judgement<'a> {
     let mut input: Option<Level<'a>> = None;
@@ -519,7 +519,7 @@ pub fn judge<'a>(
     // inputs) or the dtype table's.
     let level = |ne: &'a Entry, be: &'a Entry, role: Role| -> Option<Level<'a>> {
         let d = deviation(mode, ne, be)?;
-        let dtype = ne.dtype.coarser(be.dtype);
+        let dtype = ne.dtype().coarser(be.dtype());
         let noise = if dtype == DtypeClass::Exact {
             dtype
         } else {
@@ -535,7 +535,7 @@ pub fn judge<'a>(
             Role::Parameter => None,
         };
         Some(Level {
-            entry: Cow::Borrowed(&ne.name),
+            entry: Cow::Borrowed(ne.name()),
             err: d.err,
             metric: d.metric,
             tensor_err: d.tensor_err,
@@ -546,12 +546,12 @@ pub fn judge<'a>(
         })
     };
     let api = if n.node_type == 1 {
-        api::api_name(&n.name).unwrap_or("")
+        api::api_name(n.name()).unwrap_or("")
     } else {
         ""
     };
     for (ne, be) in of_role(n.inputs(), Role::Input).zip(of_role(b.inputs(), Role::Input)) {
-        match ne.kind {
+        match ne.kind() {
             Kind::Tensor => {
                 has_inputs = true;
                 let weight = weight_name(n, api, parent, ne);
@@ -578,10 +578,10 @@ pub fn judge<'a>(
             }
             Kind::Scalar => {
                 has_inputs = true;
-                if let (Some(x), Some(y), Kind::Scalar) = (ne.value(), be.value(), be.kind) {
+                if let (Some(x), Some(y), Kind::Scalar) = (ne.value(), be.value(), be.kind()) {
                     if !same_value(x, y) {
                         causes.push(Cause::Argument {
-                            name: Cow::Borrowed(api::argument_name(api, &ne.name)),
+                            name: Cow::Borrowed(api::argument_name(api, ne.name())),
                             target: Cow::Borrowed(x),
                             golden: Cow::Borrowed(y),
                         });
@@ -596,7 +596,7 @@ pub fn judge<'a>(
         if let Some(l) = level(ne, be, Role::Parameter) {
             weights_differ |= l.err > 0.0;
             if !l.agrees() {
-                let name = ne.name.strip_prefix("parameters.").unwrap_or(&ne.name);
+                let name = ne.name().strip_prefix("parameters.").unwrap_or(ne.name());
                 causes.push(Cause::Parameter {
                     name: Cow::Borrowed(name),
                     non_finite: non_finite_of(&l, ne, be),
@@ -647,8 +647,8 @@ impl<'a> Judge<'a> {
         let precision: Vec<DtypeClass> = (0..data.npu.nodes.len() as u32)
             .into_par_iter()
             .map(|i| {
-                let b = data.partner(i).map(|p| &data.bench.nodes[p as usize]);
-                node_precision(&data.npu.nodes[i as usize], b)
+                let b = data.partner(i).map(|p| data.bench.node(p));
+                node_precision(data.npu.node(i), b)
             })
             .collect();
         let floor = precision_floor(order, &precision);
@@ -673,12 +673,12 @@ impl<'a> Judge<'a> {
     /// The judgement of target node `i` (`None`: unmatched, or a parameter gradient).
     pub(crate) fn node(&self, i: u32) -> Option<Judgement<'a>> {
         let data = self.data;
-        let n = &data.npu.nodes[i as usize];
+        let n = data.npu.node(i);
         if n.param_grad {
             return None;
         }
-        let b = &data.bench.nodes[data.partner(i)? as usize];
-        let parent = n.parent.map(|p| &data.npu.nodes[p as usize]);
+        let b = data.bench.node(data.partner(i)?);
+        let parent = n.parent.map(|p| data.npu.node(p));
         Some(judge(
             self.mode,
             self.opts,
@@ -711,14 +711,14 @@ fn non_finite_of(l: &Level<'_>, ne: &Entry, be: &Entry) -> Option<NonFiniteStat>
 
 /// The coarsest float class among the tensors of a node (both sides): what it computed in.
 /// `Exact` when it has no float tensor.
-pub fn node_precision(n: &Node, b: Option<&Node>) -> DtypeClass {
+pub fn node_precision(n: NodeRef<'_>, b: Option<NodeRef<'_>>) -> DtypeClass {
     let entries = n.inputs().iter().chain(n.outputs()).chain(
         b.into_iter()
             .flat_map(|b| b.inputs().iter().chain(b.outputs())),
     );
     entries
-        .filter(|e| e.kind == Kind::Tensor && e.dtype != DtypeClass::Exact)
-        .map(|e| e.dtype)
+        .filter(|e| e.kind() == Kind::Tensor && e.dtype() != DtypeClass::Exact)
+        .map(|e| e.dtype())
         .max()
         .unwrap_or(DtypeClass::Exact)
 }
@@ -742,7 +742,7 @@ pub fn precision_floor(order: &[u32], precision: &[DtypeClass]) -> Vec<DtypeClas
 pub fn has_non_finite(entries: &[Entry], roles: &[Role]) -> bool {
     entries
         .iter()
-        .any(|e| e.kind == Kind::Tensor && roles.contains(&e.role) && e.stats.has_non_finite())
+        .any(|e| e.kind() == Kind::Tensor && roles.contains(&e.role()) && e.stats.has_non_finite())
 }
 
 #[cfg(test)]
@@ -750,16 +750,16 @@ mod tests {
     use super::*;
 
     fn tensor(max: f64, min: f64, mean: f64, norm: f64) -> Entry {
-        Entry {
-            name: "output.0".into(),
-            role: Role::Output,
-            kind: Kind::Tensor,
-            dtype: DtypeClass::Float32,
-            stats: Stats::new(Some(max), Some(min), Some(mean), Some(norm)),
-            extra: Default::default(),
-            shape: crate::entry::shape_hash("[2]"),
-            torch_dtype: true,
-        }
+        Entry::new(
+            "output.0",
+            Role::Output,
+            Kind::Tensor,
+            DtypeClass::Float32,
+            true,
+            Stats::new(Some(max), Some(min), Some(mean), Some(norm)),
+            crate::entry::shape_hash("[2]"),
+            Default::default(),
+        )
     }
 
     #[test]
@@ -812,19 +812,33 @@ mod tests {
 
     #[test]
     fn a_float32_node_after_bfloat16_work_tolerates_bfloat16_noise() {
-        use crate::graph::Entries;
         // 3% apart: beyond float32's jump, within bfloat16's agree tolerance.
-        let mut n = crate::load::tests_support::node("Functional.layer_norm.0.forward");
-        let mut b = n.clone();
-        let mut input = tensor(3.0, -3.0, 0.0, 20.0);
-        input.name = "input.0".into();
-        input.role = Role::Input;
-        n.entries = Entries::new(vec![input.clone()], vec![tensor(3.0, -3.0, 0.0, 20.6)]);
-        b.entries = Entries::new(vec![input], vec![tensor(3.0, -3.0, 0.0, 20.0)]);
+        let name = "Functional.layer_norm.0.forward";
+        let node = crate::load::tests_support::node;
+        let output = tensor(3.0, -3.0, 0.0, 20.0);
+        let input = Entry::new(
+            "input.0",
+            Role::Input,
+            output.kind(),
+            output.dtype(),
+            output.torch_dtype(),
+            output.stats,
+            output.shape(),
+            Default::default(),
+        );
+        let side = |output: Entry| {
+            let mut side = crate::load::SideGraph::default();
+            side.push(name, node(), [input.clone(), output], 1)
+                .expect("small");
+            side
+        };
+        let n = side(tensor(3.0, -3.0, 0.0, 20.6));
+        let b = side(tensor(3.0, -3.0, 0.0, 20.0));
+        let (n, b) = (n.node(0), b.node(0));
         let opts = Options::default();
-        let strict = judge(Mode::Statistics, &opts, &n, None, &b, DtypeClass::Float32);
+        let strict = judge(Mode::Statistics, &opts, n, None, b, DtypeClass::Float32);
         assert!(strict.output_jumps(opts.jump_ratio));
-        let noisy = judge(Mode::Statistics, &opts, &n, None, &b, DtypeClass::BFloat16);
+        let noisy = judge(Mode::Statistics, &opts, n, None, b, DtypeClass::BFloat16);
         assert!(!noisy.output_differs());
     }
 }

@@ -60,7 +60,7 @@ fn gather(
             })
             .collect();
         for (i, noise, out, input) in kept {
-            let n = &data.npu.nodes[i as usize];
+            let n = data.npu.node(i);
             let s = samples
                 .entry((op_kind(n).to_owned(), n.direction, noise))
                 .or_default();
@@ -101,7 +101,7 @@ impl LearnedTolerances {
         for step in reference.steps() {
             for rank in reference.ranks() {
                 let data = reference.load(step, rank)?;
-                for n in &data.bench.nodes {
+                for n in data.bench.iter() {
                     names.insert(module_path(n).to_owned());
                     ops.insert(op_kind(n).to_owned());
                 }
@@ -116,7 +116,7 @@ impl LearnedTolerances {
         let data = target.load(step, rank)?;
         let (mut shared_names, mut all_names) = (0usize, 0usize);
         let mut target_ops = foldhash::HashSet::default();
-        for n in &data.bench.nodes {
+        for n in data.bench.iter() {
             target_ops.insert(op_kind(n));
             if n.node_type == 0 {
                 all_names += 1;

@@ -16,8 +16,8 @@ use serde_json::Value;
 use crate::compact::{read_side, DecodedSide};
 use crate::entry::{parse_entries, parse_entries_text_into, Entry};
 use crate::error::DiagnoseError;
-pub use crate::graph::{Direction, NameIndex, Node, RankData, SideGraph};
-use crate::graph::{Entries, List, NameKey};
+pub use crate::graph::{Direction, NameIndex, Node, NodeRef, RankData, SideGraph};
+use crate::graph::{List, NameKey};
 
 /// The comparison a file holds (`tb_config.task`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -552,13 +552,15 @@ impl Links {
     }
 }
 
-/// A node from its row (parent and children still unresolved). `entries` is a buffer lent for
-/// reading its inputs and outputs (one allocation a node, of their exact size).
-fn node_of_row(
+/// Adds the node of `row` to `side` (parent and children still unresolved). `entries` is a
+/// buffer lent for reading its inputs and outputs (they are then moved into the side's own
+/// entries: no vector of their own).
+fn push_row(
+    side: &mut SideGraph,
     path: &Path,
     row: &GraphRow<'_>,
     entries: &mut Vec<Entry>,
-) -> Result<Node, DiagnoseError> {
+) -> Result<(), DiagnoseError> {
     let name = &*row.name;
     let object =
         |what: &str, text: &str| -> Result<serde_json::Map<String, Value>, DiagnoseError> {
@@ -594,22 +596,25 @@ fn node_of_row(
             true,
         ));
     }
-    Ok(Node {
-        parent: None,
-        children: Default::default(),
-        node_type: row.node_type,
-        // Moved out at their exact size (the buffer keeps its capacity for the next node).
-        entries: Entries::split(entries.drain(..).collect::<Box<[Entry]>>().into(), inputs),
-        peers: peers(&row.matched_distributed),
-        direction: if name.contains(".backward") {
-            Direction::Backward
-        } else {
-            Direction::Forward
-        },
-        param_grad: name.contains(".parameters_grad"),
-        micro_step: row.micro_step_id,
-        name: name.into(),
-    })
+    let direction = if name.contains(".backward") {
+        Direction::Backward
+    } else {
+        Direction::Forward
+    };
+    let mut node = Node::new(
+        row.node_type,
+        direction,
+        name.contains(".parameters_grad"),
+        row.micro_step_id,
+    );
+    node.peers = peers(&row.matched_distributed);
+    side.push(name, node, entries.drain(..), inputs)
+        .map_err(|_| DiagnoseError::Data {
+            path: path.to_owned(),
+            what: format!("node {name}"),
+            reason: "the graph is too large (4 GiB of names or 4 billion entries)".into(),
+        })?;
+    Ok(())
 }
 
 /// `{"nodes_info": {"1": ["0", "Distributed.recv.0.forward"]}}` → `[(1, "Distributed.recv…")]`.
@@ -635,23 +640,23 @@ fn load_side(store: &Store, graph: GraphKey, partners: bool) -> Result<LoadedSid
     let path = store.path();
     // Sized once: a million nodes grown by doubling would be copied and faulted in again and again.
     let rows = store.count_graph_rows(graph)?;
-    let mut nodes = Vec::with_capacity(rows);
+    let mut side = SideGraph::with_capacity(rows);
     let mut links = Links::with_capacity(rows);
     let mut partner_keys = Vec::with_capacity(if partners { rows } else { 0 });
     let mut entries = Vec::new();
     store.scan_graph_rows(graph, |row| -> Result<(), DiagnoseError> {
-        nodes.push(node_of_row(path, &row, &mut entries)?);
+        push_row(&mut side, path, &row, &mut entries)?;
         links.push(&row.name, &row.up_node, &row.sub_nodes);
         if partners {
             partner_keys.push(row.link.as_deref().map(NameKey::of));
         }
         Ok(())
     })?;
-    let (nodes, root, by_key) = link(nodes, links);
+    let (side, root, by_key) = link(side, links);
     // Only the golden side's nodes are looked up by key after their own links.
     let by_key = (!partners).then_some(by_key);
     Ok(LoadedSide {
-        graph: side_graph(nodes, root),
+        graph: side_graph(side, root),
         partners: partner_keys,
         by_key,
     })
@@ -659,9 +664,9 @@ fn load_side(store: &Store, graph: GraphKey, partners: bool) -> Result<LoadedSid
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
 /// the hierarchy's); a child listed there but missing, or listed twice, is skipped. Gives the
-/// nodes, the root and the nodes by key.
-fn link(mut nodes: Vec<Node>, links: Links) -> (Vec<Node>, Option<u32>, KeyTable) {
-    for (i, node) in nodes.iter_mut().enumerate() {
+/// side, its root and its nodes by key.
+fn link(mut side: SideGraph, links: Links) -> (SideGraph, Option<u32>, KeyTable) {
+    for (i, node) in side.nodes.iter_mut().enumerate() {
         node.parent = links.parent(i);
         node.children = links
             .sub_nodes(i)
@@ -670,44 +675,40 @@ fn link(mut nodes: Vec<Node>, links: Links) -> (Vec<Node>, Option<u32>, KeyTable
             .filter(|&c| c as usize != i)
             .collect();
     }
-    (nodes, links.root, links.by_key)
+    (side, links.root, links.by_key)
 }
 
-/// The side of linked `nodes`.
-fn side_graph(mut nodes: Vec<Node>, root: Option<u32>) -> SideGraph {
+/// The linked `side`, finished: updates marked, its dtype family, its names indexed.
+fn side_graph(mut side: SideGraph, root: Option<u32>) -> SideGraph {
     // Everything inside an update node is an update, whatever its name says.
-    let in_update: Vec<bool> = (0..nodes.len())
+    let in_update: Vec<bool> = (0..side.nodes.len())
         .map(|i| {
             let mut next = Some(i as u32);
-            let mut left = nodes.len();
+            let mut left = side.nodes.len();
             while let (Some(k), true) = (next, left > 0) {
-                if matches!(&*nodes[k as usize].name, "optimizer" | "clip_grad") {
+                if matches!(side.name(k), "optimizer" | "clip_grad") {
                     return true;
                 }
-                next = nodes[k as usize].parent;
+                next = side.nodes[k as usize].parent;
                 left -= 1;
             }
             false
         })
         .collect();
-    for (node, update) in nodes.iter_mut().zip(in_update) {
+    for (node, update) in side.nodes.iter_mut().zip(in_update) {
         if update {
             node.direction = Direction::Update;
         }
     }
-    let torch = nodes
+    side.torch = side
+        .all_entries()
         .iter()
-        .flat_map(|n| n.inputs().iter().chain(n.outputs()))
-        .find(|e| e.kind == crate::entry::Kind::Tensor)
-        .map(|e| e.torch_dtype);
-    // Built once the links are dropped: the peak of the load is while they are resolved.
-    let by_name = NameIndex::build(&nodes);
-    SideGraph {
-        nodes,
-        by_name,
-        root,
-        torch,
-    }
+        .find(|e| e.kind() == crate::entry::Kind::Tensor)
+        .map(|e| e.torch_dtype());
+    side.root = root;
+    // Indexed once the links are dropped: the peak of the load is while they are resolved.
+    side.index_names();
+    side
 }
 
 /// Nodes for other modules' unit tests.
@@ -715,18 +716,9 @@ fn side_graph(mut nodes: Vec<Node>, root: Option<u32>) -> SideGraph {
 pub(crate) mod tests_support {
     use super::*;
 
-    pub fn node(name: &str) -> Node {
-        Node {
-            name: name.into(),
-            parent: None,
-            children: Default::default(),
-            node_type: 1,
-            entries: Entries::default(),
-            peers: Default::default(),
-            direction: Direction::Forward,
-            param_grad: false,
-            micro_step: 0,
-        }
+    /// An API node, forward, without entries.
+    pub fn node() -> Node {
+        Node::new(1, Direction::Forward, false, 0)
     }
 }
 
@@ -734,39 +726,28 @@ pub(crate) mod tests_support {
 mod tests {
     use super::*;
 
-    fn node(name: &str) -> Node {
-        Node {
-            node_type: 0,
-            ..tests_support::node(name)
-        }
-    }
-
     fn parsed<'a>(
         name: &'a str,
         up: &'a str,
         subs: &'a [&'a str],
-    ) -> (Node, &'a str, &'a [&'a str]) {
-        (node(name), up, subs)
+    ) -> (&'a str, &'a str, &'a [&'a str]) {
+        (name, up, subs)
     }
 
-    fn link_all(parsed: Vec<(Node, &str, &[&str])>) -> SideGraph {
+    fn link_all(parsed: Vec<(&str, &str, &[&str])>) -> SideGraph {
         let mut links = Links::with_capacity(0);
-        let nodes = parsed
-            .into_iter()
-            .map(|(node, up, subs)| {
-                links.push(&node.name, up, subs);
-                node
-            })
-            .collect();
-        let (nodes, root, _) = link(nodes, links);
-        side_graph(nodes, root)
+        let mut side = SideGraph::default();
+        for (name, up, subs) in parsed {
+            links.push(name, up, subs);
+            let node = Node::new(0, Direction::Forward, false, 0);
+            side.push(name, node, [], 0).expect("small");
+        }
+        let (side, root, _) = link(side, links);
+        side_graph(side, root)
     }
 
     fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {
-        order
-            .iter()
-            .map(|&i| g.nodes[i as usize].name.to_string())
-            .collect()
+        order.iter().map(|&i| g.name(i).to_string()).collect()
     }
 
     #[test]

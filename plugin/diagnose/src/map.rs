@@ -17,9 +17,11 @@ use serde::{Serialize, Serializer};
 use crate::diagnose::{diagnose_visiting, Diagnosis, RankJudgements, StepVisitor};
 use crate::error::DiagnoseError;
 use crate::group::module_path;
-use crate::load::{CompareFile, Direction, Mode, Node, SideGraph};
+use crate::judge::{Judge, Judgement};
+use crate::load::{CompareFile, Direction, Mode, Node, RankData, SideGraph};
 use crate::options::Options;
 use crate::site::without_call_index;
+use crate::source::Source;
 
 /// Columns shown when nothing else is asked: beyond, ranks aggregate to the worst.
 pub const DEFAULT_MAX_COLUMNS: usize = 256;
@@ -212,16 +214,17 @@ fn block_pattern(module: &str) -> Option<String> {
 
 /// The depth of the repeated blocks: the shallowest where two or more forward modules share one
 /// [`block_pattern`] (one class, names differing only in an index).
-fn repeated_block_depth(ranks: &[RankJudgements<'_>]) -> Option<u32> {
+fn repeated_block_depth<'g>(
+    graphs: impl Iterator<Item = (&'g SideGraph, &'g [u32])>,
+) -> Option<u32> {
     let mut seen: HashMap<(u32, String), HashSet<&str>> = HashMap::default();
-    for r in ranks {
-        let g = &r.data.npu;
-        let depth = depths(g, &r.order);
-        for (i, n) in g.nodes.iter().enumerate() {
-            if !is_module(n) || n.direction != Direction::Forward || depth[i] == 0 {
+    for (g, order) in graphs {
+        let depth = depths(g, order);
+        for (i, n) in g.iter().enumerate() {
+            if !is_module(&n) || n.direction != Direction::Forward || depth[i] == 0 {
                 continue;
             }
-            let module = without_call_index(&n.name);
+            let module = without_call_index(n.name());
             if let Some(p) = block_pattern(module) {
                 seen.entry((depth[i], p)).or_default().insert(module);
             }
@@ -388,7 +391,7 @@ impl Joined {
 }
 
 /// The node names of one step, each once.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Names {
     ids: HashMap<Box<str>, u32>,
     names: Vec<Box<str>>,
@@ -403,6 +406,65 @@ impl Names {
         self.ids.insert(name.into(), id);
         self.names.push(name.into());
         id
+    }
+}
+
+/// What marks a step's cells: its diagnosis (sources and peer inheritance) and the head of its
+/// ranked list.
+struct Marks<'d> {
+    diagnosis: &'d Diagnosis,
+    head: Option<&'d Source>,
+}
+
+/// The cells of one step under construction, rank by rank ([`FineMap::add_rank`]).
+#[derive(Default, Clone)]
+struct StepCells {
+    names: Names,
+    /// Per row id and column of full resolution, its copies joined.
+    full: HashMap<(usize, FullColumn), Joined>,
+    /// The rank at each position added.
+    rank_at: HashMap<usize, i64>,
+    /// The row id and column of the step's first source.
+    first: Option<(usize, FullColumn)>,
+}
+
+impl StepCells {
+    /// The step of these cells, for a map of `rows` row ids; `first`: the rank and node of the
+    /// step's first source.
+    fn finish(self, step: i64, rows: usize, first: Option<(i64, String)>) -> FineStep {
+        let mut keys: Vec<FullColumn> = self.full.keys().map(|&(_, c)| c).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.is_empty() {
+            keys.push((0, 0));
+        }
+        let column_of: HashMap<FullColumn, usize> =
+            keys.iter().enumerate().map(|(k, &c)| (c, k)).collect();
+        let mut cells: Vec<Vec<Option<FineCell>>> = vec![Vec::new(); rows];
+        for ((id, c), joined) in self.full {
+            if let (Some(row), Some(&column)) = (cells.get_mut(id), column_of.get(&c)) {
+                if row.is_empty() {
+                    *row = vec![None; keys.len()];
+                }
+                row[column] = Some(joined.fine());
+            }
+        }
+        let first = match (self.first, first) {
+            (Some((id, c)), Some((rank, node))) => {
+                column_of.get(&c).map(|&column| (id, column, rank, node))
+            }
+            _ => None,
+        };
+        FineStep {
+            step,
+            columns: keys
+                .iter()
+                .map(|&(p, micro)| (self.rank_at.get(&p).copied().unwrap_or(0), micro))
+                .collect(),
+            cells,
+            names: self.names.names,
+            first,
+        }
     }
 }
 
@@ -529,116 +591,124 @@ impl FineMap {
                 self.ranks.push(r.data.rank);
             }
         }
-        let (at, _) = *self.depth.get_or_insert_with(|| {
-            repeated_block_depth(ranks)
-                .map_or((1, DepthRule::TopLevel), |d| (d, DepthRule::RepeatedBlocks))
-        });
-        let mut names = Names::default();
-        let mut full: HashMap<(usize, FullColumn), Joined> = HashMap::default();
-        // The step's first source (the head of its ranked list): its rank and row node, then
-        // its row and full column.
-        let head = d.sources.first();
-        let mut head_row: Option<(usize, u32)> = None;
-        let mut first: Option<(usize, FullColumn)> = None;
+        self.decide_depth(ranks.iter().map(|r| (&r.data.npu, r.order.as_slice())));
+        let mut cells = StepCells::default();
+        let marks = Marks {
+            diagnosis: d,
+            head: d.sources.first(),
+        };
         for (rank_pos, r) in ranks.iter().enumerate() {
-            let g = &r.data.npu;
-            let rank = r.data.rank;
-            let rows = RankRows::new(g, &r.order, at);
-            // Sources and peers of this rank, at the row that holds them.
-            let mut sources: HashMap<u32, (u32, u32)> = HashMap::default();
-            for s in d.sources.iter().filter(|s| s.rank == rank) {
+            self.add_rank(
+                &mut cells,
+                rank_pos,
+                r.data,
+                &r.order,
+                &|i| r.judgement(i),
+                Some(&marks),
+            );
+        }
+        let first = marks.head.map(|h| (h.rank, h.node.clone()));
+        self.steps.push(std::sync::Arc::new(cells.finish(
+            step,
+            self.rows.len(),
+            first,
+        )));
+    }
+
+    /// The depth of the rows, decided on the first graphs seen unless already known.
+    fn decide_depth<'g>(&mut self, graphs: impl Iterator<Item = (&'g SideGraph, &'g [u32])>) {
+        if self.depth.is_none() {
+            self.depth = Some(
+                repeated_block_depth(graphs)
+                    .map_or((1, DepthRule::TopLevel), |d| (d, DepthRule::RepeatedBlocks)),
+            );
+        }
+    }
+
+    /// The cells of one rank's graph (at `rank_pos` among the step's ranks) added to `cells`:
+    /// each row node's output as `judgement` judges it, with the step's sources and peers
+    /// (`marks`) at the rows that hold them.
+    fn add_rank<'a>(
+        &mut self,
+        cells: &mut StepCells,
+        rank_pos: usize,
+        data: &RankData,
+        order: &[u32],
+        judgement: &dyn Fn(u32) -> Option<Judgement<'a>>,
+        marks: Option<&Marks<'_>>,
+    ) {
+        let (at, _) = self.depth.unwrap_or((1, DepthRule::TopLevel));
+        let g = &data.npu;
+        let rank = data.rank;
+        cells.rank_at.insert(rank_pos, rank);
+        let rows = RankRows::new(g, order, at);
+        // Sources and peers of this rank, at the row that holds them.
+        let mut sources: HashMap<u32, (u32, u32)> = HashMap::default();
+        let mut peers: HashMap<u32, i64> = HashMap::default();
+        let mut head_row: Option<u32> = None;
+        if let Some(m) = marks {
+            for s in m.diagnosis.sources.iter().filter(|s| s.rank == rank) {
                 let Some(row) = g.find(&s.node).and_then(|i| rows.row_of(g, i)) else {
                     continue;
                 };
-                let name = names.id(&s.node);
+                let name = cells.names.id(&s.node);
                 let e = sources.entry(row).or_insert((0, name));
                 e.0 += 1;
-                if head.is_some_and(|h| std::ptr::eq(h, s)) {
-                    head_row = Some((rank_pos, row));
+                if m.head.is_some_and(|h| std::ptr::eq(h, s)) {
+                    head_row = Some(row);
                 }
             }
-            let mut peers: HashMap<u32, i64> = HashMap::default();
-            for p in d.peer_inheritance.iter().filter(|p| p.rank == rank) {
+            for p in m
+                .diagnosis
+                .peer_inheritance
+                .iter()
+                .filter(|p| p.rank == rank)
+            {
                 if let Some(row) = g.find(&p.node).and_then(|i| rows.row_of(g, i)) {
                     peers.entry(row).or_insert(p.from_rank);
                 }
             }
-            let mut seq: HashMap<Direction, Vec<usize>> = HashMap::default();
-            for &i in &r.order {
-                if !rows.is_row[i as usize] {
-                    continue;
-                }
-                let n = &g.nodes[i as usize];
-                let module = without_call_index(&n.name);
-                let id = self.row_id(n.direction, module, rows.depth[i as usize]);
-                let s = seq.entry(n.direction).or_default();
-                if !s.contains(&id) {
-                    s.push(id);
-                }
-                let judgement = r.judgement(i);
-                let output = judgement.as_ref().and_then(|j| j.output.as_ref());
-                let found = sources.get(&i);
-                let micro = match self.shape.columns {
-                    ColumnAxis::Ranks => 0,
-                    ColumnAxis::MicroBatches => n.micro_step,
-                };
-                let cell = FineCell {
-                    output: output.map(|l| (l.err, l.tolerance.jump)),
-                    micro_step: n.micro_step,
-                    node: names.id(&n.name),
-                    sources: found.map_or(0, |f| f.0),
-                    source: found.map(|f| f.1),
-                    from_rank: peers.get(&i).copied(),
-                };
-                if head_row == Some((rank_pos, i)) {
-                    first = Some((id, (rank_pos, micro)));
-                }
-                match full.entry((id, (rank_pos, micro))) {
-                    std::collections::hash_map::Entry::Occupied(mut o) => {
-                        o.get_mut().join(cell, rank)
-                    }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(Joined::new(cell, rank));
-                    }
+        }
+        let mut seq: HashMap<Direction, Vec<usize>> = HashMap::default();
+        for &i in order {
+            if !rows.is_row[i as usize] {
+                continue;
+            }
+            let n = g.node(i);
+            let module = without_call_index(n.name());
+            let id = self.row_id(n.direction, module, rows.depth[i as usize]);
+            let s = seq.entry(n.direction).or_default();
+            if !s.contains(&id) {
+                s.push(id);
+            }
+            let judged = judgement(i);
+            let output = judged.as_ref().and_then(|j| j.output.as_ref());
+            let found = sources.get(&i);
+            let micro = match self.shape.columns {
+                ColumnAxis::Ranks => 0,
+                ColumnAxis::MicroBatches => n.micro_step,
+            };
+            let cell = FineCell {
+                output: output.map(|l| (l.err, l.tolerance.jump)),
+                micro_step: n.micro_step,
+                node: cells.names.id(n.name()),
+                sources: found.map_or(0, |f| f.0),
+                source: found.map(|f| f.1),
+                from_rank: peers.get(&i).copied(),
+            };
+            if head_row == Some(i) {
+                cells.first = Some((id, (rank_pos, micro)));
+            }
+            match cells.full.entry((id, (rank_pos, micro))) {
+                std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().join(cell, rank),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(Joined::new(cell, rank));
                 }
             }
-            for (direction, s) in seq {
-                self.place(direction, &s);
-            }
         }
-        let mut keys: Vec<FullColumn> = full.keys().map(|&(_, c)| c).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        if keys.is_empty() {
-            keys.push((0, 0));
+        for (direction, s) in seq {
+            self.place(direction, &s);
         }
-        let column_of: HashMap<FullColumn, usize> =
-            keys.iter().enumerate().map(|(k, &c)| (c, k)).collect();
-        let mut cells: Vec<Vec<Option<FineCell>>> = vec![Vec::new(); self.rows.len()];
-        for ((id, c), joined) in full {
-            if let (Some(row), Some(&column)) = (cells.get_mut(id), column_of.get(&c)) {
-                if row.is_empty() {
-                    *row = vec![None; keys.len()];
-                }
-                row[column] = Some(joined.fine());
-            }
-        }
-        let first = match (first, head) {
-            (Some((id, c)), Some(h)) => column_of
-                .get(&c)
-                .map(|&column| (id, column, h.rank, h.node.clone())),
-            _ => None,
-        };
-        self.steps.push(std::sync::Arc::new(FineStep {
-            step,
-            columns: keys
-                .iter()
-                .map(|&(p, micro)| (ranks.get(p).map_or(0, |r| r.data.rank), micro))
-                .collect(),
-            cells,
-            names: names.names,
-            first,
-        }));
     }
 
     /// The map of at most about `max_columns` columns: a step's columns beyond its share
@@ -758,7 +828,19 @@ pub struct MapProgress<'a, M = DivergenceMap> {
     /// After each judged step, when asked for: the map of the steps judged so far (the columns
     /// of the later steps not there yet).
     pub partial: Option<&'a M>,
+    /// When asked for, while the first step is read (so that the first cells need not wait for
+    /// the whole step: every rank's graph is read before a step is judged): with a graph read,
+    /// at most every [`PREVIEW_EVERY`], the map of the graphs read so far. Its cells are judged
+    /// as the graph is read, against the tolerances before the step's tightening from its own
+    /// ranks (the dtype table, or the reference's) and without source or peer marks (the step's
+    /// sources are known once all its ranks are judged); only the columns read so far. The
+    /// judged step's map (`partial`) replaces it.
+    pub preview: Option<&'a M>,
 }
+
+/// How often, at most, a map of the graphs read so far is handed out while the first step is
+/// read ([`MapProgress::preview`]).
+pub const PREVIEW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// [`divergence_map`], telling `progress` each graph read and (with `partial`) handing it the
 /// map of the steps judged so far after each step.
@@ -771,10 +853,12 @@ pub fn divergence_map_with_progress(
 ) -> Result<(Diagnosis, DivergenceMap), DiagnoseError> {
     let (d, fine) = fine_map_with_progress(file, opts, map.shape(), partial, &mut |p| {
         let so_far = p.partial.map(|f| f.aggregate(map.max_columns));
+        let preview = p.preview.map(|f| f.aggregate(map.max_columns));
         progress(MapProgress {
             graphs_read: p.graphs_read,
             graphs_total: p.graphs_total,
             partial: so_far.as_ref(),
+            preview: preview.as_ref(),
         });
     })?;
     Ok((d, fine.aggregate(map.max_columns)))
@@ -790,28 +874,80 @@ pub fn fine_map_with_progress(
     partial: bool,
     progress: &mut dyn FnMut(MapProgress<'_, FineMap>),
 ) -> Result<(Diagnosis, FineMap), DiagnoseError> {
+    /// The map of the first step's graphs read so far ([`MapProgress::preview`]).
+    struct Preview {
+        /// The judged map (no step yet) with the rows of the graphs read so far.
+        map: FineMap,
+        cells: StepCells,
+        step: i64,
+        /// When one was last handed out; whether one is due with the next graph read.
+        shown: Option<std::time::Instant>,
+        due: bool,
+    }
     struct Visitor<'p> {
         fine: FineMap,
         partial: bool,
         read: (usize, usize),
         progress: &'p mut dyn FnMut(MapProgress<'_, FineMap>),
+        /// Until the first step is judged (with `partial`): the preview and the options its
+        /// cells are judged with (no tightening from the step's own ranks).
+        previewing: bool,
+        preview: Option<Preview>,
+        plain: Options,
     }
     impl StepVisitor for Visitor<'_> {
+        fn graph_loaded(&mut self, position: usize, data: &RankData) {
+            if !self.previewing {
+                return;
+            }
+            let p = self.preview.get_or_insert_with(|| Preview {
+                map: self.fine.clone(),
+                cells: StepCells::default(),
+                step: data.step,
+                shown: None,
+                due: false,
+            });
+            let order = data.npu.execution_order();
+            p.map
+                .decide_depth(std::iter::once((&data.npu, order.as_slice())));
+            let judge = Judge::new(p.map.mode, &self.plain, data, &order);
+            p.map.add_rank(
+                &mut p.cells,
+                position,
+                data,
+                &order,
+                &|i| judge.node(i),
+                None,
+            );
+            p.due = p.shown.is_none_or(|t| t.elapsed() >= PREVIEW_EVERY);
+        }
         fn graph_read(&mut self, read: usize, total: usize) {
             self.read = (read, total);
+            let preview = self.preview.as_mut().filter(|p| p.due).map(|p| {
+                p.due = false;
+                p.shown = Some(std::time::Instant::now());
+                let mut m = p.map.clone();
+                let step = p.cells.clone().finish(p.step, m.rows.len(), None);
+                m.steps.push(std::sync::Arc::new(step));
+                m
+            });
             (self.progress)(MapProgress {
                 graphs_read: read,
                 graphs_total: total,
                 partial: None,
+                preview: preview.as_ref(),
             });
         }
         fn step(&mut self, ranks: &[RankJudgements<'_>], d: &Diagnosis) {
+            self.previewing = false;
+            self.preview = None;
             self.fine.add_step(ranks, d);
             if self.partial {
                 (self.progress)(MapProgress {
                     graphs_read: self.read.0,
                     graphs_total: self.read.1,
                     partial: Some(&self.fine),
+                    preview: None,
                 });
             }
         }
@@ -825,6 +961,12 @@ pub fn fine_map_with_progress(
         partial,
         read: (0, 0),
         progress,
+        previewing: partial,
+        preview: None,
+        plain: Options {
+            tighten: false,
+            ..opts.clone()
+        },
     };
     let d = diagnose_visiting(file, opts, &mut visitor)?;
     Ok((d, visitor.fine))

@@ -10,7 +10,7 @@
 
 use foldhash::HashSet;
 
-use crate::load::{Direction, Node, SideGraph};
+use crate::load::{Direction, NodeRef, SideGraph};
 
 /// Where a source sits in the model, the same for every micro-batch, rank and step.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
@@ -51,26 +51,26 @@ pub(crate) fn api_kind(name: &str) -> &str {
 
 /// The call site of node `i` of `graph`.
 pub fn call_site(graph: &SideGraph, i: u32) -> CallSite {
-    let n = &graph.nodes[i as usize];
+    let n = graph.node(i);
     if n.node_type == 0 {
         return CallSite {
-            module: without_call_index(&n.name).to_owned(),
+            module: without_call_index(n.name()).to_owned(),
             api: String::new(),
             call: 0,
             direction: n.direction,
         };
     }
-    let kind = api_kind(&n.name);
+    let kind = api_kind(n.name());
     let (module, call) = match n.parent {
         Some(p) => {
-            let parent = &graph.nodes[p as usize];
+            let parent = graph.node(p);
             let call = parent
                 .children
                 .iter()
                 .take_while(|&&c| c != i)
-                .filter(|&&c| api_kind(&graph.nodes[c as usize].name) == kind)
+                .filter(|&&c| api_kind(graph.node(c).name()) == kind)
                 .count();
-            (without_call_index(&parent.name), call as u32)
+            (without_call_index(parent.name()), call as u32)
         }
         None => ("", 0),
     };
@@ -83,8 +83,8 @@ pub fn call_site(graph: &SideGraph, i: u32) -> CallSite {
 }
 
 /// Point-to-point communication: what pipeline stages pass activations with.
-fn is_point_to_point(n: &Node) -> bool {
-    let Some(rest) = n.name.strip_prefix("Distributed.") else {
+fn is_point_to_point(n: NodeRef<'_>) -> bool {
+    let Some(rest) = n.name().strip_prefix("Distributed.") else {
         return false;
     };
     let api = rest.split('.').next().unwrap_or("");
@@ -105,10 +105,9 @@ fn is_point_to_point(n: &Node) -> bool {
 pub fn module_signature(graph: &SideGraph) -> u64 {
     use std::hash::BuildHasher;
     let names: HashSet<&str> = graph
-        .nodes
         .iter()
         .filter(|n| n.node_type == 0)
-        .map(|n| without_call_index(&n.name))
+        .map(|n| without_call_index(n.name()))
         .collect();
     // Order-independent: the sum of the names' hashes.
     let state = foldhash::fast::FixedState::with_seed(0x6c61_7965);
@@ -119,7 +118,7 @@ pub fn module_signature(graph: &SideGraph) -> u64 {
 
 /// Whether a rank's graph holds point-to-point communication.
 pub fn has_point_to_point(graph: &SideGraph) -> bool {
-    graph.nodes.iter().any(is_point_to_point)
+    graph.iter().any(is_point_to_point)
 }
 
 /// The class of each rank's graph (`signatures`: [`module_signature`] per rank; `p2p`: whether

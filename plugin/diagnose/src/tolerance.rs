@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use foldhash::HashMap;
 
 use crate::entry::DtypeClass;
-use crate::load::{Direction, Node};
+use crate::load::{Direction, NodeRef};
 
 /// Two thresholds on a relative error (see [`crate::judge`] for how errors are measured).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -84,12 +84,12 @@ pub struct LearnedTolerances {
 
 /// A node's op kind: the API without its call index and pass (`Functional.linear`), or the
 /// module's class (`Linear`, from `Module.layers.0.mlp.fc1.Linear.forward.0`).
-pub fn op_kind(n: &Node) -> &str {
+pub fn op_kind<'a>(n: NodeRef<'a>) -> &'a str {
     if n.node_type != 0 {
-        return crate::site::api_kind(&n.name);
+        return crate::site::api_kind(n.name());
     }
     // <Prefix>.<path…>.<Class>.<forward|backward>.<index>
-    let mut parts = n.name.rsplit('.');
+    let mut parts = n.name().rsplit('.');
     let mut class = "";
     let mut pass_seen = false;
     for p in parts.by_ref() {
@@ -100,7 +100,7 @@ pub fn op_kind(n: &Node) -> &str {
         pass_seen = p == "forward" || p == "backward";
     }
     if class.is_empty() {
-        &n.name
+        n.name()
     } else {
         class
     }
@@ -205,14 +205,14 @@ pub(crate) fn learn(
 
 /// A module's name without its call index (`Module.layers.0.mlp.fc1.Linear.forward`); an API's
 /// kind.
-pub(crate) fn module_path(n: &Node) -> &str {
+pub(crate) fn module_path<'a>(n: NodeRef<'a>) -> &'a str {
     if n.node_type == 0 {
-        match n.name.rsplit_once('.') {
+        match n.name().rsplit_once('.') {
             Some((head, tail)) if tail.bytes().all(|b| b.is_ascii_digit()) => head,
-            _ => &n.name,
+            _ => n.name(),
         }
     } else {
-        crate::site::api_kind(&n.name)
+        crate::site::api_kind(n.name())
     }
 }
 
@@ -222,19 +222,18 @@ mod tests {
 
     #[test]
     fn the_op_kind_is_the_api_or_the_module_class() {
-        let node = |name: &str, t: i32| Node {
-            node_type: t,
-            ..crate::load::tests_support::node(name)
-        };
-        assert_eq!(
-            op_kind(&node("Functional.linear.12.forward", 1)),
-            "Functional.linear"
-        );
-        assert_eq!(
-            op_kind(&node("Module.layers.0.mlp.fc1.Linear.forward.0", 0)),
-            "Linear"
-        );
-        assert_eq!(op_kind(&node("Module.Block.backward.3", 0)), "Block");
+        let mut side = crate::load::SideGraph::default();
+        for (name, t) in [
+            ("Functional.linear.12.forward", 1),
+            ("Module.layers.0.mlp.fc1.Linear.forward.0", 0),
+            ("Module.Block.backward.3", 0),
+        ] {
+            let node = crate::load::Node::new(t, crate::load::Direction::Forward, false, 0);
+            side.push(name, node, [], 0).expect("small");
+        }
+        assert_eq!(op_kind(side.node(0)), "Functional.linear");
+        assert_eq!(op_kind(side.node(1)), "Linear");
+        assert_eq!(op_kind(side.node(2)), "Block");
     }
 
     #[test]

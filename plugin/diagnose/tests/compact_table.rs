@@ -34,13 +34,19 @@ fn compare_cases() -> Vec<String> {
 }
 
 /// A graph as the rules see it, printed (NaN statistics print alike, where `==` says they differ).
+/// Both sides as text: every node with its name and entries, the root, the partners.
 fn shown(d: &RankData) -> String {
+    fn nodes(
+        g: &graph_ascend_diagnose::load::SideGraph,
+    ) -> Vec<graph_ascend_diagnose::load::NodeRef<'_>> {
+        g.iter().collect()
+    }
     format!(
         "{:?} {:?} {:?} | {:?} {:?} {:?} | {:?}",
-        d.npu.nodes,
+        nodes(&d.npu),
         d.npu.root,
         d.npu.torch,
-        d.bench.nodes,
+        nodes(&d.bench),
         d.bench.root,
         d.bench.torch,
         d.partners
@@ -222,7 +228,7 @@ fn a_row_edited_by_another_tool_is_read_from_the_rows() {
     let loaded = file.load(0, 0).expect("load");
     let npu = &loaded.npu;
     let fc1 = npu.find(NODE).expect("the node");
-    let norm = npu.nodes[fc1 as usize].outputs()[0].stats.norm();
+    let norm = npu.outputs(fc1)[0].stats.norm();
     let expected: serde_json::Value = serde_json::from_str(&scaled).expect("json");
     let first = expected
         .as_object()

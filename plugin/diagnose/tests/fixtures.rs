@@ -202,18 +202,17 @@ fn each_module_counts_the_sources_inside_it_at_any_depth() {
     assert_eq!(inside[root as usize], 2);
     let layer0 = data
         .npu
-        .nodes
         .iter()
-        .position(|n| n.name.starts_with("Module.layers.0.") && n.name.contains(".forward."))
+        .position(|n| n.name().starts_with("Module.layers.0.") && n.name().contains(".forward."))
         .expect("a module of layer 0");
     assert_eq!(inside[layer0], 0);
     // Only ancestors count: every module with a count holds a source below it.
-    for (i, n) in data.npu.nodes.iter().enumerate() {
+    for (i, n) in data.npu.iter().enumerate() {
         let below = sources.iter().filter(|s| {
             data.npu
                 .find(s)
                 .is_some_and(|k| data.npu.ancestors(k).any(|a| a as usize == i))
         });
-        assert_eq!(inside[i] as usize, below.count(), "{}", n.name);
+        assert_eq!(inside[i] as usize, below.count(), "{}", n.name());
     }
 }

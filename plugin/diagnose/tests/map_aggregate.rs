@@ -9,33 +9,36 @@ mod common;
 use common::unpack;
 use graph_ascend_diagnose::map::{Cell, Column, ColumnAxis, DivergenceMap};
 use graph_ascend_diagnose::{divergence_map, CompareFile, MapOptions, Options};
+use graph_ascend_testkit::graph_copies::{copy_nodes, number_list, Graphs};
 
 /// Step 0's rows copied to steps 1 … `steps - 1`, then ranks 0 and 1 copied to ranks 2 …
 /// `ranks - 1` (alternately); a few graphs made to agree with golden so that the columns differ.
 fn widen(db: &rusqlite::Connection, steps: i64, ranks: i64) {
-    const COLUMNS: &str = "graph_id, node_order, node_name, node_type, up_node, sub_nodes, \
-        precision_index, overflow_level, micro_step_id, matched_node_link, stack_id, \
-        parallel_merge_info, matched_distributed, modified, input_data, output_data, \
-        data_source, dump_data_dir, is_distributed";
     for step in 1..steps {
-        db.execute(
-            &format!(
-                "INSERT INTO tb_nodes (id, step, rank, {COLUMNS}) \
-                 SELECT id || '_s' || ?1, ?1, rank, {COLUMNS} FROM tb_nodes WHERE step = 0"
-            ),
-            [step],
-        )
-        .expect("copy step");
+        let (zero, to) = (
+            Graphs {
+                step: Some(0),
+                rank: None,
+            },
+            Graphs {
+                step: Some(step),
+                rank: None,
+            },
+        );
+        copy_nodes(db, zero, to, &format!("_s{step}")).expect("copy step");
     }
     for rank in 2..ranks {
-        db.execute(
-            &format!(
-                "INSERT INTO tb_nodes (id, step, rank, {COLUMNS}) \
-                 SELECT id || '_r' || ?1, step, ?1, {COLUMNS} FROM tb_nodes WHERE rank = ?2"
-            ),
-            [rank, rank % 2],
-        )
-        .expect("copy rank");
+        let (from, to) = (
+            Graphs {
+                step: None,
+                rank: Some(rank % 2),
+            },
+            Graphs {
+                step: None,
+                rank: Some(rank),
+            },
+        );
+        copy_nodes(db, from, to, &format!("_r{rank}")).expect("copy rank");
     }
     for (step, rank) in [(1, 3), (2, 0), (2, 5), (3, 6)] {
         db.execute(
@@ -47,13 +50,9 @@ fn widen(db: &rusqlite::Connection, steps: i64, ranks: i64) {
         )
         .expect("agree");
     }
-    let list = |n: i64| {
-        let items: Vec<String> = (0..n).map(|v| v.to_string()).collect();
-        format!("[{}]", items.join(", "))
-    };
     db.execute(
         "UPDATE tb_config SET step_list = ?1, rank_list = ?2",
-        [list(steps), list(ranks)],
+        [number_list(steps), number_list(ranks)],
     )
     .expect("config");
 }

@@ -208,6 +208,17 @@ impl DiagnosisCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// How many computations are claimed now ([`Self::claim`]; for tests: a diagnosis started
+    /// when a file is opened holds its claim from the moment it is started).
+    pub fn claimed(&self) -> usize {
+        let mut entries = crate::sync::lock(&self.entries);
+        entries.retain(Entry::is_current);
+        entries
+            .iter()
+            .filter(|e| e.claimed.load(Ordering::Acquire))
+            .count()
+    }
 }
 
 /// A computation claimed ([`DiagnosisCache::claim`]); another may be claimed once it is dropped.

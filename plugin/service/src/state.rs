@@ -27,10 +27,15 @@ pub struct State {
     /// Diagnoses per file version (`handlers::diagnose`; shared with the diagnoses started when
     /// the page opens a compare file).
     pub diagnoses: Arc<DiagnosisCache>,
+    /// Whether opening a compare file starts its diagnosis in the background (default; `serve
+    /// --no-diagnosis-prefetch` turns it off: the panel's first request computes it).
+    pub diagnosis_prefetch: bool,
     /// The page's build, inlined into the reports the page downloads (`handlers::export_report`).
     pub page_assets: Option<PathBuf>,
-    /// How far the divergence maps under computation are (`handlers::divergence_map`).
-    pub map_progress: MapProgressBoard,
+    /// How far the divergence maps under computation are (`handlers::divergence_map`; shared
+    /// with the diagnoses started when the page opens a compare file, which compute the default
+    /// map on the way).
+    pub map_progress: Arc<MapProgressBoard>,
 }
 
 impl State {
@@ -50,8 +55,9 @@ impl State {
             root_layouts: Arc::default(),
             step_aside: Arc::default(),
             diagnoses: Arc::default(),
+            diagnosis_prefetch: true,
             page_assets: None,
-            map_progress: MapProgressBoard::default(),
+            map_progress: Arc::default(),
         }
     }
 
@@ -65,6 +71,13 @@ impl State {
     /// This state with the page's build in `dir` (for the reports the page downloads).
     pub fn with_page_assets(mut self, dir: Option<PathBuf>) -> State {
         self.page_assets = dir;
+        self
+    }
+
+    /// This state with the diagnosis of a compare file started when the file is opened (`true`,
+    /// the default) or only when the Diagnosis panel asks for it (`false`).
+    pub fn with_diagnosis_prefetch(mut self, prefetch: bool) -> State {
+        self.diagnosis_prefetch = prefetch;
         self
     }
 

@@ -11,7 +11,7 @@ use graph_ascend_proto as pb;
 use graph_ascend_service::{handlers, State};
 use serde_json::Value;
 
-use common::{browser_json, unpack};
+use common::{browser_json, meta, meta_request, unpack};
 
 fn request(tag: &str, step: i32, rank: i32, states: bool) -> pb::DiagnoseRequest {
     pb::DiagnoseRequest {
@@ -173,6 +173,34 @@ fn the_injected_faults_lead_with_their_reasons_and_verdicts() {
     ));
     assert!(lean.get("states").is_none(), "{lean}");
     assert_eq!(lean["data"], answer["data"]);
+}
+
+/// Opening a compare file starts its diagnosis (claimed at once, on the opening request's
+/// thread) unless the sidecar was started with `--no-diagnosis-prefetch`; either way the
+/// Diagnosis panel's request answers.
+#[test]
+fn opening_a_file_starts_its_diagnosis_unless_the_switch_is_off() {
+    for prefetch in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = unpack("compare_tf_stats", dir.path(), "run");
+        let state =
+            Arc::new(State::new(dir.path().to_path_buf()).with_diagnosis_prefetch(prefetch));
+        let tag = tag_of(&path);
+        handlers::load_meta_dir(&state);
+        let opened = handlers::load_graph_config_info(&state, meta_request(&meta("run", &tag)));
+        assert!(opened.success, "{:?}", opened.error);
+        // The diagnosis started holds its claim until it is kept: one or the other.
+        let started = state.diagnoses.claimed() + state.diagnoses.len();
+        if prefetch {
+            assert!(started > 0, "opening the file started its diagnosis");
+        } else {
+            assert_eq!(started, 0, "the switch is off: nothing started");
+        }
+        let answer = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, true)));
+        assert_eq!(answer["success"], true, "{answer}");
+        assert_eq!(answer["data"]["total_groups"], 2, "{answer}");
+        assert!(state.diagnoses.len() >= 2, "the diagnosis and the verdicts");
+    }
 }
 
 #[test]

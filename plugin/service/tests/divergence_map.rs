@@ -131,6 +131,58 @@ fn the_map_of_a_two_rank_file_marks_its_faults_and_is_cached() {
     assert_eq!(std::fs::read(&path).expect("read"), before, "never written");
 }
 
+/// The file's diagnosis (started when the page opens a file of several graphs) makes the default
+/// map on the way: the Map panel's request takes it, and reads no graph again.
+#[test]
+fn the_diagnosis_of_a_file_of_several_graphs_makes_its_default_map() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = unpack("compare_dist_ranks", dir.path(), "run");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    let diagnosis = browser_json(&handlers::diagnose(
+        &state,
+        pb::DiagnoseRequest {
+            run: "run".into(),
+            tag: tag_of(&path),
+            r#type: "db".into(),
+            lang: "en".into(),
+            micro_step: Some(-1),
+            ..pb::DiagnoseRequest::default()
+        },
+    ));
+    assert_eq!(diagnosis["success"], true, "{diagnosis}");
+    // The diagnosis and the default map of full resolution (kept right after the diagnosis).
+    let t0 = std::time::Instant::now();
+    while state.diagnoses.len() < 2 && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(state.diagnoses.len(), 2);
+    let asked = pb::DivergenceMapRequest {
+        progress: true,
+        ..request(&tag_of(&path), 0, false)
+    };
+    let done = browser_json(&handlers::divergence_map(&state, asked.clone()));
+    assert_eq!(
+        done["progress"],
+        serde_json::json!({"graphs_read": 2, "graphs_total": 2, "done": true}),
+        "{done}"
+    );
+    let answer = browser_json(&handlers::divergence_map(
+        &state,
+        request(&tag_of(&path), 0, false),
+    ));
+    assert_eq!(answer["success"], true, "{answer}");
+    // One more entry: the map aggregated to the request's columns, from the kept one.
+    assert_eq!(state.diagnoses.len(), 3);
+    // The map a request computes itself, on a fresh sidecar.
+    let fresh = Arc::new(State::new(dir.path().to_path_buf()));
+    let own = browser_json(&handlers::divergence_map(
+        &fresh,
+        request(&tag_of(&path), 0, false),
+    ));
+    assert_eq!(answer, own);
+    assert_eq!(browser_json(&handlers::divergence_map(&state, asked)), done);
+}
+
 #[test]
 fn a_build_file_gets_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -23,6 +23,7 @@
 #![deny(unsafe_code)]
 
 pub mod fuzzing;
+pub mod graph_copies;
 pub mod special_files;
 pub mod synthetic_dump;
 pub mod synthetic_visdb;

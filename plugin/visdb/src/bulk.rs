@@ -61,4 +61,4 @@ mod tests;
 
 pub use format::Value;
 pub use sorted::{index_key, SortedIndex};
-pub use writer::{BulkWriter, NodeIndexSpec, SortedNodeIndex};
+pub use writer::{BulkWriter, NodeIndexSpec, SortedNodeIndex, SortedNodeRuns};

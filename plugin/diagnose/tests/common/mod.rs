@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use graph_ascend_diagnose::{diagnose, CompareFile, Diagnosis, Options};
+use graph_ascend_testkit::graph_copies::{copy_nodes, number_list, Graphs};
 
 /// `tests/fixtures` of the repository.
 pub fn fixtures() -> PathBuf {
@@ -110,35 +111,25 @@ pub fn edit_stat(
 
 /// Copies step 0, rank 0 to every step of `steps` and rank of `ranks` (ids made unique).
 pub fn replicate(db: &rusqlite::Connection, steps: i64, ranks: i64) {
-    const COLUMNS: &str = "graph_id, node_order, node_name, node_type, up_node, sub_nodes, \
-        precision_index, overflow_level, micro_step_id, matched_node_link, stack_id, \
-        parallel_merge_info, matched_distributed, modified, input_data, output_data, \
-        data_source, dump_data_dir, is_distributed";
+    let first = Graphs {
+        step: Some(0),
+        rank: Some(0),
+    };
     for step in 0..steps {
         for rank in 0..ranks {
             if (step, rank) == (0, 0) {
                 continue;
             }
-            db.execute(
-                &format!(
-                    "INSERT INTO tb_nodes (id, step, rank, {COLUMNS}) \
-                     SELECT id || '_' || ?1 || '_' || ?2, ?1, ?2, {COLUMNS} FROM tb_nodes \
-                     WHERE step = 0 AND rank = 0"
-                ),
-                [step, rank],
-            )
-            .expect("replicate");
+            let to = Graphs {
+                step: Some(step),
+                rank: Some(rank),
+            };
+            copy_nodes(db, first, to, &format!("_{step}_{rank}")).expect("replicate");
         }
     }
-    let list = |n: i64| {
-        format!(
-            "[{}]",
-            (0..n).map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
-        )
-    };
     db.execute(
         "UPDATE tb_config SET rank_list = ?1, step_list = ?2",
-        [list(ranks), list(steps)],
+        [number_list(ranks), number_list(steps)],
     )
     .expect("config");
 }

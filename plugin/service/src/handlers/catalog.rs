@@ -83,8 +83,8 @@ pub fn load_graph_config_info(state: &State, req: pb::MetaRequest) -> pb::Config
 /// Starts indexing the graphs of a selection in the background (see [`crate::graph_index`]),
 /// and laying out their roots after that (see [`crate::root_layouts`]): the page asks for the
 /// node lists, then for each pane's root; and, for a compare, its diagnosis (see
-/// [`super::diagnosis::start`]). All wait while the opening answers travel
-/// ([`crate::step_aside`]).
+/// [`super::diagnosis::start`]; unless [`State::diagnosis_prefetch`] is off). All wait while the
+/// opening answers travel ([`crate::step_aside`]).
 fn prefetch(state: &State, sel: &Selection) -> Result<()> {
     let compare = sel.is_compare()?;
     let panes: Vec<(GraphKey, &'static str)> = ["NPU", "Bench"]
@@ -101,7 +101,7 @@ fn prefetch(state: &State, sel: &Selection) -> Result<()> {
         .root_layouts
         .prefetch(&sel.file, panes, sel.micro_step, &state.step_aside);
     // The file's diagnosis too, so that the Diagnosis panel finds it ready (or under way).
-    if compare {
+    if compare && state.diagnosis_prefetch {
         let _ = super::diagnosis::start(state, &sel.file);
     }
     Ok(())

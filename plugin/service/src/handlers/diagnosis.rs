@@ -19,6 +19,7 @@ use super::reply::{answer, Failure, HandlerError, Result};
 use super::selection::{file_of, select};
 use crate::catalog::GraphFile;
 use crate::diagnosis_cache::{DiagnosisCache, Key, Weight};
+use crate::map_progress::{diagnosis_with_default_map, keep_default_map, MapProgressBoard};
 use crate::messages::{Lang, Msg};
 use crate::state::State;
 
@@ -161,6 +162,7 @@ pub(crate) fn start(state: &State, file: &Arc<GraphFile>) -> Option<std::sync::m
     let claim = state.diagnoses.claim(file, Key::File)?;
     let (started, heard) = std::sync::mpsc::channel();
     let cache = state.diagnoses.clone();
+    let board = state.map_progress.clone();
     let gate = state.step_aside.clone();
     let file = file.clone();
     let spawned = std::thread::Builder::new()
@@ -168,7 +170,7 @@ pub(crate) fn start(state: &State, file: &Arc<GraphFile>) -> Option<std::sync::m
         .spawn(move || {
             // The opening answers travel first.
             gate.wait();
-            if let Err(e) = judge(&cache, &file, &started) {
+            if let Err(e) = judge(&cache, &board, &file, &started) {
                 tracing::debug!("diagnosing {} failed: {e}", file.path.display());
             }
             drop(claim);
@@ -188,16 +190,25 @@ pub(crate) fn start(state: &State, file: &Arc<GraphFile>) -> Option<std::sync::m
 /// diagnosis is kept (and answered) before they are worked out.
 fn judge(
     cache: &DiagnosisCache,
+    board: &MapProgressBoard,
     file: &Arc<GraphFile>,
     started: &std::sync::mpsc::Sender<()>,
 ) -> Result<()> {
     let compare = open(file)?;
     let (steps, ranks) = (compare.steps(), compare.ranks());
     let (&[step], &[rank]) = (&steps[..], &ranks[..]) else {
+        // Several graphs: the default divergence map from the same judgements, so that the Map
+        // panel does not read every graph again beside this.
+        let mut map = None;
         cache.get(file, Key::File, || {
             let _ = started.send(());
-            diagnose_file(&compare, &Options::default()).map_err(failed)
+            let (d, fine) = diagnosis_with_default_map(board, file).map_err(failed)?;
+            map = Some(fine);
+            Ok::<_, HandlerError>(d)
         })?;
+        if let Some(fine) = map {
+            keep_default_map(cache, board, file, fine);
+        }
         return Ok(());
     };
     cache.holding(
@@ -348,12 +359,11 @@ fn verdicts_of(
     let inside = graph_ascend_diagnose::sources_inside(data, here().map(|s| s.node.as_str()));
     let sources_inside = data
         .npu
-        .nodes
         .iter()
         .zip(inside)
         .filter(|(_, count)| *count > 0)
         .map(|(n, count)| pb::DiagnosisSourcesInside {
-            node: n.name.to_string(),
+            node: n.name().to_string(),
             count: i32::try_from(count).unwrap_or(i32::MAX),
         })
         .collect();
@@ -361,11 +371,10 @@ fn verdicts_of(
     let differs = graph_ascend_diagnose::differing_nodes(compare.mode(), opts, data);
     let inherited = data
         .npu
-        .nodes
         .iter()
         .zip(differs)
-        .filter(|(n, differs)| *differs && !is_source.contains(&*n.name))
-        .map(|(n, _)| n.name.to_string())
+        .filter(|(n, differs)| *differs && !is_source.contains(n.name()))
+        .map(|(n, _)| n.name().to_string())
         .collect();
     pb::DiagnosisStates {
         step: int(step),

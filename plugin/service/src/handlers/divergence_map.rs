@@ -5,23 +5,24 @@
 //! too. The file's diagnosis made on the way is kept as well, so the Diagnosis panel answers at
 //! once afterwards. While a map is computed (every graph of the file is read, one step at a
 //! time), a request with `progress` answers at once with graphs read of total and the map of the
-//! steps judged so far, aggregated to its columns ([`crate::map_progress`]).
+//! steps judged so far, aggregated to its columns ([`crate::map_progress`]); while the first step
+//! is read, the map of its graphs read so far (`MapProgress::preview`: the first cells need not
+//! wait for a whole step of graphs).
 
 use std::sync::Arc;
 
 use graph_ascend_diagnose::diagnose::Direction;
 use graph_ascend_diagnose::map::{
-    fine_map_with_progress, Cell, ColumnAxis, DivergenceMap, FineMap, MapOptions,
-    DEFAULT_MAX_COLUMNS,
+    Cell, ColumnAxis, DivergenceMap, FineMap, MapOptions, DEFAULT_MAX_COLUMNS,
 };
-use graph_ascend_diagnose::Options;
 use graph_ascend_proto as pb;
 
-use super::diagnosis::{failed, int, label, open};
+use super::diagnosis::{failed, int, label};
 use super::reply::{answer, HandlerError, Result};
 use super::selection::{select, Selection};
 use crate::catalog::GraphFile;
 use crate::diagnosis_cache::{Key, Weight};
+use crate::map_progress::compute;
 use crate::messages::Lang;
 use crate::state::State;
 
@@ -121,7 +122,10 @@ fn map_of(state: &State, req: &pb::DivergenceMapRequest) -> Result<Arc<pb::Diver
 }
 
 /// The map of full resolution of `options`' depth and axis, computed (with progress) once per
-/// file version.
+/// file version. A computation of it already under way (the file's diagnosis started when the
+/// page opened the file computes the default map on the way:
+/// [`crate::map_progress::diagnosis_with_default_map`]) is
+/// waited for rather than made a second time beside it (twice the memory and the time).
 fn fine_map_of(
     state: &State,
     file: &Arc<GraphFile>,
@@ -129,31 +133,11 @@ fn fine_map_of(
     options: &MapOptions,
 ) -> Result<Arc<FineMap>> {
     state.diagnoses.get(file, key, || {
-        let progress = state.map_progress.start(file, key);
-        let built = open(file).and_then(|compare| {
-            fine_map_with_progress(
-                &compare,
-                &Options::default(),
-                options.shape(),
-                true,
-                &mut |p| {
-                    let partial = p.partial.map(|m| Arc::new(m.clone()));
-                    let mut shown = crate::sync::lock(&progress);
-                    shown.graphs_read = p.graphs_read;
-                    shown.graphs_total = p.graphs_total;
-                    if partial.is_some() {
-                        shown.partial = partial;
-                    }
-                },
-            )
-            .map_err(failed)
-        });
-        {
-            let mut shown = crate::sync::lock(&progress);
-            shown.done = true;
-            shown.partial = None;
+        if let Some(fine) = state.map_progress.wait_for(file, key) {
+            return Ok(fine);
         }
-        let (diagnosis, fine) = built?;
+        let progress = state.map_progress.start(file, key);
+        let (diagnosis, fine) = compute(&progress, file, options.shape()).map_err(failed)?;
         // The same judgements gave the file's diagnosis: the panel need not judge it again.
         state
             .diagnoses

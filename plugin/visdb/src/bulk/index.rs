@@ -85,12 +85,7 @@ impl IndexRows {
         );
         self.keys
             .push_with(|out| key.iter().for_each(|v| push_sort_key(v, out)));
-        let mask = key
-            .iter()
-            .take(64)
-            .enumerate()
-            .filter(|(_, v)| matches!(v, Value::Real(_)))
-            .fold(0u64, |m, (i, _)| m | 1 << i);
+        let mask = reals_mask(key);
         if mask != 0 && self.reals.is_empty() {
             self.reals = vec![0; self.keys.len() - 1];
         }
@@ -129,6 +124,17 @@ impl IndexRows {
         self.keys.ends.clear();
         self.reals.clear();
     }
+}
+
+/// A bit per value of `values` stored as REAL (bit `i` for value `i`, the first 64): what a
+/// sort key does not say ([`IndexRows`]' `reals`).
+pub fn reals_mask(values: &[Value<'_>]) -> u64 {
+    values
+        .iter()
+        .take(64)
+        .enumerate()
+        .filter(|(_, v)| matches!(v, Value::Real(_)))
+        .fold(0u64, |m, (i, _)| m | 1 << i)
 }
 
 /// Appends the index record (key's values…, `rowid`) of a key made by [`push_sort_key`];

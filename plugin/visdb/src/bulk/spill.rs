@@ -16,6 +16,10 @@
 //! (`.graph-ascend-<host>.<pid>.<random>.index.tmp`, see [`crate::stale`]): removed when the
 //! writer is dropped, and, if its process was killed, by the next writer in that folder.
 //!
+//! A caller with entries already sorted in several streams (the gather, [`super::writer`]'s
+//! `SortedNodeRuns`: more parts than it may hold open) appends each stream as a run of its own
+//! ([`SpilledEntries::push`], [`SpilledEntries::end_run`]) and has them merged the same way.
+//!
 //! # Run format
 //! Entries back to back, each: LEB128 key length, the key ([`super::format::push_sort_key`]),
 //! LEB128 REAL mask, LEB128 rowid. A run is a byte range of the file.
@@ -45,6 +49,8 @@ pub struct SpilledEntries {
     temp: tempfile::TempPath,
     len: u64,
     runs: Vec<Vec<Range<u64>>>,
+    /// Where the run being appended entry by entry ([`push`](Self::push)) starts.
+    open: u64,
 }
 
 impl SpilledEntries {
@@ -56,6 +62,7 @@ impl SpilledEntries {
             temp,
             len: 0,
             runs: vec![Vec::new(); indexes],
+            open: 0,
         })
     }
 
@@ -79,17 +86,28 @@ impl SpilledEntries {
             }
             let start = self.len;
             for (key, reals, rowid) in rows.sorted() {
-                let mut n = write_leb128(&mut self.out, key.len() as u64)?;
-                self.out.write_all(key)?;
-                n += key.len();
-                n += write_leb128(&mut self.out, reals)?;
-                n += write_leb128(&mut self.out, rowid as u64)?;
-                self.len += n as u64;
+                self.len += write_entry(&mut self.out, key, reals, rowid)? as u64;
             }
             runs.push(start..self.len);
             rows.clear();
         }
+        self.open = self.len;
         Ok(())
+    }
+
+    /// Appends the entry (sort key `key`, REAL mask `reals`, `rowid`) to the run being written;
+    /// entries must come in SQLite's order (by key, then rowid).
+    pub fn push(&mut self, key: &[u8], reals: u64, rowid: i64) -> io::Result<()> {
+        self.len += write_entry(&mut self.out, key, reals, rowid)? as u64;
+        Ok(())
+    }
+
+    /// Ends the run written by [`push`](Self::push) as one of index `i`'s.
+    pub fn end_run(&mut self, i: usize) {
+        if let Some(runs) = self.runs.get_mut(i) {
+            runs.push(self.open..self.len);
+        }
+        self.open = self.len;
     }
 
     /// Feeds index `i`'s entries, every run merged, to `index` in SQLite's order.
@@ -118,6 +136,16 @@ impl SpilledEntries {
         }
         Ok(())
     }
+}
+
+/// Writes one entry in the run format; returns the bytes written.
+fn write_entry(out: &mut impl Write, key: &[u8], reals: u64, rowid: i64) -> io::Result<usize> {
+    let mut n = write_leb128(out, key.len() as u64)?;
+    out.write_all(key)?;
+    n += key.len();
+    n += write_leb128(out, reals)?;
+    n += write_leb128(out, rowid as u64)?;
+    Ok(n)
 }
 
 /// The next entry of run `run`; ordered by (key, rowid), SQLite's order.

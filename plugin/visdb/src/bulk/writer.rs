@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use super::file::PageFile;
 use super::format::{db_header, encode_record, Geometry, Value, DB_HEADER, PAGE_SIZE};
 use super::index::{self, IndexRows};
-use super::sorted::{SortedError, SortedIndex};
+use super::sorted::{index_key, SortedError, SortedIndex};
 use super::spill::{self, SpilledEntries};
 use super::table::{self, TableTree};
 use crate::schema::{CREATE_INDEXES, CREATE_TABLES, NODE_COLUMNS};
@@ -602,6 +602,13 @@ pub struct SortedNodeIndex {
     index: SortedIndex,
 }
 
+/// Sorted runs of one index's entries being written ([`BulkWriter::begin_runs`]).
+pub struct SortedNodeRuns {
+    runs: SpilledEntries,
+    /// Room for an entry's sort key.
+    key: Vec<u8>,
+}
+
 impl BulkWriter {
     /// [`BulkWriter::create`] for a caller that gives `tb_nodes`' index entries itself, each
     /// index already sorted ([`push_sorted`](Self::push_sorted)): the writer keeps none, so its
@@ -654,21 +661,73 @@ impl BulkWriter {
         rowid: i64,
     ) -> Result<(), WriteError> {
         self.check()?;
-        match index.index.push(values, rowid, &mut self.file) {
-            Ok(()) => Ok(()),
-            Err(SortedError::Io(e)) => Err(self.fail(e)),
-            Err(SortedError::Duplicate(id)) => {
+        let pushed = index.index.push(values, rowid, &mut self.file);
+        pushed.map_err(|e| self.sorted_error(&index.name, e))
+    }
+
+    /// A [`SortedError`] of index `name` as the writer reports it (the writer is then broken).
+    fn sorted_error(&mut self, name: &str, e: SortedError) -> WriteError {
+        match e {
+            SortedError::Io(e) => self.fail(e),
+            SortedError::Duplicate(id) => {
                 self.broken = true;
-                Err(WriteError::Duplicate {
+                WriteError::Duplicate {
                     path: self.dest.clone(),
                     id,
-                })
+                }
             }
-            Err(SortedError::Order(what)) => Err(self.fail(std::io::Error::other(format!(
-                "index {}: entries out of order ({what})",
-                index.name
-            )))),
+            SortedError::Order(what) => self.fail(std::io::Error::other(format!(
+                "index {name}: entries out of order ({what})"
+            ))),
         }
+    }
+
+    /// Starts runs of index entries, for a caller whose entries come sorted in more streams
+    /// than it may read at once (the gather of more parts than it may hold open): each stream
+    /// is appended as one run ([`push_run`](Self::push_run), [`end_run`](Self::end_run)), in a
+    /// temporary file beside the output (one file, whatever the runs), and
+    /// [`merge_runs`](Self::merge_runs) feeds them, merged, to an index.
+    pub fn begin_runs(&self) -> Result<SortedNodeRuns, WriteError> {
+        let dir = self.temp.parent().unwrap_or(Path::new("."));
+        let runs = SpilledEntries::create(dir, 1).map_err(|source| WriteError::Io {
+            path: self.dest.clone(),
+            source,
+        })?;
+        Ok(SortedNodeRuns {
+            runs,
+            key: Vec::new(),
+        })
+    }
+
+    /// Appends the entry (`values` of the index's columns, `rowid`) to the run being written:
+    /// within a run, entries come in SQLite's order.
+    pub fn push_run(
+        &mut self,
+        runs: &mut SortedNodeRuns,
+        values: &[Value<'_>],
+        rowid: i64,
+    ) -> Result<(), WriteError> {
+        self.check()?;
+        runs.key.clear();
+        index_key(values, &mut runs.key);
+        let pushed = runs.runs.push(&runs.key, index::reals_mask(values), rowid);
+        pushed.map_err(|e| self.fail(e))
+    }
+
+    /// Ends the run being written.
+    pub fn end_run(&mut self, runs: &mut SortedNodeRuns) {
+        runs.runs.end_run(0);
+    }
+
+    /// Feeds every run of `runs`, merged, to `index` (then their temporary file is removed).
+    pub fn merge_runs(
+        &mut self,
+        index: &mut SortedNodeIndex,
+        mut runs: SortedNodeRuns,
+    ) -> Result<(), WriteError> {
+        self.check()?;
+        let merged = runs.runs.merge(0, &mut index.index, &mut self.file);
+        merged.map_err(|e| self.sorted_error(&index.name, e))
     }
 
     /// Writes the rest of `index`; it must hold one entry per `tb_nodes` row.
