@@ -556,23 +556,30 @@ pub fn parse_entries(node: &str, data: &Map<String, Value>, in_output_data: bool
 /// usual shape (bare `NaN`, an entry that is not an object…): the caller then parses it as a
 /// tree, leniently, and reports errors by name.
 pub fn parse_entries_text(node: &str, text: &str, in_output_data: bool) -> Option<Vec<Entry>> {
-    if text.trim().is_empty() {
-        return Some(Vec::new());
+    let mut entries = Vec::new();
+    parse_entries_text_into(node, text, in_output_data, &mut entries).then_some(entries)
+}
+
+/// [`parse_entries_text`] appending to `out` (the load reads a node's inputs and outputs into
+/// one buffer, with no vector of their own); `false`, and `out` as it was, when it gives `None`.
+pub fn parse_entries_text_into(
+    node: &str,
+    text: &str,
+    in_output_data: bool,
+    out: &mut Vec<Entry>,
+) -> bool {
+    if text.trim().is_empty() || scan_entries(node, text, in_output_data, out).is_some() {
+        return true;
     }
-    if let Some(raw) = scan_entries(text) {
-        return Some(
-            raw.iter()
-                .map(|(key, fields)| entry(node, key, in_output_data, fields))
-                .collect(),
-        );
-    }
-    let raw: RawEntries<'_> = serde_json::from_str(text).ok()?;
-    Some(
+    let Ok(raw) = serde_json::from_str::<RawEntries<'_>>(text) else {
+        return false;
+    };
+    out.extend(
         raw.0
             .iter()
-            .map(|(key, fields)| entry(node, key, in_output_data, fields))
-            .collect(),
-    )
+            .map(|(key, fields)| entry(node, key, in_output_data, fields)),
+    );
+    true
 }
 
 /// The entries of `text` read both ways apart: through the hand-written scanner alone (`None`:
@@ -584,11 +591,8 @@ pub fn read_both_ways(
     text: &str,
     in_output_data: bool,
 ) -> (Option<Vec<Entry>>, Option<Vec<Entry>>) {
-    let scanned = scan_entries(text).map(|raw| {
-        raw.iter()
-            .map(|(key, fields)| entry(node, key, in_output_data, fields))
-            .collect()
-    });
+    let mut scanned = Vec::new();
+    let scanned = scan_entries(node, text, in_output_data, &mut scanned).map(|()| scanned);
     let deserialized = serde_json::from_str::<RawEntries<'_>>(text)
         .ok()
         .map(|raw| {
@@ -605,27 +609,20 @@ pub fn read_both_ways(
 /// work per field (a visitor, an `Option`, a match of the name) was a quarter of a 1M-node
 /// compare's load. `None` for anything else (numbers, booleans, nested values, escapes, control
 /// characters, a field given twice, text after the object): the serde reader then reads it, so
-/// the scanner only ever answers what that reader would.
-fn scan_entries(text: &str) -> Option<Vec<(&str, RawEntry<'_>)>> {
-    let mut p = Scanner {
+/// the scanner only ever answers what that reader would. The entries are appended to `out`
+/// as they are read (`out` is left as it was on `None`).
+fn scan_entries(node: &str, text: &str, in_output_data: bool, out: &mut Vec<Entry>) -> Option<()> {
+    let before = out.len();
+    let scanned = Scanner {
         text,
         bytes: text.as_bytes(),
         at: 0,
-    };
-    let mut out = Vec::new();
-    p.eat(b'{')?;
-    if !p.empty(b'}')? {
-        loop {
-            let key = p.string()?;
-            p.eat(b':')?;
-            out.push((key, p.entry()?));
-            if p.close(b'}')? {
-                break;
-            }
-        }
     }
-    p.skip_space();
-    (p.at == p.bytes.len()).then_some(out)
+    .entries(|key, raw| out.push(entry(node, key, in_output_data, &raw)));
+    if scanned.is_none() {
+        out.truncate(before);
+    }
+    scanned
 }
 
 /// The position of the first `"`, `\\` or control character in `bytes`, eight bytes at a time
@@ -661,6 +658,23 @@ struct Scanner<'a> {
 }
 
 impl<'a> Scanner<'a> {
+    /// The whole text: an object of entries, each given to `each` as it is read.
+    fn entries(mut self, mut each: impl FnMut(&'a str, RawEntry<'a>)) -> Option<()> {
+        self.eat(b'{')?;
+        if !self.empty(b'}')? {
+            loop {
+                let key = self.string()?;
+                self.eat(b':')?;
+                each(key, self.entry()?);
+                if self.close(b'}')? {
+                    break;
+                }
+            }
+        }
+        self.skip_space();
+        (self.at == self.bytes.len()).then_some(())
+    }
+
     fn skip_space(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
             self.at += 1;
@@ -1034,6 +1048,30 @@ mod tests {
         // Bare NaN is not JSON: the caller falls back to the lenient tree.
         assert!(parse_entries_text("N", r#"{"N.input.0": {"Max": NaN}}"#, false).is_none());
         assert_eq!(parse_entries_text("N", "", false).map(|v| v.len()), Some(0));
+    }
+
+    #[test]
+    fn entries_read_into_a_buffer_are_appended_and_a_refused_text_leaves_it_as_it_was() {
+        let first =
+            r#"{"N.input.0": {"type": "torch.Tensor", "dtype": "torch.float32", "Max": "1"}}"#;
+        // The scanner reads the first entry, then refuses the number: serde reads them all.
+        let mixed = r#"{"N.output.0": {"Max": "2"}, "N.output.1": {"Max": 3, "Min": "0"}}"#;
+        // Neither reads a bare NaN after a good entry.
+        let refused = r#"{"N.output.0": {"Max": "2"}, "N.output.1": {"Max": NaN}}"#;
+        let mut out = Vec::new();
+        assert!(parse_entries_text_into("N", first, false, &mut out));
+        assert!(parse_entries_text_into("N", mixed, true, &mut out));
+        assert!(!parse_entries_text_into("N", refused, true, &mut out));
+        let names: Vec<&str> = out.iter().map(|e| e.name()).collect();
+        assert_eq!(names, ["input.0", "output.0", "output.1"]);
+        assert_eq!(out[2].stats.max(), Some(3.0));
+        assert_eq!(out[2].stats.min(), Some(0.0));
+        assert_eq!(
+            out[1..],
+            parse_entries_text("N", mixed, true).expect("mixed")[..]
+        );
+        let (scanned, deserialized) = read_both_ways("N", mixed, true);
+        assert_eq!((scanned, deserialized.map(|d| d.len())), (None, Some(2)));
     }
 
     /// The entries of `text` through the scanner, or `None` where it leaves the text to serde.

@@ -270,6 +270,11 @@ impl NameKey {
             check: std::num::NonZeroU64::new(check).unwrap_or(std::num::NonZeroU64::MIN),
         }
     }
+
+    /// The first of the two hashes (a name's [`name_hash`]), for tables of keys.
+    pub(crate) fn hash(self) -> u64 {
+        self.hash
+    }
 }
 
 impl NameIndex {
@@ -317,20 +322,6 @@ impl NameIndex {
             Some(i)
         } else {
             self.collided.get(name).copied()
-        }
-    }
-
-    /// The index of the name whose key is `key` among `names` (the names it was built from).
-    pub(crate) fn get_key(&self, names: &Names, key: NameKey) -> Option<u32> {
-        let i = self.by_hash(key.hash)?;
-        if NameKey::of(names.get(i)) == key {
-            Some(i)
-        } else {
-            // Another name took this hash first: the rare names filed by name.
-            self.collided
-                .iter()
-                .find(|(name, _)| NameKey::of(name) == key)
-                .map(|(_, &i)| i)
         }
     }
 }
@@ -392,11 +383,6 @@ impl SideGraph {
     /// The index of a node by name.
     pub fn find(&self, name: &str) -> Option<u32> {
         self.by_name.get(&self.names, name)
-    }
-
-    /// The index of the node whose name has key `key`.
-    pub(crate) fn find_key(&self, key: NameKey) -> Option<u32> {
-        self.by_name.get_key(&self.names, key)
     }
 
     /// Node `i` with its name and entries.
@@ -549,19 +535,18 @@ mod tests {
     }
 
     #[test]
-    fn a_name_whose_hash_another_name_took_is_found_by_its_key() {
+    fn a_name_whose_hash_another_name_took_is_found_by_name() {
         let nodes = names(&["a", "b"]);
         // As if "b" hashed like "a": filed by name, behind "a" in the map by hash.
         let mut index = NameIndex::default();
         index.slots.push(HashSlot::new(name_hash("b"), 0));
         index.collided.insert("b".into(), 1);
-        assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
         assert_eq!(index.get(&nodes, "b"), Some(1));
-        assert_eq!(index.get_key(&nodes, NameKey::of("c")), None);
-        // Without the collision, each name by its key.
+        assert_eq!(index.get(&nodes, "c"), None);
+        // Without the collision, each name by itself.
         let index = NameIndex::build(&nodes);
-        assert_eq!(index.get_key(&nodes, NameKey::of("a")), Some(0));
-        assert_eq!(index.get_key(&nodes, NameKey::of("b")), Some(1));
+        assert_eq!(index.get(&nodes, "a"), Some(0));
+        assert_eq!(index.get(&nodes, "b"), Some(1));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use graph_ascend_visdb::Store;
 use serde_json::Value;
 
 use crate::compact::{read_side, DecodedSide};
-use crate::entry::{parse_entries, parse_entries_text};
+use crate::entry::{parse_entries, parse_entries_text_into, Entry};
 use crate::error::DiagnoseError;
 pub use crate::graph::{Direction, NameIndex, Node, NodeRef, RankData, SideGraph};
 use crate::graph::{List, NameKey};
@@ -190,9 +190,7 @@ impl CompareFile {
         let (npu, bench) = self.both_sides(step, rank, |store, side| {
             load_side(store, GraphKey { side, step, rank }, side == Side::Npu)
         })?;
-        let (npu, links) = npu;
-        let (bench, _) = bench;
-        Ok(linked(step, rank, npu, links, bench))
+        Ok(linked(step, rank, npu, bench))
     }
 
     /// Both sides from our table; `None` when a side's parts are missing, do not decode or do
@@ -286,7 +284,7 @@ fn sorted_or_zero(list: &[i64]) -> Vec<i64> {
 /// Both sides of one step and rank from the rows of `store`, one after the other on its one
 /// connection (the writer of our table reads a file it is editing so).
 pub(crate) fn load_rows_on(store: &Store, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
-    let (npu, links) = load_side(
+    let npu = load_side(
         store,
         GraphKey {
             side: Side::Npu,
@@ -295,7 +293,7 @@ pub(crate) fn load_rows_on(store: &Store, step: i64, rank: i64) -> Result<RankDa
         },
         true,
     )?;
-    let (bench, _) = load_side(
+    let bench = load_side(
         store,
         GraphKey {
             side: Side::Bench,
@@ -304,71 +302,265 @@ pub(crate) fn load_rows_on(store: &Store, step: i64, rank: i64) -> Result<RankDa
         },
         false,
     )?;
-    Ok(linked(step, rank, npu, links, bench))
+    Ok(linked(step, rank, npu, bench))
 }
 
 /// The two sides with each target node's partner resolved among the golden nodes.
-fn linked(
-    step: i64,
-    rank: i64,
-    npu: SideGraph,
-    links: Vec<Option<NameKey>>,
-    bench: SideGraph,
-) -> RankData {
-    let partners = links
+fn linked(step: i64, rank: i64, npu: LoadedSide, bench: LoadedSide) -> RankData {
+    let partners = npu
+        .partners
         .into_iter()
-        .map(|link| link.and_then(|l| bench.find_key(l)))
+        .map(|link| link.and_then(|l| bench.by_key.as_ref()?.get(l)))
         .collect();
     RankData {
         step,
         rank,
-        npu,
-        bench,
+        npu: npu.graph,
+        bench: bench.graph,
         partners,
     }
 }
 
-/// The names rows give for their nodes' parents and children, kept as [`NameKey`]s until
-/// [`link`] resolves them to indexes: a 1M-node side lists millions of such names, and a copy of
-/// each (or a string each) would be most of the load's memory at its peak.
-#[derive(Debug, Default)]
+/// One side as read from its rows, before the target's partners are resolved.
+struct LoadedSide {
+    graph: SideGraph,
+    /// Per node, the key of its partner's name (the target side's; empty for the golden side).
+    partners: Vec<Option<NameKey>>,
+    /// The side's nodes by the keys of their names.
+    by_key: Option<KeyTable>,
+}
+
+/// Node numbers by the [`NameKey`] of their names, filled as a side's rows are read: each
+/// node's key, and a table at most half full of node numbers, each beside a few bits of its
+/// key's hash (a slot of another name is passed over without reading its key, mostly), found by
+/// the key's hash and checked against the node's key. A lookup reads one or two places; the
+/// binary search of [`NameIndex`]'s sorted hashes (about twenty reads of a 12 MB array, then the
+/// node's name hashed again) was a third of the CPU of loading a 1M-node side. The first node of
+/// a name wins.
+#[derive(Debug)]
+struct KeyTable {
+    keys: Vec<NameKey>,
+    /// 0: empty; else the node number + 1 in the bits of `node_mask`, the bits of its key's
+    /// hash in the others. A power of two long, at least twice as long as `keys`.
+    slots: Vec<u32>,
+    /// The low bits that hold every node number + 1 the table is sized for.
+    node_mask: u32,
+}
+
+impl KeyTable {
+    /// An empty table for `nodes` nodes (it grows past them if more come).
+    fn with_capacity(nodes: usize) -> KeyTable {
+        KeyTable {
+            keys: Vec::with_capacity(nodes),
+            slots: vec![0; (nodes * 2).next_power_of_two().max(2)],
+            node_mask: u32::MAX
+                .checked_shr((nodes.leading_zeros() + u32::BITS).saturating_sub(usize::BITS))
+                .unwrap_or(0),
+        }
+    }
+
+    /// Adds the next node, whose name's key is `key`; `true` when no node before had its name.
+    fn push(&mut self, key: NameKey) -> bool {
+        let nodes = self.keys.len() + 1;
+        if nodes * 2 > self.slots.len() || nodes as u64 > u64::from(self.node_mask) {
+            *self = KeyTable {
+                keys: std::mem::take(&mut self.keys),
+                ..KeyTable::with_capacity(nodes * 2)
+            };
+            for node in 0..self.keys.len() {
+                self.file(node);
+            }
+        }
+        self.keys.push(key);
+        self.file(self.keys.len() - 1)
+    }
+
+    /// Puts `node` in its slot, unless an earlier node of its key holds one (then `false`).
+    fn file(&mut self, node: usize) -> bool {
+        let key = self.keys[node];
+        let (mask, tag) = (self.slots.len() - 1, self.tag(key));
+        let mut at = self.home(key);
+        loop {
+            match self.slots[at] {
+                0 => {
+                    self.slots[at] = tag | (node as u32 + 1);
+                    return true;
+                }
+                taken if self.holds(taken, tag, key).is_some() => return false,
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
+    /// The first slot to look at for `key` (Fibonacci hashing of its hash's bits).
+    fn home(&self, key: NameKey) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        (key.hash().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    }
+
+    /// The bits of `key`'s hash a slot keeps beside its node number.
+    fn tag(&self, key: NameKey) -> u32 {
+        key.hash() as u32 & !self.node_mask
+    }
+
+    /// The node of a taken slot when it is `key`'s.
+    fn holds(&self, slot: u32, tag: u32, key: NameKey) -> Option<u32> {
+        let node = (slot & self.node_mask).checked_sub(1)?;
+        (slot & !self.node_mask == tag && self.keys[node as usize] == key).then_some(node)
+    }
+
+    /// The first node of the name whose key is `key`.
+    fn get(&self, key: NameKey) -> Option<u32> {
+        let (mask, tag) = (self.slots.len() - 1, self.tag(key));
+        let mut at = self.home(key);
+        loop {
+            match self.slots[at] {
+                0 => return None,
+                taken => {
+                    if let Some(node) = self.holds(taken, tag, key) {
+                        return Some(node);
+                    }
+                    at = (at + 1) & mask;
+                }
+            }
+        }
+    }
+}
+
+/// A parent or a child as the rows name it: the node, when a node of that name was read before
+/// (the first of that name: a later one cannot take it), else the number of its key among the
+/// [`Links`]' pending keys, looked up once every node is read. 4 bytes instead of a key's 16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Link(u32);
+
+impl Link {
+    const PENDING: u32 = 1 << 31;
+    /// No name (an empty `up_node`: the root).
+    const NONE: Link = Link(u32::MAX);
+    /// A parent not read yet, whose key is in [`Links::open`].
+    const OPEN: Link = Link(u32::MAX - 1);
+    /// The last number of a pending key.
+    const LAST_PENDING: u32 = Link::PENDING - 3;
+}
+
+/// The parents and children the rows name, until they are resolved to indexes: a 1M-node side
+/// lists two million names, and a copy of each (or a string each, or even a key each) would be
+/// most of the load's memory at its peak.
+#[derive(Debug)]
 struct Links {
-    /// Per node: its `up_node` (`None`: empty, the root).
-    up: Vec<Option<NameKey>>,
+    /// The nodes read so far by name.
+    by_key: KeyTable,
+    /// Per node: its `up_node` ([`Link::NONE`]: empty, the root; [`Link::OPEN`]: in `open`).
+    up: Vec<Link>,
     /// Per node: where its `sub_nodes` end in `subs` (they start where the node before's end).
     ends: Vec<u32>,
     /// Every `sub_nodes` name.
-    subs: Vec<NameKey>,
+    subs: Vec<Link>,
+    /// The keys of children's names that no node read before had.
+    pending: Vec<NameKey>,
+    /// The nodes whose parent was not read before them, with the key of its name, until a
+    /// parent that lists them among its children is read. msprobe writes a module after what
+    /// it calls, so this holds the nodes of the modules still open, not a key for every node.
+    open: foldhash::HashMap<u32, NameKey>,
+    /// The first node without a parent.
+    root: Option<u32>,
 }
 
 impl Links {
     fn with_capacity(nodes: usize) -> Links {
         Links {
+            by_key: KeyTable::with_capacity(nodes),
             up: Vec::with_capacity(nodes),
             ends: Vec::with_capacity(nodes),
             subs: Vec::with_capacity(nodes),
+            pending: Vec::new(),
+            open: Default::default(),
+            root: None,
         }
     }
 
-    fn push<S: AsRef<str>>(&mut self, up: &str, sub_nodes: &[S]) {
-        self.up.push((!up.is_empty()).then(|| NameKey::of(up)));
-        self.subs
-            .extend(sub_nodes.iter().map(|sub| NameKey::of(sub.as_ref())));
+    /// The next node's name, `up_node` and `sub_nodes`.
+    fn push<S: AsRef<str>>(&mut self, name: &str, up: &str, sub_nodes: &[S]) {
+        let node = self.up.len() as u32;
+        let key = NameKey::of(name);
+        // First the node itself: a node that names itself finds itself (or an earlier namesake).
+        let first_of_name = self.by_key.push(key);
+        if up.is_empty() && self.root.is_none() {
+            self.root = Some(node);
+        }
+        let up = if up.is_empty() {
+            Link::NONE
+        } else {
+            let up = NameKey::of(up);
+            match self.by_key.get(up) {
+                Some(parent) if parent < Link::PENDING => Link(parent),
+                _ => {
+                    self.open.insert(node, up);
+                    Link::OPEN
+                }
+            }
+        };
+        self.up.push(up);
+        for sub in sub_nodes {
+            let sub = self.link(sub.as_ref());
+            // A child read before, waiting for a parent of this name: this node is that
+            // parent, the first of its name.
+            if first_of_name && sub.0 < Link::PENDING && self.open.get(&sub.0) == Some(&key) {
+                self.open.remove(&sub.0);
+                self.up[sub.0 as usize] = Link(node);
+            }
+            self.subs.push(sub);
+        }
         self.ends.push(self.subs.len() as u32);
     }
 
-    fn up(&self, node: usize) -> Option<NameKey> {
-        self.up[node]
+    /// A child's link.
+    fn link(&mut self, name: &str) -> Link {
+        let key = NameKey::of(name);
+        match self.by_key.get(key) {
+            Some(node) if node < Link::PENDING => Link(node),
+            _ => {
+                self.pending.push(key);
+                // Past 2³¹ - 3 pending names (a side of billions of nodes) the last ones share
+                // a number and resolve as the last: no graph comes near.
+                Link(Link::PENDING | (self.pending.len() as u32 - 1).min(Link::LAST_PENDING))
+            }
+        }
     }
 
-    fn sub_nodes(&self, node: usize) -> &[NameKey] {
+    /// `node`'s parent, once every node is read.
+    fn parent(&self, node: usize) -> Option<u32> {
+        match self.up[node] {
+            Link::NONE => None,
+            Link::OPEN => self.by_key.get(*self.open.get(&(node as u32))?),
+            up => self.resolve(up),
+        }
+    }
+
+    /// The node a child's link names, once every node is read.
+    fn resolve(&self, link: Link) -> Option<u32> {
+        if link.0 & Link::PENDING == 0 {
+            return Some(link.0);
+        }
+        let key = self.pending.get((link.0 & !Link::PENDING) as usize)?;
+        self.by_key.get(*key)
+    }
+
+    fn sub_nodes(&self, node: usize) -> &[Link] {
         let start = node.checked_sub(1).map_or(0, |before| self.ends[before]);
         &self.subs[start as usize..self.ends[node] as usize]
     }
 }
 
-/// Adds the node of `row` to `side` (parent and children still unresolved).
-fn push_row(side: &mut SideGraph, path: &Path, row: &GraphRow<'_>) -> Result<(), DiagnoseError> {
+/// Adds the node of `row` to `side` (parent and children still unresolved). `entries` is a
+/// buffer lent for reading its inputs and outputs (they are then moved into the side's own
+/// entries: no vector of their own).
+fn push_row(
+    side: &mut SideGraph,
+    path: &Path,
+    row: &GraphRow<'_>,
+    entries: &mut Vec<Entry>,
+) -> Result<(), DiagnoseError> {
     let name = &*row.name;
     let object =
         |what: &str, text: &str| -> Result<serde_json::Map<String, Value>, DiagnoseError> {
@@ -388,14 +580,22 @@ fn push_row(side: &mut SideGraph, path: &Path, row: &GraphRow<'_>) -> Result<(),
             }
         };
     // The fast reader first; the lenient tree (bare NaN…, and its errors by name) otherwise.
-    let inputs = match parse_entries_text(name, &row.input_data, false) {
-        Some(entries) => entries,
-        None => parse_entries(name, &object("input_data", &row.input_data)?, false),
-    };
-    let outputs = match parse_entries_text(name, &row.output_data, true) {
-        Some(entries) => entries,
-        None => parse_entries(name, &object("output_data", &row.output_data)?, true),
-    };
+    entries.clear();
+    if !parse_entries_text_into(name, &row.input_data, false, entries) {
+        entries.extend(parse_entries(
+            name,
+            &object("input_data", &row.input_data)?,
+            false,
+        ));
+    }
+    let inputs = entries.len();
+    if !parse_entries_text_into(name, &row.output_data, true, entries) {
+        entries.extend(parse_entries(
+            name,
+            &object("output_data", &row.output_data)?,
+            true,
+        ));
+    }
     let direction = if name.contains(".backward") {
         Direction::Backward
     } else {
@@ -408,8 +608,7 @@ fn push_row(side: &mut SideGraph, path: &Path, row: &GraphRow<'_>) -> Result<(),
         row.micro_step_id,
     );
     node.peers = peers(&row.matched_distributed);
-    let count = inputs.len();
-    side.push(name, node, inputs.into_iter().chain(outputs), count)
+    side.push(name, node, entries.drain(..), inputs)
         .map_err(|_| DiagnoseError::Data {
             path: path.to_owned(),
             what: format!("node {name}"),
@@ -437,49 +636,50 @@ fn peers(matched_distributed: &Value) -> List<(i64, Box<str>)> {
 
 /// One side, read in one pass of borrowed rows, each parsed as it comes; with `partners`, also
 /// the key of each node's golden partner (the last name of `matched_node_link`), in node order.
-fn load_side(
-    store: &Store,
-    graph: GraphKey,
-    partners: bool,
-) -> Result<(SideGraph, Vec<Option<NameKey>>), DiagnoseError> {
+fn load_side(store: &Store, graph: GraphKey, partners: bool) -> Result<LoadedSide, DiagnoseError> {
     let path = store.path();
     // Sized once: a million nodes grown by doubling would be copied and faulted in again and again.
     let rows = store.count_graph_rows(graph)?;
     let mut side = SideGraph::with_capacity(rows);
     let mut links = Links::with_capacity(rows);
     let mut partner_keys = Vec::with_capacity(if partners { rows } else { 0 });
+    let mut entries = Vec::new();
     store.scan_graph_rows(graph, |row| -> Result<(), DiagnoseError> {
-        push_row(&mut side, path, &row)?;
-        links.push(&row.up_node, &row.sub_nodes);
+        push_row(&mut side, path, &row, &mut entries)?;
+        links.push(&row.name, &row.up_node, &row.sub_nodes);
         if partners {
             partner_keys.push(row.link.as_deref().map(NameKey::of));
         }
         Ok(())
     })?;
-    Ok((link(side, &links), partner_keys))
+    let (side, root, by_key) = link(side, links);
+    // Only the golden side's nodes are looked up by key after their own links.
+    let by_key = (!partners).then_some(by_key);
+    Ok(LoadedSide {
+        graph: side_graph(side, root),
+        partners: partner_keys,
+        by_key,
+    })
 }
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is
-/// the hierarchy's); a child listed there but missing, or listed twice, is skipped.
-fn link(mut side: SideGraph, links: &Links) -> SideGraph {
-    side.index_names();
-    let mut root = None;
-    for i in 0..side.nodes.len() {
-        let up = links.up(i);
-        let parent = up.and_then(|up| side.find_key(up));
-        if up.is_none() && root.is_none() {
-            root = Some(i as u32);
-        }
-        let children = links
+/// the hierarchy's); a child listed there but missing, or listed twice, is skipped. Gives the
+/// side, its root and its nodes by key.
+fn link(mut side: SideGraph, links: Links) -> (SideGraph, Option<u32>, KeyTable) {
+    for (i, node) in side.nodes.iter_mut().enumerate() {
+        node.parent = links.parent(i);
+        node.children = links
             .sub_nodes(i)
             .iter()
-            .filter_map(|&c| side.find_key(c))
+            .filter_map(|&c| links.resolve(c))
             .filter(|&c| c as usize != i)
             .collect();
-        let node = &mut side.nodes[i];
-        node.parent = parent;
-        node.children = children;
     }
+    (side, links.root, links.by_key)
+}
+
+/// The linked `side`, finished: updates marked, its dtype family, its names indexed.
+fn side_graph(mut side: SideGraph, root: Option<u32>) -> SideGraph {
     // Everything inside an update node is an update, whatever its name says.
     let in_update: Vec<bool> = (0..side.nodes.len())
         .map(|i| {
@@ -506,6 +706,8 @@ fn link(mut side: SideGraph, links: &Links) -> SideGraph {
         .find(|e| e.kind() == crate::entry::Kind::Tensor)
         .map(|e| e.torch_dtype());
     side.root = root;
+    // Indexed once the links are dropped: the peak of the load is while they are resolved.
+    side.index_names();
     side
 }
 
@@ -533,14 +735,15 @@ mod tests {
     }
 
     fn link_all(parsed: Vec<(&str, &str, &[&str])>) -> SideGraph {
-        let mut links = Links::default();
+        let mut links = Links::with_capacity(0);
         let mut side = SideGraph::default();
         for (name, up, subs) in parsed {
-            links.push(up, subs);
+            links.push(name, up, subs);
             let node = Node::new(0, Direction::Forward, false, 0);
             side.push(name, node, [], 0).expect("small");
         }
-        link(side, &links)
+        let (side, root, _) = link(side, links);
+        side_graph(side, root)
     }
 
     fn names(g: &SideGraph, order: &[u32]) -> Vec<String> {
@@ -573,6 +776,61 @@ mod tests {
                 "orphan"
             ]
         );
+    }
+
+    #[test]
+    fn the_key_table_finds_the_first_node_of_each_name() {
+        let names: Vec<String> = (0..5000)
+            .map(|i| format!("Module.layer.{}", i % 3000))
+            .collect();
+        // Sized for fewer nodes than come: it grows.
+        let mut table = KeyTable::with_capacity(10);
+        for name in &names {
+            table.push(NameKey::of(name));
+        }
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(table.get(NameKey::of(name)), Some((i % 3000) as u32));
+        }
+        assert_eq!(table.get(NameKey::of("Module.layer.3000")), None);
+        assert_eq!(KeyTable::with_capacity(0).get(NameKey::of("")), None);
+    }
+
+    #[test]
+    fn a_name_given_twice_links_to_its_first_node_before_and_after_it_is_read() {
+        let g = link_all(vec![
+            parsed("early", "dup", &[]),
+            parsed("root", "", &["dup", "early", "late"]),
+            parsed("dup", "root", &["early"]),
+            parsed("dup", "root", &["late"]),
+            parsed("late", "dup", &[]),
+            parsed("self", "self", &["self", "late"]),
+        ]);
+        assert_eq!(g.root, Some(1));
+        assert_eq!(g.nodes[0].parent, Some(2));
+        assert_eq!(g.nodes[4].parent, Some(2));
+        assert_eq!(&*g.nodes[1].children, [2, 0, 4]);
+        assert_eq!(&*g.nodes[3].children, [4]);
+        // A node named as its own parent is its own parent; as its own child, skipped.
+        assert_eq!(g.nodes[5].parent, Some(5));
+        assert_eq!(&*g.nodes[5].children, [4]);
+    }
+
+    #[test]
+    fn a_parent_read_after_its_child_is_found_whether_it_lists_the_child_or_not() {
+        let g = link_all(vec![
+            parsed("unlisted", "p", &[]),
+            parsed("listed", "p", &[]),
+            parsed("twice", "q", &[]),
+            parsed("p", "", &["listed"]),
+            parsed("q", "", &[]),
+            parsed("q", "", &["twice"]),
+        ]);
+        assert_eq!(g.nodes[0].parent, Some(3));
+        assert_eq!(g.nodes[1].parent, Some(3));
+        // The first node of the name, not the later one that lists it.
+        assert_eq!(g.nodes[2].parent, Some(4));
+        assert_eq!(&*g.nodes[5].children, [2]);
+        assert_eq!(g.root, Some(3));
     }
 
     #[test]
