@@ -117,9 +117,10 @@ def diff(binary: str, a: str, b: str) -> tuple[bool, list[str]]:
     return p.returncode == 0, lines
 
 
-def json_value_diff(path: str, a, b, out: list[str], tol: float = 1e-6):
-    """Differences between two JSON values (numbers within a relative tolerance), as lines."""
-    if len(out) >= 200:
+def json_value_diff(path: str, a, b, out: list[str], tol: float = 1e-6, limit: int = 200):
+    """Differences between two JSON values (numbers within a relative tolerance), as lines (at most
+    about `limit`). The Rust test `plugin/cli/tests/differential.rs` counts them the same way."""
+    if len(out) >= limit:
         return
     if isinstance(a, dict) and isinstance(b, dict):
         if list(a) != list(b) and set(a) == set(b):
@@ -128,13 +129,13 @@ def json_value_diff(path: str, a, b, out: list[str], tol: float = 1e-6):
             if k not in b:
                 out.append(f"{path}.{k}: only in left (ours)")
             else:
-                json_value_diff(f"{path}.{k}", a[k], b[k], out, tol)
+                json_value_diff(f"{path}.{k}", a[k], b[k], out, tol, limit)
         out += [f"{path}.{k}: only in right (msprobe)" for k in b if k not in a]
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             out.append(f"{path}: length {len(a)} / {len(b)}")
         for i, (x, y) in enumerate(zip(a, b)):
-            json_value_diff(f"{path}[{i}]", x, y, out, tol)
+            json_value_diff(f"{path}[{i}]", x, y, out, tol, limit)
     elif (
         isinstance(a, (int, float))
         and isinstance(b, (int, float))
@@ -148,16 +149,29 @@ def json_value_diff(path: str, a, b, out: list[str], tol: float = 1e-6):
         out.append(f"{path}: left {json.dumps(a)[:200]} / right {json.dumps(b)[:200]}")
 
 
-def diff_json_outputs(ours_dir: str, theirs_dir: str) -> tuple[bool, list[str]]:
-    """Compares the `--file_type json` outputs: the same files, each the same JSON."""
+def read_json_output(out_dir: str) -> dict:
+    """The `.json` files of a `--file_type json` output: path in it -> the file's JSON."""
+    files = {}
+    for f in json_files(out_dir):
+        with open(os.path.join(out_dir, f)) as a:
+            files[f] = json.load(a)
+    return files
+
+
+def diff_json_documents(mine: dict, theirs: dict, limit: int = 200) -> list[str]:
+    """The differences of two `--file_type json` outputs (path -> JSON), as lines."""
     lines: list[str] = []
-    mine, theirs = json_files(ours_dir), json_files(theirs_dir)
     lines += [f"{f}: only in left (ours)" for f in mine if f not in theirs]
     lines += [f"{f}: only in right (msprobe)" for f in theirs if f not in mine]
     for f in mine:
         if f in theirs:
-            with open(os.path.join(ours_dir, f)) as a, open(os.path.join(theirs_dir, f)) as b:
-                json_value_diff(f, json.load(a), json.load(b), lines)
+            json_value_diff(f, mine[f], theirs[f], lines, limit=limit)
+    return lines
+
+
+def diff_json_outputs(ours_dir: str, theirs_dir: str) -> tuple[bool, list[str]]:
+    """Compares the `--file_type json` outputs: the same files, each the same JSON."""
+    lines = diff_json_documents(read_json_output(ours_dir), read_json_output(theirs_dir))
     return not lines, lines[:200]
 
 

@@ -3,7 +3,9 @@
 For each seed: generates the case into `cases/seed_<N>/` (dump folders and `case.json`), points
 `dump_data_dir` at a neutral path (both tools then read `<folder>/dump_tensor_data`, as msprobe does
 for moved dumps), runs msprobe graph_visualize (the oracle, imported once) and stores its output as
-`msprobe.vis.db.xz`; when msprobe refuses the input, its error goes into `case.json` instead.
+`msprobe.vis.db.xz`, or, for `--file_type json`, its JSON files as one document
+`msprobe.json.xz` (`{"<path in the output folder>": <the file's JSON>, ...}`, in path order);
+when msprobe refuses the input, its error goes into `case.json` instead.
 The Rust test `plugin/cli/tests/differential.rs` runs ours on every frozen case and compares.
 
 Usage: python freeze.py SEED [SEED ...]   (run with the oracle venv's python)
@@ -50,6 +52,16 @@ def settle_wal(db: str):
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def store_json_output(out_dir: str, xz: str):
+    """The `.json` files of a `--file_type json` output as one JSON document, compressed."""
+    files = {}
+    for rel in driver.json_files(out_dir):
+        with open(os.path.join(out_dir, rel)) as f:
+            files[rel] = json.load(f)
+    with lzma.open(xz, "wt", preset=9) as dst:
+        json.dump(files, dst)
+
+
 def freeze(oracle: driver.Oracle, seed: int, versions: dict, torch_ok: bool, kind: str = "default"):
     name = f"seed_{seed}" if kind == "default" else f"{kind}_{seed}"
     root = os.path.join(CASES, name)
@@ -64,6 +76,8 @@ def freeze(oracle: driver.Oracle, seed: int, versions: dict, torch_ok: bool, kin
     if db is None:
         errors = [line for line in log.splitlines() if "[ERROR]" in line and "CANN" not in line]
         case["msprobe_error"] = errors[0].split("[ERROR]", 1)[1].strip() if errors else log.splitlines()[0]
+    elif os.path.isdir(db):
+        store_json_output(db, os.path.join(root, "msprobe.json.xz"))
     else:
         settle_wal(db)
         with open(db, "rb") as src, lzma.open(os.path.join(root, "msprobe.vis.db.xz"), "wb", preset=9) as dst:

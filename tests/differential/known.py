@@ -1,7 +1,8 @@
 """Writes `known_differences.json` from what our binary does on the frozen cases now.
 
 For each `cases/seed_<N>/`: runs `graph-ascend convert` with the case's options, compares with
-msprobe's stored output (`diff-visdb --ignore-dump-dir`, as the Rust test does) and records the
+msprobe's stored output (`diff-visdb --ignore-dump-dir`, as the Rust test does; a `--file_type
+json` case's JSON files as `driver.diff_json_documents` compares them, uncapped) and records the
 cases that do not agree: outcome, number of differing lines, and the rules they hit (the
 signatures of `summarize.py`). An entry's `reason` (why the case may differ: the rule of
 FINDINGS.md, written by hand) is kept while the case still differs. Run it after freezing new cases
@@ -23,6 +24,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from driver import diff_json_documents, read_json_output  # noqa: E402
 from summarize import signature  # noqa: E402
 
 
@@ -38,6 +40,9 @@ def run(binary: str, case_dir: str) -> dict | None:
         argv += [*options, "-o", os.path.join(tmp, "ours")]
         p = subprocess.run(argv, capture_output=True, text=True)
         xz = os.path.join(case_dir, "msprobe.vis.db.xz")
+        json_xz = os.path.join(case_dir, "msprobe.json.xz")
+        if os.path.exists(json_xz):
+            xz = json_xz
         if p.returncode != 0:
             if not os.path.exists(xz):
                 return None
@@ -49,6 +54,14 @@ def run(binary: str, case_dir: str) -> dict | None:
                 "rules": [f"msprobe: {case.get('msprobe_error', '')}"],
             }
         ours_dir = os.path.join(tmp, "ours")
+        if xz == json_xz:
+            with lzma.open(xz, "rt") as src:
+                theirs_json = json.load(src)
+            lines = diff_json_documents(read_json_output(ours_dir), theirs_json, limit=10**9)
+            if not lines:
+                return None
+            rules = sorted({s for s in (signature(x) for x in lines) if s})
+            return {"outcome": "different", "differences": len(lines), "rules": rules}
         ours = next(os.path.join(ours_dir, f) for f in os.listdir(ours_dir) if f.endswith(".vis.db"))
         theirs = os.path.join(tmp, "msprobe.vis.db")
         with lzma.open(xz) as src, open(theirs, "wb") as dst:

@@ -2,12 +2,14 @@
 //!
 //! `tests/differential/cases/seed_<N>/` holds a case made by `tests/differential/gen_case.py` from
 //! seed N: the dump folders, `case.json` (the `msprobe graph_visualize` options and the pinned
-//! oracle versions) and what msprobe 26.2.0 wrote for it (`msprobe.vis.db.xz`), or, when msprobe
-//! refused the input, its error in `case.json` (`msprobe_error`). `tests/differential/freeze.py`
+//! oracle versions) and what msprobe 26.2.0 wrote for it (`msprobe.vis.db.xz`; for `--file_type
+//! json`, its JSON files as one document, `msprobe.json.xz`), or, when msprobe refused the input,
+//! its error in `case.json` (`msprobe_error`). `tests/differential/freeze.py`
 //! makes them; `make test-differential` runs the live oracle on new seeds.
 //!
 //! This test runs our binary on every case with the same options and compares the result with
-//! msprobe's node by node (`visdb::diff`). The cases that do not agree yet are listed in
+//! msprobe's node by node (`visdb::diff`), or file by file and value by value for JSON outputs (as
+//! `tests/differential/driver.py`'s `json_value_diff` does). The cases that do not agree yet are listed in
 //! `tests/differential/known_differences.json` with the rule each one hits and its count of
 //! differing lines; the test asserts exactly that list, so it fails both when a new difference
 //! appears and when a known one is fixed (then the entry is removed).
@@ -55,6 +57,106 @@ fn decompress(xz: &Path, into: &Path) -> PathBuf {
     out_path
 }
 
+/// The `.json` files under `dir`, by their path relative to it (`/`-separated), in path order.
+fn json_output(dir: &Path) -> serde_json::Map<String, Value> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                let rel = p
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                files.push((rel, p));
+            }
+        }
+    }
+    files.sort();
+    files
+        .into_iter()
+        .map(|(rel, p)| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let value = graph_ascend_visdb::json::parse_lenient(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+                .unwrap_or(Value::Null);
+            (rel, value)
+        })
+        .collect()
+}
+
+/// The differences of two JSON values as lines, as `driver.py`'s `json_value_diff` finds them:
+/// keys in another order, keys or items on one side only, numbers of one type that differ by
+/// more than 1e-6 relatively, anything else not equal (or of another type).
+fn json_value_diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            if a.len() == b.len() && a.keys().all(|k| b.contains_key(k)) && !a.keys().eq(b.keys()) {
+                out.push(format!("{path}: key order differs"));
+            }
+            for (k, x) in a {
+                match b.get(k) {
+                    None => out.push(format!("{path}.{k}: only in left (ours)")),
+                    Some(y) => json_value_diff(&format!("{path}.{k}"), x, y, out),
+                }
+            }
+            for k in b.keys().filter(|k| !a.contains_key(*k)) {
+                out.push(format!("{path}.{k}: only in right (msprobe)"));
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            if a.len() != b.len() {
+                out.push(format!("{path}: length {} / {}", a.len(), b.len()));
+            }
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                json_value_diff(&format!("{path}[{i}]"), x, y, out);
+            }
+        }
+        (Value::Number(x), Value::Number(y)) if x.is_f64() == y.is_f64() => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            let both_nan = x.is_nan() && y.is_nan();
+            if x != y && !both_nan && (x - y).abs() > 1e-6 * x.abs().max(y.abs()) {
+                out.push(format!("{path}: left {x} / right {y}"));
+            }
+        }
+        _ => {
+            if a != b {
+                out.push(format!("{path}: left {a} / right {b}"));
+            }
+        }
+    }
+}
+
+/// Our `--file_type json` output in `ours` against msprobe's (the document of `msprobe.json.xz`).
+fn diff_json_outputs(ours: &Path, theirs_xz: &Path) -> Vec<String> {
+    let mut text = Vec::new();
+    let mut input = std::io::BufReader::new(std::fs::File::open(theirs_xz).unwrap());
+    lzma_rs::xz_decompress(&mut input, &mut text).unwrap();
+    let Some(Value::Object(theirs)) =
+        graph_ascend_visdb::json::parse_lenient(&String::from_utf8(text).unwrap()).unwrap()
+    else {
+        panic!("{}: not a JSON object", theirs_xz.display());
+    };
+    let mine = json_output(ours);
+    let mut lines = Vec::new();
+    for f in mine.keys().filter(|f| !theirs.contains_key(*f)) {
+        lines.push(format!("{f}: only in left (ours)"));
+    }
+    for f in theirs.keys().filter(|f| !mine.contains_key(*f)) {
+        lines.push(format!("{f}: only in right (msprobe)"));
+    }
+    for (f, a) in &mine {
+        if let Some(b) = theirs.get(f) {
+            json_value_diff(f, a, b, &mut lines);
+        }
+    }
+    lines
+}
+
 fn run_case(dir: &Path) -> (Outcome, Vec<String>) {
     let case: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();
@@ -78,6 +180,26 @@ fn run_case(dir: &Path) -> (Outcome, Vec<String>) {
     }
     cmd.arg("-o").arg(&out);
     let run = cmd.output().unwrap();
+    let theirs_json = dir.join("msprobe.json.xz");
+    if theirs_json.exists() {
+        if !run.status.success() {
+            return (
+                Outcome::OursRefused,
+                vec![String::from_utf8_lossy(&run.stderr).into_owned()],
+            );
+        }
+        let lines = diff_json_outputs(&out, &theirs_json);
+        assert!(
+            !json_output(&out).is_empty(),
+            "{}: convert --file_type json wrote no .json file",
+            dir.display()
+        );
+        return if lines.is_empty() {
+            (Outcome::Agree, vec![])
+        } else {
+            (Outcome::Different(lines.len()), lines)
+        };
+    }
     let ours = run.status.success().then(|| {
         std::fs::read_dir(&out)
             .unwrap()
