@@ -116,16 +116,23 @@ mod tests {
         let lane = Arc::new(HeavyLane::new(1));
         assert_eq!(lane.threads, 1);
         let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, running) = std::sync::mpsc::channel::<()>();
         let first = {
             let lane = lane.clone();
             tokio::spawn(async move {
                 lane.run(move || {
+                    started.send(()).expect("the test waits");
                     held.recv().expect("released");
                     1
                 })
                 .await
             })
         };
+        // The lane's only thread has taken the first job (on a loaded host it may take a while:
+        // until then both jobs would count as waiting).
+        while running.try_recv().is_err() {
+            tokio::task::yield_now().await;
+        }
         let second = {
             let lane = lane.clone();
             tokio::spawn(async move { lane.run(|| 2).await })
