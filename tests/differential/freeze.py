@@ -54,12 +54,8 @@ def settle_wal(db: str):
 
 def store_json_output(out_dir: str, xz: str):
     """The `.json` files of a `--file_type json` output as one JSON document, compressed."""
-    files = {}
-    for rel in driver.json_files(out_dir):
-        with open(os.path.join(out_dir, rel)) as f:
-            files[rel] = json.load(f)
     with lzma.open(xz, "wt", preset=9) as dst:
-        json.dump(files, dst)
+        json.dump(driver.read_json_output(out_dir), dst)
 
 
 def freeze(oracle: driver.Oracle, seed: int, versions: dict, torch_ok: bool, kind: str = "default"):
