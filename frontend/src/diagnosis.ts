@@ -124,7 +124,9 @@ export function sizeText(bytes: number): string {
 
 /**
  * A download's body read chunk by chunk, `progress` told the bytes received after each (a large
- * CSV takes seconds: the page shows them coming), as one Blob of `type` at the end.
+ * CSV takes seconds: the page shows them coming), as one Blob of `type` at the end. A body that breaks
+ * off (the plugin aborts the answer when the sidecar stops sending: docs/shim.md, "Downloads") throws an
+ * error that says so, and nothing is returned to be saved.
  */
 export async function readWithProgress(body: ReadableStream<Uint8Array> | null, type: string, progress: (bytes: number) => void): Promise<Blob> {
   const parts: Uint8Array[] = [];
@@ -132,10 +134,15 @@ export async function readWithProgress(body: ReadableStream<Uint8Array> | null, 
   if (body) {
     const reader = body.getReader();
     for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      parts.push(value);
-      bytes += value.byteLength;
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await reader.read();
+      } catch (e) {
+        throw new Error(t('download.brokeOff', { size: sizeText(bytes) }), { cause: e });
+      }
+      if (next.done) break;
+      parts.push(next.value);
+      bytes += next.value.byteLength;
       progress(bytes);
     }
   }

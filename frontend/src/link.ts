@@ -15,7 +15,7 @@ import { clear, h } from './dom';
 import { t } from './i18n';
 import { icon } from './icons';
 import { hashShowsPlugin, readHashState, writeHashState, writeUrlState, type UrlState } from './state';
-import { WRITE_TOKEN_PARAM } from './writeAccess';
+import { hashWithoutWriteToken, withoutWriteToken } from './writeAccess';
 
 /** TensorBoard's window when the page is in its same-origin plugin iframe, else null. */
 function tensorBoardWindow(): Window | null {
@@ -41,7 +41,7 @@ export function reflectInAddress(st: UrlState): void {
   if (!tb) return;
   const hash = tb.location.hash;
   if (!hashShowsPlugin(hash)) return;
-  const next = writeHashState(hash, st);
+  const next = writeHashState(hashWithoutWriteToken(hash), st);
   if (next === (hash || '#')) return;
   try {
     tb.location.replace(`${tb.location.href.split('#')[0]}${next}`);
@@ -50,10 +50,13 @@ export function reflectInAddress(st: UrlState): void {
   }
 }
 
-/** A link that opens `st` in a fresh browser. Never the write token: a shared view is not a password. */
+/**
+ * A link that opens `st` in a fresh browser. Never the write token (in the query or the fragment: the
+ * page reads it from both): a shared view is not a password.
+ */
 export function shareLink(st: UrlState): string {
   const tb = tensorBoardWindow();
-  if (tb && hashShowsPlugin(tb.location.hash)) return `${withoutWriteToken(tb.location.href.split('#')[0])}${writeHashState(tb.location.hash, st)}`;
+  if (tb && hashShowsPlugin(tb.location.hash)) return `${withoutWriteToken(tb.location.href.split('#')[0])}${writeHashState(hashWithoutWriteToken(tb.location.hash), st)}`;
   return `${location.href.split(/[?#]/)[0]}${writeUrlState('', st)}`;
 }
 
@@ -94,15 +97,4 @@ export function copyLinkButton(view: () => UrlState): HTMLElement {
   };
   const button = h('button.toggle', { testid: 'copyLinkButton', title: t('header.copyLink'), 'aria-label': t('header.copyLink'), on: { click: () => void click() } }, icon('link'));
   return h('span.popover-anchor', null, button, pop);
-}
-
-/** `address` (no fragment) without the `graph_ascend_token` parameter of the link TensorBoard printed. */
-export function withoutWriteToken(address: string): string {
-  const [path, query] = address.split('?', 2);
-  if (query === undefined) return address;
-  const params = new URLSearchParams(query);
-  if (!params.has(WRITE_TOKEN_PARAM)) return address;
-  params.delete(WRITE_TOKEN_PARAM);
-  const rest = params.toString();
-  return rest ? `${path}?${rest}` : path;
 }

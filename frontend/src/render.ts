@@ -195,9 +195,19 @@ export class SvgPath implements PathSink {
   }
 }
 
-/** Text as SVG character data (a node's name is data: `<`, `&` escaped). */
+/**
+ * Characters XML 1.0 has no place for (its `Char` production: C0 controls but tab, LF and CR; lone
+ * surrogates; U+FFFE, U+FFFF), which no escape can write either: a name holding one would make the SVG
+ * a file no editor opens.
+ */
+const XML_FORBIDDEN = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu;
+
+/**
+ * Text as SVG character data or an attribute value (a node's name is data: `<`, `&`, quotes escaped;
+ * what XML forbids shown as U+FFFD, the replacement character). Every SVG the page writes goes through it.
+ */
 export function xmlText(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  return s.replace(XML_FORBIDDEN, '\uFFFD').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 const baselineCache = new Map<string, number>();

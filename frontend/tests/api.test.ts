@@ -2,8 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { normalize, parseLooseJson, parseSse, post, setTransport, tidyError } from '../src/api';
 import { bytesText, convertBody, defaultOutput, durationText, measuresText } from '../src/convert';
 import { missingKeys, setLang, t } from '../src/i18n';
-import { withoutWriteToken } from '../src/link';
-import { readOnlyNote, writesAllowed } from '../src/writeAccess';
+import { hashWithoutWriteToken, readOnlyNote, tokenIn, withoutWriteToken, writesAllowed } from '../src/writeAccess';
 
 describe('answers', () => {
   it('accepts bare NaN and Infinity tokens but not inside strings', () => {
@@ -92,7 +91,20 @@ describe('write access', () => {
     const stored = new Map<string, string>();
     vi.stubGlobal('localStorage', { getItem: (k: string) => stored.get(k) ?? null, setItem: (k: string, v: string) => void stored.set(k, v) });
     const frame = { location: { search: '', hash: '' } } as unknown as Window & typeof globalThis;
-    const top = { location: { search: '', hash: '#graph_ascend' } };
+    // TensorBoard's window: its address, the history entry the page replaces and the events it is sent.
+    const events: string[] = [];
+    const top = {
+      location: { pathname: '/', search: '', hash: '#graph_ascend', get href() { return `http://tb${this.pathname}${this.search}${this.hash}`; } },
+      history: {
+        state: null,
+        replaceState: (_s: unknown, _t: string, url: string) => {
+          const u = new URL(url, 'http://tb');
+          Object.assign(top.location, { pathname: u.pathname, search: u.search, hash: u.hash });
+        },
+      },
+      HashChangeEvent: class { constructor(readonly type: string) {} },
+      dispatchEvent: (e: { type: string }) => void events.push(e.type),
+    };
     Object.assign(frame, { top });
     vi.stubGlobal('window', frame);
     const seen: (string | null)[] = [];
@@ -112,12 +124,23 @@ describe('write access', () => {
       expect(seen.pop()).toBe('abc123');
       expect(writesAllowed()).toBe(true);
       expect(readOnlyNote()).toBeNull();
-      top.location.search = ''; // TensorBoard rewrote its address: the token is kept
-      await post('load_meta_dir');
+      // Stored, then taken out of the address in place (issue 42 item 6); the fragment is untouched.
+      expect(stored.get('graph_ascend.writeToken')).toBe('abc123');
+      expect(top.location.href).toBe('http://tb/#graph_ascend');
+      expect(events).toEqual([]);
+      await post('load_meta_dir'); // the token is kept
       expect(seen.pop()).toBe('abc123');
-      top.location.hash = '#graph_ascend&graph_ascend_token=def456'; // in the fragment too
+      top.location.hash = '#graph_ascend&ga_run=r&graph_ascend_token=def456'; // in the fragment too
       await post('load_meta_dir');
       expect(seen.pop()).toBe('def456');
+      expect(top.location.href).toBe('http://tb/#graph_ascend&ga_run=r');
+      expect(events).toEqual(['hashchange']); // TensorBoard's copy of its hash follows
+      // Where storage refuses the token, it stays in the address (a reload would lose it) and in memory.
+      vi.stubGlobal('localStorage', { getItem: () => null, setItem: () => { throw new Error('quota'); } });
+      top.location.search = '?graph_ascend_token=ghi789';
+      await post('load_meta_dir');
+      expect(seen.pop()).toBe('ghi789');
+      expect(top.location.search).toBe('?graph_ascend_token=ghi789');
     } finally {
       vi.unstubAllGlobals();
     }
@@ -157,5 +180,25 @@ describe('shared links', () => {
     expect(withoutWriteToken('http://localhost:6006/?a=1&graph_ascend_token=abc&b=2')).toBe('http://localhost:6006/?a=1&b=2');
     expect(withoutWriteToken('http://localhost:6006/?a=1')).toBe('http://localhost:6006/?a=1');
     expect(withoutWriteToken('http://localhost:6006/')).toBe('http://localhost:6006/');
+  });
+  it('never carry it in the fragment either, where the page also reads it (issue 42 item 5)', () => {
+    const withToken = [
+      'http://localhost:6006/#graph_ascend&graph_ascend_token=abc',
+      'http://localhost:6006/#graph_ascend&ga_run=r&graph_ascend_token=abc&other=1',
+      'http://localhost:6006/#graph_ascend?graph_ascend_token=abc&ga_run=r',
+      'http://localhost:6006/?graph_ascend_token=abc#graph_ascend&graph%5Fascend%5Ftoken=abc',
+    ];
+    for (const address of withToken) {
+      const u = new URL(address);
+      expect(tokenIn(u.search, u.hash)).toBe('abc');
+      const clean = new URL(withoutWriteToken(address));
+      expect(tokenIn(clean.search, clean.hash), address).toBeNull();
+      expect(clean.href).not.toContain('abc');
+    }
+    expect(withoutWriteToken(withToken[1])).toBe('http://localhost:6006/#graph_ascend&ga_run=r&other=1');
+    expect(hashWithoutWriteToken('#graph_ascend?graph_ascend_token=abc&ga_run=r')).toBe('#graph_ascend&ga_run=r');
+    // Without a token every other key stays as it is written.
+    expect(hashWithoutWriteToken('#graph_ascend&a=%20b&tensorboard_key=x')).toBe('#graph_ascend&a=%20b&tensorboard_key=x');
+    expect(hashWithoutWriteToken('')).toBe('');
   });
 });

@@ -17,6 +17,19 @@ describe('CSV download progress', () => {
     expect(blob.type).toBe('text/csv');
     expect(await blob.text()).toBe('Step,Rank\r\n0,0\r\n0,1\r\n');
   });
+  it('fails, saying so, when the body breaks off (issue 42 item 3)', async () => {
+    let sent = false;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent) return controller.error(new TypeError('network error'));
+        sent = true;
+        controller.enqueue(new TextEncoder().encode('Step,Rank\r\n0,'));
+      },
+    });
+    const seen: number[] = [];
+    await expect(readWithProgress(body, 'text/csv', (n) => seen.push(n))).rejects.toThrow(/download failed.*after 13 B.*nothing was saved/);
+    expect(seen).toEqual([13]);
+  });
   it('words sizes as people read them', () => {
     expect(sizeText(512)).toBe('512 B');
     expect(sizeText(48_000)).toBe('48 kB');

@@ -30,6 +30,21 @@ describe('SVG pictures', () => {
     expect(xmlText('</text><script>x</script>')).toBe('&#60;/text&#62;&#60;script&#62;x&#60;/script&#62;');
     expect(frame()).not.toContain('<script>');
   });
+  it('writes no character XML 1.0 forbids, whatever a name holds (issue 42 item 10)', () => {
+    // The Char production of XML 1.0: what a well-formed document may hold at all.
+    const notXml = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
+    const names = ['a\u0001b', 'c\u0008d', 'e\u000Bf', 'g\u001Fh', 'i\uD800j', 'k\uFFFEl', 'tab\tkept', 'emoji \u{1F600}'];
+    const crafted: Record<string, RenderNode> = { root: node('root', 0, { isRoot: true, expand: true, height: 200, parentNode: '' }) };
+    names.forEach((n, i) => (crafted[n] = node(n, 20 + 20 * i)));
+    const svg = frameSvg({ scene: new Scene(crafted, () => '#ffffff'), view: { scale: 1, tx: 0, ty: 0 }, width: 400, height: 200, dpr: 1, theme: LIGHT, overflowMode: false, selected: undefined });
+    expect(svg).not.toMatch(notXml);
+    for (const [raw, shown] of [['a\u0001b', 'a\uFFFDb'], ['g\u001Fh', 'g\uFFFDh'], ['i\uD800j', 'i\uFFFDj'], ['k\uFFFEl', 'k\uFFFDl']]) {
+      expect(svg, raw).toContain(`>${shown}</text>`);
+    }
+    expect(svg).toContain('>emoji \u{1F600}</text>');
+    expect(xmlText('\u0000\u000B\u000C\uDFFF\uFFFF')).toBe('\uFFFD'.repeat(5));
+    expect(xmlText('\t\n\r \uE000\uFFFD')).toBe('\t\n\r \uE000\uFFFD');
+  });
   it('writes the shapes as a Path2D draws them', () => {
     const p = new SvgPath();
     p.rect(1, 2, 3, 4);

@@ -8,14 +8,17 @@ the answer comes back as msprobe's JSON, rendered by the sidecar (``graph_ascend
 definition of it), and is passed through, gzip when the browser accepts it. Server-streaming RPCs go to
 ``StreamJson``; those marked ``sse`` become ``text/event-stream``. Routes marked ``download`` (a file such
 as the compare CSV) call their own RPC and pass its ``FileChunk`` bytes on as an attachment with the
-content type and file name of its first chunk; a failure there is the usual JSON error.
+content type and file name of its first chunk; a failure there is the usual JSON error, and one after it
+aborts the answer (``DownloadCutShort``): the browser sees a broken download, never a short file.
 
 Errors keep one shape, ``{"success": false, "error": "..."}``: 503 when the sidecar cannot be reached
 (a broken connection is retried once on a fresh sidecar), 500 for other gRPC statuses, 400 for a request
 that does not fit, 404 for an unknown name, 403 for a change this request may not make (``write_access``:
 routes whose RPC is marked ``write``; every API answer carries the request's write state in a header).
 A write is never retried after the sidecar went away mid-call (it may have been applied): the answer
-says so instead. Nothing here raises into TensorBoard.
+says so instead. Nothing here raises into TensorBoard, but for a download or stream whose source broke
+after its headers were sent: raising from the body is how a WSGI answer is aborted.
+Every answer carries ``Referrer-Policy: same-origin`` (``REFERRER_POLICY``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ MAX_BODY_DEPTH = 64
 INLINE_BODY_BYTES = 1024 * 1024
 # Big answers are gzip-compressed in slices of this size.
 CHUNK_BYTES = 256 * 1024
+# On every answer, so on the page's own documents: requests the page makes send their address (which
+# never holds the write token once the page has stored it) to this TensorBoard only, never to another
+# site. Not ``no-referrer``: under it Chromium sends ``Origin: null`` on the page's POSTs, which
+# ``write_access`` refuses as another origin (docs/security.md, "The write token").
+REFERRER_POLICY = "same-origin"
 
 
 class ShimError(Exception):
@@ -179,6 +187,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         else:
             state = "allowed"
         response.headers[write_access.STATE_HEADER] = state
+        response.headers["Referrer-Policy"] = REFERRER_POLICY
         return response(environ, start_response)
 
     def _token_refusal(self, environ) -> Optional[str]:
@@ -359,24 +368,49 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         if not head.success:
             call.cancel()
             return error_response(200, head.error)
-        return download_response(head, _download_bytes(head, call))
+        # The first bytes are had before the headers go out, so that a break there is an error answer.
+        body = _download_bytes(head, call)
+        try:
+            first = [next(body)]
+        except StopIteration:
+            first = []
+        except DownloadCutShort as exc:
+            return error_response(503, f"{route.name}: {exc.reason}", "CUT_SHORT")
+        return download_response(head, _chain(first, body))
+
+
+class DownloadCutShort(Exception):
+    """A download whose stream broke after its headers went out: raised from the body, so that the HTTP
+    server aborts the answer (no last chunk of the chunked encoding, the connection closed) and the
+    browser sees a failed download instead of a complete-looking file cut short."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 def _download_bytes(head, call) -> Iterator[bytes]:
-    """The bytes of a download; a failure after the first chunk ends it short (the headers are sent)."""
+    """The bytes of a download. A failure after the first chunk (headers and status are sent by then)
+    raises ``DownloadCutShort`` into the HTTP server, which then ends the answer without its last chunk:
+    the only way a WSGI application can tell the client that a body is incomplete."""
     try:
         if head.data:
             yield head.data
         for chunk in call:
             if not chunk.success:
-                logger.warning("graph_ascend: download cut short: %s", chunk.error)
-                return
+                raise _cut_short(head, chunk.error or "the sidecar reported an error")
             if chunk.data:
                 yield chunk.data
     except grpc.RpcError as exc:
-        logger.warning("graph_ascend: download cut short: %s", exc.details())
+        raise _cut_short(head, exc.details() or exc.code().name) from None
     finally:
         call.cancel()
+
+
+def _cut_short(head, reason: str) -> DownloadCutShort:
+    reason = f"the download of {head.file_name or 'the file'} broke off: {reason}"
+    logger.warning("graph_ascend: %s (the answer is aborted)", reason)
+    return DownloadCutShort(f"graph_ascend: {reason}", reason)
 
 
 def content_disposition(file_name: str) -> str:

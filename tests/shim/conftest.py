@@ -292,6 +292,30 @@ def tensorboard(tmp_path, binary):
             wait_until(lambda p=pid: not process_alive(p), 10)
 
 
+@pytest.fixture
+def dying(tmp_path, binary):
+    """dying(method, **env): (env for TensorBoard, the call log) for a real sidecar behind
+    ``dying_sidecar.py``, which dies once it has applied ``method`` (a download: once it has passed on
+    some of its chunks); ``env`` adds its other variables (``DYING_SIDECAR_CHUNKS``)."""
+
+    def make(method: str, **extra: str):
+        launcher = tmp_path / "graph-ascend-dying"
+        here = Path(__file__).resolve().parent
+        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{here / "dying_sidecar.py"}" "$@"\n')
+        launcher.chmod(0o755)
+        log = tmp_path / "calls.log"
+        env = {
+            "GRAPH_ASCEND_BINARY": str(launcher),
+            "DYING_SIDECAR_REAL": str(binary),
+            "DYING_SIDECAR_LOG": str(log),
+            "DYING_SIDECAR_METHOD": method,
+            **extra,
+        }
+        return env, log
+
+    return make
+
+
 META = {"type": "db", "lang": "en", "microStep": -1, "step": 0, "rank": 0}
 
 

@@ -7,7 +7,9 @@ it writes every call it sees to $DYING_SIDECAR_LOG (one RPC name a line), forwar
 ``CallJson`` for $DYING_SIDECAR_METHOD has been answered by the real sidecar (so the edit is committed),
 kills the real sidecar and itself before passing the answer on; only the first time the log shows that
 call, so that a sidecar started after the crash serves it. The shim sees the connection drop mid-call,
-as after a crash.
+as after a crash. A download (``DOWNLOADS``: a stream of file chunks) named by $DYING_SIDECAR_METHOD dies
+the same way once it has passed on $DYING_SIDECAR_CHUNKS chunks (default 2: the header chunk and the first
+of the file's bytes, after which the shim has sent the answer's headers).
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ def _method_of(json_call: bytes) -> str:
     return ""
 
 
+# The RPCs called directly (not through CallJson/StreamJson) that stream a file's chunks.
+DOWNLOADS = ("ExportCsv", "ExportReport")
+
+
 def _read(path: str) -> str:
     try:
         with open(path) as f:
@@ -52,6 +58,7 @@ def main(argv) -> int:
         os.execv(real, [real, *argv])
     log_path = os.environ["DYING_SIDECAR_LOG"]
     die_on = os.environ.get("DYING_SIDECAR_METHOD", "")
+    die_after_chunks = int(os.environ.get("DYING_SIDECAR_CHUNKS", "2"))
     ready = _arg(argv, "--ready-file")
     work = tempfile.mkdtemp(prefix="dying_sidecar_")
     inner_ready = os.path.join(work, "inner_ready")
@@ -91,6 +98,17 @@ def main(argv) -> int:
                     yield from channel.unary_stream(method)(request)
 
                 return grpc.unary_stream_rpc_method_handler(stream)
+            name = method.rsplit("/", 1)[1]
+            if name in DOWNLOADS:
+                def download(request, context):
+                    first = log(name)
+                    for passed, chunk in enumerate(channel.unary_stream(method)(request), start=1):
+                        yield chunk
+                        if name == die_on and first and passed >= die_after_chunks:
+                            time.sleep(0.5)  # lets the chunks reach the shim
+                            die()
+
+                return grpc.unary_stream_rpc_method_handler(download)
 
             def unary(request, context):
                 name = _method_of(request) if method.endswith("/CallJson") else method.rsplit("/", 1)[1]

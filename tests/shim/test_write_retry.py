@@ -6,35 +6,11 @@ call has been applied and before its answer reaches the shim, as a crash at the 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-import pytest
 
 from conftest import MATCHED_LEAF, meta_for
 
 LEAF = MATCHED_LEAF
-HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture
-def dying(tmp_path, binary):
-    """(env for TensorBoard, the call log) for a sidecar that dies after applying ``method``."""
-
-    def make(method: str):
-        launcher = tmp_path / "graph-ascend-dying"
-        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "dying_sidecar.py"}" "$@"\n')
-        launcher.chmod(0o755)
-        log = tmp_path / "calls.log"
-        env = {
-            "GRAPH_ASCEND_BINARY": str(launcher),
-            "DYING_SIDECAR_REAL": str(binary),
-            "DYING_SIDECAR_LOG": str(log),
-            "DYING_SIDECAR_METHOD": method,
-        }
-        return env, log
-
-    return make
 
 
 def _calls(log: Path, name: str) -> int:
