@@ -76,6 +76,8 @@ describe('the write token in addresses and links', () => {
       await selectANode(frame);
       await frame.click('[data-testid=dataSiderButton]');
       await page.waitForTimeout(500);
+      const moved = await frame.evaluate(() => window.top.location.href);
+      assert.ok(!carries(moved) && /ga_node=/.test(moved), `the page rewrote the address, without the token: ${moved}`);
       await page.reload();
       const again = await appFrame(page);
       await loaded(again);
