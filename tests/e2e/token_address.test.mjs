@@ -68,7 +68,7 @@ describe('the write token in addresses and links', () => {
       assert.ok(fromPage.length > 3, `requests of the page: ${fromPage.length}`);
       for (const r of fromPage) assert.ok(!carries(r.url) && !carries(r.referer), JSON.stringify(r));
       const early = seen.filter((r) => carries(r.url) || carries(r.referer));
-      console.log(`# token-address: ${early.length} of ${seen.length} requests of the first load carried the token `
+      console.log(`token-address: ${early.length} of ${seen.length} requests of the first load carried the token `
         + `(TensorBoard's own page, before the plugin's frame stored it): ${early.map((r) => new URL(r.url).pathname).join(', ')}`);
 
       // From now on no request carries it, whoever sends it.
