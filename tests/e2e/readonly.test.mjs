@@ -93,7 +93,9 @@ describe('read-only page without the write token', () => {
       await frame.waitForSelector('[data-testid=conversionForm]');
       assert.equal((await state(frame, 'startConversionButton')).disabled, false);
       assert.equal(await frame.$('[data-testid=conversionReadOnly]'), null);
-      // TensorBoard's own address no longer carries it: the page kept it.
+      // TensorBoard's own address no longer carries it (the page took it out once stored, so this is a
+      // new document, not a jump within the same one): the page kept it.
+      await page.goto('about:blank');
       frame = await open(page, `${stack.tb.base}/#graph_ascend`);
       await frame.click('[data-testid=conversionSiderButton]');
       await frame.waitForSelector('[data-testid=conversionForm]');
