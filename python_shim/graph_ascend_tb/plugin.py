@@ -66,8 +66,8 @@ INLINE_BODY_BYTES = 1024 * 1024
 CHUNK_BYTES = 256 * 1024
 # On every answer, so on the page's own documents: requests the page makes send their address (which
 # never holds the write token once the page has stored it) to this TensorBoard only, never to another
-# site. Not ``no-referrer``: under it Chromium sends ``Origin: null`` on the page's POSTs, which
-# ``write_access`` refuses as another origin (docs/security.md, "The write token").
+# site. Not ``no-referrer``: under it the Fetch standard has browsers send ``Origin: null`` with the
+# page's POSTs, which ``write_access`` refuses as another origin (docs/security.md, rule 5).
 REFERRER_POLICY = "same-origin"
 
 

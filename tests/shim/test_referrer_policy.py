@@ -1,5 +1,5 @@
 """Every answer of the plugin, its page's documents first, carries ``Referrer-Policy: same-origin``: the
-page's requests never send its address to another site (docs/security.md, "The write token")."""
+page's requests never send its address to another site (docs/security.md, "Who may write", rule 5)."""
 
 from __future__ import annotations
 

@@ -606,7 +606,7 @@ pub fn export_csv(
             }
             Err(source) => {
                 // The temporary file could not be read back: the download ends with an error
-                // (the shim cuts the file short).
+                // (the shim aborts the HTTP answer: docs/shim.md, "Downloads").
                 let e = graph_ascend_diagnose::DiagnoseError::Write {
                     what: "the CSV's temporary file".into(),
                     source,
