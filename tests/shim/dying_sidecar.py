@@ -105,7 +105,7 @@ def main(argv) -> int:
                     for passed, chunk in enumerate(channel.unary_stream(method)(request), start=1):
                         yield chunk
                         if name == die_on and first and passed >= die_after_chunks:
-                            time.sleep(0.5)  # lets the chunks reach the shim
+                            time.sleep(1.5)  # lets the chunks reach the shim, even on a busy machine
                             die()
 
                 return grpc.unary_stream_rpc_method_handler(download)

@@ -44,7 +44,6 @@ def test_a_download_cut_short_is_aborted(one_case_logdir, tensorboard, dying, ro
     status, headers, partial, complete = _get(tb, route, params)
     assert status == 200 and headers["Content-Type"].startswith(content_type), (status, headers)
     assert not complete, f"{route}: the answer ended normally after {len(partial)} bytes of a file cut short"
-    assert headers.get("Transfer-Encoding") == "chunked" or headers.get("Content-Length"), headers
     assert "broke off" in tb.log(), tb.log()
 
     # A restarted sidecar serves the whole file, longer than the broken answer (of which the CSV is a
