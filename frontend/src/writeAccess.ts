@@ -10,7 +10,7 @@ import { t } from './i18n';
 export const WRITE_STATE_HEADER = 'X-Graph-Ascend-Writes';
 /** The header that carries this launch's write token (the plugin prints, at start, the link that gives it). */
 export const WRITE_TOKEN_HEADER = 'X-Graph-Ascend-Token';
-/** The URL parameter of that link: `http://localhost:6006/?graph_ascend_token=…#graph_ascend`. */
+/** The URL parameter of that link: `http://localhost:6006/#graph_ascend&graph_ascend_token=…` (older launches printed `/?graph_ascend_token=…#graph_ascend`, also taken). */
 export const WRITE_TOKEN_PARAM = 'graph_ascend_token';
 const TOKEN_KEY = 'graph_ascend.writeToken';
 

@@ -17,8 +17,9 @@ when all of these hold:
 Those rules keep out other machines and other sites' pages, but not another user of this machine: they can
 send the same loopback request as the page. So a write must also carry this launch's secret token in
 ``X-Graph-Ascend-Token`` (compared in constant time). The plugin makes a fresh one at start and prints, in
-TensorBoard's console, the link that gives it to the page (``?graph_ascend_token=...``); the page keeps it
-and sends it with every request. Anyone holding the link can write: it is a password, as Jupyter's is.
+TensorBoard's console, the link that gives it to the page (``#graph_ascend&graph_ascend_token=...``: in the
+fragment, which a browser never sends to a server nor puts in a ``Referer``); the page keeps it and sends it
+with every request. Anyone holding the link can write: it is a password, as Jupyter's is.
 
 Teams behind a proxy they trust opt in with ``GRAPH_ASCEND_ALLOW_REMOTE_WRITES=1`` or TensorBoard's
 ``--graph_ascend_allow_remote_writes`` flag. Every API answer says in ``X-Graph-Ascend-Writes`` whether
@@ -196,14 +197,14 @@ def launch_token() -> tuple:
 def page_link(token: str, port, path_prefix: str) -> str:
     """The address that opens the page with the token (the port and prefix of TensorBoard's flags)."""
     prefix = "/" + (path_prefix or "").strip("/") if (path_prefix or "").strip("/") else ""
-    return f"http://localhost:{port or '<port>'}{prefix}/?{TOKEN_PARAM}={token}#graph_ascend"
+    return f"http://localhost:{port or '<port>'}{prefix}/#graph_ascend&{TOKEN_PARAM}={token}"
 
 
 def token_refusal(sent: Optional[str], token: str) -> Optional[str]:
     """Why a write with the ``X-Graph-Ascend-Token`` value ``sent`` is refused, or None (constant time)."""
     how = (
         f"open the page through the link TensorBoard printed at start (its console shows "
-        f"\"...?{TOKEN_PARAM}=...#graph_ascend\"); only who started TensorBoard can see it"
+        f"\"...#graph_ascend&{TOKEN_PARAM}=...\"); only who started TensorBoard can see it"
     )
     if not sent:
         return f"changes need this TensorBoard's access token, and this request carries none: {how}"

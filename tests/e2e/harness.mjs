@@ -92,7 +92,7 @@ export async function startTensorBoard(logdir, { pathPrefix = '', env: extraEnv 
     }
     await new Promise((r) => setTimeout(r, 300));
   }
-  const printed = () => /graph_ascend_token=([A-Za-z0-9_-]+)#graph_ascend/.exec(log)?.[1];
+  const printed = () => /#graph_ascend&graph_ascend_token=([A-Za-z0-9_-]+)/.exec(log)?.[1];
   while (!printed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   if (!printed()) {
     stopProcess(proc);
@@ -125,7 +125,7 @@ const writeTokens = new Map();
  * for another address of that TensorBoard, a forwarded port or a proxy).
  */
 export function pageAddress(base, token = writeTokens.get(base)) {
-  return token ? `${base}/?graph_ascend_token=${token}#graph_ascend` : `${base}/#graph_ascend`;
+  return token ? `${base}/#graph_ascend&graph_ascend_token=${token}` : `${base}/#graph_ascend`;
 }
 
 export async function launchBrowser() {

@@ -88,6 +88,9 @@ describe('read-only page without the write token', () => {
       assert.match(await frame.textContent('[data-testid=conversionReadOnly]'), /graph_ascend_token/);
       await screenshot(page, 'readonly-token');
 
+      // The printed link differs from this address in its fragment only, so a new document (as a user who
+      // opens it in a new tab) rather than a jump within this one.
+      await page.goto('about:blank');
       frame = await open(page, pageAddress(stack.tb.base));
       await frame.click('[data-testid=conversionSiderButton]');
       await frame.waitForSelector('[data-testid=conversionForm]');

@@ -1,5 +1,6 @@
 // The write token leaves no trace outside the owner's browser storage (issue 42 items 5 and 6), in real
-// TensorBoard + Chromium: after the printed link is opened, the page stores the token and takes it out of
+// TensorBoard + Chromium: the printed link holds the token in the fragment (`#graph_ascend&graph_ascend_token=…`),
+// which no request sends; after it is opened, the page stores the token and takes it out of
 // TensorBoard's address (`top.location.href`, the history entry), so that later requests carry no token in
 // their URL or `Referer`, the plugin's answers say `Referrer-Policy: same-origin`, and the page can still
 // write; the same from the fragment form (`#graph_ascend&graph_ascend_token=…`); and where the browser
@@ -67,9 +68,13 @@ describe('the write token in addresses and links', () => {
       const fromPage = seen.filter((r) => /\/data\/plugin\/graph_ascend\/index\.html/.test(r.frame));
       assert.ok(fromPage.length > 3, `requests of the page: ${fromPage.length}`);
       for (const r of fromPage) assert.ok(!carries(r.url) && !carries(r.referer), JSON.stringify(r));
-      const early = seen.filter((r) => carries(r.url) || carries(r.referer));
-      console.log(`token-address: ${early.length} of ${seen.length} requests of the first load carried the token `
-        + `(TensorBoard's own page, before the plugin's frame stored it): ${early.map((r) => new URL(r.url).pathname).join(', ')}`);
+      // What goes on the wire: a request's URL without its fragment (a browser never sends one), its `Referer`.
+      // The printed link holds the token in the fragment, so no request of the first load carries it either.
+      const onWire = (url) => { const u = new URL(url); u.hash = ''; return u.href; };
+      const early = seen.filter((r) => carries(onWire(r.url)) || carries(r.referer));
+      console.log(`token-address: ${early.length} of ${seen.length} requests of the first load carried the token`
+        + (early.length ? `: ${early.map((r) => new URL(r.url).pathname).join(', ')}` : ''));
+      assert.deepEqual(early, [], 'no request carries the token: the printed link holds it in the fragment');
 
       // From now on no request carries it, whoever sends it.
       const later = seen.length;

@@ -191,7 +191,7 @@ class TensorBoard:
         every request sends it unless its headers give ``X-Graph-Ascend-Token`` (None: send none)."""
         deadline = time.monotonic() + 30
         while True:
-            found = re.search(r"graph_ascend_token=([A-Za-z0-9_\-]+)#graph_ascend", self.log())
+            found = re.search(r"#graph_ascend&graph_ascend_token=([A-Za-z0-9_\-]+)", self.log())
             if found:
                 return found.group(1)
             if time.monotonic() > deadline:

@@ -204,7 +204,7 @@ def test_writes_need_the_launch_token_through_tensorboard(one_case_logdir, tenso
     tb = tensorboard(logdir, *(["--path_prefix", prefix] if prefix else []))
     own = {"Origin": f"http://127.0.0.1:{tb.port}"}
     assert len(tb.write_token) >= write_access.MIN_TOKEN_CHARS
-    assert f"{prefix}/?{write_access.TOKEN_PARAM}={tb.write_token}#graph_ascend" in tb.log()
+    assert f"{prefix}/#graph_ascend&{write_access.TOKEN_PARAM}={tb.write_token}" in tb.log()
     no_token = {write_access.TOKEN_HEADER: None}
     reads = tb.plugin("load_meta_dir", headers=no_token)
     assert reads.status == 200, "reads stay open without the token"
@@ -243,8 +243,8 @@ def test_the_token_rule_on_its_own():
     assert "not this TensorBoard's" in write_access.token_refusal("t" * 42, token)
     assert "not this TensorBoard's" in write_access.token_refusal("é" * 43, token)
     link = write_access.page_link(token, 6006, "/tb/")
-    assert link == f"http://localhost:6006/tb/?graph_ascend_token={token}#graph_ascend"
-    assert write_access.page_link(token, None, "").startswith("http://localhost:<port>/?")
+    assert link == f"http://localhost:6006/tb/#graph_ascend&graph_ascend_token={token}"
+    assert write_access.page_link(token, None, "").startswith("http://localhost:<port>/#graph_ascend&")
 
 
 def _non_loopback_ipv4() -> str:
