@@ -120,7 +120,7 @@ install: wheel
 	@echo "Installed. Run: tensorboard --logdir <folder with .vis.db files>, then open the GRAPH_ASCEND tab."
 
 demo: build venv
-	@echo "Open the link 'GRAPH_ASCEND: ... ?graph_ascend_token=...' printed below (it carries this launch's write token; http://$(HOST):$(PORT)/#graph_ascend opens the page read-only). Ctrl-C stops."
+	@echo "Open the link 'GRAPH_ASCEND: ... #graph_ascend&graph_ascend_token=...' printed below (it carries this launch's write token; http://$(HOST):$(PORT)/#graph_ascend opens the page read-only). Ctrl-C stops."
 	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --host $(HOST) --port $(PORT)
 
 test: venv test-rust lint-rust test-tools lint-workflows test-frontend test-wheel test-shim test-e2e
