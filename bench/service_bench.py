@@ -11,7 +11,8 @@ both interleaving the two sides so that they see the same load:
 1. First answers (what a user waits for after opening a file), from fresh starts: `--starts` times,
    a new TensorBoard for ours, then a new one for msprobe's (the order flipped every other start:
    A B, B A, A B, ...), each answering the page's opening sequence once (open the file, config, node
-   list, each pane's root layout, a module expansion). Reported: the median over the starts and the spread
+   list, each pane's root layout, a module expansion, a compare's pass and error filters and matched
+   relations). Reported: the median over the starts and the spread
    (min–max), and the ratio of each start's pair (msprobe / ours, the two measured back to back).
    TensorBoard's own smallest request (`/data/environment`, median of 5) is timed right before each
    first answer, in the same TensorBoard, so that ours and the floor see the same load (before the
@@ -121,7 +122,8 @@ ISSUE_MSPROBE_FIRST_MS = {"first node list": 265.0, "first root layout": 45.0, "
 # background work steps aside for it (`plugin/service/src/step_aside.rs`), which a page never does.
 OPENING_OPS = ("open file (loadGraphData)", "first config")
 GOAL_OPS = (*OPENING_OPS, "first node list", "first root layout", "first root layout, Bench pane",
-            "first module expansion", "first name search")
+            "first module expansion", "first pass filter", "first error filter", "first matched relations",
+            "first name search")
 FLOOR_SAMPLES = 5
 OURS = "graph-ascend"
 MSPROBE = "msprobe 26.2"
@@ -217,6 +219,12 @@ class Target:
             ops.append(("first root layout, Bench pane", "changeNodeExpandState", bench_root, ""))
         if self.module:
             ops.append(("first module expansion", "changeNodeExpandState", self.expand(self.module), ""))
+        if not self.single:
+            # The Filter panel (one level checked, as a user starts) and the Match panel.
+            for level in ("pass", "error"):
+                ops.append((f"first {level} filter", "filterNodes",
+                            {"metaData": self.meta, "type": "precision", "values": [level]}, ""))
+            ops.append(("first matched relations", "loadGraphMatchedRelations", {"metaData": self.meta}, ""))
         if backend == OURS:
             ops.append(("first name search", "searchNodes",
                         {"metaData": self.meta, "graphType": "NPU", "query": "linear.12", "limit": 200}, ""))

@@ -7,7 +7,8 @@
 //! shutdown; over the loopback TCP fallback, a per-launch token checked before every call).
 //! [`views`] keeps view state per browser client, [`root_layouts`] the root view every client
 //! starts from, [`step_aside`] has that background work pause while the answers to opening a
-//! file travel back; [`graph_index`] keeps what the
+//! file travel back, [`background`] runs the work no request waits for (the diagnosis started
+//! when a compare file is opened) below every answer; [`graph_index`] keeps what the
 //! whole-graph answers (node lists, matched relations, filters, name search) need, per graph,
 //! under one memory bound for all files;
 //! [`diagnosis_cache`] the diagnoses of compare files (`graph_ascend_diagnose`), per file version;
@@ -28,6 +29,7 @@
 //! heavy_lane           the few threads that run long requests (layouts, huge answers)
 //! handlers/            one function per RPC; below its routes, `selection` and `reply`
 //! state                State: everything the handlers share, one per sidecar
+//! background           work no request waits for, on lowered threads and a rayon pool of its own
 //! convert_jobs         conversions on demand
 //! map_progress         how far the divergence maps under computation are
 //! diagnosis_cache      diagnoses per file version
@@ -51,6 +53,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod background;
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
 pub(crate) mod diagnosis_cache;

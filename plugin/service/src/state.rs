@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::background::Background;
 use crate::catalog::Catalog;
 use crate::convert_jobs::{Conversions, DEFAULT_MAX_CONVERSIONS};
 use crate::diagnosis_cache::DiagnosisCache;
@@ -21,6 +22,9 @@ pub struct State {
     pub root_layouts: Arc<RootLayouts>,
     /// Pauses the background work of opening a file while its first answers travel (`step_aside`).
     pub step_aside: Arc<StepAside>,
+    /// Where work that no request waits for runs: lowered threads of their own (`background`;
+    /// the diagnosis started when the page opens a compare file).
+    pub background: Arc<Background>,
     pub watch: LogdirWatch,
     pub precision_overrides: PrecisionOverrides,
     pub conversions: Conversions,
@@ -54,6 +58,7 @@ impl State {
             views: Views::default(),
             root_layouts: Arc::default(),
             step_aside: Arc::default(),
+            background: Arc::default(),
             diagnoses: Arc::default(),
             diagnosis_prefetch: true,
             page_assets: None,

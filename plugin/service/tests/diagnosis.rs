@@ -11,7 +11,7 @@ use graph_ascend_proto as pb;
 use graph_ascend_service::{handlers, State};
 use serde_json::Value;
 
-use common::{browser_json, meta, meta_request, unpack};
+use common::{browser_json, meta, meta_request, unpack, Probe};
 
 fn request(tag: &str, step: i32, rank: i32, states: bool) -> pb::DiagnoseRequest {
     pb::DiagnoseRequest {
@@ -201,6 +201,88 @@ fn opening_a_file_starts_its_diagnosis_unless_the_switch_is_off() {
         assert_eq!(answer["data"]["total_groups"], 2, "{answer}");
         assert!(state.diagnoses.len() >= 2, "the diagnosis and the verdicts");
     }
+}
+
+/// The diagnosis started when a compare file is opened is background work
+/// (`graph_ascend_service::background`): the page's first answers never wait for it. Held back
+/// there (as a host busy with those answers holds its idle-priority threads), it keeps its claim
+/// while the opening sequence is answered in full, nothing of it computed meanwhile; released,
+/// it completes, and the Diagnosis panel is answered.
+#[test]
+fn the_first_answers_never_wait_for_the_prefetched_diagnosis() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = unpack("compare_tf_stats", dir.path(), "run");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    let probe = Probe::new(state.clone());
+    let tag = tag_of(&path);
+    let m = meta("run", &tag);
+    probe.load_meta_dir();
+    let held = state.background.hold();
+
+    let opened = handlers::load_graph_data(
+        &state,
+        pb::LoadGraphDataRequest {
+            run: m.run.clone(),
+            tag: m.tag.clone(),
+            r#type: m.r#type.clone(),
+            lang: m.lang.clone(),
+            micro_step: m.micro_step,
+            step: m.step,
+            rank: m.rank,
+            client_id: probe.client.clone(),
+        },
+    );
+    assert!(opened.success, "{:?}", opened.error);
+    assert_eq!(
+        state.diagnoses.claimed(),
+        1,
+        "opening started the diagnosis"
+    );
+    // The page's opening sequence: its configuration, the node lists, each pane's root, a
+    // module, the pass and error filters and the matched relations.
+    let ok = |what: &str, answer: Value| {
+        assert_eq!(answer["success"], true, "{what}: {answer}");
+        answer
+    };
+    ok("config", probe.config(&m));
+    let lists = ok("node list", probe.node_lists(&m));
+    assert!(!names(&lists["data"]["npuNodeList"]).is_empty(), "{lists}");
+    let root = ok("root", probe.expand(&m, "root", "NPU"));
+    ok("Bench root", probe.expand(&m, "root", "Bench"));
+    let module = root["data"]
+        .as_object()
+        .expect("boxes")
+        .iter()
+        .find(|(_, b)| b["nodeType"] == 0 && b["expand"] == false)
+        .map(|(name, _)| name.clone())
+        .expect("a module under the root");
+    ok("module", probe.expand(&m, &module, "NPU"));
+    ok(
+        "pass filter",
+        probe.filter(&m, "precision", vec!["pass".into()]),
+    );
+    ok(
+        "error filter",
+        probe.filter(&m, "precision", vec!["error".into()]),
+    );
+    ok("matched relations", probe.matched(&m));
+    assert_eq!(
+        state.diagnoses.len(),
+        0,
+        "nothing of the diagnosis ran first"
+    );
+    assert_eq!(state.diagnoses.claimed(), 1, "held, not given up");
+
+    drop(held);
+    let answer = browser_json(&handlers::diagnose(&state, request(&tag, 0, 0, true)));
+    assert_eq!(answer["success"], true, "{answer}");
+    assert_eq!(answer["data"]["total_groups"], 2, "{answer}");
+    // The prefetch completes: its claim is given back once the diagnosis and the verdicts are
+    // kept (a prefetch that never ends would hang here).
+    while state.diagnoses.claimed() > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(state.diagnoses.len() >= 2, "the diagnosis and the verdicts");
 }
 
 #[test]

@@ -102,7 +102,7 @@ fn prefetch(state: &State, sel: &Selection) -> Result<()> {
         .prefetch(&sel.file, panes, sel.micro_step, &state.step_aside);
     // The file's diagnosis too, so that the Diagnosis panel finds it ready (or under way).
     if compare && state.diagnosis_prefetch {
-        let _ = super::diagnosis::start(state, &sel.file);
+        let _ = super::diagnosis::start(state, &sel.file, super::diagnosis::Ahead::Prefetch);
     }
     Ok(())
 }

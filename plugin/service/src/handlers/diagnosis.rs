@@ -145,7 +145,7 @@ fn referenced(
 /// ([`start`]), then waited for; answered as soon as the sources are judged (the verdicts of the
 /// colour mode follow on the same thread).
 fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Arc<Diagnosis>> {
-    if let Some(started) = start(state, file) {
+    if let Some(started) = start(state, file, Ahead::Asked) {
         // Until the thread holds the diagnosis's slot (or has given up): then `get` waits for it.
         let _ = started.recv();
     }
@@ -154,34 +154,62 @@ fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Arc<Diagnosis>
     })
 }
 
-/// Starts the file's diagnosis on a thread of its own, unless it is kept or under way: when the
-/// page opens a compare file (so that the Diagnosis panel finds it ready, or under way, when it
-/// asks) and on the panel's first request. The receiver hears once the thread holds the
-/// diagnosis's slot, or is dropped when it gives up (a failure is found again by the request).
-pub(crate) fn start(state: &State, file: &Arc<GraphFile>) -> Option<std::sync::mpsc::Receiver<()>> {
+/// Starts the file's diagnosis, unless it is kept or under way: when the page opens a compare
+/// file (so that the Diagnosis panel finds it ready, or under way, when it asks), in the
+/// background, below every answer ([`crate::background`]); and on the panel's first request, on
+/// a thread of its own at the request's priority (the panel waits for it). The receiver hears
+/// once the thread holds the diagnosis's slot, or is dropped when it gives up (a failure is
+/// found again by the request).
+pub(crate) fn start(
+    state: &State,
+    file: &Arc<GraphFile>,
+    ahead: Ahead,
+) -> Option<std::sync::mpsc::Receiver<()>> {
     let claim = state.diagnoses.claim(file, Key::File)?;
     let (started, heard) = std::sync::mpsc::channel();
     let cache = state.diagnoses.clone();
     let board = state.map_progress.clone();
     let gate = state.step_aside.clone();
     let file = file.clone();
-    let spawned = std::thread::Builder::new()
-        .name("graph-ascend-diagnosis".into())
-        .spawn(move || {
-            // The opening answers travel first.
-            gate.wait();
-            if let Err(e) = judge(&cache, &board, &file, &started) {
-                tracing::debug!("diagnosing {} failed: {e}", file.path.display());
-            }
-            drop(claim);
-        });
+    let work = move || {
+        let began = std::time::Instant::now();
+        // The opening answers travel first.
+        gate.wait();
+        match judge(&cache, &board, &file, &started) {
+            // How long it took, from its start to its verdicts kept (`bench/prefetch_cost.py`
+            // reads this line).
+            Ok(()) => tracing::debug!(
+                "diagnosis of {} ({ahead:?}) done in {:.1} ms",
+                file.path.display(),
+                began.elapsed().as_secs_f64() * 1e3
+            ),
+            Err(e) => tracing::debug!("diagnosing {} failed: {e}", file.path.display()),
+        }
+        drop(claim);
+    };
+    let spawned = match ahead {
+        Ahead::Prefetch => state.background.spawn("graph-ascend-diagnosis", work),
+        Ahead::Asked => std::thread::Builder::new()
+            .name("graph-ascend-diagnosis".into())
+            .spawn(work)
+            .map(drop),
+    };
     match spawned {
-        Ok(_) => Some(heard),
+        Ok(()) => Some(heard),
         Err(e) => {
             tracing::debug!("cannot start a diagnosis thread: {e}");
             None
         }
     }
+}
+
+/// Who starts a file's diagnosis ([`start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ahead {
+    /// The page's opening of a compare file: nobody waits for it yet.
+    Prefetch,
+    /// The Diagnosis panel's request, which waits for it.
+    Asked,
 }
 
 /// The file's diagnosis, kept in `cache`. A file of one step and one rank (most) is read once for
