@@ -6,9 +6,11 @@
 //! The form (all integers LEB128, signed ones zig-zag; `opt` is 0 for none, else index + 1; a
 //! text is its length then its UTF-8 bytes; `f64` its 8 bits little-endian):
 //!
-//! - part 0, the side: [`VERSION`], the number of nodes, `opt` root, whether the run is
-//!   PyTorch's (0 unknown, 1 no, 2 yes), whether nodes carry a partner (1 on the target side).
-//! - parts 1…: [`NODES_PER_PART`] nodes each, in node order. A node: name, `opt` parent,
+//! - part 0, the side: [`VERSION`], the number of nodes, the number of entries, `opt` root,
+//!   whether the run is PyTorch's (0 unknown, 1 no, 2 yes), whether nodes carry a partner (1 on
+//!   the target side).
+//! - parts 1…: the nodes in node order, at most [`NODES_PER_PART`] a part and a part cut once it
+//!   holds [`PART_TARGET_BYTES`] (a node never spans two parts). A node: name, `opt` parent,
 //!   node type, micro step, a byte of direction (bits 0–1) and "parameters' gradients" (bit 2),
 //!   children (count, indexes), peers (count, then rank and name each), `opt` partner (when the
 //!   side carries them), inputs and outputs (count, entries each).
@@ -19,34 +21,56 @@
 //!   which of Cosine, MaxAbsErr follow, then those); the shape hash (8 bytes).
 //!
 //! Decoding trusts nothing: every index is checked against the number of nodes, every count
-//! against the bytes left, every text for UTF-8; anything else is [`Corrupt`], and the load
-//! then reads the rows.
+//! against the bytes left, every text for UTF-8, every part's size against
+//! [`MAX_DIAGNOSIS_PART_BYTES`] before it is read, and what the decoded side holds against a
+//! budget set by the table's size ([`DecodeBudget`]: a crafted table cannot make the load hold
+//! much more than a true one of its size would); anything else is [`Corrupt`], and the load then
+//! reads the rows.
 
-use graph_ascend_visdb::store::GraphKey;
+use graph_ascend_visdb::store::{DiagnosisPart, GraphKey, MAX_DIAGNOSIS_PART_BYTES};
 use graph_ascend_visdb::Store;
 
 use crate::entry::{
-    shared_name, DtypeClass, Entry, EntryName, Extra, Kind, Role, Stats, TensorMetrics,
+    shared_name, DtypeClass, Entry, EntryName, Extra, Kind, Role, Stats, TensorMetrics, Text,
 };
 use crate::error::DiagnoseError;
 use crate::graph::{Direction, Node, NodeRef, SideGraph};
 
 /// The form's version (part 0's first number); another version is read as absent.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 
-/// Nodes per part after part 0 (a part of a 1M-node side is under a megabyte).
+/// The most nodes of a part after part 0.
 pub const NODES_PER_PART: usize = 4096;
+
+/// A part is cut once it holds this many bytes (a quarter of what a part may hold): a node of
+/// up to three quarters of [`MAX_DIAGNOSIS_PART_BYTES`] still fits after it.
+pub const PART_TARGET_BYTES: usize = MAX_DIAGNOSIS_PART_BYTES / 4;
+
+/// The fewest bytes an entry takes in the form (name index, role byte, dtype byte, statistics
+/// byte, shape hash): part 0's count of entries is checked against the table's bytes by it.
+const MIN_ENTRY_BYTES: u64 = 12;
+
+/// What the decoded side may hold per row of the graph (its node, name index and links) beyond
+/// what the table's bytes pay for.
+const DECODED_BYTES_PER_ROW: u64 = 256;
+
+/// What the decoded side may hold per byte of the table beyond the rows' share. A true table
+/// decodes at about 3.5 (0.27 GB of table, 0.96 GB of load at 1M nodes a side, the rows' share
+/// included); an entry without statistics (12 bytes, 88 decoded) at 7.3.
+const DECODED_BYTES_PER_TABLE_BYTE: u64 = 8;
 
 /// A table part that does not decode: the load reads the rows instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Corrupt;
 
 /// The parts of one side: part 0, then its nodes; `partners` (the target side's golden partner
-/// of each node) when given.
-pub fn encode_side(side: &SideGraph, partners: Option<&[Option<u32>]>) -> Vec<Vec<u8>> {
+/// of each node) when given. `None` when a node alone takes more than a part may hold (the side
+/// is then read from its rows).
+pub fn encode_side(side: &SideGraph, partners: Option<&[Option<u32>]>) -> Option<Vec<Vec<u8>>> {
     let mut head = Out::default();
     head.u(VERSION);
     head.u(side.nodes.len() as u64);
+    head.u(side.all_entries().len() as u64);
     head.opt(side.root);
     head.byte(match side.torch {
         None => 0,
@@ -55,16 +79,27 @@ pub fn encode_side(side: &SideGraph, partners: Option<&[Option<u32>]>) -> Vec<Ve
     });
     head.byte(u8::from(partners.is_some()));
     let mut parts = vec![head.0];
-    for first in (0..side.nodes.len()).step_by(NODES_PER_PART) {
-        let mut out = Out::default();
-        let mut names: Vec<&str> = Vec::new();
-        for k in first..(first + NODES_PER_PART).min(side.nodes.len()) {
-            let partner = partners.map(|p| p.get(k).copied().flatten());
-            encode_node(&mut out, &mut names, side.node(k as u32), partner);
+    let mut out = Out::default();
+    let mut names: Vec<&str> = Vec::new();
+    let mut in_part = 0;
+    for k in 0..side.nodes.len() {
+        let partner = partners.map(|p| p.get(k).copied().flatten());
+        let start = out.0.len();
+        encode_node(&mut out, &mut names, side.node(k as u32), partner);
+        if out.0.len() - start > MAX_DIAGNOSIS_PART_BYTES - PART_TARGET_BYTES {
+            return None;
         }
+        in_part += 1;
+        if in_part == NODES_PER_PART || out.0.len() >= PART_TARGET_BYTES {
+            parts.push(std::mem::take(&mut out.0));
+            names.clear();
+            in_part = 0;
+        }
+    }
+    if in_part > 0 {
         parts.push(out.0);
     }
-    parts
+    Some(parts)
 }
 
 fn encode_node<'n>(
@@ -296,6 +331,38 @@ pub struct DecodedSide {
     pub partners: Option<Vec<Option<u32>>>,
 }
 
+/// What a decoded side may hold, set before its first part is read: per row of the graph and
+/// per byte of the table ([`DECODED_BYTES_PER_ROW`], [`DECODED_BYTES_PER_TABLE_BYTE`]). Every
+/// allocation the decoder makes is charged to it first; past it the side is [`Corrupt`].
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeBudget {
+    left: u64,
+    /// The table's bytes for this side (all its parts).
+    table_bytes: u64,
+}
+
+impl DecodeBudget {
+    /// The budget of a side of `rows` rows whose parts hold `table_bytes` in all.
+    pub fn new(rows: usize, table_bytes: u64) -> DecodeBudget {
+        DecodeBudget {
+            left: (rows as u64)
+                .saturating_mul(DECODED_BYTES_PER_ROW)
+                .saturating_add(table_bytes.saturating_mul(DECODED_BYTES_PER_TABLE_BYTE)),
+            table_bytes,
+        }
+    }
+
+    fn charge(&mut self, bytes: u64) -> Result<(), Corrupt> {
+        self.left = self.left.checked_sub(bytes).ok_or(Corrupt)?;
+        Ok(())
+    }
+}
+
+/// Bytes of a heap text of `len` bytes (the allocator's header and rounding, about).
+fn heap_text(len: usize) -> u64 {
+    len as u64 + 16
+}
+
 /// One side read back from its parts, given one at a time in part order.
 pub struct SideDecoder {
     side: SideGraph,
@@ -303,6 +370,9 @@ pub struct SideDecoder {
     entries: Vec<Entry>,
     /// The rows the side has: part 0 must say as many nodes.
     rows: usize,
+    /// The entries part 0 says the side has.
+    declared_entries: usize,
+    budget: DecodeBudget,
     /// Whether part 0 was read.
     started: bool,
     root: Option<u32>,
@@ -312,12 +382,14 @@ pub struct SideDecoder {
 }
 
 impl SideDecoder {
-    /// A decoder of a side of `rows` rows.
-    pub fn new(rows: usize) -> SideDecoder {
+    /// A decoder of a side of `rows` rows, within `budget`.
+    pub fn new(rows: usize, budget: DecodeBudget) -> SideDecoder {
         SideDecoder {
             side: SideGraph::default(),
             entries: Vec::new(),
             rows,
+            declared_entries: 0,
+            budget,
             started: false,
             root: None,
             torch: None,
@@ -338,6 +410,11 @@ impl SideDecoder {
             if r.u()? != VERSION || r.u()? != n as u64 || n > u32::MAX as usize {
                 return Err(Corrupt);
             }
+            let entries = r.u()?;
+            if entries > self.budget.table_bytes / MIN_ENTRY_BYTES {
+                return Err(Corrupt);
+            }
+            self.declared_entries = usize::try_from(entries).map_err(|_| Corrupt)?;
             self.root = r.opt(n)?;
             self.torch = match r.byte()? {
                 0 => None,
@@ -350,17 +427,25 @@ impl SideDecoder {
                 1 => Some(Vec::with_capacity(n)),
                 _ => return Err(Corrupt),
             };
-            // Sized once: as many nodes as the graph has rows.
+            // Sized once: as many nodes as the graph has rows, as many entries as part 0 says
+            // (no more than the table's bytes can hold).
+            self.budget.charge(
+                (self.declared_entries * std::mem::size_of::<Entry>()) as u64
+                    + (n * std::mem::size_of::<Node>()) as u64,
+            )?;
             self.side = SideGraph::with_capacity(n);
+            self.side.reserve_entries(self.declared_entries);
             self.started = true;
         } else {
-            let left = n - self.side.nodes.len();
-            if left == 0 {
-                return Err(Corrupt);
-            }
+            // At least one node, at most NODES_PER_PART, and no more than the side has.
             let mut names: Vec<EntryName> = Vec::new();
-            for _ in 0..left.min(NODES_PER_PART) {
+            let mut read = 0;
+            while read == 0 || (!r.done() && read < NODES_PER_PART) {
+                if self.side.nodes.len() == n {
+                    return Err(Corrupt);
+                }
                 self.node(&mut r, n, &mut names)?;
+                read += 1;
             }
         }
         if r.done() {
@@ -377,6 +462,8 @@ impl SideDecoder {
         names: &mut Vec<EntryName>,
     ) -> Result<(), Corrupt> {
         let name = r.text()?;
+        // The name's share of the side's names and index (the node itself was charged at part 0).
+        self.budget.charge(2 * name.len() as u64)?;
         let parent = r.opt(n)?;
         let node_type = i32::try_from(r.i()?).map_err(|_| Corrupt)?;
         let micro_step = r.i()?;
@@ -393,25 +480,39 @@ impl SideDecoder {
         // Vectors sized exactly (collecting `Result`s starts a vector at four elements: an
         // entry's 88 bytes four times over, for millions of one-entry lists).
         let count = r.count()?;
+        self.budget
+            .charge((count * std::mem::size_of::<u32>()) as u64)?;
         let mut children = Vec::with_capacity(count);
         for _ in 0..count {
             children.push(In::index(r.u()?, n)?);
         }
         let count = r.count()?;
+        self.budget
+            .charge((count * std::mem::size_of::<(i64, Box<str>)>()) as u64)?;
         let mut peers = Vec::with_capacity(count);
         for _ in 0..count {
-            peers.push((r.i()?, r.text()?.into()));
+            let rank = r.i()?;
+            let name = r.text()?;
+            self.budget.charge(heap_text(name.len()))?;
+            peers.push((rank, name.into()));
         }
         let peers = peers.into();
         if let Some(partners) = &mut self.partners {
             // Checked against the golden side once it is read.
             partners.push(r.opt(u32::MAX as usize)?);
         }
-        // Inputs then outputs, into the side's entries.
+        // Inputs then outputs, into the side's entries (no more than part 0 said: their
+        // memory was charged then).
+        let declared = self.declared_entries;
+        let before = self.side.all_entries().len();
+        let budget = &mut self.budget;
         let mut read_entries = |entries: &mut Vec<Entry>| -> Result<usize, Corrupt> {
             let count = r.count()?;
+            if before + entries.len() + count > declared {
+                return Err(Corrupt);
+            }
             for _ in 0..count {
-                entries.push(entry(r, names)?);
+                entries.push(entry(r, names, budget)?);
             }
             Ok(count)
         };
@@ -431,7 +532,10 @@ impl SideDecoder {
     /// The side, once every part was read, and the partners it carries (the target side's,
     /// not yet checked against the golden side).
     pub fn finish(self) -> Result<DecodedSide, Corrupt> {
-        if !self.started || self.rows != self.side.nodes.len() {
+        if !self.started
+            || self.rows != self.side.nodes.len()
+            || self.declared_entries != self.side.all_entries().len()
+        {
             return Err(Corrupt);
         }
         let mut side = self.side;
@@ -445,10 +549,16 @@ impl SideDecoder {
     }
 }
 
-fn entry(r: &mut In<'_>, names: &mut Vec<EntryName>) -> Result<Entry, Corrupt> {
+fn entry(
+    r: &mut In<'_>,
+    names: &mut Vec<EntryName>,
+    budget: &mut DecodeBudget,
+) -> Result<Entry, Corrupt> {
     let name: EntryName = match r.u()? {
         0 => {
-            let name = shared_name(r.text()?);
+            let text = r.text()?;
+            budget.charge(heap_text(text.len()) + std::mem::size_of::<EntryName>() as u64)?;
+            let name = shared_name(text);
             names.push(name.clone());
             name
         }
@@ -472,13 +582,18 @@ fn entry(r: &mut In<'_>, names: &mut Vec<EntryName>) -> Result<Entry, Corrupt> {
     };
     let dtype = *DTYPES.get(usize::from(r.byte()?)).ok_or(Corrupt)?;
     let [max, min, mean, norm] = r.numbers::<4>()?;
+    let mut text = |r: &mut In<'_>| -> Result<Text, Corrupt> {
+        let t = r.text()?;
+        budget.charge(heap_text(t.len()))?;
+        Ok(t.into())
+    };
     let value = if flags & 1 << 5 != 0 {
-        Some(r.text()?.into())
+        Some(text(r)?)
     } else {
         None
     };
     let md5 = if flags & 1 << 6 != 0 {
-        Some(r.text()?.into())
+        Some(text(r)?)
     } else {
         None
     };
@@ -504,18 +619,25 @@ fn entry(r: &mut In<'_>, names: &mut Vec<EntryName>) -> Result<Entry, Corrupt> {
     ))
 }
 
-/// Reads one side from the table; `None` when its parts do not decode or do not match the
-/// rows (another number of nodes than the graph has rows).
+/// Reads one side from the table; `None` when its parts do not decode, are too big, would
+/// decode past their budget, or do not match the rows (another number of nodes than the graph
+/// has rows).
 pub(crate) fn read_side(
     store: &Store,
     graph: GraphKey,
 ) -> Result<Option<DecodedSide>, DiagnoseError> {
-    let mut decoder = SideDecoder::new(store.count_graph_rows(graph)?);
+    let rows = store.count_graph_rows(graph)?;
+    let (_, table_bytes) = store.diagnosis_parts_size(graph)?;
+    let mut decoder = SideDecoder::new(rows, DecodeBudget::new(rows, table_bytes));
     let mut corrupt = false;
-    store.scan_diagnosis_parts(graph, |part, bytes| -> Result<(), DiagnoseError> {
-        if !corrupt && decoder.push(part, bytes).is_err() {
-            corrupt = true;
+    store.scan_diagnosis_parts(graph, |part, data| -> Result<(), DiagnoseError> {
+        if corrupt {
+            return Ok(());
         }
+        corrupt = match data {
+            DiagnosisPart::Bytes(bytes) => decoder.push(part, bytes).is_err(),
+            DiagnosisPart::TooLarge(_) => true,
+        };
         Ok(())
     })?;
     if corrupt {
@@ -527,7 +649,7 @@ pub(crate) fn read_side(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entry::{parse_entries_text, Text};
+    use crate::entry::parse_entries_text;
 
     /// A side of three nodes with every kind of field set somewhere.
     fn side() -> SideGraph {
@@ -569,7 +691,8 @@ mod tests {
     }
 
     fn decode(rows: usize, parts: &[Vec<u8>]) -> Result<DecodedSide, Corrupt> {
-        let mut d = SideDecoder::new(rows);
+        let bytes = parts.iter().map(|p| p.len() as u64).sum();
+        let mut d = SideDecoder::new(rows, DecodeBudget::new(rows, bytes));
         for (i, p) in parts.iter().enumerate() {
             d.push(i as i64, p)?;
         }
@@ -580,7 +703,7 @@ mod tests {
     fn a_side_reads_back_as_it_was_written() {
         let side = side();
         let partners = [Some(2), None, Some(0)];
-        let parts = encode_side(&side, Some(&partners));
+        let parts = encode_side(&side, Some(&partners)).expect("fits");
         let DecodedSide {
             side: back,
             partners: back_partners,
@@ -593,7 +716,7 @@ mod tests {
         assert_eq!(back_partners.as_deref(), Some(&partners[..]));
         assert_eq!(back.find("b.backward"), Some(2));
         // The golden side carries no partners.
-        let golden = decode(3, &encode_side(&side, None)).expect("decodes");
+        let golden = decode(3, &encode_side(&side, None).expect("fits")).expect("decodes");
         assert_eq!(golden.partners, None);
     }
 
@@ -606,7 +729,7 @@ mod tests {
             side.push("a.forward", extra.clone(), inputs.clone(), count)
                 .expect("small");
         }
-        let parts = encode_side(&side, None);
+        let parts = encode_side(&side, None).expect("fits");
         assert_eq!(parts.len(), 3);
         let n = side.nodes.len();
         assert_eq!(decode(n, &parts).expect("decodes").side.nodes.len(), n);
@@ -617,7 +740,7 @@ mod tests {
     #[test]
     fn what_does_not_fit_the_rows_or_the_form_does_not_decode() {
         let side = side();
-        let parts = encode_side(&side, Some(&[None, None, None]));
+        let parts = encode_side(&side, Some(&[None, None, None])).expect("fits");
         // Another number of rows than the side has nodes.
         assert!(decode(4, &parts).is_err());
         assert!(decode(2, &parts).is_err());
@@ -648,5 +771,62 @@ mod tests {
                 let _ = decode(3, &changed);
             }
         }
+    }
+
+    #[test]
+    fn a_part_is_cut_by_its_bytes_and_a_node_too_big_for_one_is_not_written() {
+        let mut side = side();
+        // A node of many entries: about 40 bytes each, a few hundred KB in all.
+        let one = side.inputs(1)[0].clone();
+        let many: Vec<Entry> = (0..20_000).map(|_| one.clone()).collect();
+        for _ in 0..20 {
+            let node = side.nodes[1].clone();
+            side.push("wide.forward", node, many.clone(), many.len())
+                .expect("small");
+        }
+        let parts = encode_side(&side, None).expect("fits");
+        assert!(parts.len() > 2, "{} parts", parts.len());
+        assert!(parts
+            .iter()
+            .all(|p| p.len() <= PART_TARGET_BYTES + MAX_DIAGNOSIS_PART_BYTES / 2));
+        let n = side.nodes.len();
+        assert_eq!(decode(n, &parts).expect("decodes").side.nodes.len(), n);
+        // One node past what a part may hold.
+        let huge: Vec<Entry> = (0..MAX_DIAGNOSIS_PART_BYTES / 12)
+            .map(|_| one.clone())
+            .collect();
+        let node = side.nodes[1].clone();
+        side.push("huge.forward", node, huge, 0).expect("small");
+        assert!(encode_side(&side, None).is_none());
+    }
+
+    #[test]
+    fn a_side_that_would_decode_past_its_budget_is_refused_before_it_is_held() {
+        let side = side();
+        let parts = encode_side(&side, None).expect("fits");
+        let bytes: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        let decode_with = |budget| {
+            let mut d = SideDecoder::new(3, budget);
+            for (i, p) in parts.iter().enumerate() {
+                d.push(i as i64, p)?;
+            }
+            d.finish()
+        };
+        assert!(decode_with(DecodeBudget::new(3, bytes)).is_ok());
+        // A budget a byte short of what the side holds.
+        let mut tight = DecodeBudget::new(3, bytes);
+        tight.left = 0;
+        assert!(decode_with(tight).is_err());
+        // Part 0 saying more entries than the table's bytes can hold is refused at once.
+        let mut head = Out::default();
+        head.u(VERSION);
+        head.u(3);
+        head.u(bytes / MIN_ENTRY_BYTES + 1);
+        let mut d = SideDecoder::new(3, DecodeBudget::new(3, bytes));
+        assert!(d.push(0, &head.0).is_err());
+        // And fewer entries than the nodes hold.
+        let mut fewer = parts.clone();
+        fewer[0][2] -= 1;
+        assert!(decode(3, &fewer).is_err());
     }
 }

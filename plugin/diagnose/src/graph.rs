@@ -354,6 +354,12 @@ impl SideGraph {
         }
     }
 
+    /// Makes room for `total` entries in all (a side whose count is known before it is read).
+    pub fn reserve_entries(&mut self, total: usize) {
+        self.entries
+            .reserve_exact(total.saturating_sub(self.entries.len()));
+    }
+
     /// Adds `node` named `name` with `entries`, its first `inputs` its inputs and the rest its
     /// outputs; its index.
     pub fn push(

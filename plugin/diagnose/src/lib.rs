@@ -82,5 +82,5 @@ pub use map::{
 pub use options::{Options, Tolerance};
 pub use reason::ReasonPart;
 pub use site::CallSite;
-pub use table::write_compact_table;
+pub use table::{write_compact_table, TableBuilder};
 pub use tolerance::{LearnedFrom, LearnedTolerances};

@@ -3,8 +3,8 @@
 //! hierarchy's order, its match and its entries.
 //!
 //! A file we wrote holds what this reads in a table of our own ([`crate::compact`]), read
-//! instead of the rows when it is there and still true of them (no row edited since, as many
-//! nodes as rows). Otherwise each side's rows are read once, borrowed from SQLite and parsed as
+//! instead of the rows when it is there and still true of them (stamped with the file's
+//! version, no row edited since, as many nodes as rows). Otherwise each side's rows are read once, borrowed from SQLite and parsed as
 //! they come. Either way the two sides are read at once on two connections. Nothing is written.
 
 use std::path::Path;
@@ -169,9 +169,13 @@ impl CompareFile {
     }
 
     /// Reads both sides of one step and rank: from our own table when it holds them and they
-    /// are still true of the rows, else from the rows.
+    /// are still true of the rows (its stamp is the file's version, no row of the graph edited),
+    /// else from the rows.
     pub fn load(&self, step: i64, rank: i64) -> Result<RankData, DiagnoseError> {
-        if self.compact && !self.store.graph_edited(step, rank)? {
+        if self.compact
+            && !self.store.graph_edited(step, rank)?
+            && self.store.diagnosis_table_current()?
+        {
             if let Some(data) = self.load_compact(step, rank)? {
                 return Ok(data);
             }
@@ -637,29 +641,64 @@ fn peers(matched_distributed: &Value) -> List<(i64, Box<str>)> {
 /// One side, read in one pass of borrowed rows, each parsed as it comes; with `partners`, also
 /// the key of each node's golden partner (the last name of `matched_node_link`), in node order.
 fn load_side(store: &Store, graph: GraphKey, partners: bool) -> Result<LoadedSide, DiagnoseError> {
-    let path = store.path();
     // Sized once: a million nodes grown by doubling would be copied and faulted in again and again.
     let rows = store.count_graph_rows(graph)?;
-    let mut side = SideGraph::with_capacity(rows);
-    let mut links = Links::with_capacity(rows);
-    let mut partner_keys = Vec::with_capacity(if partners { rows } else { 0 });
-    let mut entries = Vec::new();
-    store.scan_graph_rows(graph, |row| -> Result<(), DiagnoseError> {
-        push_row(&mut side, path, &row, &mut entries)?;
-        links.push(&row.name, &row.up_node, &row.sub_nodes);
-        if partners {
-            partner_keys.push(row.link.as_deref().map(NameKey::of));
+    let mut side = SideBuilder::new(store.path(), rows, partners);
+    store.scan_graph_rows(graph, |row| side.push(&row))?;
+    Ok(side.finish())
+}
+
+/// One side made of its rows given one at a time in node order: what the load makes of a side's
+/// rows (the converter gives it the rows it writes, for our table, [`crate::table`]).
+pub(crate) struct SideBuilder {
+    path: std::path::PathBuf,
+    side: SideGraph,
+    links: Links,
+    partners: bool,
+    partner_keys: Vec<Option<NameKey>>,
+    entries: Vec<Entry>,
+}
+
+impl SideBuilder {
+    /// A side of about `rows` rows of the file at `path` (named by errors); `partners`: the
+    /// target side, whose rows name their golden partners.
+    pub(crate) fn new(path: &Path, rows: usize, partners: bool) -> SideBuilder {
+        SideBuilder {
+            path: path.to_owned(),
+            side: SideGraph::with_capacity(rows),
+            links: Links::with_capacity(rows),
+            partners,
+            partner_keys: Vec::with_capacity(if partners { rows } else { 0 }),
+            entries: Vec::new(),
+        }
+    }
+
+    /// The next row.
+    pub(crate) fn push(&mut self, row: &GraphRow<'_>) -> Result<(), DiagnoseError> {
+        push_row(&mut self.side, &self.path, row, &mut self.entries)?;
+        self.links.push(&row.name, &row.up_node, &row.sub_nodes);
+        if self.partners {
+            self.partner_keys.push(row.link.as_deref().map(NameKey::of));
         }
         Ok(())
-    })?;
-    let (side, root, by_key) = link(side, links);
-    // Only the golden side's nodes are looked up by key after their own links.
-    let by_key = (!partners).then_some(by_key);
-    Ok(LoadedSide {
-        graph: side_graph(side, root),
-        partners: partner_keys,
-        by_key,
-    })
+    }
+
+    /// The side, linked.
+    fn finish(self) -> LoadedSide {
+        let (side, root, by_key) = link(self.side, self.links);
+        // Only the golden side's nodes are looked up by key after their own links.
+        let by_key = (!self.partners).then_some(by_key);
+        LoadedSide {
+            graph: side_graph(side, root),
+            partners: self.partner_keys,
+            by_key,
+        }
+    }
+}
+
+/// Both sides of one step and rank from their builders, linked.
+pub(crate) fn built(step: i64, rank: i64, npu: SideBuilder, bench: SideBuilder) -> RankData {
+    linked(step, rank, npu.finish(), bench.finish())
 }
 
 /// Resolves parents and children to indexes. Children come from `sub_nodes` (their order is

@@ -1,7 +1,8 @@
 //! Our own table of what the diagnosis reads (`ga_diagnosis`, `docs/visdb.md` §5): written into
 //! every real compare fixture, it gives the same graphs and the same diagnosis as the rows; an
-//! edit (ours, or one that sets `modified` as msprobe's plugin does) is never read stale; a table
-//! that does not match or does not decode is passed over for the rows.
+//! edit (ours, one that sets `modified` as msprobe's plugin does, or any other write of the file,
+//! which moves its version past the table's stamp) is never read stale; a table that does not
+//! match, does not decode, or has a part too big is passed over for the rows.
 
 mod common;
 
@@ -10,7 +11,9 @@ use std::path::{Path, PathBuf};
 use common::{fixtures, unpack};
 use graph_ascend_diagnose::error::DiagnoseError;
 use graph_ascend_diagnose::{diagnose, write_compact_table, CompareFile, Options, RankData};
-use graph_ascend_visdb::store::{GraphKey, MatchUpdate, Side};
+use graph_ascend_visdb::store::{
+    DiagnosisPart, GraphKey, MatchUpdate, Side, MAX_DIAGNOSIS_PART_BYTES,
+};
 use graph_ascend_visdb::Store;
 use rusqlite::Connection;
 
@@ -90,6 +93,10 @@ fn every_compare_fixture_reads_the_same_from_the_table_as_from_the_rows() {
         assert!(
             !rows.has_compact_table() && table.has_compact_table(),
             "{case}"
+        );
+        assert!(
+            table.store().diagnosis_table_current().expect("stamp"),
+            "{case}: the table is read"
         );
         for (step, ranks) in table.graphs_to_visit(None, None).expect("graphs") {
             for rank in ranks {
@@ -270,11 +277,14 @@ fn a_table_that_does_not_match_the_rows_or_does_not_decode_is_passed_over() {
             .expect("sqlite")
             .execute_batch(spoil)
             .expect(what);
+        // Stamped as current, as a forger would: what passes it over is the decoding.
+        forge_stamp(&copy);
         let file = CompareFile::open(&copy).expect("open");
         assert!(file.has_compact_table());
+        assert!(file.store().diagnosis_table_current().expect("stamp"));
         assert_eq!(shown(&file.load(0, 0).expect("load")), rows, "{what}");
     }
-    // A row more than the table says.
+    // A row more than the table says (stamped as current again after the insert).
     db.execute(
         "INSERT INTO tb_nodes SELECT 'x' || id, graph_id, node_order + 100000, 'x' || node_name, \
          node_type, up_node, sub_nodes, precision_index, overflow_level, micro_step_id, \
@@ -284,8 +294,219 @@ fn a_table_that_does_not_match_the_rows_or_does_not_decode_is_passed_over() {
         [NODE],
     )
     .expect("insert");
+    drop(db);
+    forge_stamp(&path);
     let file = CompareFile::open(&path).expect("open");
     let loaded = file.load(0, 0).expect("load");
     assert!(loaded.npu.find(&format!("x{NODE}")).is_some());
     assert_eq!(shown(&loaded), shown(&file.load_rows(0, 0).expect("rows")));
+}
+
+/// The file change counter of `path`'s SQLite header.
+fn change_counter(path: &Path) -> u32 {
+    let bytes = std::fs::read(path).expect("read");
+    u32::from_be_bytes(bytes[24..28].try_into().expect("header"))
+}
+
+/// Sets the table's stamp to the version the file has once this write commits, as a forger who
+/// knows the form would (the stamp row: step -1, rank -1, data source '', part 0).
+fn forge_stamp(path: &Path) {
+    let mut stamp = b"gas1".to_vec();
+    stamp.extend_from_slice(&(change_counter(path) + 1).to_be_bytes());
+    let changed = Connection::open(path)
+        .expect("sqlite")
+        .execute(
+            "UPDATE ga_diagnosis SET data=?1 WHERE step=-1 AND rank=-1 AND data_source='' \
+             AND part=0",
+            [stamp],
+        )
+        .expect("stamp");
+    assert_eq!(changed, 1, "the stamp row");
+}
+
+/// A copy of `path` without our table: what the rows say.
+fn rows_only(path: &Path, dir: &Path) -> PathBuf {
+    let copy = dir.join("rows_only.vis.db");
+    std::fs::copy(path, &copy).expect("copy");
+    Connection::open(&copy)
+        .expect("sqlite")
+        .execute_batch("DROP TABLE ga_diagnosis")
+        .expect("drop");
+    copy
+}
+
+#[test]
+fn a_row_edited_in_place_by_another_tool_without_modified_is_read_from_the_rows() {
+    // `sqlite3 file "UPDATE tb_nodes SET output_data=…"`: no `modified`, no row more or less.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = with_table("compare_tf_stats", dir.path());
+    let file = CompareFile::open(&path).expect("open");
+    assert!(file.store().diagnosis_table_current().expect("stamp"));
+    let stale = shown(&file.load(0, 0).expect("table"));
+    drop(file);
+    let scaled = norms_scaled(&output_data(&path, "NPU", NODE));
+    Connection::open(&path)
+        .expect("sqlite")
+        .execute(
+            "UPDATE tb_nodes SET output_data=?1 WHERE data_source='NPU' AND step=0 AND rank=0 \
+             AND node_name=?2",
+            [&scaled, NODE],
+        )
+        .expect("update");
+    let file = CompareFile::open(&path).expect("open");
+    assert!(!file.store().diagnosis_table_current().expect("stamp"));
+    let loaded = file.load(0, 0).expect("load");
+    assert_ne!(shown(&loaded), stale, "the edit is read");
+    assert_eq!(shown(&loaded), shown(&file.load_rows(0, 0).expect("rows")));
+    // So is a write in WAL mode, whose commits leave the counter alone: switching to WAL moved it.
+    let path = with_table("compare_tf_stats", &dir.path().join("wal").tap_mkdir());
+    let db = Connection::open(&path).expect("sqlite");
+    db.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+        .expect("wal");
+    db.execute(
+        "UPDATE tb_nodes SET output_data=?1 WHERE data_source='NPU' AND step=0 AND rank=0 \
+         AND node_name=?2",
+        [&scaled, NODE],
+    )
+    .expect("update");
+    db.query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))
+        .expect("back to a rollback journal");
+    drop(db);
+    let file = CompareFile::open(&path).expect("open");
+    assert!(!file.store().diagnosis_table_current().expect("stamp"));
+    assert_eq!(
+        shown(&file.load(0, 0).expect("load")),
+        shown(&file.load_rows(0, 0).expect("rows"))
+    );
+}
+
+/// `std::fs::create_dir_all` in an expression.
+trait TapMkdir {
+    fn tap_mkdir(self) -> Self;
+}
+
+impl TapMkdir for PathBuf {
+    fn tap_mkdir(self) -> Self {
+        std::fs::create_dir_all(&self).expect("mkdir");
+        self
+    }
+}
+
+#[test]
+fn a_crafted_table_with_a_lying_verdict_falls_back_to_the_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = with_table("compare_tf_stats", dir.path());
+    let opts = Options::default();
+    let truth = diagnose(
+        &CompareFile::open(&rows_only(&path, dir.path())).expect("open"),
+        &opts,
+    )
+    .expect("diagnose");
+    // The lie: the table of another file whose node's outputs are a thousand times larger,
+    // copied in with SQL, as the issue's probe crafted one.
+    let liar_dir = dir.path().join("liar").tap_mkdir();
+    let liar = unpack("compare_tf_stats", &liar_dir);
+    let scaled = norms_scaled(&output_data(&liar, "NPU", NODE));
+    Connection::open(&liar)
+        .expect("sqlite")
+        .execute(
+            "UPDATE tb_nodes SET output_data=?1 WHERE data_source='NPU' AND step=0 AND rank=0 \
+             AND node_name=?2",
+            [&scaled, NODE],
+        )
+        .expect("update");
+    write_compact_table(&liar).expect("the lying table");
+    let db = Connection::open(&path).expect("sqlite");
+    db.execute("ATTACH ?1 AS liar", [liar.to_string_lossy()])
+        .expect("attach");
+    db.execute_batch(
+        "BEGIN; DELETE FROM ga_diagnosis; \
+         INSERT INTO ga_diagnosis SELECT * FROM liar.ga_diagnosis; COMMIT; DETACH liar",
+    )
+    .expect("craft");
+    drop(db);
+    let file = CompareFile::open(&path).expect("open");
+    assert!(file.has_compact_table());
+    assert!(!file.store().diagnosis_table_current().expect("stamp"));
+    assert_eq!(
+        diagnose(&file, &opts).expect("diagnose"),
+        truth,
+        "the rows' verdict"
+    );
+    drop(file);
+    // What a stamp cannot do: a forger who also writes the stamp the file's version will have
+    // is believed (docs/visdb.md §5, the threat model). The lie is a lie of the verdict.
+    forge_stamp(&path);
+    let file = CompareFile::open(&path).expect("open");
+    assert!(file.store().diagnosis_table_current().expect("stamp"));
+    assert_ne!(diagnose(&file, &opts).expect("diagnose"), truth);
+}
+
+#[test]
+fn an_oversized_part_is_refused_without_being_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = with_table("compare_tf_stats", dir.path());
+    Connection::open(&path)
+        .expect("sqlite")
+        .execute(
+            "UPDATE ga_diagnosis SET data = zeroblob(?1) WHERE data_source='NPU' AND part=1",
+            [MAX_DIAGNOSIS_PART_BYTES as i64 + 1],
+        )
+        .expect("oversize");
+    forge_stamp(&path);
+    let file = CompareFile::open(&path).expect("open");
+    assert!(file.store().diagnosis_table_current().expect("stamp"));
+    let graph = GraphKey {
+        side: Side::Npu,
+        step: 0,
+        rank: 0,
+    };
+    let mut seen = Vec::new();
+    file.store()
+        .scan_diagnosis_parts(graph, |part, data| -> Result<(), DiagnoseError> {
+            seen.push((part, matches!(data, DiagnosisPart::TooLarge(n) if n == MAX_DIAGNOSIS_PART_BYTES as u64 + 1)));
+            Ok(())
+        })
+        .expect("scan");
+    assert_eq!(seen[1], (1, true), "{seen:?}");
+    assert!(seen.iter().filter(|(_, big)| *big).count() == 1);
+    assert_eq!(
+        shown(&file.load(0, 0).expect("load")),
+        shown(&file.load_rows(0, 0).expect("rows"))
+    );
+}
+
+#[test]
+fn our_own_edits_keep_a_current_table_current_and_a_stale_one_stale() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = with_table("compare_tf_stats", dir.path());
+    let current = |path: &Path| {
+        CompareFile::open(path)
+            .expect("open")
+            .store()
+            .diagnosis_table_current()
+            .expect("stamp")
+    };
+    assert!(current(&path));
+    // A colour edit through the store (the page's legend) writes the file, not the graph.
+    let store = Store::open_for_edit(&path).expect("open for edit");
+    store.write(|s| s.set_node_colors("{}")).expect("colours");
+    store
+        .write(|s| s.set_node_colors("{}"))
+        .expect("colours again");
+    drop(store);
+    assert!(current(&path), "our edits move the stamp on");
+    // Another program's write, then ours: the table stays stale.
+    Connection::open(&path)
+        .expect("sqlite")
+        .execute("UPDATE tb_config SET node_colors = node_colors || ' '", [])
+        .expect("touch");
+    assert!(!current(&path));
+    let store = Store::open_for_edit(&path).expect("open for edit");
+    store.write(|s| s.set_node_colors("{}")).expect("colours");
+    drop(store);
+    assert!(
+        !current(&path),
+        "a stale table is never made current by our edit"
+    );
 }

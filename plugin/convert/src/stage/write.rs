@@ -7,10 +7,11 @@
 //! builds). Each graph is freed as soon as its rows are made.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use rayon::prelude::*;
 
+use graph_ascend_diagnose::TableBuilder;
 use graph_ascend_dump::FastMap;
 use graph_ascend_visdb::bulk::BulkWriter;
 use graph_ascend_visdb::stale;
@@ -97,9 +98,19 @@ pub(crate) fn write_to(
     run.rows_to_write(plans.iter().map(|p| p.order.len() as u64).sum());
     let (tx, rx) = sync_channel::<WriteMsg>(2);
     let path = std::thread::scope(|scope| {
-        let diagnosis_table = diagnosis_table && config.graph_type == "compare";
-        let writer_thread =
-            scope.spawn(move || write_rows(run, writer, rx, config, diagnosis_table));
+        // Our table is made of the rows as they are written, on a thread of its own.
+        let table = (diagnosis_table && config.graph_type == "compare").then(|| {
+            let (rows_tx, rows_rx) = sync_channel::<Vec<NodeRow>>(2);
+            let builder = scope.spawn(move || {
+                let mut table = TableBuilder::new();
+                for rows in rows_rx {
+                    rows.iter().for_each(|row| table.push(row));
+                }
+                table
+            });
+            (rows_tx, builder)
+        });
+        let writer_thread = scope.spawn(move || write_rows(run, writer, rx, config, table));
         let produced = (|| -> Result<(), ConvertError> {
             for (i, mut plan) in plans.into_iter().enumerate() {
                 run.check()?;
@@ -253,22 +264,34 @@ enum WriteMsg {
     Finish,
 }
 
-/// The writer thread: inserts what it receives, then writes the config row, builds the
-/// indexes, commits, adds our diagnosis table when `diagnosis_table`, and renames.
-/// Rows written are reported to `run`.
+/// The thread that makes our diagnosis table of the rows written: where they go, and its
+/// handle (it returns the table once the rows are all sent).
+type TableThread<'s> = (
+    SyncSender<Vec<NodeRow>>,
+    std::thread::ScopedJoinHandle<'s, TableBuilder>,
+);
+
+/// The writer thread: inserts what it receives (and hands the rows to `table`'s thread), then
+/// writes the config row, builds the indexes, commits, adds our diagnosis table when there is
+/// a `table`, and renames. Rows written are reported to `run`.
 fn write_rows(
     run: &Run,
     mut writer: BulkWriter,
     rx: Receiver<WriteMsg>,
     config: &ConfigRow,
-    diagnosis_table: bool,
+    table: Option<TableThread<'_>>,
 ) -> Result<PathBuf, ConvertError> {
     let mut finished = false;
+    let (table_rows, table_thread) = table.unzip();
     for msg in rx {
         match msg {
             WriteMsg::Nodes(rows) => {
                 writer.insert_nodes(&rows)?;
                 run.rows_written(rows.len() as u64);
+                if let Some(tx) = &table_rows {
+                    // A table thread that stopped leaves the file without the table.
+                    let _ = tx.send(rows);
+                }
             }
             WriteMsg::Stacks(stacks) => {
                 writer.insert_stacks(stacks.iter().map(|(a, b)| (a.as_str(), b.as_str())))?;
@@ -283,11 +306,16 @@ fn write_rows(
         return Err(ConvertError::Cancelled);
     }
     writer.insert_config(config)?;
+    drop(table_rows);
     let p = timing::phase(|| "indexes + commit".into());
-    let path = if diagnosis_table {
-        writer.finish_with(diagnosis_table::add_before_rename)?
-    } else {
-        writer.finish()?
+    let path = match table_thread {
+        Some(thread) => writer.finish_with(|temp| match thread.join() {
+            Ok(table) => diagnosis_table::add_built_before_rename(table, temp),
+            Err(_) => Err(std::io::Error::other(
+                "internal: the diagnosis table's thread panicked",
+            )),
+        })?,
+        None => writer.finish()?,
     };
     p.done();
     Ok(path)

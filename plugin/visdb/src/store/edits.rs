@@ -11,14 +11,28 @@ use super::rows::{GraphKey, MatchUpdate};
 /// everything back, so a file is never left half-edited.
 impl Store {
     /// Runs `f` in one write transaction; commits when it returns `Ok`, rolls back otherwise.
+    /// A current diagnosis table stays current through it (its stamp moves on with the file's
+    /// version: `diagnosis_table.rs`).
     pub fn write<T>(
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        self.write_with_version(|s, _| f(s))
+    }
+
+    /// [`Store::write`], `f` given the file version before the transaction.
+    pub(super) fn write_with_version<T>(
+        &self,
+        f: impl FnOnce(&Store, super::diagnosis_table::VersionBefore) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let guard = self.before_write();
         self.conn
             .execute_batch("BEGIN IMMEDIATE")
             .or_query_err(self)?;
-        match f(self) {
+        match f(self, guard.before).and_then(|v| {
+            self.carry_diagnosis_stamp(guard.before)?;
+            Ok(v)
+        }) {
             Ok(v) => {
                 if let Err(e) = self.conn.execute_batch("COMMIT") {
                     let _ = self.conn.execute_batch("ROLLBACK");

@@ -17,6 +17,7 @@ use super::decode::{string_list_ref, text_ref, value_or_empty_object};
 
 use super::open::{QueryResult, Store, StoreError};
 use super::rows::GraphKey;
+use crate::writer::NodeRow;
 
 /// One node's row, lent to the callback of [`Store::scan_graph_rows`].
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +36,59 @@ pub struct GraphRow<'r> {
     pub output_data: Cow<'r, str>,
     /// `micro_step_id`: the micro-batch the node ran in (0 when the file has none).
     pub micro_step_id: i64,
+}
+
+impl<'r> GraphRow<'r> {
+    /// The row made of the texts of its columns as SQLite stores them (`node_name`, `up_node`,
+    /// `sub_nodes`, `node_type`, `matched_node_link`, `matched_distributed`, `input_data`,
+    /// `output_data`) and its `micro_step_id`: the one decoding of [`Store::scan_graph_rows`].
+    /// An error names the column and says why.
+    fn from_columns(
+        [name, up_node, sub_text, node_type_text, link_text, distributed, input_data, output_data]: [&'r str; 8],
+        micro_step_id: i64,
+    ) -> Result<GraphRow<'r>, (&'static str, String)> {
+        let sub_nodes = string_list_ref(sub_text).map_err(|reason| ("sub_nodes", reason))?;
+        let node_type = node_type_text
+            .trim()
+            .parse::<i32>()
+            .map_err(|_| ("node_type", format!("{node_type_text:?} is not a number")))?;
+        let link = string_list_ref(link_text)
+            .map_err(|reason| ("matched_node_link", reason))?
+            .pop();
+        let matched_distributed = value_or_empty_object(distributed)
+            .map_err(|e| ("matched_distributed", e.to_string()))?;
+        Ok(GraphRow {
+            name: Cow::Borrowed(name),
+            node_type,
+            up_node: Cow::Borrowed(up_node),
+            sub_nodes,
+            link,
+            matched_distributed,
+            input_data: Cow::Borrowed(input_data),
+            output_data: Cow::Borrowed(output_data),
+            micro_step_id,
+        })
+    }
+
+    /// The row [`Store::scan_graph_rows`] lends for `row` once the bulk writer wrote it (the
+    /// writer stores every text as it is and `micro_step_id` as an integer), without reading it
+    /// back: what the converter makes the diagnosis's table of while it writes the rows.
+    pub fn of_written(row: &'r NodeRow) -> Result<GraphRow<'r>, String> {
+        GraphRow::from_columns(
+            [
+                &row.node_name,
+                &row.up_node,
+                &row.sub_nodes,
+                &row.node_type,
+                &row.matched_node_link,
+                &row.matched_distributed,
+                &row.input_data,
+                &row.output_data,
+            ],
+            row.micro_step_id,
+        )
+        .map_err(|(column, reason)| format!("{column} of node {}: {reason}", row.node_name))
+    }
 }
 
 impl Store {
@@ -94,39 +148,25 @@ impl Store {
              WHERE step=? AND rank=? AND data_source=? ORDER BY node_order";
         self.each_graph_row(SQL, graph, |row| {
             let get = |i: usize| row.get_ref(i).map(text_ref).or_query_err(self);
-            let name = get(0)?;
-            let what = |col: &str| format!("{col} of node {name}");
-            let sub_text = get(2)?;
-            let sub_nodes = string_list_ref(&sub_text)
-                .map_err(|reason| self.data_err(what("sub_nodes"), reason))?;
-            let node_type_text = get(3)?;
-            let node_type = node_type_text.trim().parse::<i32>().map_err(|_| {
-                self.data_err(
-                    what("node_type"),
-                    format!("{node_type_text:?} is not a number"),
-                )
-            })?;
-            let link_text = get(4)?;
-            let link = string_list_ref(&link_text)
-                .map_err(|reason| self.data_err(what("matched_node_link"), reason))?
-                .pop();
-            let matched_distributed = value_or_empty_object(&get(5)?)
-                .map_err(|e| self.data_err(what("matched_distributed"), e.to_string()))?;
+            let texts = [
+                get(0)?,
+                get(1)?,
+                get(2)?,
+                get(3)?,
+                get(4)?,
+                get(5)?,
+                get(6)?,
+                get(7)?,
+            ];
             let micro_step_id = match row.get_ref(8).or_query_err(self)? {
                 ValueRef::Integer(i) => i,
                 v => text_ref(v).trim().parse::<i64>().unwrap_or(0),
             };
-            f(GraphRow {
-                micro_step_id,
-                up_node: get(1)?,
-                sub_nodes,
-                node_type,
-                link,
-                matched_distributed,
-                input_data: get(6)?,
-                output_data: get(7)?,
-                name,
-            })
+            let row = GraphRow::from_columns(texts.each_ref().map(|t| &**t), micro_step_id)
+                .map_err(|(column, reason)| {
+                    self.data_err(format!("{column} of node {}", texts[0]), reason)
+                })?;
+            f(row)
         })?;
         Ok(self.shrink_page_cache()?)
     }

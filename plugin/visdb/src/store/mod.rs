@@ -36,6 +36,7 @@ mod reads;
 mod rows;
 mod scans;
 
+pub use diagnosis_table::{DiagnosisPart, MAX_DIAGNOSIS_PART_BYTES};
 pub use graph_rows::GraphRow;
 pub use open::{Store, StoreError};
 pub use reads::{
