@@ -86,6 +86,13 @@ pub fn replay_entry(
     tensor_dir: &Path,
     confine: &Confine,
 ) -> CallReport {
+    if name.contains(".parameters_grad") {
+        return CallReport::not_replayed(
+            name,
+            "",
+            "a module's parameter gradients (a backward result): not replayed yet",
+        );
+    }
     let Some(parsed) = CallName::parse(name) else {
         return CallReport::not_replayed(name, "", "not a call name msprobe writes");
     };
@@ -109,8 +116,7 @@ pub fn replay_entry(
     if let Some(reason) = ops::random_reason(&api, &call.inputs) {
         return CallReport::not_replayed(name, &api, reason);
     }
-    let (normalized, _) = ops::normalize(&api);
-    if !ops::SUPPORTED.contains(&normalized.as_str()) {
+    if ops::lookup(&api).is_none() {
         return CallReport::not_replayed(name, &api, format!("no CPU reference yet for {api}"));
     }
     match call.load(tensor_dir, confine) {

@@ -7,6 +7,7 @@ pub mod activation;
 pub mod common;
 pub mod elementwise;
 pub mod gather;
+pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod reduce;
@@ -50,72 +51,6 @@ pub fn normalize(api: &str) -> (String, bool) {
     (base, false)
 }
 
-/// The op names this crate replays (after [`normalize`]), for docs and `--help`.
-pub const SUPPORTED: &[&str] = &[
-    "linear",
-    "matmul",
-    "mm",
-    "bmm",
-    "addmm",
-    "baddbmm",
-    "softmax",
-    "log_softmax",
-    "layer_norm",
-    "rms_norm",
-    "npu_rms_norm",
-    "gelu",
-    "npu_fast_gelu",
-    "silu",
-    "npu_swiglu",
-    "relu",
-    "sigmoid",
-    "tanh",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "truediv",
-    "pow",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "neg",
-    "abs",
-    "where",
-    "masked_fill",
-    "sum",
-    "mean",
-    "max",
-    "min",
-    "amax",
-    "amin",
-    "var",
-    "std",
-    "norm",
-    "embedding",
-    "index_select",
-    "gather",
-    "cat",
-    "concat",
-    "stack",
-    "split",
-    "chunk",
-    "view",
-    "reshape",
-    "flatten",
-    "transpose",
-    "t",
-    "permute",
-    "expand",
-    "squeeze",
-    "unsqueeze",
-    "contiguous",
-    "clone",
-    "detach",
-    "dropout",
-];
-
 /// Why a call is random (its output cannot be replayed), or `None`.
 pub fn random_reason(api: &str, args: &CallArgs) -> Option<String> {
     let (name, _) = normalize(api);
@@ -145,64 +80,94 @@ pub fn random_reason(api: &str, args: &CallArgs) -> Option<String> {
         .then(|| format!("random ({name} draws random numbers)"))
 }
 
+/// A family's entry point: the call's arguments, whether it is the reflected form, the context.
+pub type OpFn = fn(&CallArgs, bool, Context) -> Result<Vec<Reference>>;
+
+/// Every op name this crate replays (after [`normalize`]) and its reference. `docs/replay.md`
+/// lists the same names (a test keeps them equal).
+pub const OPS: &[(&str, OpFn)] = &[
+    ("linear", |a, _, _| matmul::linear(a)),
+    ("matmul", |a, r, _| matmul::matmul(a, r)),
+    ("mm", |a, r, _| matmul::matmul(a, r)),
+    ("bmm", |a, r, _| matmul::matmul(a, r)),
+    ("addmm", |a, _, _| matmul::addmm(a)),
+    ("baddbmm", |a, _, _| matmul::addmm(a)),
+    ("softmax", |a, _, _| softmax::softmax(a)),
+    ("log_softmax", |a, _, _| softmax::log_softmax(a)),
+    ("layer_norm", |a, _, _| norm::layer_norm(a)),
+    ("rms_norm", |a, _, _| norm::rms_norm(a)),
+    ("npu_rms_norm", |a, _, _| norm::npu_rms_norm(a)),
+    ("gelu", |a, _, _| activation::gelu(a)),
+    ("npu_fast_gelu", |a, _, _| activation::fast_gelu(a)),
+    ("fast_gelu", |a, _, _| activation::fast_gelu(a)),
+    ("silu", |a, _, _| activation::silu_op(a)),
+    ("npu_swiglu", |a, _, c| activation::swiglu(a, c.below_fp32)),
+    ("relu", |a, _, _| activation::relu(a)),
+    ("sigmoid", |a, _, _| activation::sigmoid_op(a)),
+    ("tanh", |a, _, _| activation::tanh_op(a)),
+    ("add", |a, r, _| elementwise::arith(a, Arith::Add, r)),
+    ("sub", |a, r, _| elementwise::arith(a, Arith::Sub, r)),
+    ("subtract", |a, r, _| elementwise::arith(a, Arith::Sub, r)),
+    ("mul", |a, r, _| elementwise::arith(a, Arith::Mul, r)),
+    ("multiply", |a, r, _| elementwise::arith(a, Arith::Mul, r)),
+    ("div", |a, r, _| elementwise::arith(a, Arith::Div, r)),
+    ("truediv", |a, r, _| elementwise::arith(a, Arith::Div, r)),
+    ("true_divide", |a, r, _| elementwise::arith(a, Arith::Div, r)),
+    ("divide", |a, r, _| elementwise::arith(a, Arith::Div, r)),
+    ("pow", |a, r, _| elementwise::arith(a, Arith::Pow, r)),
+    ("exp", |a, _, _| elementwise::unary(a, Unary::Exp)),
+    ("log", |a, _, _| elementwise::unary(a, Unary::Log)),
+    ("sqrt", |a, _, _| elementwise::unary(a, Unary::Sqrt)),
+    ("rsqrt", |a, _, _| elementwise::unary(a, Unary::Rsqrt)),
+    ("neg", |a, _, _| elementwise::unary(a, Unary::Neg)),
+    ("negative", |a, _, _| elementwise::unary(a, Unary::Neg)),
+    ("abs", |a, _, _| elementwise::unary(a, Unary::Abs)),
+    ("where", |a, _, _| elementwise::where_op(a)),
+    ("masked_fill", |a, _, _| elementwise::masked_fill(a)),
+    ("sum", |a, _, _| reduce::sum(a, reduce::Sum::Sum)),
+    ("mean", |a, _, _| reduce::sum(a, reduce::Sum::Mean)),
+    ("max", |a, _, _| reduce::extremum(a, true)),
+    ("amax", |a, _, _| reduce::extremum(a, true)),
+    ("min", |a, _, _| reduce::extremum(a, false)),
+    ("amin", |a, _, _| reduce::extremum(a, false)),
+    ("var", |a, _, _| reduce::variance(a, false)),
+    ("std", |a, _, _| reduce::variance(a, true)),
+    ("norm", |a, _, _| reduce::norm(a)),
+    ("cross_entropy", |a, _, _| loss::cross_entropy(a)),
+    ("nll_loss", |a, _, _| loss::nll_loss(a)),
+    ("embedding", |a, _, _| gather::embedding(a)),
+    ("index_select", |a, _, _| gather::index_select(a)),
+    ("gather", |a, _, _| gather::gather(a)),
+    ("cat", |a, _, _| shape::cat(a)),
+    ("concat", |a, _, _| shape::cat(a)),
+    ("concatenate", |a, _, _| shape::cat(a)),
+    ("stack", |a, _, _| shape::stack(a)),
+    ("split", |a, _, _| shape::split(a, false)),
+    ("chunk", |a, _, _| shape::split(a, true)),
+    ("view", |a, _, _| shape::reshape(a)),
+    ("reshape", |a, _, _| shape::reshape(a)),
+    ("flatten", |a, _, _| shape::flatten(a)),
+    ("transpose", |a, _, _| shape::transpose(a, false)),
+    ("t", |a, _, _| shape::transpose(a, true)),
+    ("permute", |a, _, _| shape::permute(a)),
+    ("expand", |a, _, _| shape::expand(a)),
+    ("squeeze", |a, _, _| shape::squeeze(a, false)),
+    ("unsqueeze", |a, _, _| shape::squeeze(a, true)),
+    ("contiguous", |a, _, _| shape::identity(a)),
+    ("clone", |a, _, _| shape::identity(a)),
+    ("detach", |a, _, _| shape::identity(a)),
+    ("dropout", |a, _, _| shape::identity(a)),
+];
+
+/// The reference of `api`, `None` when there is none yet.
+pub fn lookup(api: &str) -> Option<(OpFn, bool)> {
+    let (name, reflected) = normalize(api);
+    OPS.iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| (*f, reflected))
+}
+
 /// Replays `api` on `args`: `None` when there is no CPU reference for it yet.
 pub fn replay(api: &str, args: &CallArgs, ctx: Context) -> Option<Result<Vec<Reference>>> {
-    let (name, reflected) = normalize(api);
-    let r = match name.as_str() {
-        "linear" => matmul::linear(args),
-        "matmul" | "mm" | "bmm" => matmul::matmul(args, reflected),
-        "addmm" | "baddbmm" => matmul::addmm(args),
-        "softmax" => softmax::softmax(args),
-        "log_softmax" => softmax::log_softmax(args),
-        "layer_norm" => norm::layer_norm(args),
-        "rms_norm" => norm::rms_norm(args),
-        "npu_rms_norm" => norm::npu_rms_norm(args),
-        "gelu" => activation::gelu(args),
-        "npu_fast_gelu" | "fast_gelu" => activation::fast_gelu(args),
-        "silu" => activation::silu_op(args),
-        "npu_swiglu" => activation::swiglu(args, ctx.below_fp32),
-        "relu" => activation::relu(args),
-        "sigmoid" => activation::sigmoid_op(args),
-        "tanh" => activation::tanh_op(args),
-        "add" => elementwise::arith(args, Arith::Add, reflected),
-        "sub" | "subtract" => elementwise::arith(args, Arith::Sub, reflected),
-        "mul" | "multiply" => elementwise::arith(args, Arith::Mul, reflected),
-        "div" | "truediv" | "true_divide" | "divide" => {
-            elementwise::arith(args, Arith::Div, reflected)
-        }
-        "pow" => elementwise::arith(args, Arith::Pow, reflected),
-        "exp" => elementwise::unary(args, Unary::Exp),
-        "log" => elementwise::unary(args, Unary::Log),
-        "sqrt" => elementwise::unary(args, Unary::Sqrt),
-        "rsqrt" => elementwise::unary(args, Unary::Rsqrt),
-        "neg" | "negative" => elementwise::unary(args, Unary::Neg),
-        "abs" => elementwise::unary(args, Unary::Abs),
-        "where" => elementwise::where_op(args),
-        "masked_fill" => elementwise::masked_fill(args),
-        "sum" => reduce::sum(args, reduce::Sum::Sum),
-        "mean" => reduce::sum(args, reduce::Sum::Mean),
-        "max" | "amax" => reduce::extremum(args, true),
-        "min" | "amin" => reduce::extremum(args, false),
-        "var" => reduce::variance(args, false),
-        "std" => reduce::variance(args, true),
-        "norm" => reduce::norm(args),
-        "embedding" => gather::embedding(args),
-        "index_select" => gather::index_select(args),
-        "gather" => gather::gather(args),
-        "cat" | "concat" | "concatenate" => shape::cat(args),
-        "stack" => shape::stack(args),
-        "split" => shape::split(args, false),
-        "chunk" => shape::split(args, true),
-        "view" | "reshape" => shape::reshape(args),
-        "flatten" => shape::flatten(args),
-        "transpose" => shape::transpose(args, false),
-        "t" => shape::transpose(args, true),
-        "permute" => shape::permute(args),
-        "expand" => shape::expand(args),
-        "squeeze" => shape::squeeze(args, false),
-        "unsqueeze" => shape::squeeze(args, true),
-        "contiguous" | "clone" | "detach" | "dropout" => shape::identity(args),
-        _ => return None,
-    };
-    Some(r)
+    lookup(api).map(|(f, reflected)| f(args, reflected, ctx))
 }
