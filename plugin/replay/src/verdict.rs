@@ -30,6 +30,10 @@ pub struct Ours {
     pub bias_ulp: f64,
     /// Its z-score (`Σs / √Σs²`).
     pub bias_z: f64,
+    /// Mean signed error toward larger magnitude (`s·sign(e)`: a kernel that truncates
+    /// leans toward zero whatever the signs), and its z-score.
+    pub magnitude_bias_ulp: f64,
+    pub magnitude_bias_z: f64,
     /// Largest error over budget (`1`: at the budget).
     pub worst_budget_ratio: f64,
     /// The budget at the worst element, in ULPs of the output dtype.
@@ -53,6 +57,7 @@ pub fn judge(reference: &Reference, device: &[f64], dtype: Dtype, compute: Dtype
     let mut max_ulp: f64 = 0.0;
     let mut sum_ulp = 0.0;
     let (mut bias_sum, mut bias_sq, mut bias_n) = (0.0, 0.0, 0usize);
+    let mut mag_sum = 0.0;
     let mut worst = (0.0f64, 0usize, 0.0f64);
     let mut over = 0usize;
     for (i, ((&e, &s), &d)) in reference
@@ -101,6 +106,7 @@ pub fn judge(reference: &Reference, device: &[f64], dtype: Dtype, compute: Dtype
         };
         bias_sum += signed;
         bias_sq += signed * signed;
+        mag_sum += if e < 0.0 { -signed } else { signed };
         max_ulp = max_ulp.max(err_ulp);
         sum_ulp += err_ulp;
         if ratio > 1.0 {
@@ -120,8 +126,19 @@ pub fn judge(reference: &Reference, device: &[f64], dtype: Dtype, compute: Dtype
     } else {
         0.0
     };
-    let biased =
-        bias_n >= BIAS_MIN_ELEMENTS && bias_ulp.abs() > BIAS_MEAN_ULPS && bias_z.abs() > BIAS_Z;
+    let magnitude_bias_ulp = if bias_n > 0 {
+        mag_sum / bias_n as f64
+    } else {
+        0.0
+    };
+    let magnitude_bias_z = if bias_sq > 0.0 {
+        mag_sum / bias_sq.sqrt()
+    } else {
+        0.0
+    };
+    let leans = |mean: f64, z: f64| mean.abs() > BIAS_MEAN_ULPS && z.abs() > BIAS_Z;
+    let biased = bias_n >= BIAS_MIN_ELEMENTS
+        && (leans(bias_ulp, bias_z) || leans(magnitude_bias_ulp, magnitude_bias_z));
     let pass = over == 0 && !biased;
     let why = if over > 0 {
         format!(
@@ -132,8 +149,13 @@ pub fn judge(reference: &Reference, device: &[f64], dtype: Dtype, compute: Dtype
             budget = worst.2,
         )
     } else if biased {
+        let (what, mean, z) = if leans(bias_ulp, bias_z) {
+            ("the errors lean", bias_ulp, bias_z)
+        } else {
+            ("the magnitudes lean", magnitude_bias_ulp, magnitude_bias_z)
+        };
         format!(
-            "within budget but biased: the errors lean {bias_ulp:+.3} ULP of {dtype} on average (z = {bias_z:.1}); a correct rounding errs both ways"
+            "within budget but biased: {what} {mean:+.3} ULP of {dtype} on average (z = {z:.1}); a correct rounding errs both ways"
         )
     } else if max_ulp == 0.0 {
         "exact".to_string()
@@ -150,6 +172,8 @@ pub fn judge(reference: &Reference, device: &[f64], dtype: Dtype, compute: Dtype
         mean_ulp: if n > 0 { sum_ulp / n as f64 } else { 0.0 },
         bias_ulp,
         bias_z,
+        magnitude_bias_ulp,
+        magnitude_bias_z,
         worst_budget_ratio: worst.0,
         budget_ulp_at_worst: worst.2,
         over_budget: over,

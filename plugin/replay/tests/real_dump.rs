@@ -109,7 +109,8 @@ fn a_few_ulps_in_one_output_fail_that_call_only() {
 fn the_statistics_cannot_see_the_fault() {
     let stats = |run: &str| -> serde_json::Value {
         let path = fixture(run).join("step0/proc10848/dump.json");
-        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         doc["data"]["Tensor.__add__.0.forward"]["output"][0].clone()
     };
     let (clean, faulty) = (stats("tf_small_a"), stats("tf_small_a_faulty"));
@@ -142,6 +143,13 @@ fn missing_tensors_are_a_reason_not_an_error() {
     let calls = replay(dir.path());
     for c in api_forward(&calls) {
         assert_eq!(c.status, Status::NotReplayed);
-        assert!(c.reason.as_deref().unwrap().starts_with("tensors not found at "), "{:?}", c.reason);
+        assert!(
+            c.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("tensors not found at "),
+            "{:?}",
+            c.reason
+        );
     }
 }

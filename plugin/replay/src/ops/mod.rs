@@ -112,7 +112,9 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("multiply", |a, r, _| elementwise::arith(a, Arith::Mul, r)),
     ("div", |a, r, _| elementwise::arith(a, Arith::Div, r)),
     ("truediv", |a, r, _| elementwise::arith(a, Arith::Div, r)),
-    ("true_divide", |a, r, _| elementwise::arith(a, Arith::Div, r)),
+    ("true_divide", |a, r, _| {
+        elementwise::arith(a, Arith::Div, r)
+    }),
     ("divide", |a, r, _| elementwise::arith(a, Arith::Div, r)),
     ("pow", |a, r, _| elementwise::arith(a, Arith::Pow, r)),
     ("exp", |a, _, _| elementwise::unary(a, Unary::Exp)),
