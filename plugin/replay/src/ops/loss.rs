@@ -13,9 +13,17 @@ use crate::args::CallArgs;
 use crate::error::{ReplayError, Result};
 use crate::reference::{Budget, Reference};
 
-/// `(−log p[target], scale)` per row from per-row log-probabilities (`log_probs` already
-/// normalized when `from_logits` is false).
-fn per_row(args: &CallArgs, from_logits: bool) -> Result<(Vec<f64>, Vec<f64>, Vec<bool>, usize)> {
+/// Per row: the loss `−log p[target]`, its scale, whether the row counts (not
+/// `ignore_index`); and the number of classes.
+struct Rows {
+    losses: Vec<f64>,
+    scales: Vec<f64>,
+    kept: Vec<bool>,
+    classes: usize,
+}
+
+/// The rows' losses from logits, or from log-probabilities when `from_logits` is false.
+fn per_row(args: &CallArgs, from_logits: bool) -> Result<Rows> {
     let x = args.tensor(0, "input")?;
     let target = args.tensor(1, "target")?;
     if args.get(2, "weight").is_some() {
@@ -69,11 +77,21 @@ fn per_row(args: &CallArgs, from_logits: bool) -> Result<(Vec<f64>, Vec<f64>, Ve
         scales.push(scale[[i, j]]);
         kept.push(true);
     }
-    Ok((losses, scales, kept, classes))
+    Ok(Rows {
+        losses,
+        scales,
+        kept,
+        classes,
+    })
 }
 
 fn reduce(args: &CallArgs, from_logits: bool) -> Result<Vec<Reference>> {
-    let (losses, scales, kept, classes) = per_row(args, from_logits)?;
+    let Rows {
+        losses,
+        scales,
+        kept,
+        classes,
+    } = per_row(args, from_logits)?;
     let reduction = args.str(99, "reduction").unwrap_or("mean");
     let n = kept.iter().filter(|&&k| k).count();
     let budget = Budget::one_rounding((classes + losses.len()) as f64 + 8.0).named("loss");
