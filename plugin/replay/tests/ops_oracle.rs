@@ -120,3 +120,18 @@ fn every_op_matches_torch_at_f64() {
         failures.join("\n")
     );
 }
+
+/// docs/replay.md's table names every op of `ops::OPS`.
+#[test]
+fn the_docs_list_every_op() {
+    let docs = include_str!("../../../docs/replay.md");
+    let missing: Vec<&str> = ops::OPS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| !docs.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/replay.md does not name {missing:?}"
+    );
+}
