@@ -93,7 +93,7 @@ pub fn run(args: PrecheckArgs) -> anyhow::Result<ExitCode> {
     for (role, folder) in folders {
         let dump = DumpRun::find(&folder)?;
         let progress = |done: usize, total: usize| {
-            if show_progress && (done == total || done % 16 == 0) {
+            if show_progress && (done == total || done.is_multiple_of(16)) {
                 eprint!("\r{role}: {done}/{total} records");
                 if done == total {
                     eprintln!();
