@@ -38,7 +38,7 @@ WHEEL_BIN = $(TARGET_DIR)/$(TRIPLE)/release/graph-ascend
 # The binary every suite runs: the wheel's, as installed into $(VENV).
 BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
-.PHONY: build rust frontend wheel wheel-aarch64 aarch64-toolchain test-aarch64 lint-workflows venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-differential test-scale bench fuzz clean
+.PHONY: build rust frontend wheel wheel-aarch64 aarch64-toolchain test-aarch64 lint-workflows venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-differential test-differential-replay test-scale bench fuzz clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request json_strings entry_scanner
 
@@ -136,7 +136,7 @@ lint-rust: lint-imports
 # Inside a crate no module imports from one above it (the root included, so through the root's
 # re-exports) and no two modules import each other (tools/check_imports.py; stdlib Python, no
 # build). Every crate of plugin/ is listed (`python3 tools/check_imports.py --report` prints the counts).
-IMPORT_CHECKED_CRATES := plugin/cli plugin/convert plugin/diagnose plugin/dump plugin/proto plugin/service plugin/testkit plugin/visdb
+IMPORT_CHECKED_CRATES := plugin/cli plugin/convert plugin/diagnose plugin/dump plugin/proto plugin/replay plugin/service plugin/testkit plugin/visdb
 
 lint-imports:
 	$(PYTHON) tools/check_imports.py $(addprefix --crate ,$(IMPORT_CHECKED_CRATES))
@@ -223,6 +223,17 @@ test-differential: venv $(ORACLE_VENV)/.installed
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage combine -q
 	COVERAGE_FILE=$(DIFF_OUT)/.coverage $(ORACLE_VENV)/bin/coverage report
 	$(ORACLE_VENV)/bin/python tests/differential/summarize.py $(DIFF_OUT)/results.jsonl
+
+# plugin/replay's msprobe numbers against msprobe 26.2's own pre-check functions (compare/algorithm.py,
+# BenchmarkCompare, UlpCompare, Comparator's stage 1) on fresh generated outputs; a frozen slice of
+# them is replayed by `cargo test` (plugin/replay/tests/msprobe_metrics.rs).
+REPLAY_SEED ?= $(shell date +%s)
+REPLAY_CASES ?= 300
+
+test-differential-replay: $(ORACLE_VENV)/.installed
+	mkdir -p $(DIFF_OUT)
+	$(ORACLE_VENV)/bin/python tests/replay/msprobe_metrics.py --out $(DIFF_OUT)/replay-metrics.json --seed $(REPLAY_SEED) --cases $(REPLAY_CASES)
+	GA_REPLAY_METRIC_CASES=$(abspath $(DIFF_OUT))/replay-metrics.json $(CARGO) test --release --locked -p graph-ascend-replay --test msprobe_metrics
 
 # Not part of `make test` (which has the in-process sharding tests): a real Slurm controller and
 # daemon run the job array of deploy/slurm/ and its dependent gather (tests/scale/slurm.sh), and

@@ -14,6 +14,7 @@ mod diagnose_cmd;
 mod diff_cmd;
 mod gather_cmd;
 mod map_cmd;
+mod precheck_cmd;
 mod report_cmd;
 mod serve_cmd;
 
@@ -88,6 +89,8 @@ enum Command {
     ExportCsv(diagnose_cmd::ExportCsvArgs),
     /// A self-contained HTML report of a .vis.db (graph, diagnosis, details) that opens from disk.
     Report(report_cmd::ReportArgs),
+    /// Replay every API call of tensor dumps on the CPU from its own inputs (exit status 1 when one fails).
+    Precheck(precheck_cmd::PrecheckArgs),
     /// Compare two .vis.db files node by node; exit status 1 when they differ.
     DiffVisdb(diff_cmd::DiffArgs),
     /// Write the API's protobuf FileDescriptorSet (used by the Python shim).
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
         Command::ExportCsv(args) => diagnose_cmd::run_export(args),
         Command::Report(args) => report_cmd::run(args),
         Command::DiffVisdb(args) => diff_cmd::run(args),
+        Command::Precheck(args) => precheck_cmd::run(args),
         Command::ProtoDescriptor { out } => {
             std::fs::write(&out, graph_ascend_proto::FILE_DESCRIPTOR_SET)
                 .map(|()| ExitCode::SUCCESS)

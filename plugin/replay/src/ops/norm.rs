@@ -1,0 +1,157 @@
+//! Normalizations: `layer_norm`, `rms_norm`, `npu_rms_norm`.
+//!
+//! Budget: one rounding, and `n + 8` roundings at the compute precision (the mean and the
+//! variance are sums of `n`) scaled by what each error is multiplied by: for layer_norm
+//! `|w|·((|x| + mean|x|)/σ + |x̂|·mean(x²)/σ²) + |b|` (a one-pass variance loses to
+//! cancellation in `mean(x²) − mean²`), for rms_norm `|y|`.
+
+use ndarray::{ArrayD, IxDyn};
+
+use crate::args::CallArgs;
+use crate::error::{ReplayError, Result};
+use crate::reference::{Budget, Reference};
+
+/// The input as `(outer, inner)` rows over its last `k` dims.
+fn last_dims(x: &ArrayD<f64>, k: usize) -> Result<(usize, usize)> {
+    if k > x.ndim() {
+        return Err(ReplayError::args(format!(
+            "normalized over {k} dims of a {}-dim tensor",
+            x.ndim()
+        )));
+    }
+    let inner: usize = x.shape()[x.ndim() - k..].iter().product();
+    Ok((x.len() / inner.max(1), inner))
+}
+
+fn flat(w: Option<&ArrayD<f64>>, inner: usize, what: &str) -> Result<Option<Vec<f64>>> {
+    match w {
+        None => Ok(None),
+        Some(w) if w.len() == inner => Ok(Some(w.iter().copied().collect())),
+        Some(w) => Err(ReplayError::args(format!(
+            "{what} has {} elements, the normalized shape {inner}",
+            w.len()
+        ))),
+    }
+}
+
+fn shaped(v: Vec<f64>, shape: &[usize]) -> Result<ArrayD<f64>> {
+    ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| ReplayError::args(e.to_string()))
+}
+
+/// `layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)`.
+pub fn layer_norm(args: &CallArgs) -> Result<Vec<Reference>> {
+    let x = args.tensor(0, "input")?;
+    let k = args
+        .ints(1, "normalized_shape")?
+        .map(|s| s.len())
+        .ok_or_else(|| ReplayError::args("layer_norm without normalized_shape"))?;
+    let (outer, inner) = last_dims(x, k)?;
+    let w = flat(args.opt_tensor(2, "weight")?, inner, "weight")?;
+    let b = flat(args.opt_tensor(3, "bias")?, inner, "bias")?;
+    let eps = args.f64_or(4, "eps", 1e-5)?;
+    let src: Vec<f64> = x.iter().copied().collect();
+    let mut out = vec![0.0; src.len()];
+    let mut scale = vec![0.0; src.len()];
+    for r in 0..outer {
+        let row = &src[r * inner..(r + 1) * inner];
+        let n = inner as f64;
+        let mean = row.iter().sum::<f64>() / n;
+        let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        let mean_abs = row.iter().map(|v| v.abs()).sum::<f64>() / n;
+        let mean_sq = row.iter().map(|v| v * v).sum::<f64>() / n;
+        let sigma = (var + eps).sqrt();
+        for j in 0..inner {
+            let xhat = (row[j] - mean) / sigma;
+            let wj = w.as_ref().map_or(1.0, |w| w[j]);
+            let bj = b.as_ref().map_or(0.0, |b| b[j]);
+            out[r * inner + j] = xhat * wj + bj;
+            scale[r * inner + j] = wj.abs()
+                * ((row[j].abs() + mean_abs) / sigma + xhat.abs() * mean_sq / (sigma * sigma))
+                + bj.abs();
+        }
+    }
+    Ok(vec![Reference {
+        exact: shaped(out, x.shape())?,
+        scale: shaped(scale, x.shape())?,
+        budget: Budget::one_rounding(inner as f64 + 8.0).named("norm"),
+    }])
+}
+
+/// `y = x / sqrt(mean(x²) + eps) · w` over the last `k` dims, and `rstd` per row.
+fn rms(
+    x: &ArrayD<f64>,
+    k: usize,
+    w: Option<&ArrayD<f64>>,
+    eps: f64,
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let (outer, inner) = last_dims(x, k)?;
+    let w = flat(w, inner, "weight")?;
+    let src: Vec<f64> = x.iter().copied().collect();
+    let mut out = vec![0.0; src.len()];
+    let mut scale = vec![0.0; src.len()];
+    let mut rstds = vec![0.0; outer];
+    for r in 0..outer {
+        let row = &src[r * inner..(r + 1) * inner];
+        let ms = row.iter().map(|v| v * v).sum::<f64>() / inner as f64;
+        let rstd = 1.0 / (ms + eps).sqrt();
+        rstds[r] = rstd;
+        for j in 0..inner {
+            let wj = w.as_ref().map_or(1.0, |w| w[j]);
+            let y = row[j] * rstd * wj;
+            out[r * inner + j] = y;
+            scale[r * inner + j] = y.abs();
+        }
+    }
+    Ok((out, scale, rstds))
+}
+
+/// `rms_norm(input, normalized_shape, weight=None, eps=None)` (torch ≥ 2.4).
+pub fn rms_norm(args: &CallArgs) -> Result<Vec<Reference>> {
+    let x = args.tensor(0, "input")?;
+    let k = args
+        .ints(1, "normalized_shape")?
+        .map(|s| s.len())
+        .ok_or_else(|| ReplayError::args("rms_norm without normalized_shape"))?;
+    let w = args.opt_tensor(2, "weight")?;
+    // torch's default eps is the input dtype's machine epsilon; the dump records the
+    // argument when it was given.
+    let eps = args.f64_or(3, "eps", f32::EPSILON as f64)?;
+    let inner: usize = x.shape()[x.ndim().saturating_sub(k)..].iter().product();
+    let (out, scale, _) = rms(x, k, w, eps)?;
+    Ok(vec![Reference {
+        exact: shaped(out, x.shape())?,
+        scale: shaped(scale, x.shape())?,
+        budget: Budget::one_rounding(inner as f64 + 6.0).named("norm"),
+    }])
+}
+
+/// `npu_rms_norm(x, gamma, epsilon=1e-6)` → `(y, rstd)`, normalized over gamma's dims
+/// (as msprobe's `bench_functions/npu_rms_norm` computes it; rstd keeps x's leading dims
+/// with size-1 normalized dims).
+pub fn npu_rms_norm(args: &CallArgs) -> Result<Vec<Reference>> {
+    let x = args.tensor(0, "x")?;
+    let gamma = args.tensor(1, "gamma")?;
+    let eps = args.f64_or(2, "epsilon", 1e-6)?;
+    let k = gamma.ndim().max(1);
+    let inner: usize = gamma.len();
+    let (out, scale, rstd) = rms(x, k, Some(gamma), eps)?;
+    let mut rstd_shape: Vec<usize> = x.shape().to_vec();
+    let nd = rstd_shape.len();
+    for d in rstd_shape.iter_mut().skip(nd.saturating_sub(k)) {
+        *d = 1;
+    }
+    let rstd_scale: Vec<f64> = rstd.iter().map(|v| v.abs()).collect();
+    let budget = Budget::one_rounding(inner as f64 + 6.0).named("norm");
+    Ok(vec![
+        Reference {
+            exact: shaped(out, x.shape())?,
+            scale: shaped(scale, x.shape())?,
+            budget,
+        },
+        Reference {
+            exact: shaped(rstd, &rstd_shape)?,
+            scale: shaped(rstd_scale, &rstd_shape)?,
+            budget,
+        },
+    ])
+}

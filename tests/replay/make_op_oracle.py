@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Writes plugin/replay/tests/oracle/ops.json: every op the replay supports, run by torch on the
+CPU at float64 (and msprobe's bench_functions/ for the NPU-only ops), its inputs, arguments and
+expected outputs. Never run by `make test`; the Rust test (plugin/replay/tests/ops_oracle.rs)
+replays the committed file.
+
+    /work/oracle-venv/bin/python tests/replay/make_op_oracle.py   # or .oracle-venv (make test-differential)
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import torch
+import torch.nn.functional as F
+from msprobe.pytorch.bench_functions.fast_gelu import npu_fast_gelu
+from msprobe.pytorch.bench_functions.rms_norm import npu_rms_norm
+from msprobe.pytorch.bench_functions.swiglu import npu_swiglu
+
+OUT = pathlib.Path(__file__).resolve().parents[2] / "plugin/replay/tests/oracle/ops.json"
+torch.manual_seed(38)
+
+
+def t(*shape, low=-3.0, high=3.0):
+    return torch.empty(*shape, dtype=torch.float64).uniform_(low, high)
+
+
+def rec(v):
+    """A value as msprobe's dump.json records it, tensors with their values inline."""
+    if isinstance(v, torch.Tensor):
+        return {
+            "type": "torch.Tensor",
+            "dtype": str(v.dtype),
+            "shape": list(v.shape),
+            "values": v.reshape(-1).tolist(),
+        }
+    if isinstance(v, (list, tuple)):
+        return [rec(x) for x in v]
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return {"type": "bool", "value": v}
+    if isinstance(v, int):
+        return {"type": "int", "value": v}
+    if isinstance(v, float):
+        return {"type": "float", "value": v}
+    if isinstance(v, str):
+        return {"type": "str", "value": v}
+    raise TypeError(type(v))
+
+
+CASES = []
+
+
+def case(api, fn, args, kwargs=None, note="", rtol=1e-12):
+    kwargs = kwargs or {}
+    out = fn(*args, **kwargs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    CASES.append({
+        "api": api,
+        "note": note,
+        "rtol": rtol,
+        "input_args": rec(list(args)),
+        "input_kwargs": {k: rec(v) for k, v in kwargs.items()},
+        "output": [rec(o) for o in outs],
+    })
+
+
+x3 = t(2, 3, 8)
+case("linear", F.linear, [x3, t(5, 8), t(5)])
+case("linear", F.linear, [t(4, 8), t(6, 8)], note="no bias")
+case("matmul", torch.matmul, [t(3, 4), t(4, 5)])
+case("matmul", torch.matmul, [t(4), t(4, 5)], note="1-D @ 2-D")
+case("matmul", torch.matmul, [t(3, 4), t(4)], note="2-D @ 1-D")
+case("matmul", torch.matmul, [t(4), t(4)], note="dot")
+case("matmul", torch.matmul, [t(2, 1, 3, 4), t(3, 4, 5)], note="batch broadcast")
+case("__matmul__", torch.Tensor.__matmul__, [t(2, 3, 4), t(2, 4, 2)])
+case("mm", torch.mm, [t(3, 7), t(7, 2)])
+case("bmm", torch.bmm, [t(2, 3, 7), t(2, 7, 2)])
+case("addmm", torch.addmm, [t(3, 2), t(3, 7), t(7, 2)], {"beta": 0.5, "alpha": 2.0})
+case("baddbmm", torch.baddbmm, [t(2, 3, 2), t(2, 3, 7), t(2, 7, 2)], {"beta": -1.0, "alpha": 0.25})
+case("softmax", F.softmax, [t(2, 3, 6)], {"dim": -1})
+case("softmax", F.softmax, [t(2, 3, 6, low=-30, high=30), 1], note="dim positional")
+case("log_softmax", F.log_softmax, [t(4, 9)], {"dim": -1})
+case("layer_norm", F.layer_norm, [t(2, 3, 8), [8], t(8), t(8), 1e-5])
+case("layer_norm", F.layer_norm, [t(2, 3, 4), [3, 4]], note="two dims, no affine")
+case("rms_norm", F.rms_norm, [t(2, 3, 8), [8], t(8), 1e-6])
+case("npu_rms_norm", npu_rms_norm, [t(2, 5, 8), t(8)], {"epsilon": 1e-6}, note="msprobe bench_functions (rstd returned as fp32)", rtol=2.0**-22)
+case("npu_swiglu", npu_swiglu, [t(2, 3, 8)], {"dim": -1}, note="msprobe bench_functions (computes in fp32 for a non-fp32 input)", rtol=2.0**-21)
+case("npu_fast_gelu", npu_fast_gelu, [t(3, 7)], note="msprobe bench_functions")
+case("gelu", F.gelu, [t(3, 11, low=-6, high=6)])
+case("gelu", F.gelu, [t(3, 11, low=-6, high=6)], {"approximate": "tanh"})
+case("silu", F.silu, [t(3, 11, low=-8, high=8)])
+case("relu", F.relu, [t(3, 5)])
+case("sigmoid", torch.sigmoid, [t(3, 5, low=-10, high=10)])
+case("tanh", torch.tanh, [t(3, 5)])
+case("add", torch.add, [t(2, 3), t(3)], {"alpha": 0.5})
+case("__add__", torch.Tensor.__add__, [t(2, 3), 1.25], note="scalar")
+case("__radd__", torch.Tensor.__radd__, [t(2, 3), 2.0])
+case("sub", torch.sub, [t(2, 3), t(2, 1)])
+case("__rsub__", torch.Tensor.__rsub__, [t(2, 3), 1.0])
+case("mul", torch.mul, [t(2, 3), t(1, 3)])
+case("__mul__", torch.Tensor.__mul__, [t(2, 3), -0.125])
+case("div", torch.div, [t(2, 3), t(2, 3, low=0.5, high=2)])
+case("__truediv__", torch.Tensor.__truediv__, [t(2, 3), 3.0])
+case("__rtruediv__", torch.Tensor.__rtruediv__, [t(2, 3, low=0.5, high=2), 1.0])
+case("pow", torch.pow, [t(2, 3, low=0.1, high=3), 2.0])
+case("pow", torch.pow, [t(2, 3, low=0.1, high=3), t(2, 3)], note="tensor exponent")
+case("exp", torch.exp, [t(2, 3)])
+case("log", torch.log, [t(2, 3, low=0.01, high=5)])
+case("sqrt", torch.sqrt, [t(2, 3, low=0, high=5)])
+case("rsqrt", torch.rsqrt, [t(2, 3, low=0.1, high=5)])
+case("neg", torch.neg, [t(2, 3)])
+case("abs", torch.abs, [t(2, 3)])
+case("where", torch.where, [t(2, 3) > 0, t(2, 3), t(3)])
+case("masked_fill", torch.Tensor.masked_fill, [t(2, 3), t(2, 3) > 0.5, -1e4])
+case("sum", torch.sum, [t(2, 3, 4)])
+case("sum", torch.sum, [t(2, 3, 4), [0, 2]], {"keepdim": True})
+case("mean", torch.mean, [t(2, 3, 4), -1])
+case("max", torch.max, [t(2, 3, 4)])
+case("max", torch.max, [t(2, 3, 4), 1], note="values and indices")
+case("min", torch.min, [t(2, 3), t(2, 3)], note="elementwise")
+case("amax", torch.amax, [t(2, 3, 4), [1, 2]])
+case("var", torch.var, [t(3, 8), 1])
+case("var", torch.var, [t(3, 8)], {"dim": 0, "correction": 0, "keepdim": True})
+case("std", torch.std, [t(3, 8), 1])
+case("norm", torch.norm, [t(3, 8)], {"p": 2, "dim": -1})
+case("norm", torch.norm, [t(3, 8)], note="Frobenius of all")
+case("cross_entropy", F.cross_entropy, [t(6, 5), torch.tensor([0, 4, 2, 2, 1, 3])])
+case("cross_entropy", F.cross_entropy, [t(6, 5), torch.tensor([0, -100, 2, 2, 1, 3])], {"reduction": "sum"}, note="ignore_index")
+case("cross_entropy", F.cross_entropy, [t(4, 5), torch.tensor([0, 1, 2, 3])], {"reduction": "none"})
+case("nll_loss", F.nll_loss, [F.log_softmax(t(6, 5), -1), torch.tensor([0, 4, 2, 2, 1, 3])])
+case("embedding", F.embedding, [torch.tensor([[0, 3, 1], [4, 4, 2]]), t(5, 6)])
+case("index_select", torch.index_select, [t(4, 5), 1, torch.tensor([4, 0, 2])])
+case("gather", torch.gather, [t(3, 4), 1, torch.tensor([[0, 3], [1, 1], [2, 0]])])
+case("cat", torch.cat, [[t(2, 3), t(2, 5)], 1])
+case("stack", torch.stack, [[t(2, 3), t(2, 3)]], {"dim": 1})
+case("split", torch.split, [t(5, 2), 2])
+case("split", torch.split, [t(2, 6), [1, 5], 1], note="sections")
+case("chunk", torch.chunk, [t(7, 2), 3])
+case("view", torch.Tensor.view, [t(2, 3, 4), 6, -1])
+case("reshape", torch.reshape, [t(2, 3, 4), [4, 6]])
+case("transpose", torch.transpose, [t(2, 3, 4), 0, 2])
+case("permute", torch.Tensor.permute, [t(2, 3, 4), 2, 0, 1])
+case("expand", torch.Tensor.expand, [t(3, 1), 2, 3, 4])
+case("unsqueeze", torch.unsqueeze, [t(3, 4), 1])
+case("squeeze", torch.squeeze, [t(3, 1, 4)])
+case("flatten", torch.flatten, [t(2, 3, 4), 1])
+
+OUT.parent.mkdir(parents=True, exist_ok=True)
+OUT.write_text(json.dumps({"torch": torch.__version__, "cases": CASES}, indent=None) + "\n")
+print(f"{OUT}: {len(CASES)} cases")
