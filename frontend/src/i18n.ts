@@ -288,6 +288,18 @@ const en = {
   'legend.fine': 'agrees with golden',
   'legend.sourcesInside': 'holds a source inside (badge: how many)',
   'legend.sourcesInsideTip': 'A module whose own output may agree but which contains sources of error at some depth: expand it to find them',
+  'map.sourcesOnly': 'sources only',
+  'map.sourcesOnlyTip': 'Show only the steps and ranks (columns) that hold a source',
+  'where.label': 'Shown',
+  'where.point': 'step {step} · rank {rank}',
+  'where.micro': 'micro-batch {micro}',
+  'where.microAll': 'all micro-batches',
+  'where.elsewhere': 'The first source is at step {step} · rank {rank}',
+  'where.here': 'The first source is in this view',
+  'where.go': 'go',
+  'where.goTip': 'Show the first source: its step and rank, its path expanded, it selected',
+  'report.notHeld': 'Step {step} · rank {rank} is not in this report. It holds: {held}. Open the file in TensorBoard for the rest.',
+  'report.heldPoint': 'step {step} · rank {rank}',
 } as const;
 
 export type Key = keyof typeof en;
@@ -579,6 +591,18 @@ const zh: Record<Key, string> = {
   'legend.fine': '与标杆一致',
   'legend.sourcesInside': '内部含误差源（角标为个数）',
   'legend.sourcesInsideTip': '该模块自身输出可能与标杆一致，但其内部某一层含误差源：展开即可找到',
+  'map.sourcesOnly': '仅误差源',
+  'map.sourcesOnlyTip': '只显示含误差源的 step 与 rank（列）',
+  'where.label': '当前',
+  'where.point': 'step {step} · rank {rank}',
+  'where.micro': 'micro-batch {micro}',
+  'where.microAll': '全部 micro-batch',
+  'where.elsewhere': '第一个误差源在 step {step} · rank {rank}',
+  'where.here': '第一个误差源在当前视图中',
+  'where.go': '前往',
+  'where.goTip': '显示第一个误差源：切换到其 step 与 rank，展开其路径并选中',
+  'report.notHeld': 'Step {step} · rank {rank} 不在此报告中。报告包含：{held}。其余内容请在 TensorBoard 中打开文件查看。',
+  'report.heldPoint': 'step {step} · rank {rank}',
 };
 
 const tables: Record<Lang, Record<Key, string>> = { en, zh };

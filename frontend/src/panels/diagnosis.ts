@@ -40,7 +40,7 @@ export class DiagnosisPanel {
    * (and drawn) when it is not here yet: the verdicts of every differing node take longer. A
    * request already under way for the same answer is waited for, not made again.
    */
-  async ensure(states = false): Promise<void> {
+  async ensure(states = false, quiet = false): Promise<void> {
     const s = this.ctx.store;
     if (!s.meta.run || s.single || s.structureOnly) return;
     const file = fileKey(s.meta);
@@ -55,7 +55,7 @@ export class DiagnosisPanel {
     }
     const key = `${file}|${reference}|${states ? view : ''}`;
     if (this.pending?.key === key) return this.pending.done;
-    const done = this.fetch(file, view, reference, states);
+    const done = this.fetch(file, view, reference, states, quiet);
     this.pending = { key, done };
     try {
       await done;
@@ -64,7 +64,8 @@ export class DiagnosisPanel {
     }
   }
 
-  private async fetch(file: string, view: string, reference: string, states: boolean): Promise<void> {
+  /** `quiet`: asked for the line above the panes only; a failure is said in the panel, not a toast. */
+  private async fetch(file: string, view: string, reference: string, states: boolean, quiet = false): Promise<void> {
     const s = this.ctx.store;
     const seq = ++this.seq;
     s.diagnosisError = '';
@@ -81,7 +82,7 @@ export class DiagnosisPanel {
     this.answered = reference;
     if (!r.success || !r.data) {
       s.diagnosisError = r.error ?? 'diagnosis: no data';
-      this.ctx.toast(`diagnosis: ${s.diagnosisError}`, 'error');
+      if (!quiet) this.ctx.toast(`diagnosis: ${s.diagnosisError}`, 'error');
     } else {
       const st = r.states;
       s.diagnosis = {
