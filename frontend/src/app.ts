@@ -582,6 +582,10 @@ export class App implements PageCtx {
       select: (key: string) => void this.selectNode(side, key),
       toggle: (key: string) => void this.toggleNode(side, key),
       context: (key: string, x: number, y: number) => openContextMenu(this, side, key, x, y),
+      hideMinimap: () => {
+        this.store.showMini[side] = false;
+        this.store.changed('toolbar', 'layout');
+      },
     };
   }
 

@@ -91,6 +91,8 @@ export class DiagnosisPanel {
         statesKey: st ? view : '',
         source: new Set(st?.source ?? []),
         inherited: new Set(st?.inherited ?? []),
+        // What came from a peer rank, of the view asked for (said apart from "inherited from upstream").
+        peer: new Set(st ? (r.data.peer_inheritance ?? []).filter((p) => p.step === st.step && p.rank === st.rank).map((p) => unprefixed(p.node)) : []),
         inside: new Map(Object.entries(st?.sources_inside ?? {})),
       };
       if (s.mode === 'diagnosis') this.ctx.recolor();
@@ -200,7 +202,7 @@ export class DiagnosisPanel {
     const text = groupSummary(g);
     const named = g.api && g.module ? `\`${modulePath(g.module)}\`` : '';
     const at = named ? text.indexOf(named, text.indexOf(g.api) + g.api.length) : -1;
-    if (at < 0) return [text];
+    if (at < 0) return codeSpans(text);
     const link = h('span.diag-module', {
       role: 'link',
       tabIndex: 0,
@@ -218,8 +220,8 @@ export class DiagnosisPanel {
           void this.openModule(g);
         },
       },
-    }, named);
-    return [text.slice(0, at), link, text.slice(at + named.length)];
+    }, h('code', null, modulePath(g.module)));
+    return [...codeSpans(text.slice(0, at)), link, ...codeSpans(text.slice(at + named.length))];
   }
 
   /** A reason in words, part by part, each part's meaning (the score's) as its tooltip. */
@@ -290,4 +292,12 @@ export class DiagnosisPanel {
       s.changed('panel');
     }
   }
+}
+
+/** A line whose names are in Markdown backticks (the sidecar's summary), the names as code, no backtick shown. */
+export function codeSpans(text: string): (string | HTMLElement)[] {
+  const parts = text.split('`');
+  // An odd backtick out: the text as it is.
+  if (parts.length % 2 === 0) return [text];
+  return parts.map((p, i) => (i % 2 === 1 ? h('code', null, p) : p)).filter((p) => p !== '');
 }
