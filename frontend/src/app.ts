@@ -31,6 +31,9 @@ import { LINK_PANELS, matchedOf, metaKey, paneLayout, panelOfTab, readUrlState, 
 import { Store, type PageName, type Part, type PaneSide, type Tab } from './store';
 import { followTensorBoardTheme } from './theme';
 import { renderToolbar } from './toolbar';
+import { shownReport } from './report/mode';
+import { renderWhere } from './where';
+import { bindPopovers } from './popovers';
 import type { MetaData, RenderNode } from './types';
 
 interface Els {
@@ -38,6 +41,7 @@ interface Els {
   panel: HTMLElement;
   panelBody: HTMLElement;
   header: HTMLElement;
+  where: HTMLElement;
   graphs: HTMLElement;
   benchWrap: HTMLElement;
   npuWrap: HTMLElement;
@@ -99,6 +103,7 @@ export class App implements PageCtx {
     this.store.subscribe((part) => this.draw(part));
     followTensorBoardTheme(this.store, () => this.renderChrome());
     window.addEventListener('keydown', (e) => this.globalKey(e));
+    bindPopovers(document);
     (window as unknown as { __graphAscend: App }).__graphAscend = this;
   }
 
@@ -133,18 +138,19 @@ export class App implements PageCtx {
     const panelBody = h('div.panel-body');
     const panel = h('aside.panel', { testid: 'controlPanel' }, panelBody);
     const header = h('header.board-header', { testid: 'boardHeader' });
+    const where = h('div.where', { testid: 'whereLine', role: 'status' });
     const npuWrap = h('div.pane-wrap', { testid: 'debugGraph' });
     const benchWrap = h('div.pane-wrap', { testid: 'benchGraph' });
     const graphs = h('div.graphs', null, npuWrap, h('div.splitter.vertical', { testid: 'paneSplitter' }), benchWrap);
     const detailsBody = h('div.details-body');
     const details = h('section.details', { testid: 'nodeDetails' }, detailsBody);
     const status = h('div.status', { testid: 'status' });
-    const dashboard = h('main.content', null, header, status, graphs, h('div.splitter.horizontal', { testid: 'detailsSplitter' }), details);
+    const dashboard = h('main.content', null, header, where, status, graphs, h('div.splitter.horizontal', { testid: 'detailsSplitter' }), details);
     const convert = h('main.content.convert-page', { testid: 'conversionPage', style: { display: 'none' } });
     const content = h('div.main', null, dashboard, convert);
     const toasts = h('div.toasts', { testid: 'toasts' });
     this.root.append(h('div.app', null, sider, panel, h('div.splitter.vertical.panel-splitter', { testid: 'panelSplitter' }), content), toasts);
-    this.els = { sider, panel, panelBody, header, graphs, benchWrap, npuWrap, details, detailsBody, status, toasts, convert, dashboard };
+    this.els = { sider, panel, panelBody, header, where, graphs, benchWrap, npuWrap, details, detailsBody, status, toasts, convert, dashboard };
     const theme = () => (this.store.dark ? DARK : LIGHT);
     this.panes = {
       NPU: new GraphPane(npuWrap, 'NPU', this.paneEvents('NPU'), theme),
@@ -163,7 +169,8 @@ export class App implements PageCtx {
       case 'sider':
         return renderSider(this.els.sider, this, () => this.renderChrome());
       case 'toolbar':
-        return renderToolbar(this.els.header, this);
+        renderToolbar(this.els.header, this);
+        return renderWhere(this.els.where, this);
       case 'panel':
         return this.renderPanel();
       case 'details':
@@ -216,6 +223,8 @@ export class App implements PageCtx {
   }
 
   openTab(tab: Tab): void {
+    // A report has no divergence map (it holds a few steps and ranks): its diagnosis instead.
+    if (tab === 'map' && shownReport()) tab = 'diagnosis';
     if (this.store.page !== 'dashboard') this.showPage('dashboard');
     this.store.tab = tab;
     this.store.changed('sider', 'panel');
@@ -297,7 +306,11 @@ export class App implements PageCtx {
     } catch {
       saved = {};
     }
-    const want = linked.run ? linked : url.run ? url : saved;
+    // A report opens on its first source (its step and rank, the Diagnosis panel, the colours
+    // "where the error is introduced"), unless its address names a view; a report's tab storage
+    // is shared by every report opened from disk, so it is not read.
+    const report = shownReport();
+    const want = report ? (url.run ? url : reportLanding(report)) : linked.run ? linked : url.run ? url : saved;
     const listed = await this.catalogWatch.load();
     const catalog = this.store.catalog;
     const runs = Object.keys(catalog);
@@ -360,6 +373,10 @@ export class App implements PageCtx {
     s.meta.step = want.step !== undefined && steps.includes(want.step) ? want.step : steps[0];
     s.meta.rank = want.rank !== undefined && ranks.includes(want.rank) ? want.rank : ranks[0];
     s.meta.microStep = want.micro !== undefined && want.micro >= -1 && want.micro < (cf.data.microSteps || 0) ? want.micro : -1;
+    if (this.notInReport()) {
+      this.renderChrome();
+      return;
+    }
     if (s.meta.step !== steps[0] || s.meta.rank !== ranks[0]) {
       const again = await get('loadGraphData', metaQuery(s.meta));
       if (!again.success) this.toast(`loadGraphData: ${again.error}`, 'error');
@@ -400,6 +417,11 @@ export class App implements PageCtx {
     const s = this.store;
     Object.assign(s.meta, patch);
     s.resetView();
+    s.changed('toolbar');
+    if (this.notInReport()) {
+      s.changed('panel', 'details');
+      return;
+    }
     if (patch.step !== undefined || patch.rank !== undefined) {
       const ld = await get('loadGraphData', metaQuery(s.meta));
       if (!ld.success) {
@@ -409,6 +431,24 @@ export class App implements PageCtx {
     }
     await this.loadRoots();
     s.changed('panel', 'details');
+  }
+
+  /**
+   * In a report, a step and rank it does not hold: the panes emptied and, in their place, what it
+   * holds (not an error: the report says what it left out). False elsewhere.
+   */
+  private notInReport(): boolean {
+    const report = shownReport();
+    const m = this.store.meta;
+    if (!report || report.holds(m.step, m.rank)) return false;
+    this.store.hier = { NPU: {}, Bench: {} };
+    this.panes.NPU.setScene(null);
+    this.panes.Bench.setScene(null);
+    const held = report.held().map((p) => t('report.heldPoint', p)).join(', ');
+    this.setStatus(t('report.notHeld', { step: m.step, rank: m.rank, held }));
+    this.els.status.dataset.testid = 'reportNotHeld';
+    this.saveSelection();
+    return true;
   }
 
   private async loadRoots(): Promise<void> {
@@ -435,6 +475,9 @@ export class App implements PageCtx {
     s.changed('details');
     if (s.tab === 'precision' && s.filterValues.size) void this.filterPanel.run();
     if (s.mode === 'diagnosis' || s.tab === 'diagnosis') void this.diagnosisPanel.ensure(s.mode === 'diagnosis');
+    // The line above the panes says where the first source is: the list alone, asked quietly.
+    else if (!s.single && !s.structureOnly) void this.diagnosisPanel.ensure(false, true);
+    s.changed('toolbar');
   }
 
   /** The view as a link names it: file, step, rank, micro step, selection, expanded modules. */
@@ -539,6 +582,10 @@ export class App implements PageCtx {
       select: (key: string) => void this.selectNode(side, key),
       toggle: (key: string) => void this.toggleNode(side, key),
       context: (key: string, x: number, y: number) => openContextMenu(this, side, key, x, y),
+      hideMinimap: () => {
+        this.store.showMini[side] = false;
+        this.store.changed('toolbar', 'layout');
+      },
     };
   }
 
@@ -617,6 +664,8 @@ export class App implements PageCtx {
   async jumpTo(side: PaneSide, name: string): Promise<void> {
     const s = this.store;
     const key = unprefixed(name);
+    // A report's step and rank it does not hold: said in place already (`notInReport`).
+    if (shownReport()?.holds(s.meta.step, s.meta.rank) === false) return;
     if (!s.hier[side][key] && !(await this.expandOnServer(side, key))) return;
     if (!s.hier[side][key]) {
       this.toast(t('nodeNotFound', { node: key }), 'error');
@@ -644,4 +693,21 @@ export class App implements PageCtx {
     this.panes[other].selected = m;
     this.panes[other].reveal(m);
   }
+}
+
+/** Where a report opens: its first source's step and rank, selected, in the diagnosis's colours. */
+function reportLanding(report: NonNullable<ReturnType<typeof shownReport>>): UrlState {
+  const d = report.data;
+  const start = d.start ?? { ...d.meta, node: '' };
+  const compare = Boolean(d.diagnosis);
+  return {
+    run: d.meta.run,
+    tag: d.meta.tag,
+    step: start.step,
+    rank: start.rank,
+    node: start.node || undefined,
+    side: start.node ? 'NPU' : undefined,
+    colors: compare ? 'diagnosis' : undefined,
+    panel: compare ? 'diagnosis' : undefined,
+  };
 }

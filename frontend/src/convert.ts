@@ -8,7 +8,8 @@ import { followSse, get, post, tidyError } from './api';
 import { clear, h, option } from './dom';
 import { t, type Key } from './i18n';
 import type { ConvertCandidates, ConvertProgress } from './types';
-import { guardWrite, readOnlyNote } from './writeAccess';
+import { guardWrite } from './writeAccess';
+import { readOnlyLine } from './readOnly';
 
 interface Host {
   toast(text: string, kind?: 'info' | 'error' | 'success'): void;
@@ -151,7 +152,7 @@ export class ConvertPage {
     return h('div.convert-form', { testid: 'conversionForm' }, h('h2', null, t('convertTitle')),
       h('p.help', null, h('a', { href: DOCS_URL, target: '_blank', rel: 'noopener noreferrer', testid: 'conversionDocsLink' }, t('docsLink'))),
       this.error ? h('div.error-box', { testid: 'conversionLoadError' }, this.error) : null,
-      readOnlyNote() === null ? null : h('p.help.read-only', { testid: 'conversionReadOnly' }, readOnlyNote()),
+      readOnlyLine('conversionReadOnly'),
       field(`${t('label_npu_path')} *`, sel('npuPathSelect', this.cands.dirs, p.npu_path, false, (v) => { p.npu_path = v; }), 'help.npuPath', 'npuPathHelp'),
       field(t('label_bench_path'), sel('benchPathSelect', this.cands.dirs, p.bench_path, true, (v) => {
         const wasDefault = /^(build|compare)_\d+$/.test(p.output_path);

@@ -24,20 +24,24 @@ export interface DiagnosisView {
   statesKey: string;
   source: Set<string>;
   inherited: Set<string>;
+  /** Nodes of the view whose error came from a peer rank (the diagnosis's `peer_inheritance`). */
+  peer?: Set<string>;
   /** Modules with sources inside them (at any depth) → how many. */
   inside: Map<string, number>;
 }
 
 export const DIAGNOSIS_COLORS = {
   source: SOURCE_RED,
+  peer: 'rgb(212,196,240)',
   inherited: 'rgb(250,214,160)',
   fine: 'rgb(226,241,226)',
 } as const;
 
 export type Verdict = keyof typeof DIAGNOSIS_COLORS;
 
-export function verdictOf(view: Pick<DiagnosisView, 'source' | 'inherited'>, key: string): Verdict {
+export function verdictOf(view: Pick<DiagnosisView, 'source' | 'inherited' | 'peer'>, key: string): Verdict {
   if (view.source.has(key)) return 'source';
+  if (view.peer?.has(key)) return 'peer';
   if (view.inherited.has(key)) return 'inherited';
   return 'fine';
 }
@@ -48,7 +52,7 @@ export function verdictOf(view: Pick<DiagnosisView, 'source' | 'inherited'>, key
  * the view (still loading, or none), every box is white rather than falsely "fine".
  */
 export function diagnosisFill(
-  view: Pick<DiagnosisView, 'source' | 'inherited'> | null,
+  view: Pick<DiagnosisView, 'source' | 'inherited' | 'peer'> | null,
   key: string,
   node: Pick<RenderNode, 'matchedNodeLink'>,
   side: 'NPU' | 'Bench' | 'Single',

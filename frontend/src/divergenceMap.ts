@@ -15,8 +15,8 @@ export type { DivergenceMapCell, DivergenceMapColumn, DivergenceMapData, Diverge
 export const MAP_GEOMETRY = {
   /** Row labels on the left. */
   label: 150,
-  /** Step headers on top. */
-  header: 20,
+  /** Step headers on top, and the rank ticks under them. */
+  header: 32,
   row: 16,
   /** The narrowest cell drawn at zoom 1 (the columns asked for follow from it). */
   minCell: 3,
@@ -263,9 +263,70 @@ export function cellLines(row: Pick<DivergenceMapRow, 'label'>, direction: strin
  * Where a click on a cell goes: its step and rank (the worst of an aggregated column), at its
  * module; the micro-batch of a cell of the micro-batch axis.
  */
-export function cellTarget(cell: DivergenceMapCell, axis: string): { step: number; rank: number; node: string; microStep?: number } | null {
+export function cellTarget(cell: DivergenceMapCell, axis: string): { step: number; rank: number; node: string; microStep?: number; source: boolean } | null {
   if (!cell.held || !cell.node) return null;
-  return { step: cell.step, rank: cell.rank, node: cell.node, ...(axis === 'micro_batches' ? { microStep: cell.micro_step } : {}) };
+  const micro = axis === 'micro_batches' ? { microStep: cell.micro_step } : {};
+  // A cell holding sources opens its first source (on its own rank), not the module around it.
+  if (cell.sources > 0 && cell.source) return { step: cell.step, rank: cell.source_rank ?? cell.rank, node: cell.source, ...micro, source: true };
+  return { step: cell.step, rank: cell.rank, node: cell.node, ...micro, source: false };
+}
+
+/** A column's tick: its rank, or its ranks' range ("r5", "0–127"). */
+export function rankTick(c: Pick<DivergenceMapColumn, 'rank_first' | 'rank_last'>): string {
+  return c.rank_first === c.rank_last ? `r${c.rank_first}` : span(c.rank_first, c.rank_last);
+}
+
+/**
+ * Which columns' ticks are drawn: from `col0` to `col1`, one where the last drawn one's text (of
+ * `width(text)` pixels) ends at least `gap` pixels before it, so that ticks never overlap at any
+ * zoom. Returns [column, text] pairs.
+ */
+export function rankTicks(columns: Pick<DivergenceMapColumn, 'rank_first' | 'rank_last'>[], col0: number, col1: number, cw: number, width: (text: string) => number, gap = 4): [number, string][] {
+  const out: [number, string][] = [];
+  let free = -Infinity;
+  for (let k = col0; k < col1; k++) {
+    const c = columns[k];
+    if (!c) continue;
+    const x = k * cw;
+    if (x < free) continue;
+    const text = rankTick(c);
+    out.push([k, text]);
+    free = x + width(text) + gap;
+  }
+  return out;
+}
+
+/** The step header's text for a span `room` pixels wide: "step 3", else "3", else nothing. */
+export function stepLabel(step: number, room: number, width: (text: string) => number): string {
+  const full = t('map.step', { step });
+  if (width(full) + 6 <= room) return full;
+  const short = String(step);
+  return width(short) + 4 <= room ? short : '';
+}
+
+/**
+ * The columns holding a source in any row (the filter "sources only"), ascending; all columns
+ * when none does.
+ */
+export function sourceColumns(data: Pick<DivergenceMapData, 'bands' | 'columns'>): number[] {
+  const keep = new Set<number>();
+  for (const b of data.bands) for (const r of b.rows) r.cells.forEach((c, k) => {
+    if (c.sources > 0) keep.add(k);
+  });
+  return keep.size ? [...keep].sort((x, y) => x - y) : data.columns.map((_, k) => k);
+}
+
+/** The map with only the columns `keep` (their cells in every row; the first source's column renumbered). */
+export function keepColumns(data: DivergenceMapData, keep: number[]): DivergenceMapData {
+  const at = new Map(keep.map((k, i) => [k, i] as const));
+  const first = data.first_source;
+  const firstColumn = first ? at.get(first.column) : undefined;
+  return {
+    ...data,
+    columns: keep.map((k) => data.columns[k]),
+    bands: data.bands.map((b) => ({ ...b, rows: b.rows.map((r) => ({ ...r, cells: keep.map((k) => r.cells[k]) })) })),
+    first_source: first && firstColumn !== undefined ? { ...first, column: firstColumn } : undefined,
+  };
 }
 
 /** The line of the map that shows band `band`'s row `row` at the top level (first-source control). */

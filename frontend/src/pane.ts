@@ -5,6 +5,7 @@
  * minimap with the viewport (click or drag to move).
  * Frames are drawn on demand, at most one per animation frame.
  */
+import { t } from './i18n';
 import { drawFrame, drawMinimap, frameSvg, minimapMapping, minimapRect, type FrameInput, type MiniMapping, type Theme } from './render';
 import {
   centerOn,
@@ -21,11 +22,20 @@ export interface PaneEvents {
   select(key: string): void;
   toggle(key: string): void;
   context(key: string, clientX: number, clientY: number): void;
+  /** The minimap's own collapse button was pressed. */
+  hideMinimap?(): void;
 }
 
-/** The minimap's width, its tallest height, and its gap to the pane's edges (CSS px). */
-const MINI_W = 96;
+/**
+ * The minimap's widest width, its tallest height, and its gap to the pane's edges (CSS px). It
+ * scales with the pane: at most `MINI_SHARE` of its width (at least `MINI_MIN_W`) and
+ * `MINI_H_SHARE` of its height, so that a narrow pane (a side panel open) keeps its graph.
+ */
+const MINI_MAX_W = 96;
+const MINI_MIN_W = 48;
+const MINI_SHARE = 0.14;
 const MINI_H = 260;
+const MINI_H_SHARE = 0.45;
 const MINI_GAP = 8;
 
 export class GraphPane {
@@ -39,6 +49,10 @@ export class GraphPane {
   /** The minimap's height now (fits the graph) and the most the pane allows. */
   private miniH = MINI_H;
   private miniMaxH = MINI_H;
+  /** The minimap's width now (scaled with the pane). */
+  private miniW = MINI_MAX_W;
+  /** The minimap's collapse button. */
+  private readonly miniHide: HTMLButtonElement;
   private miniShown = true;
   scene: Scene | null = null;
   view: View = { tx: 20, ty: 20, scale: 1.5 };
@@ -78,6 +92,12 @@ export class GraphPane {
     this.mini.className = 'minimap';
     this.mini.dataset.testid = `${side === 'Bench' ? 'bench' : 'debug'}Minimap`;
     host.appendChild(this.mini);
+    this.miniHide = document.createElement('button');
+    this.miniHide.className = 'minimap-hide';
+    this.miniHide.dataset.testid = `${side === 'Bench' ? 'bench' : 'debug'}MinimapHide`;
+    this.miniHide.textContent = '×';
+    this.miniHide.addEventListener('click', () => this.events.hideMinimap?.());
+    host.appendChild(this.miniHide);
     const ctx = this.canvas.getContext('2d');
     const mctx = this.mini.getContext('2d');
     if (!ctx || !mctx) throw new Error('canvas 2D is not available in this browser');
@@ -94,6 +114,7 @@ export class GraphPane {
       this.refit();
     }
     this.mini.style.display = show ? '' : 'none';
+    this.miniHide.style.display = show ? '' : 'none';
     this.invalidate();
   }
 
@@ -130,14 +151,32 @@ export class GraphPane {
     else if (this.fitted === 'whole') this.fitWhole();
   }
 
-  /** Bring a box into view (centred) without changing the zoom unless it is unreadable. */
+  /**
+   * Bring a box into view (centred) without changing the zoom unless it is unreadable, clear of
+   * the minimap: a box wider than the room left of it starts at the left edge instead.
+   */
   reveal(key: string): void {
     const b = this.scene?.byKey.get(key);
     if (!b) return;
-    const scale = Math.max(this.view.scale, 0.8);
-    this.view = centerOn(b.x + b.w / 2, b.y + 7.5, clampScale(scale), this.graphWidth() / 2, this.height / 3);
+    const scale = clampScale(Math.max(this.view.scale, 0.8));
+    const room = this.graphWidth();
+    const v = centerOn(b.x + b.w / 2, b.y + 7.5, scale, room / 2, this.height / 3);
+    const x0 = b.x * scale + v.tx;
+    const x1 = (b.x + b.w) * scale + v.tx;
+    if (x1 > room - MINI_GAP || x0 < MINI_GAP) v.tx = MINI_GAP - b.x * scale;
+    this.view = v;
     this.fitted = false;
     this.invalidate();
+  }
+
+  /** Where a box is on the pane (CSS px), and the minimap's rectangle, for the tests. */
+  clearance(key: string): { box: { x0: number; y0: number; x1: number; y1: number }; minimap: { x0: number; y0: number; x1: number; y1: number } | null } | null {
+    const b = this.scene?.byKey.get(key);
+    if (!b) return null;
+    const { scale, tx, ty } = this.view;
+    const box = { x0: b.x * scale + tx, y0: b.y * scale + ty, x1: (b.x + b.w) * scale + tx, y1: (b.y + 15) * scale + ty };
+    const minimap = this.miniShown ? { x0: this.width - MINI_GAP - this.miniW, y0: MINI_GAP, x1: this.width - MINI_GAP, y1: MINI_GAP + this.miniH } : null;
+    return { box, minimap };
   }
 
   isVisible(key: string): boolean {
@@ -181,6 +220,10 @@ export class GraphPane {
     const t0 = performance.now();
     this.lastDrawn = drawFrame(this.ctx, this.frame());
     this.mini.style.visibility = this.scene ? '' : 'hidden';
+    this.miniHide.style.visibility = this.mini.style.visibility;
+    this.miniHide.style.right = `${MINI_GAP + this.miniW - 16}px`;
+    this.miniHide.title = t('minimap.hide');
+    this.miniHide.setAttribute('aria-label', t('minimap.hide'));
     if (this.scene && this.mini.style.display !== 'none') this.drawMini();
     this.lastFrameMs = performance.now() - t0;
     this.frames++;
@@ -202,7 +245,7 @@ export class GraphPane {
 
   /** The width the graph is fitted and centred in: the pane less the minimap's column. */
   private graphWidth(): number {
-    return this.miniShown ? Math.max(120, this.width - MINI_W - 2 * MINI_GAP) : this.width;
+    return this.miniShown ? Math.max(120, this.width - this.miniW - 2 * MINI_GAP) : this.width;
   }
 
   private drawMini(): void {
@@ -210,22 +253,22 @@ export class GraphPane {
     if (!this.miniBase) {
       // As tall as the graph at the minimap's width, within [40, miniMaxH]: no empty frame below a short graph.
       const b = this.scene?.bounds;
-      const natural = b ? Math.ceil(((b.y1 - b.y0) * MINI_W) / Math.max(1, b.x1 - b.x0)) : this.miniMaxH;
+      const natural = b ? Math.ceil(((b.y1 - b.y0) * this.miniW) / Math.max(1, b.x1 - b.x0)) : this.miniMaxH;
       this.miniH = Math.max(Math.min(40, this.miniMaxH), Math.min(this.miniMaxH, natural));
-      this.mini.width = MINI_W * dpr;
+      this.mini.width = this.miniW * dpr;
       this.mini.height = this.miniH * dpr;
-      this.mini.style.width = `${MINI_W}px`;
+      this.mini.style.width = `${this.miniW}px`;
       this.mini.style.height = `${this.miniH}px`;
       this.miniBase = document.createElement('canvas');
-      this.miniBase.width = MINI_W * dpr;
+      this.miniBase.width = this.miniW * dpr;
       this.miniBase.height = this.miniH * dpr;
       const c = this.miniBase.getContext('2d');
-      if (c) this.miniMap = drawMinimap(c, this.scene, MINI_W, this.miniH, dpr, this.theme());
+      if (c) this.miniMap = drawMinimap(c, this.scene, this.miniW, this.miniH, dpr, this.theme());
     }
     const m = this.miniCtx;
     m.setTransform(1, 0, 0, 1, 0, 0);
     m.drawImage(this.miniBase, 0, 0);
-    const r = minimapRect(this.miniMap, visibleRect(this.view, this.width, this.height), MINI_W, this.miniH);
+    const r = minimapRect(this.miniMap, visibleRect(this.view, this.width, this.height), this.miniW, this.miniH);
     m.setTransform(dpr, 0, 0, dpr, 0, 0);
     m.fillStyle = 'rgba(38,143,50,0.24)';
     m.strokeStyle = 'rgba(38,143,50,0.9)';
@@ -242,12 +285,12 @@ export class GraphPane {
   minimapReport() {
     if (!this.scene) return null;
     const b = this.scene.bounds;
-    const mm = minimapMapping(b, MINI_W, this.miniH);
+    const mm = minimapMapping(b, this.miniW, this.miniH);
     return {
       opacity: Number(getComputedStyle(this.mini).opacity),
-      frame: { w: MINI_W, h: this.miniH },
-      graph: minimapRect(mm, b, MINI_W, this.miniH),
-      viewport: minimapRect(mm, visibleRect(this.view, this.width, this.height), MINI_W, this.miniH),
+      frame: { w: this.miniW, h: this.miniH },
+      graph: minimapRect(mm, b, this.miniW, this.miniH),
+      viewport: minimapRect(mm, visibleRect(this.view, this.width, this.height), this.miniW, this.miniH),
       graphAspect: (b.y1 - b.y0) / Math.max(1, b.x1 - b.x0),
       graphOnScreen: { x0: b.x0 * this.view.scale + this.view.tx, x1: b.x1 * this.view.scale + this.view.tx },
       minimapOnScreen: { x0: this.mini.offsetLeft, x1: this.mini.offsetLeft + this.mini.offsetWidth },
@@ -260,6 +303,10 @@ export class GraphPane {
     const oldWidth = this.width;
     this.width = Math.max(1, Math.floor(rect.width));
     this.height = Math.max(1, Math.floor(rect.height));
+    // The minimap scales with the pane: no taller than its share of the height (a short pane after
+    // the details panel grows keeps a whole minimap), no wider than its share of the width.
+    this.miniMaxH = Math.max(40, Math.min(MINI_H, Math.floor(this.height * MINI_H_SHARE)));
+    this.miniW = Math.round(Math.max(MINI_MIN_W, Math.min(MINI_MAX_W, this.width * MINI_SHARE)));
     // A side panel opening or the golden pane appearing must not push the graph out of sight:
     // an automatic fit is redone, a view the user chose keeps its centre column in the middle.
     if (this.scene && this.width > 1 && this.width !== oldWidth) {
@@ -271,8 +318,6 @@ export class GraphPane {
     this.canvas.height = Math.round(this.height * this.dpr);
     this.canvas.style.width = `${this.width}px`;
     this.canvas.style.height = `${this.height}px`;
-    // No taller than the pane allows (a short pane after the details panel grows keeps a whole minimap).
-    this.miniMaxH = Math.max(60, Math.min(MINI_H, Math.floor(this.height - 2 * MINI_GAP)));
     this.miniBase = null;
     this.invalidate();
   }

@@ -470,5 +470,16 @@ export function drawMinimap(ctx: CanvasRenderingContext2D, scene: Scene | null, 
   ctx.lineWidth = 1;
   ctx.strokeStyle = '#999999';
   ctx.stroke(outline);
+  // Sources (and modules holding them, in the mode "where the error is introduced"): a red mark
+  // big enough to see at the minimap's scale, drawn last so nothing covers it.
+  const marks = new Path2D();
+  for (const b of scene.boxes) {
+    if (b.fill !== SOURCE_RED && !(b.mark > 0)) continue;
+    const x = b.x * m.sx + m.ox, y = b.y * m.sy + m.oy;
+    marks.rect(Math.round(x) - 1, Math.round(y) - 1, Math.max(4, b.w * m.sx) + 2, Math.max(3, bar) + 2);
+  }
+  ctx.lineWidth = 1.5;
+  ctx.strokeStyle = SOURCE_RED;
+  ctx.stroke(marks);
   return m;
 }

@@ -29,7 +29,7 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
     for (const lvl of ['medium', 'high', 'critical'] as const)
       colors.append(h('span.legend-item', null, h('span.swatch', { style: { background: OVERFLOW_COLORS[lvl] } }), t(lvl)));
   } else if (s.mode === 'diagnosis' && !single) {
-    for (const v of ['source', 'inherited', 'fine'] as const)
+    for (const v of ['source', 'peer', 'inherited', 'fine'] as const)
       colors.append(h('span.legend-item', null, h('span.swatch', { style: { background: DIAGNOSIS_COLORS[v] } }), t(`legend.${v}`)));
     // A module holding sources is marked whatever its own verdict, so the top level shows where to dig.
     colors.append(h('span.legend-item', { testid: 'legendSourcesInside', title: t('legend.sourcesInsideTip') },

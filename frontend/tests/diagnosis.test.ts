@@ -29,8 +29,14 @@ describe('the colour mode "where the error is introduced"', () => {
     expect(diagnosisFill(verdicts, 'a', { matchedNodeLink: [] }, 'NPU', table)).toBe('#C7C7C7');
     expect(diagnosisFill(verdicts, 'Functional.layer_norm.3.forward', matched, 'Bench', table)).toBe(WHITE);
     expect(diagnosisFill(null, 'Functional.layer_norm.3.forward', matched, 'NPU', table)).toBe(WHITE);
+    // Four verdicts, four colours: source, from a peer rank, inherited from upstream, fine.
     const colours = new Set(Object.values(DIAGNOSIS_COLORS));
-    expect(colours.size).toBe(3);
+    expect(colours.size).toBe(4);
+  });
+  it('says a node whose error came from a peer rank apart from one inherited from upstream', () => {
+    const view = { source: new Set<string>(), inherited: new Set(['recv', 'after']), peer: new Set(['recv']) };
+    expect(diagnosisFill(view, 'recv', matched, 'NPU', table)).toBe(DIAGNOSIS_COLORS.peer);
+    expect(diagnosisFill(view, 'after', matched, 'NPU', table)).toBe(DIAGNOSIS_COLORS.inherited);
   });
 });
 

@@ -5,6 +5,11 @@ import {
   cellColor,
   cellLines,
   cellTarget,
+  keepColumns,
+  rankTick,
+  rankTicks,
+  sourceColumns,
+  stepLabel,
   cellWidth,
   columnsFor,
   fitColumns,
@@ -225,9 +230,44 @@ describe('hover and click', () => {
 
   it('opens the cell\'s step and rank at its module; a blank cell opens nothing', () => {
     const c = cell({ step: 3, rank: 9, micro_step: 2, node: 'Module.layers.1.Block.forward.2' });
-    expect(cellTarget(c, 'ranks')).toEqual({ step: 3, rank: 9, node: 'Module.layers.1.Block.forward.2' });
-    expect(cellTarget(c, 'micro_batches')).toEqual({ step: 3, rank: 9, node: 'Module.layers.1.Block.forward.2', microStep: 2 });
+    expect(cellTarget(c, 'ranks')).toEqual({ step: 3, rank: 9, node: 'Module.layers.1.Block.forward.2', source: false });
+    expect(cellTarget(c, 'micro_batches')).toEqual({ step: 3, rank: 9, node: 'Module.layers.1.Block.forward.2', microStep: 2, source: false });
     expect(cellTarget(cell({ held: false, node: '' }), 'ranks')).toBeNull();
+  });
+
+  it('opens a cell holding sources at its first source, on that source\'s rank', () => {
+    const c = cell({ step: 2, rank: 0, node: 'Module.layers.1.Block.forward.2', sources: 2, source: 'Functional.linear.3.forward', source_rank: 5 });
+    expect(cellTarget(c, 'ranks')).toEqual({ step: 2, rank: 5, node: 'Functional.linear.3.forward', source: true });
+  });
+});
+
+describe('the axes', () => {
+  const width = (s: string) => s.length * 6;
+  it('labels a step by what fits: "step 3", "3", nothing', () => {
+    expect(stepLabel(3, 100, width)).toBe('step 3');
+    expect(stepLabel(3, 12, width)).toBe('3');
+    expect(stepLabel(3, 5, width)).toBe('');
+  });
+  it('ticks the ranks without overlap at any cell width', () => {
+    const cols = Array.from({ length: 8 }, (_, r) => col(0, r));
+    // Wide cells: every column; narrow ones: every few, never closer than a tick's text.
+    expect(rankTicks(cols, 0, 8, 28, width).map(([k]) => k)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    const narrow = rankTicks(cols, 0, 8, 3, width);
+    expect(narrow[0]).toEqual([0, 'r0']);
+    for (let i = 1; i < narrow.length; i++) expect((narrow[i][0] - narrow[i - 1][0]) * 3).toBeGreaterThanOrEqual(width(narrow[i - 1][1]) + 4);
+    expect(rankTick(col(0, 0, 127))).toBe('0–127');
+  });
+  it('keeps only the columns holding a source ("sources only")', () => {
+    const cols = [col(0, 0), col(1, 0), col(2, 0)];
+    const r0 = { label: 'layers.1', module: 'm', depth: 1, cells: [cell({}), cell({ sources: 1, source: 's' }), cell({})] };
+    const data = { columns: cols, bands: [{ direction: 'forward', rows: [r0] }], first_source: { band: 0, row: 0, column: 1, step: 1, rank: 0, node: 's' } } as unknown as DivergenceMapData;
+    expect(sourceColumns(data)).toEqual([1]);
+    const kept = keepColumns(data, [1]);
+    expect(kept.columns).toEqual([cols[1]]);
+    expect(kept.bands[0].rows[0].cells.map((c) => c.sources)).toEqual([1]);
+    expect(kept.first_source?.column).toBe(0);
+    // None holds one: all kept.
+    expect(sourceColumns({ ...data, bands: [{ direction: 'forward', rows: [{ ...r0, cells: [cell({}), cell({}), cell({})] }] }] } as unknown as DivergenceMapData)).toEqual([0, 1, 2]);
   });
 });
 

@@ -55,9 +55,43 @@ describe('report data source', () => {
     expect(b.success).toBe(false);
     expect(b.error).toMatch(/not in this report/);
     expect((s.answer('getNodeInfo', { nodeInfo: { nodeName: 'B', nodeType: 'NPU' } }).body as { success: boolean }).success).toBe(false);
-    expect((s.answer('loadGraphData', { step: '1', rank: '0' }).body as { success: boolean }).success).toBe(false);
+    // Another step and rank: it loads, but the report holds none of its views (the page says so in place).
+    expect(s.holds(1, 0)).toBe(false);
+    expect((s.answer('loadGraphData', { step: '1', rank: '0' }).body as { success: boolean }).success).toBe(true);
+    const other = s.answer('changeNodeExpandState', { nodeInfo: { nodeName: 'root', nodeType: 'NPU' }, metaData: { step: 1, rank: 0 } }).body as { success: boolean; error: string };
+    expect(other.success).toBe(false);
+    expect(other.error).toMatch(/not in this report/);
     expect((s.answer('addMatchNodes', {}).body as { success: boolean }).success).toBe(false);
     expect(s.answer('watchMetaDir', {}).status).toBe(404);
+  });
+
+  it('holds several steps and ranks (format 2): each its own views and verdicts, opened on the first', () => {
+    const one = data();
+    const panes = one.panes ?? {};
+    const two: ReportData = {
+      ...one,
+      format: 2,
+      panes: undefined,
+      meta: { ...one.meta, step: 2, rank: 1 },
+      start: { step: 2, rank: 1, node: 'a1' },
+      points: [
+        { step: 2, rank: 1, states: { step: 2, rank: 1, source: ['a1'], inherited: [], sources_inside: { A: 1 } }, panes },
+        { step: 2, rank: 0, states: { step: 2, rank: 0, source: [], inherited: ['A'], sources_inside: {} }, panes: { NPU: { ...panes.NPU, details: {} } } },
+      ],
+    };
+    const s = new ReportSource(two);
+    expect(s.held()).toEqual([{ step: 2, rank: 1 }, { step: 2, rank: 0 }]);
+    expect(s.holds(2, 0)).toBe(true);
+    expect(s.holds(0, 0)).toBe(false);
+    // Requests without a step and rank are of the point it opens on.
+    const at = (step: number, rank: number, name: string) =>
+      s.answer('getNodeInfo', { nodeInfo: { nodeName: name, nodeType: 'NPU' }, metaData: { step, rank } }).body as { success: boolean };
+    expect(at(2, 1, 'a1').success).toBe(true);
+    expect(at(2, 0, 'a1').success).toBe(false);
+    const states = (step: number, rank: number) => (s.answer('diagnosis', { step: String(step), rank: String(rank), states: 'true' }).body as { states?: { source: string[] } }).states;
+    expect(states(2, 1)?.source).toEqual(['a1']);
+    expect(states(2, 0)?.source).toEqual([]);
+    expect(states(0, 0)).toBeUndefined();
   });
 
   it('gives a node its details and its match\'s', () => {

@@ -49,7 +49,9 @@ describe('GRAPH_ASCEND diagnosis', () => {
       assert.deepEqual(sent, [{ states: false }]);
       const first = frame.locator('[data-testid=diagGroup]').first();
       assert.match(await first.textContent(), new RegExp(FIRST.replace(/\./g, '\\.')));
-      assert.match(await first.locator('[data-testid=diagGroupSummary]').textContent(), /^`Functional\.layer_norm` \(1st call\) in `layers\.1\.ln2` — eps differs — rank 0, step 0$/);
+      assert.match(await first.locator('[data-testid=diagGroupSummary]').textContent(), /^Functional\.layer_norm \(1st call\) in layers\.1\.ln2 — eps differs — rank 0, step 0$/);
+      // The names are code (the summary's Markdown backticks rendered, none shown).
+      assert.deepEqual(await first.locator('[data-testid=diagGroupSummary] code').allTextContents(), ['Functional.layer_norm', 'layers.1.ln2']);
       assert.match(await first.locator('[data-testid=diagReason]').textContent(), /argument eps differs/);
       assert.equal(await frame.locator('[data-testid=diagGroup]').count(), 2);
       // Not shown yet: it sits inside collapsed modules.

@@ -82,14 +82,31 @@ describe('GRAPH_ASCEND divergence map', () => {
       assert.match(tip, /error .* \/ tolerance .* = .*×/);
       await screenshot(page, 'divergence-map');
 
-      // Click: that step and rank, the module selected (expanded to) on the target side.
+      // Click: the tooltip closes; that step and the source's rank, the first source inside the module
+      // selected with its path expanded on the target side, in the colours "where the error is introduced".
       await page.mouse.click(point.x, point.y);
+      assert.equal(await frame.isVisible('[data-testid=mapTip]'), false, 'the tooltip closes');
+      const target = { step: pick.cell.step, rank: pick.cell.source_rank ?? pick.cell.rank, node: pick.cell.source };
+      assert.ok(target.node, 'the marked cell names its first source');
       await until(frame, (c) => {
         const g = window.__graphAscend;
         return g.meta.step === c.step && g.meta.rank === c.rank && g.selected?.side === 'NPU' && g.selected.key === c.node;
-      }, pick.cell, 30_000);
-      assert.equal(await frame.evaluate((k) => Boolean(window.__graphAscend.panes.NPU.scene.byKey.get(k)), pick.cell.node), true);
+      }, target, 30_000);
+      assert.equal(await frame.evaluate((k) => Boolean(window.__graphAscend.panes.NPU.scene.byKey.get(k)), target.node), true, 'its path is expanded');
+      assert.equal(await frame.evaluate(() => window.__graphAscend.store.mode), 'diagnosis');
+      await until(frame, (k) => window.__graphAscend.panes.NPU.scene.byKey.get(k)?.fill === 'rgb(229,72,77)', target.node, 30_000);
       assert.equal(await frame.inputValue('[data-testid=mapDepth]'), '0', 'the panel stays open on its map');
+      await screenshot(page, 'divergence-map-clicked');
+
+      // "sources only": the columns holding a source, every one of them marked somewhere.
+      await frame.check('[data-testid=mapSourcesOnly]');
+      await until(frame, () => window.__graphAscend.mapPanel.drawn && window.__graphAscend.mapPanel.view.columns > 0);
+      const only = await drawnMap(frame);
+      const withSources = new Set(marked.map((m) => m.column)).size;
+      assert.equal(only.columns.length, withSources, JSON.stringify(only.columns));
+      assert.ok(only.columns.every((_, k) => only.bands.some((b) => b.rows.some((r) => r.cells[k]?.sources > 0))));
+      await frame.uncheck('[data-testid=mapSourcesOnly]');
+      await until(frame, (n) => window.__graphAscend.mapPanel.drawn?.columns.length === n, STEPS * 2);
     }));
 
   it('opens the first source in one click, and opens a row to the next depth', () =>
@@ -113,8 +130,8 @@ describe('GRAPH_ASCEND divergence map', () => {
         panel.draw();
         const line = panel.lines.findIndex((l) => l.kind === 'row' && l.direction === 'forward' && l.row.label === 'layers.0');
         const r = s.getBoundingClientRect();
-        // Below the step headers (20 px), rows of 16 px; the names on the left.
-        return { line, x: r.left + 40, y: r.top + 20 + line * 16 + 8 };
+        // Below the step headers and rank ticks (32 px), rows of 16 px; the names on the left.
+        return { line, x: r.left + 40, y: r.top + 32 + line * 16 + 8 };
       });
       assert.ok(at.line > 0, 'layers.0 is a row of the forward band');
       const label = await onPage(frame, at);

@@ -18,7 +18,7 @@ function logdir() {
 
 /** Every stack in a report's data (the details' `stack_info`). */
 function stacks(data) {
-  return Object.values(data.panes).flatMap((p) => Object.values(p.details).flatMap((d) => d?.stack_info ?? []));
+  return data.points.flatMap((pt) => Object.values(pt.panes)).flatMap((p) => Object.values(p.details).flatMap((d) => d?.stack_info ?? []));
 }
 
 describe('GRAPH_ASCEND Download report', () => {

@@ -69,7 +69,8 @@ export async function openReportFromDisk(browser, file, name, fn) {
  */
 export async function assertFirstSourceShown(page) {
   assert.ok(Number(await page.getAttribute('[data-testid=debugGraph]', 'data-nodes')) > 1, 'the target graph is drawn');
-  await page.click('[data-testid=diagnosisSiderButton]');
+  // A report opens with its Diagnosis panel open (on its first source).
+  if (!(await page.$('[data-testid=diagnosisPanel]'))) await page.click('[data-testid=diagnosisSiderButton]');
   await page.waitForSelector('[data-testid=diagGroup]');
   const first = page.locator('[data-testid=diagGroup]').first();
   assert.match(await first.textContent(), new RegExp(FIRST_SOURCE.replace(/\./g, '\\.')));

@@ -40,7 +40,7 @@ export class DiagnosisPanel {
    * (and drawn) when it is not here yet: the verdicts of every differing node take longer. A
    * request already under way for the same answer is waited for, not made again.
    */
-  async ensure(states = false): Promise<void> {
+  async ensure(states = false, quiet = false): Promise<void> {
     const s = this.ctx.store;
     if (!s.meta.run || s.single || s.structureOnly) return;
     const file = fileKey(s.meta);
@@ -55,7 +55,7 @@ export class DiagnosisPanel {
     }
     const key = `${file}|${reference}|${states ? view : ''}`;
     if (this.pending?.key === key) return this.pending.done;
-    const done = this.fetch(file, view, reference, states);
+    const done = this.fetch(file, view, reference, states, quiet);
     this.pending = { key, done };
     try {
       await done;
@@ -64,7 +64,8 @@ export class DiagnosisPanel {
     }
   }
 
-  private async fetch(file: string, view: string, reference: string, states: boolean): Promise<void> {
+  /** `quiet`: asked for the line above the panes only; a failure is said in the panel, not a toast. */
+  private async fetch(file: string, view: string, reference: string, states: boolean, quiet = false): Promise<void> {
     const s = this.ctx.store;
     const seq = ++this.seq;
     s.diagnosisError = '';
@@ -81,7 +82,7 @@ export class DiagnosisPanel {
     this.answered = reference;
     if (!r.success || !r.data) {
       s.diagnosisError = r.error ?? 'diagnosis: no data';
-      this.ctx.toast(`diagnosis: ${s.diagnosisError}`, 'error');
+      if (!quiet) this.ctx.toast(`diagnosis: ${s.diagnosisError}`, 'error');
     } else {
       const st = r.states;
       s.diagnosis = {
@@ -90,6 +91,8 @@ export class DiagnosisPanel {
         statesKey: st ? view : '',
         source: new Set(st?.source ?? []),
         inherited: new Set(st?.inherited ?? []),
+        // What came from a peer rank, of the view asked for (said apart from "inherited from upstream").
+        peer: new Set(st ? (r.data.peer_inheritance ?? []).filter((p) => p.step === st.step && p.rank === st.rank).map((p) => unprefixed(p.node)) : []),
         inside: new Map(Object.entries(st?.sources_inside ?? {})),
       };
       if (s.mode === 'diagnosis') this.ctx.recolor();
@@ -199,7 +202,7 @@ export class DiagnosisPanel {
     const text = groupSummary(g);
     const named = g.api && g.module ? `\`${modulePath(g.module)}\`` : '';
     const at = named ? text.indexOf(named, text.indexOf(g.api) + g.api.length) : -1;
-    if (at < 0) return [text];
+    if (at < 0) return codeSpans(text);
     const link = h('span.diag-module', {
       role: 'link',
       tabIndex: 0,
@@ -217,8 +220,8 @@ export class DiagnosisPanel {
           void this.openModule(g);
         },
       },
-    }, named);
-    return [text.slice(0, at), link, text.slice(at + named.length)];
+    }, h('code', null, modulePath(g.module)));
+    return [...codeSpans(text.slice(0, at)), link, ...codeSpans(text.slice(at + named.length))];
   }
 
   /** A reason in words, part by part, each part's meaning (the score's) as its tooltip. */
@@ -289,4 +292,12 @@ export class DiagnosisPanel {
       s.changed('panel');
     }
   }
+}
+
+/** A line whose names are in Markdown backticks (the sidecar's summary), the names as code, no backtick shown. */
+export function codeSpans(text: string): (string | HTMLElement)[] {
+  const parts = text.split('`');
+  // An odd backtick out: the text as it is.
+  if (parts.length % 2 === 0) return [text];
+  return parts.map((p, i) => (i % 2 === 1 ? h('code', null, p) : p)).filter((p) => p !== '');
 }

@@ -20,6 +20,10 @@ import {
   cellCenter,
   cellLines,
   cellTarget,
+  keepColumns,
+  rankTicks,
+  sourceColumns,
+  stepLabel,
   cellWidth,
   fitColumns,
   contentSize,
@@ -99,6 +103,13 @@ export class MapPanel {
   private depth = 0;
   private axis: 'ranks' | 'micro_batches' = 'ranks';
   private zoom = 1;
+  /** Only the columns (steps and ranks) that hold a source ("sources only"). */
+  private sourcesOnly = false;
+  /** The filtered maps, by the map they filter (and the filtered ones themselves). */
+  private filtered = new WeakMap<DivergenceMapData, DivergenceMapData>();
+  private readonly filteredMaps = new WeakSet<DivergenceMapData>();
+  /** The columns kept by "sources only", from the map of the chosen depth. */
+  private keep: number[] | null = null;
   /** Opened rows (`direction|module`). */
   private readonly open = new Set<string>();
   /** Maps by request (file, depth, axis, columns). */
@@ -304,12 +315,43 @@ export class MapPanel {
     const zoomOut = h('button', { testid: 'mapZoomOut', title: t('map.zoomOut'), 'aria-label': t('map.zoomOut'), disabled: this.zoom <= 1, on: { click: () => this.setZoom(this.zoom / 2) } }, '−');
     const zoomIn = h('button', { testid: 'mapZoomIn', title: t('map.zoomIn'), 'aria-label': t('map.zoomIn'), disabled: this.zoom >= MAX_ZOOM, on: { click: () => this.setZoom(this.zoom * 2) } }, '+');
     const first = h('button.map-first', { testid: 'mapFirstSource', title: t('map.firstSourceTip'), disabled: !data?.first_source, on: { click: () => void this.openFirstSource() } }, t('map.firstSource'));
+    const only = h('label.map-field.map-only', { title: t('map.sourcesOnlyTip') },
+      h('input', { type: 'checkbox', testid: 'mapSourcesOnly', checked: this.sourcesOnly, on: { change: (e: Event) => this.setSourcesOnly((e.target as HTMLInputElement).checked) } }),
+      h('span', null, t('map.sourcesOnly')));
     this.controls.replaceChildren(
       h('label.map-field', null, h('span.muted', null, t('map.depth')), depthSel),
       h('div.map-field', null, h('span.muted', null, t('map.axis')), h('div.segmented', { testid: 'mapAxis' }, axisBtn('ranks', 'map.axisRanks', 'mapAxisRanks'), axisBtn('micro_batches', 'map.axisMicro', 'mapAxisMicro'))),
       h('div.map-field', null, zoomOut, h('span.map-zoom', { testid: 'mapZoom' }, `×${this.zoom}`), zoomIn),
       first,
+      only,
     );
+  }
+
+  private setSourcesOnly(on: boolean): void {
+    if (this.sourcesOnly === on) return;
+    this.sourcesOnly = on;
+    this.filtered = new WeakMap();
+    this.keep = null;
+    this.drawn = null;
+    this.version++;
+    this.hover = null;
+    this.flash = null;
+    this.scroller.scrollTo(0, 0);
+    this.renderControls();
+    this.schedule();
+  }
+
+  /** A map as drawn: with "sources only", its columns holding a source (those of the chosen depth's map). */
+  private filter(d: DivergenceMapData | null | undefined, top = false): DivergenceMapData | null {
+    if (!d) return null;
+    if (!this.sourcesOnly || this.filteredMaps.has(d)) return d;
+    const kept = this.filtered.get(d);
+    if (kept) return kept;
+    if (top || !this.keep) this.keep = sourceColumns(d);
+    const out = keepColumns(d, this.keep);
+    this.filtered.set(d, out);
+    this.filteredMaps.add(out);
+    return out;
   }
 
   private renderStatus(): void {
@@ -409,7 +451,7 @@ export class MapPanel {
   /** The map drawn now: the chosen one, or the steps judged so far, or (until either comes) the one drawn before. */
   private shown(): DivergenceMapData | null {
     const cur = this.current();
-    return cur?.data ?? cur?.partial ?? this.drawn;
+    return this.filter(cur?.data ?? cur?.partial, true) ?? this.drawn;
   }
 
   /** Draw what is in view (timed for the benchmark). */
@@ -525,18 +567,31 @@ export class MapPanel {
     g.font = '11px sans-serif';
     g.textBaseline = 'middle';
     g.fillStyle = c.text;
+    const measure = (text: string) => g.measureText(text).width;
+    const stepRow = H * 0.3;
     for (const [step, a, b] of spans) {
       const xa = Math.max(L, x0 + a * v.cw);
       const xb = Math.min(width, x0 + b * v.cw);
       if (xb <= xa) continue;
-      const label = t('map.step', { step });
+      // "step 3" where it fits, else "3" (a one-column step), else nothing (hover says it).
+      const label = stepLabel(step, xb - xa, measure);
+      if (!label) continue;
       g.save();
       g.beginPath();
       g.rect(xa, 0, xb - xa, H);
       g.clip();
-      g.fillText(label, xa + 3, H / 2);
+      g.fillText(label, xa + 3, stepRow);
       g.restore();
     }
+    // Rank ticks under the steps, at every zoom: as many as fit without overlapping.
+    g.font = '10px sans-serif';
+    g.fillStyle = c.muted;
+    g.save();
+    g.beginPath();
+    g.rect(L, 0, width - L, H);
+    g.clip();
+    for (const [k, text] of rankTicks(data.columns, col0, col1, v.cw, measure)) g.fillText(text, x0 + k * v.cw + 1, H * 0.75);
+    g.restore();
     // Row labels (sticky on the left), only the lines in view.
     g.fillStyle = c.bg;
     g.fillRect(0, H, L, height - H);
@@ -585,7 +640,7 @@ export class MapPanel {
     if (l && l.data === data && l.version === this.version && l.mark === mark) return l;
     this.chunks.clear();
     this.chunkPixels = 0;
-    const lines = mapLines(data, this.open, (d) => this.loaded.get(this.keyOf(d))?.data ?? undefined);
+    const lines = mapLines(data, this.open, (d) => this.filter(this.loaded.get(this.keyOf(d))?.data) ?? undefined);
     this.layout = { data, version: this.version, mark, lines, spans: stepSpans(data.columns), columns: data.columns.length };
     return this.layout;
   }
@@ -671,13 +726,17 @@ export class MapPanel {
     const target = cell ? cellTarget(cell, data.axis) : null;
     if (!target) return;
     this.flash = { line: hit.line, column: hit.column };
+    this.hover = null;
+    this.tip.style.display = 'none';
     this.schedule();
+    // At the first source inside the module (in the colours that show it), else at the module.
+    if (target.source && this.ctx.store.mode !== 'diagnosis') this.ctx.setColorMode('diagnosis');
     await this.ctx.openNodeAt(target);
   }
 
   /** The diagnosis's first source: its cell shown and flashed, its node opened. */
   private async openFirstSource(): Promise<void> {
-    const data = this.current()?.data;
+    const data = this.filter(this.current()?.data, true);
     const f = data?.first_source;
     if (!data || !f) return;
     const line = lineOf(this.lines, data, f.band, f.row);
@@ -688,6 +747,7 @@ export class MapPanel {
       this.scroller.scrollTop = Math.max(0, p.y - this.scroller.clientHeight / 2);
       this.schedule();
     }
+    if (this.ctx.store.mode !== 'diagnosis') this.ctx.setColorMode('diagnosis');
     await this.ctx.openNodeAt({ step: f.step, rank: f.rank, node: f.node });
   }
 

@@ -10,6 +10,7 @@ import { icon } from '../icons';
 import { metaKey } from '../state';
 import type { MatchedRelations } from '../types';
 import { guardWrite } from '../writeAccess';
+import { readOnlyLine } from '../readOnly';
 
 export class MatchPanel {
   private picked = { npuUn: '', benchUn: '', npuM: '', benchM: '', children: false, unChildren: false };
@@ -102,7 +103,7 @@ export class MatchPanel {
     const matchedBench = Object.keys(rel.benchMatchNodes);
     const childBox = (testid: string, prop: 'children' | 'unChildren') =>
       task === 'all' ? null : h('label.check', null, h('input', { type: 'checkbox', testid, checked: ms[prop], on: { change: (e: Event) => (ms[prop] = (e.target as HTMLInputElement).checked) } }), t('manageDesendant'));
-    return h('div.panel-section', { testid: 'matchPanel' }, h('h3', null, t('sider.nodeMatching')), cfg,
+    return h('div.panel-section', { testid: 'matchPanel' }, h('h3', null, t('sider.nodeMatching')), readOnlyLine('matchReadOnly'), cfg,
       h('div.match-block', null, h('h4', null, t('matchNodes')),
         h('div.field-label', { testid: 'debugUnmatchedCount' }, t('debugUnmatched', { count: rel.npuUnMatchNodes.length })),
         this.picker('debugUnmatched', rel.npuUnMatchNodes, ms.npuUn, (v) => (ms.npuUn = v)),

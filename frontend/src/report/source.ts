@@ -36,21 +36,46 @@ export interface ReportProvenance {
   ranks: number[];
   step: number;
   rank: number;
+  /** The steps and ranks the report holds (format 2), and those of the file it does not, by name. */
+  held?: { step: number; rank: number }[];
+  notHeld?: string;
   tool: string;
   created: string;
   noPaths: boolean;
 }
 
-/** The data a report embeds (written by `graph_ascend_service::handlers::report_data`). */
+/** One step and rank a report holds: its verdicts (the diagnosis's `states`) and its panes. */
+export interface ReportPoint {
+  step: number;
+  rank: number;
+  states: unknown;
+  panes: Record<string, ReportPane>;
+}
+
+/**
+ * The data a report embeds (written by `graph_ascend_service::handlers::report_data`). Format 2
+ * holds several steps and ranks (`points`, the first the one it opens on, `start`); format 1 held
+ * one (`panes`, and the diagnosis with its states).
+ */
 export interface ReportData {
   format: number;
   provenance: ReportProvenance;
   meta: { run: string; tag: string; step: number; rank: number };
+  /** Where the report opens: a step, a rank and the first source there ('' none). */
+  start?: { step: number; rank: number; node: string };
   catalog: unknown;
   config: unknown;
   diagnosis: unknown;
-  panes: Record<string, ReportPane>;
+  points?: ReportPoint[];
+  panes?: Record<string, ReportPane>;
   leftOut: string[];
+}
+
+/** A report's points, whichever its format. */
+export function reportPoints(d: ReportData): ReportPoint[] {
+  if (d.points) return d.points;
+  const states = (d.diagnosis as { states?: unknown } | null)?.states ?? null;
+  return [{ step: d.meta.step, rank: d.meta.rank, states, panes: d.panes ?? {} }];
 }
 
 /** The id of the `<script type="application/json">` element that holds the data. */
@@ -63,6 +88,8 @@ export interface StaticAnswer {
 }
 
 const NOT_HERE = 'not in this report (a report holds the top levels and the paths to sources; open the file in TensorBoard for the rest)';
+/** The answer to a step and rank the report does not hold (the page says so in place). */
+export const POINT_NOT_HERE = 'this step and rank are not in this report';
 
 interface PaneIndex {
   pane: ReportPane;
@@ -76,21 +103,55 @@ function openKey(names: Iterable<string>): string {
   return [...new Set(names)].sort().join('\n');
 }
 
+function num(v: unknown, dflt: number): number {
+  return v === undefined || v === null || v === '' ? dflt : Number(v);
+}
+
 /** Answers the page's routes from a report's data; keeps each pane's shown view, as the sidecar does. */
 export class ReportSource {
-  private readonly panes = new Map<string, PaneIndex>();
+  /** Each point's panes, by `step|rank`. */
+  private readonly points = new Map<string, { point: ReportPoint; panes: Map<string, PaneIndex> }>();
+  /** The step and rank the page shows (its last `loadGraphData`). */
+  private at: { step: number; rank: number };
 
   constructor(readonly data: ReportData) {
-    for (const [side, pane] of Object.entries(data.panes)) {
-      const byKey = new Map(pane.keys.map((k, i) => [k, i] as const));
-      const byOpen = new Map<string, number>();
-      pane.views.forEach((v, i) => {
-        const k = openKey(v.open);
-        if (!byOpen.has(k)) byOpen.set(k, i);
-      });
-      const root = byOpen.get('') ?? 0;
-      this.panes.set(side, { pane, byKey, byOpen, root, current: root });
+    for (const point of reportPoints(data)) {
+      const panes = new Map<string, PaneIndex>();
+      for (const [side, pane] of Object.entries(point.panes)) {
+        const byKey = new Map(pane.keys.map((k, i) => [k, i] as const));
+        const byOpen = new Map<string, number>();
+        pane.views.forEach((v, i) => {
+          const k = openKey(v.open);
+          if (!byOpen.has(k)) byOpen.set(k, i);
+        });
+        const root = byOpen.get('') ?? 0;
+        panes.set(side, { pane, byKey, byOpen, root, current: root });
+      }
+      this.points.set(`${point.step}|${point.rank}`, { point, panes });
     }
+    const start = data.start ?? data.meta;
+    this.at = { step: start.step, rank: start.rank };
+  }
+
+  /** Whether the report holds this step and rank. */
+  holds(step: number, rank: number): boolean {
+    return this.points.has(`${step}|${rank}`);
+  }
+
+  /** The steps and ranks the report holds, in its order (the one it opens on first). */
+  held(): { step: number; rank: number }[] {
+    return [...this.points.values()].map(({ point }) => ({ step: point.step, rank: point.rank }));
+  }
+
+  /** The point a request names (its step and rank; the shown one when it names none). */
+  private pointOf(request: Record<string, unknown>) {
+    const meta = (request.metaData as Record<string, unknown> | undefined) ?? request;
+    if (num(meta.microStep, -1) !== -1) return undefined;
+    return this.points.get(`${num(meta.step, this.at.step)}|${num(meta.rank, this.at.rank)}`);
+  }
+
+  private panesOf(request: Record<string, unknown>): Map<string, PaneIndex> | undefined {
+    return this.pointOf(request)?.panes;
   }
 
   /** The answer to `route` (its last path segment) with a POST body or GET query. */
@@ -101,15 +162,26 @@ export class ReportSource {
     switch (route) {
       case 'load_meta_dir':
         return ok(d.catalog);
-      case 'loadGraphData':
-        return this.shown(request) ? ok({ success: true }) : fail(NOT_HERE);
+      case 'loadGraphData': {
+        // Any step and rank of the file loads; one the report does not hold answers its views
+        // and details with POINT_NOT_HERE (the page says so in place: `holds`).
+        const p = this.pointOf(request);
+        if (p) this.at = { step: p.point.step, rank: p.point.rank };
+        return ok({ success: true });
+      }
       case 'loadGraphConfigInfo':
         return ok(d.config);
-      case 'diagnosis':
-        return d.diagnosis ? ok(d.diagnosis) : fail(NOT_HERE);
+      case 'diagnosis': {
+        if (!d.diagnosis) return fail(NOT_HERE);
+        const p = this.pointOf(request);
+        const states = p ? p.point.states : null;
+        const asked = request.states === true || request.states === 'true';
+        return ok({ ...(d.diagnosis as Record<string, unknown>), states: asked && states ? states : undefined });
+      }
       case 'loadGraphAllNodeList': {
-        const list = (side: string) => this.panes.get(side)?.pane.keys ?? [];
-        const single = this.panes.has('Single');
+        const panes = this.panesOf(request) ?? new Map<string, PaneIndex>();
+        const list = (side: string) => panes.get(side)?.pane.keys ?? [];
+        const single = panes.has('Single');
         return ok({ success: true, data: single ? { npuNodeList: list('Single') } : { npuNodeList: list('NPU'), benchNodeList: list('Bench') } });
       }
       case 'changeNodeExpandState':
@@ -121,15 +193,6 @@ export class ReportSource {
       default:
         return fail('not available in a report (it is read-only and has no server)');
     }
-  }
-
-  /** Whether a request's selection is the report's step and rank (all micro steps). */
-  private shown(request: Record<string, unknown>): boolean {
-    const meta = (request.metaData as Record<string, unknown> | undefined) ?? request;
-    const num = (v: unknown, dflt: number) => (v === undefined || v === null || v === '' ? dflt : Number(v));
-    return num(meta.step, this.data.meta.step) === this.data.meta.step
-      && num(meta.rank, this.data.meta.rank) === this.data.meta.rank
-      && num(meta.microStep, -1) === -1;
   }
 
   private nodeRef(request: Record<string, unknown>): { name: string; side: string } {
@@ -183,9 +246,10 @@ export class ReportSource {
 
   private expand(request: Record<string, unknown>, fail: (e: string) => StaticAnswer): StaticAnswer {
     const { name, side } = this.nodeRef(request);
-    const p = this.panes.get(side);
+    const panes = this.panesOf(request);
+    if (!panes) return fail(POINT_NOT_HERE);
+    const p = panes.get(side);
     if (!p) return { status: 200, body: { success: true, data: {} } };
-    if (!this.shown(request)) return fail(NOT_HERE);
     if (name === 'root') return this.view(p, p.root);
     const at = p.byKey.get(name);
     if (at === undefined) return fail(`${name} is ${NOT_HERE}`);
@@ -211,7 +275,8 @@ export class ReportSource {
 
   private details(request: Record<string, unknown>, fail: (e: string) => StaticAnswer): StaticAnswer {
     const { name, side } = this.nodeRef(request);
-    const p = this.panes.get(side);
+    const panes = this.panesOf(request);
+    const p = panes?.get(side);
     const own = p?.pane.details[name];
     if (!p || own === undefined) return fail(`the details of ${name} are ${NOT_HERE}`);
     if (side === 'Single') return { status: 200, body: { success: true, data: { npu: own } } };
@@ -219,7 +284,7 @@ export class ReportSource {
     const link = at === undefined ? [] : (p.pane.nodes[at].matchedNodeLink ?? []);
     const other = side === 'NPU' ? 'Bench' : 'NPU';
     const matchedName = link.length ? link[link.length - 1] : undefined;
-    const matched = matchedName === undefined ? null : (this.panes.get(other)?.pane.details[matchedName] ?? null);
+    const matched = matchedName === undefined ? null : (panes?.get(other)?.pane.details[matchedName] ?? null);
     const data = side === 'NPU' ? { npu: own, bench: matched } : { npu: matched, bench: own };
     return { status: 200, body: { success: true, data } };
   }

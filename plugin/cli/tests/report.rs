@@ -83,7 +83,7 @@ fn holds_the_diagnosis_the_paths_to_sources_and_their_details() {
     assert!(html.contains("connect-src 'none'"));
     let (_, data) = embedded(&html);
     assert_eq!(data["diagnosis"]["data"]["sources"][0]["node"], FIRST);
-    let npu = &data["panes"]["NPU"];
+    let npu = &data["points"][0]["panes"]["NPU"];
     let keys: Vec<&str> = npu["keys"]
         .as_array()
         .unwrap()
@@ -132,7 +132,10 @@ fn names_from_the_file_stay_data() {
     assert!(text.contains("\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"));
     // The name itself is intact in the data: the page shows it as text.
     assert_eq!(data["diagnosis"]["data"]["sources"][0]["node"], EVIL);
-    assert_eq!(data["panes"]["NPU"]["details"][EVIL]["id"], EVIL);
+    assert_eq!(
+        data["points"][0]["panes"]["NPU"]["details"][EVIL]["id"],
+        EVIL
+    );
 }
 
 #[test]
@@ -175,7 +178,12 @@ fn leaves_out_stacks_and_paths_on_request() {
     let stacks = |data: &Value| -> usize {
         ["NPU", "Bench"]
             .iter()
-            .flat_map(|side| data["panes"][side]["details"].as_object().unwrap().values())
+            .flat_map(|side| {
+                data["points"][0]["panes"][side]["details"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+            })
             .map(|d| d["stack_info"].as_array().map_or(0, Vec::len))
             .sum()
     };
@@ -228,9 +236,130 @@ fn stays_within_its_size_bound_and_says_what_is_left_out() {
     let left = data["leftOut"].to_string();
     assert!(left.contains("size bound"), "{left}");
     assert_eq!(
-        data["panes"]["NPU"]["details"]
+        data["points"][0]["panes"]["NPU"]["details"]
             .as_object()
             .map_or(0, |d| d.len()),
         0
+    );
+}
+
+/// A compare of 3 steps × 2 ranks whose only differences are at step 2, rank 1: generated dumps
+/// (the test-support crate's), the target the golden run but for that rank folder, taken from a
+/// perturbed run; converted by `graph-ascend convert`.
+fn late_fault(dir: &Path) -> PathBuf {
+    use graph_ascend_testkit::synthetic_dump::{self, DumpShape};
+    let shape = |perturb| DumpShape {
+        entries: 90,
+        perturb,
+        ranks: 2,
+        steps: 3,
+    };
+    let (golden, perturbed, target) = (
+        dir.join("golden"),
+        dir.join("perturbed"),
+        dir.join("target"),
+    );
+    synthetic_dump::write(&golden, shape(false)).unwrap();
+    synthetic_dump::write(&perturbed, shape(true)).unwrap();
+    synthetic_dump::write(&target, shape(false)).unwrap();
+    let late = target.join("step2/rank1");
+    std::fs::remove_dir_all(&late).unwrap();
+    std::fs::create_dir_all(&late).unwrap();
+    for f in std::fs::read_dir(perturbed.join("step2/rank1")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, late.join(f.file_name().unwrap())).unwrap();
+    }
+    let out = dir.join("out");
+    let run = ga(&[
+        "convert",
+        "-tp",
+        target.to_str().unwrap(),
+        "-gp",
+        golden.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+        .expect("a .vis.db")
+}
+
+fn points(data: &Value) -> Vec<(i64, i64)> {
+    data["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["step"].as_i64().unwrap(), p["rank"].as_i64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn opens_on_a_fault_at_a_later_step_on_another_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = late_fault(dir.path());
+    let build = page_build(dir.path());
+    let out = dir.path().join("late.html");
+    let run = report(&db, &out, &build, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let (_, data) = embedded(&std::fs::read_to_string(&out).unwrap());
+    let first = &data["diagnosis"]["data"]["sources"][0];
+    assert_eq!(
+        (first["step"].as_i64(), first["rank"].as_i64()),
+        (Some(2), Some(1))
+    );
+    // Opens on the first source; holds its step and rank, then the steps and ranks that follow it
+    // (its step's other rank); the earlier steps are named, not held.
+    assert_eq!(data["start"]["step"], 2);
+    assert_eq!(data["start"]["rank"], 1);
+    assert_eq!(data["start"]["node"], first["node"]);
+    assert_eq!(points(&data), vec![(2, 1), (2, 0)]);
+    assert_eq!(data["config"]["data"]["steps"], serde_json::json!([2]));
+    assert_eq!(data["config"]["data"]["ranks"], serde_json::json!([0, 1]));
+    assert_eq!(
+        data["provenance"]["notHeld"],
+        "step 0: ranks 0–1; step 1: ranks 0–1"
+    );
+    // Each point its own views and verdicts: the source's rank names it a source, the other not.
+    let node = first["node"].as_str().unwrap();
+    let held = &data["points"][0];
+    assert!(held["panes"]["NPU"]["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == node));
+    assert!(held["states"]["source"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == node));
+    assert!(!data["points"][1]["states"]["source"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == node));
+
+    // `--step/--rank` choose the point it opens on; the source's comes next.
+    let chosen = dir.path().join("chosen.html");
+    let run = report(&db, &chosen, &build, &["--step", "0", "--rank", "0"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let (_, data) = embedded(&std::fs::read_to_string(&chosen).unwrap());
+    assert_eq!(&points(&data)[..2], &[(0, 0), (2, 1)]);
+    assert_eq!(data["start"]["node"], "");
+
+    // A tight bound: the first point held, the others named as left out.
+    let tight = dir.path().join("tight.html");
+    let whole = std::fs::metadata(&out).unwrap().len() as f64 / 1e6;
+    assert!(whole < 1.0, "{whole}");
+    let run = report(&db, &tight, &build, &["--max-mb", "0"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let (_, data) = embedded(&std::fs::read_to_string(&tight).unwrap());
+    assert_eq!(points(&data), vec![(2, 1)]);
+    let left = data["leftOut"].to_string();
+    assert!(
+        left.contains("did not fit the report's size bound: step 2: rank 0"),
+        "{left}"
     );
 }

@@ -97,7 +97,7 @@ fn the_report_download_comes_in_chunks_with_its_type_and_name() {
         let data: serde_json::Value = serde_json::from_str(&html[start..start + len]).unwrap();
         let stacks = ["NPU", "Bench"]
             .iter()
-            .filter_map(|side| data["panes"][side]["details"].as_object())
+            .filter_map(|side| data["points"][0]["panes"][side]["details"].as_object())
             .flat_map(|details| details.values())
             .map(|d| d["stack_info"].as_array().map_or(0, Vec::len))
             .sum();

@@ -1,9 +1,12 @@
 //! The self-contained report's data: the answers the page asks for, worked out in advance.
 //!
 //! The page lays nothing out itself (the sidecar does), so a report that opens without a server
-//! carries its expansions laid out in advance: the root view, each of its modules opened one at a
-//! time (the top levels), and every path to a source of the diagnosis (each module on it opened,
-//! the source's own insides when it is a module), on both sides. The page's static data source
+//! carries its expansions laid out in advance, for each step and rank it holds (a *point*): the
+//! first source's first, then those of the other sources and faults, then the steps and ranks
+//! that follow it (`point_order`). Each point holds its root view, every path to a source of it
+//! (each module on it opened, the source's own insides when it is a module), on both sides, and
+//! its verdicts; the point the report opens on also each module of its root view opened (the top
+//! levels). The page's static data source
 //! (`frontend/src/report/`) answers the page's requests from them; an expansion that was not laid
 //! out answers that it is left out of the report. The answers are the handlers' own (the same
 //! layout, details and diagnosis as the sidecar's), split so that what is common to several views
@@ -147,181 +150,125 @@ pub fn report_data(
         )
     };
     let first = (file_steps[0], file_ranks[0]);
-    let mut diagnosis = compare.then(|| diagnosis_of(first.0, first.1));
-    let suggested = diagnosis
-        .as_ref()
-        .and_then(|d| d.data.as_ref())
-        .map(|d| (d.step, d.sources.first().map_or(first.1, |s| s.rank)));
+    let diagnosis = compare.then(|| diagnosis_of(first.0, first.1));
+    let found = diagnosis.as_ref().and_then(|d| d.data.as_ref());
+    // The first source's step and rank (a source's own, not the diagnosis's step alone: a fault
+    // on rank 1 opens on rank 1).
+    let suggested = found.map(|d| {
+        d.sources
+            .first()
+            .map_or((d.step, first.1), |s| (s.step, s.rank))
+    });
     let step = opts.step.or(suggested.map(|s| s.0)).unwrap_or(first.0);
     let rank = opts.rank.or(suggested.map(|s| s.1)).unwrap_or(first.1);
     if !file_steps.contains(&step) || !file_ranks.contains(&rank) {
         return Err(HandlerError::Invalid(Msg::MetaData));
     }
-    if compare && (step, rank) != first {
-        diagnosis = Some(diagnosis_of(step, rank));
-    }
-    let meta = meta_of(step, rank);
+    let order = point_order(found, (step, rank), &file_steps, &file_ranks);
     let mut budget = Budget {
         left: opts.max_bytes,
         left_out: Vec::new(),
     };
 
-    // The configuration as the report has it: only the shown step and rank, all micro steps.
+    // The configuration as the report has it: the steps and ranks it holds (set at the end), all
+    // micro steps.
     let mut config_json = answer_json(&config);
-    if let Some(data) = config_json.get_mut("data").and_then(Value::as_object_mut) {
-        data.insert("steps".into(), json!([step]));
-        data.insert("ranks".into(), json!([rank]));
-        data.insert("microSteps".into(), json!(0));
+    // The diagnosis's list once (the file's: the same at every step and rank); each point its
+    // own verdicts.
+    let mut diagnosis_json = diagnosis.as_ref().map(answer_json);
+    if let Some(obj) = diagnosis_json.as_mut().and_then(Value::as_object_mut) {
+        obj.remove("states");
     }
-    let diagnosis_json = diagnosis.as_ref().map(answer_json);
     // Bounded by the answer's length (`DIAGNOSIS_TOP`); counted first.
     budget.left = budget
         .left
-        .saturating_sub(size_of(&config_json) + diagnosis_json.as_ref().map_or(0, size_of));
+        .saturating_sub(size_of(&config_json) + diagnosis_json.as_ref().map_or(0, size_of) + 64);
 
     let sides: &[&str] = if compare {
         &["NPU", "Bench"]
     } else {
         &["Single"]
     };
-    let mut panes: HashMap<&str, Pane> = HashMap::new();
-    // 1. The root views.
-    for &side in sides {
-        let side = side_name(side);
-        let mut pane = Pane::default();
-        if !lay_out(state, &meta, side, &mut pane, &[], &mut budget)? {
-            budget.left_out.push(format!(
-                "the {side} graph's root view did not fit the report's size bound"
-            ));
-        }
-        panes.insert(side, pane);
-    }
-    // 2. Every path to a source of the shown step and rank, the diagnosis's order.
-    let mut targets: Vec<(&'static str, String)> = Vec::new();
-    if let Some(d) = diagnosis.as_ref().and_then(|d| d.data.as_ref()) {
-        let here = |s: i32, r: i32| s == step && r == rank;
-        for src in d.sources.iter().filter(|s| here(s.step, s.rank)) {
-            targets.push(("NPU", src.node.clone()));
-            if !src.golden_node.is_empty() {
-                targets.push(("Bench", src.golden_node.clone()));
-            }
-        }
-        for g in d.groups.iter().filter(|g| here(g.step, g.rank)) {
-            targets.push(("NPU", g.node.clone()));
-        }
-        for nf in d.first_non_finite.iter().filter(|n| here(n.step, n.rank)) {
-            targets.push(("NPU", nf.node.clone()));
-        }
-    }
-    let mut seen_targets = HashSet::new();
-    targets.retain(|t| seen_targets.insert(t.clone()));
-    let mut sources_left_out = 0usize;
-    for (side, node) in &targets {
-        let Some(pane) = panes.get_mut(side) else {
-            continue;
-        };
-        if !path_to(state, &meta, side, pane, node, &mut budget)? {
-            sources_left_out += 1;
-        }
-    }
-    if sources_left_out > 0 {
-        budget.left_out.push(format!(
-            "{sources_left_out} of the {} paths to sources did not fit the report's size bound",
-            targets.len()
-        ));
-    }
-    // 3. The top levels: each module of the root view opened, on at most half of what is left
-    // (the details come after them).
-    let reserve = budget.left / 2;
-    budget.left -= reserve;
-    let mut top_left_out = 0usize;
-    let mut top_total = 0usize;
-    for &side in sides {
-        let Some(pane) = panes.get_mut(side) else {
-            continue;
-        };
-        let top: Vec<String> = pane
-            .views
-            .first()
-            .map(|v| view_keys(pane, v))
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|k| pane.modules.contains(k) && pane.parents.contains_key(k))
-            .collect();
-        top_total += top.len();
-        let names: Vec<&str> = top.iter().map(String::as_str).collect();
-        // One copy of the root view: each module opened, kept, closed again.
-        views_of_each(state, Some(&meta), side, &names, &mut |i, open| {
-            if pane.view_keys.contains(&vec![top[i].clone()]) {
-                return;
-            }
-            if budget.left < MIN_VIEW_BYTES || !keep_view(pane, open(), &mut budget) {
-                top_left_out += 1;
-            }
-        })
-        .map_err(|_| HandlerError::Invalid(Msg::ExpandNode))?;
-    }
-    if top_left_out > 0 {
-        budget.left_out.push(format!(
-            "{top_left_out} of the {top_total} top-level modules could not be opened in the report (size bound)"
-        ));
-    }
-    budget.left += reserve;
-    // 4. The details of every node shown (and of its match), while the budget lasts.
+    let mut points: Vec<Value> = Vec::new();
+    let mut held: Vec<(i32, i32)> = Vec::new();
+    let mut not_held: Vec<(i32, i32)> = Vec::new();
+    let mut views = 0usize;
     let mut details = 0usize;
-    let mut details_left_out = 0usize;
-    for &side in sides {
-        let side: &'static str = side_name(side);
-        let keys: Vec<String> = panes.get(side).map(|p| p.keys.clone()).unwrap_or_default();
-        for key in keys {
-            let have = panes
-                .get(side)
-                .is_some_and(|p| p.details.contains_key(&key));
-            if have {
-                continue;
-            }
-            let answer = get_node_info(state, node_request(&meta, side, &key));
-            let mut answer = answer_json(&answer);
-            // `{"npu": {...}|null, "bench": {...}|null}`: each side's details kept once.
-            let Some(entries) = answer.get_mut("data").and_then(Value::as_object_mut) else {
-                continue;
+    let others = order.len().saturating_sub(1);
+    for (k, &(pstep, prank)) in order.iter().enumerate() {
+        let at = Point {
+            meta: meta_of(pstep, prank),
+            diagnosis: found,
+            sides,
+        };
+        // The first point (the one the report opens on) gets the top levels, and all it needs
+        // but a third of what is left when others follow; each other point its root views and
+        // its sources' paths, then the details of what it shows.
+        let laid = if k == 0 {
+            let reserve = if others > 0 { budget.left / 3 } else { 0 };
+            budget.left -= reserve;
+            let laid = at.lay_out(state, opts, &mut budget, true)?;
+            budget.left += reserve;
+            laid
+        } else if budget.left < MIN_VIEW_BYTES * sides.len() {
+            None
+        } else {
+            // On a trial budget: a point whose root views do not fit takes nothing.
+            let mut trial = Budget {
+                left: budget.left,
+                left_out: Vec::new(),
             };
-            let mut found = Vec::new();
-            for (entry_side, detail) in entries.iter_mut() {
-                let which = match entry_side.as_str() {
-                    "npu" if side == "Single" => "Single",
-                    "npu" => "NPU",
-                    "bench" => "Bench",
-                    _ => continue,
-                };
-                let detail = detail.take();
-                let Some(id) = detail.get("id").and_then(Value::as_str).map(str::to_owned) else {
-                    continue;
-                };
-                found.push((which, id, detail));
+            let laid = at.lay_out(state, opts, &mut trial, false)?;
+            if laid.is_some() {
+                budget.left = trial.left;
             }
-            for (which, id, mut detail) in found {
-                if opts.no_paths {
-                    strip_paths(&mut detail);
-                }
-                let Some(pane) = panes.get_mut(which) else {
-                    continue;
-                };
-                if pane.details.contains_key(&id) {
-                    continue;
-                }
-                if !budget.spend(size_of(&detail) + id.len() + 4) {
-                    details_left_out += 1;
-                    continue;
-                }
-                pane.details.insert(id, detail);
-                details += 1;
-            }
-        }
+            laid
+        };
+        let Some(mut laid) = laid else {
+            not_held.push((pstep, prank));
+            continue;
+        };
+        budget.left_out.append(&mut laid.left_out);
+        views += laid.views;
+        details += laid.details;
+        let states = if compare {
+            let answer = if k == 0 && (pstep, prank) == first {
+                diagnosis.as_ref().map(answer_json)
+            } else {
+                Some(answer_json(&diagnosis_of(pstep, prank)))
+            };
+            answer
+                .and_then(|mut a| a.get_mut("states").map(Value::take))
+                .unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        let size = size_of(&states);
+        budget.left = budget.left.saturating_sub(size);
+        held.push((pstep, prank));
+        points.push(json!({ "step": pstep, "rank": prank, "states": states, "panes": laid.panes }));
     }
-    if details_left_out > 0 {
+    // The points of the file not held, by name.
+    let all_points: Vec<(i32, i32)> = file_steps
+        .iter()
+        .flat_map(|&s| file_ranks.iter().map(move |&r| (s, r)))
+        .collect();
+    let rest: Vec<(i32, i32)> = all_points
+        .iter()
+        .copied()
+        .filter(|p| !held.contains(p))
+        .collect();
+    let rest_text = points_text(&rest);
+    if !not_held.is_empty() {
         budget.left_out.push(format!(
-            "the details of {details_left_out} nodes did not fit the report's size bound"
+            "{} of the steps and ranks holding sources or following them did not fit the report's size bound: {}",
+            not_held.len(),
+            points_text(&not_held)
+        ));
+    }
+    if !rest.is_empty() {
+        budget.left_out.push(format!(
+            "the other steps and ranks of the file: {rest_text}"
         ));
     }
     if opts.no_paths {
@@ -330,43 +277,50 @@ pub fn report_data(
             .push("stacks and paths (left out on request)".into());
     }
     budget.left_out.push(
-        "other steps, ranks and micro steps; expansions other than the top levels and the paths to sources; matching, filters and conversions"
+        "micro steps one by one; expansions other than the top levels (of the step and rank the report opens on) and the paths to sources; matching, filters, conversions and the divergence map"
             .into(),
     );
-
-    let views: usize = panes.values().map(|p| p.views.len()).sum();
-    let mut panes_json = Map::new();
-    for &side in sides {
-        if let Some(p) = panes.remove(side) {
-            panes_json.insert(
-                side.into(),
-                json!({
-                    "keys": p.keys,
-                    "nodes": p.nodes,
-                    "views": p.views,
-                    "details": p.details,
-                }),
-            );
-        }
+    let held_steps: BTreeSet<i32> = held.iter().map(|p| p.0).collect();
+    let held_ranks: BTreeSet<i32> = held.iter().map(|p| p.1).collect();
+    if let Some(data) = config_json.get_mut("data").and_then(Value::as_object_mut) {
+        data.insert("steps".into(), json!(held_steps));
+        data.insert("ranks".into(), json!(held_ranks));
+        data.insert("microSteps".into(), json!(0));
     }
+    let held_json: Vec<Value> = held
+        .iter()
+        .map(|(s, r)| json!({"step": s, "rank": r}))
+        .collect();
+    // Where the report opens: on the first source, its panel open, its colours on.
+    let start_node = found
+        .and_then(|d| {
+            d.sources
+                .iter()
+                .find(|s| (s.step, s.rank) == (step, rank))
+                .map(|s| s.node.clone())
+        })
+        .unwrap_or_default();
     let left_out = budget.left_out;
     let json = json!({
-        "format": 1,
+        "format": 2,
         "provenance": {
             "file": opts.source,
             "steps": file_steps,
             "ranks": file_ranks,
             "step": step,
             "rank": rank,
+            "held": held_json,
+            "notHeld": rest_text,
             "tool": opts.tool,
             "created": opts.created,
             "noPaths": opts.no_paths,
         },
         "meta": { "run": run, "tag": tag, "step": step, "rank": rank },
+        "start": { "step": step, "rank": rank, "node": start_node },
         "catalog": { "data": { run: { "type": "db", "tags": [tag] } }, "error": [] },
         "config": config_json,
         "diagnosis": diagnosis_json,
-        "panes": panes_json,
+        "points": points,
         "leftOut": left_out,
     });
     Ok(ReportData {
@@ -375,6 +329,298 @@ pub fn report_data(
         details,
         left_out,
     })
+}
+
+/// At most this many points beyond those holding sources and faults (steps and ranks that follow
+/// a source, which can inherit its error): a report of 64 ranks × 4 steps is not 256 layouts.
+const MAX_FOLLOWING_POINTS: usize = 16;
+
+/// The steps and ranks a report holds, in order: the one it opens on; those of the sources, the
+/// faults' other occurrences and the first inf/NaN (the diagnosis's order); the ranks that
+/// received the error from a peer; then the steps and ranks that follow the first source (its
+/// step's other ranks, then later steps, nearest first), which can inherit from it. Earlier
+/// steps come before the error and are left out (listed by name).
+fn point_order(
+    found: Option<&pb::Diagnosis>,
+    start: (i32, i32),
+    steps: &[i32],
+    ranks: &[i32],
+) -> Vec<(i32, i32)> {
+    let mut out = vec![start];
+    let valid = |p: &(i32, i32)| steps.contains(&p.0) && ranks.contains(&p.1);
+    let push = |out: &mut Vec<(i32, i32)>, p: (i32, i32)| {
+        if valid(&p) && !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    if let Some(d) = found {
+        for s in &d.sources {
+            push(&mut out, (s.step, s.rank));
+        }
+        for g in &d.groups {
+            push(&mut out, (g.step, g.rank));
+            for o in &g.others {
+                push(&mut out, (o.step, o.rank));
+            }
+        }
+        for nf in &d.first_non_finite {
+            push(&mut out, (nf.step, nf.rank));
+        }
+        for p in &d.peer_inheritance {
+            push(&mut out, (p.step, p.rank));
+        }
+    }
+    let faulted = out.len();
+    let mut following: Vec<(i32, i32)> = steps
+        .iter()
+        .flat_map(|&s| ranks.iter().map(move |&r| (s, r)))
+        .filter(|&(s, _)| s >= start.0)
+        .collect();
+    following.sort_by_key(|&(s, r)| (s - start.0, i32::from(r != start.1), r));
+    for p in following {
+        if out.len() >= faulted + MAX_FOLLOWING_POINTS {
+            break;
+        }
+        push(&mut out, p);
+    }
+    out
+}
+
+/// Steps and ranks by name, each step's ranks as ranges: "step 0: ranks 0–3, 7; step 1: rank 2".
+fn points_text(points: &[(i32, i32)]) -> String {
+    let mut by_step: std::collections::BTreeMap<i32, BTreeSet<i32>> = Default::default();
+    for &(s, r) in points {
+        by_step.entry(s).or_default().insert(r);
+    }
+    by_step
+        .iter()
+        .map(|(s, ranks)| {
+            let mut spans: Vec<(i32, i32)> = Vec::new();
+            for &r in ranks {
+                match spans.last_mut() {
+                    Some(last) if last.1 + 1 == r => last.1 = r,
+                    _ => spans.push((r, r)),
+                }
+            }
+            let text: Vec<String> = spans
+                .iter()
+                .map(|&(a, b)| {
+                    if a == b {
+                        a.to_string()
+                    } else {
+                        format!("{a}–{b}")
+                    }
+                })
+                .collect();
+            let word = if ranks.len() == 1 { "rank" } else { "ranks" };
+            format!("step {s}: {word} {}", text.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One step and rank to lay out.
+struct Point<'a> {
+    meta: pb::MetaData,
+    diagnosis: Option<&'a pb::Diagnosis>,
+    sides: &'a [&'a str],
+}
+
+/// A step and rank laid out: its panes as JSON, what it holds and what did not fit.
+struct LaidOut {
+    panes: Value,
+    views: usize,
+    details: usize,
+    left_out: Vec<String>,
+}
+
+impl Point<'_> {
+    /// The root views, every path to a source of this step and rank, the top levels (`top`),
+    /// then the details of every node shown. None when a root view does not fit.
+    fn lay_out(
+        &self,
+        state: &State,
+        opts: &ReportOptions,
+        budget: &mut Budget,
+        top: bool,
+    ) -> Result<Option<LaidOut>> {
+        let meta = &self.meta;
+        let (step, rank) = (meta.step.unwrap_or(0), meta.rank.unwrap_or(0));
+        let sides = self.sides;
+        let mut panes: HashMap<&str, Pane> = HashMap::new();
+        // 1. The root views.
+        for &side in sides {
+            let side = side_name(side);
+            let mut pane = Pane::default();
+            if !lay_out(state, meta, side, &mut pane, &[], budget)? {
+                if !top {
+                    return Ok(None);
+                }
+                budget.left_out.push(format!(
+                    "the {side} graph's root view did not fit the report's size bound"
+                ));
+            }
+            panes.insert(side, pane);
+        }
+        // 2. Every path to a source of this step and rank, the diagnosis's order.
+        let mut targets: Vec<(&'static str, String)> = Vec::new();
+        if let Some(d) = self.diagnosis {
+            let here = |s: i32, r: i32| s == step && r == rank;
+            for src in d.sources.iter().filter(|s| here(s.step, s.rank)) {
+                targets.push(("NPU", src.node.clone()));
+                if !src.golden_node.is_empty() {
+                    targets.push(("Bench", src.golden_node.clone()));
+                }
+            }
+            for g in d.groups.iter().filter(|g| here(g.step, g.rank)) {
+                targets.push(("NPU", g.node.clone()));
+            }
+            for g in &d.groups {
+                for o in g.others.iter().filter(|o| here(o.step, o.rank)) {
+                    targets.push(("NPU", o.node.clone()));
+                }
+            }
+            for nf in d.first_non_finite.iter().filter(|n| here(n.step, n.rank)) {
+                targets.push(("NPU", nf.node.clone()));
+            }
+        }
+        let mut seen_targets = HashSet::new();
+        targets.retain(|t| seen_targets.insert(t.clone()));
+        let mut sources_left_out = 0usize;
+        for (side, node) in &targets {
+            let Some(pane) = panes.get_mut(side) else {
+                continue;
+            };
+            if !path_to(state, meta, side, pane, node, budget)? {
+                sources_left_out += 1;
+            }
+        }
+        let at = format!("step {step}, rank {rank}");
+        if sources_left_out > 0 {
+            budget.left_out.push(format!(
+                "{sources_left_out} of the {} paths to sources ({at}) did not fit the report's size bound",
+                targets.len()
+            ));
+        }
+        // 3. The top levels: each module of the root view opened, on at most half of what is
+        // left (the details come after them).
+        if top {
+            let reserve = budget.left / 2;
+            budget.left -= reserve;
+            let mut top_left_out = 0usize;
+            let mut top_total = 0usize;
+            for &side in sides {
+                let Some(pane) = panes.get_mut(side) else {
+                    continue;
+                };
+                let modules: Vec<String> = pane
+                    .views
+                    .first()
+                    .map(|v| view_keys(pane, v))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|k| pane.modules.contains(k) && pane.parents.contains_key(k))
+                    .collect();
+                top_total += modules.len();
+                let names: Vec<&str> = modules.iter().map(String::as_str).collect();
+                // One copy of the root view: each module opened, kept, closed again.
+                views_of_each(state, Some(meta), side, &names, &mut |i, open| {
+                    if pane.view_keys.contains(&vec![modules[i].clone()]) {
+                        return;
+                    }
+                    if budget.left < MIN_VIEW_BYTES || !keep_view(pane, open(), budget) {
+                        top_left_out += 1;
+                    }
+                })
+                .map_err(|_| HandlerError::Invalid(Msg::ExpandNode))?;
+            }
+            if top_left_out > 0 {
+                budget.left_out.push(format!(
+                    "{top_left_out} of the {top_total} top-level modules could not be opened in the report (size bound)"
+                ));
+            }
+            budget.left += reserve;
+        }
+        // 4. The details of every node shown (and of its match), while the budget lasts.
+        let mut details = 0usize;
+        let mut details_left_out = 0usize;
+        for &side in sides {
+            let side: &'static str = side_name(side);
+            let keys: Vec<String> = panes.get(side).map(|p| p.keys.clone()).unwrap_or_default();
+            for key in keys {
+                let have = panes
+                    .get(side)
+                    .is_some_and(|p| p.details.contains_key(&key));
+                if have {
+                    continue;
+                }
+                let answer = get_node_info(state, node_request(meta, side, &key));
+                let mut answer = answer_json(&answer);
+                // `{"npu": {...}|null, "bench": {...}|null}`: each side's details kept once.
+                let Some(entries) = answer.get_mut("data").and_then(Value::as_object_mut) else {
+                    continue;
+                };
+                let mut found = Vec::new();
+                for (entry_side, detail) in entries.iter_mut() {
+                    let which = match entry_side.as_str() {
+                        "npu" if side == "Single" => "Single",
+                        "npu" => "NPU",
+                        "bench" => "Bench",
+                        _ => continue,
+                    };
+                    let detail = detail.take();
+                    let Some(id) = detail.get("id").and_then(Value::as_str).map(str::to_owned)
+                    else {
+                        continue;
+                    };
+                    found.push((which, id, detail));
+                }
+                for (which, id, mut detail) in found {
+                    if opts.no_paths {
+                        strip_paths(&mut detail);
+                    }
+                    let Some(pane) = panes.get_mut(which) else {
+                        continue;
+                    };
+                    if pane.details.contains_key(&id) {
+                        continue;
+                    }
+                    if !budget.spend(size_of(&detail) + id.len() + 4) {
+                        details_left_out += 1;
+                        continue;
+                    }
+                    pane.details.insert(id, detail);
+                    details += 1;
+                }
+            }
+        }
+        if details_left_out > 0 {
+            budget.left_out.push(format!(
+                "the details of {details_left_out} nodes ({at}) did not fit the report's size bound"
+            ));
+        }
+        let views: usize = panes.values().map(|p| p.views.len()).sum();
+        let mut panes_json = Map::new();
+        for &side in sides {
+            if let Some(p) = panes.remove(side) {
+                panes_json.insert(
+                    side.into(),
+                    json!({
+                        "keys": p.keys,
+                        "nodes": p.nodes,
+                        "views": p.views,
+                        "details": p.details,
+                    }),
+                );
+            }
+        }
+        Ok(Some(LaidOut {
+            panes: Value::Object(panes_json),
+            views,
+            details,
+            left_out: std::mem::take(&mut budget.left_out),
+        }))
+    }
 }
 
 fn side_name(side: &str) -> &'static str {
@@ -737,5 +983,43 @@ pub fn export_report(
         if !send(piece) {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{point_order, points_text};
+    use graph_ascend_proto as pb;
+
+    #[test]
+    fn names_steps_and_ranks_by_ranges() {
+        assert_eq!(
+            points_text(&[(0, 0), (0, 1), (0, 3), (1, 2)]),
+            "step 0: ranks 0–1, 3; step 1: rank 2"
+        );
+        assert_eq!(points_text(&[]), "");
+    }
+
+    #[test]
+    fn orders_the_points_from_the_source_on() {
+        let d = pb::Diagnosis {
+            sources: vec![pb::DiagnosisSource {
+                step: 1,
+                rank: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        // The one it opens on, the sources', then what follows the opening step (its other
+        // ranks first, then later steps); the earlier step is not held.
+        assert_eq!(
+            point_order(Some(&d), (1, 1), &[0, 1, 2], &[0, 1]),
+            vec![(1, 1), (1, 0), (2, 1), (2, 0)]
+        );
+        // Chosen elsewhere: that point first, the source's next.
+        assert_eq!(
+            point_order(Some(&d), (0, 0), &[0, 1], &[0, 1])[..2],
+            [(0, 0), (1, 1)]
+        );
     }
 }
