@@ -7,6 +7,8 @@
 #   make wheel-aarch64  the aarch64 wheel into dist/aarch64/, cross-built here in a Debian root with Debian's
 #                 Rust (tools/aarch64/, docs/packaging.md); make test-aarch64 runs it under qemu-user
 #   make bench    benchmarks (converter, service, diagnosis, report, scale simulation, the divergence map and the Diagnosis panel in the page), not tests
+#   make test-torn  edits killed (SIGKILL, TORN_KILLS per journal mode) and reads racing edits
+#                 (TORN_RACE_SECONDS per mode): no torn file ever read (docs/service.md, Matching)
 #   make test-differential  our converter against the real msprobe 26.2 on new generated cases (needs PyPI)
 #   make test-scale  sharded conversion on a real one-node Slurm (installs Debian's slurm-wlm when
 #                 missing) and the Kubernetes manifests checked against the API schema (docs/scale.md)
@@ -38,7 +40,7 @@ WHEEL_BIN = $(TARGET_DIR)/$(TRIPLE)/release/graph-ascend
 # The binary every suite runs: the wheel's, as installed into $(VENV).
 BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
-.PHONY: build rust frontend wheel wheel-aarch64 aarch64-toolchain test-aarch64 lint-workflows venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-differential test-differential-replay test-scale bench fuzz clean
+.PHONY: build rust frontend wheel wheel-aarch64 aarch64-toolchain test-aarch64 lint-workflows venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-torn test-differential test-differential-replay test-scale bench fuzz clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request json_strings entry_scanner
 
@@ -214,6 +216,14 @@ $(ORACLE_VENV)/.installed: tests/differential/requirements.txt
 	$(PYTHON) -m venv $(ORACLE_VENV)
 	$(ORACLE_VENV)/bin/pip install -q --disable-pip-version-check -r tests/differential/requirements.txt
 	touch $@
+
+# The long kill and race loops of docs/service.md ("What a kill or a race can show"); `make test`
+# runs a slice of each (4 kills, 2 s of races per journal mode).
+TORN_KILLS ?= 300
+TORN_RACE_SECONDS ?= 60
+test-torn:
+	TORN_KILLS=$(TORN_KILLS) $(CARGO) test --release --locked -p graph-ascend-visdb --lib store::torn -- --nocapture
+	TORN_RACE_SECONDS=$(TORN_RACE_SECONDS) $(CARGO) test --release --locked -p graph-ascend-service --test torn_reads -- --nocapture
 
 test-differential: venv $(ORACLE_VENV)/.installed
 	rm -rf $(DIFF_OUT) && mkdir -p $(DIFF_OUT)

@@ -25,6 +25,7 @@ use std::time::{Instant, SystemTime};
 use graph_ascend_visdb::store::GraphKey;
 use graph_ascend_visdb::{Store, StoreError};
 
+use crate::edit_gate::{EditGate, EditRefused, ReadPass};
 use crate::graph_index::{CachedRows, GraphIndex, IndexBudget, IndexCache, RowCache};
 use crate::step_aside::StepAside;
 
@@ -47,7 +48,11 @@ pub struct GraphFile {
     pub tag: String,
     pub path: PathBuf,
     stamp: FileStamp,
-    idle: Mutex<Vec<Store>>,
+    /// Idle readers, each with the generation of the gate it was opened at.
+    idle: Mutex<Vec<(u64, Store)>>,
+    /// The gate between reads and edits of this file's path (`edit_gate`), shared by every
+    /// version of the file the catalog hands out.
+    gate: Arc<EditGate>,
     /// Bumped by every edit, so that a reader taken from the pool before it is not put back.
     edits: std::sync::atomic::AtomicU64,
     /// Indexes of this version of the file (a changed file gets a new `GraphFile`).
@@ -59,28 +64,42 @@ pub struct GraphFile {
 }
 
 impl GraphFile {
-    /// Runs `f` with an open store of this file (a pooled one when available).
+    /// Runs `f` with an open store of this file (a pooled one when available), holding a read
+    /// pass of the file's gate: no edit of the file by this sidecar writes while `f` reads.
     pub fn with_store<T>(
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let edits = self.edits.load(std::sync::atomic::Ordering::SeqCst);
-        let pooled = crate::sync::lock(&self.idle).pop();
+        let _pass = self.read_pass();
+        let generation = self.gate.generation();
+        let pooled = {
+            let mut idle = crate::sync::lock(&self.idle);
+            // Readers opened before an edit (through another version's handle) are dropped.
+            idle.retain(|(opened_at, _)| *opened_at == generation);
+            idle.pop()
+        };
         let store = match pooled {
-            Some(store) => store,
+            Some((_, store)) => store,
             None => Store::open(&self.path)?,
         };
         let result = f(&store);
         let mut idle = crate::sync::lock(&self.idle);
-        if idle.len() < POOL_SIZE && self.edits.load(std::sync::atomic::Ordering::SeqCst) == edits {
-            idle.push(store);
+        if idle.len() < POOL_SIZE {
+            idle.push((generation, store));
         }
         result
     }
 
-    /// Runs `f` with a new read-write store of this file, for an edit. The pooled readers are
-    /// dropped afterwards: they open the file immutable (see [`Store::open`]) and would not see
-    /// the edit.
+    /// A read pass of this file (`edit_gate`), for reads that open the file themselves (the
+    /// diagnosis's, the maps'): hold it for as long as they read.
+    pub fn read_pass(&self) -> ReadPass {
+        self.gate.read()
+    }
+
+    /// Runs `f` with a new read-write store of this file, for an edit, once no read of the file
+    /// is in flight and with new ones kept back until the store is closed (`edit_gate`). The
+    /// pooled readers are dropped before reads go on: they open the file immutable (see
+    /// [`Store::open`]) and would not see the edit.
     pub fn with_writable_store<T>(
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
@@ -91,13 +110,29 @@ impl GraphFile {
                 reason: reason.clone(),
             });
         }
-        let store = Store::open_for_edit(&self.path)?;
-        let result = f(&store);
-        drop(store);
-        let mut idle = crate::sync::lock(&self.idle);
-        self.edits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        idle.clear();
-        result
+        let edited = self.gate.edit(|| {
+            let store = Store::open_for_edit(&self.path)?;
+            let result = f(&store);
+            // Closing the store may write the file too (a checkpoint in WAL mode).
+            drop(store);
+            self.edits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            crate::sync::lock(&self.idle).clear();
+            result
+        });
+        edited.unwrap_or_else(|refused| {
+            Err(StoreError::Busy {
+                path: self.path.clone(),
+                reason: match refused {
+                    EditRefused::Busy => format!(
+                        "reads of the file were still under way after {} s; try again",
+                        crate::edit_gate::EDIT_WAIT.as_secs()
+                    ),
+                    EditRefused::ReadingHere => {
+                        "an edit was asked for while this thread reads the file".into()
+                    }
+                },
+            })
+        })
     }
 
     /// How many edits were made to this version of the file through the sidecar (a version of
@@ -262,6 +297,9 @@ impl Known {
 pub struct Catalog {
     logdir: PathBuf,
     known: Mutex<Known>,
+    /// The gate of each file's path (`edit_gate`), by the path with links resolved, kept for
+    /// as long as the catalog lives (a few words per file ever seen).
+    gates: Mutex<HashMap<PathBuf, Arc<EditGate>>>,
     /// The bound on the indexes of all files together.
     indexes: Arc<IndexBudget>,
 }
@@ -271,6 +309,7 @@ impl Catalog {
         Catalog {
             logdir,
             known: Mutex::new(Known::default()),
+            gates: Mutex::default(),
             indexes: Arc::default(),
         }
     }
@@ -290,6 +329,15 @@ impl Catalog {
 
     pub fn logdir(&self) -> &Path {
         &self.logdir
+    }
+
+    /// The gate of the file at `path` (one per real file, whatever names lead to it).
+    fn gate_of(&self, path: &Path) -> Arc<EditGate> {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        crate::sync::lock(&self.gates)
+            .entry(real)
+            .or_default()
+            .clone()
     }
 
     /// Walks the logdir and returns what it holds now.
@@ -425,10 +473,14 @@ impl Catalog {
             }
         }
         known.files.remove(path);
+        let gate = self.gate_of(path);
+        let pass = gate.read();
+        let generation = gate.generation();
         let opened = Store::open(path).and_then(|store| {
             let complete = store.has_indexes()?;
             store.config().map(|_| (store, complete))
         });
+        drop(pass);
         match opened {
             Ok((_, false)) if stamp.is_recent() => Ok(Check::BeingWritten),
             // A file still being copied in reads as malformed or truncated: wait until its size
@@ -447,7 +499,8 @@ impl Catalog {
                         tag: tag.to_owned(),
                         path: path.to_owned(),
                         stamp,
-                        idle: Mutex::new(vec![store]),
+                        idle: Mutex::new(vec![(generation, store)]),
+                        gate,
                         edits: Default::default(),
                         indexes: IndexCache::new(self.indexes.clone()),
                         rows: RowCache::default(),

@@ -35,6 +35,7 @@
 //! diagnosis_cache      diagnoses per file version
 //! root_layouts         the root view every client starts from, per file version
 //! catalog              the served files, opened and pooled
+//! edit_gate            one file's gate: no read of it while an edit of it writes
 //! graph_index          per-graph in-memory indexes, under one memory bound
 //! views                each client's expanded hierarchy, under one memory bound
 //! matching             manual matching edits
@@ -57,6 +58,7 @@ pub mod background;
 pub(crate) mod catalog;
 pub(crate) mod convert_jobs;
 pub(crate) mod diagnosis_cache;
+pub(crate) mod edit_gate;
 pub(crate) mod graph_index;
 pub mod handlers;
 pub(crate) mod heavy_lane;

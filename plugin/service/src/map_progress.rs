@@ -132,6 +132,8 @@ pub fn compute(
         }
     }
     let done = Done(progress);
+    // No edit of the sidecar writes the file while the map reads it (`crate::edit_gate`).
+    let pass = file.read_pass();
     let built = CompareFile::open(&file.path).and_then(|compare| {
         fine_map_with_progress(&compare, &Options::default(), shape, true, &mut |p| {
             // The judged steps so far, or (while the first step is read) the map of its graphs
@@ -145,6 +147,7 @@ pub fn compute(
             }
         })
     });
+    drop(pass);
     crate::sync::lock(progress).result =
         built.as_ref().ok().map(|(_, fine)| Arc::new(fine.clone()));
     drop(done);

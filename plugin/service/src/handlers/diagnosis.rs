@@ -111,7 +111,7 @@ fn referenced(
             reference: id,
             view: None,
         },
-        || diagnose_file(&open(file)?, &options()?).map_err(failed),
+        || diagnose_file(&*open(file)?, &options()?).map_err(failed),
     )?;
     let Some((step, rank)) = view else {
         return Ok((whole, None));
@@ -131,7 +131,7 @@ fn referenced(
                     step: Some(step),
                     ..opts.clone()
                 };
-                Arc::new(diagnose_file(&open(file)?, &opts).map_err(failed)?)
+                Arc::new(diagnose_file(&*open(file)?, &opts).map_err(failed)?)
             };
             let compare = open(file)?;
             let data = compare.load(step, rank).map_err(failed)?;
@@ -150,7 +150,7 @@ fn file_diagnosis(state: &State, file: &Arc<GraphFile>) -> Result<Arc<Diagnosis>
         let _ = started.recv();
     }
     state.diagnoses.get(file, Key::File, || {
-        diagnose_file(&open(file)?, &Options::default()).map_err(failed)
+        diagnose_file(&*open(file)?, &Options::default()).map_err(failed)
     })
 }
 
@@ -316,9 +316,28 @@ pub(super) fn failed(err: graph_ascend_diagnose::DiagnoseError) -> HandlerError 
     }
 }
 
-/// The file as a compare file (a clear error for any other file).
-pub(super) fn open(file: &GraphFile) -> Result<CompareFile> {
-    CompareFile::open(&file.path).map_err(failed)
+/// The file as a compare file (a clear error for any other file), read under a read pass of
+/// the file (`crate::edit_gate`): no edit of the sidecar writes the file while it is open.
+pub(super) fn open(file: &GraphFile) -> Result<Reading<CompareFile>> {
+    let pass = file.read_pass();
+    let compare = CompareFile::open(&file.path).map_err(failed)?;
+    Ok(Reading {
+        compare,
+        _pass: pass,
+    })
+}
+
+/// A compare file open under a read pass of it, released when it is closed.
+pub(super) struct Reading<T> {
+    compare: T,
+    _pass: crate::edit_gate::ReadPass,
+}
+
+impl<T> std::ops::Deref for Reading<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.compare
+    }
 }
 
 /// The verdicts of step `step`, rank `rank`: its sources (and the modules that are sources only
@@ -339,7 +358,7 @@ fn states(
                 step: Some(step),
                 ..Options::default()
             };
-            diagnose_file(&open(file)?, &options).map_err(failed)
+            diagnose_file(&*open(file)?, &options).map_err(failed)
         })?
     };
     let verdicts = state.diagnoses.get(file, Key::States { step, rank }, || {
@@ -666,7 +685,7 @@ fn spool_csv(compare: &CompareFile, step: Option<i64>, rank: Option<i64>) -> Res
 
 /// The compare file of an export request, checked against its steps and ranks, and the name
 /// the download gets: `<tag>.csv`, or `<tag>_step<s>_rank<r>.csv` for one step and rank.
-fn csv_source(state: &State, req: &pb::ExportCsvRequest) -> Result<(CompareFile, String)> {
+fn csv_source(state: &State, req: &pb::ExportCsvRequest) -> Result<(Reading<CompareFile>, String)> {
     let file = file_of(state, &req.run, &req.tag, &req.r#type)?;
     let compare = open(&file)?;
     let (step, rank) = (req.step.map(i64::from), req.rank.map(i64::from));

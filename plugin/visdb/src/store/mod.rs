@@ -23,6 +23,7 @@
 //!   [`Store::scan_data_rows`]) and the page cache around them.
 //! - `graph_rows`: the pass over a graph with its texts borrowed ([`Store::scan_graph_rows`]).
 //! - `edits`: the writes of matching, colours and precision, in one transaction each.
+//! - `torn` (tests): edits cut short by a kill are read as before or after, never half-written.
 //! - `diagnosis_table`: our own table of what the diagnosis reads
 //!   ([`crate::schema::DIAGNOSIS_TABLE`]): its parts read and written, dropped by an edit, and
 //!   whether a graph was edited since it was written.
@@ -35,6 +36,8 @@ mod open;
 mod reads;
 mod rows;
 mod scans;
+#[cfg(test)]
+mod torn;
 
 pub use diagnosis_table::{DiagnosisPart, MAX_DIAGNOSIS_PART_BYTES};
 pub use graph_rows::GraphRow;

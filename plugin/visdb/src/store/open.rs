@@ -1,5 +1,6 @@
-//! One open `.vis.db`: opening it (immutable, or read-write when its log holds commits or it is
-//! to be edited), checking its schema, and the errors of its queries and columns.
+//! One open `.vis.db`: opening it (immutable, or through SQLite's locks when a log or a journal
+//! is beside it or it is to be edited), checking its schema, and the errors of its queries and
+//! columns.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +36,20 @@ pub enum StoreError {
     },
     #[error("{path}: read-only: {reason}")]
     ReadOnly { path: PathBuf, reason: String },
+    #[error(
+        "{path}: an edit of this file was cut short (its rollback journal {} is still beside it) \
+         and cannot be rolled back here ({reason}); it is not read until a program that can write \
+         the file and its folder opens it once (graph-ascend serve, or sqlite3 FILE 'PRAGMA \
+         integrity_check')",
+        journal.display()
+    )]
+    Unrecovered {
+        path: PathBuf,
+        journal: PathBuf,
+        reason: String,
+    },
+    #[error("{path}: busy: {reason}")]
+    Busy { path: PathBuf, reason: String },
     #[error(
         "{path}: one query did more than {MAX_STATEMENT_STEPS} steps of work and was stopped \
          (a damaged or hostile file?)"
@@ -177,6 +192,29 @@ fn immutable_uri(path: &Path) -> String {
     uri
 }
 
+/// The error of the first read of a connection through SQLite's locks: a hot journal that it
+/// cannot roll back becomes [`StoreError::Unrecovered`], anything else [`StoreError::Open`].
+fn unrecovered(path: &Path, source: rusqlite::Error) -> StoreError {
+    let cannot_roll_back = matches!(
+        &source,
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.extended_code == rusqlite::ffi::SQLITE_READONLY_ROLLBACK
+                || e.code == rusqlite::ErrorCode::ReadOnly
+                || e.code == rusqlite::ErrorCode::CannotOpen
+    ) && journal_kind(path, "-journal") == JournalKind::Regular;
+    if cannot_roll_back {
+        return StoreError::Unrecovered {
+            path: path.to_owned(),
+            journal: journal_path(path, "-journal"),
+            reason: source.to_string(),
+        };
+    }
+    StoreError::Open {
+        path: path.to_owned(),
+        source,
+    }
+}
+
 /// One open `.vis.db`.
 pub struct Store {
     path: PathBuf,
@@ -200,17 +238,43 @@ impl Store {
     /// A read never writes, and never touches the log of another program: a file with a
     /// regular `-wal` and `-shm` beside it (a program has it open in WAL mode, or died with it
     /// open) is opened read-only, through SQLite's locks, so the log's commits are read but
-    /// neither merged into the file nor removed; any other file is opened immutable (SQLite
+    /// neither merged into the file nor removed; a file with a regular `-journal` beside it
+    /// (an edit in rollback-journal mode, our files' mode, under way or cut short) is opened
+    /// through SQLite's locks first, which rolls a hot journal back
+    /// ([`Store::open_past_journal`]); any other file is opened immutable (SQLite
     /// then opens no journal at all: a `-wal` without its `-shm`, whose commits are not read
     /// until a program that edits the file opens it, and a FIFO or other special file at a
     /// journal's name, which would block or never end).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let [wal, shm, _] = JOURNAL_SUFFIXES.map(|suffix| journal_kind(path, suffix));
+        let [wal, shm, journal] = JOURNAL_SUFFIXES.map(|suffix| journal_kind(path, suffix));
         if wal == JournalKind::Regular && shm == JournalKind::Regular {
             if let Ok(store) = Store::open_with(path, Access::ReadOnly) {
                 return Ok(store);
             }
         }
+        if journal == JournalKind::Regular {
+            return Store::open_past_journal(path);
+        }
+        Store::open_with(path, Access::Immutable)
+    }
+
+    /// Opens a file with a rollback journal beside it: an edit in rollback-journal mode (ours,
+    /// or another program's) is under way, or was cut short (a kill, a crash, a full disk) and
+    /// left a *hot* journal, which holds the pages the edit overwrote. An `immutable` read would
+    /// ignore the journal and read the half-edited file, so the file is opened through SQLite's
+    /// locks, read-write when it can be: SQLite's first read then rolls a hot journal back (and
+    /// removes it), and waits for a live writer's commit instead. When the journal is gone
+    /// afterwards, the file is opened as any other (immutable); when it stays (a live writer
+    /// holds its lock), the locked connection is kept, so that reads wait for that writer. A
+    /// hot journal that cannot be rolled back (the file or its folder is read-only to us) is
+    /// refused, naming the journal ([`StoreError::Unrecovered`]): the half-edited file is
+    /// never read.
+    fn open_past_journal(path: &Path) -> Result<Store, StoreError> {
+        let store = Store::open_with(path, Access::ReadWrite)?;
+        if journal_kind(path, "-journal") == JournalKind::Regular {
+            return Ok(store);
+        }
+        drop(store);
         Store::open_with(path, Access::Immutable)
     }
 
@@ -267,6 +331,12 @@ impl Store {
         };
         let budget = StatementBudget::new();
         harden(&mut conn, &budget).map_err(open_err)?;
+        if !matches!(access, Access::Immutable) {
+            // The first read of a connection through SQLite's locks rolls back a hot journal;
+            // one that cannot (a read-only file or folder) fails here, and says so.
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
+                .map_err(|source| unrecovered(path, source))?;
+        }
         // Readers wait for a writer (another tab matching nodes) instead of failing at once.
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(open_err)?;
@@ -301,6 +371,14 @@ impl Store {
             path: self.path.clone(),
             source,
         }
+    }
+
+    /// Opens `path` read-only through SQLite's locks, as [`Store::open`] does when it cannot
+    /// write the file (tests of a hot journal that cannot be rolled back: a test running as
+    /// root can write any file).
+    #[cfg(test)]
+    pub(super) fn open_read_only_for_test(path: &Path) -> Result<Store, StoreError> {
+        Store::open_with(path, Access::ReadOnly)
     }
 
     /// Lowers the work one statement may do to about `steps` (tests of the bound).
