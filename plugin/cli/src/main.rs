@@ -13,6 +13,7 @@ mod convert_cmd;
 mod diagnose_cmd;
 mod diff_cmd;
 mod gather_cmd;
+mod interrupt;
 mod map_cmd;
 mod precheck_cmd;
 mod report_cmd;

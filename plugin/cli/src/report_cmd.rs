@@ -27,7 +27,8 @@ checkout this binary was built in (python_shim/graph_ascend_tb/static, made by `
 pub struct ReportArgs {
     /// A .vis.db (a compare, or a single graph).
     file: PathBuf,
-    /// The HTML file to write; an existing file is never replaced.
+    /// The HTML file to write (whole: it appears only when complete); an existing file is never
+    /// replaced.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
     /// The step shown (default: the diagnosis's step, else the file's first).
@@ -78,15 +79,23 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or("report")
             .to_owned()
     };
-    // A catalog of this file only: a link to it in a folder of its own.
+    // A catalog of this file only: a link to it in a folder of its own, removed on the way out,
+    // on Ctrl-C or SIGTERM too, and by the next report when this one was killed outright.
+    let temp_root = std::env::temp_dir();
+    graph_ascend_visdb::stale::remove_stale(&temp_root, TEMP_FOLDER_PREFIX);
     let logdir = tempfile::Builder::new()
-        .prefix("graph-ascend-report-")
-        .tempdir()
+        .prefix(&format!(
+            "{TEMP_FOLDER_PREFIX}{}.",
+            graph_ascend_visdb::stale::owner_tag()
+        ))
+        .tempdir_in(&temp_root)
         .context("cannot create a temporary folder")?;
+    crate::interrupt::remove_on_signal(logdir.path());
     let run_dir = logdir.path().join(&run);
     std::fs::create_dir(&run_dir).context("cannot create a temporary folder")?;
     std::os::unix::fs::symlink(&file, run_dir.join(&name))
         .context("cannot link the file into a temporary folder")?;
+    hold_for_tests("data");
     let state = State::new(logdir.path().to_path_buf());
     let options = ReportOptions {
         step: args.step,
@@ -105,6 +114,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let html = report_html(&assets, &data.json, &format!("GRAPH_ASCEND report: {name}"));
     write_new(&args.output, html.as_bytes())?;
+    let folder = logdir.path().to_path_buf();
+    drop(state);
+    drop(logdir);
+    crate::interrupt::forget(&folder);
     eprintln!(
         "wrote {} ({:.1} MB): {} views laid out, details of {} nodes{}",
         args.output.display(),
@@ -120,25 +133,64 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes a new file; one that exists is an error, never replaced (also when it appeared since
-/// the check at the start). A failed write leaves nothing behind.
-fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .with_context(|| {
-            format!(
-                "cannot create {} (the report never replaces a file)",
-                path.display()
-            )
-        })?;
-    if let Err(e) = out.write_all(bytes).and_then(|()| out.sync_all()) {
-        drop(out);
-        let _ = std::fs::remove_file(path);
-        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+/// The prefix of the temporary folder of a report (in the temp dir), followed by this
+/// process's `<host>.<pid>.` tag so that a killed report's folder is found and removed
+/// ([`graph_ascend_visdb::stale`]).
+const TEMP_FOLDER_PREFIX: &str = "graph-ascend-report-";
+
+/// For the tests of an interrupted report (`tests/report.rs`): with this variable set to
+/// `data`, the report stops once its temporary folder is made; set to `write`, after writing
+/// the first half of the file under its temporary name; and waits there to be killed.
+const HOLD_FOR_TESTS: &str = "GRAPH_ASCEND_TEST_HOLD_REPORT";
+
+/// Waits for ever when [`HOLD_FOR_TESTS`] names `point`.
+fn hold_for_tests(point: &str) {
+    if std::env::var_os(HOLD_FOR_TESTS).is_some_and(|v| v == point) {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
     }
-    Ok(())
+}
+
+/// Writes a new file whole or not at all: into a temporary file beside it (tagged with this
+/// process, removed on Ctrl-C or SIGTERM, and by the next report into that folder when this one
+/// was killed outright), then renamed to `path` without replacing anything: one that exists is
+/// an error (also when it appeared since the check at the start). The file gets the mode of any
+/// new file (0666 less the umask).
+fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let cannot_write = || format!("cannot write {}", path.display());
+    let mut out = graph_ascend_visdb::files::output_temp_in(dir, ".html.tmp")
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    let temp = out.path().to_path_buf();
+    crate::interrupt::remove_on_signal(&temp);
+    let written = (|| {
+        let half = bytes.len() / 2;
+        out.write_all(&bytes[..half])?;
+        if std::env::var_os(HOLD_FOR_TESTS).is_some() {
+            out.as_file().sync_all()?;
+            hold_for_tests("write");
+        }
+        out.write_all(&bytes[half..])?;
+        out.as_file().sync_all()
+    })();
+    let placed = written.with_context(cannot_write).and_then(|()| {
+        out.into_temp_path().persist_noclobber(path).map_err(|e| {
+            if e.error.kind() == std::io::ErrorKind::AlreadyExists {
+                anyhow::anyhow!(
+                    "cannot create {}: it exists (the report never replaces a file)",
+                    path.display()
+                )
+            } else {
+                anyhow::Error::new(e.error).context(cannot_write())
+            }
+        })
+    });
+    crate::interrupt::forget(&temp);
+    placed
 }
 
 /// The page's build: `--assets`, else the wheel's (beside this binary), else the source

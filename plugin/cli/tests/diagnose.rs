@@ -77,13 +77,27 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not a compare file"), "{}", stderr(&o));
 
+    // Regression (issue 42, item 12): an absent file, given or as --reference, was "not a
+    // msprobe .vis.db: not a regular file".
     let missing = dir.path().join("missing.vis.db");
     let o = ga(&["diagnose", missing.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("missing.vis.db"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{}: no such file", missing.display())),
+        "{}",
+        stderr(&o)
+    );
 
     let db = unpack("compare_tf_stats", dir.path());
     let db = db.to_str().unwrap();
+    let o = ga(&["diagnose", db, "--reference", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{}: no such file", missing.display())),
+        "{err}"
+    );
+    assert!(!err.contains("not a msprobe .vis.db"), "{err}");
     let o = ga(&["diagnose", db, "--step", "5"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -145,6 +159,144 @@ fn tolerances_can_be_overridden() {
         .filter_map(|s| s["node"].as_str())
         .collect();
     assert_eq!(nodes, vec!["Functional.linear.10.forward"], "{v}");
+}
+
+/// The fields of a CSV text (RFC 4180: quoted fields may hold commas, quotes and line breaks).
+fn csv_cells(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut cell) = (Vec::new(), Vec::new(), String::new());
+    let (mut quoted, mut chars) = (false, text.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                cell.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => cell.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut cell)),
+            (false, '\r') if chars.peek() == Some(&'\n') => {}
+            (false, '\n') => {
+                row.push(std::mem::take(&mut cell));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => cell.push(c),
+        }
+    }
+    rows
+}
+
+/// Regression (issue 42, item 7): node names and dtypes from a dump went verbatim into CSV
+/// cells, and a spreadsheet ran them (`=HYPERLINK(…)`, `+cmd|…`, `@SUM(…)`, `-2+3+cmd|…`). A
+/// compare whose node names and a dtype are formulas: every CSV writer (`export-csv`, the one
+/// the page's download uses too, `diagnose --format csv` and `diagnose --map --format csv`)
+/// writes them with a leading `'`, and its negative numbers as numbers.
+#[test]
+fn no_csv_cell_is_a_formula() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    let renames = [
+        ("Functional.layer_norm.3.forward", "=HYPERLINK(x)"),
+        ("Functional.linear.10.forward", "+cmd|' /C calc'!A0"),
+        ("Module.layers.1.ln2.LayerNorm.forward.0", "@SUM(A1:A2)"),
+        (
+            "Module.layers.1.LlamaDecoderLayer.forward.0",
+            "-2+3+cmd|' /C calc'!A0",
+        ),
+    ];
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        for (old, new) in renames {
+            let n = conn
+                .execute(
+                    "UPDATE tb_nodes SET node_name = replace(node_name, ?1, ?2), \
+                     up_node = replace(up_node, ?1, ?2), sub_nodes = replace(sub_nodes, ?1, ?2), \
+                     matched_node_link = replace(matched_node_link, ?1, ?2), \
+                     input_data = replace(input_data, ?1, ?2), \
+                     output_data = replace(output_data, ?1, ?2)",
+                    [old, new],
+                )
+                .unwrap();
+            assert!(n > 0, "{old} is in the fixture");
+        }
+        conn.execute(
+            "UPDATE tb_nodes SET input_data = replace(input_data, '\"torch.float32\"', \
+             '\"=1+1\"') WHERE node_name = '+cmd|'' /C calc''!A0'",
+            [],
+        )
+        .unwrap();
+    }
+    let db = db.to_str().unwrap();
+    let dest = dir.path().join("pairs.csv");
+    let export = ga(&["export-csv", db, "-o", dest.to_str().unwrap()]);
+    assert!(export.status.success(), "{}", stderr(&export));
+    let diagnosed = ga(&["diagnose", db, "--format", "csv"]);
+    let mapped = ga(&["diagnose", db, "--map", "--format", "csv"]);
+    for (what, text) in [
+        ("export-csv", std::fs::read_to_string(&dest).unwrap()),
+        ("diagnose --format csv", stdout(&diagnosed)),
+        ("diagnose --map --format csv", stdout(&mapped)),
+    ] {
+        let rows = csv_cells(&text);
+        assert!(rows.len() > 1, "{what}: {text}");
+        let cells: Vec<&String> = rows.iter().flatten().collect();
+        for cell in &cells {
+            let risky = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
+            assert!(
+                !risky || cell.parse::<f64>().is_ok(),
+                "{what}: a formula cell {cell:?}"
+            );
+        }
+        let guarded = cells.iter().filter(|c| c.starts_with("'")).count();
+        assert!(guarded > 0, "{what}: the renamed nodes are there: {text}");
+        if what == "export-csv" {
+            // The leaves' rows (the module's rows are those of its matched data, if any).
+            for (_, new) in &renames[..3] {
+                assert!(
+                    cells.iter().any(|c| c.starts_with(&format!("'{new}"))),
+                    "{what}: {new}"
+                );
+            }
+            assert!(cells.iter().any(|c| *c == "'=1+1"), "{what}: the dtype");
+            assert!(
+                cells
+                    .iter()
+                    .any(|c| c.starts_with('-') && c.parse::<f64>().is_ok()),
+                "{what}: negative numbers stay numbers"
+            );
+        }
+    }
+}
+
+/// Regression (issue 42, item 12): `export-csv -o` wrote its file with mode 0600, where the
+/// other outputs get the mode of any new file (0666 less the umask).
+#[test]
+fn export_csv_follows_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_md5", dir.path());
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "x").unwrap();
+    let dest = dir.path().join("pairs.csv");
+    let o = ga(&[
+        "export-csv",
+        db.to_str().unwrap(),
+        "-o",
+        dest.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dest), mode(&plain));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        left.len(),
+        3,
+        "the case, plain, the CSV and nothing else: {left:?}"
+    );
 }
 
 #[test]

@@ -152,6 +152,187 @@ fn never_replaces_a_file() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
 }
 
+/// What a report run left in its temp dir (`TMPDIR`) and beside its output: the names of the
+/// entries, hidden ones included.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// A report started with `TMPDIR=tmp`, held at `point` (`data`: its temporary folder made;
+/// `write`: half of the file written under its temporary name) by the binary's test hook,
+/// once it is there.
+fn held_report(
+    db: &Path,
+    out: &Path,
+    build: &Path,
+    tmp: &Path,
+    point: &str,
+) -> std::process::Child {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_graph-ascend"))
+        .args(["report", db.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--assets", build.to_str().unwrap()])
+        .env("TMPDIR", tmp)
+        .env("GRAPH_ASCEND_TEST_HOLD_REPORT", point)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start graph-ascend report");
+    let out_dir = out.parent().unwrap();
+    // Its names carry `.<pid>.` (after the host).
+    let own = format!(".{}.", child.id());
+    let reached = || match point {
+        // Its folder holds the run's folder with the link to the file.
+        "data" => std::fs::read_dir(tmp)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("graph-ascend-report-")
+                    && name.contains(&own)
+                    && std::fs::read_dir(e.path())
+                        .map(|d| {
+                            d.filter_map(|r| r.ok())
+                                .any(|r| entries(&r.path()).len() == 1)
+                        })
+                        .unwrap_or(false)
+            }),
+        _ => std::fs::read_dir(out_dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.ends_with(".html.tmp")
+                    && name.contains(&own)
+                    && e.metadata().is_ok_and(|m| m.len() > 0)
+            }),
+    };
+    let started = std::time::Instant::now();
+    while !reached() {
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!("the report ended ({status}) before reaching {point}");
+        }
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "the report never reached {point}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child
+}
+
+fn signal(child: &std::process::Child, name: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+}
+
+/// Regression (issue 42, item 4): `report -o` wrote into the named file itself, so Ctrl-C,
+/// SIGTERM or SIGKILL left part of a report under the name (which the rerun then refused to
+/// replace), and its temporary folder stayed in the temp dir. Real signals to a running
+/// `graph-ascend report`, held by its test hook while computing and while writing.
+#[test]
+fn an_interrupted_report_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    let build = page_build(dir.path());
+    let (tmp, out_dir) = (dir.path().join("tmp"), dir.path().join("out"));
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("r.html");
+    for (point, name, code) in [
+        ("data", "TERM", 143),
+        ("write", "TERM", 143),
+        ("data", "INT", 130),
+        ("write", "INT", 130),
+    ] {
+        let mut child = held_report(&db, &out, &build, &tmp, point);
+        signal(&child, name);
+        let status = child.wait().expect("wait");
+        assert_eq!(status.code(), Some(code), "SIG{name} at {point}");
+        assert_eq!(
+            entries(&tmp),
+            Vec::<String>::new(),
+            "SIG{name} at {point}: the temp dir"
+        );
+        assert_eq!(
+            entries(&out_dir),
+            Vec::<String>::new(),
+            "SIG{name} at {point}: beside the output"
+        );
+    }
+    // SIGKILL cannot be caught: what it leaves carries the dead process's tag, and the next
+    // report removes it (a live report's folder stays).
+    let live = held_report(&db, &out_dir.join("other.html"), &build, &tmp, "data");
+    for point in ["data", "write"] {
+        let mut child = held_report(&db, &out, &build, &tmp, point);
+        signal(&child, "KILL");
+        child.wait().expect("wait");
+    }
+    let left = entries(&tmp);
+    assert_eq!(
+        left.len(),
+        3,
+        "two killed reports' folders and a live one's: {left:?}"
+    );
+    assert_eq!(
+        entries(&out_dir).len(),
+        1,
+        "the half-written temporary file"
+    );
+    assert!(!out.exists(), "never a partial report under the name");
+    let run = report(&db, &out, &build, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("graph-ascend-report"));
+    assert_eq!(
+        entries(&out_dir),
+        ["r.html"],
+        "the killed one's temporary file is removed"
+    );
+    let kept = entries(&tmp);
+    assert_eq!(
+        kept.len(),
+        1,
+        "only the live report's folder stays: {kept:?}"
+    );
+    assert!(
+        kept[0].starts_with("graph-ascend-report-")
+            && kept[0].contains(&format!(".{}.", live.id())),
+        "{kept:?}"
+    );
+    let mut live = live;
+    signal(&live, "TERM");
+    live.wait().expect("wait");
+    assert_eq!(entries(&tmp), Vec::<String>::new());
+}
+
+/// The report, written through a temporary file, gets the mode of any new file (0666 less the
+/// umask), not a temporary file's private 0600.
+#[test]
+fn the_report_follows_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = unpack("compare_tf_stats", dir.path());
+    let build = page_build(dir.path());
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "x").unwrap();
+    let out = dir.path().join("r.html");
+    let run = report(&db, &out, &build, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&out), mode(&plain));
+}
+
 #[test]
 fn says_where_the_page_comes_from_when_it_is_missing() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,6 +15,7 @@ use graph_ascend_dump::{STATISTICS_METRIC_COLUMNS, TENSOR_METRIC_COLUMNS};
 use graph_ascend_visdb::store::{GraphKey, Side};
 use serde_json::{Map, Value};
 
+use crate::csv::csv_line;
 use crate::diagnose::{diagnose_visiting, reason, Diagnosis, RankJudgements};
 use crate::entry::{role_of, Role};
 use crate::error::DiagnoseError;
@@ -163,23 +164,6 @@ fn mode_columns(mode: Mode) -> Vec<(&'static str, From)> {
     };
     cols.extend(RESULT);
     cols
-}
-
-/// Appends one CSV line (RFC 4180: fields with a comma, quote or line break are quoted).
-pub fn csv_line<'a>(out: &mut String, fields: impl IntoIterator<Item = &'a str>) {
-    for (k, f) in fields.into_iter().enumerate() {
-        if k > 0 {
-            out.push(',');
-        }
-        if f.contains([',', '"', '\n', '\r']) {
-            out.push('"');
-            out.push_str(&f.replace('"', "\"\""));
-            out.push('"');
-        } else {
-            out.push_str(f);
-        }
-    }
-    out.push_str("\r\n");
 }
 
 fn cell(entry: Option<&Value>, key: &str) -> String {
@@ -412,7 +396,9 @@ fn write_graph(
 }
 
 /// Writes the CSV to `dest` through a temporary file in the same folder, renamed at the end:
-/// never a half-written or clobbered file on error.
+/// never a half-written or clobbered file on error. The file gets the mode of any new file (0666
+/// less the umask); a killed run's temporary file is removed by the next one into that folder
+/// ([`graph_ascend_visdb::files::output_temp_in`]).
 pub fn write_csv_file(
     file: &CompareFile,
     step: Option<i64>,
@@ -424,9 +410,11 @@ pub fn write_csv_file(
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|source| DiagnoseError::Write {
-        what: what(),
-        source,
+    let mut tmp = graph_ascend_visdb::files::output_temp_in(dir, ".csv.tmp").map_err(|source| {
+        DiagnoseError::Write {
+            what: what(),
+            source,
+        }
     })?;
     let count = {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());
@@ -442,16 +430,4 @@ pub fn write_csv_file(
         source: e.error,
     })?;
     Ok(count)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fields_are_quoted_when_needed() {
-        let mut s = String::new();
-        csv_line(&mut s, ["a", "b,c", "say \"hi\"", "x\ny"]);
-        assert_eq!(s, "a,\"b,c\",\"say \"\"hi\"\"\",\"x\ny\"\r\n");
-    }
 }

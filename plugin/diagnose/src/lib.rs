@@ -43,12 +43,15 @@
 //! - [`map`]: the divergence map: per module and step × rank, the output error against its
 //!   tolerance, with the sources and peer inheritance the diagnosis found.
 //! - [`map_report`]: the map as a grid of symbols (text), JSON or CSV.
+//! - [`csv`]: the one writer of CSV lines: quoting, and text cells a spreadsheet would run as
+//!   formulas neutralised.
 //! - [`export`]: every matched pair of a compare as CSV, with msprobe's compare columns.
 
 #![deny(unsafe_code)]
 
 pub mod api;
 pub mod compact;
+pub mod csv;
 pub mod diagnose;
 pub mod entry;
 pub mod error;

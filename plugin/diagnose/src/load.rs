@@ -112,30 +112,38 @@ impl CompareFile {
         sorted_or_zero(&self.config.ranks)
     }
 
-    /// The graphs to visit: each of the file's steps (or `step`) in order, with those of the
-    /// file's ranks (or `rank`) that hold a graph at that step, in order. Listed graphs that
-    /// are not in the file are left out, so a file listing millions of ranks costs the graphs
-    /// it holds, not its lists (a step without any is kept, with no ranks).
+    /// The graphs to visit: the file's steps (or `step`) in order, with those of the file's
+    /// ranks (or `rank`) that hold a graph at that step, in order. Listed graphs that are not
+    /// in the file are left out, so a file listing millions of ranks or 65,536 steps costs the
+    /// graphs it holds, not its lists: of all steps, those holding a graph of a selected rank
+    /// (the first listed one, with no ranks, when none does); a step asked for is kept even
+    /// when it holds none.
     pub fn graphs_to_visit(
         &self,
         step: Option<i64>,
         rank: Option<i64>,
     ) -> Result<Vec<(i64, Vec<i64>)>, DiagnoseError> {
-        let steps = step.map_or_else(|| self.steps(), |s| vec![s]);
         let ranks: std::collections::HashSet<i64> = rank
             .map_or_else(|| self.ranks(), |r| vec![r])
             .into_iter()
             .collect();
-        let mut present: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+        let steps = step.map_or_else(|| self.steps(), |s| vec![s]);
+        let selected: std::collections::HashSet<i64> = steps.iter().copied().collect();
+        // In (step, rank) order, as `graphs_present` reads them.
+        let mut graphs: Vec<(i64, Vec<i64>)> = Vec::new();
         for (s, r) in self.store.graphs_present()? {
-            if ranks.contains(&r) {
-                present.entry(s).or_default().push(r);
+            if !ranks.contains(&r) || !selected.contains(&s) {
+                continue;
+            }
+            match graphs.last_mut() {
+                Some((last, held)) if *last == s => held.push(r),
+                _ => graphs.push((s, vec![r])),
             }
         }
-        Ok(steps
-            .into_iter()
-            .map(|s| (s, present.get(&s).cloned().unwrap_or_default()))
-            .collect())
+        if graphs.is_empty() {
+            graphs.push((steps[0], Vec::new()));
+        }
+        Ok(graphs)
     }
 
     /// Checks a requested step and rank against the file's lists.

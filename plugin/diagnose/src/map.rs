@@ -952,10 +952,8 @@ pub fn fine_map_with_progress(
             }
         }
     }
-    let steps = match opts.step {
-        Some(_) => 1,
-        None => file.steps().len(),
-    };
+    // The steps judged: those holding graphs, not all the file lists.
+    let steps = file.graphs_to_visit(opts.step, opts.rank)?.len();
     let mut visitor = Visitor {
         fine: FineMap::new(file.mode(), shape, steps),
         partial,

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::export::csv_line;
+use crate::csv::csv_line;
 use crate::load::Direction;
 use crate::map::{Cell, ColumnAxis, DepthRule, DivergenceMap};
 

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
+use crate::csv::csv_line;
 use crate::diagnose::{Diagnosis, Direction, SourceKind};
-use crate::export::csv_line;
 
 /// The diagnosis with at most `top` sources and `top` groups.
 fn truncated(d: &Diagnosis, top: usize) -> Diagnosis {

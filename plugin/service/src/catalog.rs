@@ -345,7 +345,7 @@ impl Catalog {
         let mut listing = Listing::default();
         if !self.logdir.is_dir() {
             listing.errors.push(CatalogError {
-                run: self.logdir.display().to_string(),
+                run: self.run_name(&self.logdir),
                 tag: String::new(),
                 info: "Error logdir: not a readable directory".into(),
             });
@@ -358,6 +358,18 @@ impl Catalog {
         let mut by_name = HashMap::new();
         let mut still_there = std::collections::HashSet::new();
         for (run, tag, path) in found {
+            if let Some(shown) = self.non_utf8_path(&path) {
+                listing.errors.push(CatalogError {
+                    run,
+                    tag,
+                    info: format!(
+                        "Error: the name {shown} is not UTF-8 text (bytes that are not are shown \
+                         as \\xNN); only files whose path below the logdir is UTF-8 are served: \
+                         rename the folder or the file (for example with `convmv -f gbk -t utf8`)"
+                    ),
+                });
+                continue;
+            }
             still_there.insert(path.clone());
             match self.check(&mut known, &run, &tag, &path) {
                 Ok(Check::Ready) => {
@@ -373,6 +385,11 @@ impl Catalog {
                     info: format!("Error: {problem}"),
                 }),
             }
+        }
+        // Readers see paths below the logdir only, as in a conversion's errors: the server's
+        // own folders are not the browser's business.
+        for e in &mut listing.errors {
+            e.info = crate::paths::relative_text(&self.logdir, &e.info);
         }
         known.files.retain(|p, _| still_there.contains(p));
         known.failures.retain(|p, _| still_there.contains(p));
@@ -424,9 +441,8 @@ impl Catalog {
             );
         }
         format!(
-            "the logdir {} holds no {tag}{VIS_DB_SUFFIX} in run {run:?} (it was moved or removed, \
-             or is still being written)",
-            self.logdir.display()
+            "the logdir holds no {tag}{VIS_DB_SUFFIX} in run {run:?} (it was moved or removed, \
+             or is still being written)"
         )
     }
 
@@ -567,26 +583,45 @@ impl Catalog {
             .any(|e| e.file_name() == "dump.json" || e.file_name() == "construct.json");
         let run = self.run_name(dir);
         for entry in entries {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
+            let os_name = entry.file_name();
+            let bytes = os_name.as_encoded_bytes();
             let path = entry.path();
             let file_type = entry.file_type().ok();
             let is_dir = file_type.is_some_and(|t| t.is_dir());
             // Hidden files are the converter's temporary outputs: not offered until renamed,
             // and removed when their writer is provably dead (a killed conversion's staging
             // folder, a killed writer's temporary file).
-            if name.starts_with('.') {
-                remove_if_stale(&entry, name, is_dir);
+            if bytes.starts_with(b".") {
+                if let Some(name) = os_name.to_str() {
+                    remove_if_stale(&entry, name, is_dir);
+                }
                 continue;
             }
-            if name.ends_with(VIS_DB_SUFFIX) {
+            if bytes.ends_with(VIS_DB_SUFFIX.as_bytes()) {
                 // A folder or a dangling link with this name is listed, as an error.
-                found.push((run.clone(), tag_of(name), path));
-            } else if is_dir && depth + 1 < MAX_DEPTH && !is_dump_dir && name != "dump_tensor_data"
+                let name = os_name.to_string_lossy();
+                found.push((run.clone(), tag_of(&name), path));
+            } else if is_dir
+                && depth + 1 < MAX_DEPTH
+                && !is_dump_dir
+                && bytes != b"dump_tensor_data"
             {
                 self.walk(&path, depth + 1, found, errors);
             }
         }
+    }
+
+    /// The path of `path` below the logdir when it is not UTF-8 (a folder or file named in
+    /// GBK or Latin-1, say), with the bytes that are not shown as `\xNN`; `None` for a UTF-8
+    /// path. Such a file is listed as an error: its run and tag, shown with U+FFFD in place of
+    /// those bytes, could not name it in a request (two names differing in them would show
+    /// alike, and the browser sends UTF-8 text only).
+    fn non_utf8_path(&self, path: &Path) -> Option<String> {
+        let below = path.strip_prefix(&self.logdir).unwrap_or(path);
+        if below.to_str().is_some() {
+            return None;
+        }
+        Some(escaped_bytes(below.as_os_str().as_encoded_bytes()))
     }
 
     /// Removes what killed writers left in the logdir's folders (as a scan does), without
@@ -636,6 +671,18 @@ fn remove_if_stale(entry: &std::fs::DirEntry, name: &str, is_dir: bool) {
         Ok(()) => tracing::info!("removed {}, left by a killed writer", path.display()),
         Err(e) => tracing::debug!("cannot remove {}: {e}", path.display()),
     }
+}
+
+/// `bytes` as text: UTF-8 where they are, each other byte as `\xNN`.
+fn escaped_bytes(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out
 }
 
 fn tag_of(file_name: &str) -> String {

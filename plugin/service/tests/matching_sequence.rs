@@ -711,6 +711,42 @@ fn competing_matches_of_one_node_leave_consistent_links() {
 fn a_saved_config_loads_back_as_the_pairs_saved() {
     let (dir, state) = logdir();
     let m = meta("compare_tf_stats", "compare_20261122090320");
+    let name = saved_and_loaded_back(dir.path(), &state, &m);
+    assert_eq!(name, "compare_20261122090320_0_0.vis.config");
+}
+
+/// Regression (issue 42, item 12): the matches of a run tagged in Chinese could not be saved
+/// (its file name was refused as not plain). They are saved under the tag, in UTF-8, and load
+/// back the same (msprobe 26.2 refuses to save that name, and loads it).
+#[test]
+fn the_matches_of_a_file_tagged_in_chinese_are_saved_and_load_back() {
+    let (dir, _) = logdir();
+    let run = dir.path().join("compare_tf_stats");
+    std::fs::rename(
+        run.join("compare_20261122090320.vis.db"),
+        run.join("模型对比.vis.db"),
+    )
+    .expect("rename");
+    let state = Arc::new(State::new(dir.path().to_path_buf()));
+    handlers::load_meta_dir(&state);
+    let m = meta("compare_tf_stats", "模型对比");
+    let name = saved_and_loaded_back(dir.path(), &state, &m);
+    assert_eq!(name, "模型对比_0_0.vis.config");
+    let config = browser_json(&handlers::load_graph_config_info(
+        &state,
+        pb::MetaRequest {
+            meta_data: Some(m.clone()),
+            client_id: String::new(),
+        },
+    ));
+    let listed = config["data"]["matchedConfigFiles"].to_string();
+    assert!(listed.contains("模型对比_0_0.vis.config"), "{listed}");
+}
+
+/// Matches one pair crosswise, saves the matches and loads them back (see the test above);
+/// returns the saved file's name.
+fn saved_and_loaded_back(dir: &std::path::Path, state: &Arc<State>, m: &pb::MetaData) -> String {
+    let state = state.as_ref();
     let (a, b) = (
         "Functional.linear.10.forward",
         "Functional.linear.11.forward",
@@ -725,10 +761,10 @@ fn a_saved_config_loads_back_as_the_pairs_saved() {
         meta_data: Some(m.clone()),
         client_id: String::new(),
     };
-    let name = handlers::save_matched_relations(&state, meta_req())
-        .data
-        .expect("file name");
-    let path = dir.path().join("compare_tf_stats").join(&name);
+    let saved = handlers::save_matched_relations(state, meta_req());
+    assert!(saved.success, "{:?}", saved.error);
+    let name = saved.data.expect("file name");
+    let path = dir.join("compare_tf_stats").join(&name);
     let saved: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("config")).expect("JSON");
     assert_eq!(
@@ -761,10 +797,11 @@ fn a_saved_config_loads_back_as_the_pairs_saved() {
         "Functional.linear.11.backward": "Functional.linear.10.backward",
     });
     std::fs::write(
-        dir.path().join("compare_tf_stats/msprobe_0_0.vis.config"),
+        dir.join("compare_tf_stats/msprobe_0_0.vis.config"),
         serde_json::to_string_pretty(&both_ways).expect("JSON"),
     )
     .expect("write");
     assert_eq!(load("msprobe_0_0.vis.config"), (Some(2), Some(2)));
-    assert_links_consistent(&state, &m);
+    assert_links_consistent(state, m);
+    name
 }

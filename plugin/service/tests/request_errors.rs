@@ -88,10 +88,20 @@ fn a_matching_configuration_that_is_a_link_or_not_json_is_refused_naming_it() {
 }
 
 /// "The database file could not be opened." says why: no such file in the logdir, or the
-/// listing's error for it (the file and what is wrong with it).
+/// listing's error for it (the file and what is wrong with it). Regression (issue 42, item 12):
+/// these answers, open to every reader, named the server's absolute folders; they name paths
+/// below the logdir, as a conversion's errors do.
 #[test]
 fn a_file_that_cannot_be_served_is_named_with_the_reason() {
     let (dir, state, _) = served();
+    let absolute = [
+        dir.path().display().to_string(),
+        dir.path()
+            .canonicalize()
+            .expect("canonical")
+            .display()
+            .to_string(),
+    ];
     let absent = handlers::load_graph_config_info(&state, meta_request(&meta(RUN, "nope")));
     let error = absent.error.unwrap_or_default();
     assert!(
@@ -99,7 +109,10 @@ fn a_file_that_cannot_be_served_is_named_with_the_reason() {
         "{error}"
     );
     assert!(error.contains("nope.vis.db"), "{error}");
-    assert!(error.contains(&dir.path().display().to_string()), "{error}");
+    assert!(error.contains("the logdir holds no"), "{error}");
+    for root in &absolute {
+        assert!(!error.contains(root.as_str()), "{error}");
+    }
 
     let garbage = dir.path().join(RUN).join("garbage.vis.db");
     std::fs::write(&garbage, b"this is not a database").expect("write");
@@ -114,8 +127,49 @@ fn a_file_that_cannot_be_served_is_named_with_the_reason() {
         error.starts_with("The database file could not be opened."),
         "{error}"
     );
-    assert!(error.contains(&garbage.display().to_string()), "{error}");
+    assert!(error.contains(&format!("{RUN}/garbage.vis.db")), "{error}");
+    assert!(error.contains("file is not a database"), "{error}");
     assert!(!error.contains("holds no"), "the listing's reason: {error}");
+    let listing = common::browser_json(&handlers::load_meta_dir(&state));
+    let listed = listing["error"].to_string();
+    assert!(
+        listed.contains(&format!("{RUN}/garbage.vis.db")),
+        "{listed}"
+    );
+    for root in &absolute {
+        assert!(!error.contains(root.as_str()), "{error}");
+        assert!(!listed.contains(root.as_str()), "{listed}");
+    }
+}
+
+/// Regression (issue 42, item 12): a step, rank or micro step the file does not hold got
+/// msprobe's generic "metaData" error only; it keeps that text and names what is missing and
+/// what the file holds.
+#[test]
+fn a_step_the_file_does_not_hold_is_named() {
+    let (_dir, state, _) = served();
+    let ask = |step: i32, rank: i32, micro: i32| {
+        let mut m = meta(RUN, TAG);
+        (m.step, m.rank, m.micro_step) = (Some(step), Some(rank), Some(micro));
+        handlers::load_graph_all_node_list(&state, meta_request(&m))
+            .error
+            .unwrap_or_default()
+    };
+    let generic =
+        "The query parameter “metaData” and its sub-items must exist and must be a dictionary.";
+    for (error, named) in [
+        (ask(7, 0, -1), "holds no step 7 (its steps: 0)"),
+        (ask(0, 3, -1), "holds no rank 3 (its ranks: 0)"),
+        (ask(0, 0, 5), "holds no micro step 5"),
+    ] {
+        assert!(error.starts_with(generic), "{error}");
+        assert!(
+            error.contains(&format!("{TAG}.vis.db of run \"{RUN}\"")),
+            "{error}"
+        );
+        assert!(error.contains(named), "{error}");
+    }
+    assert_eq!(ask(0, 0, -1), "", "the file's own step and rank are served");
 }
 
 #[test]

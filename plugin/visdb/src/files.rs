@@ -34,6 +34,25 @@ pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A temporary file in `dir` for an output that is renamed into place once complete (a CSV, a
+/// report): named with this process's tag (`.graph-ascend-<host>.<pid>.XXXXXX<suffix>`, see
+/// [`crate::stale`]), so that what a killed writer left is removed by the next output into that
+/// folder (done here first) and by the catalog's walk of a logdir, and with the mode of any new
+/// file (0666 less the umask), not a temporary file's private 0600.
+pub fn output_temp_in(dir: &Path, suffix: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    crate::stale::remove_stale(dir, crate::stale::TEMP_PREFIX);
+    let prefix = format!(
+        "{}{}.",
+        crate::stale::TEMP_PREFIX,
+        crate::stale::owner_tag()
+    );
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(suffix);
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    builder.tempfile_in(dir)
+}
+
 /// Moves the finished temporary file `temp` to `dest`, or when a file of that name exists (an
 /// older output, or another conversion finishing in the same second) to the first free name of
 /// `dest` numbered `_2`, `_3`, … before its extensions. Returns the name taken; never replaces a
@@ -92,6 +111,44 @@ mod tests {
         let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode(&saved), mode(&plain));
         assert_eq!(std::fs::read_to_string(&saved).expect("read"), "{}");
+    }
+
+    /// Regression (issue 42): `export-csv -o` wrote mode 0600 where the other outputs follow
+    /// the umask; its temporary files carried no owner tag, so a killed run's stayed forever.
+    #[cfg(unix)]
+    #[test]
+    fn output_temporaries_are_tagged_follow_the_umask_and_clean_dead_ones() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = dir.path().join("plain");
+        std::fs::File::create(&plain).expect("create");
+        let dead = dir.path().join(format!(
+            "{}{}.abc123.csv.tmp",
+            crate::stale::TEMP_PREFIX,
+            crate::stale::dead_owner_tag()
+        ));
+        std::fs::write(&dead, "half a CSV").expect("write");
+        let temp = output_temp_in(dir.path(), ".csv.tmp").expect("temp");
+        let name = temp
+            .path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name");
+        assert!(
+            name.starts_with(&format!(
+                "{}{}.",
+                crate::stale::TEMP_PREFIX,
+                crate::stale::owner_tag()
+            )) && name.ends_with(".csv.tmp"),
+            "{name}"
+        );
+        assert!(!crate::stale::is_stale(name, crate::stale::TEMP_PREFIX));
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(temp.path()), mode(&plain));
+        assert!(
+            !dead.exists() || crate::stale::owner_tag().starts_with("unknown-host"),
+            "a dead writer's temporary file is removed"
+        );
     }
 
     fn temp_with(dir: &Path, text: &str) -> TempPath {

@@ -233,15 +233,19 @@ fn delete_match(state: &State, req: &pb::MatchNodesRequest) -> Result<pb::MatchR
 /// pairs); a bigger file is refused before its text is held.
 pub const MAX_MATCH_CONFIG_BYTES: u64 = 64 << 20;
 
-/// A plain file name (no folders), as msprobe requires of configuration files.
+/// A plain file name (no folders): letters, digits, `_`, `-` and `.`, at most 255 bytes.
+/// Letters and digits of any script count, so a run tagged `模型` saves its matches as
+/// `模型_0_0.vis.config` (UTF-8): msprobe 26.2's `safe_save_data` refuses that name ("Invalid
+/// data": its pattern `^[a-zA-Z0-9_\-\.]+$` is ASCII) but loads it, as it loads any name.
+/// Never a separator, a space, a control or formatting character, `.` or `..`.
 fn plain_file_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
         && name != "."
         && name != ".."
         && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 /// `addMatchNodesByConfig`: matches the pairs of a `.vis.config` file beside the graph file.
@@ -419,5 +423,18 @@ mod tests {
         assert!(!plain_file_name("../x.vis.config"));
         assert!(!plain_file_name("a/b"));
         assert!(!plain_file_name(".."));
+        // Regression (issue 42, item 12): a run tagged in Chinese could not save its matches.
+        assert!(plain_file_name("模型对比_0_0.vis.config"));
+        assert!(plain_file_name("café_1_2.vis.config"));
+        for refused in [
+            "a b",
+            "a\u{202e}b",
+            "a\u{0}b",
+            "a\\b",
+            "a\u{ff0f}b",
+            "a\u{200b}b",
+        ] {
+            assert!(!plain_file_name(refused), "{refused:?}");
+        }
     }
 }

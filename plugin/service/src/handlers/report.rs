@@ -127,6 +127,23 @@ pub fn report_data(
     } else {
         info.ranks.clone()
     };
+    // A step or rank asked for that the file does not hold is refused before any work, naming it.
+    let held = |step: i32, rank: i32| {
+        for (what, value, known) in [("step", step, &file_steps), ("rank", rank, &file_ranks)] {
+            if !known.contains(&value) {
+                let reason = format!(
+                    "{tag}.vis.db holds no {what} {value} (its {what}s: {})",
+                    super::selection::listed(known)
+                );
+                return Err(HandlerError::Because(Msg::MetaData, reason));
+            }
+        }
+        Ok(())
+    };
+    held(
+        opts.step.unwrap_or(file_steps[0]),
+        opts.rank.unwrap_or(file_ranks[0]),
+    )?;
     // The diagnosis first (of the file: its sources are every step's and rank's): it chooses the
     // view when none is asked for.
     let diagnosis_of = |step: i32, rank: i32| {
@@ -161,9 +178,7 @@ pub fn report_data(
     });
     let step = opts.step.or(suggested.map(|s| s.0)).unwrap_or(first.0);
     let rank = opts.rank.or(suggested.map(|s| s.1)).unwrap_or(first.1);
-    if !file_steps.contains(&step) || !file_ranks.contains(&rank) {
-        return Err(HandlerError::Invalid(Msg::MetaData));
-    }
+    held(step, rank)?;
     let order = point_order(found, (step, rank), &file_steps, &file_ranks);
     let mut budget = Budget {
         left: opts.max_bytes,

@@ -59,13 +59,51 @@ pub(crate) fn select(state: &State, meta: Option<&pb::MetaData>) -> Result<Selec
     };
     let micro_ok = selection.micro_step == -1
         || (0..config.micro_steps.max(1)).contains(&selection.micro_step);
-    let rank_ok = config.ranks.is_empty() || config.ranks.contains(&selection.rank);
-    let step_ok = config.steps.is_empty() || config.steps.contains(&selection.step);
-    if !(micro_ok && rank_ok && step_ok) {
-        return Err(HandlerError::Invalid(Msg::MetaData));
+    let missing = if !config.steps.is_empty() && !config.steps.contains(&selection.step) {
+        Some(("step", selection.step, listed(&config.steps)))
+    } else if !config.ranks.is_empty() && !config.ranks.contains(&selection.rank) {
+        Some(("rank", selection.rank, listed(&config.ranks)))
+    } else if !micro_ok {
+        let count = config.micro_steps.max(1);
+        Some((
+            "micro step",
+            selection.micro_step,
+            format!("-1 for all, or 0 to {}", count - 1),
+        ))
+    } else {
+        None
+    };
+    if let Some((what, value, known)) = missing {
+        return Err(HandlerError::Because(
+            Msg::MetaData,
+            not_in_file(&selection.file, what, value, &known),
+        ));
     }
     Ok(selection)
 }
+
+/// Why a selection is refused: the file holds no such step, rank or micro step, and which it
+/// holds.
+pub(crate) fn not_in_file(file: &GraphFile, what: &str, value: i64, known: &str) -> String {
+    format!(
+        "{}.vis.db of run {:?} holds no {what} {value} (its {what}s: {known})",
+        file.tag, file.run
+    )
+}
+
+/// At most [`SHOWN_VALUES`] of a file's steps or ranks, for a message.
+pub(crate) fn listed<T: ToString>(values: &[T]) -> String {
+    let shown: Vec<String> = values.iter().take(SHOWN_VALUES).map(T::to_string).collect();
+    let more = values.len().saturating_sub(SHOWN_VALUES);
+    if more > 0 {
+        format!("{}, and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+/// How many of a file's steps or ranks a message names.
+const SHOWN_VALUES: usize = 20;
 
 /// The served file named by a request's run, tag and type (msprobe's `check_file_type`).
 pub(crate) fn file_of(state: &State, run: &str, tag: &str, kind: &str) -> Result<Arc<GraphFile>> {

@@ -23,6 +23,9 @@ pub enum StoreError {
     },
     #[error("{path}: not a msprobe .vis.db: {reason}")]
     Schema { path: PathBuf, reason: String },
+    /// There is no file at `path` (or a link to nothing), or it cannot be looked at.
+    #[error("{path}: {reason}")]
+    Missing { path: PathBuf, reason: String },
     #[error("{path}: query failed: {source}")]
     Query {
         path: PathBuf,
@@ -301,11 +304,24 @@ impl Store {
             path: path.to_owned(),
             source,
         };
-        if !path.is_file() {
-            return Err(StoreError::Schema {
-                path: path.to_owned(),
-                reason: "not a regular file".into(),
-            });
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => {}
+            Ok(_) => {
+                return Err(StoreError::Schema {
+                    path: path.to_owned(),
+                    reason: "not a regular file".into(),
+                })
+            }
+            Err(e) => {
+                return Err(StoreError::Missing {
+                    path: path.to_owned(),
+                    reason: if e.kind() == std::io::ErrorKind::NotFound {
+                        "no such file".into()
+                    } else {
+                        format!("cannot be read: {e}")
+                    },
+                })
+            }
         }
         let read_only = || {
             Connection::open_with_flags(
