@@ -186,6 +186,11 @@ const REASON_KINDS = [
   'inputs_finite',
   'holds_non_finite',
   'parameter_non_finite',
+  'output_changed_after_call',
+  'gradient_changed_after_call',
+  'output_changed_before_call',
+  'gradient_changed_before_call',
+  'kernel_backward',
 ] as const;
 
 /** The reason kinds the page words (each has `diag.reason.<kind>` in both languages). */
@@ -251,6 +256,8 @@ export function reasonPieces(reason: string, parts: DiagnosisReasonPart[] | unde
         target: p.target,
         golden: p.golden,
         score: wholeText(p.score),
+        // A module that changed its last dumped call's output: that call's error is in `score`.
+        callErr: errText(p.score),
         // A weight that holds inf/NaN: its value, on the target's side or (`golden`) golden's.
         value: p.target || p.golden,
         side: !p.target && p.golden ? t('diag.reason.goldenSide') : '',

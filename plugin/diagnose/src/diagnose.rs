@@ -26,6 +26,7 @@ use crate::reason::{self, ReasonPart};
 use crate::site::{self, RankClass};
 pub use crate::source::{Source, SourceKind};
 use crate::tolerance::LearnedTolerances;
+use crate::unseen::{self, ChangedBeforeRead, Unseen};
 
 /// The first inf/NaN of a rank.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -99,6 +100,10 @@ pub(crate) struct RankJudgements<'a> {
     /// Per target node, [`Flags`] of its judgement.
     flags: Vec<u8>,
     first_non_finite: Option<NonFinite>,
+    /// Modules that changed the output of the dumped call that produced it ([`unseen`]).
+    unseen: HashMap<u32, Unseen>,
+    /// Nodes whose output changed after their record, before a later call read it.
+    before_read: HashMap<u32, ChangedBeforeRead>,
 }
 
 /// What [`RankJudgements`] keeps of each node's judgement (bits of one byte).
@@ -158,12 +163,34 @@ fn judge_rank<'a>(mode: Mode, opts: &'a Options, data: &'a RankData) -> RankJudg
         f
     });
     let first_non_finite = first_non_finite(data, &order);
+    let unseen: HashMap<u32, Unseen> = if causes_only {
+        HashMap::default()
+    } else {
+        (0..data.npu.nodes.len() as u32)
+            .into_par_iter()
+            .filter(|&i| {
+                flags[i as usize] & Flags::JUDGED != 0 && data.npu.nodes[i as usize].node_type == 0
+            })
+            .filter_map(|i| Some((i, unseen::unseen(&judge, mode, opts, i)?)))
+            .collect()
+    };
+    let before_read = if causes_only {
+        HashMap::default()
+    } else {
+        unseen::changed_before_read(&judge, mode, opts, &order)
+    };
+    let mut flags = flags;
+    for &i in unseen.keys().chain(before_read.keys()) {
+        flags[i as usize] |= Flags::SOURCE_KIND | Flags::STEP_DIFFERS;
+    }
     RankJudgements {
         data,
         order,
         judge,
         flags,
         first_non_finite,
+        unseen,
+        before_read,
     }
 }
 
@@ -411,6 +438,54 @@ pub(crate) fn reason(mode: Mode, kind: &SourceKind, j: &Judgement<'_>) -> Vec<Re
     parts
 }
 
+/// Why module `i` is a source of computation the dump did not see.
+fn unseen_reason(data: &RankData, i: u32, u: &Unseen) -> Vec<ReasonPart> {
+    let module = data.npu.name(i);
+    let call = data.npu.node(u.call);
+    let name = unseen::call_label(module, call.name(), call.node_type == 0).into();
+    let (entry, metric, err, call_err) = (u.entry.clone(), u.metric, u.err, u.call_err);
+    vec![if data.npu.node(i).direction == Direction::Backward {
+        ReasonPart::GradientChangedAfterCall {
+            name,
+            entry,
+            metric,
+            err,
+            call_err,
+        }
+    } else {
+        ReasonPart::OutputChangedAfterCall {
+            name,
+            entry,
+            metric,
+            err,
+            call_err,
+        }
+    }]
+}
+
+/// Why node `i` is a source of a change after its record, before a later call read it.
+fn before_read_reason(data: &RankData, i: u32, c: &ChangedBeforeRead) -> Vec<ReasonPart> {
+    let name: Box<str> = data.npu.name(c.reader).into();
+    let (entry, metric, err, call_err) = (c.entry.clone(), c.metric, c.err, c.producer_err);
+    vec![if data.npu.node(i).direction == Direction::Backward {
+        ReasonPart::GradientChangedBeforeCall {
+            name,
+            entry,
+            metric,
+            err,
+            call_err,
+        }
+    } else {
+        ReasonPart::OutputChangedBeforeCall {
+            name,
+            entry,
+            metric,
+            err,
+            call_err,
+        }
+    }]
+}
+
 /// Diagnoses one step, already loaded (all ranks of interest).
 pub fn diagnose_step(mode: Mode, opts: &Options, ranks: &[RankData]) -> Diagnosis {
     let opts = &step_options(mode, opts, ranks);
@@ -433,7 +508,13 @@ fn step_options<'o>(
     opts: &'o Options,
     ranks: &[RankData],
 ) -> std::borrow::Cow<'o, Options> {
-    if !opts.tighten || opts.learned.is_some() || mode == Mode::Md5 {
+    // From a reference, the kinds it held too few times are tightened from the compare itself
+    // ([`LearnedTolerances::tightened`] keeps the reference's own).
+    let from_reference = opts
+        .learned
+        .as_deref()
+        .is_some_and(|l| matches!(l.from, crate::tolerance::LearnedFrom::Reference { .. }));
+    if !opts.tighten || opts.learned.is_some() && !from_reference || mode == Mode::Md5 {
         return std::borrow::Cow::Borrowed(opts);
     }
     let mut current = std::borrow::Cow::Borrowed(opts);
@@ -492,7 +573,11 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
             let Some(j) = r.judgement(i) else {
                 continue;
             };
-            let Some(kind) = source_kind(&j, opts, causes_only) else {
+            let unseen = r.unseen.get(&i);
+            let before_read = r.before_read.get(&i);
+            let Some(kind) = source_kind(&j, opts, causes_only).or_else(|| {
+                (unseen.is_some() || before_read.is_some()).then_some(SourceKind::Introduced)
+            }) else {
                 continue;
             };
             if updated
@@ -545,7 +630,19 @@ fn collect(mode: Mode, opts: &Options, judged: &[RankJudgements<'_>], updated: b
                     continue;
                 }
             }
-            let parts = reason(mode, &kind, &j);
+            let parts = match (unseen, before_read) {
+                (Some(u), _) if kind != SourceKind::Cause => unseen_reason(data, i, u),
+                (None, Some(c)) if kind != SourceKind::Cause => before_read_reason(data, i, c),
+                _ => {
+                    let mut parts = reason(mode, &kind, &j);
+                    if let Some(api) = unseen::kernel_backward(data, i) {
+                        parts.push(ReasonPart::KernelBackward {
+                            name: data.npu.name(api).into(),
+                        });
+                    }
+                    parts
+                }
+            };
             let g = sources.len();
             for a in data.npu.ancestors(i) {
                 group_of.entry(a).or_insert(g);

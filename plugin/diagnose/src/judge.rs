@@ -665,6 +665,11 @@ impl<'a> Judge<'a> {
         Judge::new(mode, opts, data, &data.npu.execution_order())
     }
 
+    /// The rank it judges.
+    pub(crate) fn data(&self) -> &'a RankData {
+        self.data
+    }
+
     /// The number of target nodes.
     pub(crate) fn len(&self) -> usize {
         self.floor.len()

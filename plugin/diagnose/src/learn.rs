@@ -26,11 +26,11 @@ use crate::judge::{Judge, Judgement};
 use crate::load::{CompareFile, Direction, Mode, RankData};
 use crate::options::Options;
 use crate::tolerance::{
-    learn, module_path, op_kind, Key, Learned, LearnedFrom, LearnedTolerances, Samples,
-    MIN_SAMPLES, MIN_SHARED,
+    learn, module_path, op_kind, FewSamples, Key, Learned, LearnedFrom, LearnedTolerances, Samples,
+    MIN_SHARED, MIN_SMALL_SAMPLES,
 };
 #[cfg(doc)]
-use crate::tolerance::{MARGIN, QUANTILE};
+use crate::tolerance::{MARGIN, MIN_SAMPLES, QUANTILE};
 
 /// Nodes judged at once by [`gather`] (on every core) before their errors are added: a bounded
 /// buffer, whatever the size of the rank.
@@ -46,8 +46,9 @@ fn gather(
 ) {
     let n = judge.len() as u32;
     for start in (0..n).step_by(GATHER_CHUNK as usize) {
-        // (node, noise class, output error, input error or NaN)
-        let kept: Vec<(u32, DtypeClass, f64, f64)> = (start..n.min(start + GATHER_CHUNK))
+        // (node, noise class, output dtype, output error, input error or NaN)
+        let kept: Vec<(u32, DtypeClass, DtypeClass, f64, f64)> = (start
+            ..n.min(start + GATHER_CHUNK))
             .into_par_iter()
             .filter_map(|i| {
                 let j = judge.node(i)?;
@@ -56,14 +57,15 @@ fn gather(
                     return None;
                 }
                 let input = j.input.as_ref().map_or(f64::NAN, |l| l.err);
-                Some((i, out.noise, out.err, input))
+                Some((i, out.noise, out.dtype, out.err, input))
             })
             .collect();
-        for (i, noise, out, input) in kept {
+        for (i, noise, dtype, out, input) in kept {
             let n = data.npu.node(i);
             let s = samples
                 .entry((op_kind(n).to_owned(), n.direction, noise))
                 .or_default();
+            s.finest = s.finest.min(dtype);
             s.outputs.push(out);
             if input.is_finite() {
                 s.inputs.push(input);
@@ -135,9 +137,9 @@ impl LearnedTolerances {
                 target.path().display()
             )));
         }
-        let kinds = samples
+        let (kinds, few) = split_few(samples);
+        let kinds = kinds
             .into_iter()
-            .filter(|(_, s)| s.outputs.len() >= MIN_SAMPLES)
             .map(|(key, s)| {
                 let table = table.tolerance(key.2, key.2);
                 learn(key, s, table, None)
@@ -148,6 +150,7 @@ impl LearnedTolerances {
                 file: path.to_owned(),
             },
             kinds,
+            few,
         ))
     }
 
@@ -156,6 +159,10 @@ impl LearnedTolerances {
     /// nodes whose activation inputs, weights and arguments agree, times [`MARGIN`], where that
     /// is below what `opts` had; never above it. Kinds that do not tighten keep what `opts` had.
     /// `None` when nothing is tighter than the table.
+    ///
+    /// With tolerances from a reference, only the kinds the reference did not learn (too few
+    /// samples in it, [`LearnedTolerances::few_samples`], or none) are tightened: the reference's
+    /// stay as they are.
     pub fn tightened(opts: &Options, mode: Mode, ranks: &[RankData]) -> Option<LearnedTolerances> {
         let mut samples: HashMap<Key, Samples> = HashMap::default();
         for data in ranks {
@@ -165,6 +172,11 @@ impl LearnedTolerances {
             });
         }
         let before = opts.learned.as_deref();
+        let from_reference =
+            before.is_some_and(|b| matches!(b.from, LearnedFrom::Reference { .. }));
+        if let Some(b) = before.filter(|_| from_reference) {
+            samples.retain(|key, _| b.get(&key.0, key.1, key.2).is_none());
+        }
         let had = |op: &str, direction: Direction, dtype: DtypeClass| {
             let table = opts.tolerance(dtype, dtype);
             match before.and_then(|b| b.get(op, direction, dtype)) {
@@ -172,9 +184,9 @@ impl LearnedTolerances {
                 None => (table, table.agree),
             }
         };
-        let mut kinds: Vec<Learned> = samples
+        let (kinds, few) = split_few(samples);
+        let mut kinds: Vec<Learned> = kinds
             .into_iter()
-            .filter(|(_, s)| s.outputs.len() >= MIN_SAMPLES)
             .map(|(key, s)| {
                 let table = opts.tolerance(key.2, key.2);
                 let cap = had(&key.0, key.1, key.2);
@@ -192,6 +204,33 @@ impl LearnedTolerances {
                 }
             }
         }
-        (!kinds.is_empty()).then(|| LearnedTolerances::new(LearnedFrom::Tightened, kinds))
+        let from = match before {
+            Some(b) if from_reference => b.from.clone(),
+            _ => LearnedFrom::Tightened,
+        };
+        let few = match before {
+            Some(b) if from_reference => b.few_samples.clone(),
+            _ => few,
+        };
+        (!kinds.is_empty()).then(|| LearnedTolerances::new(from, kinds, few))
     }
+}
+
+/// The kinds with enough samples to learn from ([`MIN_SMALL_SAMPLES`]), and the others.
+fn split_few(samples: HashMap<Key, Samples>) -> (Vec<(Key, Samples)>, Vec<FewSamples>) {
+    let mut few = Vec::new();
+    let mut kinds = Vec::new();
+    for (key, s) in samples {
+        if s.outputs.len() >= MIN_SMALL_SAMPLES {
+            kinds.push((key, s));
+        } else {
+            few.push(FewSamples {
+                op: key.0,
+                direction: key.1,
+                dtype: key.2,
+                samples: s.outputs.len(),
+            });
+        }
+    }
+    (kinds, few)
 }

@@ -32,6 +32,8 @@
 //! - [`learn`]: learning them from a reference compare, or tightening them from the compare
 //!   itself.
 //! - [`judge`]: the per-node rules (how far an entry is from golden, the node's verdict).
+//! - [`unseen`]: computation the dump did not see: a module that changed the output of the
+//!   dumped call that produced it (forward and backward).
 //! - [`diagnose`](mod@diagnose): ranking, grouping, steps and ranks: the [`Diagnosis`].
 //! - [`group`]: the sources of one call site across micro-batches, ranks and steps: one line
 //!   per fault.
@@ -70,6 +72,7 @@ pub mod site;
 pub mod source;
 pub mod table;
 pub mod tolerance;
+pub mod unseen;
 
 pub use diagnose::{
     diagnose, diagnose_step, differing_nodes, sources_inside, Diagnosis, Direction, Source,

@@ -72,6 +72,48 @@ pub enum ReasonPart {
     InputsFinite,
     /// Output `entry` (or, unnamed, some output) holds inf/NaN.
     HoldsNonFinite { entry: Option<Box<str>> },
+    /// A forward module's output `entry` is, in the golden run, the output of its last dumped
+    /// call `name`; in the target it is `err` off golden (in `metric`) where the call's is only
+    /// `call_err`: the module changed it after the call, in computation the dump did not see
+    /// ([`crate::unseen`]). `call_err` is given as `score` by [`ReasonPart::values`].
+    OutputChangedAfterCall {
+        name: Box<str>,
+        entry: Box<str>,
+        metric: Metric,
+        err: f64,
+        call_err: f64,
+    },
+    /// The same for a backward module: its input gradient `entry` after the last dumped call
+    /// `name` that produced it.
+    GradientChangedAfterCall {
+        name: Box<str>,
+        entry: Box<str>,
+        metric: Metric,
+        err: f64,
+        call_err: f64,
+    },
+    /// A node's output `entry` agrees with golden in its record (`call_err`) but not where
+    /// `name`, the next dumped call to read it, reads it (`err`): it changed after the record,
+    /// in computation the dump did not see (a user's forward hook runs after msprobe's).
+    OutputChangedBeforeCall {
+        name: Box<str>,
+        entry: Box<str>,
+        metric: Metric,
+        err: f64,
+        call_err: f64,
+    },
+    /// The same for a backward node's input gradient.
+    GradientChangedBeforeCall {
+        name: Box<str>,
+        entry: Box<str>,
+        metric: Metric,
+        err: f64,
+        call_err: f64,
+    },
+    /// A backward module whose only API call `name` records no input gradient of the call
+    /// (msprobe reads an API's backward at a reshape after its kernel): the module's input
+    /// gradient is that kernel's.
+    KernelBackward { name: Box<str> },
 }
 
 /// A relative error as the reasons write it: `3.1%` from 1 %, else `1.0e-6`; `0`, `inf`.
@@ -148,6 +190,62 @@ impl fmt::Display for ReasonPart {
             InputsFinite => f.write_str("inputs are finite"),
             HoldsNonFinite { entry: Some(entry) } => write!(f, "{entry} holds inf/NaN"),
             HoldsNonFinite { entry: None } => f.write_str("an output holds inf/NaN"),
+            OutputChangedAfterCall {
+                name,
+                entry,
+                metric,
+                err,
+                call_err,
+            } => write!(
+                f,
+                "changes its output {entry} after its last dumped call {name}: {} against {} ({})",
+                err_text(*err),
+                err_text(*call_err),
+                metric.label()
+            ),
+            GradientChangedAfterCall {
+                name,
+                entry,
+                metric,
+                err,
+                call_err,
+            } => write!(
+                f,
+                "changes its input gradient {entry} after its last dumped call {name}: {} against {} ({})",
+                err_text(*err),
+                err_text(*call_err),
+                metric.label()
+            ),
+            OutputChangedBeforeCall {
+                name,
+                entry,
+                metric,
+                err,
+                call_err,
+            } => write!(
+                f,
+                "its output {entry} changes after its record, before {name} reads it: {} against {} ({})",
+                err_text(*err),
+                err_text(*call_err),
+                metric.label()
+            ),
+            GradientChangedBeforeCall {
+                name,
+                entry,
+                metric,
+                err,
+                call_err,
+            } => write!(
+                f,
+                "its input gradient {entry} changes after its record, before {name} reads it: {} against {} ({})",
+                err_text(*err),
+                err_text(*call_err),
+                metric.label()
+            ),
+            KernelBackward { name } => write!(
+                f,
+                "its input gradient is the kernel's of {name}, whose record holds no input gradient of the call"
+            ),
         }
     }
 }
@@ -185,6 +283,11 @@ impl ReasonPart {
             WorseThanInputs { .. } => "worse_than_inputs",
             InputsFinite => "inputs_finite",
             HoldsNonFinite { .. } => "holds_non_finite",
+            OutputChangedAfterCall { .. } => "output_changed_after_call",
+            GradientChangedAfterCall { .. } => "gradient_changed_after_call",
+            OutputChangedBeforeCall { .. } => "output_changed_before_call",
+            GradientChangedBeforeCall { .. } => "gradient_changed_before_call",
+            KernelBackward { .. } => "kernel_backward",
         }
     }
 
@@ -249,6 +352,45 @@ impl ReasonPart {
             },
             HoldsNonFinite { entry } => PartValues {
                 entry: entry.as_deref(),
+                ..none
+            },
+            OutputChangedAfterCall {
+                name,
+                entry,
+                metric,
+                err,
+                call_err,
+            }
+            | GradientChangedAfterCall {
+                name,
+                entry,
+                metric,
+                err,
+                call_err,
+            }
+            | OutputChangedBeforeCall {
+                name,
+                entry,
+                metric,
+                err,
+                call_err,
+            }
+            | GradientChangedBeforeCall {
+                name,
+                entry,
+                metric,
+                err,
+                call_err,
+            } => PartValues {
+                name: Some(name),
+                entry: Some(entry),
+                metric: Some(*metric),
+                err: Some(*err),
+                score: Some(*call_err),
+                ..none
+            },
+            KernelBackward { name } => PartValues {
+                name: Some(name),
                 ..none
             },
         }

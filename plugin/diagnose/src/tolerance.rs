@@ -25,8 +25,22 @@ pub const QUANTILE: f64 = 0.95;
 /// The learned tolerance is this many times the reference's noise: a node as noisy as the
 /// worst 5 % of its kind in the reference, twice over, is not a fault.
 pub const MARGIN: f64 = 2.0;
-/// An op kind needs this many judged nodes to learn from; fewer keep the dtype table.
+/// An op kind needs this many judged nodes to learn its noise from their [`QUANTILE`].
 pub const MIN_SAMPLES: usize = 8;
+/// With fewer than [`MIN_SAMPLES`] but at least this many (an op called a few times a step:
+/// attention's softmax, an activation), a kind learns from the **median** of its samples, which
+/// one faulty call cannot move, times [`SMALL_SAMPLE_MARGIN`]; fewer keep the dtype table (and
+/// say so: [`LearnedTolerances::few_samples`]).
+pub const MIN_SMALL_SAMPLES: usize = 3;
+/// The tolerance of a kind learned from few samples: this many times their median. The p95 of
+/// a half-normal error is 2.9 times its median, so this is [`MARGIN`] × p95 × 1.7: the p95 of
+/// three or four samples is their maximum, uncertain by a factor of about two across seeds,
+/// and the margin covers it (the sweeps' noise-only pairs, docs/diagnosis.md §13).
+pub const SMALL_SAMPLE_MARGIN: f64 = 10.0;
+/// Samples further than this many robust standard deviations (1.4826 × the median absolute
+/// deviation) above the median are outliers — a faulty call, the nodes it reached — and do not
+/// teach the tolerance of their kind (at most the top 5 % of a kind's samples, at least one).
+pub const OUTLIER_MADS: f64 = 8.0;
 /// A reference must hold at least this share of the judged file's module names (without call
 /// indexes) and of its op kinds: otherwise its golden is another model.
 pub const MIN_SHARED: f64 = 0.5;
@@ -70,6 +84,29 @@ pub struct Learned {
     pub output: Tolerance,
     /// Up to this, its activation inputs agree.
     pub input_agree: f64,
+    /// How its noise was estimated.
+    pub estimate: Estimate,
+    /// Samples left out as outliers ([`OUTLIER_MADS`]).
+    pub outliers: usize,
+}
+
+/// How a kind's noise was estimated from its samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Estimate {
+    /// [`MARGIN`] × their [`QUANTILE`] ([`MIN_SAMPLES`] or more).
+    Quantile,
+    /// [`SMALL_SAMPLE_MARGIN`] × their median (fewer than [`MIN_SAMPLES`]).
+    SmallSample,
+}
+
+/// An op kind with too few samples to learn from: it kept the dtype table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FewSamples {
+    pub op: String,
+    pub direction: Direction,
+    pub dtype: DtypeClass,
+    pub samples: usize,
 }
 
 /// Learned tolerances, looked up by op kind, pass and noise class.
@@ -78,6 +115,10 @@ pub struct LearnedTolerances {
     pub from: LearnedFrom,
     /// Sorted by op kind, pass, dtype.
     pub kinds: Vec<Learned>,
+    /// Kinds the data held too few times to learn from ([`MIN_SMALL_SAMPLES`]), which keep
+    /// the table (from a reference: and the compare's own tightening), sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub few_samples: Vec<FewSamples>,
     #[serde(skip)]
     index: HashMap<String, Vec<usize>>,
 }
@@ -107,10 +148,68 @@ pub fn op_kind<'a>(n: NodeRef<'a>) -> &'a str {
 }
 
 /// The samples of one key while learning.
-#[derive(Default)]
 pub(crate) struct Samples {
     pub(crate) outputs: Vec<f64>,
     pub(crate) inputs: Vec<f64>,
+    /// The finest dtype class of the entries measured (float32 for an fp32 op in a bf16 run).
+    pub(crate) finest: DtypeClass,
+}
+
+impl Default for Samples {
+    fn default() -> Samples {
+        Samples {
+            outputs: Vec::new(),
+            inputs: Vec::new(),
+            finest: DtypeClass::Other,
+        }
+    }
+}
+
+/// The median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    quantile(v, 0.5)
+}
+
+/// Leaves out of `v` the samples more than [`OUTLIER_MADS`] robust standard deviations above
+/// the median, the largest first and at most 5 % of them (at least one); how many. Needs five
+/// samples (below, the median alone is the estimate).
+fn drop_outliers(v: &mut Vec<f64>) -> usize {
+    if v.len() < 5 {
+        return 0;
+    }
+    let m = median(v);
+    let mut dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    let sigma = 1.4826 * median(&mut dev);
+    if sigma <= 0.0 {
+        return 0;
+    }
+    let limit = m + OUTLIER_MADS * sigma;
+    // At most the top 5 % (what the quantile leaves out anyway, at least one): a heavy-tailed
+    // kind (the optimizer's updates) keeps its tail, one faulty call is left out.
+    let most = v.len().div_ceil(20);
+    v.sort_by(f64::total_cmp);
+    let mut dropped = 0;
+    while dropped < most && v.last().is_some_and(|&x| x > limit) {
+        v.pop();
+        dropped += 1;
+    }
+    dropped
+}
+
+/// The noise of a kind's samples: robust ([`drop_outliers`]), then their [`QUANTILE`] with
+/// [`MIN_SAMPLES`] or more, else their median; and the factor that makes it a tolerance.
+fn noise_of(v: &mut Vec<f64>) -> (f64, f64, Estimate, usize) {
+    let dropped = drop_outliers(v);
+    if v.len() >= MIN_SAMPLES {
+        (quantile(v, QUANTILE), MARGIN, Estimate::Quantile, dropped)
+    } else {
+        (
+            median(v),
+            SMALL_SAMPLE_MARGIN,
+            Estimate::SmallSample,
+            dropped,
+        )
+    }
 }
 
 /// An op kind, its pass and noise class.
@@ -133,13 +232,24 @@ pub(crate) fn quantile(v: &mut [f64], q: f64) -> f64 {
 }
 
 impl LearnedTolerances {
-    pub(crate) fn new(from: LearnedFrom, mut kinds: Vec<Learned>) -> LearnedTolerances {
+    pub(crate) fn new(
+        from: LearnedFrom,
+        mut kinds: Vec<Learned>,
+        mut few_samples: Vec<FewSamples>,
+    ) -> LearnedTolerances {
         kinds.sort_by(|a, b| (&a.op, a.direction, a.dtype).cmp(&(&b.op, b.direction, b.dtype)));
+        few_samples
+            .sort_by(|a, b| (&a.op, a.direction, a.dtype).cmp(&(&b.op, b.direction, b.dtype)));
         let mut index: HashMap<String, Vec<usize>> = HashMap::default();
         for (k, l) in kinds.iter().enumerate() {
             index.entry(l.op.clone()).or_default().push(k);
         }
-        LearnedTolerances { from, kinds, index }
+        LearnedTolerances {
+            from,
+            kinds,
+            few_samples,
+            index,
+        }
     }
 
     /// The learned tolerance of an op kind in a pass and noise class, if any.
@@ -152,9 +262,10 @@ impl LearnedTolerances {
     }
 }
 
-/// The tolerance of one op kind from its samples: [`MARGIN`] times their [`QUANTILE`], for its
-/// outputs (agree and jump alike: the kind's own noise) and its activation inputs (`table`'s
-/// agree when it has none). With `cap` (outputs, inputs' agree), never above it.
+/// The tolerance of one op kind from its samples ([`noise_of`]: [`MARGIN`] times their
+/// [`QUANTILE`], or with few samples [`SMALL_SAMPLE_MARGIN`] times their median, outliers left
+/// out), for its outputs (agree and jump alike: the kind's own noise) and its activation inputs
+/// (`table`'s agree when it has none). With `cap` (outputs, inputs' agree), never above it.
 pub(crate) fn learn(
     key: Key,
     mut s: Samples,
@@ -162,14 +273,15 @@ pub(crate) fn learn(
     cap: Option<(Tolerance, f64)>,
 ) -> Learned {
     let (op, direction, dtype) = key;
-    let output_noise = quantile(&mut s.outputs, QUANTILE);
-    let input_noise = quantile(&mut s.inputs, QUANTILE);
+    let samples = s.outputs.len();
+    let (output_noise, factor, estimate, outliers) = noise_of(&mut s.outputs);
+    let (input_noise, input_factor, _, _) = noise_of(&mut s.inputs);
     let input_agree = if s.inputs.is_empty() {
         table.agree
     } else {
-        MARGIN * input_noise
+        input_factor * input_noise
     };
-    let output = MARGIN * output_noise;
+    let output = factor * output_noise;
     let (output, input_agree) = match cap {
         None => (
             Tolerance {
@@ -178,10 +290,13 @@ pub(crate) fn learn(
             },
             input_agree,
         ),
-        // Tightening never goes below one unit of round-off of the noise class: a compare
-        // whose calls of a kind happen to agree bit for bit does not make one rounding a fault.
+        // Tightening never goes below one unit of round-off of the op's own dtype (the
+        // finest its entries hold: an fp32 op in a bf16 model is judged by fp32's floor, not
+        // bf16's epsilon): a compare whose calls of a kind happen to agree bit for bit does not
+        // make one rounding a fault.
         Some((c, agree)) => {
-            let floor = |v: f64| v.max(dtype.epsilon());
+            let eps = s.finest.epsilon();
+            let floor = |v: f64| v.max(eps);
             (
                 Tolerance {
                     agree: floor(output).min(c.agree),
@@ -195,11 +310,13 @@ pub(crate) fn learn(
         op,
         direction,
         dtype,
-        samples: s.outputs.len(),
+        samples,
         output_noise,
         input_noise,
         output,
         input_agree,
+        estimate,
+        outliers,
     }
 }
 
@@ -234,6 +351,26 @@ mod tests {
         assert_eq!(op_kind(side.node(0)), "Functional.linear");
         assert_eq!(op_kind(side.node(1)), "Linear");
         assert_eq!(op_kind(side.node(2)), "Block");
+    }
+
+    #[test]
+    fn one_faulty_call_does_not_move_the_noise_of_its_kind() {
+        let noise: Vec<f64> = (0..16)
+            .map(|k| 1e-3 * (1.0 + 0.05 * f64::from(k)))
+            .collect();
+        let (clean, ..) = noise_of(&mut noise.clone());
+        let mut with_fault = noise.clone();
+        with_fault.push(3e-2);
+        let (robust, _, estimate, dropped) = noise_of(&mut with_fault);
+        assert_eq!((estimate, dropped), (Estimate::Quantile, 1));
+        assert!((robust - clean).abs() < 1e-12, "{robust} vs {clean}");
+        // Four calls, one of them faulty: the median.
+        let (small, factor, estimate, _) = noise_of(&mut vec![1e-3, 1.2e-3, 0.9e-3, 5e-2]);
+        assert_eq!(
+            (estimate, factor),
+            (Estimate::SmallSample, SMALL_SAMPLE_MARGIN)
+        );
+        assert!((small - 1.1e-3).abs() < 1e-12, "{small}");
     }
 
     #[test]

@@ -18,6 +18,15 @@ autocast instead of bfloat16; `"weight_scale": {MODULE: FACTOR}` scales a weight
 only, which msprobe does not dump at level mix, so the fault adds no node. A weight fault adds
 noise to a parameter of the module before the chosen step.
 
+Computation the dump does not see (gen_unseen.py): `"kind"` `module_forward` (a forward hook on
+the module multiplies its output by 1 + magnitude), `module_backward` (a full backward hook on
+the module multiplies its first input gradient so), `function_forward` (a custom autograd
+`Function`, not on msprobe's list, applied to the module's output inside its forward, scales it;
+its backward passes the gradient on unchanged) and `function_backward` (a custom `Function`
+applied to the module's input inside its forward: identity forward, its backward scales the
+gradient). Only `FeedForward` modules carry the `Function` sites; without such a fault they do
+nothing, so every other run is as before.
+
 Usage: python inject.py SPEC.json  (SPEC: see gen_cases.py)
 """
 import json
@@ -74,9 +83,82 @@ def _corrupt_first_gradient(spec):
     return hook
 
 
+class _ScaleForward(torch.autograd.Function):
+    """A fused operator msprobe does not wrap: its output scaled, its gradient passed on."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        return aten.mul(x, factor)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+class _ScaleBackward(torch.autograd.Function):
+    """A fused operator msprobe does not wrap: identity forward, its gradient scaled."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return aten.clone(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return aten.mul(g, ctx.factor), None
+
+
+UNSEEN_KINDS = ("module_forward", "module_backward", "function_forward", "function_backward")
+
+
+def _unseen_armed(module_name, kind):
+    """The unseen-computation fault of `kind` for module `module_name` in this step, once."""
+    spec = FAULT["spec"]
+    if spec is None or FAULT["done"] or spec["kind"] != kind or spec["module"] != module_name:
+        return None
+    if FAULT["step"] != spec["step"] or FAULT["rank"] != spec.get("rank", 0):
+        return None
+    FAULT["done"] = True
+    return spec
+
+
+def unseen_input(module, x):
+    spec = _unseen_armed(getattr(module, "_ga_name", None), "function_backward")
+    return x if spec is None else _ScaleBackward.apply(x, 1.0 + spec["magnitude"])
+
+
+def unseen_output(module, out):
+    spec = _unseen_armed(getattr(module, "_ga_name", None), "function_forward")
+    return out if spec is None else _ScaleForward.apply(out, 1.0 + spec["magnitude"])
+
+
+def hook_unseen(model, spec):
+    """Module hooks that change what the module returns (forward) or passes back (backward)."""
+    module = model.get_submodule(spec["module"])
+    factor = 1.0 + spec["magnitude"]
+    if spec["kind"] == "module_forward":
+        def forward_hook(_m, _args, out):
+            if _unseen_armed(spec["module"], "module_forward") is None:
+                return None
+            return aten.mul(out, factor)
+
+        module.register_forward_hook(forward_hook)
+    elif spec["kind"] == "module_backward":
+        def backward_hook(_m, grad_input, _grad_output):
+            if _unseen_armed(spec["module"], "module_backward") is None:
+                return None
+            out = list(grad_input)
+            out[0] = aten.mul(out[0], factor)
+            return tuple(out)
+
+        module.register_full_backward_hook(backward_hook)
+    for name, m in model.named_modules():
+        m._ga_name = name
+
+
 def _armed(api):
     spec = FAULT["spec"]
-    if spec is None or FAULT["done"] or spec["kind"] == "weight":
+    if spec is None or FAULT["done"] or spec["kind"] == "weight" or spec["kind"] in UNSEEN_KINDS:
         return None
     if spec["api"] != api:
         return None
@@ -159,7 +241,8 @@ class FeedForward(nn.Module):
         self.fc2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+        x = unseen_input(self, x)
+        return unseen_output(self, self.fc2(self.act(self.fc1(x))))
 
 
 class Block(nn.Module):
@@ -228,7 +311,9 @@ def run(spec, rank=0, world=1):
         vocab=m["vocab"], d_model=m["d_model"], n_heads=m["heads"], d_ff=m["d_ff"],
         n_layers=m["layers"], max_len=m["seq"], all_reduce=world > 1,
     )
-    if FAULT["spec"] is not None and FAULT["spec"]["kind"] != "weight" \
+    if FAULT["spec"] is not None and FAULT["spec"]["kind"] in UNSEEN_KINDS:
+        hook_unseen(model, FAULT["spec"])
+    elif FAULT["spec"] is not None and FAULT["spec"]["kind"] != "weight" \
             and not FAULT["spec"].get("every_call"):
         hook_target_module(model, FAULT["spec"])
     # the same weights scaled on both sides (a model whose activations leave float16's range)
