@@ -72,8 +72,15 @@ mod os {
     /// Sets the calling thread's niceness; whether that was done. With PRIO_PROCESS and a
     /// thread id, setpriority sets that thread's niceness only (Linux's per-thread nice values).
     pub fn set_nice(nice: libc::c_int) -> bool {
-        // SAFETY: gettid has no arguments and cannot fail; setpriority takes any values.
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) == 0 }
+        // SAFETY: setpriority takes any values.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, thread_id(), nice) == 0 }
+    }
+
+    /// The calling thread's id, through the system call: glibc has no `gettid` wrapper before
+    /// 2.30, and the wheel links against 2.17 (docs/packaging.md).
+    fn thread_id() -> libc::id_t {
+        // SAFETY: SYS_gettid has no arguments and cannot fail.
+        unsafe { libc::syscall(libc::SYS_gettid) as libc::id_t }
     }
 
     pub fn has_idle_policy() -> bool {
@@ -83,7 +90,7 @@ mod os {
 
     pub fn nice() -> libc::c_int {
         // SAFETY: a plain query about the calling thread (its own thread id).
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, thread_id()) }
     }
 }
 
