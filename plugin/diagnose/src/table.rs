@@ -43,6 +43,10 @@ pub fn write_compact_table(path: &Path) -> Result<usize, DiagnoseError> {
     Ok(graphs.len())
 }
 
+/// A side whose rows are coming: its graph's (step, rank, side), its builder, and the two counts
+/// the builder keeps beside it.
+type ComingSide = ((i64, i64, Side), SideBuilder, i64, usize);
+
 /// Our table made of the rows as they are written (the converter's writer gives it each row it
 /// writes, in the order written), so that the file is not read back: each side parsed by the
 /// load's own reader of rows ([`GraphRow::of_written`] is what reading the row back would
@@ -53,7 +57,7 @@ pub fn write_compact_table(path: &Path) -> Result<usize, DiagnoseError> {
 #[derive(Default)]
 pub struct TableBuilder {
     /// The side whose rows are coming.
-    current: Option<((i64, i64, Side), SideBuilder, i64, usize)>,
+    current: Option<ComingSide>,
     /// Complete sides waiting for the other side of their graph, with their row counts.
     waiting: HashMap<(i64, i64, Side), (SideBuilder, usize)>,
     /// Graphs encoded: both sides' parts and row counts.

@@ -752,11 +752,9 @@ fn saved_and_loaded_back(dir: &std::path::Path, state: &Arc<State>, m: &pb::Meta
         "Functional.linear.11.forward",
     );
     for leaf in [a, b] {
-        assert!(
-            handlers::delete_match_nodes(&state, match_req(&m, leaf, leaf, false, "x")).success
-        );
+        assert!(handlers::delete_match_nodes(state, match_req(m, leaf, leaf, false, "x")).success);
     }
-    assert!(handlers::add_match_nodes(&state, match_req(&m, a, b, false, "x")).success);
+    assert!(handlers::add_match_nodes(state, match_req(m, a, b, false, "x")).success);
     let meta_req = || pb::MetaRequest {
         meta_data: Some(m.clone()),
         client_id: String::new(),
@@ -775,9 +773,9 @@ fn saved_and_loaded_back(dir: &std::path::Path, state: &Arc<State>, m: &pb::Meta
         })
     );
     let load = |file: &str| {
-        assert!(handlers::delete_match_nodes(&state, match_req(&m, a, b, false, "x")).success);
+        assert!(handlers::delete_match_nodes(state, match_req(m, a, b, false, "x")).success);
         let by = handlers::add_match_nodes_by_config(
-            &state,
+            state,
             pb::MatchByConfigRequest {
                 config_file: file.into(),
                 meta_data: Some(m.clone()),
