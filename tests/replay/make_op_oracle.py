@@ -4,7 +4,7 @@ CPU at float64 (and msprobe's bench_functions/ for the NPU-only ops), its inputs
 expected outputs. Never run by `make test`; the Rust test (plugin/replay/tests/ops_oracle.rs)
 replays the committed file.
 
-    /work/oracle-venv/bin/python tests/replay/make_op_oracle.py   # or .oracle-venv (make test-differential)
+    .oracle-venv/bin/python tests/replay/make_op_oracle.py   # the oracle venv of make test-differential
 """
 
 from __future__ import annotations

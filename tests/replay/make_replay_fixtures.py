@@ -4,7 +4,7 @@ _b (../shared/fixtures/dumps, msprobe 26.2 on torch 2.6, fp32), and a faulty var
 target: the output of one call (Tensor.__add__.0, a residual add) moved +4 ULPs of fp32 on 5 % of
 its elements with numpy, its dump.json statistics recomputed. Never run by `make test`.
 
-    /work/oracle-venv/bin/python tests/replay/make_replay_fixtures.py [SHARED_DUMPS]
+    .oracle-venv/bin/python tests/replay/make_replay_fixtures.py [SHARED_DUMPS]
 """
 
 from __future__ import annotations
