@@ -178,7 +178,8 @@ describe('GRAPH_ASCEND details rules and conversions', () => {
           await new Promise((r) => setTimeout(r, 150));
         }
         const status = await frame.getAttribute('[data-testid=conversionResult]', 'data-status');
-        assert.equal(status, null, 'a finished conversion is the success view');
+        const result = await frame.textContent('[data-testid=conversionResult]');
+        assert.equal(status, null, `a finished conversion is the success view: ${result}`);
         assert.ok(await frame.$('[data-testid=loadConvertedFileButton]'), 'the result can be opened');
         const pcts = [...new Set(seen.map((s) => s.pct))];
         // How many values a 1 s poll can see depends on how long the conversion runs on this
