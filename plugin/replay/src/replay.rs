@@ -180,6 +180,7 @@ pub fn replay_call(mut call: Call) -> CallReport {
     }
     let ctx = Context {
         below_fp32: out_dtype.mantissa_bits() < Dtype::F32.mantissa_bits(),
+        ran_in: Some(ran_in),
     };
     let references = match ops::replay(&api, &call.inputs, ctx) {
         None => {

@@ -4,6 +4,7 @@
 //! says what a correct kernel's error may be ([`crate::reference::Budget`]).
 
 pub mod activation;
+pub mod attention;
 pub mod common;
 pub mod elementwise;
 pub mod gather;
@@ -25,6 +26,9 @@ use elementwise::{Arith, Unary};
 pub struct Context {
     /// The output dtype is below fp32 (bf16/fp16 kernels that round intermediates).
     pub below_fp32: bool,
+    /// The dtype the inputs ran in (after an autocast cast), when known: a fused kernel that
+    /// rounds an intermediate to it (flash attention's `P`) is budgeted for that rounding.
+    pub ran_in: Option<crate::dtype::Dtype>,
 }
 
 /// The API name without torch's decorations: `__add__` → `add`, `add_` → `add`, with whether
@@ -62,6 +66,15 @@ pub fn random_reason(api: &str, args: &CallArgs) -> Option<String> {
         }
         return None;
     }
+    if name == "scaled_dot_product_attention" {
+        let p = args.f64_or(4, "dropout_p", 0.0).unwrap_or(0.0);
+        return (p > 0.0).then(|| format!("random (scaled_dot_product_attention dropout_p={p})"));
+    }
+    if name == "npu_fusion_attention" {
+        let keep = args.f64_or(usize::MAX, "keep_prob", 1.0).unwrap_or(1.0);
+        return (keep < 1.0)
+            .then(|| format!("random (npu_fusion_attention keep_prob={keep} < 1: dropout)"));
+    }
     let random = [
         "rand",
         "randn",
@@ -97,6 +110,12 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("layer_norm", |a, _, _| norm::layer_norm(a)),
     ("rms_norm", |a, _, _| norm::rms_norm(a)),
     ("npu_rms_norm", |a, _, _| norm::npu_rms_norm(a)),
+    ("scaled_dot_product_attention", |a, _, c| {
+        attention::scaled_dot_product_attention(a, c)
+    }),
+    ("npu_fusion_attention", |a, _, c| {
+        attention::npu_fusion_attention(a, c)
+    }),
     ("gelu", |a, _, _| activation::gelu(a)),
     ("npu_fast_gelu", |a, _, _| activation::fast_gelu(a)),
     ("fast_gelu", |a, _, _| activation::fast_gelu(a)),
