@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from msprobe.pytorch.bench_functions.fast_gelu import npu_fast_gelu
 from msprobe.pytorch.bench_functions.npu_fusion_attention import npu_fusion_attention
 from msprobe.pytorch.bench_functions.rms_norm import npu_rms_norm
+from msprobe.pytorch.bench_functions.rotary_mul import npu_rotary_mul
 from msprobe.pytorch.bench_functions.swiglu import npu_swiglu
 
 OUT = pathlib.Path(__file__).resolve().parents[2] / "plugin/replay/tests/oracle/ops.json"
@@ -200,6 +201,22 @@ case("npu_fusion_attention", fa, [q8, k10, v10, N, "BNSD"], {"scale": 0.3, "spar
 case("npu_fusion_attention", fa, [q8, k10, v10, N, "BNSD"], {"scale": 0.3, "sparse_mode": 2}, note="sparse_mode 2 without a mask")
 case("npu_fusion_attention", fa, [bsh(bnsd()), bsh(bnsd(n=2)), bsh(bnsd(n=2)), N, "BSH"], {"scale": 0.4, "next_tockens": 0}, note="BSH, grouped-query heads (2 KV heads), causal by next_tockens")
 case("npu_fusion_attention", fa, [bnsd(), bnsd(n=1), bnsd(n=1), N, "BNSD"], {"scale": 0.4, "pse": t(B, N, S, S)}, note="pse, one KV head")
+
+# npu_rotary_mul: msprobe's CPU reference (the rotate-half form), r1/r2 broadcast over x.
+case("npu_rotary_mul", npu_rotary_mul, [t(2, 5, 3, 8), t(1, 5, 1, 8), t(1, 5, 1, 8)], note="BSND, cos/sin [1, S, 1, D]")
+case("npu_rotary_mul", npu_rotary_mul, [t(2, 3, 5, 6), t(1, 1, 5, 6), t(1, 1, 5, 6)], note="BNSD, cos/sin [1, 1, S, D]")
+case("npu_rotary_mul", npu_rotary_mul, [t(2, 3, 5, 4), t(2, 1, 1, 4), t(2, 1, 1, 4)], note="cos/sin [B, 1, 1, D]")
+
+
+# npu_add_rms_norm (no bench function of its own in msprobe): x = x1 + x2, then msprobe's
+# npu_rms_norm; outputs (y, rstd, x) as torch_npu returns them.
+def add_rms_norm(x1, x2, gamma, epsilon=1e-6):
+    y, rstd = npu_rms_norm(x1 + x2, gamma, epsilon)
+    return y, rstd, x1 + x2
+
+
+case("npu_add_rms_norm", add_rms_norm, [t(2, 5, 8), t(2, 5, 8), t(8)], {"epsilon": 1e-6}, note="msprobe's npu_rms_norm of the sum (rstd as fp32)", rtol=2.0**-22)
+case("npu_add_rms_norm", add_rms_norm, [t(3, 16), t(3, 16), t(16), 1e-5], note="epsilon positional", rtol=2.0**-22)
 
 OUT.parent.mkdir(parents=True, exist_ok=True)
 OUT.write_text(json.dumps({"torch": torch.__version__, "cases": CASES}, indent=None) + "\n")

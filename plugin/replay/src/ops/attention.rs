@@ -25,7 +25,6 @@ use ndarray::{Array3, ArrayD, ArrayViewD, Axis, IxDyn};
 use rayon::prelude::*;
 
 use crate::args::{CallArgs, Value};
-use crate::dtype::Dtype;
 use crate::error::{ReplayError, Result};
 use crate::reference::{Budget, Reference};
 
@@ -57,16 +56,6 @@ struct Heads {
 /// How one row's raw dot products become scores: `(head, query position, dots, magnitudes)`,
 /// both rewritten in place (`dots[j] = q·k_j`, `magnitudes[j] = Σ|q·k_j|` on entry).
 type Scores<'a> = dyn Fn(usize, usize, &mut [f64], &mut [f64]) + Sync + 'a;
-
-/// `ρ`: how many compute-precision roundings one rounding of `P` to the input dtype is.
-fn p_rounding(ctx: Context) -> f64 {
-    match ctx.ran_in {
-        Some(d) if d.mantissa_bits() < Dtype::F32.mantissa_bits() => {
-            d.unit_roundoff() / Dtype::F32.unit_roundoff()
-        }
-        _ => 1.0,
-    }
-}
 
 /// `softmax(scores)·V` for every head and query position: the exact output `[heads, S1, Dv]`
 /// and its scale.
@@ -289,7 +278,7 @@ pub fn scaled_dot_product_attention(args: &CallArgs, ctx: Context) -> Result<Vec
             }
         }
     };
-    let (exact, sc) = attend(&heads, p_rounding(ctx), &scores);
+    let (exact, sc) = attend(&heads, ctx.input_rounding(), &scores);
     let mut out_shape: Vec<usize> = lead.to_vec();
     out_shape.extend([l, ev]);
     Ok(vec![reference(exact, sc, &out_shape)?])
@@ -554,7 +543,7 @@ pub fn npu_fusion_attention(args: &CallArgs, ctx: Context) -> Result<Vec<Referen
             }
         }
     };
-    let (exact, sc) = attend(&heads, p_rounding(ctx), &scores);
+    let (exact, sc) = attend(&heads, ctx.input_rounding(), &scores);
     let dv = vd[3];
     let out = [b, s1, n1, dv];
     Ok(vec![Reference {

@@ -31,6 +31,20 @@ pub struct Context {
     pub ran_in: Option<crate::dtype::Dtype>,
 }
 
+impl Context {
+    /// How many compute-precision (fp32) roundings one rounding to the dtype the inputs ran in
+    /// is: `u_in / u` (2¹⁶ for bf16, 2¹³ for fp16), 1 at fp32 and above or when unknown. A
+    /// fused kernel that rounds an intermediate to the input dtype is budgeted with it.
+    pub fn input_rounding(&self) -> f64 {
+        match self.ran_in {
+            Some(d) if d.mantissa_bits() < crate::dtype::Dtype::F32.mantissa_bits() => {
+                d.unit_roundoff() / crate::dtype::Dtype::F32.unit_roundoff()
+            }
+            _ => 1.0,
+        }
+    }
+}
+
 /// The API name without torch's decorations: `__add__` → `add`, `add_` → `add`, with whether
 /// it is the reflected form (`__radd__`, `rsub`).
 pub fn normalize(api: &str) -> (String, bool) {
@@ -110,6 +124,7 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("layer_norm", |a, _, _| norm::layer_norm(a)),
     ("rms_norm", |a, _, _| norm::rms_norm(a)),
     ("npu_rms_norm", |a, _, _| norm::npu_rms_norm(a)),
+    ("npu_add_rms_norm", |a, _, c| norm::npu_add_rms_norm(a, c)),
     ("scaled_dot_product_attention", |a, _, c| {
         attention::scaled_dot_product_attention(a, c)
     }),
@@ -143,6 +158,7 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("neg", |a, _, _| elementwise::unary(a, Unary::Neg)),
     ("negative", |a, _, _| elementwise::unary(a, Unary::Neg)),
     ("abs", |a, _, _| elementwise::unary(a, Unary::Abs)),
+    ("npu_rotary_mul", |a, _, _| elementwise::rotary_mul(a)),
     ("where", |a, _, _| elementwise::where_op(a)),
     ("masked_fill", |a, _, _| elementwise::masked_fill(a)),
     ("sum", |a, _, _| reduce::sum(a, reduce::Sum::Sum)),

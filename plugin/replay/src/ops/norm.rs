@@ -1,4 +1,4 @@
-//! Normalizations: `layer_norm`, `rms_norm`, `npu_rms_norm`.
+//! Normalizations: `layer_norm`, `rms_norm`, `npu_rms_norm`, `npu_add_rms_norm`.
 //!
 //! Budget: one rounding, and `n + 8` roundings at the compute precision (the mean and the
 //! variance are sums of `n`) scaled by what each error is multiplied by: for layer_norm
@@ -152,6 +152,69 @@ pub fn npu_rms_norm(args: &CallArgs) -> Result<Vec<Reference>> {
             exact: shaped(rstd, &rstd_shape)?,
             scale: shaped(rstd_scale, &rstd_shape)?,
             budget,
+        },
+    ])
+}
+
+/// `npu_add_rms_norm(x1, x2, gamma, epsilon=1e-6)` → `(y, rstd, x)`: `x = x1 + x2`, then
+/// `npu_rms_norm(x, gamma, epsilon)`.
+///
+/// Budget (internal roundings all in the scale): `y` one rounding and
+/// `(n + 7)·(|y| + rstd·|γ|·(|x1| + |x2|)) + 2ρ·|y|`; `rstd` one rounding and
+/// `(n + 6 + ρ)·|rstd|`; `x` one rounding (the add's). `ρ = u_in/u` (2¹⁶ for bf16) covers a
+/// kernel that normalizes the sum after rounding it to the input dtype (its `x` output) rather
+/// than in fp32: that moves `y` by up to two input-dtype roundings and `rstd` by one.
+pub fn npu_add_rms_norm(args: &CallArgs, ctx: super::Context) -> Result<Vec<Reference>> {
+    let x1 = args.tensor(0, "x1")?;
+    let x2 = args.tensor(1, "x2")?;
+    let gamma = args.tensor(2, "gamma")?;
+    let eps = args.f64_or(3, "epsilon", 1e-6)?;
+    if x1.shape() != x2.shape() {
+        return Err(ReplayError::args(format!(
+            "x1 {:?} and x2 {:?} differ in shape",
+            x1.shape(),
+            x2.shape()
+        )));
+    }
+    let x = x1 + x2;
+    let x_mag = x1.mapv(f64::abs) + x2.mapv(f64::abs);
+    let k = gamma.ndim().max(1);
+    let n = gamma.len() as f64;
+    let rho = ctx.input_rounding();
+    let (out, _, rstd) = rms(&x, k, Some(gamma), eps)?;
+    let (_, inner) = last_dims(&x, k)?;
+    let g: Vec<f64> = gamma.iter().copied().collect();
+    let y_scale: Vec<f64> = out
+        .iter()
+        .zip(x_mag.iter())
+        .enumerate()
+        .map(|(i, (&y, &m))| {
+            let r = rstd[i / inner.max(1)];
+            (n + 7.0) * (y.abs() + r * g[i % inner.max(1)].abs() * m) + 2.0 * rho * y.abs()
+        })
+        .collect();
+    let mut rstd_shape: Vec<usize> = x.shape().to_vec();
+    let nd = rstd_shape.len();
+    for d in rstd_shape.iter_mut().skip(nd.saturating_sub(k)) {
+        *d = 1;
+    }
+    let rstd_scale: Vec<f64> = rstd.iter().map(|v| (n + 6.0 + rho) * v.abs()).collect();
+    let budget = Budget::one_rounding(1.0).named("norm");
+    Ok(vec![
+        Reference {
+            exact: shaped(out, x.shape())?,
+            scale: shaped(y_scale, x.shape())?,
+            budget,
+        },
+        Reference {
+            exact: shaped(rstd, &rstd_shape)?,
+            scale: shaped(rstd_scale, &rstd_shape)?,
+            budget,
+        },
+        Reference {
+            exact: x,
+            scale: x_mag,
+            budget: Budget::one_rounding(1.0),
         },
     ])
 }
