@@ -104,6 +104,9 @@ pub fn replay_entry(
         );
     }
     let api = parsed.api.clone();
+    if let Some(reason) = ops::form_reason(&parsed.prefix, &api) {
+        return CallReport::not_replayed(name, &api, reason);
+    }
     if parsed.direction == Direction::Backward {
         return CallReport::not_replayed(name, &api, "backward records are not replayed yet");
     }

@@ -198,3 +198,13 @@ fn attention_calls_not_replayed_say_why() {
     assert!(reason.is_some_and(|r| r.contains("dropout_p=0.1")));
     assert!(ops::random_reason("npu_fusion_attention", &qkv("BSH")).is_none());
 }
+
+/// `torch.batch_norm` puts weight and bias before the running statistics: not read in
+/// `torch.nn.functional.batch_norm`'s order, but refused with that reason.
+#[test]
+fn torch_batch_norm_order_is_refused() {
+    let reason = ops::form_reason("Torch", "batch_norm").unwrap();
+    assert!(reason.contains("argument order"), "{reason}");
+    assert!(ops::form_reason("Functional", "batch_norm").is_none());
+    assert!(ops::form_reason("Torch", "layer_norm").is_none());
+}

@@ -6,6 +6,7 @@
 pub mod activation;
 pub mod attention;
 pub mod common;
+pub mod conv;
 pub mod elementwise;
 pub mod gather;
 pub mod loss;
@@ -107,6 +108,18 @@ pub fn random_reason(api: &str, args: &CallArgs) -> Option<String> {
         .then(|| format!("random ({name} draws random numbers)"))
 }
 
+/// Why a call whose name matches an op is still not replayed, from its prefix: `None` when it
+/// is. `torch.batch_norm` takes `weight` and `bias` before the running statistics, which the
+/// op (`torch.nn.functional.batch_norm`'s order) would misread.
+pub fn form_reason(prefix: &str, api: &str) -> Option<String> {
+    let (name, _) = normalize(api);
+    (name == "batch_norm" && matches!(prefix, "Torch" | "Aten")).then(|| {
+        format!(
+            "{prefix}.batch_norm's argument order (weight and bias before the running statistics) is not replayed yet; Functional.batch_norm is"
+        )
+    })
+}
+
 /// A family's entry point: the call's arguments, whether it is the reflected form, the context.
 pub type OpFn = fn(&CallArgs, bool, Context) -> Result<Vec<Reference>>;
 
@@ -125,6 +138,10 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("rms_norm", |a, _, _| norm::rms_norm(a)),
     ("npu_rms_norm", |a, _, _| norm::npu_rms_norm(a)),
     ("npu_add_rms_norm", |a, _, c| norm::npu_add_rms_norm(a, c)),
+    ("group_norm", |a, _, _| norm::group_norm(a)),
+    ("batch_norm", |a, _, _| norm::batch_norm(a)),
+    ("conv1d", |a, _, _| conv::conv(a, 1)),
+    ("conv2d", |a, _, _| conv::conv(a, 2)),
     ("scaled_dot_product_attention", |a, _, c| {
         attention::scaled_dot_product_attention(a, c)
     }),
@@ -170,6 +187,7 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("var", |a, _, _| reduce::variance(a, false)),
     ("std", |a, _, _| reduce::variance(a, true)),
     ("norm", |a, _, _| reduce::norm(a)),
+    ("cumsum", |a, _, _| reduce::cumsum(a)),
     ("cross_entropy", |a, _, _| loss::cross_entropy(a)),
     ("nll_loss", |a, _, _| loss::nll_loss(a)),
     ("embedding", |a, _, _| gather::embedding(a)),
