@@ -59,10 +59,23 @@ type Scores<'a> = dyn Fn(usize, usize, &mut [f64], &mut [f64]) + Sync + 'a;
 
 /// `softmax(scores)·V` for every head and query position: the exact output `[heads, S1, Dv]`
 /// and its scale.
-fn attend(heads: &Heads, rho: f64, scores: &Scores) -> (Array3<f64>, Array3<f64>) {
+fn attend(heads: &Heads, rho: f64, scores: &Scores) -> Result<(Array3<f64>, Array3<f64>)> {
     let (h1, s1, d) = heads.q.dim();
     let (_, s2, _) = heads.k.dim();
     let dv = heads.v.dim().2;
+    if heads.k.dim().0 * heads.group != h1 || heads.v.dim().0 != heads.k.dim().0 {
+        return Err(ReplayError::args(format!(
+            "{h1} query heads do not read {} key and {} value heads in groups of {}",
+            heads.k.dim().0,
+            heads.v.dim().0,
+            heads.group
+        )));
+    }
+    let (qs, ks, vs): (Vec<f64>, Vec<f64>, Vec<f64>) = (
+        heads.q.iter().copied().collect(),
+        heads.k.iter().copied().collect(),
+        heads.v.iter().copied().collect(),
+    );
     let mut out = vec![0.0; h1 * s1 * dv];
     let mut scale = vec![0.0; h1 * s1 * dv];
     if dv > 0 {
@@ -72,17 +85,15 @@ fn attend(heads: &Heads, rho: f64, scores: &Scores) -> (Array3<f64>, Array3<f64>
             .for_each(|(row, (o, sc))| {
                 let (h, i) = (row / s1.max(1), row % s1.max(1));
                 let kv = h / heads.group.max(1);
-                let q = heads.q.index_axis(Axis(0), h);
-                let q = q.index_axis(Axis(0), i);
-                let k = heads.k.index_axis(Axis(0), kv);
-                let v = heads.v.index_axis(Axis(0), kv);
+                let q = &qs[(h * s1 + i) * d..][..d];
+                let k = &ks[kv * s2 * d..][..s2 * d];
+                let v = &vs[kv * s2 * dv..][..s2 * dv];
                 let mut s = vec![0.0; s2];
                 let mut a = vec![0.0; s2];
-                for j in 0..s2 {
-                    let kj = k.index_axis(Axis(0), j);
+                for (j, kj) in k.chunks_exact(d.max(1)).enumerate().take(s2) {
                     let (mut dot, mut mag) = (0.0, 0.0);
-                    for t in 0..d {
-                        let p = q[t] * kj[t];
+                    for (x, y) in q.iter().zip(kj) {
+                        let p = x * y;
                         dot += p;
                         mag += p.abs();
                     }
@@ -98,31 +109,40 @@ fn attend(heads: &Heads, rho: f64, scores: &Scores) -> (Array3<f64>, Array3<f64>
                 let mut p: Vec<f64> = s.iter().map(|&x| (x - m).exp()).collect();
                 let total: f64 = p.iter().sum();
                 p.iter_mut().for_each(|x| *x /= total);
-                for c in 0..dv {
-                    o[c] = (0..s2).map(|j| p[j] * v[[j, c]]).sum();
+                for (&pj, vj) in p.iter().zip(v.chunks_exact(dv)) {
+                    if pj != 0.0 {
+                        for (oc, &x) in o.iter_mut().zip(vj) {
+                            *oc += pj * x;
+                        }
+                    }
+                }
+                let (mut pv, mut spread, mut score_err) =
+                    (vec![0.0; dv], vec![0.0; dv], vec![0.0; dv]);
+                for (j, vj) in v.chunks_exact(dv).enumerate() {
+                    let pj = p[j];
+                    if pj == 0.0 {
+                        continue;
+                    }
+                    let moved = pj * (1.0 + (s[j] - m).abs() + a[j]);
+                    for c in 0..dv {
+                        let off = (vj[c] - o[c]).abs();
+                        pv[c] += pj * vj[c].abs();
+                        spread[c] += pj * off;
+                        score_err[c] += moved * off;
+                    }
                 }
                 for c in 0..dv {
-                    let (mut pv, mut spread, mut score_err) = (0.0, 0.0, 0.0);
-                    for j in 0..s2 {
-                        if p[j] == 0.0 {
-                            continue;
-                        }
-                        let off = (v[[j, c]] - o[c]).abs();
-                        pv += p[j] * v[[j, c]].abs();
-                        spread += p[j] * off;
-                        score_err += p[j] * off * (1.0 + (s[j] - m).abs() + a[j]);
-                    }
-                    sc[c] = (s2 as f64 + 4.0) * pv
-                        + (d as f64 + 8.0) * score_err
+                    sc[c] = (s2 as f64 + 4.0) * pv[c]
+                        + (d as f64 + 8.0) * score_err[c]
                         + (s2 as f64 + 8.0) * o[c].abs()
-                        + rho * (pv + spread);
+                        + rho * (pv[c] + spread[c]);
                 }
             });
     }
     let shape = (h1, s1, dv);
     let back =
         |v: Vec<f64>| Array3::from_shape_vec(shape, v).unwrap_or_else(|_| Array3::zeros(shape));
-    (back(out), back(scale))
+    Ok((back(out), back(scale)))
 }
 
 fn to_heads(
@@ -252,24 +272,23 @@ pub fn scaled_dot_product_attention(args: &CallArgs, ctx: Context) -> Result<Vec
         Some(_) => return Err(ReplayError::args("attn_mask is not a tensor")),
     };
     let scores = |h: usize, i: usize, dots: &mut [f64], mags: &mut [f64]| {
-        let at = mask.as_ref().map(|m| {
-            let mut idx = unravel(h, lead);
-            idx.extend([i, 0]);
-            (m, idx)
+        // The mask's row for this head and query position (a view, no copy).
+        let row = mask.as_ref().map(|m| {
+            let mut view = m.view();
+            for ix in unravel(h, lead).into_iter().chain([i]) {
+                view = view.index_axis_move(Axis(0), ix);
+            }
+            view
         });
-        let last = lead.len() + 1;
         for j in 0..dots.len() {
             dots[j] *= scale;
             mags[j] *= scale.abs();
             if causal && j > i {
                 dots[j] = f64::NEG_INFINITY;
             }
-            if let Some((m, idx)) = &at {
-                let mut idx = idx.clone();
-                idx[last] = j;
-                let w = m[IxDyn(&idx)];
+            if let Some(w) = row.as_ref().and_then(|r| r.get(j)) {
                 if bool_mask {
-                    if w == 0.0 {
+                    if *w == 0.0 {
                         dots[j] = f64::NEG_INFINITY;
                     }
                 } else {
@@ -278,7 +297,7 @@ pub fn scaled_dot_product_attention(args: &CallArgs, ctx: Context) -> Result<Vec
             }
         }
     };
-    let (exact, sc) = attend(&heads, ctx.input_rounding(), &scores);
+    let (exact, sc) = attend(&heads, ctx.input_rounding(), &scores)?;
     let mut out_shape: Vec<usize> = lead.to_vec();
     out_shape.extend([l, ev]);
     Ok(vec![reference(exact, sc, &out_shape)?])
@@ -543,7 +562,7 @@ pub fn npu_fusion_attention(args: &CallArgs, ctx: Context) -> Result<Vec<Referen
             }
         }
     };
-    let (exact, sc) = attend(&heads, ctx.input_rounding(), &scores);
+    let (exact, sc) = attend(&heads, ctx.input_rounding(), &scores)?;
     let dv = vd[3];
     let out = [b, s1, n1, dv];
     Ok(vec![Reference {
