@@ -325,3 +325,61 @@ fn flash_attention_with_p_in_bf16_passes_and_its_faults_fail() {
         assert!(!v.pass, "{fault}: {}", v.why);
     }
 }
+
+/// A bf16 conv2d kernel (stride 1, padding 1): fp32 products summed in fp32, channels first
+/// or the window first, one rounding to bf16; `shift` ULPs added to output channel 5.
+fn conv_kernel(x: &ArrayD<f64>, w: &ArrayD<f64>, channels_first: bool, shift: f64) -> Vec<f64> {
+    let (n, c, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+    let (o, k) = (w.shape()[0], w.shape()[2]);
+    let mut out = Vec::new();
+    for b in 0..n {
+        for oc in 0..o {
+            for i in 0..h {
+                for j in 0..wd {
+                    let mut terms = Vec::new();
+                    for ci in 0..c {
+                        for u in 0..k {
+                            for t in 0..k {
+                                let (ih, iw) = (i as i64 + u as i64 - 1, j as i64 + t as i64 - 1);
+                                if ih < 0 || iw < 0 || ih >= h as i64 || iw >= wd as i64 {
+                                    continue;
+                                }
+                                let p = x[[b, ci, ih as usize, iw as usize]] * w[[oc, ci, u, t]];
+                                terms.push((ci, f32_round(p)));
+                            }
+                        }
+                    }
+                    if !channels_first {
+                        terms.sort_by_key(|&(ci, _)| std::cmp::Reverse(ci));
+                    }
+                    let s = terms.iter().fold(0.0, |s, &(_, p)| f32_round(s + p));
+                    let y = Dtype::Bf16.round(s);
+                    out.push(if oc == 5 {
+                        y + shift * Dtype::Bf16.ulp(y)
+                    } else {
+                        y
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn conv2d_summed_in_any_order_passes_and_a_channel_fault_fails() {
+    let mut rng = Rng(21);
+    let x = rng.bf16(&[2, 8, 10, 10], 1.0);
+    let w = rng.bf16(&[16, 8, 3, 3], 0.2);
+    let r = reference(
+        "conv2d",
+        vec![tensor(&x), tensor(&w)],
+        vec![("padding", Value::Int(1))],
+    );
+    for channels_first in [true, false] {
+        let v = verdict(&r, &conv_kernel(&x, &w, channels_first, 0.0));
+        assert!(v.pass, "{}", v.why);
+    }
+    let v = verdict(&r, &conv_kernel(&x, &w, true, 3.0));
+    assert!(!v.pass, "{}", v.why);
+}
