@@ -1,7 +1,8 @@
 //! Noise-only must not fail, faults must: bf16 kernels computed differently from the
 //! reference (sequential, split-K, pairwise; an approximate exp; a one-pass variance; two
-//! roundings) stay within their budget, and a few-ULP fault (one tile of a matmul, a truncating
-//! rounding, a constant offset) does not.
+//! roundings; a conv summed in another order; flash attention with `P` in bf16) stay within
+//! their budget, and a few-ULP fault (one tile of a matmul, a truncating rounding, a constant
+//! offset, one conv channel, one attention head, a block not rescaled) does not.
 
 use graph_ascend_replay::args::{CallArgs, TensorValue, Value};
 use graph_ascend_replay::ops::{self, Context};
