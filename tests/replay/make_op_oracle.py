@@ -15,7 +15,9 @@ import pathlib
 import torch
 import torch.nn.functional as F
 from msprobe.pytorch.bench_functions.fast_gelu import npu_fast_gelu
+from msprobe.pytorch.bench_functions.npu_fusion_attention import npu_fusion_attention
 from msprobe.pytorch.bench_functions.rms_norm import npu_rms_norm
+from msprobe.pytorch.bench_functions.rotary_mul import npu_rotary_mul
 from msprobe.pytorch.bench_functions.swiglu import npu_swiglu
 
 OUT = pathlib.Path(__file__).resolve().parents[2] / "plugin/replay/tests/oracle/ops.json"
@@ -29,12 +31,20 @@ def t(*shape, low=-3.0, high=3.0):
 def rec(v):
     """A value as msprobe's dump.json records it, tensors with their values inline."""
     if isinstance(v, torch.Tensor):
-        return {
-            "type": "torch.Tensor",
-            "dtype": str(v.dtype),
-            "shape": list(v.shape),
-            "values": v.reshape(-1).tolist(),
-        }
+        r = {"type": "torch.Tensor", "dtype": str(v.dtype), "shape": list(v.shape)}
+        flat = v.reshape(-1).tolist()
+        if v.dtype == torch.bool and len(flat) > 4096:
+            # Large masks (the compressed 2048×2048 one) as runs of [value, count].
+            runs = []
+            for x in flat:
+                if runs and runs[-1][0] == x:
+                    runs[-1][1] += 1
+                else:
+                    runs.append([x, 1])
+            r["runs"] = runs
+        else:
+            r["values"] = flat
+        return r
     if isinstance(v, (list, tuple)):
         return [rec(x) for x in v]
     if v is None:
@@ -147,6 +157,85 @@ case("expand", torch.Tensor.expand, [t(3, 1), 2, 3, 4])
 case("unsqueeze", torch.unsqueeze, [t(3, 4), 1])
 case("squeeze", torch.squeeze, [t(3, 1, 4)])
 case("flatten", torch.flatten, [t(2, 3, 4), 1])
+
+# scaled_dot_product_attention: torch's math at float64.
+sdpa = F.scaled_dot_product_attention
+q4, k4, v4 = t(2, 3, 5, 4), t(2, 3, 6, 4), t(2, 3, 6, 3)
+case("scaled_dot_product_attention", sdpa, [q4, k4, v4], note="no mask, default scale")
+case("scaled_dot_product_attention", sdpa, [t(2, 3, 5, 4), t(2, 3, 5, 4), t(2, 3, 5, 4)], {"is_causal": True}, note="causal")
+case("scaled_dot_product_attention", sdpa, [q4, k4, v4], {"attn_mask": t(5, 6) > -1.0, "scale": 0.3}, note="bool mask, scale")
+full_mask = torch.ones(2, 1, 5, 6, dtype=torch.bool)
+full_mask[0, 0, 2, :] = False
+case("scaled_dot_product_attention", sdpa, [q4, k4, v4, full_mask], note="bool mask positional, a fully masked row")
+case("scaled_dot_product_attention", sdpa, [q4, k4, v4], {"attn_mask": t(2, 3, 5, 6)}, note="float mask")
+case("scaled_dot_product_attention", sdpa, [t(2, 4, 5, 4), t(2, 2, 6, 4), t(2, 2, 6, 4)], {"enable_gqa": True, "is_causal": True}, note="grouped-query heads")
+case("scaled_dot_product_attention", sdpa, [t(5, 4), t(7, 4), t(7, 2)], {"dropout_p": 0.0}, note="2-D, dropout_p 0")
+
+
+# npu_fusion_attention: msprobe's CPU reference (bench_functions/npu_fusion_attention.py), its
+# attention output; the arguments as torch_npu takes them (query, key, value, head_num,
+# input_layout positional, the rest by keyword).
+def fa(*args, **kwargs):
+    return npu_fusion_attention(*args, **kwargs)[0]
+
+
+B, N, S, D = 2, 4, 6, 8
+def bnsd(n=N, s=S):
+    return t(B, n, s, D)
+
+
+q, k, v = bnsd(), bnsd(), bnsd()
+case("npu_fusion_attention", fa, [q, k, v, N, "BNSD"], {"scale": 0.35}, note="BNSD, no mask")
+case("npu_fusion_attention", fa, [q.permute(0, 2, 1, 3).contiguous(), k.permute(0, 2, 1, 3).contiguous(), v.permute(0, 2, 1, 3).contiguous(), N, "BSND"], {"scale": 0.35, "atten_mask": torch.triu(torch.ones(S, S, dtype=torch.bool), 1)}, note="BSND, causal SS mask")
+bsh = lambda x: x.permute(0, 2, 1, 3).reshape(B, x.shape[2], -1).contiguous()
+sbh = lambda x: x.permute(2, 0, 1, 3).reshape(x.shape[2], B, -1).contiguous()
+case("npu_fusion_attention", fa, [bsh(q), bsh(k), bsh(v), N, "BSH"], {"scale": 0.25, "atten_mask": t(B, 1, S, S) > 1.0}, note="BSH, B1SS mask")
+case("npu_fusion_attention", fa, [sbh(q), sbh(k), sbh(v), N, "SBH"], {"scale": 0.25, "atten_mask": t(B, N, S, S) > 1.0}, note="SBH, BNSS mask")
+compressed = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1)
+q8, k10, v10 = t(B, N, 8, D), t(B, N, 10, D), t(B, N, 10, D)
+case("npu_fusion_attention", fa, [q8, k10, v10, N, "BNSD"], {"scale": 0.3, "sparse_mode": 2, "atten_mask": compressed}, note="sparse_mode 2 (compressed), S1 < S2")
+case("npu_fusion_attention", fa, [q8, k10, v10, N, "BNSD"], {"scale": 0.3, "sparse_mode": 3, "atten_mask": compressed}, note="sparse_mode 3 (compressed, bottom right)")
+case("npu_fusion_attention", fa, [q8, k10, v10, N, "BNSD"], {"scale": 0.3, "sparse_mode": 4, "atten_mask": compressed, "pre_tockens": 3, "next_tockens": 1}, note="sparse_mode 4 (band)")
+case("npu_fusion_attention", fa, [q8, k10, v10, N, "BNSD"], {"scale": 0.3, "sparse_mode": 0, "pre_tockens": 2, "next_tockens": 0}, note="sparse_mode 0, pre/next_tockens")
+case("npu_fusion_attention", fa, [q8, k10, v10, N, "BNSD"], {"scale": 0.3, "sparse_mode": 1}, note="sparse_mode 1 (no mask)")
+case("npu_fusion_attention", fa, [q8, k10, v10, N, "BNSD"], {"scale": 0.3, "sparse_mode": 2}, note="sparse_mode 2 without a mask")
+case("npu_fusion_attention", fa, [bsh(bnsd()), bsh(bnsd(n=2)), bsh(bnsd(n=2)), N, "BSH"], {"scale": 0.4, "next_tockens": 0}, note="BSH, grouped-query heads (2 KV heads), causal by next_tockens")
+case("npu_fusion_attention", fa, [bnsd(), bnsd(n=1), bnsd(n=1), N, "BNSD"], {"scale": 0.4, "pse": t(B, N, S, S)}, note="pse, one KV head")
+
+# npu_rotary_mul: msprobe's CPU reference (the rotate-half form), r1/r2 broadcast over x.
+case("npu_rotary_mul", npu_rotary_mul, [t(2, 5, 3, 8), t(1, 5, 1, 8), t(1, 5, 1, 8)], note="BSND, cos/sin [1, S, 1, D]")
+case("npu_rotary_mul", npu_rotary_mul, [t(2, 3, 5, 6), t(1, 1, 5, 6), t(1, 1, 5, 6)], note="BNSD, cos/sin [1, 1, S, D]")
+case("npu_rotary_mul", npu_rotary_mul, [t(2, 3, 5, 4), t(2, 1, 1, 4), t(2, 1, 1, 4)], note="cos/sin [B, 1, 1, D]")
+
+
+# npu_add_rms_norm (no bench function of its own in msprobe): x = x1 + x2, then msprobe's
+# npu_rms_norm; outputs (y, rstd, x) as torch_npu returns them.
+def add_rms_norm(x1, x2, gamma, epsilon=1e-6):
+    y, rstd = npu_rms_norm(x1 + x2, gamma, epsilon)
+    return y, rstd, x1 + x2
+
+
+case("npu_add_rms_norm", add_rms_norm, [t(2, 5, 8), t(2, 5, 8), t(8)], {"epsilon": 1e-6}, note="msprobe's npu_rms_norm of the sum (rstd as fp32)", rtol=2.0**-22)
+case("npu_add_rms_norm", add_rms_norm, [t(3, 16), t(3, 16), t(16), 1e-5], note="epsilon positional", rtol=2.0**-22)
+
+# Second tier: convolutions, group/batch norm, cumsum (torch at float64).
+case("conv1d", F.conv1d, [t(2, 4, 9), t(6, 4, 3), t(6)], note="bias")
+case("conv1d", F.conv1d, [t(2, 4, 11), t(6, 2, 3)], {"stride": 2, "padding": 2, "dilation": 2, "groups": 2}, note="stride, padding, dilation, groups")
+case("conv1d", F.conv1d, [t(4, 10), t(3, 4, 4), t(3)], {"padding": "same"}, note="unbatched, 'same' (even kernel)")
+case("conv1d", F.conv1d, [t(1, 3, 8), t(3, 1, 3), None, [1], "valid", [1], 3], note="positional, 'valid', depthwise")
+case("conv2d", F.conv2d, [t(2, 3, 7, 6), t(4, 3, 3, 3), t(4)], note="bias")
+case("conv2d", F.conv2d, [t(1, 4, 9, 8), t(6, 2, 3, 2)], {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}, note="per-dim stride, padding, dilation; groups")
+case("conv2d", F.conv2d, [t(3, 6, 6), t(2, 3, 2, 3)], {"padding": "same", "dilation": 2}, note="unbatched, 'same' with dilation")
+case("group_norm", F.group_norm, [t(2, 6, 5), 3, t(6), t(6)], {"eps": 1e-5}, note="affine")
+case("group_norm", F.group_norm, [t(2, 4, 3, 3), 2], note="2-d positions, no affine")
+case("group_norm", F.group_norm, [t(3, 4), 4, t(4), t(4), 1e-3], note="(N, C), a group per channel")
+case("batch_norm", F.batch_norm, [t(4, 3, 5), t(3), t(3, low=0.5, high=2), t(3), t(3)], note="inference, running statistics")
+case("batch_norm", F.batch_norm, [t(4, 3, 2, 2), t(3), t(3, low=0.5, high=2)], {"training": False, "eps": 1e-3}, note="inference, no affine")
+case("batch_norm", F.batch_norm, [t(4, 3, 5), t(3), t(3, low=0.5, high=2), t(3), t(3), True, 0.1, 1e-5], note="training: the batch's statistics")
+case("batch_norm", F.batch_norm, [t(6, 4), None, None, t(4), t(4)], {"training": True}, note="training, (N, C), no running statistics")
+case("cumsum", torch.cumsum, [t(3, 7), 1])
+case("cumsum", torch.cumsum, [t(4, 2, 3)], {"dim": 0}, note="dim keyword")
+case("cumsum", torch.Tensor.cumsum, [t(2, 5), -1], note="Tensor.cumsum, negative dim")
 
 OUT.parent.mkdir(parents=True, exist_ok=True)
 OUT.write_text(json.dumps({"torch": torch.__version__, "cases": CASES}, indent=None) + "\n")

@@ -15,7 +15,8 @@
 //! - [`call`]: a call's name taken apart, its entry read, its tensors loaded (the `.npy`/`.pt`
 //!   readers of `graph-ascend-dump`).
 //! - [`args`]: recorded values (tensors, numbers, lists) and positional/keyword access.
-//! - [`ops`]: the op table and one file per family — `matmul` (linear, matmul/mm/bmm,
+//! - [`ops`]: the op table and one file per family — `attention` (scaled_dot_product_attention,
+//!   npu_fusion_attention), `conv` (conv1d, conv2d), `matmul` (linear, matmul/mm/bmm,
 //!   addmm/baddbmm), `softmax`, `norm` (layer_norm, rms_norm, npu_rms_norm), `loss` (cross_entropy, nll_loss), `activation`
 //!   (gelu, silu, npu_swiglu, …), `elementwise`, `reduce`, `gather` (embedding,
 //!   index_select, gather), `shape` (cat, view, permute, …), and `common` (broadcasting, rows).

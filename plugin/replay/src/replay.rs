@@ -104,6 +104,9 @@ pub fn replay_entry(
         );
     }
     let api = parsed.api.clone();
+    if let Some(reason) = ops::form_reason(&parsed.prefix, &api) {
+        return CallReport::not_replayed(name, &api, reason);
+    }
     if parsed.direction == Direction::Backward {
         return CallReport::not_replayed(name, &api, "backward records are not replayed yet");
     }
@@ -180,6 +183,7 @@ pub fn replay_call(mut call: Call) -> CallReport {
     }
     let ctx = Context {
         below_fp32: out_dtype.mantissa_bits() < Dtype::F32.mantissa_bits(),
+        ran_in: Some(ran_in),
     };
     let references = match ops::replay(&api, &call.inputs, ctx) {
         None => {

@@ -1,7 +1,8 @@
 //! Noise-only must not fail, faults must: bf16 kernels computed differently from the
 //! reference (sequential, split-K, pairwise; an approximate exp; a one-pass variance; two
-//! roundings) stay within their budget, and a few-ULP fault (one tile of a matmul, a truncating
-//! rounding, a constant offset) does not.
+//! roundings; a conv summed in another order; flash attention with `P` in bf16) stay within
+//! their budget, and a few-ULP fault (one tile of a matmul, a truncating rounding, a constant
+//! offset, one conv channel, one attention head, a block not rescaled) does not.
 
 use graph_ascend_replay::args::{CallArgs, TensorValue, Value};
 use graph_ascend_replay::ops::{self, Context};
@@ -52,7 +53,10 @@ fn reference(api: &str, args: Vec<Value>, kwargs: Vec<(&str, Value)>) -> Referen
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
     };
-    let ctx = Context { below_fp32: true };
+    let ctx = Context {
+        below_fp32: true,
+        ..Context::default()
+    };
     ops::replay(api, &args, ctx).unwrap().unwrap().remove(0)
 }
 
@@ -231,4 +235,152 @@ fn add_rounded_once_passes_and_rounded_toward_zero_fails() {
     let v = verdict(&r, &toward_zero);
     assert!(!v.pass, "{}", v.why);
     assert!(v.magnitude_bias_ulp < -0.25, "{v:?}");
+}
+
+/// A bf16 flash-attention kernel on `[heads, S, D]` (one batch, BNSD): fp32 scores, an online
+/// softmax over key blocks of `block`, `P` rounded to bf16 before `P·V`, fp32 accumulation,
+/// one division by the row sum, the output rounded to bf16. `fault` changes one step.
+fn flash_kernel(
+    q: &ArrayD<f64>,
+    k: &ArrayD<f64>,
+    v: &ArrayD<f64>,
+    scale: f64,
+    block: usize,
+    fault: &str,
+) -> Vec<f64> {
+    let (h, s1, d) = (q.shape()[1], q.shape()[2], q.shape()[3]);
+    let s2 = k.shape()[2];
+    let mut out = Vec::new();
+    for n in 0..h {
+        for i in 0..s1 {
+            let (mut m, mut l) = (f64::NEG_INFINITY, 0.0);
+            let mut acc = vec![0.0; d];
+            for (bi, start) in (0..s2).step_by(block).enumerate() {
+                let keys = start..(start + block).min(s2);
+                let s: Vec<f64> = keys
+                    .clone()
+                    .map(|j| {
+                        let dot = (0..d).fold(0.0, |a, t| {
+                            f32_round(a + f32_round(q[[0, n, i, t]] * k[[0, n, j, t]]))
+                        });
+                        f32_round(dot * scale)
+                    })
+                    .collect();
+                let m_new = s.iter().copied().fold(m, f64::max);
+                let corr = f32_round((m - m_new).exp());
+                let p: Vec<f64> = s.iter().map(|&x| f32_round((x - m_new).exp())).collect();
+                l = f32_round(l * corr + p.iter().fold(0.0, |a, &x| f32_round(a + x)));
+                let rescale = !(fault == "a block not rescaled" && bi == 1 && n == 0);
+                for (c, a) in acc.iter_mut().enumerate() {
+                    let pv = keys.clone().zip(&p).fold(0.0, |s, (j, &pj)| {
+                        f32_round(s + f32_round(Dtype::Bf16.round(pj) * v[[0, n, j, c]]))
+                    });
+                    *a = f32_round(if rescale { *a * corr } else { *a } + pv);
+                }
+                m = m_new;
+            }
+            for a in acc {
+                let y = Dtype::Bf16.round(f32_round(a / l));
+                out.push(if fault == "head 1 off by 4 ULP" && n == 1 {
+                    y + 4.0 * Dtype::Bf16.ulp(y)
+                } else {
+                    y
+                });
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn flash_attention_with_p_in_bf16_passes_and_its_faults_fail() {
+    let mut rng = Rng(44);
+    let (h, s, d) = (2, 96, 32);
+    let q = rng.bf16(&[1, h, s, d], 1.0);
+    let k = rng.bf16(&[1, h, s, d], 1.0);
+    let v = rng.bf16(&[1, h, s, d], 1.0);
+    let args = CallArgs {
+        args: vec![
+            tensor(&q),
+            tensor(&k),
+            tensor(&v),
+            Value::Int(h as i64),
+            Value::Str("BNSD".into()),
+        ],
+        kwargs: vec![("scale".into(), Value::Float(0.5))],
+    };
+    let ctx = Context {
+        below_fp32: true,
+        ran_in: Some(Dtype::Bf16),
+    };
+    let r = ops::replay("npu_fusion_attention", &args, ctx)
+        .unwrap()
+        .unwrap()
+        .remove(0);
+    for block in [16, 32, 96] {
+        let v = verdict(&r, &flash_kernel(&q, &k, &v, 0.5, block, ""));
+        assert!(v.pass, "block {block}: {}", v.why);
+    }
+    for fault in ["a block not rescaled", "head 1 off by 4 ULP"] {
+        let v = verdict(&r, &flash_kernel(&q, &k, &v, 0.5, 32, fault));
+        assert!(!v.pass, "{fault}: {}", v.why);
+    }
+}
+
+/// A bf16 conv2d kernel (stride 1, padding 1): fp32 products summed in fp32, channels first
+/// or the window first, one rounding to bf16; `shift` ULPs added to output channel 5.
+fn conv_kernel(x: &ArrayD<f64>, w: &ArrayD<f64>, channels_first: bool, shift: f64) -> Vec<f64> {
+    let (n, c, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+    let (o, k) = (w.shape()[0], w.shape()[2]);
+    let mut out = Vec::new();
+    for b in 0..n {
+        for oc in 0..o {
+            for i in 0..h {
+                for j in 0..wd {
+                    let mut terms = Vec::new();
+                    for ci in 0..c {
+                        for u in 0..k {
+                            for t in 0..k {
+                                let (ih, iw) = (i as i64 + u as i64 - 1, j as i64 + t as i64 - 1);
+                                if ih < 0 || iw < 0 || ih >= h as i64 || iw >= wd as i64 {
+                                    continue;
+                                }
+                                let p = x[[b, ci, ih as usize, iw as usize]] * w[[oc, ci, u, t]];
+                                terms.push((ci, f32_round(p)));
+                            }
+                        }
+                    }
+                    if !channels_first {
+                        terms.sort_by_key(|&(ci, _)| std::cmp::Reverse(ci));
+                    }
+                    let s = terms.iter().fold(0.0, |s, &(_, p)| f32_round(s + p));
+                    let y = Dtype::Bf16.round(s);
+                    out.push(if oc == 5 {
+                        y + shift * Dtype::Bf16.ulp(y)
+                    } else {
+                        y
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn conv2d_summed_in_any_order_passes_and_a_channel_fault_fails() {
+    let mut rng = Rng(21);
+    let x = rng.bf16(&[2, 8, 10, 10], 1.0);
+    let w = rng.bf16(&[16, 8, 3, 3], 0.2);
+    let r = reference(
+        "conv2d",
+        vec![tensor(&x), tensor(&w)],
+        vec![("padding", Value::Int(1))],
+    );
+    for channels_first in [true, false] {
+        let v = verdict(&r, &conv_kernel(&x, &w, channels_first, 0.0));
+        assert!(v.pass, "{}", v.why);
+    }
+    let v = verdict(&r, &conv_kernel(&x, &w, true, 3.0));
+    assert!(!v.pass, "{}", v.why);
 }

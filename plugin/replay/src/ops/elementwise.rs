@@ -1,6 +1,6 @@
 //! Elementwise arithmetic and math: `add`/`sub`/`mul`/`div` (and their `Tensor.__op__`,
 //! reflected and in-place forms), `pow`, `exp`, `log`, `sqrt`, `rsqrt`, `neg`, `abs`,
-//! `where`, `masked_fill`.
+//! `where`, `masked_fill`, `npu_rotary_mul`.
 //!
 //! Budget: one rounding of the output; one internal rounding (a scalar operand rounded to the
 //! compute precision) scaled by `|a| + |b|` for add/sub, `|y|` for mul/div/sqrt; 8 for the
@@ -10,7 +10,7 @@
 
 use ndarray::{ArrayD, IxDyn};
 
-use super::common::{zip2, zip3};
+use super::common::{broadcast_shape, broadcast_to, zip2, zip3};
 use crate::args::{CallArgs, Value};
 use crate::error::{ReplayError, Result};
 use crate::reference::{Budget, Reference};
@@ -136,5 +136,53 @@ pub fn masked_fill(args: &CallArgs) -> Result<Vec<Reference>> {
         exact,
         scale,
         budget: Budget::one_rounding(0.0).named("exact"),
+    }])
+}
+
+/// `npu_rotary_mul(input, r1, r2, rotary_mode='half')`: `r1·x + r2·rotate_half(x)` with
+/// `rotate_half(x) = cat(−x₂, x₁)` over the last dim's halves (msprobe's
+/// `bench_functions/rotary_mul.py`), `r1` and `r2` broadcast against `x`. Budget: one
+/// rounding, and 3 roundings (two products and their sum) of `|r1·x| + |r2·rotate_half(x)|`.
+pub fn rotary_mul(args: &CallArgs) -> Result<Vec<Reference>> {
+    let x = args.tensor(0, "input")?;
+    let r1 = args.tensor(1, "r1")?;
+    let r2 = args.tensor(2, "r2")?;
+    if let Some(mode) = args.str(3, "rotary_mode").filter(|m| *m != "half") {
+        return Err(ReplayError::args(format!(
+            "rotary_mode {mode:?} is not replayed (msprobe's CPU reference is the rotate-half form)"
+        )));
+    }
+    let d = x.shape().last().copied().unwrap_or(0);
+    if x.ndim() == 0 || d % 2 != 0 {
+        return Err(ReplayError::args(format!(
+            "npu_rotary_mul of shape {:?}: the last dim must be even",
+            x.shape()
+        )));
+    }
+    let half = d / 2;
+    let mut rotated = x.clone();
+    for (mut out, row) in rotated.rows_mut().into_iter().zip(x.rows()) {
+        for j in 0..half {
+            out[j] = -row[j + half];
+            out[j + half] = row[j];
+        }
+    }
+    let shape = broadcast_shape(&broadcast_shape(x.shape(), r1.shape())?, r2.shape())?;
+    let (x, rotated) = (broadcast_to(x, &shape)?, broadcast_to(&rotated, &shape)?);
+    let (r1, r2) = (broadcast_to(r1, &shape)?, broadcast_to(r2, &shape)?);
+    let exact = ndarray::Zip::from(&x)
+        .and(&rotated)
+        .and(&r1)
+        .and(&r2)
+        .map_collect(|&x, &xr, &a, &b| a * x + b * xr);
+    let scale = ndarray::Zip::from(&x)
+        .and(&rotated)
+        .and(&r1)
+        .and(&r2)
+        .map_collect(|&x, &xr, &a, &b| (a * x).abs() + (b * xr).abs());
+    Ok(vec![Reference {
+        exact,
+        scale,
+        budget: Budget::one_rounding(3.0),
     }])
 }

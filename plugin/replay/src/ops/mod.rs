@@ -4,7 +4,9 @@
 //! says what a correct kernel's error may be ([`crate::reference::Budget`]).
 
 pub mod activation;
+pub mod attention;
 pub mod common;
+pub mod conv;
 pub mod elementwise;
 pub mod gather;
 pub mod loss;
@@ -25,6 +27,23 @@ use elementwise::{Arith, Unary};
 pub struct Context {
     /// The output dtype is below fp32 (bf16/fp16 kernels that round intermediates).
     pub below_fp32: bool,
+    /// The dtype the inputs ran in (after an autocast cast), when known: a fused kernel that
+    /// rounds an intermediate to it (flash attention's `P`) is budgeted for that rounding.
+    pub ran_in: Option<crate::dtype::Dtype>,
+}
+
+impl Context {
+    /// How many compute-precision (fp32) roundings one rounding to the dtype the inputs ran in
+    /// is: `u_in / u` (2¹⁶ for bf16, 2¹³ for fp16), 1 at fp32 and above or when unknown. A
+    /// fused kernel that rounds an intermediate to the input dtype is budgeted with it.
+    pub fn input_rounding(&self) -> f64 {
+        match self.ran_in {
+            Some(d) if d.mantissa_bits() < crate::dtype::Dtype::F32.mantissa_bits() => {
+                d.unit_roundoff() / crate::dtype::Dtype::F32.unit_roundoff()
+            }
+            _ => 1.0,
+        }
+    }
 }
 
 /// The API name without torch's decorations: `__add__` → `add`, `add_` → `add`, with whether
@@ -62,6 +81,15 @@ pub fn random_reason(api: &str, args: &CallArgs) -> Option<String> {
         }
         return None;
     }
+    if name == "scaled_dot_product_attention" {
+        let p = args.f64_or(4, "dropout_p", 0.0).unwrap_or(0.0);
+        return (p > 0.0).then(|| format!("random (scaled_dot_product_attention dropout_p={p})"));
+    }
+    if name == "npu_fusion_attention" {
+        let keep = args.f64_or(usize::MAX, "keep_prob", 1.0).unwrap_or(1.0);
+        return (keep < 1.0)
+            .then(|| format!("random (npu_fusion_attention keep_prob={keep} < 1: dropout)"));
+    }
     let random = [
         "rand",
         "randn",
@@ -78,6 +106,18 @@ pub fn random_reason(api: &str, args: &CallArgs) -> Option<String> {
     random
         .contains(&name.as_str())
         .then(|| format!("random ({name} draws random numbers)"))
+}
+
+/// Why a call whose name matches an op is still not replayed, from its prefix: `None` when it
+/// is. `torch.batch_norm` takes `weight` and `bias` before the running statistics, which the
+/// op (`torch.nn.functional.batch_norm`'s order) would misread.
+pub fn form_reason(prefix: &str, api: &str) -> Option<String> {
+    let (name, _) = normalize(api);
+    (name == "batch_norm" && matches!(prefix, "Torch" | "Aten")).then(|| {
+        format!(
+            "{prefix}.batch_norm's argument order (weight and bias before the running statistics) is not replayed yet; Functional.batch_norm is"
+        )
+    })
 }
 
 /// A family's entry point: the call's arguments, whether it is the reflected form, the context.
@@ -97,6 +137,17 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("layer_norm", |a, _, _| norm::layer_norm(a)),
     ("rms_norm", |a, _, _| norm::rms_norm(a)),
     ("npu_rms_norm", |a, _, _| norm::npu_rms_norm(a)),
+    ("npu_add_rms_norm", |a, _, c| norm::npu_add_rms_norm(a, c)),
+    ("group_norm", |a, _, _| norm::group_norm(a)),
+    ("batch_norm", |a, _, _| norm::batch_norm(a)),
+    ("conv1d", |a, _, _| conv::conv(a, 1)),
+    ("conv2d", |a, _, _| conv::conv(a, 2)),
+    ("scaled_dot_product_attention", |a, _, c| {
+        attention::scaled_dot_product_attention(a, c)
+    }),
+    ("npu_fusion_attention", |a, _, c| {
+        attention::npu_fusion_attention(a, c)
+    }),
     ("gelu", |a, _, _| activation::gelu(a)),
     ("npu_fast_gelu", |a, _, _| activation::fast_gelu(a)),
     ("fast_gelu", |a, _, _| activation::fast_gelu(a)),
@@ -124,6 +175,7 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("neg", |a, _, _| elementwise::unary(a, Unary::Neg)),
     ("negative", |a, _, _| elementwise::unary(a, Unary::Neg)),
     ("abs", |a, _, _| elementwise::unary(a, Unary::Abs)),
+    ("npu_rotary_mul", |a, _, _| elementwise::rotary_mul(a)),
     ("where", |a, _, _| elementwise::where_op(a)),
     ("masked_fill", |a, _, _| elementwise::masked_fill(a)),
     ("sum", |a, _, _| reduce::sum(a, reduce::Sum::Sum)),
@@ -135,6 +187,7 @@ pub const OPS: &[(&str, OpFn)] = &[
     ("var", |a, _, _| reduce::variance(a, false)),
     ("std", |a, _, _| reduce::variance(a, true)),
     ("norm", |a, _, _| reduce::norm(a)),
+    ("cumsum", |a, _, _| reduce::cumsum(a)),
     ("cross_entropy", |a, _, _| loss::cross_entropy(a)),
     ("nll_loss", |a, _, _| loss::nll_loss(a)),
     ("embedding", |a, _, _| gather::embedding(a)),

@@ -1,4 +1,4 @@
-//! Reductions: `sum`, `mean`, `max`/`min`/`amax`/`amin`, `var`, `std`, `norm`.
+//! Reductions: `sum`, `mean`, `max`/`min`/`amax`/`amin`, `var`, `std`, `norm`, `cumsum`.
 //!
 //! Budget: one rounding, and `n + 2` roundings at the compute precision for a reduction of `n`
 //! elements (the worst-case bound of a sum in any order or tree) scaled by `Σ|x|` (sum, mean),
@@ -195,5 +195,32 @@ pub fn norm(args: &CallArgs) -> Result<Vec<Reference>> {
         exact,
         scale,
         budget: Budget::one_rounding(n as f64 + 4.0).named("reduction"),
+    }])
+}
+
+/// `cumsum(input, dim)`: the running sums along `dim`. Budget: one rounding, and `n + 2`
+/// roundings (`n` the length along `dim`, a bound for every prefix, whatever the scan's
+/// order or blocking) scaled by the running `Σ|x|`.
+pub fn cumsum(args: &CallArgs) -> Result<Vec<Reference>> {
+    let x = args.tensor(0, "input")?;
+    let dim = args
+        .ints(1, "dim")?
+        .and_then(|d| d.first().copied())
+        .ok_or_else(|| ReplayError::args("cumsum without a dim"))?;
+    let dim = norm_dim(dim, x.ndim())?;
+    let n = x.shape().get(dim).copied().unwrap_or(1);
+    let (exact, scale) = super::common::map_rows(x, dim, |row, out, scale| {
+        let (mut s, mut a) = (0.0, 0.0);
+        for ((o, sc), &v) in out.iter_mut().zip(scale.iter_mut()).zip(row) {
+            s += v;
+            a += v.abs();
+            *o = s;
+            *sc = a;
+        }
+    });
+    Ok(vec![Reference {
+        exact,
+        scale,
+        budget: Budget::one_rounding(n as f64 + 2.0).named("reduction"),
     }])
 }
