@@ -10,7 +10,8 @@ msprobe's training-state monitor and writes, under OUT_DIR (default tests/fixtur
 
 - `monitor_v1.tar.xz`: TrainerMon (v1) CSV output of every run below, two ranks each (two
   processes on gloo, gradients averaged with all_reduce), in `v1/<run>/<time>-rank<R>-<uid>/`;
-- `monitor_v2.tar.xz`: TrainerMonitorV2 output (`v2/<run>/rank_<R>/`) of three runs on one rank;
+- `monitor_v2.tar.xz`: TrainerMonitorV2 output (`v2/<run>/rank_0/`) of three runs on one rank
+  (a fault meant for rank 1 is on rank 0 there);
 - `monitor_trend.tar.xz`: `msprobe data2db` of three v1 runs' activation CSVs,
   `trend/<run>/monitor_data.trend.db`;
 - `faults.json`: for each run, its numerics and the fault injected (kind, step, module, rank).
@@ -224,7 +225,8 @@ def train(rank, world, run, out_dir, version, port):
     params = dict(model.named_parameters())
     modules = dict(model.named_modules())
     for step, (x, y) in enumerate(batches(spec["data_seed"], rank)):
-        if fault and step == fault["step"] and rank in fault["ranks"]:
+        # A one-rank run (v2) takes the fault on its rank 0.
+        if fault and step == fault["step"] and (rank in fault["ranks"] or world == 1):
             if fault["kind"] == "weight":
                 with torch.no_grad():
                     params[fault["param"]].mul_(1.1)
