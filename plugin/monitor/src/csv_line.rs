@@ -107,12 +107,14 @@ pub fn parse_value(text: &str) -> Option<f64> {
     if t.is_empty() {
         return None;
     }
-    t.parse::<f64>().ok().or(match t.to_ascii_lowercase().as_str() {
-        "nan" => Some(f64::NAN),
-        "inf" | "+inf" => Some(f64::INFINITY),
-        "-inf" => Some(f64::NEG_INFINITY),
-        _ => None,
-    })
+    t.parse::<f64>()
+        .ok()
+        .or(match t.to_ascii_lowercase().as_str() {
+            "nan" => Some(f64::NAN),
+            "inf" | "+inf" => Some(f64::INFINITY),
+            "-inf" => Some(f64::NEG_INFINITY),
+            _ => None,
+        })
 }
 
 #[cfg(test)]

@@ -118,7 +118,12 @@ struct Columns {
     stat: usize,
 }
 
-fn columns(lines: &CsvLines, name_col: &str, scope: bool, stat: &str) -> Result<Columns, MonitorError> {
+fn columns(
+    lines: &CsvLines,
+    name_col: &str,
+    scope: bool,
+    stat: &str,
+) -> Result<Columns, MonitorError> {
     let need = |c: &str| {
         lines.column(c).ok_or_else(|| {
             MonitorError::format(
@@ -154,18 +159,31 @@ struct Row<'a> {
     value: Option<f64>,
 }
 
-fn parse_row<'a>(lines: &CsvLines, cols: &Columns, f: &'a [String]) -> Result<Row<'a>, MonitorError> {
+fn parse_row<'a>(
+    lines: &CsvLines,
+    cols: &Columns,
+    f: &'a [String],
+) -> Result<Row<'a>, MonitorError> {
     let field = |i: usize| {
-        f.get(i)
-            .map(String::as_str)
-            .ok_or_else(|| lines.error(format!("{} fields, the header has {}", f.len(), lines.header.len())))
+        f.get(i).map(String::as_str).ok_or_else(|| {
+            lines.error(format!(
+                "{} fields, the header has {}",
+                f.len(),
+                lines.header.len()
+            ))
+        })
     };
     let int = |i: usize, what: &str| -> Result<i64, MonitorError> {
         let t = field(i)?.trim();
         // pandas may write an integer column as a float (`3.0`).
         t.parse::<i64>()
             .ok()
-            .or_else(|| t.parse::<f64>().ok().filter(|x| x.fract() == 0.0).map(|x| x as i64))
+            .or_else(|| {
+                t.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.fract() == 0.0)
+                    .map(|x| x as i64)
+            })
             .ok_or_else(|| lines.error(format!("{what} {t:?} is not an integer")))
     };
     let stage = int(cols.stage, "vpp_stage")?;
@@ -183,7 +201,8 @@ fn parse_row<'a>(lines: &CsvLines, cols: &Columns, f: &'a [String]) -> Result<Ro
         stage: i32::try_from(stage).map_err(|_| lines.error("vpp_stage out of range"))?,
         name: field(cols.name)?,
         step,
-        micro_step: u32::try_from(micro_step.max(0)).map_err(|_| lines.error("micro_step out of range"))?,
+        micro_step: u32::try_from(micro_step.max(0))
+            .map_err(|_| lines.error("micro_step out of range"))?,
         value,
     })
 }
@@ -195,14 +214,22 @@ fn store(
     row: &Row,
 ) -> Result<(), MonitorError> {
     if let Some(value) = row.value {
-        table
-            .insert(key, row.step, value)
-            .map_err(|_| lines.error(format!("step {} is too far from the series' other steps", row.step)))?;
+        table.insert(key, row.step, value).map_err(|_| {
+            lines.error(format!(
+                "step {} is too far from the series' other steps",
+                row.step
+            ))
+        })?;
     }
     Ok(())
 }
 
-fn read_v1_file(path: &Path, kind: Kind, stat: &str, table: &mut RankTable) -> Result<(), MonitorError> {
+fn read_v1_file(
+    path: &Path,
+    kind: Kind,
+    stat: &str,
+    table: &mut RankTable,
+) -> Result<(), MonitorError> {
     let Some(mut lines) = CsvLines::open(path)? else {
         return Ok(());
     };
@@ -220,7 +247,9 @@ fn read_v1_file(path: &Path, kind: Kind, stat: &str, table: &mut RankTable) -> R
         let (prefix, full) = name::split_stage(row.name.trim());
         let (base, role) = if kind.is_activation() {
             name::parse_v1_activation(full).ok_or_else(|| {
-                lines.error(format!("activation name {full:?} is not <module>.input or <module>.output"))
+                lines.error(format!(
+                    "activation name {full:?} is not <module>.input or <module>.output"
+                ))
             })?
         } else {
             (full, Role::None)
@@ -282,9 +311,7 @@ fn read_v2_file(
                     "exp_avg_sq" => Kind::ExpAvgSq,
                     _ => return Err(bad_scope()),
                 };
-                let param = full
-                    .strip_suffix(&format!(".{scope}"))
-                    .unwrap_or(full);
+                let param = full.strip_suffix(&format!(".{scope}")).unwrap_or(full);
                 (kind, param, Role::None)
             }
             V2Monitor::Param => match scope {
@@ -336,9 +363,16 @@ mod tests {
         )
         .unwrap();
         let mut t = RankTable::default();
-        let e = read_rank(Format::V1, dir.path(), "norm", &mut t).unwrap_err().to_string();
-        assert!(e.contains("actv_0-0.csv: line 3: step \"x\" is not an integer"), "{e}");
-        let e = read_rank(Format::V1, dir.path(), "mean", &mut t).unwrap_err().to_string();
+        let e = read_rank(Format::V1, dir.path(), "norm", &mut t)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("actv_0-0.csv: line 3: step \"x\" is not an integer"),
+            "{e}"
+        );
+        let e = read_rank(Format::V1, dir.path(), "mean", &mut t)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no statistic `mean`"), "{e}");
     }
 }

@@ -167,11 +167,16 @@ pub fn judge_unit(
         let mut threshold = med + (rule.k * spread).max(rule.floor);
         if let Some(rg) = &reference_growth {
             let around = &rg[i.saturating_sub(rule.window)..(i + rule.stay).min(rg.len())];
-            if let Some(m) = around.iter().copied().filter(|x| x.is_finite()).reduce(f64::max) {
+            if let Some(m) = around
+                .iter()
+                .copied()
+                .filter(|x| x.is_finite())
+                .reduce(f64::max)
+            {
                 threshold = threshold.max(m);
             }
         }
-        if !(growth > threshold) {
+        if growth.is_nan() || growth <= threshold {
             continue;
         }
         summary.exceeded += 1;

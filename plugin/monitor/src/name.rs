@@ -188,7 +188,10 @@ mod tests {
             squash("model.embedding.word_embeddings.weight"),
             "embedding.word_embeddings.weight"
         );
-        assert_eq!(squash("model.decoder.final_layernorm.weight"), "final_layernorm.weight");
+        assert_eq!(
+            squash("model.decoder.final_layernorm.weight"),
+            "final_layernorm.weight"
+        );
         assert_eq!(squash("model.output_layer.weight"), "output_layer.weight");
         assert_eq!(squash("a.b.norm.weight"), "norm.weight");
         // The first matching pattern wins, and the last occurrence of it.

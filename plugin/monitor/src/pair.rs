@@ -334,7 +334,10 @@ pub fn compare(
         (units[u].band, pos)
     });
     let units_sorted = order.iter().map(|&u| units[u].clone()).collect();
-    let cells_sorted = order.iter().map(|&u| std::mem::take(&mut cells[u])).collect();
+    let cells_sorted = order
+        .iter()
+        .map(|&u| std::mem::take(&mut cells[u]))
+        .collect();
     let unpaired_count = unpaired.len();
     Ok(PairTable {
         statistic: stat.to_string(),

@@ -113,7 +113,10 @@ pub fn text(t: &Trend) -> String {
             );
         }
         None => {
-            let _ = writeln!(s, "first divergence: none (no unit's output outgrew its input beyond its noise)");
+            let _ = writeln!(
+                s,
+                "first divergence: none (no unit's output outgrew its input beyond its noise)"
+            );
         }
     }
     let _ = writeln!(s);
@@ -165,7 +168,9 @@ pub fn csv(t: &Trend) -> String {
     let first = t.first_divergence.as_ref().map(|d| d.unit);
     for (i, u) in t.units.iter().enumerate() {
         let j = u.diverged;
-        let opt = |f: fn(&crate::divergence::Judged) -> f64| j.map_or(String::new(), |j| f(&j).to_string());
+        let opt = |f: fn(&crate::divergence::Judged) -> f64| {
+            j.map_or(String::new(), |j| f(&j).to_string())
+        };
         let _ = writeln!(
             s,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",

@@ -19,8 +19,11 @@ use crate::name::{self, Kind, Role, SeriesKey};
 use crate::rank_table::RankTable;
 
 fn open(path: &Path) -> Result<Connection, MonitorError> {
-    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| MonitorError::db(path, e))
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| MonitorError::db(path, e))
 }
 
 fn columns(conn: &Connection, path: &Path, table: &str) -> Result<Vec<String>, MonitorError> {
@@ -78,13 +81,23 @@ struct Target {
 }
 
 /// Reads rank `rank`'s statistic `stat` into `table`.
-pub fn read_rank(path: &Path, rank: u32, stat: &str, table: &mut RankTable) -> Result<(), MonitorError> {
+pub fn read_rank(
+    path: &Path,
+    rank: u32,
+    stat: &str,
+    table: &mut RankTable,
+) -> Result<(), MonitorError> {
     let conn = open(path)?;
     let stats = columns(&conn, path, "trend_data")?;
-    if !stats.iter().any(|c| c == stat) || ["rank", "step", "target_id", "metric_id"].contains(&stat) {
+    if !stats.iter().any(|c| c == stat)
+        || ["rank", "step", "target_id", "metric_id"].contains(&stat)
+    {
         return Err(MonitorError::format(
             path,
-            format!("no statistic `{stat}` in trend_data (columns: {})", stats.join(",")),
+            format!(
+                "no statistic `{stat}` in trend_data (columns: {})",
+                stats.join(",")
+            ),
         ));
     }
     let db = |e| MonitorError::db(path, e);
@@ -159,7 +172,10 @@ pub fn read_rank(path: &Path, rank: u32, stat: &str, table: &mut RankTable) -> R
         });
         if let Some(key) = key {
             table.insert(key, step, value).map_err(|_| {
-                MonitorError::format(path, format!("rank {rank}: step {step} is too far from the series' other steps"))
+                MonitorError::format(
+                    path,
+                    format!("rank {rank}: step {step} is too far from the series' other steps"),
+                )
             })?;
         }
     }

@@ -17,7 +17,11 @@ fn unpacked() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        for archive in ["monitor_v1.tar.xz", "monitor_v2.tar.xz", "monitor_trend.tar.xz"] {
+        for archive in [
+            "monitor_v1.tar.xz",
+            "monitor_v2.tar.xz",
+            "monitor_trend.tar.xz",
+        ] {
             let out = Command::new("tar")
                 .arg("-xJf")
                 .arg(fixtures().join(archive))
@@ -25,7 +29,11 @@ fn unpacked() -> &'static Path {
                 .arg(dir.path())
                 .output()
                 .expect("run tar");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         dir
     })
@@ -204,7 +212,10 @@ fn bad_input_names_the_file() {
     let e = analyze(&t, &t, None, "mean", &Rule::default(), |_| {})
         .unwrap_err()
         .to_string();
-    assert!(e.contains("no statistic `mean`") && e.contains(".csv"), "{e}");
+    assert!(
+        e.contains("no statistic `mean`") && e.contains(".csv"),
+        "{e}"
+    );
     let db = dir.path().join("x.trend.db");
     std::fs::write(&db, b"not a database at all, just some bytes").unwrap();
     let e = Run::open(&db).unwrap_err().to_string();
