@@ -29,7 +29,7 @@ impl Default for Rule {
     fn default() -> Rule {
         Rule {
             window: 50,
-            min_history: 20,
+            min_history: 50,
             k: 10.0,
             floor: 1e-6,
             stay: 10,
