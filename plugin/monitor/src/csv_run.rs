@@ -355,6 +355,38 @@ mod tests {
     }
 
     #[test]
+    fn stages_from_the_prefix_or_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("module_step0-0.csv"),
+            "vpp_stage,step,module_name,scope,norm\n\
+             1,0,1:layers.0.fc1.input.0,forward,2.0\n\
+             -1,0,head.grad_output.0,backward,3.0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("optimizer_step0-0.csv"),
+            "vpp_stage,step,module_name,scope,norm\n0,0,0:head.weight.exp_avg_sq,exp_avg_sq,4.0\n",
+        )
+        .unwrap();
+        let mut t = RankTable::default();
+        read_rank(Format::V2, dir.path(), "norm", &mut t).unwrap();
+        let keys: Vec<_> = t
+            .series()
+            .iter()
+            .map(|k| (k.kind, k.stage, k.base.as_str(), k.role))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                (Kind::Actv, 1, "layers.0.fc1", Role::Input(0)),
+                (Kind::ActvGrad, 0, "head", Role::Output(0)),
+                (Kind::ExpAvgSq, 0, "head.weight", Role::None),
+            ]
+        );
+    }
+
+    #[test]
     fn bad_lines_name_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(

@@ -221,3 +221,35 @@ fn bad_input_names_the_file() {
     let e = Run::open(&db).unwrap_err().to_string();
     assert!(e.contains("x.trend.db"), "{e}");
 }
+
+/// Copies a v1 run with every `layers.` name written `model.layers.` (as a run without
+/// msprobe's `squash_name` names them when the model nests its layers under `model`).
+fn copy_unsquashed(src: &Path, dest: &Path) {
+    for rank in std::fs::read_dir(src).unwrap() {
+        let rank = rank.unwrap().path();
+        let out = dest.join(rank.file_name().unwrap());
+        std::fs::create_dir_all(&out).unwrap();
+        for f in std::fs::read_dir(&rank).unwrap() {
+            let f = f.unwrap().path();
+            let text = std::fs::read_to_string(&f).unwrap();
+            let text = text.replace(",layers.", ",model.layers.");
+            std::fs::write(out.join(f.file_name().unwrap()), text).unwrap();
+        }
+    }
+}
+
+#[test]
+fn squashed_names_pair_with_unsquashed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_unsquashed(&run_path("v1", "golden"), dir.path());
+    let t = Run::open(&run_path("v1", "fault_optim")).unwrap();
+    let g = Run::open(dir.path()).unwrap();
+    for (a, b) in [(&t, &g), (&g, &t)] {
+        let found = analyze(a, b, None, "norm", &Rule::default(), |_| {}).unwrap();
+        assert_eq!(found.unpaired_count, 0, "{:?}", found.unpaired);
+        assert!(found.paired_by_squash > 0);
+        assert_eq!(found.units.len(), 39);
+    }
+    let found = analyze(&t, &g, None, "norm", &Rule::default(), |_| {}).unwrap();
+    assert_names_its_fault("squash", "fault_optim", &found);
+}
