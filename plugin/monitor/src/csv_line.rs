@@ -6,26 +6,45 @@ use std::path::{Path, PathBuf};
 
 use crate::error::MonitorError;
 
-/// Splits one CSV line into `fields` (cleared first). Quoted fields may hold commas and doubled
-/// quotes; msprobe's fields never hold newlines. `false` when a quote is left open.
+/// Splits one CSV line into `fields` (their allocations reused from the previous line).
+/// Quoted fields may hold commas and doubled quotes; msprobe's fields never hold newlines.
+/// `false` when a quote is left open.
 pub fn split_fields(line: &str, fields: &mut Vec<String>) -> bool {
-    fields.clear();
-    let mut field = String::new();
+    let mut n = 0;
+    let mut next = |fields: &mut Vec<String>| -> usize {
+        if n == fields.len() {
+            fields.push(String::new());
+        }
+        fields[n].clear();
+        n += 1;
+        n - 1
+    };
+    let mut at = next(fields);
+    if !line.contains('"') {
+        for (i, part) in line.split(',').enumerate() {
+            if i > 0 {
+                at = next(fields);
+            }
+            fields[at].push_str(part);
+        }
+        fields.truncate(n);
+        return true;
+    }
     let mut chars = line.chars().peekable();
     let mut quoted = false;
     while let Some(c) = chars.next() {
         match (quoted, c) {
             (true, '"') if chars.peek() == Some(&'"') => {
                 chars.next();
-                field.push('"');
+                fields[at].push('"');
             }
             (true, '"') => quoted = false,
-            (false, '"') if field.is_empty() => quoted = true,
-            (false, ',') => fields.push(std::mem::take(&mut field)),
-            (_, c) => field.push(c),
+            (false, '"') if fields[at].is_empty() => quoted = true,
+            (false, ',') => at = next(fields),
+            (_, c) => fields[at].push(c),
         }
     }
-    fields.push(field);
+    fields.truncate(n);
     !quoted
 }
 

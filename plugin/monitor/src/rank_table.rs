@@ -1,7 +1,7 @@
 //! One rank of one run in memory: for each series (in the order first read: the CSV's order,
 //! i.e. execution order) one `f32` per step of the chosen statistic. Rows are not kept: a
 //! 10,000-step rank of 1,600 series is 64 MB, whatever the files' size.
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::name::SeriesKey;
 
