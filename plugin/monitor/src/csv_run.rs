@@ -89,16 +89,9 @@ pub fn read_rank(
     stat: &str,
     table: &mut RankTable,
 ) -> Result<(), MonitorError> {
+    // A rank folder with no file yet (a run just started) holds no rows: not an error here;
+    // a pair with nothing to compare is (see `pair::compare`).
     let files = files(format, dir)?;
-    if files.is_empty() {
-        return Err(MonitorError::format(
-            dir,
-            match format {
-                Format::V1 => "no monitor CSV (`actv_<a>-<b>.csv`, ...) in this rank folder",
-                _ => "no monitor CSV (`module_step<a>-<b>.csv`, ...) in this rank folder",
-            },
-        ));
-    }
     for (kind, path) in files {
         match kind {
             FileKind::V1(kind) => read_v1_file(&path, kind, stat, table)?,

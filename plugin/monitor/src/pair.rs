@@ -320,6 +320,15 @@ pub fn compare(
         }
         progress(rank);
     }
+    if units.is_empty() {
+        return Err(MonitorError::Pair {
+            what: format!("{} and {}", target.path.display(), golden.path.display()),
+            problem: format!(
+                "nothing to compare: no module or parameter of the target has a golden partner with values ({} target rows, {} golden rows of `{stat}`)",
+                rows.0, rows.1
+            ),
+        });
+    }
     // Judging order: band, then the order msprobe wrote the units in. A trend.db lost the
     // backward's order (see `trend_db`): its backward runs the forward's order reversed.
     let reversed_backward = target.format == Format::TrendDb;

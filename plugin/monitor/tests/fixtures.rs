@@ -216,6 +216,20 @@ fn bad_input_names_the_file() {
         e.contains("no statistic `mean`") && e.contains(".csv"),
         "{e}"
     );
+    // Rank folders with no file yet: nothing to compare.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(empty.join("Dec02_13-24-37-rank0-8fbdaf33")).unwrap();
+    let e = analyze(
+        &Run::open(&empty).unwrap(),
+        &t,
+        None,
+        "norm",
+        &Rule::default(),
+        |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("nothing to compare"), "{e}");
     let db = dir.path().join("x.trend.db");
     std::fs::write(&db, b"not a database at all, just some bytes").unwrap();
     let e = Run::open(&db).unwrap_err().to_string();
