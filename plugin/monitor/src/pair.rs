@@ -246,8 +246,19 @@ pub fn compare(
     let mut paired_by_squash = 0;
     let mut rows = (0, 0);
     for &rank in &ranks {
-        let t = read_rank(target, rank, stat)?;
-        let g = read_rank(golden, rank, stat)?;
+        // The two runs' rank read side by side (two files, two cores).
+        let (t, g) = std::thread::scope(|scope| {
+            let t = scope.spawn(|| read_rank(target, rank, stat));
+            let g = read_rank(golden, rank, stat);
+            let t = t.join().unwrap_or_else(|_| {
+                Err(MonitorError::Pair {
+                    what: target.path.display().to_string(),
+                    problem: format!("reading rank {rank} failed"),
+                })
+            });
+            (t, g)
+        });
+        let (t, g) = (t?, g?);
         rows.0 += t.rows();
         rows.1 += g.rows();
         let (partner, by_squash) = partners(&t, &g);
