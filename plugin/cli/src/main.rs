@@ -6,6 +6,7 @@
 //! - `diagnose`: where a compare first went wrong, see `graph_ascend_diagnose`.
 //! - `export-csv`: every matched pair of a compare with its metrics, as CSV.
 //! - `report`: the self-contained report, one HTML file that opens with no server (docs/report.md).
+//! - `trend`: two runs' msprobe monitor output, where they part, see `graph_ascend_monitor`.
 //! - `diff-visdb`: compares two `.vis.db` files node by node (the converter's acceptance tool).
 //! - `proto-descriptor`: writes the API's FileDescriptorSet for the Python shim.
 
@@ -18,6 +19,7 @@ mod map_cmd;
 mod precheck_cmd;
 mod report_cmd;
 mod serve_cmd;
+mod trend_cmd;
 
 use std::process::ExitCode;
 
@@ -92,6 +94,8 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Replay every API call of tensor dumps on the CPU from its own inputs (exit status 1 when one fails).
     Precheck(precheck_cmd::PrecheckArgs),
+    /// Two runs' msprobe monitor output: the first step and module where they part (exit status 1 when found).
+    Trend(trend_cmd::TrendArgs),
     /// Compare two .vis.db files node by node; exit status 1 when they differ.
     DiffVisdb(diff_cmd::DiffArgs),
     /// Write the API's protobuf FileDescriptorSet (used by the Python shim).
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report_cmd::run(args),
         Command::DiffVisdb(args) => diff_cmd::run(args),
         Command::Precheck(args) => precheck_cmd::run(args),
+        Command::Trend(args) => trend_cmd::run(args),
         Command::ProtoDescriptor { out } => {
             std::fs::write(&out, graph_ascend_proto::FILE_DESCRIPTOR_SET)
                 .map(|()| ExitCode::SUCCESS)
