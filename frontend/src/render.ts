@@ -167,6 +167,8 @@ export class CanvasPainter implements Painter<Path2D> {
   }
   fill(p: Path2D, color: string): void {
     this.ctx.fillStyle = color;
+    // The fill style is also the text's colour: the next text sets its own again.
+    this.textColor = '';
     this.ctx.fill(p);
   }
   stroke(p: Path2D, color: string, width: number, dash: number[]): void {

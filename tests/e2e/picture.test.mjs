@@ -3,8 +3,9 @@
 // hold every laid-out box (labels of boxes outside the view are in the SVG; the PNG is the scene at
 // two pixels a unit, taller than the pane), under a title that names the file, step, rank,
 // micro-batch and colour mode, and the toolbar's colour legend; in Chinese, the title's words are
-// Chinese. The "view" choice still saves the pane as drawn (tests/e2e/polish.test.mjs).
-// Pictures: tests/artifacts/picture-whole.{svg,png}.
+// Chinese. A scene too tall for one canvas at that scale gives a PNG scaled down to the browser's
+// limit (16 384 px a side), the SVG unscaled. The "view" choice still saves the pane as drawn
+// (tests/e2e/polish.test.mjs). Pictures: tests/artifacts/picture-whole.{svg,png}, picture-capped.png.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -27,8 +28,8 @@ describe('GRAPH_ASCEND whole-graph picture', () => {
   };
 
   /**
-   * An image's size, and how much of each band of it is inked (not the light background): a band is
-   * `{ px: [y0, y1] }` (its pixels) or `{ share: [y0, y1] }` (shares of its height).
+   * An image's size, and how much of each band of it is inked (not the light background; with `dark`,
+   * dark as text is): a band is `{ px: [y0, y1] }` (its pixels) or `{ share: [y0, y1] }` (shares of its height).
    */
   const decode = (frame, url, bands = []) => frame.evaluate(async ([src, rows]) => {
     const img = new Image();
@@ -49,7 +50,8 @@ describe('GRAPH_ASCEND whole-graph picture', () => {
       if (bottom <= top) return 0;
       const d = g.getImageData(0, top, w, bottom - top).data;
       let n = 0;
-      for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 3 * 235) n++;
+      const below = band.dark ? 300 : 3 * 235;
+      for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < below) n++;
       return n / (w * (bottom - top));
     });
     return { w, h, inked };
@@ -121,13 +123,16 @@ describe('GRAPH_ASCEND whole-graph picture', () => {
       assert.match(png.name, /^compare_\d+_debug_whole\.png$/);
       assert.equal(png.bytes.subarray(1, 4).toString(), 'PNG');
       // Top 40 px: the title's text; the lower half: boxes (drawn out of the pane's view).
-      const image = await decode(frame, `data:image/png;base64,${png.bytes.toString('base64')}`, [{ px: [0, 40] }, { share: [0.5, 1] }]);
+      // The legend's row (under the title and its two lines): its words in the text's colour, not a swatch's.
+      const image = await decode(frame, `data:image/png;base64,${png.bytes.toString('base64')}`, [{ px: [0, 40] }, { share: [0.5, 1] }, { px: [80, 96], dark: true }]);
       assert.ok(image.w <= PNG_MAX_SIDE && image.h <= PNG_MAX_SIDE && image.w * image.h <= PNG_MAX_AREA, `${image.w}×${image.h}`);
       // Two pixels a unit: twice the SVG's graph (its header is the same size in both).
       assert.ok(image.w >= 2 * seen.bounds.w && image.h >= 2 * seen.bounds.h, `PNG ${image.w}×${image.h} for a scene of ${JSON.stringify(seen.bounds)}`);
       assert.ok(image.h > seen.pane.height, `the PNG is taller than the pane: ${image.h}`);
       assert.ok(image.inked[0] > 0.005, `the title is drawn: ${JSON.stringify(image)}`);
       assert.ok(image.inked[1] > 0.005, `the lower half holds boxes: ${JSON.stringify(image)}`);
+      const svgLegend = await decode(frame, `data:image/svg+xml;base64,${svg.bytes.toString('base64')}`, [{ px: [80, 96], dark: true }]);
+      assert.ok(image.inked[2] > 0.3 * svgLegend.inked[0] * (svgLegend.w / image.w) && svgLegend.inked[0] > 0.01, `the legend's words are dark, as in the SVG: ${JSON.stringify({ png: image.inked, svg: svgLegend.inked })}`);
 
       // In Chinese, the title's words are Chinese.
       await frame.click('[data-testid=languageSiderButton]');
@@ -136,5 +141,33 @@ describe('GRAPH_ASCEND whole-graph picture', () => {
       assert.ok(zh.includes(`>${seen.meta.run}/${seen.meta.tag} · 调试侧</text>`), zh.slice(0, 1500));
       assert.ok(zh.includes('>着色：输出误差（msprobe）</text>'), zh.slice(0, 1500));
       await frame.click('[data-testid=languageSiderButton]');
+    }));
+
+  it('scales a PNG that would pass a browser\'s canvas limits down to them; the SVG keeps its size', () =>
+    withStackPage(stack, 'picture-capped', { width: 1400, height: 900 }, async (page) => {
+      await page.goto(pageAddress(stack.tb.base));
+      const frame = await appFrame(page);
+      await until(frame, () => window.__graphAscend.fileLoads === 0 && Number(document.querySelector('[data-testid=debugGraph]')?.dataset.nodes || 0) > 0);
+      // The pane's scene made 60 000 units tall: 4 000 boxes in a column (the page's own Scene class).
+      const bounds = await frame.evaluate(() => {
+        const pane = window.__graphAscend.panes.NPU;
+        const data = { root: { name: 'root', label: 'root', x: 0, y: 0, width: 300, height: 60_000, nodeType: 0, expand: true, isRoot: true, parentNode: '', matchedNodeLink: [] } };
+        for (let i = 0; i < 4000; i++) data[`n${i}`] = { name: `n${i}`, label: `n${i}`, x: 20, y: 20 + 15 * i, width: 260, height: 15, nodeType: 0, expand: false, isRoot: false, parentNode: 'root', matchedNodeLink: [] };
+        pane.scene = new pane.scene.constructor(data, (n) => (n.name.endsWith('7') ? '#ff704d' : '#ffffff'));
+        const b = pane.scene.bounds;
+        return { w: b.x1 - b.x0, h: b.y1 - b.y0 };
+      });
+      const png = await save(page, frame, 'exportWholePngNPU');
+      fs.mkdirSync(artifacts, { recursive: true });
+      fs.writeFileSync(path.join(artifacts, 'picture-capped.png'), png.bytes);
+      const image = await decode(frame, `data:image/png;base64,${png.bytes.toString('base64')}`, [{ px: [0, 40] }, { share: [0.9, 1] }]);
+      // At two pixels a unit it would be 120 000 px tall: scaled down to the side limit, not below it.
+      assert.ok(image.h <= PNG_MAX_SIDE && image.h > PNG_MAX_SIDE - 200 && image.w * image.h <= PNG_MAX_AREA, `${image.w}×${image.h}`);
+      assert.ok(image.inked[0] > 0.005 && image.inked[1] > 0.005, `the title and the last boxes are drawn: ${JSON.stringify(image)}`);
+      const svg = (await save(page, frame, 'exportWholeSvgNPU')).bytes.toString('utf8');
+      const [, sh] = /^<svg [^>]*height="([\d.]+)"/.exec(svg) ?? [];
+      assert.ok(Number(sh) > bounds.h, `the SVG is not scaled: ${sh} for ${bounds.h}`);
+      assert.ok(svg.includes('>n3999</text>') && !svg.includes('Scaled down'), 'the SVG holds the last box and no scaling note');
+      assert.equal(await frame.evaluate(() => window.__graphAscend.errors.length), 0);
     }));
 });
