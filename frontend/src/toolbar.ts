@@ -170,7 +170,8 @@ function pictureButton(ctx: PageCtx): HTMLElement {
       void save(side, kind, ext);
     } } }, ext.toUpperCase());
   const kindLabel = (kind: PictureKind) =>
-    h('span.picture-kind', { title: t(kind === 'whole' ? 'picture.wholeTip' : 'picture.viewTip') }, t(kind === 'whole' ? 'picture.whole' : 'picture.view'));
+    h('span.picture-kind', { title: t(kind === 'whole' ? 'picture.wholeTip' : 'picture.viewTip'), style: { whiteSpace: 'nowrap', minWidth: '0', marginLeft: '6px', opacity: '0.75' } },
+      t(kind === 'whole' ? 'picture.whole' : 'picture.view'));
   const row = (side: PaneSide) =>
     h('div.picture-row', null, h('span', null, s.single ? t('graph') : t(side === 'Bench' ? 'bench' : 'debug')),
       kindLabel('whole'), link(side, 'whole', 'svg'), link(side, 'whole', 'png'),

@@ -5,12 +5,13 @@
 // micro-batch and colour mode, and the toolbar's colour legend; in Chinese, the title's words are
 // Chinese. A scene too tall for one canvas at that scale gives a PNG scaled down to the browser's
 // limit (16 384 px a side), the SVG unscaled. The "view" choice still saves the pane as drawn
-// (tests/e2e/polish.test.mjs). Pictures: tests/artifacts/picture-whole.{svg,png}, picture-capped.png.
+// (tests/e2e/polish.test.mjs). Pictures: tests/artifacts/picture-whole.{svg,png}, picture-capped.png;
+// the menu: picture-menu.png.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { appFrame, artifacts, makeLogdir, pageAddress, sharedStack, until, withStackPage } from './harness.mjs';
+import { appFrame, artifacts, makeLogdir, pageAddress, screenshot, sharedStack, until, withStackPage } from './harness.mjs';
 
 const CASE = 'compare_tf_stats';
 const PNG_MAX_SIDE = 16_384;
@@ -102,6 +103,7 @@ describe('GRAPH_ASCEND whole-graph picture', () => {
       assert.match(seen.where, /step 0 · rank 0 · all micro-batches/);
 
       const svg = await save(page, frame, 'exportWholeSvgNPU');
+      await screenshot(page, 'picture-menu');
       const text = svg.bytes.toString('utf8');
       fs.mkdirSync(artifacts, { recursive: true });
       fs.writeFileSync(path.join(artifacts, 'picture-whole.svg'), text);
