@@ -6,6 +6,7 @@
  * Frames are drawn on demand, at most one per animation frame.
  */
 import { t } from './i18n';
+import { wholePng, wholeSvg, type PictureHeader, type PictureInput } from './picture';
 import { drawFrame, drawMinimap, frameSvg, minimapMapping, minimapRect, type FrameInput, type MiniMapping, type Theme } from './render';
 import {
   centerOn,
@@ -234,6 +235,26 @@ export class GraphPane {
   /** The view as the pane shows it, as an SVG document (the same drawing, the current theme). */
   svg(): string {
     return frameSvg(this.frame());
+  }
+
+  /** What a whole-graph picture of the pane shows: its scene as expanded now, its marks, its theme. */
+  private picture(header: PictureHeader): PictureInput {
+    if (!this.scene) throw new Error(t('picture.empty'));
+    return { scene: this.scene, theme: this.theme(), selected: this.selected, highlighted: this.highlighted, overflowMode: this.overflowMode, header };
+  }
+
+  /** The whole graph as expanded now (every box, not only the view's), under `header`, as an SVG document. */
+  wholeSvg(header: PictureHeader): string {
+    return wholeSvg(this.picture(header));
+  }
+
+  /** The whole graph as expanded now, under `header`, as a PNG within a browser's limits (`note` says how far it was scaled down). */
+  wholePng(header: PictureHeader, note: (percent: number) => string): Promise<Blob> {
+    try {
+      return wholePng(this.picture(header), note);
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
   }
 
   /** The view as the pane shows it, as a PNG (the canvas, in device pixels), drawn afresh. */

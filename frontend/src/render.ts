@@ -31,7 +31,7 @@ export const DARK: Theme = {
   highlight: 'rgb(243,183,101)',
 };
 
-const FONT_FAMILY = 'Arial, Helvetica, sans-serif';
+export const FONT_FAMILY = 'Arial, Helvetica, sans-serif';
 export function fontSizeFor(kind: number): number {
   return kind === NodeKind.LEAF ? 6 : 8;
 }
@@ -75,6 +75,17 @@ export function truncate(label: string, width: number, size: number, measure: (s
 function measurer(): CanvasRenderingContext2D | null {
   if (!measureCtx && typeof document !== 'undefined') measureCtx = document.createElement('canvas').getContext('2d');
   return measureCtx;
+}
+
+/**
+ * How wide a text is in `font` (CSS px), as the canvas measures it; without a canvas (outside a
+ * browser), an estimate of 0.6 em a character.
+ */
+export function textWidth(text: string, font: string): number {
+  const ctx = measurer();
+  if (!ctx) return 0.6 * Number(/([\d.]+)px/.exec(font)?.[1] ?? 8) * [...text].length;
+  ctx.font = font;
+  return ctx.measureText(text).width;
 }
 
 function fitLabel(label: string, width: number, size: number): string {
@@ -122,14 +133,18 @@ export interface Painter<P extends PathSink> {
   view(scale: number, tx: number, ty: number): void;
   fill(p: P, color: string): void;
   stroke(p: P, color: string, width: number, dash: number[]): void;
-  /** Text centred on (x, y), in `font` (CSS shorthand). */
-  text(text: string, x: number, y: number, font: string, color: string): void;
+  /** Text centred on (x, y), or starting at x (`start`), vertically centred on y, in `font` (CSS shorthand). */
+  text(text: string, x: number, y: number, font: string, color: string, align?: TextAlign): void;
 }
+
+/** Where a text sits against its x: centred on it, or starting at it. */
+export type TextAlign = 'center' | 'start';
 
 /** Painting onto a canvas (device pixels: `dpr` per CSS pixel). */
 export class CanvasPainter implements Painter<Path2D> {
   private font = '';
   private textColor = '';
+  private align: TextAlign = 'center';
   constructor(
     private readonly ctx: CanvasRenderingContext2D,
     private readonly dpr: number,
@@ -146,12 +161,14 @@ export class CanvasPainter implements Painter<Path2D> {
   view(scale: number, tx: number, ty: number): void {
     const d = this.dpr;
     this.ctx.setTransform(d * scale, 0, 0, d * scale, d * tx, d * ty);
-    this.ctx.textAlign = 'center';
+    this.ctx.textAlign = this.align = 'center';
     this.ctx.textBaseline = 'middle';
     this.font = this.textColor = '';
   }
   fill(p: Path2D, color: string): void {
     this.ctx.fillStyle = color;
+    // The fill style is also the text's colour: the next text sets its own again.
+    this.textColor = '';
     this.ctx.fill(p);
   }
   stroke(p: Path2D, color: string, width: number, dash: number[]): void {
@@ -162,8 +179,12 @@ export class CanvasPainter implements Painter<Path2D> {
     c.stroke(p);
     if (dash.length) c.setLineDash([]);
   }
-  text(text: string, x: number, y: number, font: string, color: string): void {
+  text(text: string, x: number, y: number, font: string, color: string, align: TextAlign = 'center'): void {
     const c = this.ctx;
+    if (align !== this.align) {
+      c.textAlign = align === 'start' ? 'left' : 'center';
+      this.align = align;
+    }
     if (font !== this.font) c.font = this.font = font;
     if (color !== this.textColor) c.fillStyle = this.textColor = color;
     c.fillText(text, x, y);
@@ -260,11 +281,11 @@ export class SvgPainter implements Painter<SvgPath> {
     const dashes = dash.length ? ` stroke-dasharray="${dash.join(' ')}"` : '';
     this.parts.push(`<path d="${p.d}" fill="none" stroke="${xmlText(color)}" stroke-width="${fine(width)}"${dashes}/>`);
   }
-  text(text: string, x: number, y: number, font: string, color: string): void {
+  text(text: string, x: number, y: number, font: string, color: string, align: TextAlign = 'center'): void {
     const [, weight, size, family] = /^(bold )?([\d.]+)px (.*)$/.exec(font) ?? [];
     const style = `font-family="${xmlText(family ?? FONT_FAMILY)}" font-size="${size ?? 8}"${weight ? ' font-weight="bold"' : ''}`;
     const baseline = y + baselineBelowMiddle(font, Number(size ?? 8));
-    this.parts.push(`<text x="${num(x)}" y="${num(baseline)}" ${style} fill="${xmlText(color)}" text-anchor="middle">${xmlText(text)}</text>`);
+    this.parts.push(`<text x="${num(x)}" y="${num(baseline)}" ${style} fill="${xmlText(color)}" text-anchor="${align === 'start' ? 'start' : 'middle'}">${xmlText(text)}</text>`);
   }
   /** The document. */
   svg(): string {
@@ -316,8 +337,16 @@ export function frameSvg(f: FrameInput): string {
 
 /** Paints one frame; returns how many boxes it drew. */
 export function paintFrame<P extends PathSink>(out: Painter<P>, f: FrameInput): number {
+  out.background(f.theme.background, f.width, f.height);
+  return paintBoxes(out, f);
+}
+
+/**
+ * Paints the boxes of the frame's view that its rectangle shows (on what is already painted);
+ * returns how many boxes it drew.
+ */
+export function paintBoxes<P extends PathSink>(out: Painter<P>, f: FrameInput): number {
   const { view, theme } = f;
-  out.background(theme.background, f.width, f.height);
   if (!f.scene) return 0;
   const boxes = f.scene.query(visibleRect(view, f.width, f.height), scratch);
   const lod = lodFor(view.scale);

@@ -8,6 +8,14 @@ import type { PageCtx } from './ctx';
 import { fileKey } from './diagnosis';
 import { clear, h } from './dom';
 import { t } from './i18n';
+import type { Store } from './store';
+
+/** Where the shown graph is, in words: "step 2 · rank 1 · micro-batch 0" (all micro-batches: so named). */
+export function pointText(s: Store): string {
+  const m = s.meta;
+  const micro = m.microStep === -1 ? t('where.microAll') : t('where.micro', { micro: m.microStep });
+  return `${t('where.point', { step: m.step, rank: m.rank })} · ${micro}`;
+}
 
 export function renderWhere(el: HTMLElement, ctx: PageCtx): void {
   const s = ctx.store;
@@ -15,11 +23,10 @@ export function renderWhere(el: HTMLElement, ctx: PageCtx): void {
   const m = s.meta;
   el.style.display = m.run && s.config ? '' : 'none';
   if (!m.run || !s.config) return;
-  const micro = m.microStep === -1 ? t('where.microAll') : t('where.micro', { micro: m.microStep });
   el.append(
     h('span.where-label', null, t('where.label')),
     h('span.where-file', { testid: 'whereFile', title: `${m.run}/${m.tag}` }, `${m.run}/${m.tag}`),
-    h('span.where-point', { testid: 'wherePoint' }, `${t('where.point', { step: m.step, rank: m.rank })} · ${micro}`),
+    h('span.where-point', { testid: 'wherePoint' }, pointText(s)),
   );
   const d = s.diagnosis?.file === fileKey(m) ? s.diagnosis.data : null;
   const first = d?.sources[0];
