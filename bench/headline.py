@@ -142,7 +142,7 @@ AUTO = "auto"
 
 
 def record(row_id: str, figure: float, unit: str, *, vs: str | None = None, workload: str | None = None,
-           met: bool | None | str = AUTO, load: float | None = None, path: Path | None = None) -> dict:
+           met: bool | str | None = AUTO, load: float | None = None, path: Path | None = None) -> dict:
     """Appends one figure of row `row_id` (a KeyError names an unknown row) and returns the line written.
     `met`: AUTO works it out from the row's bound; True or False for goals that are not one bound; None for
     a figure not judged (taken on a smaller shape than the goal's)."""
@@ -165,7 +165,8 @@ def record(row_id: str, figure: float, unit: str, *, vs: str | None = None, work
 def skip(row_ids, why: str, path: Path | None = None) -> None:
     """Records that the rows were not measured, and why."""
     for row_id in row_ids:
-        BY_ID[row_id]  # noqa: B018 (an unknown row is an error here, not a silent extra line)
+        if row_id not in BY_ID:
+            raise KeyError(row_id)
         append({"row": row_id, "why": why, "date": now()}, path)
 
 
@@ -208,9 +209,9 @@ def table(path: Path) -> str:
     lines = [
         "# Headline figures against their goals",
         "",
-        f"`make bench` ({span}; {os.cpu_count()} cores). Load: the 1-minute load average when the figure was "
-        "taken. Written by bench/headline.py from the run's records; a row a change slows shows in this "
-        "file's diff.",
+        f"Figures taken {span}, {os.cpu_count()} cores. Load: the 1-minute load average when the figure was "
+        "taken. Written by bench/headline.py from the records of the last `make bench` (or of the benches run "
+        "since); a row a change slows shows in this file's diff (docs/benchmarks.md).",
         "",
         "| workload | goal | figure | vs msprobe | met | load |",
         "|---|---|---:|---|---|---:|",

@@ -96,7 +96,8 @@ for text in open(sys.argv[1]):
         m = json.loads(text)
         print(m["first_cells_ms"], m["sidecar_peak_after_map_mb"], m["sidecar_peak_before_map_mb"], m["load"].split()[0])
 ' "$TMP/map.jsonl")
-  WORDS="the divergence map in the page, $shape's shape ($RANKS ranks × $STEPS steps × $ENTRIES entries a side"
+  WORDS="the divergence map in the page, $([ "$shape" = ours ] && echo our || echo "msprobe's") shape"
+  WORDS+=" ($RANKS ranks × $STEPS steps × $ENTRIES entries a side"
   # judged at the goal's shape only (1,024 ranks x 10 steps x ~905 nodes a graph: MAP_ENTRIES=900)
   JUDGE=auto
   if [ "$RANKS" -ge 1024 ] && [ "$STEPS" -ge 10 ] && [ "$ENTRIES" -ge 900 ]; then WORDS+=")"

@@ -394,11 +394,10 @@ def record_headline(results: list, backends: list, starts: int, load: float | No
         if row is None:
             continue
         seen.add(row)
-        vs = (f"{measured}: {theirs:.1f} ms ({ratio:.1f}×); " if theirs else "msprobe: none; ") + \
-            f"TB floor {floor:.1f} ms"
+        vs = (f"{measured}: {theirs:.1f} ms ({ratio:.1f}×)" if theirs else "msprobe: not measured") + \
+            f"; TB floor {floor:.1f} ms"
         headline.record(row, round(ours, 2), "ms", vs=vs, met=met, load=load,
-                        workload=f"compare_big in real TensorBoard, first answer: {op} "
-                                 f"(median of {starts} fresh starts)")
+                        workload=f"compare_big in real TensorBoard: {op} (median of {starts} fresh starts)")
     missing = [row for row in HEADLINE_ROWS.values() if row not in seen]
     if missing:
         headline.skip(missing, "compare_big has no such answer (a single graph, or no module to expand)")
