@@ -234,7 +234,10 @@ def table(path: Path) -> str:
             f"{'yes' if met is True else 'NO' if met is False else '–'} | "
             f"{'?' if load is None else f'{load:.2f}'} |"
         )
-    lines += ["", f"{met_count} of {len(ROWS)} rows met; {measured} measured.", ""]
+    lines += ["", f"{met_count} of {len(ROWS)} rows met; {measured} measured."]
+    # every failed script named, those without a row of their own too
+    lines += [f"{script}: {why}." for script, why in sorted(failed.items())]
+    lines.append("")
     return "\n".join(lines)
 
 

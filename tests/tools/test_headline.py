@@ -65,6 +65,9 @@ def test_the_last_record_of_a_row_wins_and_unmeasured_rows_say_why(records):
     body = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| workload")]
     assert len(body) == len(headline.ROWS)
     assert "0 of " in text and "2 measured" in text
+    # a failed script is named even when it has no row of its own
+    headline.append({"script": "bench/load.sh", "why": "failed (exit 1)"})
+    assert "bench/load.sh: failed (exit 1)." in headline.table(records).splitlines()
 
 
 def test_cells_keep_the_table_whole(records):
