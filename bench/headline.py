@@ -225,7 +225,9 @@ def table(path: Path) -> str:
     for row in ROWS:
         line = rows.get(row.id)
         if line is None or "figure" not in line:
-            why = (line or {}).get("why") or failed.get(row.script)
+            why = (line or {}).get("why")
+            if not why and row.script in failed:
+                why = f"{row.script} {failed[row.script]}"
             why = why or f"{row.script} recorded no figure (not run, or stopped before it)"
             lines.append(f"| {cell(row.workload)} | {cell(row.goal)} | not measured: {cell(why)} | – | – | – |")
             continue
@@ -234,14 +236,14 @@ def table(path: Path) -> str:
         met_count += met is True
         load = line.get("load")
         lines.append(
-            f"| {cell(line.get('workload') or row.workload)} | {cell(line.get('goal') or row.goal)} | "
+            f"| {cell(line.get('workload') or row.workload)} | {cell(row.goal)} | "
             f"{cell(figure_text(line))} | {cell(line.get('vs') or '–')} | "
             f"{'yes' if met is True else 'NO' if met is False else '–'} | "
-            f"{'?' if load is None else f'{load:.2f}'} |"
+            f"{f'{load:.2f}' if isinstance(load, (int, float)) else '?'} |"
         )
     lines += ["", f"{met_count} of {len(ROWS)} rows met; {measured} measured."]
     # every failed script named, those without a row of their own too
-    lines += [f"{script}: {why}." for script, why in sorted(failed.items())]
+    lines += [f"{script} {why}." for script, why in sorted(failed.items())]
     lines.append("")
     return "\n".join(lines)
 

@@ -59,7 +59,7 @@ def test_the_last_record_of_a_row_wins_and_unmeasured_rows_say_why(records):
     assert table_row(text, "convert_ratio")[2:] == [f"13.0{TIMES}", "msprobe 19.4 s, ours 1.49 s", "NO", "2.00"]
     assert table_row(text, "diagnose_1m_ours_time")[2:] == ["2.32 s", DASH, "NO", "3.50"]
     assert table_row(text, "map_paint_ours")[2] == "not measured: Chromium absent"
-    assert table_row(text, "report_1m_time")[2] == "not measured: failed (exit 2)"
+    assert table_row(text, "report_1m_time")[2] == "not measured: bench/report.sh failed (exit 2)"
     assert table_row(text, "first_node_list")[2].startswith("not measured: bench/service.sh recorded no figure")
     # every row of the issue, in order, once
     body = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| workload")]
@@ -67,7 +67,7 @@ def test_the_last_record_of_a_row_wins_and_unmeasured_rows_say_why(records):
     assert "0 of " in text and "2 measured" in text
     # a failed script is named even when it has no row of its own
     headline.append({"script": "bench/load.sh", "why": "failed (exit 1)"})
-    assert "bench/load.sh: failed (exit 1)." in headline.table(records).splitlines()
+    assert "bench/load.sh failed (exit 1)." in headline.table(records).splitlines()
 
 
 def test_cells_keep_the_table_whole(records):
