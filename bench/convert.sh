@@ -107,9 +107,11 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
   else
     echo "-- msprobe not runnable here (MSPROBE_DIR=$MSPROBE_DIR): no side-by-side run"
     # Ours alone: no ratio, but a change that slows ours still shows.
-    headline add convert_ratio "$OURS_COMPARE" s --vs "not measured: msprobe not runnable (MSPROBE_DIR=$MSPROBE_DIR)"
+    headline add convert_ratio "$OURS_COMPARE" s --vs "not measured: msprobe not runnable (MSPROBE_DIR=$MSPROBE_DIR)" \
+      --workload "\`convert\` of the 48-layer pair (compare), ours alone: wall (best of $OURS_RUNS)"
     headline add convert_memory "$((OURS_COMPARE_KB / 1024))" MB \
-      --vs "not measured: msprobe not runnable (MSPROBE_DIR=$MSPROBE_DIR)"
+      --vs "not measured: msprobe not runnable (MSPROBE_DIR=$MSPROBE_DIR)" \
+      --workload "\`convert\` of the 48-layer pair (compare), ours alone: peak memory"
   fi
 else
   echo "-- $BIG_DIR not found: skipping the real pair"
