@@ -6,7 +6,9 @@
 #   make install  install that wheel into the active Python environment
 #   make wheel-aarch64  the aarch64 wheel into dist/aarch64/, cross-built here in a Debian root with Debian's
 #                 Rust (tools/aarch64/, docs/packaging.md); make test-aarch64 runs it under qemu-user
-#   make bench    benchmarks (converter, service, diagnosis, report, scale simulation, the divergence map and the Diagnosis panel in the page), not tests
+#   make bench    benchmarks (converter, service, diagnosis, report, scale simulation, the divergence map and the Diagnosis panel in the page), not tests;
+#                 ends with the table of the headline figures against their goals (bench/results/headline.md)
+#   make bench-table  that table again, from the last run's records
 #   make test-torn  edits killed (SIGKILL, TORN_KILLS per journal mode) and reads racing edits
 #                 (TORN_RACE_SECONDS per mode): no torn file ever read (docs/service.md, Matching)
 #   make test-differential  our converter against the real msprobe 26.2 on new generated cases (needs PyPI)
@@ -40,7 +42,7 @@ WHEEL_BIN = $(TARGET_DIR)/$(TRIPLE)/release/graph-ascend
 # The binary every suite runs: the wheel's, as installed into $(VENV).
 BIN := $(CURDIR)/$(VENV)/bin/graph-ascend
 
-.PHONY: build rust frontend wheel wheel-aarch64 aarch64-toolchain test-aarch64 lint-workflows venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-torn test-differential test-differential-replay test-scale bench fuzz clean
+.PHONY: build rust frontend wheel wheel-aarch64 aarch64-toolchain test-aarch64 lint-workflows venv install demo test test-rust lint-rust lint-imports test-tools test-frontend test-wheel test-shim test-e2e test-torn test-differential test-differential-replay test-scale bench bench-table fuzz clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := dump_json construct_json stack_json npy pt fastjson_vs_serde vis_db request json_strings entry_scanner
 
@@ -191,16 +193,29 @@ test-aarch64: venv wheel-aarch64
 	AARCH64_TOOLCHAIN_DIR=$(abspath $(AARCH64_TOOLCHAIN)) GRAPH_ASCEND_BINARY=$(AARCH64_LAUNCHER) \
 	  GRAPH_ASCEND_START_TIMEOUT=120 $(VPY) -m pytest tests/shim/test_golden_parity.py -q
 
+# Every bench runs, even after one fails (its failure recorded); then the closing table of the headline
+# figures against their goals (bench/headline.py, docs/benchmarks.md), kept in bench/results/headline.md;
+# a failed bench makes `make bench` fail after the table. `make bench-table` prints the last run's table.
+BENCH_OUT ?= bench/results
+export BENCH_OUT
+BENCH_RUN = $(1) || { status=$$?; failed=1; python3 bench/headline.py failed $(lastword $(1)) --why "failed (exit $$status)"; }
 bench: venv
-	bash bench/convert.sh
-	bash bench/service.sh
-	nice -n 10 bash bench/diagnose.sh
-	bash bench/quick_wait.sh
-	bash bench/report.sh
-	PYTHON=$(VPY) bash bench/scale.sh
-	PYTHON=$(VPY) bash bench/load.sh
-	PYTHON=$(VPY) bash bench/map_page.sh
-	PYTHON=$(VPY) bash bench/diagnosis_page.sh
+	rm -f $(BENCH_OUT)/headline.jsonl
+	failed=0; \
+	$(call BENCH_RUN,bash bench/convert.sh); \
+	$(call BENCH_RUN,bash bench/service.sh); \
+	$(call BENCH_RUN,nice -n 10 bash bench/diagnose.sh); \
+	$(call BENCH_RUN,bash bench/quick_wait.sh); \
+	$(call BENCH_RUN,bash bench/report.sh); \
+	$(call BENCH_RUN,PYTHON=$(VPY) bash bench/scale.sh); \
+	$(call BENCH_RUN,PYTHON=$(VPY) bash bench/load.sh); \
+	$(call BENCH_RUN,PYTHON=$(VPY) bash bench/map_page.sh); \
+	$(call BENCH_RUN,PYTHON=$(VPY) bash bench/diagnosis_page.sh); \
+	python3 bench/headline.py table; \
+	exit $$failed
+
+bench-table:
+	python3 bench/headline.py table
 
 # The live oracle: real msprobe 26.2 (with torch, for tensor mode) in its own venv, pinned in
 # tests/differential/requirements.txt. New seeds each run (DIFF_SEED), DIFF_CASES of them, shared

@@ -14,6 +14,8 @@
 # Env: GA (binary, default target/release/graph-ascend), BIG_DIR (folder with
 # big_stats_{a,b}.tar.xz), BENCH_SIZES, BENCH_TMP, BENCH_OUT (folder for the printed results,
 # default bench/results), MSPROBE_DIR, MSPROBE_DEPS, PYTHON, OURS_RUNS, MSPROBE_RUNS.
+#
+# Headline figures (bench/headline.py): the compare's speed and peak memory against msprobe's.
 set -euo pipefail
 # Paths given relative to the caller's folder stay valid after the cd below.
 [ -n "${BIG_DIR:-}" ] && BIG_DIR=$(realpath -m -- "$BIG_DIR")
@@ -67,6 +69,8 @@ msprobe_ok() {
 MSPROBE_RUN=(env "PYTHONPATH=$MSPROBE_DIR:${MSPROBE_DEPS:-}" "$PYTHON" "$MSPROBE_DIR/bin/msprobe"
   graph_visualize)
 
+headline() { python3 bench/headline.py "$@"; }
+
 echo "== graph-ascend convert benchmark ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
 if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
   mkdir -p "$TMP/big"
@@ -78,7 +82,7 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
   best_of "$OURS_RUNS" "big build" "$GA" convert -tp "$A" -o "$TMP/out"
   OURS_BUILD=$WALL; OURS_BUILD_KB=$KB
   best_of "$OURS_RUNS" "big compare" "$GA" convert -tp "$B" -gp "$A" -o "$TMP/out"
-  OURS_COMPARE=$WALL; OURS_COMPARE_KB=$KB
+  OURS_COMPARE=$WALL; OURS_COMPARE_KB=$KB; OURS_LOAD=$(cut -d' ' -f1 /proc/loadavg)
   rm -rf "$TMP/out"
   # The two sides as the two ranks of one TP 2 run (a parallel merge of the real dumps).
   mkdir -p "$TMP/merge/step0"
@@ -95,12 +99,23 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ]; then
     best_of "$MSPROBE_RUNS" "msprobe big compare" "${MSPROBE_RUN[@]}" -tp "$B" -gp "$A" -o "$TMP/out"
     awk -v m="$WALL" -v o="$OURS_COMPARE" -v mk="$KB" -v ok="$OURS_COMPARE_KB" \
       'BEGIN{printf "   compare: %.1fx faster, %.0f%% of its memory\n", m/o, 100*ok/mk}'
+    headline add convert_ratio "$(awk -v m="$WALL" -v o="$OURS_COMPARE" 'BEGIN{print m/o}')" "×" \
+      --vs "msprobe $WALL s, ours $OURS_COMPARE s at load $OURS_LOAD (best of $MSPROBE_RUNS and $OURS_RUNS)"
+    headline add convert_memory "$(awk -v mk="$KB" -v ok="$OURS_COMPARE_KB" 'BEGIN{print mk/ok}')" "× less" \
+      --vs "msprobe $((KB / 1024)) MB, ours $((OURS_COMPARE_KB / 1024)) MB"
     rm -rf "$TMP/out"
   else
     echo "-- msprobe not runnable here (MSPROBE_DIR=$MSPROBE_DIR): no side-by-side run"
+    # Ours alone: no ratio, but a change that slows ours still shows.
+    headline add convert_ratio "$OURS_COMPARE" s --vs "not measured: msprobe not runnable (MSPROBE_DIR=$MSPROBE_DIR)" \
+      --workload "\`convert\` of the 48-layer pair (compare), ours alone: wall (best of $OURS_RUNS)"
+    headline add convert_memory "$((OURS_COMPARE_KB / 1024))" MB \
+      --vs "not measured: msprobe not runnable (MSPROBE_DIR=$MSPROBE_DIR)" \
+      --workload "\`convert\` of the 48-layer pair (compare), ours alone: peak memory"
   fi
 else
   echo "-- $BIG_DIR not found: skipping the real pair"
+  headline skip convert_ratio convert_memory --why "the 48-layer pair not found ($BIG_DIR)"
 fi
 
 echo "-- synthetic dumps (gen_dump), entries a side"

@@ -10,6 +10,9 @@
 #    targets 2 s and 400 MB on ours, 5 s and 600 MB on msprobe's shape (fresh process, file in
 #    the page cache). SYNTHETIC=FILE uses a file of ours already written instead (read only: it
 #    is copied before our objects are dropped).
+# 3. The compare users make: `gen_dump` a and `gen_dump` b `--perturb`, BENCH_DIAG_NODES entries a side,
+#    converted by our `convert` (many differing nodes, many sources): targets 2 s and 400 MB end to end
+#    (DIAG_CONVERTED=0 skips it; the dumps take some GB of disk at 1M until converted).
 #
 # End to end: `graph-ascend diagnose FILE` run RUNS times, each in a fresh process with the file in
 # the page cache (read once before); printed: the median and range of the wall time, the median
@@ -24,9 +27,12 @@
 # it adds to the sidecar).
 #
 # Env: GA (binary, default target/release/graph-ascend), GA_BEFORE, BIG_DIR, BENCH_DIAG_NODES,
-# SYNTHETIC, BENCH_TMP, RUNS (default 5), BENCH_DIAG_PARTS (default "end-to-end parts":
+# SYNTHETIC, DIAG_CONVERTED, BENCH_TMP, RUNS (default 5), BENCH_DIAG_PARTS (default "end-to-end parts":
 # "end-to-end" alone skips the load/rules and route lines). Runs under `nice -n 10` when started
 # by `make bench`.
+#
+# Headline figures (bench/headline.py): wall time and peak memory end to end, of the converted compare
+# and of the gen_visdb one in both shapes.
 set -euo pipefail
 # Paths given relative to the caller's folder stay valid after the cd below.
 [ -n "${BIG_DIR:-}" ] && BIG_DIR=$(realpath -m -- "$BIG_DIR")
@@ -56,7 +62,8 @@ load_average() { cut -d' ' -f1-3 /proc/loadavg; }
 # median of the numbers on stdin
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}'; }
 
-# end_to_end LABEL FILE: RUNS fresh `diagnose` processes of GA (and GA_BEFORE, alternately).
+# end_to_end LABEL FILE: RUNS fresh `diagnose` processes of GA (and GA_BEFORE, alternately); GA's
+# medians left in E2E_WALL (s), E2E_MB, E2E_RANGE and E2E_CPU for the headline figures.
 end_to_end() {
   local label=$1 file=$2 bin name i
   # written back first (a freshly written file's writeback would be timed too), then read into
@@ -80,7 +87,22 @@ end_to_end() {
     printf '  %-28s %-6s wall %6.2f s (%s–%s), user %5.2f s, sys %5.2f s, peak %4d MB  [median of %d]\n' \
       "$label" "$name" "$(col 1 | median)" "$(col 1 | sort -g | head -1)" "$(col 1 | sort -g | tail -1)" \
       "$(col 2 | median)" "$(col 3 | median)" "$(( $(col 4 | median) / 1024 ))" "$RUNS"
+    if [ "$name" = after ]; then
+      E2E_WALL=$(col 1 | median) E2E_MB=$(( $(col 4 | median) / 1024 ))
+      E2E_RANGE="$(col 1 | sort -g | head -1)–$(col 1 | sort -g | tail -1) s"
+      E2E_CPU="user $(col 2 | median) s + sys $(col 3 | median) s"
+    fi
   done
+}
+
+# headline_diagnose KEY WORDS: the last end_to_end's medians as the headline rows of KEY (judged
+# against the goal when JUDGE is auto: on the goal's 1M a side, or on a file given).
+headline_diagnose() {
+  local what="\`diagnose\` of $2, median of $RUNS fresh processes (file in the page cache)"
+  python3 bench/headline.py add "diagnose_1m_$1_time" "$E2E_WALL" s --workload "$what: wall" --met "$JUDGE" \
+    --vs "range $E2E_RANGE; CPU $E2E_CPU (msprobe has no diagnosis)"
+  python3 bench/headline.py add "diagnose_1m_$1_memory" "$E2E_MB" MB --workload "$what: peak memory" \
+    --met "$JUDGE" --vs "– (msprobe has no diagnosis)"
 }
 
 echo "== graph-ascend diagnose benchmark ($(nproc) cores, load average $(load_average))"
@@ -110,11 +132,17 @@ sql() {
 }
 if [ -n "${SYNTHETIC:-}" ]; then
   cp -- "$SYNTHETIC" "$TMP/synthetic.vis.db"
+  SYNTH_WORDS="the file $SYNTHETIC"
+  JUDGE=auto
 else
   "$GEN_VISDB" --nodes "$NODES" --out "$TMP/synthetic.vis.db" >/dev/null
+  SYNTH_WORDS="a \`gen_visdb --nodes $NODES\` compare"
+  JUDGE=auto
+  [ "$NODES" -ge 1000000 ] || { JUDGE=null; SYNTH_WORDS+=" (smaller than the goal's 1M: not judged)"; }
 fi
 echo "synthetic compare, $NODES nodes a side, end to end (targets: ours 2 s / 400 MB, msprobe's shape 5 s / 600 MB):"
 end_to_end "ours" "$TMP/synthetic.vis.db"
+headline_diagnose ours "$SYNTH_WORDS, our shape (our index and diagnosis table)"
 if [[ $PARTS == *parts* ]]; then
   echo "synthetic compare (ours), load and rules (rules target < 1 s after load):"
   /usr/bin/time -f "  (whole run: %e s, peak %M KB)" "$BENCH" "$TMP/synthetic.vis.db" "$RUNS"
@@ -127,9 +155,28 @@ fi
 # file of gigabytes)
 sql "$TMP/synthetic.vis.db" "DROP TABLE IF EXISTS ga_diagnosis; DROP INDEX IF EXISTS ga_node_list;"
 end_to_end "msprobe's shape" "$TMP/synthetic.vis.db"
+headline_diagnose msprobe "$SYNTH_WORDS, msprobe's shape (our objects dropped)"
 if [[ $PARTS == *parts* ]]; then
   echo "synthetic compare (msprobe's shape), load and rules:"
   /usr/bin/time -f "  (whole run: %e s, peak %M KB)" "$BENCH" "$TMP/synthetic.vis.db" "$RUNS"
 fi
 rm -f -- "$TMP/synthetic.vis.db"
+if [ "${DIAG_CONVERTED:-1}" = 1 ]; then
+  cargo build --release -q -p graph-ascend-testkit --bin gen_dump
+  target/release/gen_dump "$TMP/dumps/a" "$NODES" >/dev/null
+  target/release/gen_dump "$TMP/dumps/b" "$NODES" --perturb >/dev/null
+  "$GA" convert -tp "$TMP/dumps/b/step0/rank0" -gp "$TMP/dumps/a/step0/rank0" -o "$TMP/converted" >/dev/null
+  rm -rf -- "$TMP/dumps"
+  CONVERTED=$(ls "$TMP"/converted/*.vis.db | head -1)
+  WORDS="a compare of \`gen_dump\` a, \`gen_dump\` b \`--perturb\` ($NODES entries a side) and \`convert\`"
+  JUDGE=auto
+  [ "$NODES" -ge 1000000 ] || { JUDGE=null; WORDS+=" (smaller than the goal's 1M: not judged)"; }
+  echo "gen_dump + convert compare, $NODES entries a side, end to end (targets: 2 s / 400 MB):"
+  end_to_end "converted" "$CONVERTED"
+  headline_diagnose converted "$WORDS"
+  rm -rf -- "$TMP/converted"
+else
+  python3 bench/headline.py skip diagnose_1m_converted_time diagnose_1m_converted_memory \
+    --why "DIAG_CONVERTED=0: the gen_dump + convert compare skipped"
+fi
 echo "load average at the end: $(load_average)"

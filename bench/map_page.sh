@@ -15,6 +15,9 @@
 # (also scroll with the page's CPU slowed that many times, e.g. 6), PYTHON (with
 # tensorboard and the shim, default .venv/bin/python), BENCH_TMP (work folder, default a temporary one;
 # removed at the end either way), BENCH_OUT (folder of map_page.txt, default bench/results).
+#
+# Headline figures (bench/headline.py), each shape: the first cells' time and the sidecar's peak after the
+# first whole map.
 set -euo pipefail
 [ -n "${BENCH_OUT:-}" ] && BENCH_OUT=$(realpath -m -- "$BENCH_OUT")
 cd "$(dirname "$0")/.."
@@ -84,6 +87,24 @@ for shape in $SHAPES; do
   esac
   echo "-- $shape's shape (load $(cut -d' ' -f1-3 /proc/loadavg))"
   /usr/bin/time -f "diagnose --map   %e s wall, %U s user + %S s system, peak %M kB (CLI, fresh process)" "$GA" diagnose "$DB" --map --format json >/dev/null || true
-  GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/map_page.mjs "$TMP/logdir"
+  GRAPH_ASCEND_BINARY=$GA GA_PYTHON=$PYTHON node bench/map_page.mjs "$TMP/logdir" | tee "$TMP/map.jsonl"
+  # the first opening's line: first cells (ms), the sidecar's peak before and after the map, the load
+  read -r CELLS_MS PEAK_MB BEFORE_MB LOAD1 < <(python3 -c '
+import json, sys
+for text in open(sys.argv[1]):
+    if text.startswith("{") and json.loads(text).get("name") == "map_first_paint":
+        m = json.loads(text)
+        print(m["first_cells_ms"], m["sidecar_peak_after_map_mb"], m["sidecar_peak_before_map_mb"], m["load"].split()[0])
+' "$TMP/map.jsonl")
+  WORDS="the divergence map in the page, $([ "$shape" = ours ] && echo our || echo "msprobe's") shape"
+  WORDS+=" ($RANKS ranks × $STEPS steps × $ENTRIES entries a side"
+  # judged at the goal's shape only (1,024 ranks x 10 steps x ~905 nodes a graph: MAP_ENTRIES=900)
+  JUDGE=auto
+  if [ "$RANKS" -ge 1024 ] && [ "$STEPS" -ge 10 ] && [ "$ENTRIES" -ge 900 ]; then WORDS+=")"
+  else JUDGE=null; WORDS+="; smaller than the goal's 1,024 × 10 × 900: not judged)"; fi
+  python3 bench/headline.py add "map_paint_$shape" "$(awk -v m="$CELLS_MS" 'BEGIN{print m / 1000}')" s \
+    --met "$JUDGE" --load "$LOAD1" --workload "$WORDS: first cells, from the click" --vs "– (msprobe has no map)"
+  python3 bench/headline.py add "map_memory_$shape" "$PEAK_MB" MB --met "$JUDGE" --load "$LOAD1" \
+    --workload "$WORDS: sidecar peak after the first whole map" --vs "sidecar before the map: $BEFORE_MB MB"
   rm -rf "$TMP/logdir"
 done

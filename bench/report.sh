@@ -13,6 +13,8 @@
 # Env: GA (binary, default target/release/graph-ascend; the page's build is found beside it, or give
 # GA_ASSETS), BIG_DIR, BENCH_REPORT_NODES, BENCH_REPORT_1M, BENCH_TMP (work folder, default a temporary
 # one, removed at the end), GA_CHROMIUM (default /usr/bin/chromium).
+#
+# Headline figures (bench/headline.py): the 1M report's wall time (with progress shown) and peak memory.
 set -euo pipefail
 [ -n "${BIG_DIR:-}" ] && BIG_DIR=$(realpath -m -- "$BIG_DIR")
 [ -n "${BENCH_REPORT_1M:-}" ] && BENCH_REPORT_1M=$(realpath -m -- "$BENCH_REPORT_1M")
@@ -27,14 +29,41 @@ ASSETS=()
 
 [ -x "$GA" ] || cargo build --release -q -p graph-ascend
 
-# one LABEL FILE: the report written (time, peak memory, size), then its first paint.
+# one LABEL FILE: the report written (time, peak memory, size), then its first paint. Leaves the
+# figures in ONE_WALL (s), ONE_KB and ONE_PROGRESS (lines on stderr before the closing "wrote" line);
+# a report that fails prints its error and returns its exit status.
 one() {
-  local label=$1 file=$2 out="$TMP/$1.html"
+  local label=$1 file=$2 out="$TMP/$1.html" status=0 user sys
   rm -f "$out"
-  /usr/bin/time -o "$TMP/$label.time" -f '%e s (CPU %U s user + %S s system), peak %M KB' nice -n 10 "$GA" report "$file" -o "$out" "${ASSETS[@]}" 2>"$TMP/$label.log"
-  echo "$label: written in $(cat "$TMP/$label.time"); $(stat -c %s "$out" | awk '{printf "%.2f MB", $1 / 1e6}')"
+  /usr/bin/time -o "$TMP/$label.time" -f '%e %U %S %M' nice -n 10 "$GA" report "$file" -o "$out" "${ASSETS[@]}" 2>"$TMP/$label.log" || status=$?
+  # the last line: a failed command's status line comes first
+  read -r ONE_WALL user sys ONE_KB < <(tail -1 "$TMP/$label.time")
+  ONE_PROGRESS=$(grep -vc '^wrote ' "$TMP/$label.log" || true)
+  if [ "$status" != 0 ]; then
+    echo "$label: report FAILED (exit $status) after $ONE_WALL s, peak $ONE_KB KB:"
+    sed 's/^/    /' "$TMP/$label.log"
+    return "$status"
+  fi
+  echo "$label: written in $ONE_WALL s (CPU $user s user + $sys s system), peak $ONE_KB KB; $(stat -c %s "$out" | awk '{printf "%.2f MB", $1 / 1e6}')"
   sed 's/^/    /' "$TMP/$label.log"
   node bench/report_paint.mjs "$out" | sed "s/^/    /"
+}
+
+# headline_report WORDS STATUS JUDGE: the last report's figures as the headline rows (met: within 60 s
+# with progress shown; a failure is not met, its first error line beside it; JUDGE null: a file smaller
+# than the goal's 1M, not judged).
+headline_report() {
+  local words=$1 status=$2 met=false judge=$3 memory_met=$3 vs
+  if [ "$status" = 0 ]; then
+    awk -v w="$ONE_WALL" -v p="$ONE_PROGRESS" 'BEGIN{exit !(w <= 60 && p > 0)}' && met=true
+    [ "$judge" = auto ] || met=null
+    vs="progress lines on stderr: $ONE_PROGRESS (msprobe has no report)"
+  else
+    memory_met=false
+    vs="FAILED (exit $status): $(grep -v '^wrote ' "$TMP/$LABEL_1M.log" | head -1 | cut -c1-160)"
+  fi
+  python3 bench/headline.py add report_1m_time "$ONE_WALL" s --met "$met" --workload "\`graph-ascend report\` of $words: wall" --vs "$vs"
+  python3 bench/headline.py add report_1m_memory "$((ONE_KB / 1024))" MB --met "$memory_met" --workload "\`graph-ascend report\` of $words: peak memory" --vs "$vs"
 }
 
 one demo examples/compare_tf_stats/compare_20261122090320.vis.db
@@ -54,11 +83,23 @@ else
   echo "48-layer pair: $BIG_DIR/big_stats_{a,b}.tar.xz not found, skipped"
 fi
 
+status=0
 if [ -n "${BENCH_REPORT_1M:-}" ]; then
-  one synthetic-1M "$BENCH_REPORT_1M"
+  LABEL_1M=synthetic-1M
+  one "$LABEL_1M" "$BENCH_REPORT_1M" || status=$?
+  headline_report "the file $BENCH_REPORT_1M" "$status" auto
 elif [ "$NODES" -gt 0 ]; then
   cargo build --release -q -p graph-ascend-testkit --bin gen_visdb
   nice -n 10 target/release/gen_visdb --nodes "$NODES" --out "$TMP/synthetic.vis.db" >/dev/null
-  one "synthetic-$NODES" "$TMP/synthetic.vis.db"
+  LABEL_1M=synthetic-$NODES
+  one "$LABEL_1M" "$TMP/synthetic.vis.db" || status=$?
+  if [ "$NODES" -ge 1000000 ]; then
+    headline_report "a \`gen_visdb --nodes $NODES\` compare" "$status" auto
+  else
+    headline_report "a \`gen_visdb --nodes $NODES\` compare (smaller than the goal's 1M: not judged)" "$status" null
+  fi
   rm -f "$TMP/synthetic.vis.db"
+else
+  python3 bench/headline.py skip report_1m_time report_1m_memory --why "BENCH_REPORT_NODES=0: no 1M report asked for"
 fi
+exit "$status"

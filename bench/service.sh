@@ -19,6 +19,8 @@
 # SYNTH_NODES (per side, default 500000; 0 skips part 2),
 # BENCH_TMP (work folder, default a temporary one, removed at the end), BENCH_OUT (folder for the
 # result tables, default bench/results).
+#
+# Headline figures (bench/headline.py): compare_big's six first answers against the goal.
 set -euo pipefail
 # Paths given relative to the caller's folder stay valid after the cd below.
 [ -n "${BIG_DIR:-}" ] && BIG_DIR=$(realpath -m -- "$BIG_DIR")
@@ -78,6 +80,8 @@ if [ -f "$BIG_DIR/big_stats_a.tar.xz" ] && [ -f "$BIG_DIR/big_stats_b.tar.xz" ];
     --out "$OUT/service_compare_big.md" "${msprobe_args[@]}"
 else
   echo "-- $BIG_DIR not found: skipping compare_big"
+  python3 bench/headline.py skip first_node_list first_root_layout first_module_expansion first_pass_filter \
+    first_error_filter first_matched_relations --why "the 48-layer pair not found ($BIG_DIR)"
 fi
 
 # 2. A file of 1,000 graphs: opening it reads one; the indexes of all stay under the bound.
