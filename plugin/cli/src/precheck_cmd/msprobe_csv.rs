@@ -122,6 +122,57 @@ fn optional(v: Option<f64>) -> String {
     v.map_or_else(|| SPACE.to_string(), number)
 }
 
+/// A numpy float32 as Python's `str` writes it (msprobe's CSV writer formats only Python
+/// floats, and a float32 is not one): the shortest digits that read back, positional from
+/// 1e-4 to 1e16 (`0.48506546`, `1.0`), else scientific with a two-digit exponent (`1e-05`).
+fn numpy_f32(v: f64) -> String {
+    let v = v as f32;
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let a = v.abs();
+    if a == 0.0 || (1e-4..1e16).contains(&a) {
+        let t = format!("{v}");
+        return if t.contains('.') { t } else { format!("{t}.0") };
+    }
+    let t = format!("{v:e}");
+    match t.split_once('e') {
+        Some((mantissa, exp)) => {
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ("-", d),
+                None => ("+", exp),
+            };
+            format!("{mantissa}e{sign}{digits:0>2}")
+        }
+        None => t,
+    }
+}
+
+/// A metric msprobe computes in the work dtype (`np.max`, `np.mean` of the error arrays): a
+/// numpy float32 for a 16-bit output, a float64 otherwise; the Python int `0` when msprobe
+/// returns one.
+fn work_number(v: f64, dtype: Dtype, int_zero: bool) -> String {
+    if int_zero {
+        "0".into()
+    } else if matches!(dtype, Dtype::Bf16 | Dtype::F16) {
+        numpy_f32(v)
+    } else {
+        number(v)
+    }
+}
+
+/// msprobe's word for a status (`CompareConst.SKIP` is upper case).
+fn msprobe_status(s: &str) -> &str {
+    if s == "skip" {
+        SKIP
+    } else {
+        s
+    }
+}
+
 /// The worst of msprobe's stage-1 statuses (`error` over `warning` over `pass`).
 fn worst_status<'a>(statuses: impl Iterator<Item = &'a str>) -> &'a str {
     let rank = |s: &str| match s {
@@ -154,8 +205,9 @@ fn add_call(result: &mut String, details: &mut String, c: &CallReport) {
         csv_line(details, row);
         return;
     }
-    let status = worst_status(c.outputs.iter().map(|o| o.msprobe.status));
-    csv_line(result, [name, status, SPACE, ""]);
+    // msprobe writes a call it ran as three cells (its message only for a skipped one).
+    let status = worst_status(c.outputs.iter().map(|o| msprobe_status(o.msprobe.status)));
+    csv_line(result, [name, status, SPACE]);
     for o in &c.outputs {
         let m = &o.msprobe;
         let ulp = m.ulp.as_ref();
@@ -165,23 +217,28 @@ fn add_call(result: &mut String, details: &mut String, c: &CallReport) {
             torch_dtype(o.dtype).into(),
             python_tuple(&o.shape),
             optional(m.cosine),
-            optional(m.max_abs_err),
+            m.max_abs_err
+                .map_or_else(|| SPACE.to_string(), |v| work_number(v, o.dtype, false)),
             optional(m.rel_err_hundredth),
             optional(m.rel_err_thousandth),
             optional(m.rel_err_ten_thousandth),
             SPACE.into(),
             number(m.error_balance),
             number(m.rmse),
-            number(m.small_value_err_ratio),
-            number(m.max_rel_err),
-            number(m.mean_rel_err),
+            if m.int_zeros.small_value_err_ratio {
+                "0".into()
+            } else {
+                number(m.small_value_err_ratio)
+            },
+            work_number(m.max_rel_err, o.dtype, m.int_zeros.max_rel_err),
+            work_number(m.mean_rel_err, o.dtype, m.int_zeros.mean_rel_err),
             SPACE.into(),
             SPACE.into(),
             SPACE.into(),
             optional(ulp.map(|u| u.max)),
             optional(ulp.map(|u| u.mean)),
             optional(ulp.map(|u| u.share_above_threshold)),
-            m.status.into(),
+            msprobe_status(m.status).into(),
             m.message.clone(),
         ];
         csv_line(details, cells.iter().map(String::as_str));
@@ -204,5 +261,13 @@ mod tests {
             worst_status(["pass", "warning", "pass"].into_iter()),
             "warning"
         );
+        // str(np.float32(x)) as the oracle venv's numpy writes them.
+        assert_eq!(numpy_f32(0.48506546), "0.48506546");
+        assert_eq!(numpy_f32(0.003918141), "0.003918141");
+        assert_eq!(numpy_f32(1.0), "1.0");
+        assert_eq!(numpy_f32(0.0), "0.0");
+        assert_eq!(numpy_f32(1e-5), "1e-05");
+        assert_eq!(numpy_f32(1.2345e-5), "1.2345e-05");
+        assert_eq!(numpy_f32(3e20), "3e+20");
     }
 }
