@@ -217,7 +217,7 @@ fn read_side(
     }
     let Some(recorded) = recorded else {
         bail!(
-            "{}: the {} graph of step {}, rank {} records no dump_data_dir (not a compare of tensor dumps)",
+            "{}: the {} graph of step {}, rank {} records no dump_data_dir (its dump is not a tensor dump)",
             path.display(),
             role.word(),
             graph.step,
