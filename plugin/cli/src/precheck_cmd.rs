@@ -1,9 +1,18 @@
 //! `graph-ascend precheck`: every API call of a tensor dump replayed on the CPU from its own
 //! inputs (plugin/replay), judged against the exact result; the target's and, when given, the
-//! golden's run. Exit status 1 when a call fails.
+//! golden's run, their calls paired by name. Exit status 1 when a call fails, 2 on an error.
 //!
-//! Takes `-tp`/`-gp` as `convert` does (msprobe's single-dash words), or one dump folder.
+//! Takes `-tp`/`-gp` as `convert` does (msprobe's single-dash words), one dump folder, or a
+//! compare `.vis.db` (its nodes point at both runs' dumps: [`inputs`]). With `-o DIR` it writes
+//! msprobe's CSV files ([`msprobe_csv`]) and ours ([`verdict_csv`]).
 
+mod api_filter;
+mod inputs;
+mod msprobe_csv;
+mod text;
+mod verdict_csv;
+
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,13 +20,17 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use graph_ascend_dump::Confine;
-use graph_ascend_replay::{replay_dump, CallReport, DumpRun, Status};
+use graph_ascend_replay::{replay_dump_where, with_workers, CallReport, DumpRun, Status};
+
+use api_filter::ApiFilter;
+use inputs::{DumpRoot, Pairing, Role, RunSource};
 
 /// Arguments as typed (see `graph-ascend precheck --help`).
 #[derive(clap::Args)]
 #[command(disable_help_flag = true)]
 pub struct PrecheckArgs {
-    /// -tp TARGET [-gp GOLDEN] [--api NAME] [--json] [--all] [--progress], or one dump folder.
+    /// -tp TARGET [-gp GOLDEN] | FILE.vis.db | DUMP, [--dump-root OLD=NEW] [--api PATTERN]
+    /// [--workers N] [-o DIR] [--json] [--all] [--progress].
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
     args: Vec<String>,
 }
@@ -25,28 +38,40 @@ pub struct PrecheckArgs {
 #[derive(Parser, Debug)]
 #[command(
     name = "graph-ascend precheck",
-    about = "Replay every API call of tensor dumps on the CPU from its own inputs and judge its outputs (exit status 1 when a call fails)."
+    about = "Replay every API call of tensor dumps on the CPU from its own inputs and judge its outputs (exit status 1 when a call fails, 2 on an error)."
 )]
 struct Flags {
-    /// A dump folder (a rank folder with dump.json, or a folder with one below it).
-    #[arg(value_name = "DUMP")]
-    dump: Option<PathBuf>,
-    /// Target dump folder (as `convert -tp`).
+    /// A compare `.vis.db` of tensor dumps, or a dump folder (a rank folder with dump.json, or a
+    /// folder with one below it).
+    #[arg(value_name = "VISDB_OR_DUMP")]
+    input: Option<PathBuf>,
+    /// Target dump folder (as `convert -tp`), or a `.vis.db`.
     #[arg(long = "target_path", value_name = "TARGET")]
     target_path: Option<PathBuf>,
     /// Golden dump folder (as `convert -gp`).
     #[arg(long = "golden_path", value_name = "GOLDEN")]
     golden_path: Option<PathBuf>,
-    /// Only the calls whose name contains this (`Functional.linear`, `softmax.2.`).
-    #[arg(long)]
+    /// A `.vis.db`'s `dump_data_dir` under OLD is read under NEW (the dumps moved since the
+    /// conversion); repeatable, the longest OLD wins.
+    #[arg(long = "dump-root", value_name = "OLD=NEW")]
+    dump_root: Vec<String>,
+    /// Only the records whose name matches: a glob over the whole name when it holds `*` or `?`
+    /// (`Functional.linear.*`), else a substring (`softmax.2.`).
+    #[arg(long, value_name = "PATTERN")]
     api: Option<String>,
-    /// JSON on stdout (every call, both sets of numbers) instead of text.
+    /// Replay on N threads (default: one a core).
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// Write msprobe's accuracy_checking_result/details CSV files and ours into DIR.
+    #[arg(short = 'o', long = "output_path", value_name = "DIR")]
+    output_path: Option<PathBuf>,
+    /// JSON on stdout (every call, both sets of numbers, the pairs) instead of text.
     #[arg(long)]
     json: bool,
     /// Text: list every replayed call, not only the failing ones.
     #[arg(long)]
     all: bool,
-    /// Progress on stderr even when it is not a terminal.
+    /// Progress on stderr as lines even when it is not a terminal (a terminal gets a bar).
     #[arg(long)]
     progress: bool,
 }
@@ -54,21 +79,87 @@ struct Flags {
 fn normalize(args: &[String]) -> Vec<String> {
     let mut out = vec!["graph-ascend precheck".to_string()];
     for a in args {
-        out.push(match a.as_str() {
-            "-tp" => "--target_path".into(),
-            "-gp" => "--golden_path".into(),
-            "-h" => "--help".into(),
-            _ => a.clone(),
+        let (flag, value) = match a.split_once('=') {
+            Some((f, v)) if !f.starts_with("--") => (f, Some(v)),
+            _ => (a.as_str(), None),
+        };
+        let long = match flag {
+            "-tp" => Some("--target_path"),
+            "-gp" => Some("--golden_path"),
+            "-h" => Some("--help"),
+            _ => None,
+        };
+        out.push(match (long, value) {
+            (Some(l), Some(v)) => format!("{l}={v}"),
+            (Some(l), None) => l.to_string(),
+            (None, _) => a.clone(),
         });
     }
     out
 }
 
 /// One run's replay.
-struct Run {
-    role: &'static str,
-    dump: DumpRun,
-    calls: Vec<CallReport>,
+pub struct Run {
+    pub role: Role,
+    pub dump: DumpRun,
+    pub calls: Vec<CallReport>,
+}
+
+/// A target call and the golden call it pairs with (either may be missing).
+#[derive(Clone, Copy)]
+pub struct Paired<'a> {
+    pub target: Option<&'a CallReport>,
+    pub golden: Option<&'a CallReport>,
+}
+
+/// One graph's replays: the target run, the golden run, their pairs.
+pub struct GraphReplay {
+    pub pairing: Pairing,
+    pub target: Run,
+    pub golden: Option<Run>,
+}
+
+impl GraphReplay {
+    /// The API forward calls paired: the target's in its order (each with the golden call its
+    /// match or its name gives), then the golden's that no target call took.
+    pub fn pairs(&self) -> Vec<Paired<'_>> {
+        let golden: HashMap<&str, &CallReport> = self
+            .golden
+            .iter()
+            .flat_map(|g| g.calls.iter())
+            .map(|c| (c.name.as_str(), c))
+            .collect();
+        let mut taken = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for t in self.target.calls.iter().filter(|c| is_api_forward(c)) {
+            let g = golden.get(self.pairing.golden_of(&t.name)).copied();
+            if let Some(g) = g {
+                taken.insert(g.name.as_str());
+            }
+            out.push(Paired {
+                target: Some(t),
+                golden: g,
+            });
+        }
+        for g in self.golden.iter().flat_map(|g| g.calls.iter()) {
+            if is_api_forward(g) && !taken.contains(g.name.as_str()) {
+                out.push(Paired {
+                    target: None,
+                    golden: Some(g),
+                });
+            }
+        }
+        out
+    }
+
+    fn runs(&self) -> impl Iterator<Item = &Run> {
+        std::iter::once(&self.target).chain(self.golden.iter())
+    }
+}
+
+/// An API call's forward record (not a module's, not a backward one).
+pub fn is_api_forward(c: &CallReport) -> bool {
+    !c.api.is_empty() && c.name.contains(".forward")
 }
 
 pub fn run(args: PrecheckArgs) -> anyhow::Result<ExitCode> {
@@ -79,49 +170,67 @@ pub fn run(args: PrecheckArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(if e.use_stderr() { 2 } else { 0 }));
         }
     };
-    let target = flags
+    let roots = flags
+        .dump_root
+        .iter()
+        .map(|r| DumpRoot::parse(r))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let first = flags
         .target_path
         .clone()
-        .or(flags.dump.clone())
-        .context("name a dump folder (or -tp TARGET [-gp GOLDEN])")?;
-    let mut folders = vec![("target", target)];
-    if let Some(g) = flags.golden_path.clone() {
-        folders.push(("golden", g));
+        .or(flags.input.clone())
+        .context("name a compare .vis.db, a dump folder, or -tp TARGET [-gp GOLDEN]")?;
+    let pairings = if inputs::is_visdb(&first) {
+        if flags.golden_path.is_some() {
+            anyhow::bail!("a .vis.db names both runs itself: -gp is for dump folders");
+        }
+        inputs::from_visdb(&first, &roots)?
+    } else {
+        inputs::from_folders(&first, flags.golden_path.as_deref())?
+    };
+    if pairings.is_empty() {
+        anyhow::bail!("{}: no target graph to replay", first.display());
     }
-    let show_progress = flags.progress || std::io::stderr().is_terminal();
-    let mut runs = Vec::new();
-    for (role, folder) in folders {
-        let dump = DumpRun::find(&folder)?;
-        let progress = |done: usize, total: usize| {
-            if show_progress && (done == total || done.is_multiple_of(16)) {
-                eprint!("\r{role}: {done}/{total} records");
-                if done == total {
-                    eprintln!();
-                }
+    let filter = ApiFilter::new(flags.api.as_deref());
+    let progress = Progress::new(flags.progress);
+    let mut graphs = Vec::new();
+    for mut pairing in pairings {
+        let label = pairing.label.clone();
+        let target = replay_run(
+            &pairing.target,
+            label.as_deref(),
+            &filter,
+            flags.workers,
+            &progress,
+        )?;
+        let golden = match pairing.golden.take() {
+            Some(g) => {
+                let run = replay_run(&g, label.as_deref(), &filter, flags.workers, &progress)?;
+                pairing.golden = Some(g);
+                Some(run)
             }
+            None => None,
         };
-        let calls = replay_dump(&dump, &Confine::anywhere(), flags.api.as_deref(), &progress)
-            .with_context(|| format!("cannot replay {}", dump.dump_json.display()))?;
-        runs.push(Run { role, dump, calls });
+        graphs.push(GraphReplay {
+            pairing,
+            target,
+            golden,
+        });
     }
-    let failed = runs
+    if let Some(dir) = &flags.output_path {
+        write_csv_files(dir, &graphs)?;
+    }
+    let failed = graphs
         .iter()
+        .flat_map(|g| g.runs())
         .any(|r| r.calls.iter().any(|c| c.status == Status::Fail));
     let mut out = std::io::stdout().lock();
     if flags.json {
-        let doc = serde_json::json!({
-            "runs": runs.iter().map(|r| serde_json::json!({
-                "role": r.role,
-                "dump": r.dump.dump_json,
-                "summary": summary(&r.calls),
-                "calls": r.calls,
-            })).collect::<Vec<_>>(),
-        });
-        serde_json::to_writer_pretty(&mut out, &doc)?;
+        serde_json::to_writer_pretty(&mut out, &text::json(&graphs))?;
         writeln!(out)?;
     } else {
-        for r in &runs {
-            write_text(&mut out, r, flags.all)?;
+        for g in &graphs {
+            text::write(&mut out, g, flags.all)?;
         }
     }
     Ok(if failed {
@@ -131,100 +240,95 @@ pub fn run(args: PrecheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Counts of one run: API forward calls, replayed, passed, failed, and the reasons of the rest.
-fn summary(calls: &[CallReport]) -> serde_json::Value {
-    let api: Vec<&CallReport> = calls.iter().filter(|c| is_api_forward(c)).collect();
-    let pass = api.iter().filter(|c| c.status == Status::Pass).count();
-    let fail = api.iter().filter(|c| c.status == Status::Fail).count();
-    let reasons = |calls: &mut dyn Iterator<Item = &CallReport>| -> Vec<serde_json::Value> {
-        let mut counts: Vec<(String, usize)> = Vec::new();
-        for c in calls.filter(|c| c.status == Status::NotReplayed) {
-            let r = c.reason.clone().unwrap_or_default();
-            match counts.iter_mut().find(|(k, _)| *k == r) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((r, 1)),
-            }
-        }
-        counts
-            .into_iter()
-            .map(|(r, n)| serde_json::json!({"reason": r, "calls": n}))
-            .collect()
+/// Replays one run's records (those of its graph's nodes, from a `.vis.db`) that the filter keeps.
+fn replay_run(
+    source: &RunSource,
+    label: Option<&str>,
+    filter: &ApiFilter,
+    workers: Option<usize>,
+    progress: &Progress,
+) -> anyhow::Result<Run> {
+    let keep =
+        |name: &str| filter.keeps(name) && source.nodes.as_ref().is_none_or(|n| n.contains(name));
+    let title = match label {
+        Some(l) => format!("{} ({l})", source.role.word()),
+        None => source.role.word().to_string(),
     };
-    serde_json::json!({
-        "api_forward_calls": api.len(),
-        "replayed": pass + fail,
-        "pass": pass,
-        "fail": fail,
-        "not_replayed": reasons(&mut api.iter().copied()),
-        "other_records": reasons(&mut calls.iter().filter(|c| !is_api_forward(c))),
-        "records": calls.len(),
+    let bar = progress.start(&title);
+    let report = |done: usize, total: usize| progress.step(bar.as_ref(), &title, done, total);
+    let calls = with_workers(workers, || {
+        replay_dump_where(&source.dump, &Confine::anywhere(), &keep, &report)
+    })?
+    .with_context(|| format!("cannot replay {}", source.dump.dump_json.display()))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(Run {
+        role: source.role,
+        dump: source.dump.clone(),
+        calls,
     })
 }
 
-/// An API call's forward record (not a module's, not a backward one).
-fn is_api_forward(c: &CallReport) -> bool {
-    !c.api.is_empty() && c.name.contains(".forward")
+/// msprobe's files per run (in `DIR`, or `DIR/target` and `DIR/golden` for a pair, under
+/// `step{S}_rank{R}` when a `.vis.db` holds several graphs), ours once in `DIR`.
+fn write_csv_files(dir: &std::path::Path, graphs: &[GraphReplay]) -> anyhow::Result<()> {
+    let [year, month, day, hour, minute, second] = graph_ascend_convert::utc_now_fields();
+    let stamp = format!("{year:04}{month:02}{day:02}{hour:02}{minute:02}{second:02}");
+    let mut ours = Vec::new();
+    for g in graphs {
+        let base = dir.join(&g.pairing.subdir);
+        for r in g.runs() {
+            let run_dir = if g.golden.is_some() {
+                base.join(r.role.word())
+            } else {
+                base.clone()
+            };
+            msprobe_csv::write(&run_dir, &stamp, &r.calls)?;
+        }
+        ours.push((g.pairing.label.clone().unwrap_or_default(), g.pairs()));
+    }
+    verdict_csv::write(dir, &stamp, &ours)?;
+    Ok(())
 }
 
-fn write_text(out: &mut impl Write, run: &Run, all: bool) -> anyhow::Result<()> {
-    let s = summary(&run.calls);
-    writeln!(
-        out,
-        "{}: {} — {} API calls (forward), {} replayed: {} pass, {} fail",
-        run.role,
-        run.dump.dump_json.display(),
-        s["api_forward_calls"],
-        s["replayed"],
-        s["pass"],
-        s["fail"]
-    )?;
-    for r in s["not_replayed"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "  not replayed ({} calls): {}",
-            r["calls"],
-            r["reason"].as_str().unwrap_or("")
-        )?;
-    }
-    for r in s["other_records"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "  other records ({}): {}",
-            r["calls"],
-            r["reason"].as_str().unwrap_or("")
-        )?;
-    }
-    let mut shown: Vec<&CallReport> = run
-        .calls
-        .iter()
-        .filter(|c| c.status == Status::Fail || (all && c.status == Status::Pass))
-        .collect();
-    shown.sort_by_key(|c| c.status != Status::Fail);
-    for c in shown {
-        let tag = if c.status == Status::Fail {
-            "FAIL"
-        } else {
-            "pass"
-        };
-        let dtype = c.ran_in.map(|d| d.to_string()).unwrap_or_default();
-        writeln!(out, "  {tag} {} ({dtype})", c.name)?;
-        for n in &c.notes {
-            writeln!(out, "       note: {n}")?;
-        }
-        for o in &c.outputs {
-            let m = &o.msprobe;
-            writeln!(
-                out,
-                "       output {}: {}; msprobe: {} (cosine {}, max abs {}, RMSE {:.3e}, EB {:.4})",
-                o.index,
-                o.ours.why,
-                m.status,
-                m.cosine.map_or("-".into(), |c| format!("{c:.6}")),
-                m.max_abs_err.map_or("-".into(), |e| format!("{e:.3e}")),
-                m.rmse,
-                m.error_balance,
-            )?;
+/// Progress on stderr: a bar on a terminal, lines with `--progress` elsewhere, else nothing.
+struct Progress {
+    bar: bool,
+    lines: bool,
+}
+
+impl Progress {
+    fn new(lines: bool) -> Progress {
+        let terminal = std::io::stderr().is_terminal();
+        Progress {
+            bar: terminal,
+            lines: lines && !terminal,
         }
     }
-    Ok(())
+
+    fn start(&self, title: &str) -> Option<indicatif::ProgressBar> {
+        self.bar.then(|| {
+            let pb = indicatif::ProgressBar::new(1);
+            pb.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "[Precheck] {prefix} {bar:40} {pos}/{len} records [{elapsed_precise}]",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            pb.set_prefix(title.to_string());
+            pb
+        })
+    }
+
+    fn step(&self, bar: Option<&indicatif::ProgressBar>, title: &str, done: usize, total: usize) {
+        if let Some(pb) = bar {
+            pb.set_length(total as u64);
+            // Reports come from several threads: the bar never goes back.
+            pb.set_position((done as u64).max(pb.position()));
+        }
+        if self.lines && (done == total || done.is_multiple_of(16)) {
+            eprintln!("{title}: {done}/{total} records");
+        }
+    }
 }

@@ -10,7 +10,8 @@
 //! → [`replay`] (a call's report; a dump's calls).
 //!
 //! - [`replay`]: one call replayed and judged ([`replay::replay_entry`]), a dump's calls
-//!   ([`replay::replay_dump`]), finding a dump folder ([`replay::DumpRun`]); autocast is
+//!   ([`replay::replay_dump`], [`replay::replay_dump_where`] with a name filter, on
+//!   [`replay::with_workers`] threads), finding a dump folder ([`replay::DumpRun`]); autocast is
 //!   decided here.
 //! - [`call`]: a call's name taken apart, its entry read, its tensors loaded (the `.npy`/`.pt`
 //!   readers of `graph-ascend-dump`).
@@ -41,4 +42,7 @@ pub mod verdict;
 
 pub use dtype::Dtype;
 pub use error::ReplayError;
-pub use replay::{replay_dump, replay_entry, CallReport, DumpRun, OutputReport, Status};
+pub use replay::{
+    replay_dump, replay_dump_where, replay_entry, with_workers, CallReport, DumpRun, OutputReport,
+    Status,
+};

@@ -42,8 +42,22 @@ pub struct Numbers {
     pub ulp: Option<UlpNumbers>,
     /// Stage 1: `pass`, `warning` or `error`.
     pub status: &'static str,
-    /// msprobe's message for the status.
+    /// msprobe's message for the status, its text as `_compare_float_tensor` writes it.
     pub message: String,
+    /// Which metrics msprobe returns as the Python int `0` rather than a float (its CSV then
+    /// writes `0`, not `0.00000000000000`).
+    #[serde(skip)]
+    pub int_zeros: IntZeros,
+}
+
+/// The metrics msprobe's functions return as the Python int `0` for want of elements:
+/// `get_small_value_err_ratio` without small values, `get_max_rel_err` and
+/// `get_mean_rel_err` when every element is small or inf/NaN.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IntZeros {
+    pub small_value_err_ratio: bool,
+    pub max_rel_err: bool,
+    pub mean_rel_err: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -287,8 +301,13 @@ pub fn small_value_thresholds(dtype: Dtype) -> (f64, f64) {
 }
 
 /// The benchmark standard's metrics (`BenchmarkCompare._compute_metrics`):
-/// `(small_value_err_ratio, rmse, eb, max_rel_err, mean_rel_err)`.
-pub fn benchmark(bench: &[f64], device: &[f64], dtype: Dtype) -> (f64, f64, f64, f64, f64) {
+/// `(small_value_err_ratio, rmse, eb, max_rel_err, mean_rel_err)` and which of them are the
+/// Python int `0`.
+pub fn benchmark(
+    bench: &[f64],
+    device: &[f64],
+    dtype: Dtype,
+) -> ((f64, f64, f64, f64, f64), IntZeros) {
     let w = Work::of(dtype);
     let d = derive(bench, device, dtype);
     let (small, atol) = small_value_thresholds(dtype);
@@ -357,7 +376,15 @@ pub fn benchmark(bench: &[f64], device: &[f64], dtype: Dtype) -> (f64, f64, f64,
     } else {
         np_mean(&non_negative, w)
     };
-    (small_value_err_ratio, rmse, eb, max_rel_err, mean_rel_err)
+    let int_zeros = IntZeros {
+        small_value_err_ratio: small_count == 0,
+        max_rel_err: !(max_rel >= 0.0 || max_rel.is_nan()),
+        mean_rel_err: non_negative.is_empty(),
+    };
+    (
+        (small_value_err_ratio, rmse, eb, max_rel_err, mean_rel_err),
+        int_zeros,
+    )
 }
 
 /// `get_ulp_err` and `UlpCompare`'s three numbers (`max`, `mean`, share above 32 ULP for
@@ -405,7 +432,7 @@ pub fn ulp(bench: &[f64], device: &[f64], dtype: Dtype) -> UlpNumbers {
 /// `bench` must hold values of the bench dtype, `device` values of `dtype`.
 pub fn numbers(bench: &[f64], device: &[f64], dtype: Dtype, with_ulp: bool) -> Numbers {
     let w = Work::of(dtype);
-    let (small_value_err_ratio, rmse, error_balance, max_rel_err, mean_rel_err) =
+    let ((small_value_err_ratio, rmse, error_balance, max_rel_err, mean_rel_err), int_zeros) =
         benchmark(bench, device, dtype);
     let mut n = Numbers {
         cosine: None,
@@ -421,6 +448,7 @@ pub fn numbers(bench: &[f64], device: &[f64], dtype: Dtype, with_ulp: bool) -> N
         ulp: with_ulp.then(|| ulp(bench, device, dtype)),
         status: "pass",
         message: String::new(),
+        int_zeros,
     };
     if bench.is_empty() {
         n.status = "skip";
@@ -430,9 +458,12 @@ pub fn numbers(bench: &[f64], device: &[f64], dtype: Dtype, with_ulp: bool) -> N
     let (cos, cos_ok, msg) = cosine(bench, device);
     n.cosine = cos;
     n.message.push_str(msg);
+    n.message.push('\n');
     if !cos_ok {
         n.status = "error";
-        n.message.push_str(" Cosine similarity is less than 0.99.");
+        n.message.push_str(
+            "Cosine similarity is less than 0.99, consider as error, skip other check and set to SPACE.\n",
+        );
         return n;
     }
     let d = derive(bench, device, dtype);
@@ -445,8 +476,9 @@ pub fn numbers(bench: &[f64], device: &[f64], dtype: Dtype, with_ulp: bool) -> N
     });
     n.max_abs_err = Some(max_abs);
     if max_abs < w.round(0.001) {
-        n.message
-            .push_str(" Max abs error is less than 0.001, consider as pass.");
+        n.message.push_str(
+            "Max abs error is less than 0.001, consider as pass, skip other check and set to SPACE.\n",
+        );
         return n;
     }
     let rel = &d.rel_err_origin;
@@ -456,25 +488,42 @@ pub fn numbers(bench: &[f64], device: &[f64], dtype: Dtype, with_ulp: bool) -> N
         n.rel_err_hundredth = Some(r);
         if !ok {
             n.status = "error";
-            n.message.push_str(" Relative error is greater than 0.01.");
+            n.message.push_str(
+                "Relative error is greater than 0.01, consider as error, skip other check and set to SPACE.\n",
+            );
             return n;
         }
     }
     let (r, thousand_ok) = rel_err_ratio(rel, 0.001, w);
     n.rel_err_thousandth = Some(r);
     if half {
-        n.status = if thousand_ok { "pass" } else { "warning" };
+        if thousand_ok {
+            n.message.push_str(
+                "Relative error is less than 0.001, consider as pass, skip other check and set to SPACE.\n",
+            );
+        } else {
+            n.status = "warning";
+            n.message.push_str(
+                "Relative error is greater than 0.001, consider as warning, skip other check and set to SPACE.\n",
+            );
+        }
         return n;
     }
     let (r, ten_ok) = rel_err_ratio(rel, 0.0001, w);
     n.rel_err_ten_thousandth = Some(r);
     if !thousand_ok {
         n.status = "error";
-        n.message.push_str(" Relative error is greater than 0.001.");
+        n.message.push_str(
+            "Relative error is greater than 0.001, consider as error, skip other check and set to SPACE.\n",
+        );
     } else if !ten_ok {
         n.status = "warning";
+        n.message.push_str(
+            "Relative error is greater than 0.0001, consider as warning, skip other check and set to SPACE.\n",
+        );
+    } else {
         n.message
-            .push_str(" Relative error is greater than 0.0001.");
+            .push_str("Relative error is less than 0.0001, consider as pass.\n");
     }
     n
 }

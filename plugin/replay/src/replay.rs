@@ -347,6 +347,19 @@ pub fn replay_dump(
     api_filter: Option<&str>,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<CallReport>> {
+    let keep = |name: &str| api_filter.is_none_or(|f| name.contains(f));
+    replay_dump_where(run, confine, &keep, progress)
+}
+
+/// Replays every call of a dump whose record name `keep` accepts, in the dump's order, on the
+/// current rayon pool ([`with_workers`] chooses its size); `progress(done, total)` is called as
+/// calls finish.
+pub fn replay_dump_where(
+    run: &DumpRun,
+    confine: &Confine,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<CallReport>> {
     let doc = graph_ascend_dump::json::read_json_file(&run.dump_json, confine)?;
     let data = doc
         .get("data")
@@ -365,10 +378,8 @@ pub fn replay_dump(
             });
         }
     }
-    let entries: Vec<(&String, &serde_json::Value)> = data
-        .iter()
-        .filter(|(name, _)| api_filter.is_none_or(|f| name.contains(f)))
-        .collect();
+    let entries: Vec<(&String, &serde_json::Value)> =
+        data.iter().filter(|(name, _)| keep(name)).collect();
     let total = entries.len();
     let done = std::sync::atomic::AtomicUsize::new(0);
     Ok(entries
@@ -380,4 +391,17 @@ pub fn replay_dump(
             r
         })
         .collect())
+}
+
+/// Runs `work` on a pool of `workers` threads (the replays' parallelism); `None`: rayon's
+/// global pool (one thread a core).
+pub fn with_workers<T: Send>(workers: Option<usize>, work: impl FnOnce() -> T + Send) -> Result<T> {
+    match workers {
+        None => Ok(work()),
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .map(|pool| pool.install(work))
+            .map_err(|e| ReplayError::args(format!("cannot start {n} workers: {e}"))),
+    }
 }
