@@ -283,13 +283,21 @@ pub(crate) fn learn(
     };
     let output = factor * output_noise;
     let (output, input_agree) = match cap {
-        None => (
-            Tolerance {
-                agree: output,
-                jump: output,
-            },
-            input_agree,
-        ),
+        // From a reference: no tolerance is below float32's epsilon. The statistics are
+        // computed and stored in float32 at best, so a smaller difference is their own rounding
+        // (an fp32 op whose reference calls agree to 1e-9 does not make one rounding of a
+        // statistic a fault).
+        None => {
+            let eps = DtypeClass::Float32.epsilon();
+            let output = output.max(eps);
+            (
+                Tolerance {
+                    agree: output,
+                    jump: output,
+                },
+                input_agree.max(eps),
+            )
+        }
         // Tightening never goes below one unit of round-off of the op's own dtype (the
         // finest its entries hold: an fp32 op in a bf16 model is judged by fp32's floor, not
         // bf16's epsilon): a compare whose calls of a kind happen to agree bit for bit does not
