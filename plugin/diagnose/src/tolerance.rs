@@ -382,6 +382,31 @@ mod tests {
     }
 
     #[test]
+    fn a_reference_tolerance_is_never_below_float32_epsilon() {
+        // Four fp32 calls that agree to 2.4e-9 (an RMSNorm's muls on exact inputs).
+        let s = Samples {
+            outputs: vec![2.0e-9, 2.4e-9, 2.2e-9, 2.3e-9],
+            inputs: vec![1.0e-9; 4],
+            finest: DtypeClass::Float32,
+        };
+        let key = (
+            "Tensor.__mul__".to_owned(),
+            Direction::Forward,
+            DtypeClass::Float32,
+        );
+        let table = Tolerance {
+            agree: 1e-6,
+            jump: 1e-2,
+        };
+        let l = learn(key, s, table, None);
+        let eps = f64::from(f32::EPSILON);
+        assert_eq!(
+            (l.output.agree, l.output.jump, l.input_agree),
+            (eps, eps, eps)
+        );
+    }
+
+    #[test]
     fn the_quantile_is_the_nearest_rank() {
         let mut v: Vec<f64> = (1..=20).map(f64::from).collect();
         assert!((quantile(&mut v, 0.95) - 19.05).abs() < 1e-12);
