@@ -13,109 +13,18 @@
 //! (the sweep's `noise`: the p95 of the reference's output errors per API and pass).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
 mod common;
-use common::{convert_pair, ga, write_run};
+use common::{
+    convert_pair, diagnose_json as diagnose, ga, generated_set, output_err, sources, stored_dump,
+    write_run,
+};
 
 /// With the reference, every fault at least this many times the reference's noise is found.
 const FOUND_FROM: f64 = 3.0;
-
-fn sweep() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/diagnosis/sweep.json.xz");
-    let mut xz = std::io::BufReader::new(std::fs::File::open(path).expect("sweep file"));
-    let mut json = Vec::new();
-    lzma_rs::xz_decompress(&mut xz, &mut json).expect("decompress");
-    serde_json::from_slice(&json).expect("sweep JSON")
-}
-
-fn diagnose(db: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "diagnose",
-        db.to_str().expect("UTF-8 path"),
-        "--format",
-        "json",
-        "--top",
-        "1000",
-    ];
-    args.extend_from_slice(extra);
-    let run = ga(&args);
-    assert!(
-        matches!(run.status.code(), Some(0 | 1)),
-        "{}: diagnose failed: {}",
-        db.display(),
-        String::from_utf8_lossy(&run.stderr)
-    );
-    serde_json::from_slice(&run.stdout).expect("diagnosis JSON")
-}
-
-/// The dump of a stored run's step 0 (`name` → node).
-fn dump(run: &Value) -> serde_json::Map<String, Value> {
-    let files = run.as_object().expect("files of a run");
-    let (_, text) = files
-        .iter()
-        .find(|(rel, _)| rel.starts_with("step0/") && rel.ends_with("/dump.json"))
-        .expect("a step 0 dump");
-    // Python's JSON writes a non-finite statistic as a bare NaN or Infinity: read as strings.
-    let text = text
-        .as_str()
-        .expect("text")
-        .replace("-Infinity", "\"-inf\"")
-        .replace("Infinity", "\"inf\"")
-        .replace("NaN", "\"nan\"");
-    let dump: Value = serde_json::from_str(&text).expect("dump JSON");
-    dump["data"].as_object().expect("dump data").clone()
-}
-
-fn stat(e: &Value, key: &str) -> Option<f64> {
-    e.get(key)?.as_f64()
-}
-
-/// The relative error of one tensor's statistics: `|ΔNorm| / |Norm|` and `|ΔMax|`, `|ΔMin|`,
-/// `|ΔMean|` over the scale `max(|Max|, |Min|)` of both sides.
-fn entry_err(t: &Value, g: &Value) -> Option<f64> {
-    let t: Vec<f64> = ["Max", "Min", "Mean", "Norm"]
-        .iter()
-        .map(|k| stat(t, k))
-        .collect::<Option<_>>()?;
-    let g: Vec<f64> = ["Max", "Min", "Mean", "Norm"]
-        .iter()
-        .map(|k| stat(g, k))
-        .collect::<Option<_>>()?;
-    let scale = [t[0], t[1], g[0], g[1]]
-        .iter()
-        .fold(0.0f64, |m, v| m.max(v.abs()));
-    let mut err = if g[3] != 0.0 {
-        (t[3] - g[3]).abs() / g[3].abs()
-    } else {
-        0.0
-    };
-    if scale > 0.0 {
-        for k in 0..3 {
-            err = err.max((t[k] - g[k]).abs() / scale);
-        }
-    }
-    Some(err)
-}
-
-/// The worst output error of node `name` between two dumps.
-fn output_err(
-    target: &serde_json::Map<String, Value>,
-    golden: &serde_json::Map<String, Value>,
-    name: &str,
-) -> f64 {
-    let outs = |d: &serde_json::Map<String, Value>| d[name]["output"].as_array().cloned();
-    let (t, g) = (
-        outs(target).expect("outputs"),
-        outs(golden).expect("outputs"),
-    );
-    t.iter()
-        .zip(&g)
-        .filter_map(|(a, b)| entry_err(a, b))
-        .fold(0.0, f64::max)
-}
 
 /// `Functional.linear.2.forward` → `Functional.linear.forward`, the sweep's noise key.
 fn noise_key(api_node: &str) -> String {
@@ -126,13 +35,6 @@ fn noise_key(api_node: &str) -> String {
         parts[1],
         parts.last().expect("a pass")
     )
-}
-
-fn sources(found: &Value) -> Vec<&str> {
-    found["sources"]
-        .as_array()
-        .map(|s| s.iter().filter_map(|s| s["node"].as_str()).collect())
-        .unwrap_or_default()
 }
 
 /// Whether the diagnosis lists a source at `node`.
@@ -173,7 +75,7 @@ fn first_overflow(
 
 #[test]
 fn learned_tolerances_find_kernel_faults_above_three_times_the_noise_and_no_noise() {
-    let set = sweep();
+    let set = generated_set("sweep.json.xz");
     let runs = set["runs"].as_object().expect("runs");
     let noise = set["noise"].as_object().expect("noise");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -228,7 +130,10 @@ fn learned_tolerances_find_kernel_faults_above_three_times_the_noise_and_no_nois
                 continue;
             }
             "overflow" => {
-                let (t, g) = (dump(&runs[target]), dump(&runs[golden]));
+                let (t, g) = (
+                    stored_dump(&runs[target], 0, 0),
+                    stored_dump(&runs[golden], 0, 0),
+                );
                 let first = tightened["first_non_finite"][0]["node"]
                     .as_str()
                     .map(str::to_owned);
@@ -240,7 +145,10 @@ fn learned_tolerances_find_kernel_faults_above_three_times_the_noise_and_no_nois
         let node = case["expect"]["nodes"][0]
             .as_str()
             .expect("faulty API node");
-        let (t, g) = (dump(&runs[target]), dump(&runs[golden]));
+        let (t, g) = (
+            stored_dump(&runs[target], 0, 0),
+            stored_dump(&runs[golden], 0, 0),
+        );
         let reference_noise = noise[&noise_key(node)].as_f64().expect("noise of the op");
         let ratio = output_err(&t, &g, node) / reference_noise;
         let fixed = diagnose(&db, &["--fixed-tolerances"]);
@@ -299,7 +207,7 @@ fn learned_tolerances_find_kernel_faults_above_three_times_the_noise_and_no_nois
 #[test]
 fn a_reference_that_is_not_a_compare_of_the_same_model_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let set = sweep();
+    let set = generated_set("sweep.json.xz");
     let runs = set["runs"].as_object().expect("runs");
     let golden = write_run(
         dir.path(),

