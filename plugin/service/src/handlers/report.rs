@@ -611,7 +611,11 @@ impl Point<'_> {
                 continue;
             };
             if pane.base.is_none() {
-                sources_left_out += 1;
+                if pane.root_boxes > MAX_ROOT_BOXES {
+                    sources_not_laid_out += 1;
+                } else {
+                    sources_left_out += 1;
+                }
                 continue;
             }
             match path_to(state, meta, side, pane, node, budget)? {
