@@ -8,10 +8,13 @@
 #    the CLI tests convert it (`convert -tp b -gp a`); target: the report <= 10 MB;
 # 3. a synthetic compare of about BENCH_REPORT_NODES nodes (default 1,000,000; gen_visdb), or the file
 #    BENCH_REPORT_1M names; the report holds the top levels and the paths to the sources and says what
-#    it leaves out.
+#    it leaves out;
+# 4. the compare users make of BENCH_REPORT_DUMP entries a side (default 1,000,000; 0 skips it): `gen_dump`
+#    a, `gen_dump` b --perturb and our `convert` (a flat top level of ~222k boxes at 1M); target: written
+#    in <= 60 s and 1 GB, or its views refused with why (the report says which).
 #
 # Env: GA (binary, default target/release/graph-ascend; the page's build is found beside it, or give
-# GA_ASSETS), BIG_DIR, BENCH_REPORT_NODES, BENCH_REPORT_1M, BENCH_TMP (work folder, default a temporary
+# GA_ASSETS), BIG_DIR, BENCH_REPORT_NODES, BENCH_REPORT_1M, BENCH_REPORT_DUMP, BENCH_TMP (work folder, default a temporary
 # one, removed at the end), GA_CHROMIUM (default /usr/bin/chromium).
 #
 # Headline figures (bench/headline.py): the 1M report's wall time (with progress shown) and peak memory.
@@ -22,6 +25,7 @@ cd "$(dirname "$0")/.."
 GA=${GA:-target/release/graph-ascend}
 BIG_DIR=${BIG_DIR:-tests/fixtures/big}
 NODES=${BENCH_REPORT_NODES:-1000000}
+DUMP_ENTRIES=${BENCH_REPORT_DUMP:-1000000}
 TMP=${BENCH_TMP:-$(mktemp -d)}
 [ -n "${BENCH_TMP:-}" ] || trap 'rm -rf "$TMP"' EXIT
 ASSETS=()
@@ -101,5 +105,16 @@ elif [ "$NODES" -gt 0 ]; then
   rm -f "$TMP/synthetic.vis.db"
 else
   python3 bench/headline.py skip report_1m_time report_1m_memory --why "BENCH_REPORT_NODES=0: no 1M report asked for"
+fi
+if [ "$DUMP_ENTRIES" -gt 0 ]; then
+  cargo build --release -q -p graph-ascend-testkit --bin gen_dump
+  nice -n 10 target/release/gen_dump "$TMP/dump_a" "$DUMP_ENTRIES" >/dev/null
+  nice -n 10 target/release/gen_dump "$TMP/dump_b" "$DUMP_ENTRIES" --perturb >/dev/null
+  nice -n 10 "$GA" convert -tp "$TMP/dump_b/step0/rank0" -gp "$TMP/dump_a/step0/rank0" -o "$TMP/dump_out" >/dev/null
+  rm -rf "$TMP/dump_a" "$TMP/dump_b"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  one "gen_dump-$DUMP_ENTRIES" "$(ls "$TMP"/dump_out/*.vis.db | head -1)" || status=$?
+  echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  rm -rf "$TMP/dump_out"
 fi
 exit "$status"

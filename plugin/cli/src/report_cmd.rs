@@ -4,12 +4,14 @@
 //! The data are the sidecar's own answers, worked out in advance by its handlers over a catalog
 //! that holds only this file (`graph_ascend_service::handlers::report_data`); the page is the
 //! page's own build, as the wheel installs it beside the plugin (`report_page`).
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use graph_ascend_service::handlers::{report_data, ReportOptions, DEFAULT_REPORT_BYTES};
+use graph_ascend_service::handlers::{
+    report_data_with_progress, ReportOptions, DEFAULT_REPORT_BYTES,
+};
 use graph_ascend_service::report_page::{has_page_assets, page_assets, report_html, utc_now};
 use graph_ascend_service::State;
 
@@ -110,8 +112,32 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         tool: format!("graph-ascend {}", env!("CARGO_PKG_VERSION")),
         created: utc_now(),
     };
-    let data = report_data(&state, &run, &tag, &options)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    // A bar on a terminal (as convert's): what is being made, done of all; silent otherwise.
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let pb = indicatif::ProgressBar::new(1);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "[Report] {bar:40} {pos}/{len} [{elapsed_precise}] {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb.enable_steady_tick(std::time::Duration::from_millis(250));
+        pb
+    });
+    let progress = |what: &str, done: usize, total: usize| {
+        if let Some(pb) = &bar {
+            if pb.message() != what {
+                pb.set_message(what.to_owned());
+            }
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+        }
+    };
+    let data = report_data_with_progress(&state, &run, &tag, &options, &progress);
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    let data = data.map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let html = report_html(&assets, &data.json, &format!("GRAPH_ASCEND report: {name}"));
     write_new(&args.output, html.as_bytes())?;
     let folder = logdir.path().to_path_buf();

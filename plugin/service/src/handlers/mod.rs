@@ -60,6 +60,6 @@ pub use navigation::{
 pub use precision_errors::update_precision_error;
 pub use reply::HandlerError;
 pub use report::{
-    export_report, report_data, ReportData, ReportOptions, DEFAULT_REPORT_BYTES,
-    REPORT_CONTENT_TYPE,
+    export_report, report_data, report_data_with_progress, ReportData, ReportOptions,
+    ReportProgress, DEFAULT_REPORT_BYTES, REPORT_CONTENT_TYPE,
 };

@@ -38,8 +38,25 @@ const API_NODE: i32 = 1;
 /// Below this many bytes left, no view is laid out any more (none would fit).
 const MIN_VIEW_BYTES: usize = 256;
 
+/// Below this many bytes left, no node's details are read any more (none would fit: each holds
+/// its id twice, and its inputs, outputs and stack).
+const MIN_DETAIL_BYTES: usize = 64;
+
 /// The diagnosis answer's length (the Diagnosis panel's own `top`).
 const DIAGNOSIS_TOP: i32 = 200;
+
+/// At most this many boxes laid out in all, over every view of a report (the work bound: each
+/// view is laid out whole, so a view of a level of `n` boxes costs about `n`). The 48-layer
+/// pair's report stays under it (1,578 views of about a thousand boxes); a level of 44k boxes
+/// gets a few hundred views, then the rest are named as left out instead of running for hours.
+const MAX_LAID_OUT_BOXES: usize = 12_000_000;
+
+/// The widest root level a report holds: wider, its views would take minutes and gigabytes
+/// (each a layout of the whole level, each box's fields held), so it is refused and said.
+const MAX_ROOT_BOXES: usize = 50_000;
+
+/// What a report tells while it is made: `(what, done, total)`.
+pub type ReportProgress<'a> = &'a dyn Fn(&str, usize, usize);
 
 /// What to put in a report.
 #[derive(Debug, Clone)]
@@ -87,6 +104,44 @@ struct Pane {
     base: Option<Base>,
     view_keys: HashSet<Vec<String>>,
     details: Map<String, Value>,
+    /// The root view's boxes: what each layout of this pane costs at least.
+    root_boxes: usize,
+}
+
+impl Pane {
+    /// The modules of the root view (the top levels).
+    fn top_modules(&self) -> Vec<String> {
+        self.views
+            .first()
+            .map(|v| view_keys(self, v))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|k| self.modules.contains(k) && self.parents.contains_key(k))
+            .collect()
+    }
+}
+
+/// Why views were not laid out: the widest root view, and the work bound.
+fn too_wide(panes: &HashMap<&str, Pane>) -> String {
+    let widest = panes.values().map(|p| p.root_boxes).max().unwrap_or(0);
+    format!(
+        "each view of this file lays out its root level of up to {widest} boxes, and a report lays out at most {MAX_LAID_OUT_BOXES} boxes in all (about {} views of it); open the file in the page (graph-ascend serve) to expand the rest",
+        MAX_LAID_OUT_BOXES / widest.max(1)
+    )
+}
+
+/// Bytes as whole MB, rounded up.
+fn mb_up(bytes: usize) -> usize {
+    bytes.div_ceil(1 << 20)
+}
+
+/// Whether a path's views are in the report.
+enum Kept {
+    Yes,
+    /// One did not fit the size bound.
+    NoRoom,
+    /// Not laid out: the work bound was spent.
+    NotLaidOut,
 }
 
 /// The bytes a JSON value takes (as serialized).
@@ -100,6 +155,18 @@ pub fn report_data(
     run: &str,
     tag: &str,
     opts: &ReportOptions,
+) -> Result<ReportData> {
+    report_data_with_progress(state, run, tag, opts, &|_, _, _| {})
+}
+
+/// [`report_data`], telling `progress` what it is doing: the diagnosis, then each step and
+/// rank's views (paths to sources and top levels done of all), then their details.
+pub fn report_data_with_progress(
+    state: &State,
+    run: &str,
+    tag: &str,
+    opts: &ReportOptions,
+    progress: ReportProgress<'_>,
 ) -> Result<ReportData> {
     let lang = "en";
     let meta_of = |step: i32, rank: i32| pb::MetaData {
@@ -167,6 +234,7 @@ pub fn report_data(
         )
     };
     let first = (file_steps[0], file_ranks[0]);
+    progress("diagnosis", 0, 1);
     let diagnosis = compare.then(|| diagnosis_of(first.0, first.1));
     let found = diagnosis.as_ref().and_then(|d| d.data.as_ref());
     // The first source's step and rank (a source's own, not the diagnosis's step alone: a fault
@@ -182,6 +250,8 @@ pub fn report_data(
     let order = point_order(found, (step, rank), &file_steps, &file_ranks);
     let mut budget = Budget {
         left: opts.max_bytes,
+        boxes_left: MAX_LAID_OUT_BOXES,
+        wanted: 0,
         left_out: Vec::new(),
     };
 
@@ -215,6 +285,7 @@ pub fn report_data(
             meta: meta_of(pstep, prank),
             diagnosis: found,
             sides,
+            progress,
         };
         // The first point (the one the report opens on) gets the top levels, and all it needs
         // but a third of what is left when others follow; each other point its root views and
@@ -231,12 +302,16 @@ pub fn report_data(
             // On a trial budget: a point whose root views do not fit takes nothing.
             let mut trial = Budget {
                 left: budget.left,
+                boxes_left: budget.boxes_left,
+                wanted: 0,
                 left_out: Vec::new(),
             };
             let laid = at.lay_out(state, opts, &mut trial, false)?;
             if laid.is_some() {
                 budget.left = trial.left;
             }
+            // The layouts were made either way.
+            budget.boxes_left = trial.boxes_left;
             laid
         };
         let Some(mut laid) = laid else {
@@ -439,6 +514,7 @@ struct Point<'a> {
     meta: pb::MetaData,
     diagnosis: Option<&'a pb::Diagnosis>,
     sides: &'a [&'a str],
+    progress: ReportProgress<'a>,
 }
 
 /// A step and rank laid out: its panes as JSON, what it holds and what did not fit.
@@ -463,6 +539,8 @@ impl Point<'_> {
         let (step, rank) = (meta.step.unwrap_or(0), meta.rank.unwrap_or(0));
         let sides = self.sides;
         let mut panes: HashMap<&str, Pane> = HashMap::new();
+        // The bytes the root views that did not fit would take, over the sides.
+        let mut roots_wanted = 0usize;
         // 1. The root views.
         for &side in sides {
             let side = side_name(side);
@@ -471,8 +549,24 @@ impl Point<'_> {
                 if !top {
                     return Ok(None);
                 }
+                if pane.root_boxes > MAX_ROOT_BOXES {
+                    budget.left_out.push(format!(
+                        "the {side} graph's views: its root level has {} boxes; the report holds levels of up to {MAX_ROOT_BOXES} boxes (wider ones take minutes and gigabytes to lay out), so it holds the diagnosis without views. Open the file in the page (graph-ascend serve), which lays out what is shown",
+                        pane.root_boxes
+                    ));
+                    panes.insert(side, pane);
+                    continue;
+                }
+                // No view of this side fits then (each holds the root view's boxes, written
+                // whole without it): said with what it would take.
+                roots_wanted += budget.wanted;
                 budget.left_out.push(format!(
-                    "the {side} graph's root view did not fit the report's size bound"
+                    "the {side} graph's root view did not fit the report's size bound: it has {} boxes and needs about {} MB of the {} MB left (--max-mb {}); its paths and top levels are left out with it. Give --max-mb {} or more to hold the root views, or open the file in the page (graph-ascend serve)",
+                    pane.root_boxes,
+                    mb_up(budget.wanted),
+                    budget.left >> 20,
+                    opts.max_bytes >> 20,
+                    mb_up(opts.max_bytes.saturating_sub(budget.left) + roots_wanted) + 2,
                 ));
             }
             panes.insert(side, pane);
@@ -502,19 +596,45 @@ impl Point<'_> {
         let mut seen_targets = HashSet::new();
         targets.retain(|t| seen_targets.insert(t.clone()));
         let mut sources_left_out = 0usize;
-        for (side, node) in &targets {
+        let mut sources_not_laid_out = 0usize;
+        let at = format!("step {step}, rank {rank}");
+        let what = format!("views of {at}");
+        let top_total: usize = if top {
+            panes.values().map(|p| p.top_modules().len()).sum()
+        } else {
+            0
+        };
+        let work = targets.len() + top_total;
+        for (k, (side, node)) in targets.iter().enumerate() {
+            (self.progress)(&what, k, work);
             let Some(pane) = panes.get_mut(side) else {
                 continue;
             };
-            if !path_to(state, meta, side, pane, node, budget)? {
-                sources_left_out += 1;
+            if pane.base.is_none() {
+                if pane.root_boxes > MAX_ROOT_BOXES {
+                    sources_not_laid_out += 1;
+                } else {
+                    sources_left_out += 1;
+                }
+                continue;
+            }
+            match path_to(state, meta, side, pane, node, budget)? {
+                Kept::Yes => {}
+                Kept::NoRoom => sources_left_out += 1,
+                Kept::NotLaidOut => sources_not_laid_out += 1,
             }
         }
-        let at = format!("step {step}, rank {rank}");
         if sources_left_out > 0 {
             budget.left_out.push(format!(
                 "{sources_left_out} of the {} paths to sources ({at}) did not fit the report's size bound",
                 targets.len()
+            ));
+        }
+        if sources_not_laid_out > 0 {
+            budget.left_out.push(format!(
+                "{sources_not_laid_out} of the {} paths to sources ({at}) were not laid out: {}",
+                targets.len(),
+                too_wide(&panes)
             ));
         }
         // 3. The top levels: each module of the root view opened, on at most half of what is
@@ -523,23 +643,29 @@ impl Point<'_> {
             let reserve = budget.left / 2;
             budget.left -= reserve;
             let mut top_left_out = 0usize;
-            let mut top_total = 0usize;
+            let mut top_not_laid_out = 0usize;
+            let mut done = targets.len();
             for &side in sides {
                 let Some(pane) = panes.get_mut(side) else {
                     continue;
                 };
-                let modules: Vec<String> = pane
-                    .views
-                    .first()
-                    .map(|v| view_keys(pane, v))
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|k| pane.modules.contains(k) && pane.parents.contains_key(k))
-                    .collect();
-                top_total += modules.len();
+                let mut modules = pane.top_modules();
+                // Each opened costs a layout of the root view and the module's children: as
+                // many as the work bound allows, the rest named.
+                let each = pane.root_boxes.max(1);
+                let affordable = budget.boxes_left / each;
+                if modules.len() > affordable {
+                    top_not_laid_out += modules.len() - affordable;
+                    modules.truncate(affordable);
+                }
+                budget.boxes_left -= modules.len() * each;
                 let names: Vec<&str> = modules.iter().map(String::as_str).collect();
+                let progress = self.progress;
                 // One copy of the root view: each module opened, kept, closed again.
                 views_of_each(state, Some(meta), side, &names, &mut |i, open| {
+                    if i % 64 == 0 {
+                        progress(&what, done + i, work);
+                    }
                     if pane.view_keys.contains(&vec![modules[i].clone()]) {
                         return;
                     }
@@ -548,10 +674,17 @@ impl Point<'_> {
                     }
                 })
                 .map_err(|_| HandlerError::Invalid(Msg::ExpandNode))?;
+                done += modules.len();
             }
             if top_left_out > 0 {
                 budget.left_out.push(format!(
                     "{top_left_out} of the {top_total} top-level modules could not be opened in the report (size bound)"
+                ));
+            }
+            if top_not_laid_out > 0 {
+                budget.left_out.push(format!(
+                    "{top_not_laid_out} of the {top_total} top-level modules were not opened: {}",
+                    too_wide(&panes)
                 ));
             }
             budget.left += reserve;
@@ -562,11 +695,21 @@ impl Point<'_> {
         for &side in sides {
             let side: &'static str = side_name(side);
             let keys: Vec<String> = panes.get(side).map(|p| p.keys.clone()).unwrap_or_default();
-            for key in keys {
+            let what = format!("details of {at}, {side}");
+            for (k, key) in keys.iter().enumerate() {
+                if k % 256 == 0 {
+                    (self.progress)(&what, k, keys.len());
+                }
+                let key = key.clone();
                 let have = panes
                     .get(side)
                     .is_some_and(|p| p.details.contains_key(&key));
                 if have {
+                    continue;
+                }
+                // No room for any detail: the rest are counted, not read.
+                if budget.left < MIN_DETAIL_BYTES {
+                    details_left_out += 1;
                     continue;
                 }
                 let answer = get_node_info(state, node_request(meta, side, &key));
@@ -657,6 +800,10 @@ fn strip_paths(detail: &mut Value) {
 
 struct Budget {
     left: usize,
+    /// Boxes that may still be laid out (`MAX_LAID_OUT_BOXES` in all).
+    boxes_left: usize,
+    /// The bytes of the last view that did not fit.
+    wanted: usize,
     left_out: Vec<String>,
 }
 
@@ -728,7 +875,16 @@ fn lay_out(
     let mut fitted = true;
     in_turn(state, meta, side, path, &mut |i, boxes| {
         if i == path.len() {
-            fitted = keep_view(pane, boxes(), budget);
+            let boxes = boxes();
+            if path.is_empty() {
+                pane.root_boxes = boxes.len();
+                if boxes.len() > MAX_ROOT_BOXES {
+                    fitted = false;
+                    return;
+                }
+            }
+            budget.boxes_left = budget.boxes_left.saturating_sub(boxes.len());
+            fitted = keep_view(pane, boxes, budget);
         }
     })?;
     Ok(fitted)
@@ -749,7 +905,13 @@ fn keep_view(pane: &mut Pane, boxes: Vec<pb::RenderNode>, budget: &mut Budget) -
     let mut new_nodes: Vec<(String, Value, String, i32)> = Vec::new();
     let mut new_index: HashMap<&str, usize> = HashMap::new();
     let mut cost = open.iter().map(|k| k.len() + 3).sum::<usize>() + 32;
-    for b in &boxes {
+    for (k, b) in boxes.iter().enumerate() {
+        // Over the budget already: no need to encode the rest (a level of 10⁵ boxes would take
+        // hundreds of MB of values to be dropped); what the whole would take is estimated.
+        if cost > budget.left {
+            budget.wanted = cost / k.max(1) * boxes.len();
+            return false;
+        }
         if pane.index.contains_key(&b.key) || new_index.contains_key(b.key.as_str()) {
             continue;
         }
@@ -797,6 +959,7 @@ fn keep_view(pane: &mut Pane, boxes: Vec<pb::RenderNode>, budget: &mut Budget) -
     let view = json!({ "open": open, "boxes": encoded });
     cost += size_of(&view);
     if !budget.spend(cost) {
+        budget.wanted = cost;
         return false;
     }
     for (key, v, parent, node_type) in new_nodes {
@@ -828,7 +991,13 @@ fn path_to(
     pane: &mut Pane,
     node: &str,
     budget: &mut Budget,
-) -> Result<bool> {
+) -> Result<Kept> {
+    // Two layouts at least (the node revealed, its parent opened), each of the root view's
+    // boxes at least.
+    if budget.boxes_left < 2 * pane.root_boxes {
+        return Ok(Kept::NotLaidOut);
+    }
+    budget.boxes_left -= pane.root_boxes;
     // The node revealed: its ancestors open.
     let mut revealed = Vec::new();
     in_turn(state, meta, side, &[node], &mut |i, boxes| {
@@ -837,7 +1006,7 @@ fn path_to(
         }
     })?;
     let Some(target) = revealed.iter().find(|b| b.key == node) else {
-        return Ok(true); // not in this graph (another micro step's): nothing to lay out
+        return Ok(Kept::Yes); // not in this graph (another micro step's): nothing to lay out
     };
     let is_module = target.node_type != API_NODE;
     let parents: HashMap<&str, &str> = revealed
@@ -866,13 +1035,19 @@ fn path_to(
     if is_module {
         path.push(node);
     }
+    // Each view of the chain is about as wide as the revealed one.
+    let cost = revealed.len().saturating_mul(path.len() + 1);
+    if budget.boxes_left < cost {
+        return Ok(Kept::NotLaidOut);
+    }
+    budget.boxes_left -= cost;
     let mut fitted = true;
     in_turn(state, meta, side, &path, &mut |i, boxes| {
         if i > 0 && !pane.view_keys.contains(&sorted(&path[..i])) {
             fitted &= keep_view(pane, boxes(), budget);
         }
     })?;
-    Ok(fitted)
+    Ok(if fitted { Kept::Yes } else { Kept::NoRoom })
 }
 
 fn sorted(path: &[&str]) -> Vec<String> {
