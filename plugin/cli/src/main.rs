@@ -18,6 +18,7 @@ mod map_cmd;
 mod precheck_cmd;
 mod report_cmd;
 mod serve_cmd;
+mod write_new;
 
 use std::process::ExitCode;
 
