@@ -12,8 +12,12 @@ msprobe 26.2 on a small model on the CPU, dumps exactly the suspects' tensors, i
    only in the config's steps, every `data_name` a file; `construct.json` is not empty; and
    `convert` builds a compare of the pair whose diagnosis finds the same sources.
 
-PyTorch always; MindSpore too when its CPU wheel imports (`--framework both`, the default, skips
-it with a message otherwise).
+MindSpore: the same run with MindSpore's PrecisionDebugger (PYNATIVE, CPU) when MindSpore runs
+here (in the oracle venv its wheel, built against NumPy 1.x, fails under NumPy 2 at the first
+kernel: reported as skipped); and, always, the config written for the committed MindSpore
+compare (`tests/fixtures/upstream_vis/compare_ms_stats`) read by msprobe's own MindSpore config
+classes, its `tensor_list` matched as msprobe matches it against every name of the committed
+MindSpore dumps it came from: exactly the intended calls.
 
 Usage: /work/oracle-venv/bin/python tests/replay/check_dump_config.py [--binary PATH] [--keep DIR]
 Exit status 0 when every check passes.
@@ -96,17 +100,20 @@ def run_mindspore(side: str, config: str, fault: str) -> None:
     assert fault == "weight"
     import mindspore as ms
     import numpy as np
-    from mindspore import nn, ops
-    from msprobe.mindspore import PrecisionDebugger
+    from mindspore import mint, nn, ops
+    from msprobe.mindspore import PrecisionDebugger, seed_all
 
+    # msprobe takes a tensor's Norm with mint.norm, whose kernel (LinalgVectorNorm) MindSpore
+    # 2.10's CPU wheel lacks; ops.norm gives the same value (as the fixtures' run_ms_dump.py).
+    mint.norm = ops.norm
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
-    ms.set_seed(1234)
+    seed_all(seed=1234, mode=False)
 
     class Net(nn.Cell):
         def __init__(self):
             super().__init__()
-            self.layers = nn.CellList([nn.Dense(16, 16) for _ in range(LAYERS)])
-            self.norm = nn.LayerNorm((16,))
+            self.layers = nn.CellList([mint.nn.Linear(16, 16) for _ in range(LAYERS)])
+            self.norm = nn.LayerNorm((16,), begin_norm_axis=-1, begin_params_axis=-1)
 
         def construct(self, x):
             for layer in self.layers:
@@ -261,6 +268,49 @@ def check(framework: str, fault: str, binary: str, work: pathlib.Path) -> list[s
     return failures
 
 
+def check_mindspore_fixture(binary: str, work: pathlib.Path) -> list[str]:
+    """The config of the committed MindSpore compare, through msprobe's MindSpore config code
+    and against the names of the dumps it was converted from."""
+    import lzma
+
+    from msprobe.mindspore.dump.debugger.debugger_config import DebuggerConfig
+    from msprobe.mindspore.dump.ms_config import parse_common_config, parse_task_config
+
+    failures: list[str] = []
+    print("mindspore, committed compare_ms_stats:")
+    work.mkdir(parents=True, exist_ok=True)
+    (xz,) = (REPO / "tests/fixtures/upstream_vis/compare_ms_stats").glob("*.vis.db.xz")
+    db = work / "compare_ms_stats.vis.db"
+    db.write_bytes(lzma.decompress(xz.read_bytes()))
+    sources = json.loads(ga(binary, "diagnose", str(db), "--format", "json").stdout)["sources"]
+    cfg_path = work / "dump_config.json"
+    written = ga(binary, "diagnose", str(db), "--dump-config", str(cfg_path))
+    print("  " + written.stderr.strip().replace("\n", "\n  "))
+    if not cfg_path.is_file():
+        return [f"mindspore: no config written: {written.stderr}"]
+    config = json.loads(cfg_path.read_text())
+    common = parse_common_config(config)
+    task = parse_task_config(common.task, config)
+    debugger = DebuggerConfig(common, task)
+    print(f"  msprobe's MindSpore DebuggerConfig: task {debugger.task}, level {debugger.level}, "
+          f"step {debugger.step}, tensor_list {debugger.tensor_list}")
+    if debugger.tensor_list != config["statistics"]["tensor_list"] or debugger.task != "statistics":
+        failures.append(f"mindspore: msprobe read the config otherwise: {vars(debugger)}")
+    intended = intended_calls(sources)
+    for side in ("ms_stats_a", "ms_stats_b"):
+        for dump_json in sorted((REPO / "tests/fixtures/dumps" / side).glob("step*/*/dump.json")):
+            step = int(dump_json.parent.parent.name[4:])
+            if step not in intended:
+                continue
+            names = json.loads(dump_json.read_text())["data"].keys()
+            kept = {n for n in names if any(item in n for item in debugger.tensor_list)}
+            print(f"  {side} step {step}: {len(names)} calls, the list keeps {sorted(kept)}")
+            if kept != intended[step]:
+                failures.append(f"mindspore {side} step {step}: keeps {sorted(kept)}, "
+                                f"intended {sorted(intended[step])}")
+    return failures
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default=str(REPO / "target/release/graph-ascend"))
@@ -279,14 +329,14 @@ def main() -> int:
         root = pathlib.Path(args.keep or tmp)
         for fw in frameworks:
             if fw == "mindspore":
+                failures += check_mindspore_fixture(args.binary, root / "mindspore" / "fixture")
                 try:
-                    import mindspore  # noqa: F401
-                except Exception as e:  # the CPU wheel may not load here
-                    print(f"mindspore: skipped, it does not import: {e}")
-                    if args.framework == "mindspore":
-                        failures.append(f"mindspore does not import: {e}")
-                    continue
-            for fault in ["weight", "gradient"] if fw == "pytorch" else ["weight"]:
+                    failures += check("mindspore", "weight", args.binary, root / "mindspore" / "run")
+                except SystemExit as e:  # the runtime itself, before any config of ours
+                    last = [line for line in str(e).splitlines() if line.strip()][-1:]
+                    print(f"mindspore run: SKIPPED, MindSpore does not run here: {last}")
+                continue
+            for fault in ["weight", "gradient"]:
                 failures += check(fw, fault, args.binary, root / fw / fault)
     for f in failures:
         print("FAIL:", f)

@@ -237,9 +237,15 @@ fn write_dump_config(
         dump_path,
     )
     .map_err(|e| {
+        let hint = match e {
+            dump_config::DumpConfigError::NoSuspect => {
+                ". A fault below the noise is replayable only from a tensor dump of every call \
+                 (task \"tensor\", level \"mix\", one step)"
+            }
+            dump_config::DumpConfigError::NothingNamed(_) => "",
+        };
         anyhow::anyhow!(
-            "no dump config written for {}: {e}. With nothing beyond the noise, only a tensor \
-             dump of every call (task \"tensor\", level \"mix\", one step) can be replayed",
+            "no dump config written for {}: {e}{hint}",
             file.path().display()
         )
     })?;
@@ -247,15 +253,16 @@ fn write_dump_config(
         .context("cannot write the dump config as JSON")?;
     text.push('\n');
     crate::write_new::write_new(out, text.as_bytes(), ".json.tmp", |_| Ok(()))?;
-    let list = |v: &[i64]| {
+    let list = |what: &str, v: &[i64]| {
         if v.is_empty() {
-            "every".to_string()
+            format!("every {what}")
         } else {
-            v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            let v: Vec<String> = v.iter().map(i64::to_string).collect();
+            format!("{what} {}", v.join(", "))
         }
     };
     eprintln!(
-        "wrote {}: msprobe config for a {} run keeping the tensors of {} call(s) ({}) in step(s) {}, rank(s) {}",
+        "wrote {}: msprobe config for a {} run keeping the tensors of {} call(s) ({}) in {}, {}",
         out.display(),
         framework.map_or("PyTorch or MindSpore", Framework::name),
         config.intended.len(),
@@ -264,8 +271,8 @@ fn write_dump_config(
         } else {
             "the sources, their golden partners, the first inf/NaN"
         },
-        list(&config.steps),
-        list(&config.ranks),
+        list("step", &config.steps),
+        list("rank", &config.ranks),
     );
     if !config.also_matched.is_empty() {
         eprintln!(
