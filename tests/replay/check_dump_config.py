@@ -10,7 +10,11 @@ msprobe 26.2 on a small model on the CPU, dumps exactly the suspects' tensors, i
 3. Both runs again with that config: each dump holds tensors for exactly the intended calls
    (the diagnosis's sources: a forward source's forward; a backward source's both passes),
    only in the config's steps, every `data_name` a file; `construct.json` is not empty; and
-   `convert` builds a compare of the pair whose diagnosis finds the same sources.
+   `convert` builds a compare of the pair. With `--dump-task tensor` (the default) only the
+   intended calls are recorded (a module's: with every call inside it and its parameters'
+   gradients, msprobe's mix scope) and `graph-ascend precheck` replays the API calls among them;
+   with `--dump-task statistics` every call is recorded again and the compare's diagnosis finds
+   the same sources.
 
 MindSpore: the same run with MindSpore's PrecisionDebugger (PYNATIVE, CPU) when MindSpore runs
 here (in the oracle venv its wheel, built against NumPy 1.x, fails under NumPy 2 at the first
@@ -188,6 +192,30 @@ def intended_calls(sources: list[dict]) -> dict[int, set[str]]:
     return out
 
 
+def with_module_contents(intended: dict[int, set[str]], first_dump: pathlib.Path) -> dict[int, set[str]]:
+    """For task `tensor`: a module in msprobe's `list` dumps every call inside it too (its mix
+    scope), and its parameters' gradients: the calls below it in the first run's
+    `construct.json`, and `<module>.parameters_grad.<N>`."""
+    out = {}
+    for step, calls in intended.items():
+        (construct,) = (first_dump / f"step{step}").glob("*/construct.json")
+        parent = json.loads(construct.read_text())
+        modules = {c for c in calls if c.split(".")[0] in ("Module", "Cell")}
+        more = set(calls)
+        for name in parent:
+            p, seen = parent.get(name), 0
+            while p is not None and seen < 1000:
+                if p in modules:
+                    more.add(name)
+                    break
+                p, seen = parent.get(p), seen + 1
+        for m in modules:
+            stem, _, index = m.rsplit(".", 2)
+            more.add(f"{stem}.parameters_grad.{index}")
+        out[step] = more
+    return out
+
+
 def has_data_name(v) -> bool:
     if isinstance(v, dict):
         return "data_name" in v or any(has_data_name(x) for x in v.values())
@@ -207,7 +235,10 @@ def data_names(v):
             yield from data_names(x)
 
 
-def check_dump(dump: pathlib.Path, intended: dict[int, set[str]], failures: list[str], label: str):
+def check_dump(dump: pathlib.Path, intended: dict[int, set[str]], failures: list[str], label: str,
+               only_intended: bool):
+    """A module's parameter gradients are recorded only when it has any: an intended
+    `parameters_grad` name may be absent."""
     steps = sorted(int(p.name[4:]) for p in dump.glob("step*"))
     if steps != sorted(intended):
         failures.append(f"{label}: steps dumped {steps}, config's {sorted(intended)}")
@@ -217,6 +248,7 @@ def check_dump(dump: pathlib.Path, intended: dict[int, set[str]], failures: list
             data = json.loads((rank_dir / "dump.json").read_text())["data"]
             kept = {name for name, rec in data.items() if has_data_name(rec)}
             want = intended.get(step, set())
+            want = {n for n in want if ".parameters_grad." not in n or n in data}
             if kept != want:
                 failures.append(
                     f"{label} step {step}: tensors of {sorted(kept)}, intended {sorted(want)}")
@@ -227,15 +259,17 @@ def check_dump(dump: pathlib.Path, intended: dict[int, set[str]], failures: list
             construct = json.loads((rank_dir / "construct.json").read_text())
             if not construct:
                 failures.append(f"{label} step {step}: construct.json is empty")
+            if only_intended and set(data) != want:
+                failures.append(f"{label} step {step}: recorded {sorted(data)}, intended {sorted(want)}")
             kept_total += len(kept)
             print(f"  {label} step {step}: {len(data)} calls recorded, tensors of {len(kept)}: "
                   f"{sorted(kept)}")
     return kept_total
 
 
-def check(framework: str, fault: str, binary: str, work: pathlib.Path) -> list[str]:
+def check(framework: str, fault: str, task: str, binary: str, work: pathlib.Path) -> list[str]:
     failures: list[str] = []
-    print(f"{framework}, {fault} fault:")
+    print(f"{framework}, {fault} fault, --dump-task {task}:")
     first = {side: run_side(framework, fault, side, statistics_config("./dump"), work / "first" / side)
              for side in ("golden", "target")}
     db = convert(binary, first["target"], first["golden"], work / "first" / "out")
@@ -245,7 +279,7 @@ def check(framework: str, fault: str, binary: str, work: pathlib.Path) -> list[s
     if not sources:
         return failures + [f"{framework}: the statistics compare has no source"]
     cfg_path = work / "dump_config.json"
-    written = ga(binary, "diagnose", str(db), "--dump-config", str(cfg_path))
+    written = ga(binary, "diagnose", str(db), "--dump-config", str(cfg_path), "--dump-task", task)
     print("  " + written.stderr.strip().replace("\n", "\n  "))
     if written.returncode != 1 or not cfg_path.is_file():
         return failures + [f"{framework}: diagnose --dump-config: {written.stderr}"]
@@ -253,13 +287,27 @@ def check(framework: str, fault: str, binary: str, work: pathlib.Path) -> list[s
     if again.returncode != 2 or "never replaces" not in again.stderr:
         failures.append(f"{framework}: an existing config was not refused: {again.stderr}")
     config = json.loads(cfg_path.read_text())
-    print(f"  tensor_list: {config['statistics']['tensor_list']}, step {config['step']}")
+    items = config["tensor"]["list"] if task == "tensor" else config["statistics"]["tensor_list"]
+    print(f"  task {config['task']}, items {items}, step {config['step']}")
     intended = intended_calls(sources)
     second = {side: run_side(framework, fault, side, config, work / "second" / side)
               for side in ("golden", "target")}
     for side, dump in second.items():
-        check_dump(dump, intended, failures, f"{framework} {side}")
+        want = with_module_contents(intended, first[side]) if task == "tensor" else intended
+        check_dump(dump, want, failures, f"{framework} {side}", task == "tensor")
     db2 = convert(binary, second["target"], second["golden"], work / "second" / "out")
+    if task == "tensor":
+        pre = ga(binary, "precheck", "--target_path", str(second["target"]),
+                 "--golden_path", str(second["golden"]), "--all")
+        apis = sorted(n for calls in intended.values() for n in calls
+                      if n.split(".")[0] not in ("Module", "Cell") and n.endswith(".forward"))
+        print("  precheck: " + " / ".join(l.strip() for l in pre.stdout.splitlines()
+                                          if "replayed" in l))
+        missing = [n for n in apis if n not in pre.stdout]
+        if pre.returncode not in (0, 1) or missing:
+            failures.append(f"{framework}: precheck did not replay {missing}: {pre.stderr}")
+        print(f"  convert built {db2.name}")
+        return failures
     diag2 = ga(binary, "diagnose", str(db2), "--format", "json")
     sources2 = json.loads(diag2.stdout)["sources"]
     print(f"  convert built {db2.name}; its diagnosis: {[(s['step'], s['node']) for s in sources2]}")
@@ -284,7 +332,8 @@ def check_mindspore_fixture(binary: str, work: pathlib.Path) -> list[str]:
     db.write_bytes(lzma.decompress(xz.read_bytes()))
     sources = json.loads(ga(binary, "diagnose", str(db), "--format", "json").stdout)["sources"]
     cfg_path = work / "dump_config.json"
-    written = ga(binary, "diagnose", str(db), "--dump-config", str(cfg_path))
+    written = ga(binary, "diagnose", str(db), "--dump-config", str(cfg_path),
+                 "--dump-task", "statistics")
     print("  " + written.stderr.strip().replace("\n", "\n  "))
     if not cfg_path.is_file():
         return [f"mindspore: no config written: {written.stderr}"]
@@ -331,13 +380,15 @@ def main() -> int:
             if fw == "mindspore":
                 failures += check_mindspore_fixture(args.binary, root / "mindspore" / "fixture")
                 try:
-                    failures += check("mindspore", "weight", args.binary, root / "mindspore" / "run")
+                    failures += check("mindspore", "weight", "statistics", args.binary,
+                                      root / "mindspore" / "run")
                 except SystemExit as e:  # the runtime itself, before any config of ours
                     last = [line for line in str(e).splitlines() if line.strip()][-1:]
                     print(f"mindspore run: SKIPPED, MindSpore does not run here: {last}")
                 continue
-            for fault in ["weight", "gradient"]:
-                failures += check(fw, fault, args.binary, root / fw / fault)
+            for fault, task in [("weight", "tensor"), ("weight", "statistics"), ("gradient", "tensor"),
+                                ("gradient", "statistics")]:
+                failures += check(fw, fault, task, args.binary, root / fw / f"{fault}_{task}")
     for f in failures:
         print("FAIL:", f)
     print("ok" if not failures else f"{len(failures)} failure(s)")

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use graph_ascend_diagnose::dump_config::{self, Framework, Suspect, SuspectKind};
+use graph_ascend_diagnose::dump_config::{self, DumpTask, Framework, Suspect, SuspectKind};
 use graph_ascend_diagnose::{
     map_report, report, CompareFile, Diagnosis, LearnedTolerances, Options, Tolerance,
 };
@@ -21,6 +21,14 @@ pub enum Format {
     Json,
     /// One row per source, with its micro-batch and its fault (`group`, `fault`).
     Csv,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum DumpTaskArg {
+    /// Task tensor, tensor.list: the suspects alone, with their tensors.
+    Tensor,
+    /// Task statistics, statistics.tensor_list: every call's statistics, the suspects' tensors.
+    Statistics,
 }
 
 #[derive(clap::Args)]
@@ -42,9 +50,10 @@ With --map, the divergence map instead of the list (see --map).
 
 With --dump-config OUT.json, also msprobe's config.json for a second run that keeps the suspects' \
 input and output tensors (the sources and their golden partners, each rank's first inf/NaN; \
-without either, the first calls whose outputs differ beyond the noise): a statistics dump at \
-level mix, which convert builds the same graph from, with the suspects in statistics.tensor_list, \
-in their steps and ranks. Names msprobe would also match (it matches by substring) are listed. \
+without either, the first calls whose outputs differ beyond the noise) at level mix, in their \
+steps and ranks: by default task tensor with the suspects in tensor.list (only they are dumped; \
+convert builds the graph, precheck replays them); with --dump-task statistics, the statistics \
+dump again with the suspects in statistics.tensor_list. Names msprobe would also match (it matches by substring) are listed. \
 See docs/diagnosis.md, \"What to dump next\".
 
 Exit status: 0 when no source is found, 1 when there are sources, 2 on error.")]
@@ -88,6 +97,11 @@ pub struct DiagnoseArgs {
     /// (never replaces a file).
     #[arg(long, value_name = "OUT.json", conflicts_with = "map")]
     dump_config: Option<PathBuf>,
+    /// The dump that config asks for: `tensor` (task tensor, the suspects alone with their
+    /// tensors: what `precheck` replays) or `statistics` (every call's statistics again, plus
+    /// the suspects' tensors).
+    #[arg(long, value_enum, requires = "dump_config", default_value_t = DumpTaskArg::Tensor)]
+    dump_task: DumpTaskArg,
     /// The dump_path written into that config: where the second run dumps.
     #[arg(long, value_name = "DIR", requires = "dump_config", default_value = dump_config::DEFAULT_DUMP_PATH)]
     dump_path: String,
@@ -159,7 +173,11 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
     }
     let found = graph_ascend_diagnose::diagnose(&file, &opts)?;
     if let Some(out) = &args.dump_config {
-        write_dump_config(&file, &opts, &found, out, &args.dump_path)?;
+        let task = match args.dump_task {
+            DumpTaskArg::Tensor => DumpTask::Tensor,
+            DumpTaskArg::Statistics => DumpTask::Statistics,
+        };
+        write_dump_config(&file, &opts, &found, out, task, &args.dump_path)?;
     }
     let text = match args.format {
         Format::Text => report::text(&found, args.top),
@@ -180,6 +198,7 @@ fn write_dump_config(
     opts: &Options,
     found: &Diagnosis,
     out: &std::path::Path,
+    task: DumpTask,
     dump_path: &str,
 ) -> anyhow::Result<()> {
     let mut suspects = dump_config::suspects(found);
@@ -231,6 +250,7 @@ fn write_dump_config(
             });
     }
     let config = dump_config::dump_config(
+        task,
         &suspects,
         names.iter().map(String::as_str),
         &file.ranks(),
@@ -278,6 +298,12 @@ fn write_dump_config(
         eprintln!(
             "  msprobe matches names by substring: it also keeps the tensors of {}",
             config.also_matched.join(", ")
+        );
+    }
+    let module = |n: &String| n.starts_with("Module.") || n.starts_with("Cell.");
+    if task == DumpTask::Tensor && config.intended.iter().any(module) {
+        eprintln!(
+            "  a module in tensor.list also dumps every call inside it (msprobe's mix scope)"
         );
     }
     if !config.left_out.is_empty() {

@@ -36,8 +36,13 @@ fn dump_names(dump: &str, step: i64) -> Vec<String> {
         .collect()
 }
 
+/// The config's items: `tensor.list` or `statistics.tensor_list`, as its task says.
 fn tensor_list(config: &serde_json::Value) -> Vec<String> {
-    config["statistics"]["tensor_list"]
+    let items = match config["task"].as_str() {
+        Some("tensor") => &config["tensor"]["list"],
+        _ => &config["statistics"]["tensor_list"],
+    };
+    items
         .as_array()
         .expect("tensor_list")
         .iter()
@@ -71,7 +76,7 @@ fn the_config_keeps_exactly_the_sources_tensors_in_the_real_dumps() {
         stderr(&run)
     );
     let config = json_file(&out);
-    assert_eq!(config["task"], "statistics");
+    assert_eq!(config["task"], "tensor");
     assert_eq!(config["level"], "mix");
     assert_eq!(config["dump_path"], "./tensors");
     // One rank in the file: no rank list (a run without distribution has no rank id).
@@ -106,6 +111,23 @@ fn the_config_keeps_exactly_the_sources_tensors_in_the_real_dumps() {
             assert_eq!(kept, intended, "{dump} step {step}: {list:?}");
         }
     }
+
+    // The statistics variant: the same items, in statistics.tensor_list, every low-risk call kept.
+    let stats = dir.path().join("stats.json");
+    let run = ga(&[
+        "diagnose",
+        db,
+        "--dump-config",
+        stats.to_str().unwrap(),
+        "--dump-task",
+        "statistics",
+    ]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let stats = json_file(&stats);
+    assert_eq!(stats["task"], "statistics");
+    assert_eq!(stats["risk_level"], "ALL");
+    assert_eq!(stats["statistics"]["list"], serde_json::json!([]));
+    assert_eq!(tensor_list(&stats), list);
 }
 
 #[test]

@@ -2,11 +2,14 @@
 //! and output tensors.
 //!
 //! A statistics compare cannot be replayed call by call; the tensors of its suspects can. The
-//! config written here asks msprobe 26.2 for the same statistics dump as before (task
-//! `statistics`, level `mix`: modules and APIs, so that `convert` builds the same graph from
-//! it and the diagnosis runs again) and, through `statistics.tensor_list`, for the tensors of
-//! the suspect calls only. msprobe's `list` would instead restrict the dump itself to those
-//! calls, and an L1 dump has an empty `construct.json`, which `convert` refuses.
+//! config written here asks msprobe 26.2, at level `mix` (an L1 dump has an empty
+//! `construct.json`, which `convert` refuses), for one of two dumps ([`DumpTask`]):
+//! - task `tensor` with the suspects in `tensor.list`: only those calls are recorded, with
+//!   their tensors (a module's with every call inside it and its parameters' gradients:
+//!   msprobe's mix scope); `construct.json` still holds the whole hierarchy, so `convert`
+//!   builds the graph with the suspects' data in it, and `graph-ascend precheck` replays them;
+//! - task `statistics` with the suspects in `statistics.tensor_list`: the same statistics dump
+//!   as before (the diagnosis runs again on it) plus the suspects' tensors.
 //!
 //! msprobe keeps a call's tensors when any `tensor_list` item is a *substring* of the name it
 //! is recording: `Functional.linear.1.forward` for an API call's forward (`…backward` for its
@@ -40,6 +43,17 @@ const API_PREFIXES: [&str; 11] = [
     "NPU",
     "Jit",
 ];
+
+/// Which dump the config asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DumpTask {
+    /// Task `tensor`, `tensor.list`: the suspects alone, with their tensors.
+    #[default]
+    Tensor,
+    /// Task `statistics`, `statistics.tensor_list`: every call's statistics, the suspects'
+    /// tensors.
+    Statistics,
+}
 
 /// Where the second run writes its dump (relative to where it runs).
 pub const DEFAULT_DUMP_PATH: &str = "./dump_suspects";
@@ -183,7 +197,7 @@ pub fn patterns_of(name: &str, direction: Direction) -> Option<(Vec<String>, Vec
 pub struct DumpConfig {
     /// msprobe's `config.json`.
     pub config: serde_json::Value,
-    /// The `tensor_list` items, sorted.
+    /// The items of `tensor.list` or `statistics.tensor_list`, sorted.
     pub tensor_list: Vec<String>,
     /// The calls meant to be dumped (msprobe's names), sorted.
     pub intended: Vec<String>,
@@ -207,12 +221,13 @@ pub enum DumpConfigError {
     NothingNamed(String),
 }
 
-/// msprobe 26.2's `config.json` dumping `suspects`' tensors: task `statistics` at level `mix`
-/// with the suspects in `statistics.tensor_list`, in their steps (and ranks, when `file_ranks`
-/// holds more than one), `risk_level` `ALL` (a suspect whose API msprobe ranks as low risk is
-/// otherwise not recorded at all). `names` are the node names of the file (both sides),
-/// against which the items' extra matches are found.
+/// msprobe 26.2's `config.json` dumping `suspects`' tensors at level `mix`, as `task` says, in
+/// their steps (and ranks, when `file_ranks` holds more than one). A statistics dump gets
+/// `risk_level` `ALL`: without a `list`, msprobe otherwise leaves out the calls of the APIs it
+/// ranks as low risk, a suspect among them (with a `list`, the list alone decides). `names` are
+/// the node names of the file (both sides), against which the items' extra matches are found.
 pub fn dump_config<'a>(
+    task: DumpTask,
     suspects: &[Suspect],
     names: impl IntoIterator<Item = &'a str>,
     file_ranks: &[i64],
@@ -256,23 +271,40 @@ pub fn dump_config<'a>(
     } else {
         Vec::new()
     };
-    let config = serde_json::json!({
-        "task": "statistics",
+    let mut config = serde_json::json!({
+        "task": "",
         "dump_path": dump_path,
         "rank": ranks,
         "step": steps,
         "level": "mix",
-        "risk_level": "ALL",
         "extra_info": true,
         "async_dump": false,
-        "statistics": {
-            "scope": [],
-            "list": [],
-            "data_mode": ["all"],
-            "summary_mode": "statistics",
-            "tensor_list": tensor_list,
-        },
     });
+    let (name, section) = match task {
+        DumpTask::Tensor => (
+            "tensor",
+            serde_json::json!({
+                "scope": [],
+                "list": tensor_list,
+                "data_mode": ["all"],
+            }),
+        ),
+        DumpTask::Statistics => {
+            config["risk_level"] = "ALL".into();
+            (
+                "statistics",
+                serde_json::json!({
+                    "scope": [],
+                    "list": [],
+                    "data_mode": ["all"],
+                    "summary_mode": "statistics",
+                    "tensor_list": tensor_list,
+                }),
+            )
+        }
+    };
+    config["task"] = name.into();
+    config[name] = section;
     Ok(DumpConfig {
         config,
         tensor_list,
@@ -305,7 +337,12 @@ mod tests {
 
     #[test]
     fn an_api_forward_matches_only_its_own_call() {
-        let s = [suspect(0, 0, "Functional.linear.1.forward", Direction::Forward)];
+        let s = [suspect(
+            0,
+            0,
+            "Functional.linear.1.forward",
+            Direction::Forward,
+        )];
         let names = [
             "Functional.linear.1.forward",
             "Functional.linear.1.backward",
@@ -313,13 +350,16 @@ mod tests {
             "Functional.linear.11.forward",
             "Functional.linear.0.forward",
         ];
-        let c = dump_config(&s, names, &[0], DEFAULT_DUMP_PATH).unwrap();
+        let c = dump_config(DumpTask::Statistics, &s, names, &[0], DEFAULT_DUMP_PATH).unwrap();
         assert_eq!(c.tensor_list, ["Functional.linear.1.forward"]);
         for n in names {
             assert_eq!(kept(&c, n), n == "Functional.linear.1.forward", "{n}");
         }
         assert!(c.also_matched.is_empty());
-        assert_eq!(c.config["statistics"]["tensor_list"][0], "Functional.linear.1.forward");
+        assert_eq!(
+            c.config["statistics"]["tensor_list"][0],
+            "Functional.linear.1.forward"
+        );
         assert_eq!(c.config["level"], "mix");
         assert_eq!(c.config["task"], "statistics");
         assert_eq!(c.config["step"], serde_json::json!([0]));
@@ -329,14 +369,19 @@ mod tests {
 
     #[test]
     fn an_api_backward_takes_both_passes_ended_by_a_dot() {
-        let s = [suspect(1, 3, "Tensor.__add__.2.backward", Direction::Backward)];
+        let s = [suspect(
+            1,
+            3,
+            "Tensor.__add__.2.backward",
+            Direction::Backward,
+        )];
         let names = [
             "Tensor.__add__.2.forward",
             "Tensor.__add__.2.backward",
             "Tensor.__add__.21.backward",
             "Tensor.__iadd__.2.forward",
         ];
-        let c = dump_config(&s, names, &[0, 3], "./d").unwrap();
+        let c = dump_config(DumpTask::Tensor, &s, names, &[0, 3], "./d").unwrap();
         assert_eq!(c.tensor_list, ["Tensor.__add__.2."]);
         assert_eq!(
             c.intended,
@@ -345,6 +390,12 @@ mod tests {
         for n in names {
             assert_eq!(kept(&c, n), n.starts_with("Tensor.__add__.2."), "{n}");
         }
+        assert_eq!(c.config["task"], "tensor");
+        assert_eq!(
+            c.config["tensor"]["list"],
+            serde_json::json!(["Tensor.__add__.2."])
+        );
+        assert!(c.config.get("risk_level").is_none());
         assert_eq!(c.config["rank"], serde_json::json!([3]));
         assert_eq!(c.config["step"], serde_json::json!([1]));
         assert_eq!(c.config["dump_path"], "./d");
@@ -352,14 +403,19 @@ mod tests {
 
     #[test]
     fn a_module_index_prefix_of_others_is_reported() {
-        let s = [suspect(0, 0, "Module.fc.Linear.backward.1", Direction::Backward)];
+        let s = [suspect(
+            0,
+            0,
+            "Module.fc.Linear.backward.1",
+            Direction::Backward,
+        )];
         let names = [
             "Module.fc.Linear.forward.1",
             "Module.fc.Linear.backward.1",
             "Module.fc.Linear.forward.12",
             "Module.fc.Linear.forward.2",
         ];
-        let c = dump_config(&s, names, &[0], DEFAULT_DUMP_PATH).unwrap();
+        let c = dump_config(DumpTask::Statistics, &s, names, &[0], DEFAULT_DUMP_PATH).unwrap();
         assert_eq!(
             c.tensor_list,
             ["Module.fc.Linear.backward.1", "Module.fc.Linear.forward.1"]
@@ -369,9 +425,14 @@ mod tests {
 
     #[test]
     fn mindspore_functional_inside_mint_functional_is_reported() {
-        let s = [suspect(0, 0, "Functional.relu.0.forward", Direction::Forward)];
+        let s = [suspect(
+            0,
+            0,
+            "Functional.relu.0.forward",
+            Direction::Forward,
+        )];
         let names = ["Functional.relu.0.forward", "MintFunctional.relu.0.forward"];
-        let c = dump_config(&s, names, &[0], DEFAULT_DUMP_PATH).unwrap();
+        let c = dump_config(DumpTask::Statistics, &s, names, &[0], DEFAULT_DUMP_PATH).unwrap();
         assert_eq!(c.also_matched, ["MintFunctional.relu.0.forward"]);
         assert_eq!(
             Framework::of_names(["DefaultModel", "Cell.dense.Dense.forward.0"]),
@@ -391,18 +452,18 @@ mod tests {
         assert!(patterns_of("Functional.linear.x.forward", Direction::Forward).is_none());
         let s = [suspect(0, 0, "DefaultModel", Direction::Forward)];
         assert!(matches!(
-            dump_config(&s, [], &[0], DEFAULT_DUMP_PATH),
+            dump_config(DumpTask::Tensor, &s, [], &[0], DEFAULT_DUMP_PATH),
             Err(DumpConfigError::NothingNamed(_))
         ));
         assert!(matches!(
-            dump_config(&[], [], &[0], DEFAULT_DUMP_PATH),
+            dump_config(DumpTask::Tensor, &[], [], &[0], DEFAULT_DUMP_PATH),
             Err(DumpConfigError::NoSuspect)
         ));
         let both = [
             suspect(2, 0, "DefaultModel", Direction::Forward),
             suspect(0, 1, "Cell.dense.Dense.forward.0", Direction::Forward),
         ];
-        let c = dump_config(&both, [], &[0, 1], DEFAULT_DUMP_PATH).unwrap();
+        let c = dump_config(DumpTask::Tensor, &both, [], &[0, 1], DEFAULT_DUMP_PATH).unwrap();
         assert_eq!(c.left_out, ["DefaultModel"]);
         assert_eq!(c.tensor_list, ["Cell.dense.Dense.forward.0"]);
         assert_eq!(c.steps, [0]);
