@@ -20,6 +20,7 @@ mod precheck_cmd;
 mod report_cmd;
 mod serve_cmd;
 mod trend_cmd;
+mod write_new;
 
 use std::process::ExitCode;
 

@@ -4,7 +4,8 @@
 //! The data are the sidecar's own answers, worked out in advance by its handlers over a catalog
 //! that holds only this file (`graph_ascend_service::handlers::report_data`); the page is the
 //! page's own build, as the wheel installs it beside the plugin (`report_page`).
-use std::io::{IsTerminal, Write};
+
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -139,7 +140,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     }
     let data = data.map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let html = report_html(&assets, &data.json, &format!("GRAPH_ASCEND report: {name}"));
-    write_new(&args.output, html.as_bytes())?;
+    crate::write_new::write_new(&args.output, html.as_bytes(), ".html.tmp", |file| {
+        if std::env::var_os(HOLD_FOR_TESTS).is_some() {
+            file.sync_all()?;
+            hold_for_tests("write");
+        }
+        Ok(())
+    })?;
     let folder = logdir.path().to_path_buf();
     drop(state);
     drop(logdir);
@@ -176,47 +183,6 @@ fn hold_for_tests(point: &str) {
             std::thread::sleep(std::time::Duration::from_secs(60));
         }
     }
-}
-
-/// Writes a new file whole or not at all: into a temporary file beside it (tagged with this
-/// process, removed on Ctrl-C or SIGTERM, and by the next report into that folder when this one
-/// was killed outright), then renamed to `path` without replacing anything: one that exists is
-/// an error (also when it appeared since the check at the start). The file gets the mode of any
-/// new file (0666 less the umask).
-fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let cannot_write = || format!("cannot write {}", path.display());
-    let mut out = graph_ascend_visdb::files::output_temp_in(dir, ".html.tmp")
-        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-    let temp = out.path().to_path_buf();
-    crate::interrupt::remove_on_signal(&temp);
-    let written = (|| {
-        let half = bytes.len() / 2;
-        out.write_all(&bytes[..half])?;
-        if std::env::var_os(HOLD_FOR_TESTS).is_some() {
-            out.as_file().sync_all()?;
-            hold_for_tests("write");
-        }
-        out.write_all(&bytes[half..])?;
-        out.as_file().sync_all()
-    })();
-    let placed = written.with_context(cannot_write).and_then(|()| {
-        out.into_temp_path().persist_noclobber(path).map_err(|e| {
-            if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                anyhow::anyhow!(
-                    "cannot create {}: it exists (the report never replaces a file)",
-                    path.display()
-                )
-            } else {
-                anyhow::Error::new(e.error).context(cannot_write())
-            }
-        })
-    });
-    crate::interrupt::forget(&temp);
-    placed
 }
 
 /// The page's build: `--assets`, else the wheel's (beside this binary), else the source

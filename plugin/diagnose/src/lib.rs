@@ -55,6 +55,7 @@ pub mod api;
 pub mod compact;
 pub mod csv;
 pub mod diagnose;
+pub mod dump_config;
 pub mod entry;
 pub mod error;
 pub mod export;
