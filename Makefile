@@ -140,7 +140,7 @@ lint-rust: lint-imports
 # Inside a crate no module imports from one above it (the root included, so through the root's
 # re-exports) and no two modules import each other (tools/check_imports.py; stdlib Python, no
 # build). Every crate of plugin/ is listed (`python3 tools/check_imports.py --report` prints the counts).
-IMPORT_CHECKED_CRATES := plugin/cli plugin/convert plugin/diagnose plugin/dump plugin/proto plugin/replay plugin/service plugin/testkit plugin/visdb
+IMPORT_CHECKED_CRATES := plugin/cli plugin/convert plugin/diagnose plugin/dump plugin/monitor plugin/proto plugin/replay plugin/service plugin/testkit plugin/visdb
 
 lint-imports:
 	$(PYTHON) tools/check_imports.py $(addprefix --crate ,$(IMPORT_CHECKED_CRATES))

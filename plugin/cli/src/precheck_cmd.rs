@@ -7,12 +7,12 @@
 //! msprobe's CSV files ([`msprobe_csv`]) and ours ([`verdict_csv`]).
 
 mod api_filter;
+mod graph_replay;
 mod inputs;
 mod msprobe_csv;
 mod text;
 mod verdict_csv;
 
-use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,10 +20,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use graph_ascend_dump::Confine;
-use graph_ascend_replay::{replay_dump_where, with_workers, CallReport, DumpRun, Status};
+use graph_ascend_replay::{replay_dump_where, with_workers, Status};
 
 use api_filter::ApiFilter;
-use inputs::{DumpRoot, Pairing, Role, RunSource};
+use graph_replay::{GraphReplay, Run};
+use inputs::{DumpRoot, RunSource};
 
 /// Arguments as typed (see `graph-ascend precheck --help`).
 #[derive(clap::Args)]
@@ -96,70 +97,6 @@ fn normalize(args: &[String]) -> Vec<String> {
         });
     }
     out
-}
-
-/// One run's replay.
-pub struct Run {
-    pub role: Role,
-    pub dump: DumpRun,
-    pub calls: Vec<CallReport>,
-}
-
-/// A target call and the golden call it pairs with (either may be missing).
-#[derive(Clone, Copy)]
-pub struct Paired<'a> {
-    pub target: Option<&'a CallReport>,
-    pub golden: Option<&'a CallReport>,
-}
-
-/// One graph's replays: the target run, the golden run, their pairs.
-pub struct GraphReplay {
-    pub pairing: Pairing,
-    pub target: Run,
-    pub golden: Option<Run>,
-}
-
-impl GraphReplay {
-    /// The API forward calls paired: the target's in its order (each with the golden call its
-    /// match or its name gives), then the golden's that no target call took.
-    pub fn pairs(&self) -> Vec<Paired<'_>> {
-        let golden: HashMap<&str, &CallReport> = self
-            .golden
-            .iter()
-            .flat_map(|g| g.calls.iter())
-            .map(|c| (c.name.as_str(), c))
-            .collect();
-        let mut taken = std::collections::HashSet::new();
-        let mut out = Vec::new();
-        for t in self.target.calls.iter().filter(|c| is_api_forward(c)) {
-            let g = golden.get(self.pairing.golden_of(&t.name)).copied();
-            if let Some(g) = g {
-                taken.insert(g.name.as_str());
-            }
-            out.push(Paired {
-                target: Some(t),
-                golden: g,
-            });
-        }
-        for g in self.golden.iter().flat_map(|g| g.calls.iter()) {
-            if is_api_forward(g) && !taken.contains(g.name.as_str()) {
-                out.push(Paired {
-                    target: None,
-                    golden: Some(g),
-                });
-            }
-        }
-        out
-    }
-
-    fn runs(&self) -> impl Iterator<Item = &Run> {
-        std::iter::once(&self.target).chain(self.golden.iter())
-    }
-}
-
-/// An API call's forward record (not a module's, not a backward one).
-pub fn is_api_forward(c: &CallReport) -> bool {
-    !c.api.is_empty() && c.name.contains(".forward")
 }
 
 pub fn run(args: PrecheckArgs) -> anyhow::Result<ExitCode> {

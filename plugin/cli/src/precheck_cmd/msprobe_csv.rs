@@ -64,7 +64,10 @@ pub fn write(dir: &Path, stamp: &str, calls: &[CallReport]) -> anyhow::Result<[P
     let mut details = String::from(BOM);
     csv_line(&mut result, RESULT_COLUMNS);
     csv_line(&mut details, DETAILS_COLUMNS);
-    for c in calls.iter().filter(|c| super::is_api_forward(c)) {
+    for c in calls
+        .iter()
+        .filter(|c| super::graph_replay::is_api_forward(c))
+    {
         add_call(&mut result, &mut details, c);
     }
     let paths = [

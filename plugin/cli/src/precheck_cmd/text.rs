@@ -6,8 +6,9 @@ use std::io::Write;
 use graph_ascend_replay::{CallReport, Status};
 use serde_json::{json, Value};
 
+use super::graph_replay::{is_api_forward, GraphReplay, Paired, Run};
+use super::inputs::Role;
 use super::verdict_csv::{status_word, worst_output};
-use super::{is_api_forward, GraphReplay, Paired, Role, Run};
 
 /// Every run of every graph with its counts and calls, and the pairs.
 pub fn json(graphs: &[GraphReplay]) -> Value {

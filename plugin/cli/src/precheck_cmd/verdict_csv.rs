@@ -10,8 +10,8 @@ use anyhow::Context;
 use graph_ascend_diagnose::csv::csv_line;
 use graph_ascend_replay::{CallReport, OutputReport, Status};
 
+use super::graph_replay::Paired;
 use super::msprobe_csv::BOM;
-use super::Paired;
 
 /// The columns of one side, after `Target ` or `Golden `.
 const SIDE_COLUMNS: [&str; 14] = [

@@ -28,7 +28,7 @@ use crate::args::{CallArgs, Value};
 use crate::error::{ReplayError, Result};
 use crate::reference::{Budget, Reference};
 
-use super::Context;
+use super::context::Context;
 
 /// The attention budget: one output rounding; the internal part is all in the scale.
 const BUDGET: Budget = Budget {

@@ -165,7 +165,7 @@ pub fn npu_rms_norm(args: &CallArgs) -> Result<Vec<Reference>> {
 /// `(n + 6 + ρ)·|rstd|`; `x` one rounding (the add's). `ρ = u_in/u` (2¹⁶ for bf16) covers a
 /// kernel that normalizes the sum after rounding it to the input dtype (its `x` output) rather
 /// than in fp32: that moves `y` by up to two input-dtype roundings and `rstd` by one.
-pub fn npu_add_rms_norm(args: &CallArgs, ctx: super::Context) -> Result<Vec<Reference>> {
+pub fn npu_add_rms_norm(args: &CallArgs, ctx: super::context::Context) -> Result<Vec<Reference>> {
     let x1 = args.tensor(0, "x1")?;
     let x2 = args.tensor(1, "x2")?;
     let gamma = args.tensor(2, "gamma")?;
