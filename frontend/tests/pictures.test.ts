@@ -103,7 +103,7 @@ describe('whole-graph pictures', () => {
     expect(wholeSvg({ scene, theme: DARK, overflowMode: false, header })).toContain(`fill="${DARK.background}"`);
   });
 
-  it('replaces what XML forbids in the title, the lines and the legend (issue 40 item 6)', () => {
+  it('replaces what XML forbids in the title, the lines and the legend', () => {
     const crafted: PictureHeader = {
       title: 'run\u0001/tag</text><script>x</script>',
       lines: ['step \uFFFE'],

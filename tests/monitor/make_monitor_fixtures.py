@@ -2,7 +2,7 @@
 
 Run with the oracle venv (never by `make test`):
 
-    /work/oracle-venv/bin/python tests/monitor/make_monitor_fixtures.py [OUT_DIR]
+    .oracle-venv/bin/python tests/monitor/make_monitor_fixtures.py [OUT_DIR]
 
 It trains one tiny model (an embedding Linear, two residual blocks of LayerNorm, Linear, GELU,
 Linear, and a head Linear; hidden size 32, no biases but the norms') for STEPS steps under

@@ -23,7 +23,7 @@ compare (`tests/fixtures/upstream_vis/compare_ms_stats`) read by msprobe's own M
 classes, its `tensor_list` matched as msprobe matches it against every name of the committed
 MindSpore dumps it came from: exactly the intended calls.
 
-Usage: /work/oracle-venv/bin/python tests/replay/check_dump_config.py [--binary PATH] [--keep DIR]
+Usage: .oracle-venv/bin/python tests/replay/check_dump_config.py [--binary PATH] [--keep DIR]
 Exit status 0 when every check passes.
 """
 import argparse

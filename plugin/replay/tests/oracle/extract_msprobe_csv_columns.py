@@ -2,7 +2,7 @@
 installed msprobe (mindstudio-probe 26.2.0) writes them. Run in the oracle venv, outside
 `make test`:
 
-    /work/oracle-venv/bin/python plugin/replay/tests/oracle/extract_msprobe_csv_columns.py
+    .oracle-venv/bin/python plugin/replay/tests/oracle/extract_msprobe_csv_columns.py
 
 The accuracy_checking_* headers are read back from the files msprobe's own `Comparator` writes
 (its `write_csv_title`), so they are exactly what `msprobe acc_check` puts on line 1; the

@@ -4,7 +4,7 @@ accuracy_checking_result/details for three calls of the faulty fixture dump
 call on the CPU, as `msprobe acc_check` computes it for an fp32 output. Run in the oracle venv,
 outside `make test`:
 
-    /work/oracle-venv/bin/python plugin/replay/tests/oracle/make_msprobe_csv_rows.py
+    .oracle-venv/bin/python plugin/replay/tests/oracle/make_msprobe_csv_rows.py
 """
 
 import csv
