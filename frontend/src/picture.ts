@@ -24,13 +24,20 @@ export interface LegendEntry {
   border?: string;
   /** A badge on the swatch (a module holding sources: how many). */
   badge?: string;
+  /** A shape's entry (the shape legend): drawn as that shape, outlined, not as a colour. */
+  shape?: ShapeKind;
 }
+
+/** The shapes of boxes: a module's rounded box, an unexpandable node's ellipse, an API list's dashed box, fused operators' dotted box. */
+export type ShapeKind = 'module' | 'leaf' | 'apilist' | 'fused';
 
 /** The words above the graph: a title, lines under it, and the legend. */
 export interface PictureHeader {
   title: string;
   lines: string[];
   legend: LegendEntry[];
+  /** What the boxes' shapes mean, after the colours (entries with `shape`). */
+  shapes?: LegendEntry[];
 }
 
 /** What a whole-graph picture shows: the pane's scene and marks, in its theme. */
@@ -64,6 +71,9 @@ const SWATCH_H = 12;
 const SWATCH_GAP = 5;
 const ITEM_GAP = 16;
 const HEADER_GAP = 12;
+/** The shape legend's fill and outline (the toolbar's `.legend-shape`). */
+const SHAPE_FILL = '#e6e6e6';
+const SHAPE_BORDER = '#8c8c8c';
 
 /** Where each thing of a picture goes (picture px), and the graph's transform. */
 export interface PictureLayout {
@@ -85,10 +95,11 @@ export function layoutAt(bounds: Rect, header: PictureHeader, scale: number, max
   const gw = Math.max(0, bounds.x1 - bounds.x0) * scale;
   const gh = Math.max(0, bounds.y1 - bounds.y0) * scale;
   const itemWidth = (e: LegendEntry) => SWATCH_W + SWATCH_GAP + textWidth(e.label, LEGEND_FONT);
+  const entries = [...header.legend, ...(header.shapes ?? [])];
   const widest = Math.max(
     textWidth(header.title, TITLE_FONT),
     ...header.lines.map((l) => textWidth(l, LINE_FONT)),
-    ...header.legend.map(itemWidth),
+    ...entries.map(itemWidth),
   );
   // A long title is cut at `maxWidth`; the graph is never cut (its scale is what keeps it in bounds).
   const width = Math.ceil(Math.max(MIN_WIDTH, gw + 2 * MARGIN, Math.min(maxWidth, widest + 2 * MARGIN)));
@@ -103,8 +114,8 @@ export function layoutAt(bounds: Rect, header: PictureHeader, scale: number, max
   });
   const legend: PictureLayout['legend'] = [];
   let x = MARGIN;
-  if (header.legend.length) y += 4 + LINE_HEIGHT / 2;
-  for (const entry of header.legend) {
+  if (entries.length) y += 4 + LINE_HEIGHT / 2;
+  for (const entry of entries) {
     const w = itemWidth(entry);
     if (x > MARGIN && x + w > width - MARGIN) {
       x = MARGIN;
@@ -113,7 +124,7 @@ export function layoutAt(bounds: Rect, header: PictureHeader, scale: number, max
     legend.push({ entry, x, y });
     x += w + ITEM_GAP;
   }
-  if (header.legend.length) y += LINE_HEIGHT / 2;
+  if (entries.length) y += LINE_HEIGHT / 2;
   const top = Math.ceil(y + HEADER_GAP);
   const height = Math.ceil(top + gh + MARGIN);
   const view = { scale, tx: (width - gw) / 2 - bounds.x0 * scale, ty: top - bounds.y0 * scale };
@@ -148,6 +159,21 @@ function paintPicture<P extends PathSink>(out: Painter<P>, l: PictureLayout, p: 
   out.text(l.title.text, l.title.x, l.title.y, TITLE_FONT, theme.text, 'start');
   for (const line of l.lines) out.text(line.text, line.x, line.y, LINE_FONT, theme.text, 'start');
   for (const { entry, x, y } of l.legend) {
+    if (entry.shape) {
+      // As the toolbar's `.legend-shape` draws them: grey-filled module and ellipse, white-filled dashed and dotted boxes.
+      const outline = out.path();
+      if (entry.shape === 'leaf') {
+        outline.moveTo(x + SWATCH_W, y);
+        outline.ellipse(x + SWATCH_W / 2, y, SWATCH_W / 2, SWATCH_H / 2, 0, 0, Math.PI * 2);
+      } else {
+        outline.roundRect(x, y - SWATCH_H / 2, SWATCH_W, SWATCH_H, 4);
+      }
+      const open = entry.shape === 'apilist' || entry.shape === 'fused';
+      out.fill(outline, open ? '#ffffff' : SHAPE_FILL);
+      out.stroke(outline, SHAPE_BORDER, 1, entry.shape === 'apilist' ? [4, 2] : entry.shape === 'fused' ? [1, 2] : []);
+      out.text(entry.label, x + SWATCH_W + SWATCH_GAP, y, LEGEND_FONT, theme.text, 'start');
+      continue;
+    }
     const swatch = out.path();
     swatch.rect(x, y - SWATCH_H / 2, SWATCH_W, SWATCH_H);
     out.fill(swatch, entry.color);

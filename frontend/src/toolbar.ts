@@ -10,7 +10,7 @@ import { clear, h, saveBlob } from './dom';
 import { t, type Key } from './i18n';
 import { icon, type IconName } from './icons';
 import { copyLinkButton } from './link';
-import { PNG_MAX_AREA, PNG_MAX_SIDE, type LegendEntry, type PictureHeader } from './picture';
+import { PNG_MAX_AREA, PNG_MAX_SIDE, type LegendEntry, type PictureHeader, type ShapeKind } from './picture';
 import type { PaneSide, Store } from './store';
 import { reportDownloadButton } from './report/download';
 import { pointText } from './where';
@@ -19,13 +19,8 @@ export function renderToolbar(el: HTMLElement, ctx: PageCtx): void {
   const s = ctx.store;
   clear(el);
   const single = s.single;
-  const legendItem = (cls: string, label: Key, tip?: Key) =>
-    h('span.legend-item', { title: tip ? t(tip) : '' }, h(`span.legend-shape.${cls}`), t(label));
   const legend = h('div.legend', { testid: 'legend' },
-    legendItem('module', 'legend.module'),
-    legendItem('leaf', 'legend.leaf', 'tooltip.leaf'),
-    legendItem('apilist', 'legend.apiList', 'tooltip.apiList'),
-    legendItem('fused', 'legend.fused', 'tooltip.fused'));
+    ...shapeLegend().map((e) => h('span.legend-item', { title: e.tip ?? '' }, h(`span.legend-shape.${e.shape ?? ''}`), e.label)));
   const colors = h('div.legend.colors', { testid: 'colorLegend' },
     ...colorLegend(s).map((e) => h('span.legend-item', { testid: e.testid, title: e.tip ?? '' }, swatch(e), e.label)));
   const toggle = (testid: string, glyph: IconName, title: Key, on: boolean, click: () => void, badge = '') =>
@@ -131,7 +126,19 @@ export function pictureHeader(s: Store, side: PaneSide): PictureHeader {
     title: s.single ? file : `${file} · ${t(side === 'Bench' ? 'bench' : 'debug')}`,
     lines: [pointText(s), t('picture.colours', { mode: colourSchemeWords(s) })],
     legend: colorLegend(s),
+    shapes: shapeLegend(),
   };
+}
+
+/** What the boxes' shapes mean (the toolbar's shape legend, also drawn in pictures after the colours). */
+export function shapeLegend(): LegendEntry[] {
+  const entry = (shape: ShapeKind, label: Key, tip?: Key): LegendEntry => ({ shape, color: '', label: t(label), tip: tip ? t(tip) : undefined });
+  return [
+    entry('module', 'legend.module'),
+    entry('leaf', 'legend.leaf', 'tooltip.leaf'),
+    entry('apilist', 'legend.apiList', 'tooltip.apiList'),
+    entry('fused', 'legend.fused', 'tooltip.fused'),
+  ];
 }
 
 /** The last line of a PNG scaled down to the browser's limits. */

@@ -7,7 +7,7 @@ import { layoutAt, PNG_MAX_AREA, PNG_MAX_SIDE, PNG_SCALE, pngLayout, SVG_SCALE, 
 import { DARK, frameSvg, LIGHT, SvgPath, xmlText } from '../src/render';
 import { Scene } from '../src/scene';
 import { Store } from '../src/store';
-import { colorLegend, pictureHeader, pictureScaledNote } from '../src/toolbar';
+import { colorLegend, pictureHeader, pictureScaledNote, shapeLegend } from '../src/toolbar';
 import type { RenderNode } from '../src/types';
 
 /** The Char production of XML 1.0: what a well-formed document may hold at all. */
@@ -160,6 +160,17 @@ describe('whole-graph pictures', () => {
         expect(h.legend[1].color).toBe(DIAGNOSIS_COLORS.peer);
         const svg = wholeSvg({ scene, theme: LIGHT, overflowMode: false, header: h });
         for (const words of [h.title, ...h.lines, ...h.legend.map((e) => e.label)]) expect(svg).toContain(`>${xmlText(words)}</text>`);
+        // After the colours, what the shapes mean: a module's rounded box and an API call's ellipse, each beside its words.
+        expect(h.shapes).toEqual(shapeLegend());
+        expect(h.shapes?.map((e) => [e.shape, e.label])).toEqual([['module', t('legend.module')], ['leaf', t('legend.leaf')], ['apilist', t('legend.apiList')], ['fused', t('legend.fused')]]);
+        const l = layoutAt(scene.bounds, h, 1);
+        expect(l.legend.map((e) => e.entry.label)).toEqual([...h.legend, ...(h.shapes ?? [])].map((e) => e.label));
+        for (const e of h.shapes ?? []) expect(svg).toContain(`>${xmlText(e.label)}</text>`);
+        const bare = wholeSvg({ scene, theme: LIGHT, overflowMode: false, header: { ...h, shapes: [] } });
+        // The SVG path's arcs, in the fill and in the outline: an ellipse's two half arcs (`A`), three rounded boxes' four corners (`a`).
+        const arcs = (doc: string, cmd: string) => (doc.match(new RegExp(`${cmd}[\\d.]`, 'g')) ?? []).length;
+        expect(arcs(svg, 'A') - arcs(bare, 'A')).toBe(2 * 2);
+        expect(arcs(svg, 'a') - arcs(bare, 'a')).toBe(2 * 3 * 4);
       }
       setLang('en');
       expect(pictureHeader(compareStore('overflow'), 'NPU').lines[1]).toBe('Colours: overflow level');

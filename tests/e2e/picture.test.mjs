@@ -2,7 +2,7 @@
 // pane zoomed in so that most boxes are out of view, then "whole graph" saved as SVG and as PNG. Both
 // hold every laid-out box (labels of boxes outside the view are in the SVG; the PNG is the scene at
 // two pixels a unit, taller than the pane), under a title that names the file, step, rank,
-// micro-batch and colour mode, and the toolbar's colour legend; in Chinese, the title's words are
+// micro-batch and colour mode, and the toolbar's colour legend and the shapes' legend; in Chinese, the title's words are
 // Chinese. A scene too tall for one canvas at that scale gives a PNG scaled down to the browser's
 // limit (16 384 px a side), the SVG unscaled. The "view" choice still saves the pane as drawn
 // (tests/e2e/polish.test.mjs). Pictures: tests/artifacts/picture-whole.{svg,png}, picture-capped.png;
@@ -114,7 +114,7 @@ describe('GRAPH_ASCEND whole-graph picture', () => {
       assert.ok(Number(sw) >= seen.bounds.w && Number(sh) > seen.bounds.h + 40, `SVG ${sw}×${sh} for a scene of ${JSON.stringify(seen.bounds)}`);
       assert.ok(Number(sh) > seen.pane.height, 'the SVG is taller than the pane: not only its view');
       const title = `${seen.meta.run}/${seen.meta.tag} · Debug`;
-      for (const words of [title, seen.where, 'Colours: output error (msprobe)', ...seen.legend]) assert.ok(text.includes(`>${xml(words)}</text>`), `the SVG says "${words}"`);
+      for (const words of [title, seen.where, 'Colours: output error (msprobe)', ...seen.legend, 'Module or operator', 'Unexpandable node', 'API list', 'Fused operators']) assert.ok(text.includes(`>${xml(words)}</text>`), `the SVG says "${words}"`);
       const missing = seen.hiddenLabels.filter((l) => !text.includes(`>${xml(l)}</text>`));
       assert.deepEqual(missing, [], 'every box out of view is drawn, its label with it');
       const svgImage = await decode(frame, `data:image/svg+xml;base64,${svg.bytes.toString('base64')}`);
