@@ -160,7 +160,7 @@ describe('whole-graph pictures', () => {
         expect(h.legend[1].color).toBe(DIAGNOSIS_COLORS.peer);
         const svg = wholeSvg({ scene, theme: LIGHT, overflowMode: false, header: h });
         for (const words of [h.title, ...h.lines, ...h.legend.map((e) => e.label)]) expect(svg).toContain(`>${xmlText(words)}</text>`);
-        // After the colours, what the shapes mean: a module's rounded box and an API call's ellipse, each beside its words.
+        // After the colours, what the shapes mean (the toolbar's four), each beside its words.
         expect(h.shapes).toEqual(shapeLegend());
         expect(h.shapes?.map((e) => [e.shape, e.label])).toEqual([['module', t('legend.module')], ['leaf', t('legend.leaf')], ['apilist', t('legend.apiList')], ['fused', t('legend.fused')]]);
         const l = layoutAt(scene.bounds, h, 1);
